@@ -1,0 +1,351 @@
+"""The functional core of the modules: position vectors and the transformer input block.
+
+Pure functions of a frozen, hashable spec and a dict of arrays. :mod:`flax_posenc.nnx` and
+:mod:`flax_posenc.linen` only hold the parameters and call these, so both give the same numbers
+for the same parameters.
+
+Parameter names (identical in NNX and Linen, and the target of checkpoint conversion)::
+
+    word_embeddings        (vocab_size, dim)              logical axes ("vocab", "embed")
+    position_embeddings    (offset + num_positions, dim)  logical axes (None, "embed")   [learned]
+    token_type_embeddings  (type_vocab_size, dim)         logical axes (None, "embed")   [if any]
+    layer_norm/scale, layer_norm/bias  (dim,)             logical axes ("embed",)        [if any]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from flax_posenc import lookup
+from flax_posenc.errors import PositionLimitError
+from flax_posenc.sinusoidal import LAYOUTS, _check_options, sinusoidal_encoding, sinusoidal_table
+
+PositionKind = Literal["learned", "sinusoidal", "none"]
+POSITION_KINDS: tuple[str, ...] = ("learned", "sinusoidal", "none")
+PositionsFrom = Literal["index", "non_padding_ids", "attention_mask"]
+POSITIONS_FROM: tuple[str, ...] = ("index", "non_padding_ids", "attention_mask")
+
+# Logical axis names on the parameters (flax partitioning metadata); map them to mesh axes
+# with your own rules, e.g. (("vocab", "model"), ("embed", None)) or (("embed", "model"),).
+AXES = {
+    "word_embeddings": ("vocab", "embed"),
+    "position_embeddings": (None, "embed"),
+    "token_type_embeddings": (None, "embed"),
+    "layer_norm": ("embed",),
+}
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class PositionSpec:
+    """How positions become vectors; static (hashable) so it can live in a module.
+
+    Attributes:
+      kind: ``"learned"`` (a table parameter), ``"sinusoidal"`` (no parameters) or ``"none"``.
+      dim: vector width.
+      num_positions: usable positions (the table's limit); for ``"sinusoidal"`` an optional
+        limit (``None``: any int32 position).
+      offset: reserved leading rows of a learned table (2 for RoBERTa/OPT/BART).
+      base, layout, endpoint: the sinusoidal convention (see :mod:`flax_posenc.sinusoidal`).
+      on_overflow: policy for traced positions (see :mod:`flax_posenc.lookup`).
+      name: the table's name in error messages.
+    """
+
+    kind: PositionKind = "learned"
+    dim: int = 0
+    num_positions: int | None = None
+    offset: int = 0
+    base: float = 10000.0
+    layout: str = "interleaved"
+    endpoint: bool = False
+    on_overflow: lookup.OverflowPolicy = "error"
+    name: str = "position table"
+
+    def __post_init__(self):
+        _require(self.kind in POSITION_KINDS, f"position: expected one of {POSITION_KINDS}, got {self.kind!r}")
+        _require(
+            isinstance(self.dim, int) and self.dim > 0, f"dim: expected a positive integer, got {self.dim!r}"
+        )
+        if self.kind == "learned":
+            _require(
+                isinstance(self.num_positions, int) and self.num_positions > 0,
+                f"num_positions: a learned table needs a positive integer, got {self.num_positions!r}",
+            )
+        elif self.num_positions is not None:
+            _require(
+                isinstance(self.num_positions, int) and self.num_positions > 0,
+                f"num_positions: expected a positive integer or None, got {self.num_positions!r}",
+            )
+        _require(
+            isinstance(self.offset, int) and self.offset >= 0,
+            f"offset: expected a non-negative integer, got {self.offset!r}",
+        )
+        _require(self.layout in LAYOUTS, f"layout: expected one of {LAYOUTS}, got {self.layout!r}")
+        _require(
+            self.on_overflow in lookup.OVERFLOW_POLICIES,
+            f"on_overflow: expected one of {lookup.OVERFLOW_POLICIES}, got {self.on_overflow!r}",
+        )
+        if self.kind == "sinusoidal":
+            _check_options(self.dim, self.base, self.layout)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the learned table: reserved rows plus usable positions."""
+        return self.offset + (self.num_positions or 0)
+
+    @property
+    def table_shape(self) -> tuple[int, int]:
+        return (self.rows, self.dim)
+
+
+def _sinusoid_limit_check(spec: PositionSpec, lowest: int, highest: int) -> None:
+    if spec.num_positions is not None:
+        lookup.check_positions(lowest, highest, rows=spec.num_positions, name=spec.name)
+
+
+def encode_positions(
+    spec: PositionSpec,
+    table: jax.Array | None = None,
+    positions: jax.typing.ArrayLike | None = None,
+    *,
+    length: int | None = None,
+    start: int | jax.Array = 0,
+    dtype=None,
+) -> jax.Array:
+    """Position vectors for explicit ``positions`` or for ``length`` positions from ``start``.
+
+    Exactly one of ``positions`` (an integer array, any shape) or ``length`` (a Python int)
+    is given. With ``length`` and a static ``start`` the limit is checked at trace time and the
+    vectors are a slice of the table (learned) or a float64-exact constant (sinusoidal).
+
+    Returns:
+      ``positions.shape + (dim,)`` or ``(length, dim)``, in ``dtype`` (default: the table's
+      dtype, float32 for sinusoids).
+    """
+    if (positions is None) == (length is None):
+        raise ValueError("give exactly one of positions (an integer array) or length (an int)")
+    if spec.kind == "none":
+        raise ValueError("this spec has no position encoding (kind='none')")
+    if spec.kind == "learned":
+        if table is None or tuple(table.shape) != spec.table_shape:
+            found = None if table is None else tuple(table.shape)
+            raise ValueError(f"{spec.name}: expected a table of shape {spec.table_shape}, found {found}")
+        common = dict(offset=spec.offset, on_overflow=spec.on_overflow, name=spec.name)
+        if length is not None:
+            out = lookup.slice_positions(table, length, start=start, **common)
+        else:
+            out = lookup.lookup_positions(table, positions, **common)
+        return out if dtype is None else out.astype(dtype)
+
+    dtype = jnp.float32 if dtype is None else dtype
+    sinusoid = dict(base=spec.base, layout=spec.layout, endpoint=spec.endpoint)
+    if length is not None and not lookup._is_traced(start):
+        start = int(start)
+        if length:
+            _sinusoid_limit_check(spec, start, start + length - 1)
+        return sinusoidal_table(length, spec.dim, start=start, dtype=dtype, **sinusoid)
+    if length is not None:
+        positions = lookup.sequential_positions(length, start=start)
+    positions = jnp.asarray(positions) if not lookup._is_traced(positions) else positions
+    if spec.num_positions is not None:
+        if not lookup._is_traced(positions) and positions.size:
+            host = np.asarray(positions)
+            _sinusoid_limit_check(spec, int(host.min()), int(host.max()))
+        elif lookup._is_traced(positions) and spec.on_overflow == "error":
+            valid = (positions >= 0).all() & (positions < spec.num_positions).all()
+            lookup._runtime_check(valid, positions, rows=spec.num_positions, offset=0, name=spec.name)
+    return sinusoidal_encoding(positions, spec.dim, dtype=dtype, **sinusoid)
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """Static description of a transformer input block (see :func:`transformer_input`).
+
+    Attributes:
+      vocab_size: rows of the token embedding.
+      position: how positions are encoded (:class:`PositionSpec`).
+      positions_from: how default positions are counted: ``"index"`` (``start, start+1, ...``),
+        ``"non_padding_ids"`` (RoBERTa/MPNet: skip tokens equal to ``pad_token_id``) or
+        ``"attention_mask"`` (OPT: skip tokens whose mask is 0).
+      pad_token_id: padding id, needed for ``"non_padding_ids"``.
+      embed_scale: multiplies token embeddings (``sqrt(dim)`` in Vaswani et al. and BART-likes).
+      type_vocab_size: rows of the token-type (segment) embedding; 0 for none.
+      layer_norm: LayerNorm after the sum (BERT, RoBERTa, BART).
+      layer_norm_eps: its epsilon.
+      dtype: computation and output dtype (``None``: the word table's dtype).
+    """
+
+    vocab_size: int
+    position: PositionSpec
+    positions_from: PositionsFrom = "index"
+    pad_token_id: int | None = None
+    embed_scale: float = 1.0
+    type_vocab_size: int = 0
+    layer_norm: bool = False
+    layer_norm_eps: float = 1e-12
+    dtype: jnp.dtype | None = None
+
+    def __post_init__(self):
+        _require(
+            isinstance(self.vocab_size, int) and self.vocab_size > 0,
+            f"vocab_size: expected a positive integer, got {self.vocab_size!r}",
+        )
+        _require(
+            self.positions_from in POSITIONS_FROM,
+            f"positions_from: expected one of {POSITIONS_FROM}, got {self.positions_from!r}",
+        )
+        if self.positions_from == "non_padding_ids":
+            _require(
+                self.pad_token_id is not None,
+                "pad_token_id: positions_from='non_padding_ids' needs the padding id, got None",
+            )
+        if self.positions_from != "index" and self.position.kind == "learned":
+            _require(
+                self.position.offset >= 1,
+                f"offset: positions_from={self.positions_from!r} sends padding to row offset-1, "
+                f"so a learned table needs offset >= 1, got {self.position.offset}",
+            )
+        _require(
+            isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
+            f"type_vocab_size: expected a non-negative integer, got {self.type_vocab_size!r}",
+        )
+        _require(
+            math.isfinite(self.embed_scale), f"embed_scale: expected a finite number, got {self.embed_scale!r}"
+        )
+
+    @property
+    def dim(self) -> int:
+        return self.position.dim
+
+    def param_shapes(self) -> dict:
+        """Shapes of every parameter, by name (nested like the parameter trees)."""
+        shapes = {"word_embeddings": (self.vocab_size, self.dim)}
+        if self.position.kind == "learned":
+            shapes["position_embeddings"] = self.position.table_shape
+        if self.type_vocab_size:
+            shapes["token_type_embeddings"] = (self.type_vocab_size, self.dim)
+        if self.layer_norm:
+            shapes["layer_norm"] = {"scale": (self.dim,), "bias": (self.dim,)}
+        return shapes
+
+
+def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float) -> jax.Array:
+    """LayerNorm over the last axis, computed in float32 (two-pass mean/variance, as PyTorch)."""
+    x32 = x.astype(jnp.float32)
+    mean = x32.mean(-1, keepdims=True)
+    centered = x32 - mean
+    var = jnp.mean(jnp.square(centered), -1, keepdims=True)
+    y = centered * jax.lax.rsqrt(var + eps)
+    return (y * scale.astype(jnp.float32) + bias.astype(jnp.float32)).astype(x.dtype)
+
+
+def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
+    """Positions counted the family's way, and their static bounds (lowest, highest)."""
+    seq = input_ids.shape[-1]
+    if spec.positions_from == "index":
+        return None, None
+    if spec.positions_from == "non_padding_ids":
+        mask = input_ids != spec.pad_token_id
+    else:
+        mask = jnp.ones(input_ids.shape, bool) if attention_mask is None else attention_mask
+        if tuple(mask.shape) != tuple(input_ids.shape):
+            raise ValueError(
+                f"attention_mask: expected shape {tuple(input_ids.shape)} like input_ids, "
+                f"found {tuple(mask.shape)}"
+            )
+    positions = lookup.padding_aware_positions(mask, start=start)
+    bounds = None if lookup._is_traced(start) else (-1, int(start) + seq - 1)
+    return positions, bounds
+
+
+def transformer_input(
+    spec: InputSpec,
+    params: Mapping[str, jax.Array],
+    input_ids: jax.typing.ArrayLike,
+    *,
+    token_type_ids: jax.typing.ArrayLike | None = None,
+    position_ids: jax.typing.ArrayLike | None = None,
+    attention_mask: jax.typing.ArrayLike | None = None,
+    start: int | jax.Array = 0,
+) -> jax.Array:
+    """``layer_norm(embed_scale * word[ids] + position + token_type[types])``, before dropout.
+
+    Args:
+      spec: the static description (:class:`InputSpec`).
+      params: arrays named as in this module's docstring.
+      input_ids: ``(..., seq_len)`` token ids.
+      token_type_ids: ``(..., seq_len)`` segment ids (default: all 0, as BERT).
+      position_ids: ``(..., seq_len)`` explicit positions; overrides ``positions_from``.
+      attention_mask: ``(..., seq_len)``, 1 for real tokens; only ``positions_from=
+        "attention_mask"`` reads it (the attention itself is not this block's business).
+      start: position of the first token (tokens already decoded); static int or traced.
+
+    Returns:
+      ``(..., seq_len, dim)`` in ``spec.dtype`` (default: the word table's dtype).
+
+    Raises:
+      PositionLimitError: a known position past the table (see :mod:`flax_posenc.lookup`).
+    """
+    input_ids = jnp.asarray(input_ids)
+    if not jnp.issubdtype(input_ids.dtype, jnp.integer) or input_ids.ndim < 1:
+        raise TypeError(
+            f"input_ids: expected an integer array of shape (..., seq_len), "
+            f"got dtype {input_ids.dtype} and shape {tuple(input_ids.shape)}"
+        )
+    word = params["word_embeddings"]
+    dtype = spec.dtype or word.dtype
+    x = jnp.take(word, input_ids, axis=0).astype(dtype)
+    if spec.embed_scale != 1.0:
+        x = x * jnp.asarray(spec.embed_scale, dtype)
+
+    pos = spec.position
+    if pos.kind != "none":
+        table = params.get("position_embeddings")
+        if position_ids is None:
+            position_ids, bounds = _default_positions(spec, input_ids, attention_mask, start)
+            if bounds is not None and pos.kind == "learned":
+                lookup.check_positions(*bounds, rows=pos.rows, offset=pos.offset, name=pos.name)
+                pos = dataclasses.replace(pos, on_overflow="clip")  # proven in bounds above
+        if position_ids is None:
+            vectors = encode_positions(pos, table, length=input_ids.shape[-1], start=start, dtype=dtype)
+        else:
+            vectors = encode_positions(pos, table, position_ids, dtype=dtype)
+            if pos.kind == "sinusoidal" and spec.positions_from != "index":
+                vectors = jnp.where((jnp.asarray(position_ids) < 0)[..., None], 0, vectors)
+        x = x + vectors
+
+    if spec.type_vocab_size:
+        types = params["token_type_embeddings"]
+        if token_type_ids is None:
+            x = x + types[0].astype(dtype)
+        else:
+            x = x + jnp.take(types, jnp.asarray(token_type_ids), axis=0).astype(dtype)
+    elif token_type_ids is not None:
+        raise ValueError("token_type_ids: this block has no token-type embedding (type_vocab_size=0)")
+
+    if spec.layer_norm:
+        ln = params["layer_norm"]
+        x = layer_norm(x, ln["scale"], ln["bias"], spec.layer_norm_eps)
+    return x
+
+
+__all__ = [
+    "AXES",
+    "InputSpec",
+    "PositionLimitError",
+    "PositionSpec",
+    "encode_positions",
+    "layer_norm",
+    "transformer_input",
+]

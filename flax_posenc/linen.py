@@ -1,0 +1,190 @@
+"""Flax Linen modules: the names of :mod:`flax_posenc.nnx`, the same numbers.
+
+Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
+(``nn.with_logical_partitioning``), so ``nn.get_partition_spec`` and
+``nn.logical_to_mesh_sharding`` work with your rules.
+
+>>> import jax, jax.numpy as jnp
+>>> import flax_posenc as fp
+>>> block = fp.linen.TransformerInput(100, 16, num_positions=32)
+>>> ids = jnp.zeros((2, 8), jnp.int32)
+>>> variables = block.init(jax.random.key(0), ids)
+>>> block.apply(variables, ids).shape
+(2, 8, 16)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+from flax_posenc import block
+from flax_posenc.block import AXES, InputSpec, PositionSpec
+
+default_embed_init = nn.initializers.normal(stddev=0.02)
+
+
+def _param(module: nn.Module, name: str, init, shape, dtype, axes=None):
+    return module.param(name, nn.with_logical_partitioning(init, axes or AXES[name]), shape, dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Vaswani et al.'s fixed encoding; no parameters (see the NNX module of the same name).
+
+    >>> import flax_posenc as fp
+    >>> fp.linen.SinusoidalPositionalEncoding(512).apply({}, length=128).shape
+    (128, 512)
+    """
+
+    dim: int
+    num_positions: int | None = None
+    base: float = 10000.0
+    layout: str = "interleaved"
+    endpoint: bool = False
+    dtype: jnp.dtype = jnp.float32
+    on_overflow: str = "error"
+    table_name: str = "sinusoidal encoding"
+
+    @nn.compact
+    def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
+        spec = PositionSpec(
+            "sinusoidal", self.dim, self.num_positions, base=self.base, layout=self.layout,
+            endpoint=self.endpoint, on_overflow=self.on_overflow, name=self.table_name,
+        )
+        return block.encode_positions(spec, None, positions, length=length, start=start, dtype=self.dtype)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A learned absolute position table (see the NNX module of the same name).
+
+    The parameter is ``embedding``, shape ``(offset + num_positions, dim)``.
+    """
+
+    num_positions: int
+    dim: int
+    offset: int = 0
+    dtype: jnp.dtype | None = None
+    param_dtype: jnp.dtype = jnp.float32
+    embedding_init: nn.initializers.Initializer = default_embed_init
+    on_overflow: str = "error"
+    table_name: str = "position table"
+
+    @nn.compact
+    def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
+        spec = PositionSpec(
+            "learned", self.dim, self.num_positions, offset=self.offset,
+            on_overflow=self.on_overflow, name=self.table_name,
+        )
+        table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"])
+        return block.encode_positions(spec, table, positions, length=length, start=start, dtype=self.dtype)
+
+
+class _LayerNormParams(nn.Module):
+    dim: int
+    param_dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self):
+        axes = AXES["layer_norm"]
+        return {
+            "scale": _param(self, "scale", nn.initializers.ones, (self.dim,), self.param_dtype, axes),
+            "bias": _param(self, "bias", nn.initializers.zeros, (self.dim,), self.param_dtype, axes),
+        }
+
+
+class TransformerInput(nn.Module):
+    """Token embedding + position (+ token types, LayerNorm, dropout).
+
+    The fields are the NNX :class:`flax_posenc.nnx.TransformerInput` arguments; parameters
+    have the same names and shapes, and identical parameters give identical outputs.
+    Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``.
+    """
+
+    vocab_size: int
+    dim: int
+    num_positions: int | None = None
+    position: str = "learned"
+    position_offset: int = 0
+    positions_from: str = "index"
+    pad_token_id: int | None = None
+    embed_scale: float = 1.0
+    type_vocab_size: int = 0
+    layer_norm: bool = False
+    layer_norm_eps: float = 1e-12
+    dropout_rate: float = 0.0
+    dtype: jnp.dtype | None = None
+    param_dtype: jnp.dtype = jnp.float32
+    embedding_init: nn.initializers.Initializer = default_embed_init
+    base: float = 10000.0
+    layout: str = "interleaved"
+    endpoint: bool = False
+    on_overflow: str = "error"
+    position_name: str = "position table"
+
+    @property
+    def spec(self) -> InputSpec:
+        return InputSpec(
+            self.vocab_size,
+            PositionSpec(
+                self.position, self.dim, self.num_positions, offset=self.position_offset,
+                base=self.base, layout=self.layout, endpoint=self.endpoint,
+                on_overflow=self.on_overflow, name=self.position_name,
+            ),
+            positions_from=self.positions_from,
+            pad_token_id=self.pad_token_id,
+            embed_scale=float(self.embed_scale),
+            type_vocab_size=self.type_vocab_size,
+            layer_norm=self.layer_norm,
+            layer_norm_eps=float(self.layer_norm_eps),
+            dtype=self.dtype,
+        )
+
+    @nn.compact
+    def __call__(
+        self,
+        input_ids,
+        *,
+        token_type_ids=None,
+        position_ids=None,
+        attention_mask=None,
+        start=0,
+        deterministic: bool = True,
+    ) -> jax.Array:
+        spec = self.spec
+        params = {}
+        for name, shape in spec.param_shapes().items():
+            if name == "layer_norm":
+                params[name] = _LayerNormParams(self.dim, self.param_dtype, name="layer_norm")()
+            else:
+                params[name] = _param(self, name, self.embedding_init, shape, self.param_dtype)
+        x = block.transformer_input(
+            spec, params, input_ids, token_type_ids=token_type_ids, position_ids=position_ids,
+            attention_mask=attention_mask, start=start,
+        )
+        return nn.Dropout(self.dropout_rate)(x, deterministic=deterministic or self.dropout_rate == 0)
+
+    @classmethod
+    def from_pretrained(cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, **overrides):
+        """Build the input block of a Hugging Face checkpoint: ``(module, variables)``.
+
+        ``module.apply(variables, input_ids, ...)`` equals Hugging Face's embedding output
+        (see :meth:`flax_posenc.nnx.TransformerInput.from_pretrained`).
+        """
+        from flax_posenc.conversion import load_input_block
+        from flax_posenc.nnx import _pretrained_arguments
+
+        kwargs, arrays = _pretrained_arguments(load_input_block(source, family=family))
+        kwargs.update(overrides)
+        module = cls(**kwargs, dtype=dtype, param_dtype=param_dtype)
+        params: dict = {}
+        for name, value in arrays.items():
+            *parents, leaf = name.split("/")
+            node = params
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = jnp.asarray(value, param_dtype)
+        return module, {"params": params}
+
+
+__all__ = ["LearnedPositionalEmbedding", "SinusoidalPositionalEncoding", "TransformerInput"]

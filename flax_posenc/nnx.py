@@ -1,0 +1,343 @@
+"""Flax NNX modules: thin shells over :mod:`flax_posenc.block`.
+
+Each module holds its parameters and calls the functional core; none re-implements it.
+:mod:`flax_posenc.linen` has the same names and gives the same numbers.
+
+>>> import jax.numpy as jnp
+>>> from flax import nnx
+>>> import flax_posenc as fp
+>>> block = fp.nnx.TransformerInput(100, 16, num_positions=32, rngs=nnx.Rngs(0))
+>>> block(jnp.zeros((2, 8), jnp.int32)).shape
+(2, 8, 16)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from flax.core import meta
+
+from flax_posenc import block
+from flax_posenc.block import AXES, InputSpec, PositionSpec
+
+default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
+
+
+def _param(value: jax.Array, axes: tuple) -> nnx.Param:
+    """A Param carrying logical axis names; sharded at creation only when a mesh is active."""
+    eager = nnx.using_eager_sharding() and (
+        meta.get_global_mesh() is not None or not jax.sharding.get_abstract_mesh().empty
+    )
+    return nnx.Param(value, out_sharding=axes, eager_sharding=eager)
+
+
+class _PositionShell(nnx.Module):
+    """Shared ``__call__`` of the two position modules."""
+
+    spec: PositionSpec
+
+    def _table(self):
+        return None
+
+    def __call__(
+        self,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        length: int | None = None,
+        start: int | jax.Array = 0,
+    ) -> jax.Array:
+        """Vectors for ``positions`` (any integer shape) or for ``length`` positions from ``start``.
+
+        Returns ``positions.shape + (dim,)`` or ``(length, dim)``; raises
+        :class:`~flax_posenc.PositionLimitError` for a known position past the limit (traced
+        positions follow ``on_overflow``, see :mod:`flax_posenc.lookup`).
+        """
+        return block.encode_positions(
+            self.spec, self._table(), positions, length=length, start=start, dtype=self.dtype
+        )
+
+
+class SinusoidalPositionalEncoding(_PositionShell):
+    """Vaswani et al.'s fixed encoding; no parameters.
+
+    A static ``length`` gives a float64-exact constant table (computed once at trace time); traced
+    positions use exact-angle arithmetic on device (:func:`~flax_posenc.sinusoidal_encoding`).
+
+    Args:
+      dim: encoding width (even).
+      num_positions: optional limit (the length a model was trained to); ``None`` for none.
+      base, layout, endpoint: the convention (see :mod:`flax_posenc.sinusoidal`).
+      dtype: output dtype.
+      on_overflow: policy for traced positions past ``num_positions``.
+
+    >>> import flax_posenc as fp
+    >>> fp.nnx.SinusoidalPositionalEncoding(512)(length=128).shape
+    (128, 512)
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        num_positions: int | None = None,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+        endpoint: bool = False,
+        dtype=jnp.float32,
+        on_overflow: str = "error",
+        name: str = "sinusoidal encoding",
+    ):
+        self.spec = PositionSpec(
+            "sinusoidal", dim, num_positions, base=base, layout=layout, endpoint=endpoint,
+            on_overflow=on_overflow, name=name,
+        )
+        self.dtype = dtype
+
+
+class LearnedPositionalEmbedding(_PositionShell):
+    """A learned absolute position table, as in GPT-2 (1024 x 768) and BERT (512 x 768).
+
+    The table has ``offset + num_positions`` rows; position ``p`` reads row ``offset + p``. A
+    known position past the table raises :class:`~flax_posenc.PositionLimitError` at trace time;
+    traced positions follow ``on_overflow`` -- never JAX's silent clamp or NaN unless asked.
+
+    Args:
+      num_positions: usable positions (the context limit).
+      dim: vector width.
+      offset: reserved leading rows (2 for RoBERTa/OPT/BART tables).
+      dtype: computation/output dtype (``None``: ``param_dtype``).
+      param_dtype: dtype the table is stored in.
+      embedding_init: initializer ``(key, shape, dtype) -> array``.
+      on_overflow: ``"error"`` (checkify), ``"clip"`` or ``"fill"`` for traced positions.
+      name: the table's name in error messages.
+      rngs: ``nnx.Rngs`` with a ``params`` stream.
+
+    >>> from flax import nnx
+    >>> import flax_posenc as fp
+    >>> wpe = fp.nnx.LearnedPositionalEmbedding(1024, 768, rngs=nnx.Rngs(0))
+    >>> wpe(length=128).shape
+    (128, 768)
+    >>> wpe(length=1025)
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: position table holds 1024 positions (0..1023); asked for position 1024, 1 past the end
+    """
+
+    def __init__(
+        self,
+        num_positions: int,
+        dim: int,
+        *,
+        offset: int = 0,
+        dtype=None,
+        param_dtype=jnp.float32,
+        embedding_init=default_embed_init,
+        on_overflow: str = "error",
+        name: str = "position table",
+        rngs: nnx.Rngs,
+    ):
+        self.spec = PositionSpec("learned", dim, num_positions, offset=offset, on_overflow=on_overflow, name=name)
+        self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"])
+        self.dtype = dtype
+
+    def _table(self):
+        return self.embedding[...]
+
+
+class TransformerInput(nnx.Module):
+    """Token embedding + position (+ token types, LayerNorm, dropout): a transformer's input.
+
+    ``dropout(layer_norm(embed_scale * word[ids] + position + token_type[types]))``, covering
+    the original transformer (sinusoids, ``embed_scale=sqrt(dim)``), GPT-2 (learned), BERT
+    (learned + token types + LayerNorm), RoBERTa/OPT (reserved rows, padding-aware positions).
+    :meth:`from_pretrained` builds and loads one from a Hugging Face checkpoint.
+
+    Args:
+      vocab_size: token vocabulary size.
+      dim: model width.
+      num_positions: usable positions of a learned table (required for ``"learned"``), or an
+        optional limit for sinusoids.
+      position: ``"learned"``, ``"sinusoidal"`` or ``"none"``.
+      position_offset: reserved leading rows of the learned table.
+      positions_from: default positions: ``"index"``, ``"non_padding_ids"`` (RoBERTa) or
+        ``"attention_mask"`` (OPT).
+      pad_token_id: padding id (for ``"non_padding_ids"``).
+      embed_scale: multiplies token embeddings (``dim ** 0.5`` for Vaswani et al.).
+      type_vocab_size: token-type (segment) rows, 0 for none (BERT: 2).
+      layer_norm: LayerNorm after the sum (BERT).
+      layer_norm_eps: its epsilon.
+      dropout_rate: dropout on the output.
+      dtype: computation/output dtype (``None``: ``param_dtype``).
+      param_dtype: dtype parameters are stored in.
+      embedding_init: initializer of the embedding tables.
+      base, layout, endpoint: sinusoidal convention.
+      on_overflow: policy for traced positions (see :mod:`flax_posenc.lookup`).
+      position_name: the position table's name in error messages.
+      rngs: ``nnx.Rngs`` (``params``; ``dropout`` when ``dropout_rate > 0``).
+
+    Parameters carry logical axis names (``("vocab", "embed")``, ``(None, "embed")``,
+    ``("embed",)``): shard them with your own rules (see ``docs/sharding.md``).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        dim: int,
+        *,
+        num_positions: int | None = None,
+        position: str = "learned",
+        position_offset: int = 0,
+        positions_from: str = "index",
+        pad_token_id: int | None = None,
+        embed_scale: float = 1.0,
+        type_vocab_size: int = 0,
+        layer_norm: bool = False,
+        layer_norm_eps: float = 1e-12,
+        dropout_rate: float = 0.0,
+        dtype=None,
+        param_dtype=jnp.float32,
+        embedding_init=default_embed_init,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+        endpoint: bool = False,
+        on_overflow: str = "error",
+        position_name: str = "position table",
+        rngs: nnx.Rngs,
+    ):
+        self.spec = InputSpec(
+            vocab_size,
+            PositionSpec(
+                position, dim, num_positions, offset=position_offset, base=base, layout=layout,
+                endpoint=endpoint, on_overflow=on_overflow, name=position_name,
+            ),
+            positions_from=positions_from,
+            pad_token_id=pad_token_id,
+            embed_scale=float(embed_scale),
+            type_vocab_size=type_vocab_size,
+            layer_norm=layer_norm,
+            layer_norm_eps=float(layer_norm_eps),
+            dtype=dtype,
+        )
+        shapes = self.spec.param_shapes()
+        init = lambda name: _param(embedding_init(rngs.params(), shapes[name], param_dtype), AXES[name])  # noqa: E731
+        self.word_embeddings = init("word_embeddings")
+        if "position_embeddings" in shapes:
+            self.position_embeddings = init("position_embeddings")
+        if "token_type_embeddings" in shapes:
+            self.token_type_embeddings = init("token_type_embeddings")
+        if layer_norm:
+            self.layer_norm = nnx.Dict(
+                scale=_param(jnp.ones((dim,), param_dtype), AXES["layer_norm"]),
+                bias=_param(jnp.zeros((dim,), param_dtype), AXES["layer_norm"]),
+            )
+        self.dropout = nnx.Dropout(dropout_rate, rngs=rngs if dropout_rate > 0 else None)
+
+    def params(self) -> dict[str, Any]:
+        """The parameters as a nested dict of arrays, named as in :mod:`flax_posenc.block`."""
+        out = {}
+        for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+            if hasattr(self, name):
+                out[name] = getattr(self, name)[...]
+        if self.spec.layer_norm:
+            out["layer_norm"] = {k: self.layer_norm[k][...] for k in ("scale", "bias")}
+        return out
+
+    def __call__(
+        self,
+        input_ids: jax.typing.ArrayLike,
+        *,
+        token_type_ids: jax.typing.ArrayLike | None = None,
+        position_ids: jax.typing.ArrayLike | None = None,
+        attention_mask: jax.typing.ArrayLike | None = None,
+        start: int | jax.Array = 0,
+        deterministic: bool = True,
+        rngs: nnx.Rngs | None = None,
+    ) -> jax.Array:
+        """Embed ``(..., seq_len)`` token ids into ``(..., seq_len, dim)``.
+
+        See :func:`flax_posenc.block.transformer_input` for the arguments; ``deterministic=False``
+        applies dropout with the ``dropout`` stream of ``rngs`` (given here or at construction).
+        """
+        x = block.transformer_input(
+            self.spec, self.params(), input_ids, token_type_ids=token_type_ids,
+            position_ids=position_ids, attention_mask=attention_mask, start=start,
+        )
+        if self.dropout.rate > 0 and not deterministic:
+            x = self.dropout(x, deterministic=False, rngs=rngs)
+        return x
+
+    @classmethod
+    def from_pretrained(cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, **overrides) -> TransformerInput:
+        """Build the input block of a Hugging Face checkpoint and load every weight of it.
+
+        Args:
+          source: checkpoint directory, ``.safetensors``/``.bin`` file or Hub id (see
+            :func:`flax_posenc.conversion.load_input_block`).
+          family: force a family instead of detecting it.
+          dtype, param_dtype: computation and storage dtypes.
+          overrides: other constructor arguments (``dropout_rate``, ``on_overflow``, ...).
+
+        Returns:
+          A :class:`TransformerInput` whose output equals Hugging Face's embedding output for
+          the same inputs (GPT-2's ``hidden_states[0]``, BERT's ``embeddings(...)``).
+
+        >>> block = TransformerInput.from_pretrained("gpt2")      # doctest: +SKIP
+        >>> block.spec.position.num_positions                     # doctest: +SKIP
+        1024
+        """
+        from flax_posenc.conversion import load_input_block
+
+        weights = load_input_block(source, family=family)
+        kwargs, arrays = _pretrained_arguments(weights)
+        kwargs.update(overrides)
+        module = nnx.eval_shape(
+            lambda: cls(**kwargs, dtype=dtype, param_dtype=param_dtype, rngs=nnx.Rngs(0))
+        )
+        for name, value in arrays.items():
+            target = module.layer_norm[name.split("/")[1]] if name.startswith("layer_norm/") else getattr(module, name)
+            target.set_value(jnp.asarray(value, param_dtype))
+        return module
+
+
+def _pretrained_arguments(weights) -> tuple[dict, dict]:
+    """Constructor arguments and arrays (by parameter name) for an ``InputBlockWeights``."""
+    table = weights.position
+    words = weights.word_embeddings
+    if table.dim != words.shape[1]:
+        raise ValueError(
+            f"{table.source}: position table {table.key} has dim {table.dim}, but the word "
+            f"embeddings have dim {words.shape[1]}"
+        )
+    kwargs = dict(
+        vocab_size=int(words.shape[0]),
+        dim=int(words.shape[1]),
+        num_positions=table.max_length,
+        position="learned",
+        position_offset=table.offset,
+        positions_from=weights.positions_from,
+        pad_token_id=weights.pad_token_id,
+        embed_scale=weights.embed_scale,
+        type_vocab_size=0 if weights.token_type_embeddings is None else int(weights.token_type_embeddings.shape[0]),
+        layer_norm=weights.layer_norm_scale is not None,
+        layer_norm_eps=weights.layer_norm_eps,
+        position_name=f"{table.family} position table ({table.key})",
+    )
+    arrays = {"word_embeddings": words, "position_embeddings": table.weights}
+    if weights.token_type_embeddings is not None:
+        arrays["token_type_embeddings"] = weights.token_type_embeddings
+    if weights.layer_norm_scale is not None:
+        arrays["layer_norm/scale"] = weights.layer_norm_scale
+        arrays["layer_norm/bias"] = weights.layer_norm_bias
+    return kwargs, arrays
+
+
+__all__ = [
+    "LearnedPositionalEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TransformerInput",
+    "default_embed_init",
+]
