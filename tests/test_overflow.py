@@ -1,0 +1,148 @@
+"""The overflow rule: a position past a table is never clamped or NaN unless asked for."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from jax.experimental import checkify
+
+import flax_posenc as fp
+from flax_posenc import PositionLimitError
+
+TABLE = jnp.arange(40.0).reshape(10, 4)  # 10 positions
+
+
+class TestStatic:
+    def test_exactly_at_the_limit_fits(self):
+        np.testing.assert_array_equal(fp.lookup.slice_positions(TABLE, 10), TABLE)
+        np.testing.assert_array_equal(fp.lookup_positions(TABLE, jnp.array([9])), TABLE[9:])
+
+    def test_one_past_the_limit(self):
+        with pytest.raises(PositionLimitError, match=r"holds 10 positions \(0\.\.9\); asked for position 10, 1 past the end"):
+            fp.lookup.slice_positions(TABLE, 11)
+        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
+            fp.lookup_positions(TABLE, jnp.array([3, 10]))
+
+    def test_start_offset_past_the_limit(self):
+        with pytest.raises(PositionLimitError, match="asked for position 11, 2 past the end"):
+            fp.lookup.slice_positions(TABLE, 4, start=8)
+
+    def test_negative(self):
+        with pytest.raises(PositionLimitError, match="asked for position -1, below the first row"):
+            fp.lookup_positions(TABLE, jnp.array([-1, 2]))
+
+    def test_reserved_rows_counted(self):
+        with pytest.raises(PositionLimitError, match=r"holds 8 positions \(0\.\.7\) after 2 reserved rows; asked for position 8"):
+            fp.lookup.slice_positions(TABLE, 9, offset=2)
+        # padding (-1) reaches the reserved row offset-1, as RoBERTa/OPT need
+        np.testing.assert_array_equal(fp.lookup_positions(TABLE, jnp.array([-1]), offset=2), TABLE[1:2])
+
+    def test_static_length_checked_at_trace_time_under_jit(self):
+        f = jax.jit(lambda t: fp.lookup.slice_positions(t, 11))
+        with pytest.raises(PositionLimitError):
+            f(TABLE)
+
+    def test_named_table_in_message(self):
+        with pytest.raises(PositionLimitError, match=r"^gpt2 position table \(wpe.weight\) holds 1024 positions"):
+            fp.lookup.slice_positions(jnp.zeros((1024, 2)), 1025, name="gpt2 position table (wpe.weight)")
+
+    def test_unknown_policy(self):
+        with pytest.raises(ValueError, match=r"on_overflow: expected one of \('error', 'clip', 'fill'\), got 'wrap'"):
+            fp.lookup_positions(TABLE, jnp.array([1]), on_overflow="wrap")
+
+
+class TestTraced:
+    def test_checkify_reports_overflow(self):
+        f = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))
+        err, _ = f(jnp.array([0, 10]))
+        with pytest.raises(checkify.JaxRuntimeError, match=r"holds 10 positions \(0\.\.9\); asked for positions from 0 to 10"):
+            err.throw()
+        err, out = f(jnp.array([0, 9]))
+        err.throw()  # in range: no error
+        np.testing.assert_array_equal(out, TABLE[jnp.array([0, 9])])
+
+    def test_checkify_reports_negative(self):
+        err, _ = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))(jnp.array([-3]))
+        with pytest.raises(checkify.JaxRuntimeError, match="from -3 to -3"):
+            err.throw()
+
+    def test_without_checkify_compilation_refuses(self):
+        with pytest.raises(ValueError, match="checkify"):
+            jax.jit(lambda p: fp.lookup_positions(TABLE, p))(jnp.array([1]))
+
+    def test_clip_and_fill_only_when_asked(self):
+        clip = jax.jit(lambda p: fp.lookup_positions(TABLE, p, on_overflow="clip"))(jnp.array([12]))
+        np.testing.assert_array_equal(clip, TABLE[9:10])
+        fill = jax.jit(lambda p: fp.lookup_positions(TABLE, p, on_overflow="fill"))(jnp.array([12]))
+        assert np.isnan(np.asarray(fill)).all()
+
+    def test_traced_start_of_a_decoding_loop(self):
+        f = jax.jit(checkify.checkify(lambda s: fp.lookup.slice_positions(TABLE, 3, start=s)))
+        err, out = f(7)
+        err.throw()
+        np.testing.assert_array_equal(out, TABLE[7:10])
+        err, _ = f(8)
+        with pytest.raises(checkify.JaxRuntimeError, match="from 8 to 10"):
+            err.throw()
+
+    def test_eager_vmap_still_checks(self):
+        with pytest.raises(Exception, match="asked for positions from"):
+            jax.vmap(lambda p: fp.lookup_positions(TABLE, p))(jnp.array([[1], [10]]))
+
+
+class TestModules:
+    def test_nnx_learned_static(self):
+        wpe = fp.nnx.LearnedPositionalEmbedding(1024, 8, rngs=nnx.Rngs(0))
+        assert wpe(length=1024).shape == (1024, 8)
+        with pytest.raises(PositionLimitError, match="asked for position 1024, 1 past the end"):
+            wpe(length=1025)
+        with pytest.raises(PositionLimitError, match="asked for position 1024"):
+            wpe(jnp.array([1024]))
+
+    def test_linen_learned_static(self):
+        wpe = fp.linen.LearnedPositionalEmbedding(512, 8)
+        variables = wpe.init(jax.random.key(0), length=4)
+        assert wpe.apply(variables, length=512).shape == (512, 8)
+        with pytest.raises(PositionLimitError, match="asked for position 512"):
+            wpe.apply(variables, length=513)
+
+    def test_sinusoid_limit_is_optional(self):
+        free = fp.nnx.SinusoidalPositionalEncoding(8)
+        assert free(jnp.array([2**30])).shape == (1, 8)
+        bounded = fp.nnx.SinusoidalPositionalEncoding(8, num_positions=512)
+        with pytest.raises(PositionLimitError, match="asked for position 512"):
+            bounded(length=513)
+        err, _ = jax.jit(checkify.checkify(lambda p: bounded(p)))(jnp.array([600]))
+        with pytest.raises(checkify.JaxRuntimeError, match="from 600 to 600"):
+            err.throw()
+
+    def test_input_block_too_long(self):
+        block = fp.nnx.TransformerInput(50, 8, num_positions=16, rngs=nnx.Rngs(0))
+        block(jnp.zeros((2, 16), jnp.int32))
+        with pytest.raises(PositionLimitError, match="asked for position 16, 1 past the end"):
+            block(jnp.zeros((2, 17), jnp.int32))
+        with pytest.raises(PositionLimitError, match="asked for position 17, 2 past the end"):
+            block(jnp.zeros((2, 4), jnp.int32), start=14)
+
+    def test_input_block_under_jit_static_shape(self):
+        block = fp.nnx.TransformerInput(50, 8, num_positions=16, rngs=nnx.Rngs(0))
+        graphdef, state = nnx.split(block)
+        f = jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids))
+        assert f(state, jnp.zeros((1, 16), jnp.int32)).shape == (1, 16, 8)
+        with pytest.raises(PositionLimitError):
+            f(state, jnp.zeros((1, 17), jnp.int32))
+
+    def test_padding_aware_bounds_are_static(self):
+        """RoBERTa-style positions are traced values, but bounded by the shape: checked statically."""
+        block = fp.nnx.TransformerInput(
+            50, 8, num_positions=6, position_offset=2, positions_from="non_padding_ids", pad_token_id=1,
+            rngs=nnx.Rngs(0),
+        )
+        graphdef, state = nnx.split(block)
+        f = jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids))
+        assert f(state, jnp.full((1, 6), 5)).shape == (1, 6, 8)  # no checkify needed
+        with pytest.raises(PositionLimitError, match=r"holds 6 positions \(0\.\.5\) after 2 reserved rows; asked for position 6"):
+            f(state, jnp.full((1, 7), 5))
