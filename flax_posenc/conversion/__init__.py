@@ -1,0 +1,41 @@
+"""Hugging Face checkpoints <-> numpy: position tables and input blocks, read lazily.
+
+numpy only: importing this package never imports jax, torch or transformers (torch is
+imported only to read a ``.bin`` checkpoint; jax only for a ``sinusoidal:`` source).
+
+- :func:`load_position_table` -- the learned position table of a checkpoint
+  (:class:`PositionTable`: ``weights``, ``family``, ``key``, ``offset``, ``max_length``).
+- :func:`load_input_block` -- every weight of the family's embedding block
+  (:class:`InputBlockWeights`), enough to reproduce Hugging Face's embedding output.
+- :func:`export_position_table` -- write a new table into a copy of the checkpoint.
+- :data:`FAMILIES` -- the known families, one data row each; :func:`detect_family`.
+
+A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
+model id (local cache first, offline-safe) or ``sinusoidal:LENGTH:DIM``.
+
+>>> from flax_posenc.conversion import load_position_table
+>>> t = load_position_table("sinusoidal:8:4")    # doctest: +SKIP
+>>> t.max_length                                 # doctest: +SKIP
+8
+"""
+
+from __future__ import annotations
+
+from flax_posenc.conversion.export import export_position_table
+from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
+from flax_posenc.conversion.load import load_input_block, load_position_table
+from flax_posenc.conversion.table import InputBlockWeights, PositionTable
+from flax_posenc.errors import CheckpointError
+
+__all__ = [
+    "FAMILIES",
+    "CheckpointError",
+    "Detected",
+    "Family",
+    "InputBlockWeights",
+    "PositionTable",
+    "detect_family",
+    "export_position_table",
+    "load_input_block",
+    "load_position_table",
+]

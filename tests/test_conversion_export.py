@@ -1,0 +1,231 @@
+"""Round trips: load -> modify -> export -> reload here and in transformers; atomic, refuses to clobber."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import load_file
+
+from flax_posenc.conversion import CheckpointError, export_position_table, load_position_table
+from flax_posenc.conversion.readers import read_safetensors_header
+
+
+def _extend(weights: np.ndarray, extra: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return np.concatenate([weights, rng.normal(size=(extra, weights.shape[1])).astype(weights.dtype)])
+
+
+def _files(root):
+    return {p.relative_to(root): p for p in root.rglob("*") if p.is_file()}
+
+
+def _assert_rest_unchanged(src, out, table_key, table_file="model.safetensors"):
+    """Every other file byte-identical (bar config and index); in the table's file every other tensor too."""
+    a, b = _files(src), _files(out)
+    assert set(a) == set(b)
+    for rel in a:
+        if rel.name in ("config.json", "model.safetensors.index.json", table_file):
+            continue
+        assert a[rel].read_bytes() == b[rel].read_bytes(), rel
+    if table_file.endswith(".safetensors"):
+        old, new = load_file(a[next(r for r in a if r.name == table_file)]), load_file(b[next(r for r in b if r.name == table_file)])
+        assert set(old) == set(new)
+        for k in old:
+            if k != table_key:
+                assert old[k].dtype == new[k].dtype and old[k].tobytes() == new[k].tobytes(), k
+        with safe_open(b[next(r for r in b if r.name == table_file)], "numpy") as f:
+            assert f.metadata() == {"format": "pt"}
+
+
+def _hf_load(path, cls_name="AutoModel"):
+    import transformers
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    model, info = getattr(transformers, cls_name).from_pretrained(path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+    return model.eval()
+
+
+@pytest.mark.parametrize("family,extra", [("gpt2", 16), ("roberta", 6), ("opt", 6), ("bert", 8), ("gpt_neo", 4),
+                                          ("distilbert", 4), ("electra", 4), ("mpnet", 4), ("xlm-roberta", 4)])
+def test_round_trip_tiny(tiny_checkpoint, tmp_path, family, extra):
+    import torch
+
+    ck = tiny_checkpoint(family)
+    t = load_position_table(ck.path)
+    new = _extend(t.weights, extra)
+    out = export_position_table(ck.path, new, tmp_path / "out")
+    assert out == (tmp_path / "out").absolute()
+    back = load_position_table(out)
+    np.testing.assert_array_equal(back.weights, new)
+    assert (back.key, back.offset, back.max_length) == (t.key, t.offset, t.max_length + extra)
+    _assert_rest_unchanged(ck.path, out, t.key)
+    cfg = json.loads((out / "config.json").read_text())
+    field = "n_positions" if family == "gpt2" else "max_position_embeddings"
+    assert cfg[field] == (new.shape[0] - 2 if family == "opt" else new.shape[0])
+    # transformers loads it with no missing/unexpected/mismatched key and runs at the new length
+    model = _hf_load(out)
+    loaded = ck.__class__(out, model, family, ck.position_attr).position_weight()
+    np.testing.assert_array_equal(loaded, new)
+    n = back.max_length
+    ids = torch.randint(3, 100, (1, n))
+    with torch.no_grad():
+        hidden = model(input_ids=ids).last_hidden_state
+    assert hidden.shape[1] == n and torch.isfinite(hidden).all()
+
+
+def test_round_trip_real_minilm(minilm_dir, tmp_path):
+    import torch
+
+    t = load_position_table(minilm_dir)
+    new = _extend(t.weights, 8)  # 520 positions
+    out = export_position_table(minilm_dir, new, tmp_path / "minilm-520")
+    _assert_rest_unchanged(minilm_dir, out, t.key)
+    assert (out / "1_Pooling" / "config.json").is_file()  # sub-folders come along
+    back = load_position_table(out)
+    assert back.max_length == 520
+    np.testing.assert_array_equal(back.weights, new)
+    import transformers
+
+    model, info = transformers.BertModel.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["mismatched_keys"]
+    assert t.key not in info["unexpected_keys"]
+    np.testing.assert_array_equal(model.embeddings.position_embeddings.weight.detach().numpy(), new)
+    with torch.no_grad():
+        hidden = model.eval()(input_ids=torch.randint(1000, 2000, (1, 520))).last_hidden_state
+    assert hidden.shape == (1, 520, 384)
+
+
+def test_round_trip_head_model_with_prefix(tiny_checkpoint, tmp_path):
+    ck = tiny_checkpoint("gpt2", head=True)
+    t = load_position_table(ck.path)
+    new = _extend(t.weights, 4)
+    out = export_position_table(ck.path, new, tmp_path / "out")
+    model = _hf_load(out, "GPT2LMHeadModel")
+    np.testing.assert_array_equal(model.transformer.wpe.weight.detach().numpy(), new)
+    _assert_rest_unchanged(ck.path, out, "transformer.wpe.weight")
+
+
+def test_bart_same_size_round_trip_and_shared_limit(tiny_checkpoint, tmp_path):
+    ck = tiny_checkpoint("bart")
+    t = load_position_table(ck.path)
+    new = t.weights * 2
+    out = export_position_table(ck.path, new, tmp_path / "out")
+    model = _hf_load(out)
+    np.testing.assert_array_equal(model.encoder.embed_positions.weight.detach().numpy(), new)
+    np.testing.assert_array_equal(model.decoder.embed_positions.weight.detach().numpy(),
+                                  ck.module("decoder.embed_positions").weight.detach().numpy())
+    with pytest.raises(CheckpointError, match="decoder.embed_positions.weight"):
+        export_position_table(ck.path, _extend(t.weights, 2), tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
+
+
+def test_round_trip_sharded(tiny_checkpoint, tmp_path):
+    ck = tiny_checkpoint("gpt2")
+    src = tmp_path / "sharded"
+    ck.model.save_pretrained(src, max_shard_size="5KB")
+    index = json.loads((src / "model.safetensors.index.json").read_text())
+    shard = index["weight_map"]["wpe.weight"]
+    t = load_position_table(src)
+    new = _extend(t.weights, 8)
+    out = export_position_table(src, new, tmp_path / "out")
+    _assert_rest_unchanged(src, out, "wpe.weight", table_file=shard)
+    new_index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert new_index["weight_map"] == index["weight_map"]
+    assert new_index["metadata"]["total_size"] == index["metadata"]["total_size"] + new[-8:].nbytes
+    np.testing.assert_array_equal(load_position_table(out).weights, new)
+    model = _hf_load(out)
+    np.testing.assert_array_equal(model.wpe.weight.detach().numpy(), new)
+
+
+def test_round_trip_bin(tiny_bin_checkpoint, tmp_path):
+    ck = tiny_bin_checkpoint
+    t = load_position_table(ck.path)
+    new = _extend(t.weights, 4)
+    out = export_position_table(ck.path, new, tmp_path / "out")
+    assert (out / "pytorch_model.bin").is_file() and not (out / "model.safetensors").exists()
+    np.testing.assert_array_equal(load_position_table(out).weights, new)
+    model = _hf_load(out)
+    np.testing.assert_array_equal(model.embeddings.position_embeddings.weight.detach().numpy(), new)
+
+
+def test_bf16_checkpoint_keeps_its_dtype(tiny_checkpoint, tmp_path):
+    import torch
+
+    ck = tiny_checkpoint("gpt2")
+    src = tmp_path / "bf16"
+    ck.model.to(torch.bfloat16).save_pretrained(src)
+    ck.model.to(torch.float32)
+    t = load_position_table(src)
+    new = _extend(t.weights, 4)
+    out = export_position_table(src, new, tmp_path / "out")
+    header, _ = read_safetensors_header(out / "model.safetensors")
+    assert header["wpe.weight"]["dtype"] == "BF16" and header["wpe.weight"]["shape"] == [36, 16]
+    want = torch.from_numpy(new).bfloat16().float().numpy()
+    np.testing.assert_array_equal(load_position_table(out).weights, want)
+
+
+def test_existing_target_is_refused_unless_overwrite(tiny_checkpoint, tmp_path):
+    ck = tiny_checkpoint("gpt2")
+    t = load_position_table(ck.path)
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match="already exists") as e:
+        export_position_table(ck.path, t.weights, target)
+    assert "\n" not in str(e.value) and str(target) in str(e.value)
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+    export_position_table(ck.path, _extend(t.weights, 2), target, overwrite=True)
+    assert not (target / "keep.txt").exists()
+    assert load_position_table(target).max_length == 34
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("bad", ["nan", "dim", "rank", "int", "rows", "overflow"])
+def test_bad_weights_write_nothing(tiny_checkpoint, tmp_path, bad):
+    ck = tiny_checkpoint("roberta")
+    w = load_position_table(ck.path).weights.copy()
+    if bad == "nan":
+        w[5, 1] = np.nan
+    elif bad == "dim":
+        w = w[:, :8]
+    elif bad == "rank":
+        w = w[0]
+    elif bad == "int":
+        w = w.astype(np.int64)
+    elif bad == "rows":
+        w = w[:2]  # only the 2 reserved rows
+    elif bad == "overflow":  # float64 values that do not fit the float32 checkpoint
+        w = w.astype(np.float64)
+        w[0, 0] = 1e300
+    target = tmp_path / "deep" / "er" / "out"
+    with pytest.raises(CheckpointError) as e:
+        export_position_table(ck.path, w, target)
+    assert "\n" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # not even the parents
+
+
+def test_export_needs_a_config(tiny_checkpoint, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(tiny_checkpoint("gpt2").path, src)
+    (src / "config.json").unlink()
+    w = load_position_table(src / "model.safetensors").weights
+    with pytest.raises(CheckpointError, match="config.json"):
+        export_position_table(src, w, tmp_path / "out")
+    with pytest.raises(CheckpointError, match="directory"):
+        export_position_table(src / "model.safetensors", w, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_over_its_own_source(tiny_checkpoint, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(tiny_checkpoint("bert").path, src)
+    t = load_position_table(src)
+    export_position_table(src, _extend(t.weights, 3), src, overwrite=True)
+    assert load_position_table(src).max_length == 35
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
