@@ -10,6 +10,8 @@ Checkpoint fixtures (all session-scoped, each model built once):
   ``OPTForCausalLM``, ``BartForConditionalGeneration``, ...), whose keys carry a prefix
   (``transformer.``, ``bert.``, ``model.decoder.``...).
 - ``gpt2_full_size``: a GPT-2 with the real shapes (vocab 50257, 1024 x 768) but one layer.
+- ``fake_hub_cache(hf_home, repo_id, files)``: lays files out as huggingface_hub's cache does,
+  so a Hub id resolves offline (set ``HF_HOME=hf_home`` and ``HF_HUB_OFFLINE=1``).
 
 transformers 5.x ``save_pretrained`` writes safetensors only (no ``safe_serialization``
 switch); ``.bin`` checkpoints are written with ``torch.save(model.state_dict(), ...)``.
@@ -21,6 +23,7 @@ import dataclasses
 import importlib.util
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -212,3 +215,26 @@ def gpt2_full_size(tmp_path_factory) -> FullSizeGPT2:
     wpe = model.wpe.weight.detach().numpy().copy()
     del model
     return FullSizeGPT2(path, wpe)
+
+
+@pytest.fixture(scope="session")
+def fake_hub_cache() -> Callable[[Path, str, list], Path]:
+    """Factory ``fake_hub_cache(hf_home, repo_id, files) -> snapshot dir``.
+
+    Copies ``files`` into ``hf_home/hub/models--org--name/snapshots/<sha>/`` with
+    ``refs/main`` pointing at it: the layout ``try_to_load_from_cache`` and
+    ``snapshot_download(local_files_only=True)`` read.
+    """
+
+    def make(hf_home: Path, repo_id: str, files: list) -> Path:
+        sha = "0123456789abcdef0123456789abcdef01234567"
+        repo = Path(hf_home) / "hub" / ("models--" + repo_id.replace("/", "--"))
+        snap = repo / "snapshots" / sha
+        snap.mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(sha)
+        for f in files:
+            shutil.copy(f, snap / Path(f).name)
+        return snap
+
+    return make

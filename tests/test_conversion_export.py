@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import json
 import logging
 import shutil
@@ -33,12 +35,13 @@ def _assert_rest_unchanged(src, out, table_key, table_file="model.safetensors"):
             continue
         assert a[rel].read_bytes() == b[rel].read_bytes(), rel
     if table_file.endswith(".safetensors"):
-        old, new = load_file(a[next(r for r in a if r.name == table_file)]), load_file(b[next(r for r in b if r.name == table_file)])
+        rel = next(r for r in a if r.name == table_file)
+        old, new = load_file(a[rel]), load_file(b[rel])
         assert set(old) == set(new)
         for k in old:
             if k != table_key:
                 assert old[k].dtype == new[k].dtype and old[k].tobytes() == new[k].tobytes(), k
-        with safe_open(b[next(r for r in b if r.name == table_file)], "numpy") as f:
+        with safe_open(b[rel], "numpy") as f:
             assert f.metadata() == {"format": "pt"}
 
 
@@ -159,8 +162,7 @@ def test_bf16_checkpoint_keeps_its_dtype(tiny_checkpoint, tmp_path):
 
     ck = tiny_checkpoint("gpt2")
     src = tmp_path / "bf16"
-    ck.model.to(torch.bfloat16).save_pretrained(src)
-    ck.model.to(torch.float32)
+    copy.deepcopy(ck.model).to(torch.bfloat16).save_pretrained(src)  # .to() is in place: never on the shared fixture
     t = load_position_table(src)
     new = _extend(t.weights, 4)
     out = export_position_table(src, new, tmp_path / "out")
@@ -229,3 +231,16 @@ def test_export_over_its_own_source(tiny_checkpoint, tmp_path):
     export_position_table(src, _extend(t.weights, 3), src, overwrite=True)
     assert load_position_table(src).max_length == 35
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_export_from_a_cached_hub_id_while_offline(tiny_checkpoint, fake_hub_cache, tmp_path, monkeypatch):
+    ck = tiny_checkpoint("gpt2")
+    fake_hub_cache(tmp_path / "home", "local-org/tiny", [ck.path / "config.json", ck.path / "model.safetensors"])
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t = load_position_table("local-org/tiny")
+    out = export_position_table("local-org/tiny", _extend(t.weights, 4), tmp_path / "out")
+    assert load_position_table(out).max_length == 36
+    assert not any(p.is_symlink() for p in out.iterdir())
+    _assert_rest_unchanged(ck.path, out, "wpe.weight")

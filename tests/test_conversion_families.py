@@ -207,3 +207,17 @@ def test_minilm_real_checkpoint(minilm_dir):
     np.testing.assert_array_equal(block.layer_norm_bias, _np(model.embeddings.LayerNorm.bias))
     assert block.layer_norm_eps == model.config.layer_norm_eps == 1e-12
     assert block.pad_token_id == 0
+
+
+def test_old_style_bart_with_decoder_embed_tokens_is_not_opt(tiny_checkpoint, tmp_path):
+    """Older BART checkpoints also store model.decoder.embed_tokens.weight (tied to shared)."""
+    from safetensors.numpy import load_file, save_file
+
+    ck = tiny_checkpoint("bart", head=True)
+    tensors = load_file(ck.path / "model.safetensors")
+    tensors["model.decoder.embed_tokens.weight"] = tensors["model.shared.weight"]
+    tensors["model.encoder.embed_tokens.weight"] = tensors["model.shared.weight"]
+    f = tmp_path / "bart.safetensors"
+    save_file(tensors, f, metadata={"format": "pt"})
+    t = load_position_table(f)
+    assert (t.family, t.key) == ("bart", "model.encoder.embed_positions.weight")

@@ -50,7 +50,8 @@ def test_sharded_input_block(tiny_checkpoint, tmp_path):
     ck.model.save_pretrained(out, max_shard_size="3KB")
     assert (out / "model.safetensors.index.json").is_file()
     block = load_input_block(out)
-    np.testing.assert_array_equal(block.word_embeddings, ck.module("embeddings.word_embeddings").weight.detach().numpy())
+    want = ck.module("embeddings.word_embeddings").weight.detach().numpy()
+    np.testing.assert_array_equal(block.word_embeddings, want)
 
 
 def test_pytorch_bin_checkpoint(tiny_bin_checkpoint):
@@ -117,22 +118,9 @@ def test_bad_sinusoidal_specs(spec):
     assert "\n" not in str(e.value)
 
 
-def _fake_hub_cache(root, repo_id, files):
-    """Lay out files as huggingface_hub's cache does: models--org--name/snapshots/<sha>/..."""
-    sha = "0123456789abcdef0123456789abcdef01234567"
-    repo = root / "hub" / ("models--" + repo_id.replace("/", "--"))
-    snap = repo / "snapshots" / sha
-    snap.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(sha)
-    for f in files:
-        shutil.copy(f, snap / f.name)
-    return snap
-
-
-def test_hub_id_from_local_cache_while_offline(tiny_checkpoint, tmp_path, monkeypatch):
+def test_hub_id_from_local_cache_while_offline(tiny_checkpoint, fake_hub_cache, tmp_path, monkeypatch):
     ck = tiny_checkpoint("gpt2", head=True)
-    _fake_hub_cache(tmp_path, "local-org/tiny-gpt2", [ck.path / "config.json", ck.path / "model.safetensors"])
+    fake_hub_cache(tmp_path, "local-org/tiny-gpt2", [ck.path / "config.json", ck.path / "model.safetensors"])
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

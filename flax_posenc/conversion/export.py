@@ -39,7 +39,6 @@ from flax_posenc.conversion.sources import (
     open_directory,
     snapshot_directory,
 )
-from flax_posenc.errors import CheckpointError
 
 _COPY_CHUNK = 16 << 20
 

@@ -70,6 +70,8 @@ class Family:
       prefixes: candidate prefixes, tried in order before a generic search.
       detect_patterns: ``fnmatch`` patterns (relative to the prefix) whose presence singles
         the family out when only key names are known (no ``config.json``).
+      reject_patterns: patterns whose presence rules the family out in that case (an OPT
+        decoder has no ``layernorm_embedding``; a BART decoder does).
       offset: reserved leading rows of the position table.
       offset_from_pad: the offset is ``pad_token_id + 1`` (RoBERTa-style padding positions).
       positions_from: ``"index"``, ``"non_padding_ids"`` or ``"attention_mask"``.
@@ -96,6 +98,7 @@ class Family:
     token_type_key: str | None = None
     layer_norm_key: str | None = None
     detect_patterns: tuple[str, ...] = ()
+    reject_patterns: tuple[str, ...] = ()
     offset: int = 0
     offset_from_pad: bool = False
     positions_from: str = "index"
@@ -163,6 +166,7 @@ _ROWS: tuple[Family, ...] = (
         name="opt", model_types=("opt",), length_field="max_position_embeddings", length_counts_offset=False,
         position_key="embed_positions.weight", word_keys=("embed_tokens.weight",),
         prefixes=("model.decoder.", "decoder.", ""), detect_patterns=("layers.*.self_attn_layer_norm.*",),
+        reject_patterns=("layernorm_embedding.*", "../encoder.*"),
         offset=2, positions_from="attention_mask", default_pad_token_id=1, layer_norm_eps_field=None,
         refuse_keys=("project_in.weight",),
     ),
@@ -184,8 +188,11 @@ _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in _ROWS for t in f.model_types}
 
 def family_for_model_type(model_type: str) -> Family | None:
     """The family whose ``model_types`` include ``model_type`` (``"xlm-roberta"``...), or None."""
-    return _BY_MODEL_TYPE.get(model_type) or _BY_MODEL_TYPE.get(str(model_type).replace("_", "-")) or \
-        _BY_MODEL_TYPE.get(str(model_type).replace("-", "_"))
+    text = str(model_type)
+    for candidate in (text, text.replace("_", "-"), text.replace("-", "_")):
+        if candidate in _BY_MODEL_TYPE:
+            return _BY_MODEL_TYPE[candidate]
+    return None
 
 
 def known_families() -> str:
@@ -321,7 +328,9 @@ def _detect_from_keys(keys: set[str], where: str) -> Detected:
     found: list[Detected] = []
     for fam in FAMILIES.values():
         p = find_prefix(fam, keys, generic=False)
-        if p is not None and _matches(fam, p, keys):
+        if p is not None and _matches(fam, p, keys) and not any(
+            fnmatch.filter(keys, resolve_relative(p, pat)) for pat in fam.reject_patterns
+        ):
             found.append(Detected(fam, p))
     if not found:
         from flax_posenc.conversion.readers import nearest_keys

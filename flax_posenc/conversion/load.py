@@ -123,8 +123,8 @@ def load_position_table(source: str | os.PathLike, *, family: str | None = None,
         (nearest keys shown), a config limit that disagrees with the rows, NaN/Inf values, a
         ``.bin`` without torch or with a pickle that would run code, a Hub id not cached offline.
 
-    >>> t = load_position_table("sinusoidal:16:8")   # doctest: +SKIP
-    >>> t.weights.shape, t.max_length                # doctest: +SKIP
+    >>> t = load_position_table("sinusoidal:16:8")
+    >>> t.weights.shape, t.max_length
     ((16, 8), 16)
     """
     text = os.fspath(source)

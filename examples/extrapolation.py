@@ -1,0 +1,519 @@
+"""Do absolute position encodings extrapolate? Train at lengths <= 64, test up to 256.
+
+Reproduce (about 6 minutes on 2 CPU cores; writes ``docs/extrapolation.md`` and
+``docs/figures/extrapolation.png``)::
+
+    .venv/bin/python examples/extrapolation.py
+    .venv/bin/python examples/extrapolation.py --quick --out /tmp/x   # smoke run, a few seconds
+
+The task: **copy the token K places back.** Input: ``L`` random tokens from a vocabulary of
+``V``; target at position ``i >= K``: the input token at ``i - K`` (positions ``< K`` are not
+scored). Position is everything here: the model sees each token once, the same bag of tokens in
+another order has other targets, and the attention is bidirectional (an encoder, as BERT) so
+nothing but the position encoding tells a token where it is (a causal mask would leak position,
+and a model without any encoding scores chance, ``1/V``: the ``none`` row checks that). The rule
+is the same at every length and needs only the *relative* offset ``K``, so a model that learned
+it the way the rule is stated would score at 256 what it scores at 64; whatever it loses past 64
+is what its *absolute* encoding costs. (Reversal, the other classic, is no use here: its answer
+at length 128 needs positions it never saw, so it fails by construction, not by encoding.)
+
+The model: a 2-layer pre-LayerNorm encoder, width 64, 4 heads (``nnx.MultiHeadAttention``),
+MLP 256, with ``flax_posenc.nnx.TransformerInput`` as its input block; AdamW, fixed seeds.
+Training sequences have lengths 8..64 (half of each batch at exactly 64, so every one of the 64
+positions is trained every step), padded to 64 with a key mask.
+
+The variants, and exactly what each does past the trained length 64:
+
+``sinusoidal``
+    Vaswani et al.'s fixed encoding (``embed_scale = sqrt(64)`` on tokens, as in the paper),
+    computed by formula at every position: positions 64..255 get the sinusoids of 64..255,
+    which the model has never seen.
+``learned``, evaluated four ways (one trained model, a 64-row table, GPT-2 style)
+    ``learned/tile``: the table extended with ``extend_table(method="tile")`` (Longformer's copy
+    init): position ``p`` reads row ``p mod 64``.
+    ``learned/linear``: ``extend_table(method="linear")`` to the evaluation length: the 64
+    trained rows are resampled so they span all ``L`` positions (position interpolation,
+    without the fine-tuning that usually follows it); lengths <= 64 use the table as is.
+    ``learned/cubic``: the same with the cubic kernel.
+    ``learned/clamp``: position ``p`` reads row ``min(p, 63)``: what JAX's ``x[i]`` silently
+    does past the end of a table (flax-posenc raises ``PositionLimitError`` instead, so the
+    clamped table is built explicitly).
+``none``
+    no position encoding: the chance baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+import flax_posenc as fp
+from flax_posenc.extend import extend_table
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMAND = ".venv/bin/python examples/extrapolation.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Every knob of the experiment (the defaults are the published run)."""
+
+    vocab: int = 16
+    offset: int = 4  # K: the target at i is the token at i - K
+    dim: int = 64
+    heads: int = 4
+    layers: int = 2
+    mlp: int = 256
+    train_length: int = 64
+    batch: int = 64
+    steps: int = 1500
+    lr: float = 3e-3
+    weight_decay: float = 0.01
+    warmup: int = 100
+    seeds: tuple[int, ...] = (0, 1)
+    eval_lengths: tuple[int, ...] = (32, 64, 96, 128, 192, 256)
+    eval_sequences: int = 256
+
+
+QUICK = Config(steps=30, batch=16, seeds=(0,), eval_lengths=(32, 64, 96), eval_sequences=16, warmup=5)
+
+TRAINED_VARIANTS = ("sinusoidal", "learned", "none")
+# how the learned table is read past the trained length, evaluated on the one trained model
+LEARNED_READS = ("tile", "linear", "cubic", "clamp")
+
+
+# --------------------------------------------------------------------------------- the model
+
+
+class EncoderLayer(nnx.Module):
+    """Pre-LayerNorm encoder layer: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
+
+    def __init__(self, dim: int, heads: int, mlp: int, *, rngs: nnx.Rngs):
+        self.ln1 = nnx.LayerNorm(dim, rngs=rngs)
+        self.attn = nnx.MultiHeadAttention(heads, dim, decode=False, deterministic=True, rngs=rngs)
+        self.ln2 = nnx.LayerNorm(dim, rngs=rngs)
+        self.up = nnx.Linear(dim, mlp, rngs=rngs)
+        self.down = nnx.Linear(mlp, dim, rngs=rngs)
+
+    def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
+        x = x + self.attn(self.ln1(x), mask=mask)
+        return x + self.down(jax.nn.gelu(self.up(self.ln2(x))))
+
+
+class CopyBackModel(nnx.Module):
+    """Input block (``fp.nnx.TransformerInput``) -> encoder layers -> LayerNorm -> vocab logits."""
+
+    def __init__(self, cfg: Config, position: str, *, rngs: nnx.Rngs):
+        self.embed = make_input_block(cfg, position, cfg.train_length, rngs=rngs)
+        self.layers = nnx.List([EncoderLayer(cfg.dim, cfg.heads, cfg.mlp, rngs=rngs) for _ in range(cfg.layers)])
+        self.ln = nnx.LayerNorm(cfg.dim, rngs=rngs)
+        self.head = nnx.Linear(cfg.dim, cfg.vocab, rngs=rngs)
+
+    def __call__(self, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
+        """``(batch, L)`` tokens, ``(batch,)`` true lengths -> ``(batch, L, vocab)`` logits."""
+        x = self.embed(tokens)
+        keys = jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]  # (batch, L): real tokens
+        mask = keys[:, None, None, :]  # (batch, heads=1, query=1, key)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.head(self.ln(x))
+
+
+def make_input_block(cfg: Config, position: str, num_positions: int, *, rngs: nnx.Rngs) -> fp.nnx.TransformerInput:
+    """The variant's input block: learned (GPT-2 style), sinusoidal (Vaswani) or none."""
+    if position == "learned":
+        return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, num_positions=num_positions, rngs=rngs)
+    if position == "sinusoidal":
+        return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, position="sinusoidal", embed_scale=math.sqrt(cfg.dim), rngs=rngs)
+    return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, position="none", rngs=rngs)
+
+
+def with_position_table(model: CopyBackModel, cfg: Config, table: np.ndarray) -> CopyBackModel:
+    """A copy of ``model`` whose learned input block holds ``table`` (any number of rows)."""
+    graphdef, state = nnx.split(model)
+    out = nnx.merge(graphdef, state)  # a copy sharing no Variables with ``model``
+    block = nnx.eval_shape(lambda: make_input_block(cfg, "learned", table.shape[0], rngs=nnx.Rngs(0)))
+    block.word_embeddings.set_value(model.embed.word_embeddings[...])
+    block.position_embeddings.set_value(jnp.asarray(table))
+    out.embed = block
+    return out
+
+
+# ---------------------------------------------------------------------------------- the task
+
+
+def make_batch(key: jax.Array, cfg: Config, batch: int, length: int, *, ragged: bool) -> tuple[jax.Array, ...]:
+    """``(tokens, lengths, targets, weights)`` for the copy-K-back task.
+
+    ``ragged``: half the rows get a random length in ``[8, length]`` (padded; the key mask and
+    the zero weights hide the padding), half the full ``length``.
+    """
+    k_tok, k_len, k_full = jax.random.split(key, 3)
+    tokens = jax.random.randint(k_tok, (batch, length), 0, cfg.vocab)
+    lengths = jnp.full((batch,), length)
+    if ragged:
+        short = jax.random.randint(k_len, (batch,), 8, length + 1)
+        lengths = jnp.where(jax.random.bernoulli(k_full, 0.5, (batch,)), lengths, short)
+    idx = jnp.arange(length)
+    targets = jnp.roll(tokens, cfg.offset, axis=1)  # targets[:, i] = tokens[:, i - K]
+    weights = ((idx[None, :] >= cfg.offset) & (idx[None, :] < lengths[:, None])).astype(jnp.float32)
+    return tokens, lengths, targets, weights
+
+
+def loss_fn(model: CopyBackModel, tokens, lengths, targets, weights) -> jax.Array:
+    logits = model(tokens, lengths)
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+    return (losses * weights).sum() / weights.sum()
+
+
+def make_train_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation, cfg: Config):
+    """A jitted ``(params, opt_state, key) -> (params, opt_state, loss)``; buffers donated.
+
+    ``jax.jit`` over ``nnx.split``/``nnx.merge`` (the README's fast path); the batch is drawn on
+    device inside the step.
+    """
+
+    @functools.partial(jax.jit, donate_argnums=(0, 1))
+    def step(params, opt_state, key):
+        batch = make_batch(key, cfg, cfg.batch, cfg.train_length, ragged=True)
+        loss, grads = jax.value_and_grad(lambda p: loss_fn(nnx.merge(graphdef, p), *batch))(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
+
+
+def progress(total: int, desc: str):
+    """A tqdm bar on stderr, silent when stderr is not a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
+
+
+def train(cfg: Config, position: str, seed: int) -> tuple[CopyBackModel, list[float]]:
+    """Train one variant from ``seed``; returns the model and the loss every 50 steps."""
+    model = CopyBackModel(cfg, position, rngs=nnx.Rngs(seed))
+    graphdef, params = nnx.split(model, nnx.Param)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, cfg.warmup, cfg.steps, end_value=cfg.lr / 20)
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=cfg.weight_decay))
+    opt_state = tx.init(params)
+    step = make_train_step(graphdef, tx, cfg)
+    keys = jax.random.split(jax.random.key(1000 + seed), cfg.steps)
+    losses = []
+    with progress(cfg.steps, f"{position} seed {seed}") as bar:
+        for i in range(cfg.steps):
+            params, opt_state, loss = step(params, opt_state, keys[i])
+            if i % 50 == 0 or i == cfg.steps - 1:
+                losses.append(float(loss))
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            bar.update()
+    return nnx.merge(graphdef, params), losses
+
+
+# ------------------------------------------------------------------------------- evaluation
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _predict(graphdef, state, tokens, lengths):
+    return nnx.merge(graphdef, state)(tokens, lengths).argmax(-1)
+
+
+def correct_per_position(model: CopyBackModel, batch) -> np.ndarray:
+    """``(L,)`` fraction of correct predictions at each position (NaN where nothing is scored)."""
+    tokens, lengths, targets, weights = batch
+    graphdef, state = nnx.split(model)
+    pred = _predict(graphdef, state, tokens, lengths)
+    hits = np.asarray((pred == targets) * weights).sum(0)
+    counts = np.asarray(weights).sum(0)
+    return np.where(counts > 0, hits / np.maximum(counts, 1), np.nan)
+
+
+def read_past_end(table: np.ndarray, length: int, read: str) -> np.ndarray:
+    """The ``(length, dim)`` table a learned model reads at ``length`` > its rows.
+
+    ``"tile"``, ``"linear"``, ``"cubic"``: :func:`flax_posenc.extend.extend_table`;
+    ``"clamp"``: row ``min(p, rows - 1)``, JAX's silent out-of-bounds read, made explicit.
+    """
+    if read == "clamp":
+        return table[np.minimum(np.arange(length), table.shape[0] - 1)]
+    return extend_table(table, length, method=read)
+
+
+def evaluate(cfg: Config, models: dict[str, CopyBackModel], seed: int) -> dict[str, dict[int, np.ndarray]]:
+    """Per-position accuracy of every evaluated variant at every evaluation length."""
+    out: dict[str, dict[int, np.ndarray]] = {}
+    learned = models["learned"]
+    table = np.asarray(learned.embed.position_embeddings[...])
+    for length in cfg.eval_lengths:
+        batch = make_batch(jax.random.key(7_000 + length), cfg, cfg.eval_sequences, length, ragged=False)
+        for name in ("sinusoidal", "none"):
+            out.setdefault(name, {})[length] = correct_per_position(models[name], batch)
+        for read in LEARNED_READS:
+            name = f"learned/{read}"
+            if length <= cfg.train_length:
+                acc = correct_per_position(learned, batch)
+            else:
+                acc = correct_per_position(with_position_table(learned, cfg, read_past_end(table, length, read)), batch)
+            out.setdefault(name, {})[length] = acc
+    return out
+
+
+def check_limit_is_enforced(cfg: Config, model: CopyBackModel) -> str:
+    """The unextended 64-row table refuses length 96 (no silent clamp): returns the error line."""
+    tokens, lengths, *_ = make_batch(jax.random.key(0), cfg, 1, cfg.train_length + 32, ragged=False)
+    try:
+        model(tokens, lengths)
+    except fp.PositionLimitError as e:
+        return str(e)
+    raise AssertionError("a 64-row table read at length 96 should raise PositionLimitError")
+
+
+# ----------------------------------------------------------------------------------- report
+
+
+def summarise(per_seed: list[dict[str, dict[int, np.ndarray]]], cfg: Config) -> dict[str, dict]:
+    """Accuracy per variant and length: mean over seeds, per-seed values, and for each length
+    the accuracy inside the trained window (positions < 64) and beyond it."""
+    names = list(per_seed[0])
+    result = {}
+    for name in names:
+        rows = {}
+        for length in cfg.eval_lengths:
+            runs = [r[name][length] for r in per_seed]
+            overall = [float(np.nanmean(a)) for a in runs]
+            inside = [float(np.nanmean(a[: cfg.train_length])) for a in runs]
+            beyond = [float(np.nanmean(a[cfg.train_length:])) for a in runs if length > cfg.train_length]
+            rows[length] = dict(
+                mean=float(np.mean(overall)), seeds=overall, inside=float(np.mean(inside)),
+                beyond=float(np.mean(beyond)) if beyond else None,
+            )
+        result[name] = rows
+    return result
+
+
+def per_position_curves(per_seed: list[dict[str, dict[int, np.ndarray]]], length: int) -> dict[str, np.ndarray]:
+    """Seed-averaged accuracy per position at ``length``."""
+    return {name: np.nanmean([r[name][length] for r in per_seed], axis=0) for name in per_seed[0]}
+
+
+STYLE = {
+    "sinusoidal": dict(color="tab:blue", marker="o"),
+    "learned/tile": dict(color="tab:orange", marker="s"),
+    "learned/linear": dict(color="tab:green", marker="^"),
+    "learned/cubic": dict(color="tab:olive", marker="v", linestyle=":"),
+    "learned/clamp": dict(color="tab:red", marker="x", linestyle="--"),
+    "none": dict(color="gray", marker=".", linestyle=":"),
+}
+
+
+def plot(summary: dict, curves: dict[str, np.ndarray], cfg: Config, path: Path) -> None:
+    """Accuracy vs length per variant (trained length marked), and accuracy vs position at the
+    longest length."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    lengths = list(cfg.eval_lengths)
+    for name, rows in summary.items():
+        ax.plot(lengths, [rows[n]["mean"] for n in lengths], label=name, **STYLE.get(name, {}))
+    for a in (ax, ax2):
+        a.axvline(cfg.train_length, color="black", linewidth=0.8)
+        a.axhline(1 / cfg.vocab, color="gray", linewidth=0.6, linestyle="--")
+        a.set_ylim(0, 1.02)
+        a.grid(alpha=0.3)
+    ax.text(cfg.train_length, 0.03, " trained length", fontsize=8)
+    ax.set_xticks(lengths)
+    ax.set_xlabel("evaluation length L")
+    ax.set_ylabel(f"accuracy (copy the token {cfg.offset} back)")
+    ax.set_title(f"accuracy vs length (trained on lengths <= {cfg.train_length})")
+    ax.legend(fontsize=8)
+    longest = max(lengths)
+    window = 8
+    for name, acc in curves.items():
+        smooth = np.convolve(np.nan_to_num(acc[cfg.offset:]), np.ones(window) / window, mode="valid")
+        ax2.plot(np.arange(len(smooth)) + cfg.offset + window // 2, smooth, label=name, color=STYLE[name]["color"],
+                 linestyle=STYLE[name].get("linestyle", "-"))
+    ax2.set_xlabel(f"position in a sequence of length {longest}")
+    ax2.set_ylabel(f"accuracy (moving mean over {window} positions)")
+    ax2.set_title(f"where the errors are, at L = {longest}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(summary: dict, cfg: Config, *, command: str, wall: float, losses: dict, limit_error: str,
+             figure: str) -> str:
+    """The report: command, setup, results table, figure, and a plain reading of the numbers."""
+    lengths = list(cfg.eval_lengths)
+    longest = max(lengths)
+    head = "| variant | " + " | ".join(f"L={n}" for n in lengths) + " |"
+    lines = [head, "|---|" + "---:|" * len(lengths)]
+    for name, rows in summary.items():
+        cells = []
+        for n in lengths:
+            r = rows[n]
+            spread = f" ({min(r['seeds']):.2f}-{max(r['seeds']):.2f})" if len(r["seeds"]) > 1 else ""
+            cells.append(f"{r['mean']:.3f}{spread}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines)
+    split_lines = ["| variant | positions < %d | positions >= %d |" % (cfg.train_length, cfg.train_length), "|---|---:|---:|"]
+    for name, rows in summary.items():
+        r = rows[longest]
+        beyond = "-" if r["beyond"] is None else f"{r['beyond']:.3f}"
+        split_lines.append(f"| {name} | {r['inside']:.3f} | {beyond} |")
+    split_table = "\n".join(split_lines)
+    final_losses = ", ".join(f"{k} {np.mean([l[-1] for l in v]):.3f}" for k, v in losses.items())
+    return f"""# Do absolute position encodings extrapolate? (measured)
+
+Reproduce:
+
+```bash
+{command}
+```
+
+Generated by `examples/extrapolation.py` (do not edit by hand). This run: {wall / 60:.1f} min wall
+time on {os.cpu_count()} CPU cores ({platform.machine()}, jax {jax.__version__}, backend
+`{jax.default_backend()}`), {len(cfg.seeds)} seed(s) per variant ({", ".join(map(str, cfg.seeds))}).
+
+The lesson's claim: an absolute encoding (a learned table, or fixed sinusoids) does not carry a
+model past the length it was trained at. Here a tiny transformer learns a rule that holds at
+every length, is trained on lengths <= {cfg.train_length} and is tested up to {longest}.
+
+## Setup
+
+- **Task: copy the token {cfg.offset} places back.** {cfg.vocab} random tokens per position; the
+  target at position i >= {cfg.offset} is the input token at i - {cfg.offset} (chance:
+  1/{cfg.vocab} = {1 / cfg.vocab:.3f}). Only relative position matters to the rule, so it is
+  defined, and equally hard, at any length: what a model loses past {cfg.train_length} is what its
+  *absolute* encoding costs it. Attention is bidirectional (an encoder), so the encoding is the
+  only source of position (the `none` row: chance).
+- **Model**: `flax_posenc.nnx.TransformerInput` (the library's input block) -> {cfg.layers}
+  pre-LayerNorm encoder layers (width {cfg.dim}, {cfg.heads} heads, MLP {cfg.mlp}) -> vocab logits.
+  AdamW (lr {cfg.lr}, warmup {cfg.warmup} + cosine, weight decay {cfg.weight_decay}, clip 1.0),
+  {cfg.steps} steps of {cfg.batch} sequences of lengths 8..{cfg.train_length} (half exactly
+  {cfg.train_length}). Final training loss (mean over seeds): {final_losses}.
+- **Evaluation**: {cfg.eval_sequences} fresh sequences per length (the same for every variant),
+  accuracy over all scored positions.
+
+What each variant does past the trained length {cfg.train_length}:
+
+| variant | trained | positions >= {cfg.train_length} |
+|---|---|---|
+| sinusoidal | sinusoids (Vaswani, tokens scaled by sqrt({cfg.dim})) | the formula's values at 64..{longest - 1}, never seen in training |
+| learned/tile | learned {cfg.train_length}-row table (GPT-2 style) | `extend_table(method="tile")`: position p reads row p mod {cfg.train_length} (Longformer's copy init) |
+| learned/linear | the same trained model | `extend_table(method="linear")` to L rows: the {cfg.train_length} rows resampled to span L positions (position interpolation, no fine-tuning) |
+| learned/cubic | the same trained model | `extend_table(method="cubic")`, likewise |
+| learned/clamp | the same trained model | row min(p, {cfg.train_length - 1}): what JAX's `x[i]` does silently; flax-posenc refuses instead (below), so it is asked for explicitly |
+| none | no position encoding | - |
+
+At L <= {cfg.train_length} all four `learned/*` rows are the same model reading the same table.
+Asked for length {cfg.train_length + 32} without an extension, the library refuses:
+`PositionLimitError: {limit_error}`.
+
+## Results
+
+Accuracy per evaluation length (mean over seeds; per-seed range in brackets):
+
+{table}
+
+At L = {longest}, inside the trained window and beyond it:
+
+{split_table}
+
+![accuracy vs length]({figure})
+
+## Reading
+
+{reading(summary, cfg)}
+"""
+
+
+def reading(summary: dict, cfg: Config) -> str:
+    """A plain-words summary computed from the numbers (no claims the table does not carry)."""
+    t = cfg.train_length
+    longest = max(cfg.eval_lengths)
+    inside = [n for n in cfg.eval_lengths if n <= t]
+    outside = [n for n in cfg.eval_lengths if n > t]
+    lines = []
+    for name, rows in summary.items():
+        ins = ", ".join(f"{rows[n]['mean']:.2f}" for n in inside)
+        outs = ", ".join(f"{rows[n]['mean']:.2f}" for n in outside)
+        far = rows[longest]
+        beyond = "" if far["beyond"] is None else (
+            f"; at L={longest} it scores {far['inside']:.2f} on the first {t} positions and "
+            f"{far['beyond']:.2f} on positions {t}..{longest - 1}")
+        lines.append(f"- **{name}**: {ins} at L = {', '.join(map(str, inside))}; "
+                     f"{outs} at L = {', '.join(map(str, outside))}{beyond}.")
+    chance = 1 / cfg.vocab
+    best = max((n for n in summary if n != "none"), key=lambda n: summary[n][longest]["mean"])
+    lines.append(
+        f"\nChance is {chance:.3f}. Best at L = {longest}: **{best}** "
+        f"({summary[best][longest]['mean']:.3f}, against {summary[best][t]['mean']:.3f} at L = {t})."
+    )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- main
+
+
+def run(cfg: Config, out: Path, command: str) -> dict:
+    """Train every variant for every seed, evaluate, write the report under ``out``."""
+    start = time.perf_counter()
+    per_seed, losses = [], {}
+    limit_error = ""
+    for seed in cfg.seeds:
+        models = {}
+        for position in TRAINED_VARIANTS:
+            t0 = time.perf_counter()
+            models[position], curve = train(cfg, position, seed)
+            losses.setdefault(position, []).append(curve)
+            print(f"trained {position:<10} seed {seed}: final loss {curve[-1]:.4f} "
+                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        limit_error = check_limit_is_enforced(cfg, models["learned"])
+        per_seed.append(evaluate(cfg, models, seed))
+    summary = summarise(per_seed, cfg)
+    figure = out / "figures" / "extrapolation.png"
+    plot(summary, per_position_curves(per_seed, max(cfg.eval_lengths)), cfg, figure)
+    wall = time.perf_counter() - start
+    doc = markdown(summary, cfg, command=command, wall=wall, losses=losses, limit_error=limit_error,
+                   figure="figures/extrapolation.png")
+    (out / "extrapolation.md").write_text(doc)
+    (out / "figures" / "extrapolation.json").write_text(json.dumps(
+        dict(config=dataclasses.asdict(cfg), wall_s=wall, summary=summary, losses=losses), indent=1))
+    for name, rows in summary.items():
+        print(f"{name:<15} " + "  ".join(f"L={n}:{rows[n]['mean']:.3f}" for n in cfg.eval_lengths))
+    print(f"wrote {out / 'extrapolation.md'} and {figure} in {wall:.1f} s", flush=True)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (numbers meaningless)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs",
+                        help="directory for extrapolation.md and figures/ (default: docs/)")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else Config()
+    command = COMMAND + (" --quick" if args.quick else "")
+    args.out.mkdir(parents=True, exist_ok=True)
+    run(cfg, args.out, command)
+
+
+if __name__ == "__main__":
+    main()
