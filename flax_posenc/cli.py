@@ -5,6 +5,8 @@ Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.
 - ``inspect SOURCE [--json]``: family, key, rows, dim, offset, max_length, dtype, properties.
 - ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line.
 - ``plot SOURCE --out DIR [--dims D ...]``: PNG figures.
+- ``extend SOURCE --length N --method M --out DIR``: an HF-loadable checkpoint with a longer table.
+- ``convert SOURCE --out PATH``: the input block's Flax parameters, as ``.msgpack``.
 - ``tour [--out DIR]``: the real BERT (all-MiniLM-L6-v2), a GPT-2-shaped checkpoint and a
   sinusoidal table, their limits shown and checked, figures written.
 
@@ -13,7 +15,7 @@ a length that is not a positive integer, an output directory that cannot be writ
 error is one line on stderr, never a traceback.
 
 Subcommands are data: :data:`COMMANDS` maps a name to a :class:`Command` (help, example,
-argument setup, handler); adding one (``extend``, ``convert``) is adding an entry.
+argument setup, handler); adding one is adding an entry.
 
 >>> main(["check", "sinusoidal:16:8", "--length", "16"])  # doctest: +SKIP
 0
@@ -257,6 +259,30 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_extend(args: argparse.Namespace) -> int:
+    from flax_posenc.conversion import export_position_table
+    from flax_posenc.extend import extend_table
+
+    table = load_table(args.source)
+    if table.family == "sinusoidal":
+        raise UsageError("extend writes a checkpoint with a longer learned table; a sinusoidal SOURCE has no table to extend")
+    grown = extend_table(table.weights, args.length, method=args.method, offset=table.offset)
+    out = export_position_table(args.source, grown, args.out, overwrite=args.overwrite)
+    print(
+        f"wrote {out}: {table_name(table)} extended from {table.max_length} to {args.length} positions "
+        f"({args.method}; {grown.shape[0]} rows)"
+    )
+    return EXIT_OK
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from flax_posenc.pretrained import save_converted
+
+    out = save_converted(args.source, args.out, overwrite=args.overwrite)
+    print(f"wrote {out}: Flax parameters and arguments of the input block of {args.source}")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- tour
 
 
@@ -414,6 +440,22 @@ def _configure_plot(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default="", help="file-name prefix (default: none)")
 
 
+def _configure_extend(p: argparse.ArgumentParser) -> None:
+    from flax_posenc.extend import METHODS
+
+    _add_source(p)
+    p.add_argument("--length", "-n", type=_positive_int, required=True, metavar="N", help="usable positions of the new table (reserved rows come on top)")
+    p.add_argument("--method", "-m", choices=METHODS, default="tile", help="tile (Longformer's copy, trained rows unchanged), linear or cubic interpolation (default: tile)")
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="new checkpoint directory (must not exist)")
+    p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+
+
+def _configure_convert(p: argparse.ArgumentParser) -> None:
+    _add_source(p)
+    p.add_argument("--out", "-o", required=True, metavar="PATH", help="output file, ending in .msgpack (must not exist)")
+    p.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
+
+
 def _configure_tour(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", default="figures", metavar="DIR", help="directory for the PNG files (default: figures)")
     p.add_argument(
@@ -441,6 +483,18 @@ COMMANDS: dict[str, Command] = {
         f"{PROG} plot sinusoidal:1024:768 --out figures --dims 0 1 50 100",
         _configure_plot,
         cmd_plot,
+    ),
+    "extend": Command(
+        "write a checkpoint whose position table is extended to N positions (config updated)",
+        f"{PROG} extend path/to/roberta --length 1024 --method tile --out roberta-1024   # 1026 rows",
+        _configure_extend,
+        cmd_extend,
+    ),
+    "convert": Command(
+        "write the input block's Flax parameters and arguments to a .msgpack file",
+        f"{PROG} convert path/to/bert --out bert-input.msgpack",
+        _configure_convert,
+        cmd_convert,
     ),
     "tour": Command(
         "inspect, check and plot the real BERT (512) and a GPT-2-shaped (1024) table",

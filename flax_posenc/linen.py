@@ -171,19 +171,12 @@ class TransformerInput(nn.Module):
         ``module.apply(variables, input_ids, ...)`` equals Hugging Face's embedding output
         (see :meth:`flax_posenc.nnx.TransformerInput.from_pretrained`).
         """
-        from flax_posenc.conversion import load_input_block
-        from flax_posenc.nnx import _pretrained_arguments
+        from flax_posenc.pretrained import module_arguments
 
-        kwargs, arrays = _pretrained_arguments(load_input_block(source, family=family))
+        kwargs, params = module_arguments(source, family=family)
         kwargs.update(overrides)
         module = cls(**kwargs, dtype=dtype, param_dtype=param_dtype)
-        params: dict = {}
-        for name, value in arrays.items():
-            *parents, leaf = name.split("/")
-            node = params
-            for parent in parents:
-                node = node.setdefault(parent, {})
-            node[leaf] = jnp.asarray(value, param_dtype)
+        params = jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params)
         return module, {"params": params}
 
 

@@ -276,7 +276,7 @@ class TransformerInput(nnx.Module):
 
         Args:
           source: checkpoint directory, ``.safetensors``/``.bin`` file or Hub id (see
-            :func:`flax_posenc.conversion.load_input_block`).
+            :mod:`flax_posenc.conversion`), or a ``.msgpack`` written by ``flax-posenc convert``.
           family: force a family instead of detecting it.
           dtype, param_dtype: computation and storage dtypes.
           overrides: other constructor arguments (``dropout_rate``, ``on_overflow``, ...).
@@ -285,54 +285,33 @@ class TransformerInput(nnx.Module):
           A :class:`TransformerInput` whose output equals Hugging Face's embedding output for
           the same inputs (GPT-2's ``hidden_states[0]``, BERT's ``embeddings(...)``).
 
+        Raises:
+          CheckpointError: the source cannot be read (one line naming the file).
+
         >>> block = TransformerInput.from_pretrained("gpt2")      # doctest: +SKIP
         >>> block.spec.position.num_positions                     # doctest: +SKIP
         1024
         """
-        from flax_posenc.conversion import load_input_block
+        from flax_posenc.pretrained import module_arguments
 
-        weights = load_input_block(source, family=family)
-        kwargs, arrays = _pretrained_arguments(weights)
+        kwargs, params = module_arguments(source, family=family)
         kwargs.update(overrides)
-        module = nnx.eval_shape(
-            lambda: cls(**kwargs, dtype=dtype, param_dtype=param_dtype, rngs=nnx.Rngs(0))
-        )
-        for name, value in arrays.items():
-            target = module.layer_norm[name.split("/")[1]] if name.startswith("layer_norm/") else getattr(module, name)
-            target.set_value(jnp.asarray(value, param_dtype))
+        # abstract first: no random initialisation of tables about to be overwritten
+        module = nnx.eval_shape(lambda: cls(**kwargs, dtype=dtype, param_dtype=param_dtype, rngs=nnx.Rngs(0)))
+        _assign(module, params, param_dtype)
         return module
 
 
-def _pretrained_arguments(weights) -> tuple[dict, dict]:
-    """Constructor arguments and arrays (by parameter name) for an ``InputBlockWeights``."""
-    table = weights.position
-    words = weights.word_embeddings
-    if table.dim != words.shape[1]:
-        raise ValueError(
-            f"{table.source}: position table {table.key} has dim {table.dim}, but the word "
-            f"embeddings have dim {words.shape[1]}"
-        )
-    kwargs = dict(
-        vocab_size=int(words.shape[0]),
-        dim=int(words.shape[1]),
-        num_positions=table.max_length,
-        position="learned",
-        position_offset=table.offset,
-        positions_from=weights.positions_from,
-        pad_token_id=weights.pad_token_id,
-        embed_scale=weights.embed_scale,
-        type_vocab_size=0 if weights.token_type_embeddings is None else int(weights.token_type_embeddings.shape[0]),
-        layer_norm=weights.layer_norm_scale is not None,
-        layer_norm_eps=weights.layer_norm_eps,
-        position_name=f"{table.family} position table ({table.key})",
-    )
-    arrays = {"word_embeddings": words, "position_embeddings": table.weights}
-    if weights.token_type_embeddings is not None:
-        arrays["token_type_embeddings"] = weights.token_type_embeddings
-    if weights.layer_norm_scale is not None:
-        arrays["layer_norm/scale"] = weights.layer_norm_scale
-        arrays["layer_norm/bias"] = weights.layer_norm_bias
-    return kwargs, arrays
+def _assign(module: nnx.Module, params: dict, param_dtype) -> None:
+    """Set every parameter of ``module`` from a nested dict of arrays (shapes checked)."""
+    for name, value in params.items():
+        target = getattr(module, name)
+        if isinstance(value, dict):
+            _assign(target, value, param_dtype)
+            continue
+        if tuple(target.shape) != tuple(value.shape):
+            raise ValueError(f"{name}: expected shape {tuple(target.shape)}, found {tuple(value.shape)}")
+        target.set_value(jnp.asarray(value, param_dtype))
 
 
 __all__ = [

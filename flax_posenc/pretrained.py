@@ -1,0 +1,130 @@
+"""From checkpoints to module arguments: what ``from_pretrained`` and ``flax-posenc convert`` share.
+
+:func:`module_arguments` turns a SOURCE into ``TransformerInput`` constructor arguments and its
+parameters (a nested dict of numpy arrays, named as in :mod:`flax_posenc.block`). A SOURCE is a
+Hugging Face checkpoint (see :mod:`flax_posenc.conversion`) or a ``.msgpack`` file written by
+:func:`save_converted` (``flax-posenc convert``): Flax's own serialization of
+``{"config": kwargs, "params": params}``.
+
+>>> import flax_posenc as fp
+>>> kwargs, params = module_arguments("path/to/bert")          # doctest: +SKIP
+>>> block = fp.linen.TransformerInput(**kwargs)                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flax_posenc.errors import CheckpointError
+
+CONVERTED_SUFFIX = ".msgpack"
+
+
+def arguments_from_weights(weights) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Constructor arguments and nested parameters for an ``InputBlockWeights``.
+
+    Raises:
+      ValueError: the position table and the word embeddings differ in width.
+    """
+    table = weights.position
+    words = weights.word_embeddings
+    if table.dim != words.shape[1]:
+        raise ValueError(
+            f"{table.source}: position table {table.key} has dim {table.dim}, but the word "
+            f"embeddings have dim {words.shape[1]}"
+        )
+    types = weights.token_type_embeddings
+    kwargs = dict(
+        vocab_size=int(words.shape[0]),
+        dim=int(words.shape[1]),
+        num_positions=int(table.max_length),
+        position="learned",
+        position_offset=int(table.offset),
+        positions_from=weights.positions_from,
+        pad_token_id=None if weights.pad_token_id is None else int(weights.pad_token_id),
+        embed_scale=float(weights.embed_scale),
+        type_vocab_size=0 if types is None else int(types.shape[0]),
+        layer_norm=weights.layer_norm_scale is not None,
+        layer_norm_eps=float(weights.layer_norm_eps),
+        position_name=f"{table.family} position table ({table.key})",
+    )
+    params: dict[str, Any] = {"word_embeddings": words, "position_embeddings": table.weights}
+    if types is not None:
+        params["token_type_embeddings"] = types
+    if weights.layer_norm_scale is not None:
+        params["layer_norm"] = {"scale": weights.layer_norm_scale, "bias": weights.layer_norm_bias}
+    return kwargs, params
+
+
+def _is_converted(source) -> bool:
+    return isinstance(source, (str, os.PathLike)) and str(source).endswith(CONVERTED_SUFFIX)
+
+
+def _load_converted(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    from flax import serialization
+
+    if not path.is_file():
+        raise CheckpointError(f"{path}: expected a file written by 'flax-posenc convert', found nothing there")
+    try:
+        blob = serialization.msgpack_restore(path.read_bytes())
+        kwargs, params = dict(blob["config"]), blob["params"]
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise CheckpointError(
+            f"{path}: expected a flax-posenc msgpack with 'config' and 'params', found unreadable data ({type(exc).__name__})"
+        ) from None
+    return kwargs, params
+
+
+def module_arguments(source, *, family: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(kwargs, params)`` for ``TransformerInput`` from a checkpoint or a converted file."""
+    if _is_converted(source):
+        return _load_converted(Path(source))
+    from flax_posenc.conversion import load_input_block
+
+    return arguments_from_weights(load_input_block(source, family=family))
+
+
+def save_converted(source, out, *, family: str | None = None, overwrite: bool = False) -> Path:
+    """Write the Flax parameters and arguments of SOURCE's input block to ``out`` (``.msgpack``).
+
+    Atomic: written to a temporary file beside ``out`` and renamed; refuses an existing ``out``
+    unless ``overwrite``. Restore with ``TransformerInput.from_pretrained(out)`` (NNX or Linen)
+    or ``flax.serialization.msgpack_restore``.
+    """
+    from flax import serialization
+
+    out = Path(out)
+    if out.suffix != CONVERTED_SUFFIX:
+        raise CheckpointError(f"{out}: expected an output file name ending in {CONVERTED_SUFFIX}, found {out.suffix or 'no suffix'!r}")
+    if out.exists() and not overwrite:
+        raise CheckpointError(f"{out}: expected a new path, found an existing file (pass overwrite=True / --overwrite)")
+    if not out.parent.is_dir():
+        raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
+    kwargs, params = module_arguments(source, family=family)
+    blob = serialization.msgpack_serialize({"config": kwargs, "params": _numpy_tree(params)})
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is not what a user expects
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _numpy_tree(params):
+    if isinstance(params, dict):
+        return {k: _numpy_tree(v) for k, v in params.items()}
+    return np.asarray(params)
+
+
+__all__ = ["arguments_from_weights", "module_arguments", "save_converted"]

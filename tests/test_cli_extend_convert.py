@@ -1,0 +1,129 @@
+"""`flax-posenc extend` and `convert`, run as the real console script."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import flax_posenc as fp
+from flax_posenc import CheckpointError
+from flax_posenc.conversion import load_position_table
+
+SCRIPT = Path(sys.executable).parent / "flax-posenc"
+
+
+def run(*args):
+    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def hf_forward_at(path, length, cls="AutoModel"):
+    import transformers
+
+    model, info = getattr(transformers, cls).from_pretrained(path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["mismatched_keys"], info
+    with torch.no_grad():
+        hidden = model.eval()(input_ids=torch.randint(3, 90, (1, length))).last_hidden_state
+    assert hidden.shape[1] == length and torch.isfinite(hidden).all()
+    return model
+
+
+@pytest.mark.parametrize("method", ["tile", "linear", "cubic"])
+def test_extend_real_minilm_to_1024(minilm_dir, tmp_path, method):
+    out = tmp_path / "minilm-1024"
+    r = run("extend", minilm_dir, "--length", 1024, "--method", method, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "extended from 512 to 1024 positions" in r.stdout
+    old, new = load_position_table(minilm_dir), load_position_table(out)
+    assert (new.rows, new.max_length) == (1024, 1024)
+    if method == "tile":
+        np.testing.assert_array_equal(new.weights[:512], old.weights)
+        np.testing.assert_array_equal(new.weights[512:], old.weights)
+    model = hf_forward_at(out, 1024)
+    np.testing.assert_array_equal(model.embeddings.position_embeddings.weight.detach().numpy(), new.weights)
+    assert run("check", out, "--length", 1024).returncode == 0
+    assert run("check", out, "--length", 1025).returncode == 1
+
+
+def test_extend_roberta_keeps_reserved_rows(tiny_checkpoint, tmp_path):
+    ckpt = tiny_checkpoint("roberta")  # 34 rows: 2 reserved + 32 positions
+    out = tmp_path / "roberta-64"
+    r = run("extend", ckpt.path, "--length", 64, "--out", out)
+    assert r.returncode == 0, r.stderr
+    new = load_position_table(out)
+    assert (new.rows, new.offset, new.max_length) == (66, 2, 64)  # like Longformer's 4098 for 4096
+    np.testing.assert_array_equal(new.weights[:2], ckpt.position_weight()[:2])
+    hf_forward_at(out, 64)
+
+
+def test_extend_gpt2(tiny_checkpoint, tmp_path):
+    out = tmp_path / "gpt2-80"
+    assert run("extend", tiny_checkpoint("gpt2").path, "--length", 80, "--method", "linear", "--out", out).returncode == 0
+    model = hf_forward_at(out, 80)
+    assert model.config.n_positions == 80
+    block = fp.nnx.TransformerInput.from_pretrained(out)
+    assert block(jnp.zeros((1, 80), jnp.int32)).shape == (1, 80, 16)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--length", 32], "new_length: expected an integer larger than the current 32 positions, got 32"),
+        (["--length", 64, "--method", "nearest"], "invalid choice: 'nearest'"),
+        (["--length", 0], "expected a positive integer"),
+    ],
+)
+def test_extend_bad_input_writes_nothing(tiny_checkpoint, tmp_path, args, message):
+    out = tmp_path / "never"
+    r = run("extend", tiny_checkpoint("gpt2").path, *args, "--out", out)
+    assert r.returncode == 2 and message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_extend_refuses_existing_output(tiny_checkpoint, tmp_path):
+    out = tmp_path / "exists"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = run("extend", tiny_checkpoint("gpt2").path, "--length", 64, "--out", out)
+    assert r.returncode == 2 and "exists" in r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+
+
+def test_extend_sinusoidal_is_refused(tmp_path):
+    r = run("extend", "sinusoidal:16:8", "--length", 64, "--out", tmp_path / "x")
+    assert r.returncode == 2 and "a sinusoidal SOURCE has no table to extend" in r.stderr
+
+
+def test_convert_round_trip(tiny_checkpoint, tmp_path):
+    ckpt = tiny_checkpoint("bert")
+    out = tmp_path / "bert.msgpack"
+    r = run("convert", ckpt.path, "--out", out)
+    assert r.returncode == 0, r.stderr
+    ids = jnp.asarray(np.random.default_rng(0).integers(0, 100, (2, 10)))
+    direct = fp.nnx.TransformerInput.from_pretrained(ckpt.path)(ids)
+    np.testing.assert_array_equal(fp.nnx.TransformerInput.from_pretrained(out)(ids), direct)
+    module, variables = fp.linen.TransformerInput.from_pretrained(out)
+    np.testing.assert_array_equal(module.apply(variables, ids), direct)
+    assert run("convert", ckpt.path, "--out", out).returncode == 2  # exists: refused
+    assert run("convert", ckpt.path, "--out", out, "--overwrite").returncode == 0
+
+
+def test_convert_bad_output_names(tiny_checkpoint, tmp_path):
+    r = run("convert", tiny_checkpoint("gpt2").path, "--out", tmp_path / "params.bin")
+    assert r.returncode == 2 and "expected an output file name ending in .msgpack" in r.stderr
+    r = run("convert", tiny_checkpoint("gpt2").path, "--out", tmp_path / "missing" / "p.msgpack")
+    assert r.returncode == 2 and "expected an existing parent directory" in r.stderr
+    assert not (tmp_path / "params.bin").exists()
+
+
+def test_converted_garbage_is_a_checkpoint_error(tmp_path):
+    bad = tmp_path / "bad.msgpack"
+    bad.write_bytes(b"\x00\x01garbage")
+    with pytest.raises(CheckpointError, match="bad.msgpack: expected a flax-posenc msgpack with 'config' and 'params'"):
+        fp.nnx.TransformerInput.from_pretrained(bad)
