@@ -71,13 +71,17 @@ _CHILD = textwrap.dedent(
 )
 
 
-def build_checkpoint(path: Path) -> None:
-    """GPT-2 small's shapes and layer count (``GPT2Config()`` defaults), random weights."""
+def build_checkpoint(path: Path, quick: bool = False) -> None:
+    """GPT-2 small's shapes and layer count (``GPT2Config()`` defaults), random weights.
+
+    ``quick``: a tiny GPT-2 (smoke test of this script only; its numbers mean nothing).
+    """
     import torch
     import transformers
 
     torch.manual_seed(0)
-    model = transformers.GPT2Model(transformers.GPT2Config())
+    config = transformers.GPT2Config(vocab_size=1000, n_positions=1024, n_embd=64, n_layer=1, n_head=2) if quick else transformers.GPT2Config()
+    model = transformers.GPT2Model(config)
     model.save_pretrained(path)
 
 
@@ -101,7 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=5, help="runs per loader (median reported)")
     ap.add_argument("--dir", type=Path, default=None, help="reuse/build the checkpoint here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary checkpoint")
+    ap.add_argument("--quick", action="store_true", help="smoke test: a tiny checkpoint, one run each")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
 
     tmp = None
     path = args.dir
@@ -111,9 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if not (path / "model.safetensors").is_file():
             print(f"building a GPT2Config() checkpoint in {path} ...", flush=True)
-            build_checkpoint(path)
+            build_checkpoint(path, quick=args.quick)
         size = (path / "model.safetensors").stat().st_size
-        print(f"checkpoint: {path} ({size / 2**20:.0f} MiB); table 1024 x 768 float32 = 3.0 MiB; "
+        print(f"checkpoint: {path} ({size / 2**20:.0f} MiB); table 1024 x {'64' if args.quick else '768'} float32; "
               f"{args.repeats} runs each, fresh process per run, warm page cache")
         with open(path / "model.safetensors", "rb") as f:  # warm the page cache for both
             while f.read(64 << 20):

@@ -53,6 +53,7 @@ def block_section(quick: bool) -> list[dict]:
     ids_np = [rng.integers(0, vocab, (batch, seq), dtype=np.int32) for _ in range(4)]
     ids = [jnp.asarray(x) for x in ids_np]
     jsync = lambda out: out.block_until_ready()  # noqa: E731
+    on_gpu = jax.default_backend() == "gpu"
     rows = []
 
     def add(name, dtype, seconds, note=""):
@@ -89,28 +90,32 @@ def block_section(quick: bool) -> list[dict]:
         ew = jax.jit(lambda a: a + jnp.asarray(1, a.dtype))
         add("floor: XLA elementwise a+1 (fresh output)", dtype_name, timeit(ew, big, repeats=repeats, sync=jsync))
         del big
-        np_dtype = np.float32 if dtype_name == "float32" else np.float16
-        src = [rng.standard_normal((batch, seq, dim)).astype(np_dtype) for _ in range(2)]
-        out = np.empty_like(src[0])
-        add("floor: numpy copy into preallocated", dtype_name, timeit(lambda a: np.copyto(out, a), src, repeats=repeats, sync=lambda _: None))
-        del src, out
+        if not on_gpu:  # host memory floor without a fresh allocation
+            np_dtype = np.float32 if dtype_name == "float32" else np.float16
+            src = [rng.standard_normal((batch, seq, dim)).astype(np_dtype) for _ in range(2)]
+            out = np.empty_like(src[0])
+            add("floor: numpy copy into preallocated", dtype_name, timeit(lambda a: np.copyto(out, a), src, repeats=repeats, sync=lambda _: None))
+            del src, out
 
     # Hugging Face's PyTorch GPT-2 embeddings: wte(ids) + wpe(positions), as GPT2Model does
     from transformers import GPT2Config, GPT2Model
 
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=dim, n_layer=1, n_head=max(1, dim // 64))
-    model = GPT2Model(config).eval()
-    tids = [torch.from_numpy(x.astype(np.int64)) for x in ids_np]
+    device = "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
+    tsync = (lambda _: torch.cuda.synchronize()) if device == "cuda" else (lambda _: None)
+    model = GPT2Model(config).eval().to(device)
+    tids = [torch.from_numpy(x.astype(np.int64)).to(device) for x in ids_np]
 
     def hf(x):
         with torch.no_grad():
-            pos = torch.arange(x.shape[-1]).unsqueeze(0)
+            pos = torch.arange(x.shape[-1], device=x.device).unsqueeze(0)
             return model.wte(x) + model.wpe(pos)
 
-    add("Hugging Face GPT-2 wte+wpe (PyTorch)", "float32", timeit(hf, tids, repeats=repeats, sync=lambda _: None), f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    where = torch.cuda.get_device_name() if device == "cuda" else f"{torch.get_num_threads()} threads"
+    add("Hugging Face GPT-2 wte+wpe (PyTorch)", "float32", timeit(hf, tids, repeats=repeats, sync=tsync), f"torch {torch.__version__}, {where}")
     model = model.to(torch.bfloat16)
-    add("Hugging Face GPT-2 wte+wpe (PyTorch)", "bfloat16", timeit(hf, tids, repeats=repeats, sync=lambda _: None))
+    add("Hugging Face GPT-2 wte+wpe (PyTorch)", "bfloat16", timeit(hf, tids, repeats=repeats, sync=tsync))
     return rows
 
 
@@ -200,12 +205,14 @@ def report(results: dict[str, list[dict]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, default environment only (smoke test)")
+    parser.add_argument("--single", action="store_true", help="default environment only (GPU runs: benchmarks/device.sh)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.quick)
         return
-    envs = {"default malloc": {}} if args.quick else {"default malloc": {}, "MALLOC_* opt-in": MALLOC_OPT_IN}
+    single = args.quick or args.single
+    envs = {"default malloc": {}} if single else {"default malloc": {}, "MALLOC_* opt-in": MALLOC_OPT_IN}
     results = {}
     for name, extra in envs.items():
         env = {**os.environ, **extra}
