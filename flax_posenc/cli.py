@@ -17,7 +17,7 @@ error is one line on stderr, never a traceback.
 Subcommands are data: :data:`COMMANDS` maps a name to a :class:`Command` (help, example,
 argument setup, handler); adding one is adding an entry.
 
->>> main(["check", "sinusoidal:16:8", "--length", "16"])  # doctest: +SKIP
+main(["check", "sinusoidal:16:8", "--length", "16"])
 0
 """
 

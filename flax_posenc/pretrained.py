@@ -7,8 +7,8 @@ Hugging Face checkpoint (see :mod:`flax_posenc.conversion`) or a ``.msgpack`` fi
 ``{"config": kwargs, "params": params}``.
 
 >>> import flax_posenc as fp
->>> kwargs, params = module_arguments("path/to/bert")          # doctest: +SKIP
->>> block = fp.linen.TransformerInput(**kwargs)                # doctest: +SKIP
+kwargs, params = module_arguments("path/to/bert")
+block = fp.linen.TransformerInput(**kwargs)
 """
 
 from __future__ import annotations

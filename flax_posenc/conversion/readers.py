@@ -17,9 +17,9 @@ Every failure is a one-line :class:`~flax_posenc.errors.CheckpointError` naming 
 was expected and what was found; safetensors' own errors (``SafetensorError``, Rust panics) and
 torch's are wrapped, never leaked.
 
->>> from flax_posenc.conversion.readers import open_weights  # doctest: +SKIP
->>> r = open_weights("model.safetensors")                   # doctest: +SKIP
->>> r.info("wpe.weight"), r.read("wpe.weight").shape        # doctest: +SKIP
+from flax_posenc.conversion.readers import open_weights
+r = open_weights("model.safetensors")
+r.info("wpe.weight"), r.read("wpe.weight").shape
 (('F32', (1024, 768)), (1024, 768))
 """
 

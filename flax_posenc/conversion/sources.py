@@ -14,9 +14,9 @@ A SOURCE is, in the order tried:
 
 Anything else is a one-line :class:`~flax_posenc.errors.CheckpointError`.
 
->>> from flax_posenc.conversion.sources import open_checkpoint   # doctest: +SKIP
->>> ckpt = open_checkpoint("path/to/all-MiniLM-L6-v2")           # doctest: +SKIP
->>> ckpt.config["model_type"], ckpt.weights_path.name            # doctest: +SKIP
+from flax_posenc.conversion.sources import open_checkpoint
+ckpt = open_checkpoint("path/to/all-MiniLM-L6-v2")
+ckpt.config["model_type"], ckpt.weights_path.name
 ('bert', 'model.safetensors')
 """
 
