@@ -6,9 +6,11 @@ Hugging Face checkpoint (see :mod:`flax_posenc.conversion`) or a ``.msgpack`` fi
 :func:`save_converted` (``flax-posenc convert``): Flax's own serialization of
 ``{"config": kwargs, "params": params}``.
 
->>> import flax_posenc as fp
-kwargs, params = module_arguments("path/to/bert")
-block = fp.linen.TransformerInput(**kwargs)
+Example::
+
+    import flax_posenc as fp
+    kwargs, params = module_arguments("path/to/bert")
+    block = fp.linen.TransformerInput(**kwargs)
 """
 
 from __future__ import annotations
