@@ -150,21 +150,21 @@ def encode_positions(
 
     dtype = jnp.float32 if dtype is None else dtype
     sinusoid = dict(base=spec.base, layout=spec.layout, endpoint=spec.endpoint)
-    if length is not None and not lookup._is_traced(start):
+    if length is not None and not lookup.is_traced(start):
         start = int(start)
         if length:
             _sinusoid_limit_check(spec, start, start + length - 1)
         return sinusoidal_table(length, spec.dim, start=start, dtype=dtype, **sinusoid)
     if length is not None:
         positions = lookup.sequential_positions(length, start=start)
-    positions = jnp.asarray(positions) if not lookup._is_traced(positions) else positions
+    positions = jnp.asarray(positions) if not lookup.is_traced(positions) else positions
     if spec.num_positions is not None:
-        if not lookup._is_traced(positions) and positions.size:
+        if not lookup.is_traced(positions) and positions.size:
             host = np.asarray(positions)
             _sinusoid_limit_check(spec, int(host.min()), int(host.max()))
-        elif lookup._is_traced(positions) and spec.on_overflow == "error":
+        elif lookup.is_traced(positions) and spec.on_overflow == "error":
             valid = (positions >= 0).all() & (positions < spec.num_positions).all()
-            lookup._runtime_check(valid, positions, rows=spec.num_positions, offset=0, name=spec.name)
+            lookup.runtime_check(valid, positions, rows=spec.num_positions, offset=0, name=spec.name)
     return sinusoidal_encoding(positions, spec.dim, dtype=dtype, **sinusoid)
 
 
@@ -265,7 +265,7 @@ def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
                 f"found {tuple(mask.shape)}"
             )
     positions = lookup.padding_aware_positions(mask, start=start)
-    bounds = None if lookup._is_traced(start) else (-1, int(start) + seq - 1)
+    bounds = None if lookup.is_traced(start) else (-1, int(start) + seq - 1)
     return positions, bounds
 
 

@@ -38,7 +38,7 @@ OverflowPolicy = Literal["error", "clip", "fill"]
 OVERFLOW_POLICIES: tuple[str, ...] = ("error", "clip", "fill")
 
 
-def _is_traced(x) -> bool:
+def is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
@@ -85,7 +85,7 @@ def check_positions(
         )
 
 
-def _runtime_check(valid, positions, *, rows: int, offset: int, name: str) -> None:
+def runtime_check(valid, positions, *, rows: int, offset: int, name: str) -> None:
     """A checkify check for traced positions (see the module docstring)."""
     message = f"{describe_limit(name, rows, offset)}; asked for positions from {{lo}} to {{hi}}"
     checkify.check(valid, message, lo=jnp.min(positions), hi=jnp.max(positions))
@@ -127,12 +127,12 @@ def lookup_positions(
     flax_posenc.errors.PositionLimitError: position table holds 4 positions (0..3); asked for position 4, 1 past the end
     """
     _check_policy(on_overflow)
-    positions = jnp.asarray(positions) if not _is_traced(positions) else positions
+    positions = jnp.asarray(positions) if not is_traced(positions) else positions
     if not jnp.issubdtype(positions.dtype, jnp.integer):
         raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
     rows = table.shape[0]
     index = positions.astype(jnp.int32) + offset
-    if not _is_traced(positions):
+    if not is_traced(positions):
         if positions.size:
             host = np.asarray(positions)
             check_positions(int(host.min()), int(host.max()), rows=rows, offset=offset, name=name)
@@ -141,7 +141,7 @@ def lookup_positions(
         return table.at[index].get(mode="clip")
     if on_overflow == "fill":
         return table.at[index].get(mode="fill", fill_value=jnp.nan)
-    _runtime_check((index >= 0).all() & (index < rows).all(), positions, rows=rows, offset=offset, name=name)
+    runtime_check((index >= 0).all() & (index < rows).all(), positions, rows=rows, offset=offset, name=name)
     return table.at[index].get(mode="clip")
 
 
@@ -170,7 +170,7 @@ def slice_positions(
     """
     _check_policy(on_overflow)
     length = _static_length(length)
-    if _is_traced(start):
+    if is_traced(start):
         return lookup_positions(
             table, start + jnp.arange(length), offset=offset, on_overflow=on_overflow, name=name
         )
@@ -215,3 +215,5 @@ def padding_aware_positions(mask: jax.typing.ArrayLike, *, start: int | jax.Arra
     mask = jnp.asarray(mask).astype(jnp.int32)
     counted = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) + start
     return jnp.where(mask > 0, counted - 1, -1).astype(jnp.int32)
+
+_is_traced, _runtime_check = is_traced, runtime_check  # TEMP aliases while rope/alibi migrate
