@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import linen as nn
 
-from flax_posenc import block
+from flax_posenc import alibi, block, rope
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
 
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
@@ -164,6 +166,21 @@ class TransformerInput(nn.Module):
         )
         return nn.Dropout(self.dropout_rate)(x, deterministic=deterministic or self.dropout_rate == 0)
 
+    def extend_positions(self, variables, num_positions: int, *, method: str = "tile"):
+        """``(module, variables)`` whose learned table holds ``num_positions`` positions.
+
+        The Linen counterpart of :meth:`flax_posenc.nnx.TransformerInput.extend_positions`.
+        """
+        from flax_posenc.extend import extend_table
+
+        if self.position != "learned":
+            raise ValueError(f"extend_positions: only a learned table can be extended, this block's position is {self.position!r}")
+        params = dict(nn.unbox(variables)["params"])
+        old = params["position_embeddings"]
+        table = extend_table(np.asarray(old), num_positions, method=method, offset=self.position_offset)
+        params["position_embeddings"] = jnp.asarray(table, old.dtype)
+        return self.clone(num_positions=num_positions), {**variables, "params": params}
+
     @classmethod
     def from_pretrained(cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, **overrides):
         """Build the input block of a Hugging Face checkpoint: ``(module, variables)``.
@@ -180,4 +197,50 @@ class TransformerInput(nn.Module):
         return module, {"params": params}
 
 
-__all__ = ["LearnedPositionalEmbedding", "SinusoidalPositionalEncoding", "TransformerInput"]
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding of queries or keys (see the NNX module of the same name).
+
+    >>> import jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> fp.linen.RotaryEmbedding(8).apply({}, jnp.ones((2, 4, 3, 8))).shape
+    (2, 4, 3, 8)
+    """
+
+    config: RopeConfig | int
+    on_overflow: str = "error"
+
+    @nn.compact
+    def __call__(self, x, positions=None, *, start=0, seq_len: int | None = None) -> jax.Array:
+        return rope.apply_rope(
+            x, rope._as_config(self.config), positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow
+        )
+
+
+class ALiBiBias(nn.Module):
+    """ALiBi attention bias ``(..., heads, q, k)`` (see the NNX module of the same name).
+
+    >>> import flax_posenc as fp
+    >>> fp.linen.ALiBiBias(12).apply({}, 5).shape
+    (12, 5, 5)
+    """
+
+    config: AlibiConfig | int
+    causal: bool = True
+    dtype: jnp.dtype = jnp.float32
+    on_overflow: str = "error"
+
+    @nn.compact
+    def __call__(self, query_length=None, key_length=None, *, query_positions=None, key_positions=None) -> jax.Array:
+        return alibi.bias_for(
+            alibi._as_config(self.config), query_length, key_length, query_positions=query_positions,
+            key_positions=key_positions, causal=self.causal, dtype=self.dtype, on_overflow=self.on_overflow,
+        )
+
+
+__all__ = [
+    "ALiBiBias",
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TransformerInput",
+]

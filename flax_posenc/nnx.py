@@ -18,11 +18,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from flax.core import meta
 
-from flax_posenc import block
+from flax_posenc import alibi, block, rope
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
 
@@ -270,6 +272,32 @@ class TransformerInput(nnx.Module):
             x = self.dropout(x, deterministic=False, rngs=rngs)
         return x
 
+    def extend_positions(self, num_positions: int, *, method: str = "tile") -> TransformerInput:
+        """A copy of this block whose learned table holds ``num_positions`` usable positions.
+
+        The table grows with :func:`flax_posenc.extend.extend_table` (``"tile"``: trained rows
+        unchanged and repeated; ``"linear"``/``"cubic"``: resampled); reserved rows stay at the
+        head; every other parameter is shared by value. Fine-tune the new rows before trusting
+        them (``examples/finetune_extended.py``).
+
+        >>> from flax import nnx
+        >>> block = TransformerInput(100, 8, num_positions=16, rngs=nnx.Rngs(0))
+        >>> longer = block.extend_positions(64)
+        >>> longer(jnp.zeros((1, 64), jnp.int32)).shape
+        (1, 64, 8)
+        """
+        from flax_posenc.extend import extend_table
+
+        if self.spec.position.kind != "learned":
+            raise ValueError(f"extend_positions: only a learned table can be extended, this block's position is {self.spec.position.kind!r}")
+        old = self.position_embeddings[...]
+        table = extend_table(np.asarray(old), num_positions, method=method, offset=self.spec.position.offset)
+        graphdef, state = nnx.split(self)
+        grown = nnx.merge(graphdef, state)  # a new module; arrays are immutable, so nothing is copied
+        grown.position_embeddings = _param(jnp.asarray(table, old.dtype), AXES["position_embeddings"])
+        grown.spec = dataclasses.replace(self.spec, position=dataclasses.replace(self.spec.position, num_positions=num_positions))
+        return grown
+
     @classmethod
     def from_pretrained(cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, **overrides) -> TransformerInput:
         """Build the input block of a Hugging Face checkpoint and load every weight of it.
@@ -314,7 +342,88 @@ def _assign(module: nnx.Module, params: dict, param_dtype) -> None:
         target.set_value(jnp.asarray(value, param_dtype))
 
 
+class RotaryEmbedding(nnx.Module):
+    """Rotary position embedding (RoPE) of queries or keys; no parameters.
+
+    A thin shell over :func:`flax_posenc.rope.apply_rope`: exact-angle ``cos``/``sin`` (within
+    2e-6 of float64 below ``2**24``), Hugging Face's scaling schemes, the config's layout.
+
+    Args:
+      config: a :class:`~flax_posenc.RopeConfig` (e.g. from
+        :func:`flax_posenc.conversion.rope_config.read_rope_config`) or a ``head_dim``.
+      on_overflow: policy for traced positions past ``config.limit`` (see :mod:`flax_posenc.lookup`).
+
+    >>> import jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> rope = fp.nnx.RotaryEmbedding(fp.RopeConfig(head_dim=8, max_position_embeddings=16))
+    >>> rope(jnp.ones((2, 4, 3, 8))).shape          # (batch, seq, heads, head_dim)
+    (2, 4, 3, 8)
+    """
+
+    def __init__(self, config: RopeConfig | int, *, on_overflow: str = "error"):
+        self.config = rope._as_config(config)
+        self.on_overflow = on_overflow
+
+    def __call__(
+        self,
+        x: jax.typing.ArrayLike,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        start: int | jax.Array = 0,
+        seq_len: int | None = None,
+    ) -> jax.Array:
+        """Rotate ``x`` of shape ``(..., seq, heads, head_dim)``; positions default to ``start + arange(seq)``.
+
+        Raises :class:`~flax_posenc.PositionLimitError` for a known position past ``config.limit``.
+        """
+        return rope.apply_rope(x, self.config, positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow)
+
+
+class ALiBiBias(nnx.Module):
+    """ALiBi attention bias, ``(heads, q_len, k_len)``, added to the scores; no parameters.
+
+    A thin shell over :func:`flax_posenc.alibi.alibi_bias`; ``causal=True`` includes the causal
+    mask (``finfo.min`` above the diagonal), ``causal=False`` is ``-m_h * |i - j|``.
+
+    Args:
+      config: an :class:`~flax_posenc.AlibiConfig` or a head count.
+      causal: causal (decoder) or bidirectional (encoder) bias.
+      dtype: output dtype.
+      on_overflow: policy for traced positions past ``config.max_positions``.
+
+    >>> import flax_posenc as fp
+    >>> fp.nnx.ALiBiBias(12)(5).shape
+    (12, 5, 5)
+    """
+
+    def __init__(self, config: AlibiConfig | int, *, causal: bool = True, dtype=jnp.float32, on_overflow: str = "error"):
+        self.config = alibi._as_config(config)
+        self.causal = causal
+        self.dtype = dtype
+        self.on_overflow = on_overflow
+
+    def __call__(
+        self,
+        query_length: int | None = None,
+        key_length: int | None = None,
+        *,
+        query_positions: jax.typing.ArrayLike | None = None,
+        key_positions: jax.typing.ArrayLike | None = None,
+    ) -> jax.Array:
+        """Bias for static lengths (queries are the last keys), or for explicit positions.
+
+        Give ``query_length`` (and optionally ``key_length``), or both ``query_positions``
+        ``(..., q)`` and ``key_positions`` ``(..., k)``; returns ``(..., heads, q, k)``.
+        """
+        return alibi.bias_for(
+            self.config, query_length, key_length, query_positions=query_positions,
+            key_positions=key_positions, causal=self.causal, dtype=self.dtype, on_overflow=self.on_overflow,
+        )
+
+
 __all__ = [
+    "ALiBiBias",
+    "RotaryEmbedding",
     "LearnedPositionalEmbedding",
     "SinusoidalPositionalEncoding",
     "TransformerInput",

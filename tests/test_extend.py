@@ -78,3 +78,31 @@ def test_bad_input(kwargs, message):
 def test_not_a_table():
     with pytest.raises(ValueError, match=r"table: expected a 2-D \(rows, dim\) array, got shape \(4,\)"):
         extend_table(np.zeros(4), 8)
+
+
+def test_module_extend_positions_nnx_and_linen():
+    import jax.numpy as jnp
+    from flax import nnx
+
+    import flax_posenc as fp
+
+    block = fp.nnx.TransformerInput(50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True, rngs=nnx.Rngs(0))
+    longer = block.extend_positions(40)
+    old_table = np.asarray(block.position_embeddings[...])
+    new_table = np.asarray(longer.position_embeddings[...])
+    np.testing.assert_array_equal(new_table, extend_table(old_table, 40, method="tile", offset=2))
+    assert block.spec.position.num_positions == 16 and longer.spec.position.num_positions == 40
+    ids = jnp.arange(16)[None] % 50
+    np.testing.assert_array_equal(longer(ids), block(ids))  # trained rows unchanged under tile
+    assert longer(jnp.zeros((1, 40), jnp.int32)).shape == (1, 40, 8)
+    with pytest.raises(fp.PositionLimitError, match="holds 40 positions"):
+        longer(jnp.zeros((1, 41), jnp.int32))
+
+    module = fp.linen.TransformerInput(50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True)
+    variables = {"params": block.params()}
+    module2, variables2 = module.extend_positions(variables, 40, method="linear")
+    np.testing.assert_array_equal(variables2["params"]["position_embeddings"], extend_table(old_table, 40, method="linear", offset=2))
+    assert module2.apply(variables2, jnp.zeros((1, 40), jnp.int32)).shape == (1, 40, 8)
+    np.testing.assert_array_equal(variables["params"]["position_embeddings"], old_table)  # input untouched
+    with pytest.raises(ValueError, match="only a learned table can be extended"):
+        fp.nnx.TransformerInput(50, 8, position="sinusoidal", rngs=nnx.Rngs(0)).extend_positions(40)

@@ -1,0 +1,84 @@
+"""Smoke tests of the two issue-5 examples: each runs with ``--quick`` in a subprocess, exits 0
+and writes its outputs under a temporary ``--out`` (never into docs/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def run_example(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``examples/<name>`` with ``args``; fail with its output when it exits non-zero."""
+    proc = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_extrapolation_quick(tmp_path):
+    run_example("extrapolation.py", "--quick", "--out", str(tmp_path))
+    doc = (tmp_path / "extrapolation.md").read_text()
+    assert doc.startswith("# ")
+    assert "examples/extrapolation.py --quick" in doc  # the command to reproduce, at the top
+    assert "| variant | L=32 | L=96 |" in doc
+    for name in ("sinusoidal", "learned/tile", "learned/linear", "learned/clamp", "none"):
+        assert f"| {name} |" in doc
+    assert "PositionLimitError: position table holds 64 positions" in doc
+    png = tmp_path / "figures" / "extrapolation.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results = json.loads((tmp_path / "figures" / "extrapolation.json").read_text())
+    for rows in results["summary"].values():
+        for row in rows.values():
+            assert 0.0 <= row["mean"] <= 1.0
+    # the report re-renders from the saved results without training
+    (tmp_path / "extrapolation.md").unlink()
+    run_example("extrapolation.py", "--report-only", "--out", str(tmp_path))
+    assert (tmp_path / "extrapolation.md").read_text() == doc
+
+
+def test_finetune_extended_quick(tmp_path, minilm_dir):
+    summary = tmp_path / "check.json"
+    proc = run_example("finetune_extended.py", "--quick", "--out", str(tmp_path), "--summary", str(summary))
+    png = tmp_path / "figures" / "finetune_loss.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = json.loads(summary.read_text())
+    checks = result["checks"]
+    # the pretrained rows 0..511 and every other pretrained parameter: bit-identical
+    assert checks["old_rows_bit_identical"] is True
+    assert checks["old_rows_sha_prefix"] == checks["original_rows_sha_prefix"]
+    assert checks["other_params_bit_identical"] is True
+    assert checks["outputs_bit_identical_up_to_old_length"] is True
+    # the new rows did train, the extended block runs at 1024, the original refuses 513
+    assert checks["new_rows_changed"] == 512
+    assert checks["runs_at_new_length"] is True
+    assert checks["original_refuses_longer"] is True
+    assert "bit-identical: True" in proc.stdout
+    assert result["model_dir"] == str(minilm_dir)
+
+
+def test_finetune_row_mask_keeps_old_rows_under_weight_decay():
+    """The optimizer's row mask holds even when the inner update would move every row."""
+    import jax.numpy as jnp
+    import optax
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import finetune_extended as ft
+    finally:
+        sys.path.pop(0)
+    params = {"position_embeddings": jnp.linspace(-1, 1, 8 * 3).reshape(8, 3)}
+    tx = optax.chain(ft.mask_rows(5), optax.adamw(0.1, weight_decay=0.5), ft.mask_rows(5))
+    state = tx.init(params)
+    grads = {"position_embeddings": jnp.ones((8, 3))}
+    new = params
+    for _ in range(3):
+        updates, state = tx.update(grads, state, new)
+        new = optax.apply_updates(new, updates)
+    old, got = params["position_embeddings"], new["position_embeddings"]
+    assert got[:5].tobytes() == old[:5].tobytes()
+    assert bool((got[5:] != old[5:]).all())
