@@ -25,3 +25,4 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/load_table.py
+	$(PY) benchmarks/exactness.py
