@@ -1,4 +1,4 @@
-"""Side-by-side benchmark of the input block, exact sinusoids and table loading.
+"""Side-by-side benchmark of the input block, exact sinusoids, RoPE and table loading.
 
     python benchmarks/run.py            # both malloc settings, all sections (~3 min on 2 cores)
     python benchmarks/run.py --quick    # smoke run: tiny sizes, one environment
@@ -150,8 +150,74 @@ def sinusoid_section(quick: bool) -> list[dict]:
     return rows
 
 
+def rope_section(quick: bool) -> list[dict]:
+    """RoPE on queries and keys at traced positions: ours (exact angles) vs naive float32 vs HF."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    import flax_posenc as fp
+
+    batch, seq, heads, head_dim = (2, 128, 4, 64) if quick else (4, 1024, 16, 128)
+    repeats = 5 if quick else 20
+    rng = np.random.default_rng(2)
+    cfg = fp.RopeConfig(head_dim=head_dim, rope_theta=500000.0)
+    qk_np = [rng.standard_normal((2, batch, seq, heads, head_dim), dtype=np.float32) for _ in range(3)]
+    starts = [int(s) for s in rng.integers(0, 2**20, 3)]
+    inputs = [(jnp.asarray(x), jnp.asarray(s + np.arange(seq), jnp.int32)) for x, s in zip(qk_np, starts)]
+    inv = jnp.asarray(fp.rope_inverse_frequencies(cfg)[0], jnp.float32)
+
+    @jax.jit
+    def ours(args):
+        qk, pos = args
+        return fp.apply_rope(qk, cfg, pos)
+
+    @jax.jit
+    def naive(args):
+        qk, pos = args
+        angle = pos[:, None].astype(jnp.float32) * inv
+        cos, sin = jnp.cos(angle)[:, None, :], jnp.sin(angle)[:, None, :]
+        x1, x2 = qk[..., : head_dim // 2], qk[..., head_dim // 2 :]
+        return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+    hf_config = LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, head_dim=head_dim,
+                            rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+    emb = LlamaRotaryEmbedding(hf_config)
+    hf_inputs = [(torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()), torch.from_numpy((s + np.arange(seq))[None])) for x, s in zip(qk_np, starts)]
+
+    def hf(args):
+        qk, pos = args
+        with torch.no_grad():
+            cos, sin = emb(qk, pos)
+            return apply_rotary_pos_emb(qk[0], qk[1], cos, sin)
+
+    p64 = starts[0] + np.arange(seq, dtype=np.float64)
+    angle = p64[:, None] * fp.rope_inverse_frequencies(cfg)[0]
+    x1, x2 = qk_np[0][..., : head_dim // 2].astype(np.float64), qk_np[0][..., head_dim // 2 :].astype(np.float64)
+    c, s_ = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    ref = np.concatenate([x1 * c - x2 * s_, x2 * c + x1 * s_], axis=-1)
+    rows = []
+    nbytes = 2 * batch * seq * heads * head_dim * 4
+    jsync = lambda o: o.block_until_ready()  # noqa: E731
+    for name, fn, data, sync in (
+        ("flax-posenc apply_rope (exact angles)", ours, inputs, jsync),
+        ("naive float32 cos(p * w) (jax.jit)", naive, inputs, jsync),
+        ("Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)", hf, hf_inputs, lambda _: None),
+    ):
+        seconds = timeit(fn, data, repeats=repeats, sync=sync)
+        out = fn(data[0])
+        got = np.asarray(out, np.float64) if not isinstance(out, tuple) else np.stack([o.numpy() for o in out]).transpose(0, 1, 3, 2, 4)
+        err = float(np.abs(got - ref).max())
+        rows.append(dict(section="RoPE on q and k at positions < 2**20", name=name, dtype="float32", ms=seconds * 1e3,
+                         gbps=nbytes / seconds / 1e9, note=f"max error vs float64 {err:.1e}"))
+    return rows
+
+
 def child(quick: bool) -> None:
-    rows = block_section(quick) + sinusoid_section(quick)
+    rows = block_section(quick) + sinusoid_section(quick) + rope_section(quick)
     print(json.dumps(rows))
 
 
@@ -196,6 +262,8 @@ def report(results: dict[str, list[dict]]) -> str:
             "sinusoidal / learned block, float32 (target <= 1.1)": t[("flax-posenc sinusoidal (jax.jit + split/merge)", "float32")] / ours,
             "exact / naive sinusoids (target <= 1)": t[("exact sinusoidal_encoding", "float32")] / t[("naive float32 sin(p * w)", "float32")],
             "nnx.jit without donation / README path": t[("flax-posenc learned (nnx.jit, no donation)", "float32")] / ours,
+            "RoPE: ours / naive float32": t[("flax-posenc apply_rope (exact angles)", "float32")] / t[("naive float32 cos(p * w) (jax.jit)", "float32")],
+            "RoPE: HF PyTorch / ours": t[("Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)", "float32")] / t[("flax-posenc apply_rope (exact angles)", "float32")],
         }
         lines.append(f"- {e}:")
         lines += [f"  - {k}: {v:.2f}" for k, v in ratios.items()]

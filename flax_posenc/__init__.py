@@ -29,8 +29,17 @@ _EXPORTS = {
     "check_positions": "flax_posenc.lookup",
     "sequential_positions": "flax_posenc.lookup",
     "padding_aware_positions": "flax_posenc.lookup",
+    "RopeConfig": "flax_posenc.rope_alibi_params",
+    "AlibiConfig": "flax_posenc.rope_alibi_params",
+    "rope_inverse_frequencies": "flax_posenc.rope_alibi_params",
+    "alibi_slopes": "flax_posenc.rope_alibi_params",
+    "rotary_cos_sin": "flax_posenc.rope",
+    "apply_rotary": "flax_posenc.rope",
+    "apply_rope": "flax_posenc.rope",
+    "alibi_bias": "flax_posenc.alibi",
+    "alibi_bias_from_positions": "flax_posenc.alibi",
 }
-_SUBMODULES = {"nnx", "linen", "conversion", "analysis", "extend", "plots", "lookup", "sinusoidal", "block"}
+_SUBMODULES = {"nnx", "linen", "conversion", "analysis", "extend", "plots", "lookup", "sinusoidal", "block", "rope", "alibi", "rope_alibi_params"}
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
 
@@ -57,6 +66,14 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
         lookup_positions,
         padding_aware_positions,
         sequential_positions,
+    )
+    from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
+    from flax_posenc.rope import apply_rope, apply_rotary, rotary_cos_sin  # noqa: F401
+    from flax_posenc.rope_alibi_params import (  # noqa: F401
+        AlibiConfig,
+        RopeConfig,
+        alibi_slopes,
+        rope_inverse_frequencies,
     )
     from flax_posenc.sinusoidal import (  # noqa: F401
         sinusoidal_encoding,

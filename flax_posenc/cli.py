@@ -49,7 +49,8 @@ CACHE_ENV = "FLAX_POSENC_CACHE"
 
 SOURCE_HELP = (
     "a checkpoint directory, a .safetensors or .bin file, a Hugging Face model id "
-    "(local cache first), or sinusoidal:LENGTH:DIM"
+    "(local cache first), or sinusoidal:LENGTH:DIM; for RoPE/ALiBi models (Llama, Mistral, "
+    "Qwen2, GPT-NeoX, GPT-J, Falcon, BLOOM, MPT) a checkpoint directory or its config.json"
 )
 
 TOP_EPILOG = f"""\
@@ -143,6 +144,19 @@ def load_table(source: str):
     return load_position_table(source)
 
 
+def load_relative(source: str):
+    """SOURCE's RoPE/ALiBi configuration when its ``config.json`` names such a family, else ``None``.
+
+    Learned-table checkpoints, Hub ids, weights files and ``sinusoidal:`` return ``None`` and are
+    read by :func:`load_table` as before.
+    """
+    if not source.strip():
+        return None
+    from flax_posenc.conversion.rope_config import relative_source
+
+    return relative_source(source)
+
+
 def writable_dir(path: str | Path) -> Path:
     """Create ``path`` if needed and prove it can be written; else :class:`UsageError`."""
     out = Path(path)
@@ -215,6 +229,11 @@ def make_figures(table, out: Path, *, dims: Sequence[int] | None, prefix: str, p
 def cmd_inspect(args: argparse.Namespace) -> int:
     from flax_posenc import analysis
 
+    relative = load_relative(args.source)
+    if relative is not None:
+        print(json.dumps(relative.to_dict(), indent=2) if args.json else relative)
+        return EXIT_OK
+
     bar = _Progress(2, _progress_enabled(args))
     table = bar.run("loading", lambda: load_table(args.source))
     report = bar.run("analysing", lambda: analysis.summarize(table))
@@ -227,6 +246,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    relative = load_relative(args.source)
+    if relative is not None:
+        fits, line = relative.check_length(args.length)
+        verdict = {
+            "source": relative.source, "family": relative.family, "scheme": relative.scheme,
+            "length": args.length, "max_length": relative.limit, "fits": fits,
+            "excess": 0 if fits else args.length - relative.limit, "message": line,
+        }
+        return _report_check(args, fits, line, verdict)
     table = load_table(args.source)
     fits, line = check_length(table, args.length)
     if args.json:
@@ -251,8 +279,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if fits else EXIT_LIMIT
 
 
+def _report_check(args: argparse.Namespace, fits: bool, line: str, verdict: dict) -> int:
+    if args.json:
+        print(json.dumps(verdict))
+    elif fits:
+        print(line)
+    else:
+        print(f"{PROG} check: limit exceeded: {line}", file=sys.stderr)
+    return EXIT_OK if fits else EXIT_LIMIT
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     out = writable_dir(args.out)
+    relative = load_relative(args.source)
+    if relative is not None:
+        from flax_posenc import plots
+
+        for path in plots.plot_relative(relative, out, prefix=args.prefix):
+            print(path)
+        return EXIT_OK
     table = load_table(args.source)
     for path in make_figures(table, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args)):
         print(path)

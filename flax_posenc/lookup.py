@@ -37,22 +37,18 @@ from flax_posenc.errors import PositionLimitError
 OverflowPolicy = Literal["error", "clip", "fill"]
 OVERFLOW_POLICIES: tuple[str, ...] = ("error", "clip", "fill")
 
-
 def is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
-
 
 def _check_policy(on_overflow: str) -> None:
     if on_overflow not in OVERFLOW_POLICIES:
         raise ValueError(f"on_overflow: expected one of {OVERFLOW_POLICIES}, got {on_overflow!r}")
-
 
 def describe_limit(name: str, rows: int, offset: int) -> str:
     """``"<name> holds 1024 positions (0..1023)"``, with reserved rows mentioned."""
     usable = rows - offset
     reserved = f" after {offset} reserved rows" if offset else ""
     return f"{name} holds {usable} positions (0..{usable - 1}){reserved}"
-
 
 def check_positions(
     lowest: int,
@@ -84,12 +80,10 @@ def check_positions(
             f"{excess} past the end"
         )
 
-
 def runtime_check(valid, positions, *, rows: int, offset: int, name: str) -> None:
     """A checkify check for traced positions (see the module docstring)."""
     message = f"{describe_limit(name, rows, offset)}; asked for positions from {{lo}} to {{hi}}"
     checkify.check(valid, message, lo=jnp.min(positions), hi=jnp.max(positions))
-
 
 def lookup_positions(
     table: jax.Array,
@@ -144,7 +138,6 @@ def lookup_positions(
     runtime_check((index >= 0).all() & (index < rows).all(), positions, rows=rows, offset=offset, name=name)
     return table.at[index].get(mode="clip")
 
-
 def slice_positions(
     table: jax.Array,
     length: int,
@@ -179,12 +172,10 @@ def slice_positions(
         check_positions(start, start + length - 1, rows=table.shape[0], offset=offset, name=name)
     return jax.lax.slice_in_dim(table, offset + start, offset + start + length, axis=0)
 
-
 def _static_length(length) -> int:
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 0:
         raise ValueError(f"length: expected a non-negative Python integer, got {length!r}")
     return int(length)
-
 
 def sequential_positions(length: int, *, start: int | jax.Array = 0) -> jax.Array:
     """``start, start + 1, ..., start + length - 1`` as int32, shape ``(length,)``.
@@ -193,7 +184,6 @@ def sequential_positions(length: int, *, start: int | jax.Array = 0) -> jax.Arra
     Array([5, 6, 7], dtype=int32)
     """
     return jnp.arange(_static_length(length), dtype=jnp.int32) + start
-
 
 def padding_aware_positions(mask: jax.typing.ArrayLike, *, start: int | jax.Array = 0) -> jax.Array:
     """Positions that skip padding, as RoBERTa, MPNet and OPT count them.
@@ -215,5 +205,3 @@ def padding_aware_positions(mask: jax.typing.ArrayLike, *, start: int | jax.Arra
     mask = jnp.asarray(mask).astype(jnp.int32)
     counted = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) + start
     return jnp.where(mask > 0, counted - 1, -1).astype(jnp.int32)
-
-_is_traced, _runtime_check = is_traced, runtime_check  # TEMP aliases while rope/alibi migrate

@@ -8,6 +8,14 @@ Four figures, each titled with the table's source and limit, axes labelled:
   with the spread over positions as a band (no band for a sinusoidal table).
 - :func:`plot_similarity_matrix`: similarity of every pair of positions.
 
+and for relative schemes (a :class:`~flax_posenc.RopeConfig` / :class:`~flax_posenc.AlibiConfig`,
+or a checkpoint's :class:`~flax_posenc.conversion.rope_config.RelativeConfig` via
+:func:`plot_relative`):
+
+- :func:`plot_rope_decay`: RoPE's long-range decay (Su et al.'s relative upper bound) vs distance.
+- :func:`plot_rope_offset_invariance`: RoPE score vs offset with its spread over positions.
+- :func:`plot_alibi_bias`: ALiBi's bias matrix for a few heads and bias vs distance per head.
+
 Every function takes a :class:`~flax_posenc.conversion.table.PositionTable` (its usable rows
 ``offset:`` are drawn) or a plain ``(rows, dim)`` array, writes one PNG and returns its path.
 A table too large to draw at full resolution is downsampled for display: the title says so
@@ -46,6 +54,10 @@ __all__ = [
     "plot_similarity_vs_offset",
     "plot_similarity_matrix",
     "plot_all",
+    "plot_rope_decay",
+    "plot_rope_offset_invariance",
+    "plot_alibi_bias",
+    "plot_relative",
 ]
 
 MAX_HEATMAP_CELLS = (2048, 1024)  # (positions, dims) drawn at most
@@ -296,3 +308,95 @@ def plot_all(table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = No
         plot_similarity_vs_offset(table, out / f"{prefix}similarity_vs_offset.png"),
         plot_similarity_matrix(table, out / f"{prefix}similarity_matrix.png"),
     ]
+
+
+# --------------------------------------------------------------------------- relative schemes
+
+
+def plot_rope_decay(config: Any, path: str | Path, *, max_distance: int | None = None, title: str | None = None) -> Path:
+    """RoPE's long-range decay: the relative upper bound and the ``q = k = 1`` score vs distance.
+
+    ``config`` is a :class:`~flax_posenc.RopeConfig` or a head dim; distances run to
+    ``max_distance`` (default: the config's limit, else 65536), log-scaled.
+    """
+    decay = analysis.rope_decay(config, max_distance=max_distance)
+    cfg = config if hasattr(config, "rope_type") else None
+    fig = _figure(10, 4.5)
+    ax = fig.add_subplot()
+    d = np.maximum(decay.distances, 0.5)
+    ax.plot(d, decay.upper_bound / decay.upper_bound[0], lw=1.4, label="relative upper bound (Su et al. 3.4.3)")
+    ax.plot(d, decay.ones_score, lw=0.8, alpha=0.7, label="score of q = k = 1, relative")
+    ax.set_xscale("log")
+    ax.set_xlabel("distance between query and key (positions)")
+    ax.set_ylabel("relative to distance 0")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right")
+    what = f"{cfg.rope_type} RoPE, head_dim {cfg.head_dim}, theta {cfg.rope_theta:g}" if cfg else f"RoPE, head_dim {config}"
+    limit = getattr(cfg, "limit", None)
+    if limit:
+        ax.axvline(limit, color="k", ls="--", lw=0.8, label=f"limit {limit}")
+        ax.legend(loc="upper right")
+    ax.set_title(title or f"RoPE long-range decay: {what}")
+    return _save(fig, path)
+
+
+def plot_rope_offset_invariance(config: Any, path: str | Path, *, length: int = 512, title: str | None = None) -> Path:
+    """RoPE score of random unit ``q``, ``k`` vs offset, with its spread over positions (zero width)."""
+    prof = analysis.rope_offset_invariance(config, length=length)
+    fig = _figure(10, 4.5)
+    ax = fig.add_subplot()
+    ax.plot(prof.offsets, prof.mean, lw=1.2, label="mean over positions")
+    ax.fill_between(prof.offsets, prof.mean - prof.std, prof.mean + prof.std, alpha=0.3, label="± std over positions")
+    ax.set_xlabel("offset s - p (positions)")
+    ax.set_ylabel("score R_p q . R_s k")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right")
+    ax.set_title(title or f"RoPE scores depend only on the offset: max spread over positions {prof.max_spread:.2g}")
+    return _save(fig, path)
+
+
+def plot_alibi_bias(config: Any, path: str | Path, *, length: int = 64, heads: Sequence[int] | None = None, title: str | None = None) -> Path:
+    """ALiBi's causal bias matrix for up to four heads, and bias vs distance for every head."""
+    from flax_posenc.rope_alibi_params import AlibiConfig, alibi_slopes
+
+    cfg = config if isinstance(config, AlibiConfig) else AlibiConfig(int(config))
+    slopes = alibi_slopes(cfg.num_heads, max_bias=cfg.max_bias)
+    picks = list(heads) if heads is not None else sorted({0, cfg.num_heads // 3, 2 * cfg.num_heads // 3, cfg.num_heads - 1})
+    i = np.arange(length)
+    distance = i[:, None] - i[None, :]
+    fig = _figure(4 * len(picks) + 1, 7.5)
+    grid = fig.add_gridspec(2, len(picks))
+    for n, h in enumerate(picks):
+        ax = fig.add_subplot(grid[0, n])
+        bias = np.where(distance >= 0, -slopes[h] * distance, np.nan)
+        im = ax.imshow(bias, cmap="viridis", interpolation="nearest")
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        ax.set_title(f"head {h}: slope {slopes[h]:.3g}")
+        ax.set_xlabel("key position")
+        ax.set_ylabel("query position")
+    ax = fig.add_subplot(grid[1, :])
+    for h in range(cfg.num_heads):
+        ax.plot(i, -slopes[h] * i, lw=0.8)
+    ax.set_xlabel("distance i - j (positions)")
+    ax.set_ylabel("bias added to the score")
+    ax.grid(alpha=0.3)
+    ax.set_title(f"bias vs distance, all {cfg.num_heads} heads (max_bias {cfg.max_bias:g})")
+    fig.suptitle(title or f"ALiBi: {cfg.num_heads} heads, causal bias -m_h (i - j)")
+    return _save(fig, path)
+
+
+def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> list[Path]:
+    """The figures of a :class:`~flax_posenc.conversion.rope_config.RelativeConfig` (``flax-posenc plot``).
+
+    RoPE: ``{prefix}rope_decay.png``, ``{prefix}rope_offset_invariance.png``;
+    ALiBi: ``{prefix}alibi_bias.png``.
+    """
+    out = Path(out_dir)
+    name = f"{relative.family} ({short_source(relative.source)})"
+    if relative.rope is not None:
+        return [
+            plot_rope_decay(relative.rope, out / f"{prefix}rope_decay.png",
+                            title=f"RoPE long-range decay: {name}, {relative.scheme_name}, head_dim {relative.rope.head_dim}"),
+            plot_rope_offset_invariance(relative.rope, out / f"{prefix}rope_offset_invariance.png"),
+        ]
+    return [plot_alibi_bias(relative.alibi, out / f"{prefix}alibi_bias.png", title=f"ALiBi: {name}, {relative.num_heads} heads")]

@@ -1,0 +1,270 @@
+"""Rotary position embeddings (RoPE, Su et al. 2021), exact at long range, matching Hugging Face.
+
+RoPE rotates each pair of a query's (and key's) dims by the angle ``p * w_i``, so the score
+``q_p . k_s`` depends on the positions only through the offset ``p - s``. Two layouts pair the
+dims differently (both are offered, see :func:`apply_rotary`):
+
+- ``layout="half"`` (GPT-NeoX, Llama, Mistral, Qwen2, Falcon): dim ``i`` with dim ``i + r/2``;
+- ``layout="interleaved"`` (GPT-J, the RoFormer paper): dim ``2i`` with dim ``2i + 1``;
+
+where ``r = rotary_dim = int(head_dim * partial_rotary_factor)``; the rotated dims come first,
+the rest pass through (GPT-NeoX rotates 25%).
+
+Frequencies and scaling (:class:`~flax_posenc.rope_alibi_params.RopeConfig`,
+:func:`rope_inverse_frequencies`): ``w_i = rope_theta ** (-2i / r)``, then one of Hugging Face's
+context-extension schemes, with its config parameter names: ``linear`` (position
+interpolation: ``w / factor``), ``dynamic`` (NTK: the base grows with the sequence length
+past ``max_position_embeddings``), ``yarn`` (per-frequency blend of interpolation and
+extrapolation, plus an attention factor that multiplies ``cos`` and ``sin``), ``llama3``
+(Llama 3.1's smoothed band) and ``longrope`` (per-frequency factors, short or long).
+
+Precision. :func:`rotary_cos_sin` never forms a large float32 angle: the inverse frequencies
+are computed in float64 on the host and the angles are composed on device from four 8-bit
+digits of the position (the exact-angle arithmetic of :func:`~flax_posenc.sinusoidal_encoding`).
+Every ``cos``/``sin`` is within 2e-6 of the float64 value for positions below ``2**24``
+(measured: ~4e-7), where the float32 ``cos(p * w)`` that transformers computes is off by ~1
+near ``2**24`` (and by ~1e-3 at 8192).
+
+>>> import jax.numpy as jnp
+>>> import flax_posenc as fp
+>>> cfg = fp.RopeConfig(head_dim=8)
+>>> cos, sin = fp.rotary_cos_sin(jnp.arange(4), cfg)
+>>> cos.shape
+(4, 4)
+>>> q = jnp.ones((4, 2, 8))                       # (seq, heads, head_dim)
+>>> fp.apply_rotary(q, cos[:, None, :], sin[:, None, :]).shape
+(4, 2, 8)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from flax_posenc import lookup
+from flax_posenc.rope_alibi_params import (
+    ROPE_LAYOUTS,
+    ROPE_TYPES,
+    RopeConfig,
+    RopeLayout,
+    rope_inverse_frequencies,
+)
+from flax_posenc.sinusoidal import _exact_cos_sin
+
+__all__ = [
+    "ROPE_LAYOUTS",
+    "ROPE_TYPES",
+    "RopeConfig",
+    "apply_rope",
+    "apply_rotary",
+    "rope_inverse_frequencies",
+    "rotary_cos_sin",
+]
+
+
+def _as_config(config: RopeConfig | int) -> RopeConfig:
+    if isinstance(config, RopeConfig):
+        return config
+    if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
+        return RopeConfig(head_dim=int(config))
+    raise TypeError(f"config: expected a RopeConfig or a head_dim (int), got {type(config).__name__}")
+
+
+def limit_name(config: RopeConfig) -> str:
+    """``"llama3 RoPE (max_position_embeddings 131072)"``: the limit's name in error messages."""
+    parts = []
+    if config.max_position_embeddings is not None:
+        parts.append(f"max_position_embeddings {config.max_position_embeddings}")
+    if config.scaled_limit is not None:
+        parts.append(f"scaled limit {config.scaled_limit}")
+    return f"{config.rope_type} RoPE ({', '.join(parts)})" if parts else f"{config.rope_type} RoPE"
+
+
+def _checked_positions(positions, config: RopeConfig, on_overflow: str):
+    """Apply the overflow rule of :mod:`flax_posenc.lookup` to ``config.limit``.
+
+    Returns ``(positions, invalid)``: ``invalid`` is a mask for ``"fill"``, else ``None``.
+    """
+    lookup._check_policy(on_overflow)
+    limit = config.limit
+    if limit is None:
+        return positions, None
+    name = limit_name(config)
+    if not lookup.is_traced(positions):
+        if positions.size:
+            host = np.asarray(positions)
+            lookup.check_positions(int(host.min()), int(host.max()), rows=limit, name=name)
+        return positions, None
+    valid = (positions >= 0) & (positions < limit)
+    if on_overflow == "clip":
+        return jnp.clip(positions, 0, limit - 1), None
+    if on_overflow == "fill":
+        return positions, ~valid
+    lookup.runtime_check(valid.all(), positions, rows=limit, offset=0, name=name)
+    return positions, None
+
+
+def rotary_cos_sin(
+    positions: jax.typing.ArrayLike,
+    config: RopeConfig | int,
+    *,
+    seq_len: int | None = None,
+    on_overflow: lookup.OverflowPolicy = "error",
+    dtype=jnp.float32,
+) -> tuple[jax.Array, jax.Array]:
+    """``cos`` and ``sin`` of the rotation angles ``p * w_i``, times the attention factor.
+
+    Exact-angle arithmetic (see the module docstring): within 2e-6 of float64 for every
+    position below ``2**24``, then rounded once to ``dtype``. Like Hugging Face's rotary
+    embedding classes, ``cos`` and ``sin`` are multiplied by the scheme's attention factor
+    (YaRN, LongRoPE; 1 otherwise).
+
+    Args:
+      positions: integer array, any shape (``(seq,)``, ``(batch, seq)``, ...); traced or not.
+      config: a :class:`RopeConfig`, or a ``head_dim`` for plain RoPE with ``rope_theta=10000``.
+      seq_len: current sequence length, read only by ``dynamic`` and ``longrope`` (whose
+        frequencies depend on it). Default: ``max(positions) + 1`` for concrete positions, as
+        transformers does; traced positions need it given (a Python int).
+      on_overflow: when ``config.limit`` is set, the policy for traced positions outside
+        ``0 .. limit - 1``: ``"error"`` (checkify), ``"clip"`` or ``"fill"`` (NaN). Known positions
+        past the limit always raise.
+      dtype: output dtype.
+
+    Returns:
+      ``(cos, sin)``, each of shape ``positions.shape + (rotary_dim // 2,)``.
+
+    Raises:
+      PositionLimitError: a known position outside ``0 .. config.limit - 1``.
+      TypeError: ``positions`` is not an integer array.
+      ValueError: ``dynamic``/``longrope`` with traced positions and no ``seq_len``.
+
+    >>> import jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> cos, sin = fp.rotary_cos_sin(jnp.array([0, 1]), 4)
+    >>> [round(float(x), 6) for x in sin[1]]
+    [0.841471, 0.01]
+    >>> fp.rotary_cos_sin(jnp.array([4096]), fp.RopeConfig(head_dim=4, max_position_embeddings=4096))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: default RoPE (max_position_embeddings 4096) holds 4096 positions (0..4095); asked for position 4096, 1 past the end
+    """
+    config = _as_config(config)
+    positions = positions if lookup.is_traced(positions) else jnp.asarray(positions)
+    if not jnp.issubdtype(positions.dtype, jnp.integer):
+        raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
+    positions, invalid = _checked_positions(positions, config, on_overflow)
+    if config.needs_length and seq_len is None:
+        if lookup.is_traced(positions):
+            raise ValueError(
+                f"seq_len: rope_type {config.rope_type!r} depends on the sequence length; pass seq_len= "
+                "(a Python int) when positions are traced"
+            )
+        seq_len = int(np.asarray(positions).max()) + 1 if positions.size else None
+    inv_freq, attention = rope_inverse_frequencies(config, seq_len=seq_len)
+    cos, sin = _exact_cos_sin(positions, inv_freq)
+    if attention != 1.0:
+        cos, sin = cos * np.float32(attention), sin * np.float32(attention)
+    if invalid is not None:
+        cos = jnp.where(invalid[..., None], jnp.nan, cos)
+        sin = jnp.where(invalid[..., None], jnp.nan, sin)
+    return cos.astype(dtype), sin.astype(dtype)
+
+
+def apply_rotary(
+    x: jax.typing.ArrayLike,
+    cos: jax.typing.ArrayLike,
+    sin: jax.typing.ArrayLike,
+    *,
+    layout: RopeLayout = "half",
+) -> jax.Array:
+    """Rotate the first ``2 * cos.shape[-1]`` dims of ``x`` pairwise; the rest pass through.
+
+    ``half`` pairs dim ``i`` with ``i + r/2`` (Hugging Face's ``apply_rotary_pos_emb`` of Llama
+    and GPT-NeoX, ``rotate_half``); ``interleaved`` pairs ``2i`` with ``2i + 1`` (GPT-J's
+    ``rotate_every_two``). Pair ``i`` turns by the angle whose ``cos``/``sin`` is ``cos[..., i]``/
+    ``sin[..., i]``. Computed in float32 (or wider) and cast back to ``x.dtype``.
+
+    Args:
+      x: ``(..., head_dim)`` queries or keys.
+      cos, sin: ``(..., rotary_dim // 2)`` from :func:`rotary_cos_sin`, broadcastable against
+        ``x.shape[:-1]`` (insert the head axis: ``cos[:, :, None, :]`` for ``x`` of shape
+        ``(batch, seq, heads, head_dim)``).
+      layout: ``"half"`` or ``"interleaved"``.
+
+    Returns:
+      An array like ``x``.
+
+    Raises:
+      ValueError: unknown layout, ``cos``/``sin`` shapes differ, or more rotated dims than ``x`` has.
+
+    >>> import jax.numpy as jnp
+    >>> x = jnp.array([1.0, 0.0, 0.0, 0.0])
+    >>> apply_rotary(x, jnp.array([0.0, 1.0]), jnp.array([1.0, 0.0]))   # pair (0, 2) turns 90 degrees
+    Array([0., 0., 1., 0.], dtype=float32)
+    """
+    if layout not in ROPE_LAYOUTS:
+        raise ValueError(f"layout: expected one of {ROPE_LAYOUTS}, got {layout!r}")
+    x, cos, sin = jnp.asarray(x), jnp.asarray(cos), jnp.asarray(sin)
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin: expected the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    half = cos.shape[-1]
+    rot = 2 * half
+    if rot > x.shape[-1]:
+        raise ValueError(f"x: expected at least {rot} dims to rotate (2 * cos.shape[-1]), got head_dim {x.shape[-1]}")
+    compute = jnp.promote_types(x.dtype, jnp.float32)
+    xr = x[..., :rot].astype(compute)
+    cos, sin = cos.astype(compute), sin.astype(compute)
+    if layout == "half":
+        x1, x2 = xr[..., :half], xr[..., half:]
+        rotated = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    else:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        pairs = jnp.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+        rotated = pairs.reshape(*pairs.shape[:-2], rot)
+    rotated = rotated.astype(x.dtype)
+    if rot == x.shape[-1]:
+        return rotated
+    return jnp.concatenate([rotated, x[..., rot:]], axis=-1)
+
+
+def apply_rope(
+    x: jax.typing.ArrayLike,
+    config: RopeConfig | int,
+    positions: jax.typing.ArrayLike | None = None,
+    *,
+    start: int | jax.Array = 0,
+    seq_len: int | None = None,
+    on_overflow: lookup.OverflowPolicy = "error",
+) -> jax.Array:
+    """Rotate queries or keys laid out ``(..., seq, heads, head_dim)`` (Flax's attention layout).
+
+    The functional core of ``RotaryEmbedding`` (NNX and Linen).
+
+    Args:
+      x: ``(..., seq, heads, head_dim)``.
+      config: :class:`RopeConfig` (its ``layout`` is used) or a ``head_dim``.
+      positions: ``(seq,)`` or ``(..., seq)`` integer positions; default ``start + arange(seq)``.
+      start: first position when ``positions`` is not given (tokens already in the cache).
+      seq_len, on_overflow: see :func:`rotary_cos_sin`; with default positions and a static
+        ``start``, ``seq_len`` defaults to ``start + seq``.
+
+    Returns:
+      An array like ``x``.
+
+    >>> import jax.numpy as jnp
+    >>> apply_rope(jnp.ones((2, 5, 3, 8)), 8).shape
+    (2, 5, 3, 8)
+    """
+    config = _as_config(config)
+    x = jnp.asarray(x)
+    if x.ndim < 3 or x.shape[-1] != config.head_dim:
+        raise ValueError(
+            f"x: expected shape (..., seq, heads, {config.head_dim}), got {tuple(x.shape)}"
+        )
+    if positions is None:
+        positions = lookup.sequential_positions(x.shape[-3], start=start)
+        if seq_len is None and not lookup.is_traced(start):
+            seq_len = int(start) + x.shape[-3]
+    cos, sin = rotary_cos_sin(positions, config, seq_len=seq_len, on_overflow=on_overflow)
+    return apply_rotary(x, cos[..., None, :], sin[..., None, :], layout=config.layout)

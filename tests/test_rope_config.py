@@ -1,0 +1,198 @@
+"""RoPE / ALiBi configs from Hugging Face ``config.json`` files, and ``flax-posenc inspect/check/plot``.
+
+Configs are written by transformers 5.x itself (``save_pretrained``: ``rope_parameters``) and,
+for the 4.x layout still on the Hub (top-level ``rope_theta`` + ``rope_scaling``), by hand. The
+frequencies built from each are compared with the model's own rotary embedding.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from transformers import (
+    BloomConfig,
+    FalconConfig,
+    GPTJConfig,
+    GPTNeoXConfig,
+    LlamaConfig,
+    MistralConfig,
+    MptConfig,
+    Qwen2Config,
+)
+from transformers.models.falcon.modeling_falcon import FalconRotaryEmbedding
+from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
+
+import flax_posenc as fp
+from flax_posenc.cli import main
+from flax_posenc.conversion.rope_config import RELATIVE_FAMILIES, read_relative_config, relative_source
+from flax_posenc.errors import CheckpointError
+
+SMALL = dict(hidden_size=128, num_attention_heads=4)
+
+
+def saved(tmp_path, config, name="ckpt"):
+    d = tmp_path / name
+    config.save_pretrained(d)
+    return d
+
+
+def write(tmp_path, config: dict, name="cfg"):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    return d
+
+
+def rope_matches(rc, emb, positions=np.arange(48)):
+    pos = torch.from_numpy(positions[None])
+    with torch.no_grad():
+        cos_hf, sin_hf = emb(torch.zeros(1), pos)
+    cos, sin = fp.rotary_cos_sin(positions, rc.rope)
+    half = rc.rope.rotary_dim // 2
+    return max(np.abs(np.asarray(cos) - cos_hf[0, :, :half].numpy()).max(), np.abs(np.asarray(sin) - sin_hf[0, :, :half].numpy()).max())
+
+
+@pytest.mark.parametrize(
+    "make, module",
+    [
+        (lambda: LlamaConfig(**SMALL, max_position_embeddings=64, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), LlamaRotaryEmbedding),
+        (lambda: MistralConfig(**SMALL, max_position_embeddings=64, head_dim=16), LlamaRotaryEmbedding),
+        (lambda: Qwen2Config(**SMALL, max_position_embeddings=64, rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "rope_theta": 1e6}), Qwen2RotaryEmbedding),
+        (lambda: GPTNeoXConfig(**SMALL, max_position_embeddings=64), GPTNeoXRotaryEmbedding),
+        (lambda: FalconConfig(**SMALL, max_position_embeddings=64), FalconRotaryEmbedding),
+    ],
+    ids=["llama-linear", "mistral", "qwen2-yarn", "gpt_neox", "falcon"],
+)
+def test_saved_configs_give_the_models_own_frequencies(tmp_path, make, module):
+    config = make()
+    rc = read_relative_config(saved(tmp_path, config))
+    assert rc.scheme == "rope" and rc.num_heads == 4
+    assert rope_matches(rc, module(config)) <= 1e-5
+    assert rc.limit >= 64
+
+
+def test_llama31_hub_layout_and_limits(tmp_path):
+    d = write(tmp_path, {
+        "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+        "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+    })
+    rc = read_relative_config(d / "config.json")
+    r = rc.rope
+    assert (r.head_dim, r.rope_type, r.rope_theta, r.max_position_embeddings, r.scaled_limit, r.limit) == (128, "llama3", 500000.0, 131072, 65536, 131072)
+    hf = LlamaConfig(hidden_size=4096, num_attention_heads=32, max_position_embeddings=131072,
+                     rope_parameters={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                      "original_max_position_embeddings": 8192, "rope_theta": 500000.0})
+    assert rope_matches(rc, LlamaRotaryEmbedding(hf)) <= 1e-5
+
+
+def test_legacy_v4_scaling_dict_with_type_key(tmp_path):
+    rc = read_relative_config(write(tmp_path, {
+        "model_type": "llama", **SMALL, "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 4.0},
+    }))
+    assert (rc.rope.rope_type, rc.rope.factor, rc.rope.scaled_limit, rc.limit) == ("linear", 4.0, 16384, 16384)
+
+
+def test_gpt_neox_legacy_fields_and_gptj(tmp_path):
+    neox = read_relative_config(write(tmp_path, {"model_type": "gpt_neox", "hidden_size": 512, "num_attention_heads": 8, "rotary_pct": 0.5, "rotary_emb_base": 20000, "max_position_embeddings": 2048}, "neox"))
+    assert (neox.rope.rotary_dim, neox.rope.rope_theta, neox.limit) == (32, 20000, 2048)
+    gptj = read_relative_config(saved(tmp_path, GPTJConfig(n_head=4, n_embd=256, rotary_dim=16, n_positions=1024), "gptj"))
+    assert (gptj.rope.layout, gptj.rope.rotary_dim, gptj.rope.head_dim, gptj.limit) == ("interleaved", 16, 64, 1024)
+
+
+def test_alibi_families(tmp_path):
+    bloom = read_relative_config(saved(tmp_path, BloomConfig(n_head=6, hidden_size=48), "bloom"))
+    assert (bloom.scheme, bloom.alibi.num_heads, bloom.limit) == ("alibi", 6, None)
+    mpt = read_relative_config(saved(tmp_path, MptConfig(n_heads=12, d_model=96, max_seq_len=4096, attn_config={"alibi_bias_max": 16}), "mpt"))
+    assert (mpt.scheme, mpt.alibi.num_heads, mpt.alibi.max_bias, mpt.limit) == ("alibi", 12, 16.0, 4096)
+    falcon = read_relative_config(saved(tmp_path, FalconConfig(alibi=True, **SMALL), "falcon"))
+    assert (falcon.scheme, falcon.limit) == ("alibi", 2048)
+    legacy = read_relative_config(write(tmp_path, {"model_type": "RefinedWebModel", "n_head": 71, "hidden_size": 4544}, "rw"))
+    assert (legacy.family, legacy.scheme, legacy.rope.head_dim) == ("falcon", "rope", 64)
+    assert set(RELATIVE_FAMILIES) >= {"llama", "mistral", "qwen2", "gpt_neox", "falcon", "bloom", "mpt"}
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "ntk", "factor": 2.0}}, "rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope"),
+        ({"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "linear", "factor": -1.0}}, "factor: expected a scaling factor > 0"),
+        ({"model_type": "llama", "hidden_size": 124, "num_attention_heads": 4}, "head_dim: expected a positive even integer"),
+        ({"model_type": "gpt_neox", **SMALL, "rotary_pct": 0.3}, "rotates int(9.6) = 9 dims"),
+        ({"model_type": "bert", **SMALL}, "expected a RoPE/ALiBi model_type"),
+        ({"model_type": "llama", "hidden_size": 128}, "expected a positive head count in num_attention_heads, found None"),
+    ],
+)
+def test_bad_configs_are_one_line_checkpoint_errors(tmp_path, config, message):
+    with pytest.raises(CheckpointError) as info:
+        read_relative_config(write(tmp_path, config))
+    text = str(info.value)
+    assert message in text and "config.json" in text and "\n" not in text
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_cli_inspect_and_check(tmp_path, capsys):
+    d = saved(tmp_path, LlamaConfig(**SMALL, max_position_embeddings=4096, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}))
+    assert main(["inspect", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "linear RoPE" in out and "8192" in out
+    assert main(["inspect", str(d / "config.json"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["scheme"], report["limit"], report["rope"]["rotary_dim"]) == ("rope", 8192, 32)
+    assert main(["check", str(d), "--length", "8192"]) == 0
+    assert "ok: 8192 positions fit" in capsys.readouterr().out
+    assert main(["check", str(d), "--length", "8193"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds 8192 positions" in err and "1 past the limit" in err
+    assert main(["check", str(d), "--length", "9000", "--json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["fits"], verdict["max_length"], verdict["excess"]) == (False, 8192, 808)
+
+
+def test_cli_alibi_without_limit_and_bad_config(tmp_path, capsys):
+    d = saved(tmp_path, BloomConfig(n_head=8, hidden_size=64))
+    assert main(["check", str(d), "--length", "100000"]) == 0
+    assert "no configured limit" in capsys.readouterr().out
+    bad = write(tmp_path, {"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "ntk"}}, "bad")
+    assert main(["inspect", str(bad)]) == 2
+    assert "known types" in capsys.readouterr().err
+
+
+def test_cli_plot_relative(tmp_path, capsys):
+    rope_dir = saved(tmp_path, LlamaConfig(**SMALL, max_position_embeddings=256), "llama")
+    alibi_dir = saved(tmp_path, MptConfig(n_heads=6, d_model=48), "mpt")
+    assert main(["plot", str(rope_dir), "--out", str(tmp_path / "figs")]) == 0
+    assert main(["plot", str(alibi_dir), "--out", str(tmp_path / "figs"), "--prefix", "mpt_"]) == 0
+    names = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert names == ["mpt_alibi_bias.png", "rope_decay.png", "rope_offset_invariance.png"]
+
+
+def test_learned_tables_unaffected(tiny_checkpoint, capsys):
+    ckpt = tiny_checkpoint("gpt2")
+    assert relative_source(ckpt.path) is None
+    assert main(["check", str(ckpt.path), "--length", "10000"]) == 1
+    assert "position table" in capsys.readouterr().err
+
+
+def test_rope_config_reader_stays_numpy_only(tmp_path):
+    d = write(tmp_path, {"model_type": "mistral", **SMALL})
+    code = textwrap.dedent(f"""
+        import sys
+        from flax_posenc.conversion.rope_config import read_relative_config
+        rc = read_relative_config({str(d)!r})
+        assert rc.limit == 131072, rc.limit
+        print("HEAVY", sorted(m for m in ("jax", "torch", "transformers", "flax") if m in sys.modules))
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "HEAVY []" in run.stdout
