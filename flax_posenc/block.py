@@ -224,6 +224,24 @@ class InputSpec:
             math.isfinite(self.embed_scale), f"embed_scale: expected a finite number, got {self.embed_scale!r}"
         )
 
+    @classmethod
+    def from_arguments(
+        cls, vocab_size: int, dim: int, *, num_positions=None, position="learned", position_offset=0,
+        base=10000.0, layout="interleaved", endpoint=False, on_overflow="error",
+        position_name="position table", embed_scale=1.0, layer_norm_eps=1e-12, **rest,
+    ) -> InputSpec:
+        """The spec of a ``TransformerInput`` from its flat constructor arguments (NNX and Linen)."""
+        return cls(
+            vocab_size,
+            PositionSpec(
+                position, dim, num_positions, offset=position_offset, base=base, layout=layout,
+                endpoint=endpoint, on_overflow=on_overflow, name=position_name,
+            ),
+            embed_scale=float(embed_scale),
+            layer_norm_eps=float(layer_norm_eps),
+            **rest,
+        )
+
     @property
     def dim(self) -> int:
         return self.position.dim

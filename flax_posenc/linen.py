@@ -15,6 +15,8 @@ Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -126,21 +128,10 @@ class TransformerInput(nn.Module):
 
     @property
     def spec(self) -> InputSpec:
-        return InputSpec(
-            self.vocab_size,
-            PositionSpec(
-                self.position, self.dim, self.num_positions, offset=self.position_offset,
-                base=self.base, layout=self.layout, endpoint=self.endpoint,
-                on_overflow=self.on_overflow, name=self.position_name,
-            ),
-            positions_from=self.positions_from,
-            pad_token_id=self.pad_token_id,
-            embed_scale=float(self.embed_scale),
-            type_vocab_size=self.type_vocab_size,
-            layer_norm=self.layer_norm,
-            layer_norm_eps=float(self.layer_norm_eps),
-            dtype=self.dtype,
-        )
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for unused in ("dropout_rate", "param_dtype", "embedding_init", "parent", "name"):
+            fields.pop(unused, None)
+        return InputSpec.from_arguments(**fields)
 
     @nn.compact
     def __call__(

@@ -210,19 +210,11 @@ class TransformerInput(nnx.Module):
         position_name: str = "position table",
         rngs: nnx.Rngs,
     ):
-        self.spec = InputSpec(
-            vocab_size,
-            PositionSpec(
-                position, dim, num_positions, offset=position_offset, base=base, layout=layout,
-                endpoint=endpoint, on_overflow=on_overflow, name=position_name,
-            ),
-            positions_from=positions_from,
-            pad_token_id=pad_token_id,
-            embed_scale=float(embed_scale),
-            type_vocab_size=type_vocab_size,
-            layer_norm=layer_norm,
-            layer_norm_eps=float(layer_norm_eps),
-            dtype=dtype,
+        self.spec = InputSpec.from_arguments(
+            vocab_size, dim, num_positions=num_positions, position=position, position_offset=position_offset,
+            base=base, layout=layout, endpoint=endpoint, on_overflow=on_overflow, position_name=position_name,
+            embed_scale=embed_scale, layer_norm_eps=layer_norm_eps, positions_from=positions_from,
+            pad_token_id=pad_token_id, type_vocab_size=type_vocab_size, layer_norm=layer_norm, dtype=dtype,
         )
         shapes = self.spec.param_shapes()
         init = lambda name: _param(embedding_init(rngs.params(), shapes[name], param_dtype), AXES[name])  # noqa: E731
