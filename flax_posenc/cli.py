@@ -257,26 +257,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _report_check(args, fits, line, verdict)
     table = load_table(args.source)
     fits, line = check_length(table, args.length)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "source": table.source,
-                    "family": table.family,
-                    "key": table.key,
-                    "length": args.length,
-                    "max_length": table.max_length,
-                    "fits": fits,
-                    "excess": max(0, args.length - table.max_length),
-                    "message": line,
-                }
-            )
-        )
-    elif fits:
-        print(line)
-    else:
-        print(f"{PROG} check: limit exceeded: {line}", file=sys.stderr)
-    return EXIT_OK if fits else EXIT_LIMIT
+    verdict = {
+        "source": table.source, "family": table.family, "key": table.key, "length": args.length,
+        "max_length": table.max_length, "fits": fits, "excess": max(0, args.length - table.max_length),
+        "message": line,
+    }
+    return _report_check(args, fits, line, verdict)
 
 
 def _report_check(args: argparse.Namespace, fits: bool, line: str, verdict: dict) -> int:
