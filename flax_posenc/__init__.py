@@ -26,7 +26,11 @@ _EXPORTS = {
     "sinusoidal_table": "flax_posenc.sinusoidal",
     "sinusoidal_encoding": "flax_posenc.sinusoidal",
     "lookup_positions": "flax_posenc.lookup",
-    "check_positions": "flax_posenc.lookup",
+    "check_positions": "flax_posenc.limits",
+    "describe_limit": "flax_posenc.limits",
+    "position_errors": "flax_posenc.overflow",
+    "checkify_errors": "flax_posenc.overflow",
+    "packed_positions": "flax_posenc.lookup",
     "sequential_positions": "flax_posenc.lookup",
     "padding_aware_positions": "flax_posenc.lookup",
     "RopeConfig": "flax_posenc.rope_alibi_params",
@@ -36,10 +40,14 @@ _EXPORTS = {
     "rotary_cos_sin": "flax_posenc.rope",
     "apply_rotary": "flax_posenc.rope",
     "apply_rope": "flax_posenc.rope",
+    "apply_rope_qk": "flax_posenc.rope",
     "alibi_bias": "flax_posenc.alibi",
     "alibi_bias_from_positions": "flax_posenc.alibi",
 }
-_SUBMODULES = {"nnx", "linen", "conversion", "analysis", "extend", "plots", "lookup", "sinusoidal", "block", "rope", "alibi", "rope_alibi_params"}
+_SUBMODULES = {
+    "nnx", "linen", "conversion", "analysis", "extend", "plots", "lookup", "sinusoidal", "block", "rope",
+    "alibi", "rope_alibi_params", "overflow", "limits",
+}
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
 
@@ -61,14 +69,16 @@ def __dir__():
 
 if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc import conversion, linen, nnx  # noqa: F401
+    from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
+    from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.lookup import (  # noqa: F401
-        check_positions,
         lookup_positions,
+        packed_positions,
         padding_aware_positions,
         sequential_positions,
     )
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
-    from flax_posenc.rope import apply_rope, apply_rotary, rotary_cos_sin  # noqa: F401
+    from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401
     from flax_posenc.rope_alibi_params import (  # noqa: F401
         AlibiConfig,
         RopeConfig,

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flax_posenc import lookup
+from flax_posenc import overflow
 from flax_posenc.rope_alibi_params import AlibiConfig, alibi_slopes
 
 __all__ = [
@@ -61,22 +61,13 @@ def _slopes(config: AlibiConfig) -> jax.Array:
     return jnp.asarray(alibi_slopes(config.num_heads, max_bias=config.max_bias).astype(np.float32))
 
 
-def _check_limit(positions, config: AlibiConfig, on_overflow: str, what: str):
+def _guard(positions, config: AlibiConfig, on_overflow: str, what: str):
+    """``(int32 positions, NaN mask or None)`` through the one overflow guard."""
     if config.max_positions is None:
-        return positions
-    name = f"ALiBi {what} (configured limit {config.max_positions})"
-    rows = config.max_positions
-    if not lookup.is_traced(positions):
-        if positions.size:
-            host = np.asarray(positions)
-            lookup.check_positions(int(host.min()), int(host.max()), rows=rows, name=name)
-        return positions
-    if on_overflow == "clip":
-        return jnp.clip(positions, 0, rows - 1)
-    if on_overflow == "error":
-        valid = ((positions >= 0) & (positions < rows)).all()
-        lookup.runtime_check(valid, positions, rows=rows, offset=0, name=name)
-    return positions
+        limit = overflow.Limit(2**31, name=f"ALiBi {what} (int32 positions)", signed=True)
+    else:
+        limit = overflow.Limit(config.max_positions, name=f"ALiBi {what} (configured limit {config.max_positions})")
+    return overflow.guard_positions(positions, limit, on_overflow)
 
 
 def alibi_bias_from_positions(
@@ -85,7 +76,7 @@ def alibi_bias_from_positions(
     key_positions: jax.typing.ArrayLike,
     *,
     causal: bool = True,
-    on_overflow: lookup.OverflowPolicy = "error",
+    on_overflow: overflow.OverflowPolicy = "error",
     dtype=jnp.float32,
 ) -> jax.Array:
     """ALiBi bias for explicit integer positions (packed sequences, caches, traced under ``jit``).
@@ -96,8 +87,9 @@ def alibi_bias_from_positions(
       key_positions: ``(..., k_len)`` integers (leading axes broadcast against the queries').
       causal: mask keys after the query (see the module docstring) or use ``|i - j|``.
       on_overflow: with ``config.max_positions`` set, the policy for traced positions past it
-        (``"error"``: checkify, ``"clip"``; ``"fill"`` leaves them, ALiBi being defined anywhere).
-        Known positions past it always raise.
+        (``"error"``: the call fails at run time, ``"clip"``, or ``"fill"``: NaN for every score
+        involving such a position; see :mod:`flax_posenc.overflow`). Known positions past it
+        always raise, while tracing.
       dtype: output dtype.
 
     Returns:
@@ -111,21 +103,27 @@ def alibi_bias_from_positions(
     Array([[[-0.0078125 , -0.00390625, -0.        ]]], dtype=float32)
     """
     config = _as_config(config)
-    lookup._check_policy(on_overflow)
-    q = query_positions if lookup.is_traced(query_positions) else jnp.asarray(query_positions)
-    k = key_positions if lookup.is_traced(key_positions) else jnp.asarray(key_positions)
-    for name, p in (("query_positions", q), ("key_positions", k)):
-        if not jnp.issubdtype(p.dtype, jnp.integer) or p.ndim < 1:
-            raise TypeError(f"{name}: expected an integer array of shape (..., length), got dtype {p.dtype}, shape {tuple(p.shape)}")
-    k = _check_limit(k, config, on_overflow, "key positions")
-    q = _check_limit(q, config, on_overflow, "query positions")
-    distance = (q[..., :, None].astype(jnp.int32) - k[..., None, :].astype(jnp.int32))[..., None, :, :]
+    overflow.check_policy(on_overflow)
+    for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
+        dtype_, ndim = (p.dtype, p.ndim) if hasattr(p, "dtype") else (np.asarray(p).dtype, np.ndim(p))
+        if not jnp.issubdtype(dtype_, jnp.integer) or ndim < 1:
+            raise TypeError(
+                f"{name}: expected an integer array of shape (..., length), got dtype {dtype_}, shape {np.shape(p)}"
+            )
+    k, k_invalid = _guard(key_positions, config, on_overflow, "key positions")
+    q, q_invalid = _guard(query_positions, config, on_overflow, "query positions")
+    distance = (q[..., :, None] - k[..., None, :])[..., None, :, :]
     slopes = _slopes(config)[:, None, None]
     if causal:
-        bias = -slopes * distance.astype(jnp.float32)
-        bias = jnp.where(distance < 0, jnp.finfo(dtype).min, bias.astype(dtype))
-        return bias.astype(dtype)
-    return (-slopes * jnp.abs(distance).astype(jnp.float32)).astype(dtype)
+        bias = (-slopes * distance.astype(jnp.float32)).astype(dtype)
+        bias = jnp.where(distance < 0, jnp.finfo(dtype).min, bias)
+    else:
+        bias = (-slopes * jnp.abs(distance).astype(jnp.float32)).astype(dtype)
+    if q_invalid is not None or k_invalid is not None:
+        q_bad = jnp.zeros(q.shape, bool) if q_invalid is None else q_invalid
+        k_bad = jnp.zeros(k.shape, bool) if k_invalid is None else k_invalid
+        bias = jnp.where((q_bad[..., :, None] | k_bad[..., None, :])[..., None, :, :], jnp.nan, bias)
+    return bias
 
 
 def alibi_bias(
@@ -160,7 +158,7 @@ def alibi_bias(
             raise ValueError(f"{name}: expected a positive Python integer, got {n!r}")
     if query_length > key_length:
         raise ValueError(f"query_length: expected at most key_length={key_length} (queries are the last keys), got {query_length}")
-    keys = jnp.arange(key_length, dtype=jnp.int32)
+    keys = np.arange(key_length, dtype=np.int64)  # host positions: the limit is checked while tracing
     return alibi_bias_from_positions(config, keys[key_length - query_length:], keys, causal=causal, dtype=dtype)
 
 
@@ -173,7 +171,7 @@ def bias_for(
     key_positions=None,
     causal: bool = True,
     dtype=jnp.float32,
-    on_overflow: lookup.OverflowPolicy = "error",
+    on_overflow: overflow.OverflowPolicy = "error",
 ) -> jax.Array:
     """The ``ALiBiBias`` modules' core: :func:`alibi_bias` for lengths, else for positions."""
     if query_positions is not None or key_positions is not None:

@@ -23,8 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flax_posenc import lookup
+from flax_posenc import lookup, overflow
 from flax_posenc.errors import PositionLimitError
+from flax_posenc.limits import check_positions
 from flax_posenc.sinusoidal import LAYOUTS, _check_options, sinusoidal_encoding, sinusoidal_table
 
 PositionKind = Literal["learned", "sinusoidal", "none"]
@@ -58,7 +59,7 @@ class PositionSpec:
         limit (``None``: any int32 position).
       offset: reserved leading rows of a learned table (2 for RoBERTa/OPT/BART).
       base, layout, endpoint: the sinusoidal convention (see :mod:`flax_posenc.sinusoidal`).
-      on_overflow: policy for traced positions (see :mod:`flax_posenc.lookup`).
+      on_overflow: policy for traced positions (see :mod:`flax_posenc.overflow`).
       name: the table's name in error messages.
     """
 
@@ -69,7 +70,7 @@ class PositionSpec:
     base: float = 10000.0
     layout: str = "interleaved"
     endpoint: bool = False
-    on_overflow: lookup.OverflowPolicy = "error"
+    on_overflow: overflow.OverflowPolicy = "error"
     name: str = "position table"
 
     def __post_init__(self):
@@ -93,8 +94,8 @@ class PositionSpec:
         )
         _require(self.layout in LAYOUTS, f"layout: expected one of {LAYOUTS}, got {self.layout!r}")
         _require(
-            self.on_overflow in lookup.OVERFLOW_POLICIES,
-            f"on_overflow: expected one of {lookup.OVERFLOW_POLICIES}, got {self.on_overflow!r}",
+            self.on_overflow in overflow.OVERFLOW_POLICIES,
+            f"on_overflow: expected one of {overflow.OVERFLOW_POLICIES}, got {self.on_overflow!r}",
         )
         if self.kind == "sinusoidal":
             _check_options(self.dim, self.base, self.layout)
@@ -107,11 +108,6 @@ class PositionSpec:
     @property
     def table_shape(self) -> tuple[int, int]:
         return (self.rows, self.dim)
-
-
-def _sinusoid_limit_check(spec: PositionSpec, lowest: int, highest: int) -> None:
-    if spec.num_positions is not None:
-        lookup.check_positions(lowest, highest, rows=spec.num_positions, name=spec.name)
 
 
 def encode_positions(
@@ -150,22 +146,17 @@ def encode_positions(
 
     dtype = jnp.float32 if dtype is None else dtype
     sinusoid = dict(base=spec.base, layout=spec.layout, endpoint=spec.endpoint)
-    if length is not None and not lookup.is_traced(start):
+    if length is not None and not overflow.is_traced(start):
         start = int(start)
-        if length:
-            _sinusoid_limit_check(spec, start, start + length - 1)
+        if length and spec.num_positions is not None:
+            check_positions(start, start + length - 1, rows=spec.num_positions, name=spec.name)
         return sinusoidal_table(length, spec.dim, start=start, dtype=dtype, **sinusoid)
     if length is not None:
         positions = lookup.sequential_positions(length, start=start)
-    positions = jnp.asarray(positions) if not lookup.is_traced(positions) else positions
-    if spec.num_positions is not None:
-        if not lookup.is_traced(positions) and positions.size:
-            host = np.asarray(positions)
-            _sinusoid_limit_check(spec, int(host.min()), int(host.max()))
-        elif lookup.is_traced(positions) and spec.on_overflow == "error":
-            valid = (positions >= 0).all() & (positions < spec.num_positions).all()
-            lookup.runtime_check(valid, positions, rows=spec.num_positions, offset=0, name=spec.name)
-    return sinusoidal_encoding(positions, spec.dim, dtype=dtype, **sinusoid)
+    return sinusoidal_encoding(
+        positions, spec.dim, dtype=dtype, num_positions=spec.num_positions,
+        on_overflow=spec.on_overflow, name=spec.name, **sinusoid,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,7 +274,7 @@ def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
                 f"found {tuple(mask.shape)}"
             )
     positions = lookup.padding_aware_positions(mask, start=start)
-    bounds = None if lookup.is_traced(start) else (-1, int(start) + seq - 1)
+    bounds = None if overflow.is_traced(start) else (-1, int(start) + seq - 1)
     return positions, bounds
 
 
@@ -313,7 +304,7 @@ def transformer_input(
       ``(..., seq_len, dim)`` in ``spec.dtype`` (default: the word table's dtype).
 
     Raises:
-      PositionLimitError: a known position past the table (see :mod:`flax_posenc.lookup`).
+      PositionLimitError: a known position past the table (see :mod:`flax_posenc.overflow`).
     """
     input_ids = jnp.asarray(input_ids)
     if not jnp.issubdtype(input_ids.dtype, jnp.integer) or input_ids.ndim < 1:
@@ -330,17 +321,24 @@ def transformer_input(
     pos = spec.position
     if pos.kind != "none":
         table = params.get("position_embeddings")
+        padding = None
         if position_ids is None:
             position_ids, bounds = _default_positions(spec, input_ids, attention_mask, start)
-            if bounds is not None and pos.kind == "learned":
-                lookup.check_positions(*bounds, rows=pos.rows, offset=pos.offset, name=pos.name)
+            if bounds is not None:  # padding-aware positions with a static start: bounded by the shape
+                if pos.kind == "learned":
+                    check_positions(*bounds, rows=pos.rows, offset=pos.offset, name=pos.name)
+                elif pos.num_positions is not None:
+                    check_positions(0, bounds[1], rows=pos.num_positions, name=pos.name)
                 pos = dataclasses.replace(pos, on_overflow="clip")  # proven in bounds above
+            if position_ids is not None and pos.kind == "sinusoidal":
+                padding = position_ids < 0  # padding tokens get no sinusoid (-1 is no position)
+                position_ids = jnp.maximum(position_ids, 0)
         if position_ids is None:
             vectors = encode_positions(pos, table, length=input_ids.shape[-1], start=start, dtype=dtype)
         else:
             vectors = encode_positions(pos, table, position_ids, dtype=dtype)
-            if pos.kind == "sinusoidal" and spec.positions_from != "index":
-                vectors = jnp.where((jnp.asarray(position_ids) < 0)[..., None], 0, vectors)
+        if padding is not None:
+            vectors = jnp.where(padding[..., None], 0, vectors)
         x = x + vectors
 
     if spec.type_vocab_size:
@@ -348,7 +346,10 @@ def transformer_input(
         if token_type_ids is None:
             x = x + types[0].astype(dtype)
         else:
-            x = x + jnp.take(types, jnp.asarray(token_type_ids), axis=0).astype(dtype)
+            limit = overflow.Limit(spec.type_vocab_size, name="token type table")
+            type_ids, invalid = overflow.guard_positions(token_type_ids, limit, pos.on_overflow)
+            rows = types.at[type_ids].get(mode="promise_in_bounds")
+            x = x + overflow.fill_invalid(rows, invalid).astype(dtype)
     elif token_type_ids is not None:
         raise ValueError("token_type_ids: this block has no token-type embedding (type_vocab_size=0)")
 
@@ -358,8 +359,27 @@ def transformer_input(
     return x
 
 
+def attend(spec: InputSpec, word_embeddings: jax.Array, query: jax.typing.ArrayLike) -> jax.Array:
+    """The tied output head: ``query @ word_embeddings.T`` in ``spec.dtype`` (as ``nnx.Embed.attend``).
+
+    Args:
+      spec: the block's spec (its ``dtype``; default: the table's dtype promoted with the query's).
+      word_embeddings: ``(vocab_size, dim)``.
+      query: ``(..., dim)`` hidden states.
+
+    Returns:
+      ``(..., vocab_size)`` logits.
+    """
+    query = jnp.asarray(query)
+    if query.shape[-1:] != word_embeddings.shape[-1:]:
+        raise ValueError(f"query: expected last axis {word_embeddings.shape[-1]} (dim), found shape {tuple(query.shape)}")
+    dtype = spec.dtype or jnp.promote_types(query.dtype, word_embeddings.dtype)
+    return jnp.dot(query.astype(dtype), word_embeddings.astype(dtype).T)
+
+
 __all__ = [
     "AXES",
+    "attend",
     "InputSpec",
     "PositionLimitError",
     "PositionSpec",

@@ -102,7 +102,10 @@ class TransformerInput(nn.Module):
 
     The fields are the NNX :class:`flax_posenc.nnx.TransformerInput` arguments; parameters
     have the same names and shapes, and identical parameters give identical outputs.
-    Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``.
+    Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``; it
+    is on when ``deterministic=False`` is given to the call or, failing that, set as a field
+    (Linen's ``merge_param`` idiom); by default the block is deterministic (inference).
+    ``apply(variables, hidden, method="attend")`` is the tied output head.
     """
 
     vocab_size: int
@@ -117,6 +120,7 @@ class TransformerInput(nn.Module):
     layer_norm: bool = False
     layer_norm_eps: float = 1e-12
     dropout_rate: float = 0.0
+    deterministic: bool | None = None
     dtype: jnp.dtype | None = None
     param_dtype: jnp.dtype = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
@@ -129,7 +133,7 @@ class TransformerInput(nn.Module):
     @property
     def spec(self) -> InputSpec:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for unused in ("dropout_rate", "param_dtype", "embedding_init", "parent", "name"):
+        for unused in ("dropout_rate", "deterministic", "param_dtype", "embedding_init", "parent", "name"):
             fields.pop(unused, None)
         return InputSpec.from_arguments(**fields)
 
@@ -142,7 +146,7 @@ class TransformerInput(nn.Module):
         position_ids=None,
         attention_mask=None,
         start=0,
-        deterministic: bool = True,
+        deterministic: bool | None = None,
     ) -> jax.Array:
         spec = self.spec
         params = {}
@@ -155,7 +159,13 @@ class TransformerInput(nn.Module):
             spec, params, input_ids, token_type_ids=token_type_ids, position_ids=position_ids,
             attention_mask=attention_mask, start=start,
         )
+        deterministic = next((d for d in (deterministic, self.deterministic) if d is not None), True)
         return nn.Dropout(self.dropout_rate)(x, deterministic=deterministic or self.dropout_rate == 0)
+
+    def attend(self, query) -> jax.Array:
+        """Logits ``query @ word_embeddings.T`` (tied head): ``apply(variables, h, method="attend")``."""
+        word = nn.unbox(self.variables["params"]["word_embeddings"])
+        return block.attend(self.spec, word, query)
 
     def extend_positions(self, variables, num_positions: int, *, method: str = "tile"):
         """``(module, variables)`` whose learned table holds ``num_positions`` positions.
@@ -170,7 +180,8 @@ class TransformerInput(nn.Module):
         old = params["position_embeddings"]
         table = extend_table(np.asarray(old), num_positions, method=method, offset=self.position_offset)
         params["position_embeddings"] = jnp.asarray(table, old.dtype)
-        return self.clone(num_positions=num_positions), {**variables, "params": params}
+        grown = self.clone(num_positions=num_positions)
+        return grown, {**variables, "params": _boxed_as_init(grown, params)}
 
     @classmethod
     def from_pretrained(cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, **overrides):
@@ -185,7 +196,33 @@ class TransformerInput(nn.Module):
         kwargs.update(overrides)
         module = cls(**kwargs, dtype=dtype, param_dtype=param_dtype)
         params = jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params)
-        return module, {"params": params}
+        return module, {"params": _boxed_as_init(module, params)}
+
+
+def _boxed_as_init(module: TransformerInput, params: dict) -> dict:
+    """``params`` boxed with the logical axes exactly as ``module.init`` boxes them.
+
+    So ``nn.get_partition_spec`` and ``nn.logical_to_mesh_sharding`` work on pretrained
+    variables as on fresh ones. Shapes are checked against the module's.
+    """
+    ids = jnp.zeros((1, 1), jnp.int32)
+    abstract = jax.eval_shape(lambda: module.init(jax.random.key(0), ids))["params"]
+
+    def fill(box, value, path):
+        expected = box.value.shape if isinstance(box, nn.meta.AxisMetadata) else box.shape
+        if tuple(expected) != tuple(value.shape):
+            raise ValueError(f"{'/'.join(path)}: expected shape {tuple(expected)}, found {tuple(value.shape)}")
+        return box.replace_boxed(value) if isinstance(box, nn.meta.AxisMetadata) else value
+
+    def walk(boxes, values, path=()):
+        if set(boxes) != set(values):
+            raise ValueError(f"parameters: expected {sorted(boxes)}, found {sorted(values)}")
+        return {
+            k: walk(boxes[k], values[k], path + (k,)) if isinstance(boxes[k], dict) else fill(boxes[k], values[k], path + (k,))
+            for k in boxes
+        }
+
+    return walk(dict(abstract), dict(params))
 
 
 class RotaryEmbedding(nn.Module):
@@ -199,11 +236,20 @@ class RotaryEmbedding(nn.Module):
 
     config: RopeConfig | int
     on_overflow: str = "error"
+    seq_axis: int = -3
 
     @nn.compact
     def __call__(self, x, positions=None, *, start=0, seq_len: int | None = None) -> jax.Array:
         return rope.apply_rope(
-            x, rope._as_config(self.config), positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow
+            x, rope._as_config(self.config), positions, start=start, seq_len=seq_len,
+            on_overflow=self.on_overflow, seq_axis=self.seq_axis,
+        )
+
+    def rotate_qk(self, q, k, positions=None, *, start=0, seq_len: int | None = None):
+        """``(q, k)`` rotated at the same positions (``apply({}, q, k, method="rotate_qk")``)."""
+        return rope.apply_rope_qk(
+            q, k, rope._as_config(self.config), positions, start=start, seq_len=seq_len,
+            on_overflow=self.on_overflow, seq_axis=self.seq_axis,
         )
 
 

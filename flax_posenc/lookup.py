@@ -1,89 +1,42 @@
-"""Learned-table lookup and the overflow rule: no position past a table is ever silent.
+"""Learned-table lookup: rows of a position table, through the one overflow guard.
 
-JAX hides out-of-range indices: ``table[i]`` clamps to the last row, ``jnp.take`` fills with
-NaN, ``nnx.Embed`` documents NaN. Here a position outside a table is an error:
+JAX hides out-of-range indices (``table[i]`` clamps, ``jnp.take`` fills with NaN); here every
+position goes through :func:`flax_posenc.overflow.guard_positions`: known positions are checked
+while tracing, traced ones follow ``on_overflow`` (``"error"`` fails the call at run time with
+the table's name and limit, ``"clip"``, ``"fill"``). See :mod:`flax_posenc.overflow`.
 
-- **Known positions** (a static length, or a concrete array outside ``jit``) are checked on
-  the host, at trace time: :class:`~flax_posenc.PositionLimitError` names the table, its limit
-  and what was asked for.
-- **Traced positions** (values known only at run time, under ``jit``) follow ``on_overflow``:
-
-  ``"error"`` (default)
-      a :mod:`jax.experimental.checkify` check. Run the computation under
-      ``jax.jit(checkify.checkify(f))`` and call ``err.throw()``. Compiling it *without*
-      checkify fails before anything runs ("Cannot abstractly evaluate a checkify.check which
-      was not functionalized"): you must either functionalize the check or pick a policy.
-  ``"clip"``
-      clamp to the nearest valid row (JAX's indexing behaviour, asked for explicitly).
-  ``"fill"``
-      NaN rows for positions outside the table (``nnx.Embed``'s behaviour, asked for explicitly).
-
-Positions are 0-based and index row ``offset + position``; reserved leading rows
-(RoBERTa/OPT's 2) are reachable only with negative positions, which is how padding tokens
-reach them (see :func:`padding_aware_positions`).
+Positions are 0-based and index row ``offset + position``; of the reserved leading rows
+(RoBERTa/OPT's 2) only the padding row ``offset - 1`` is reachable, with position ``-1``, which is
+how padding tokens reach it (see :func:`padding_aware_positions`).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
-from flax_posenc.errors import PositionLimitError
+from flax_posenc.limits import check_positions, describe_limit
+from flax_posenc.overflow import (
+    OVERFLOW_POLICIES,
+    Limit,
+    OverflowPolicy,
+    check_policy,
+    fill_invalid,
+    guard_positions,
+    is_traced,
+)
 
-OverflowPolicy = Literal["error", "clip", "fill"]
-OVERFLOW_POLICIES: tuple[str, ...] = ("error", "clip", "fill")
-
-def is_traced(x) -> bool:
-    return isinstance(x, jax.core.Tracer)
-
-def _check_policy(on_overflow: str) -> None:
-    if on_overflow not in OVERFLOW_POLICIES:
-        raise ValueError(f"on_overflow: expected one of {OVERFLOW_POLICIES}, got {on_overflow!r}")
-
-def describe_limit(name: str, rows: int, offset: int) -> str:
-    """``"<name> holds 1024 positions (0..1023)"``, with reserved rows mentioned."""
-    usable = rows - offset
-    reserved = f" after {offset} reserved rows" if offset else ""
-    return f"{name} holds {usable} positions (0..{usable - 1}){reserved}"
-
-def check_positions(
-    lowest: int,
-    highest: int,
-    *,
-    rows: int,
-    offset: int = 0,
-    name: str = "position table",
-) -> None:
-    """Raise :class:`PositionLimitError` unless rows ``offset + lowest .. offset + highest`` exist.
-
-    Host-side check, for positions known at trace time.
-
-    >>> check_positions(0, 1023, rows=1024)          # fits: returns None
-    >>> check_positions(0, 1024, rows=1024, name="gpt2 position table (wpe.weight)")
-    Traceback (most recent call last):
-    ...
-    flax_posenc.errors.PositionLimitError: gpt2 position table (wpe.weight) holds 1024 positions (0..1023); asked for position 1024, 1 past the end
-    """
-    if offset + lowest < 0:
-        raise PositionLimitError(
-            f"{describe_limit(name, rows, offset)}; asked for position {lowest}, "
-            f"below the first row"
-        )
-    if offset + highest >= rows:
-        excess = offset + highest - rows + 1
-        raise PositionLimitError(
-            f"{describe_limit(name, rows, offset)}; asked for position {highest}, "
-            f"{excess} past the end"
-        )
-
-def runtime_check(valid, positions, *, rows: int, offset: int, name: str) -> None:
-    """A checkify check for traced positions (see the module docstring)."""
-    message = f"{describe_limit(name, rows, offset)}; asked for positions from {{lo}} to {{hi}}"
-    checkify.check(valid, message, lo=jnp.min(positions), hi=jnp.max(positions))
+__all__ = [
+    "OVERFLOW_POLICIES",
+    "OverflowPolicy",
+    "check_positions",
+    "describe_limit",
+    "lookup_positions",
+    "padding_aware_positions",
+    "sequential_positions",
+    "slice_positions",
+]
 
 def lookup_positions(
     table: jax.Array,
@@ -107,8 +60,9 @@ def lookup_positions(
 
     Raises:
       PositionLimitError: concrete positions outside the table (always).
-      ValueError: (from JAX, at compile time) traced positions with ``on_overflow="error"``
-        compiled without ``checkify.checkify``.
+      JaxRuntimeError: (at run time) traced positions past the table with ``on_overflow="error"``;
+        its text ends with the same message (:func:`flax_posenc.position_errors` re-raises it as
+        ``PositionLimitError``).
 
     >>> import jax.numpy as jnp
     >>> table = jnp.arange(8.0).reshape(4, 2)
@@ -120,23 +74,10 @@ def lookup_positions(
     ...
     flax_posenc.errors.PositionLimitError: position table holds 4 positions (0..3); asked for position 4, 1 past the end
     """
-    _check_policy(on_overflow)
-    positions = jnp.asarray(positions) if not is_traced(positions) else positions
-    if not jnp.issubdtype(positions.dtype, jnp.integer):
-        raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
-    rows = table.shape[0]
-    index = positions.astype(jnp.int32) + offset
-    if not is_traced(positions):
-        if positions.size:
-            host = np.asarray(positions)
-            check_positions(int(host.min()), int(host.max()), rows=rows, offset=offset, name=name)
-        return table.at[index].get(mode="promise_in_bounds")
-    if on_overflow == "clip":
-        return table.at[index].get(mode="clip")
-    if on_overflow == "fill":
-        return table.at[index].get(mode="fill", fill_value=jnp.nan)
-    runtime_check((index >= 0).all() & (index < rows).all(), positions, rows=rows, offset=offset, name=name)
-    return table.at[index].get(mode="clip")
+    positions, invalid = guard_positions(positions, Limit(table.shape[0], offset, name), on_overflow)
+    rows = table.at[positions + offset].get(mode="promise_in_bounds")  # the guard kept them in bounds
+    return fill_invalid(rows, invalid)
+
 
 def slice_positions(
     table: jax.Array,
@@ -161,7 +102,7 @@ def slice_positions(
     ...
     flax_posenc.errors.PositionLimitError: position table holds 1024 positions (0..1023); asked for position 1024, 1 past the end
     """
-    _check_policy(on_overflow)
+    check_policy(on_overflow)
     length = _static_length(length)
     if is_traced(start):
         return lookup_positions(
@@ -205,3 +146,37 @@ def padding_aware_positions(mask: jax.typing.ArrayLike, *, start: int | jax.Arra
     mask = jnp.asarray(mask).astype(jnp.int32)
     counted = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) + start
     return jnp.where(mask > 0, counted - 1, -1).astype(jnp.int32)
+
+
+def packed_positions(segment_ids: jax.typing.ArrayLike) -> jax.Array:
+    """Per-token positions of packed sequences: each segment counts from 0 (MaxText's
+    ``inputs_positions``).
+
+    Several sequences packed into one row are told apart by their segment ids; a token's
+    position is its index since the start of its segment (a new segment starts wherever the id
+    changes along the last axis). The result feeds any encoding: ``position_ids`` of the input
+    block, ``positions`` of :func:`~flax_posenc.apply_rope`, ALiBi's query/key positions.
+
+    Args:
+      segment_ids: ``(..., seq_len)`` integers; padding is usually its own segment (id 0).
+
+    Returns:
+      ``(..., seq_len)`` int32 positions.
+
+    >>> import jax.numpy as jnp
+    >>> packed_positions(jnp.array([[1, 1, 1, 2, 2, 0, 0]]))
+    Array([[0, 1, 2, 0, 1, 0, 1]], dtype=int32)
+    """
+    segment_ids = jnp.asarray(segment_ids)
+    if not jnp.issubdtype(segment_ids.dtype, jnp.integer) or segment_ids.ndim < 1:
+        raise TypeError(
+            f"segment_ids: expected an integer array of shape (..., seq_len), got dtype {segment_ids.dtype}, "
+            f"shape {tuple(segment_ids.shape)}"
+        )
+    seq = segment_ids.shape[-1]
+    index = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), segment_ids.shape)
+    starts = jnp.concatenate(
+        [jnp.ones(segment_ids.shape[:-1] + (1,), bool), segment_ids[..., 1:] != segment_ids[..., :-1]], axis=-1
+    )
+    first = jax.lax.cummax(jnp.where(starts, index, 0), axis=segment_ids.ndim - 1)
+    return index - first

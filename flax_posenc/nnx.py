@@ -56,7 +56,7 @@ class _PositionShell(nnx.Module):
 
         Returns ``positions.shape + (dim,)`` or ``(length, dim)``; raises
         :class:`~flax_posenc.PositionLimitError` for a known position past the limit (traced
-        positions follow ``on_overflow``, see :mod:`flax_posenc.lookup`).
+        positions follow ``on_overflow``, see :mod:`flax_posenc.overflow`).
         """
         return block.encode_positions(
             self.spec, self._table(), positions, length=length, start=start, dtype=self.dtype
@@ -173,16 +173,30 @@ class TransformerInput(nnx.Module):
       layer_norm: LayerNorm after the sum (BERT).
       layer_norm_eps: its epsilon.
       dropout_rate: dropout on the output.
+      deterministic: ``True`` (the default: inference, no dropout) or ``False``; set by
+        ``model.train()`` / ``model.eval()`` as for ``nnx.Dropout``, overridden per call.
       dtype: computation/output dtype (``None``: ``param_dtype``).
       param_dtype: dtype parameters are stored in.
       embedding_init: initializer of the embedding tables.
       base, layout, endpoint: sinusoidal convention.
-      on_overflow: policy for traced positions (see :mod:`flax_posenc.lookup`).
+      on_overflow: policy for traced positions (see :mod:`flax_posenc.overflow`).
       position_name: the position table's name in error messages.
       rngs: ``nnx.Rngs`` (``params``; ``dropout`` when ``dropout_rate > 0``).
 
     Parameters carry logical axis names (``("vocab", "embed")``, ``(None, "embed")``,
     ``("embed",)``): shard them with your own rules (see ``docs/sharding.md``).
+
+    Attributes ``vocab_size``, ``dim`` and ``num_positions`` read the static spec;
+    :meth:`attend` is the tied output head (as ``nnx.Embed.attend``).
+
+    >>> from flax import nnx
+    >>> block = TransformerInput(100, 8, num_positions=16, dropout_rate=0.1, rngs=nnx.Rngs(0))
+    >>> block.train(); block.deterministic
+    False
+    >>> block.eval(); block(jnp.zeros((2, 16), jnp.int32)).shape
+    (2, 16, 8)
+    >>> block.attend(jnp.ones((2, 16, 8))).shape        # logits over the vocabulary
+    (2, 16, 100)
     """
 
     def __init__(
@@ -200,6 +214,7 @@ class TransformerInput(nnx.Module):
         layer_norm: bool = False,
         layer_norm_eps: float = 1e-12,
         dropout_rate: float = 0.0,
+        deterministic: bool = True,
         dtype=None,
         param_dtype=jnp.float32,
         embedding_init=default_embed_init,
@@ -228,7 +243,25 @@ class TransformerInput(nnx.Module):
                 scale=_param(jnp.ones((dim,), param_dtype), AXES["layer_norm"]),
                 bias=_param(jnp.zeros((dim,), param_dtype), AXES["layer_norm"]),
             )
-        self.dropout = nnx.Dropout(dropout_rate, rngs=rngs if dropout_rate > 0 else None)
+        self.deterministic = deterministic
+        self.dropout = nnx.Dropout(dropout_rate, deterministic=deterministic, rngs=rngs if dropout_rate > 0 else None)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.spec.vocab_size
+
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    @property
+    def num_positions(self) -> int | None:
+        """Usable positions (the limit; ``None`` for unbounded sinusoids or no encoding)."""
+        return self.spec.position.num_positions
+
+    def attend(self, query: jax.typing.ArrayLike) -> jax.Array:
+        """Logits ``query @ word_embeddings.T``: the tied output head, ``(..., dim) -> (..., vocab)``."""
+        return block.attend(self.spec, self.word_embeddings[...], query)
 
     def params(self) -> dict[str, Any]:
         """The parameters as a nested dict of arrays, named as in :mod:`flax_posenc.block`."""
@@ -248,18 +281,20 @@ class TransformerInput(nnx.Module):
         position_ids: jax.typing.ArrayLike | None = None,
         attention_mask: jax.typing.ArrayLike | None = None,
         start: int | jax.Array = 0,
-        deterministic: bool = True,
+        deterministic: bool | None = None,
         rngs: nnx.Rngs | None = None,
     ) -> jax.Array:
         """Embed ``(..., seq_len)`` token ids into ``(..., seq_len, dim)``.
 
-        See :func:`flax_posenc.block.transformer_input` for the arguments; ``deterministic=False``
-        applies dropout with the ``dropout`` stream of ``rngs`` (given here or at construction).
+        See :func:`flax_posenc.block.transformer_input` for the arguments. Dropout follows
+        ``self.deterministic`` (``model.train()`` / ``model.eval()``) unless ``deterministic`` is
+        given here; it draws from the ``dropout`` stream of ``rngs`` (given here or at construction).
         """
         x = block.transformer_input(
             self.spec, self.params(), input_ids, token_type_ids=token_type_ids,
             position_ids=position_ids, attention_mask=attention_mask, start=start,
         )
+        deterministic = self.deterministic if deterministic is None else deterministic
         if self.dropout.rate > 0 and not deterministic:
             x = self.dropout(x, deterministic=False, rngs=rngs)
         return x
@@ -343,7 +378,9 @@ class RotaryEmbedding(nnx.Module):
     Args:
       config: a :class:`~flax_posenc.RopeConfig` (e.g. from
         :func:`flax_posenc.conversion.rope_config.read_rope_config`) or a ``head_dim``.
-      on_overflow: policy for traced positions past ``config.limit`` (see :mod:`flax_posenc.lookup`).
+      on_overflow: policy for traced positions past ``config.limit`` (see :mod:`flax_posenc.overflow`).
+      seq_axis: ``-3`` for ``(..., seq, heads, head_dim)`` (default), ``-2`` for Hugging Face's
+        ``(..., heads, seq, head_dim)``.
 
     >>> import jax.numpy as jnp
     >>> import flax_posenc as fp
@@ -352,9 +389,10 @@ class RotaryEmbedding(nnx.Module):
     (2, 4, 3, 8)
     """
 
-    def __init__(self, config: RopeConfig | int, *, on_overflow: str = "error"):
+    def __init__(self, config: RopeConfig | int, *, on_overflow: str = "error", seq_axis: int = -3):
         self.config = rope._as_config(config)
         self.on_overflow = on_overflow
+        self.seq_axis = seq_axis
 
     def __call__(
         self,
@@ -368,7 +406,15 @@ class RotaryEmbedding(nnx.Module):
 
         Raises :class:`~flax_posenc.PositionLimitError` for a known position past ``config.limit``.
         """
-        return rope.apply_rope(x, self.config, positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow)
+        return rope.apply_rope(
+            x, self.config, positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow, seq_axis=self.seq_axis
+        )
+
+    def rotate_qk(self, q, k, positions=None, *, start: int | jax.Array = 0, seq_len: int | None = None):
+        """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`)."""
+        return rope.apply_rope_qk(
+            q, k, self.config, positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow, seq_axis=self.seq_axis
+        )
 
 
 class ALiBiBias(nnx.Module):

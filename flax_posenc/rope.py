@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flax_posenc import lookup
+from flax_posenc import overflow
 from flax_posenc.rope_alibi_params import (
     ROPE_LAYOUTS,
     ROPE_TYPES,
@@ -57,6 +57,7 @@ __all__ = [
     "ROPE_TYPES",
     "RopeConfig",
     "apply_rope",
+    "apply_rope_qk",
     "apply_rotary",
     "rope_inverse_frequencies",
     "rotary_cos_sin",
@@ -81,28 +82,17 @@ def limit_name(config: RopeConfig) -> str:
     return f"{config.rope_type} RoPE ({', '.join(parts)})" if parts else f"{config.rope_type} RoPE"
 
 
-def _checked_positions(positions, config: RopeConfig, on_overflow: str):
-    """Apply the overflow rule of :mod:`flax_posenc.lookup` to ``config.limit``.
+def default_positions(length: int, start: int | jax.Array = 0):
+    """``start .. start + length - 1``: a host (numpy) array for a static ``start``, so the limit
+    is checked while tracing; int32 on device for a traced one."""
+    if overflow.is_traced(start):
+        return jnp.arange(length, dtype=jnp.int32) + start
+    return np.arange(int(start), int(start) + length, dtype=np.int64)
 
-    Returns ``(positions, invalid)``: ``invalid`` is a mask for ``"fill"``, else ``None``.
-    """
-    lookup._check_policy(on_overflow)
-    limit = config.limit
-    if limit is None:
-        return positions, None
-    name = limit_name(config)
-    if not lookup.is_traced(positions):
-        if positions.size:
-            host = np.asarray(positions)
-            lookup.check_positions(int(host.min()), int(host.max()), rows=limit, name=name)
-        return positions, None
-    valid = (positions >= 0) & (positions < limit)
-    if on_overflow == "clip":
-        return jnp.clip(positions, 0, limit - 1), None
-    if on_overflow == "fill":
-        return positions, ~valid
-    lookup.runtime_check(valid.all(), positions, rows=limit, offset=0, name=name)
-    return positions, None
+
+def position_limit(config: RopeConfig) -> overflow.Limit | None:
+    """The :class:`~flax_posenc.overflow.Limit` of ``config`` (``None``: no limit)."""
+    return None if config.limit is None else overflow.Limit(config.limit, name=limit_name(config))
 
 
 def rotary_cos_sin(
@@ -110,7 +100,7 @@ def rotary_cos_sin(
     config: RopeConfig | int,
     *,
     seq_len: int | None = None,
-    on_overflow: lookup.OverflowPolicy = "error",
+    on_overflow: overflow.OverflowPolicy = "error",
     dtype=jnp.float32,
 ) -> tuple[jax.Array, jax.Array]:
     """``cos`` and ``sin`` of the rotation angles ``p * w_i``, times the attention factor.
@@ -127,8 +117,8 @@ def rotary_cos_sin(
         frequencies depend on it). Default: ``max(positions) + 1`` for concrete positions, as
         transformers does; traced positions need it given (a Python int).
       on_overflow: when ``config.limit`` is set, the policy for traced positions outside
-        ``0 .. limit - 1``: ``"error"`` (checkify), ``"clip"`` or ``"fill"`` (NaN). Known positions
-        past the limit always raise.
+        ``0 .. limit - 1``: ``"error"`` (fails the call at run time, see :mod:`flax_posenc.overflow`),
+        ``"clip"`` or ``"fill"`` (NaN). Known positions past the limit always raise, while tracing.
       dtype: output dtype.
 
     Returns:
@@ -150,25 +140,28 @@ def rotary_cos_sin(
     flax_posenc.errors.PositionLimitError: default RoPE (max_position_embeddings 4096) holds 4096 positions (0..4095); asked for position 4096, 1 past the end
     """
     config = _as_config(config)
-    positions = positions if lookup.is_traced(positions) else jnp.asarray(positions)
+    overflow.check_policy(on_overflow)
+    traced = overflow.is_traced(positions)
+    if not traced:
+        positions = positions if isinstance(positions, jax.Array) else np.asarray(positions)
     if not jnp.issubdtype(positions.dtype, jnp.integer):
         raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
-    positions, invalid = _checked_positions(positions, config, on_overflow)
     if config.needs_length and seq_len is None:
-        if lookup.is_traced(positions):
+        if traced:
             raise ValueError(
                 f"seq_len: rope_type {config.rope_type!r} depends on the sequence length; pass seq_len= "
                 "(a Python int) when positions are traced"
             )
         seq_len = int(np.asarray(positions).max()) + 1 if positions.size else None
+    limit = position_limit(config)
+    if limit is None:
+        limit = overflow.Limit(2**31, name=f"{limit_name(config)} (int32 positions)", signed=True)
+    positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
     inv_freq, attention = rope_inverse_frequencies(config, seq_len=seq_len)
     cos, sin = _exact_cos_sin(positions, inv_freq)
     if attention != 1.0:
         cos, sin = cos * np.float32(attention), sin * np.float32(attention)
-    if invalid is not None:
-        cos = jnp.where(invalid[..., None], jnp.nan, cos)
-        sin = jnp.where(invalid[..., None], jnp.nan, sin)
-    return cos.astype(dtype), sin.astype(dtype)
+    return overflow.fill_invalid(cos, invalid).astype(dtype), overflow.fill_invalid(sin, invalid).astype(dtype)
 
 
 def apply_rotary(
@@ -235,36 +228,93 @@ def apply_rope(
     *,
     start: int | jax.Array = 0,
     seq_len: int | None = None,
-    on_overflow: lookup.OverflowPolicy = "error",
+    on_overflow: overflow.OverflowPolicy = "error",
+    seq_axis: int = -3,
 ) -> jax.Array:
-    """Rotate queries or keys laid out ``(..., seq, heads, head_dim)`` (Flax's attention layout).
+    """Rotate queries or keys: ``(..., seq, heads, head_dim)`` (Flax) or ``(..., heads, seq, head_dim)``.
 
     The functional core of ``RotaryEmbedding`` (NNX and Linen).
 
     Args:
-      x: ``(..., seq, heads, head_dim)``.
+      x: ``(..., seq, heads, head_dim)`` with ``seq_axis=-3`` (Flax's attention layout, the
+        default), or ``(..., heads, seq, head_dim)`` with ``seq_axis=-2`` (Hugging Face's).
       config: :class:`RopeConfig` (its ``layout`` is used) or a ``head_dim``.
-      positions: ``(seq,)`` or ``(..., seq)`` integer positions; default ``start + arange(seq)``.
-      start: first position when ``positions`` is not given (tokens already in the cache).
+      positions: ``(seq,)`` or ``(..., seq)`` integer positions (the leading axes those of
+        ``x`` before the sequence and head axes); default ``start + arange(seq)``. Packed
+        sequences: ``positions=fp.packed_positions(segment_ids)``.
+      start: first position when ``positions`` is not given (tokens already in the cache):
+        a static int is checked while tracing, a traced one at run time.
       seq_len, on_overflow: see :func:`rotary_cos_sin`; with default positions and a static
         ``start``, ``seq_len`` defaults to ``start + seq``.
+      seq_axis: ``-3`` or ``-2``, the sequence axis of ``x``.
 
     Returns:
       An array like ``x``.
 
-    >>> import jax.numpy as jnp
-    >>> apply_rope(jnp.ones((2, 5, 3, 8)), 8).shape
+    Raises:
+      PositionLimitError: a known position past ``config.limit`` (while tracing).
+
+    >>> import jax, jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> cfg = fp.RopeConfig(head_dim=8, max_position_embeddings=16)
+    >>> jax.jit(lambda q: apply_rope(q, cfg))(jnp.ones((2, 5, 3, 8))).shape
     (2, 5, 3, 8)
+    >>> apply_rope(jnp.ones((2, 3, 17, 8)), cfg, seq_axis=-2)     # (batch, heads, seq, head_dim)
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: default RoPE (max_position_embeddings 16) holds 16 positions (0..15); asked for position 16, 1 past the end
     """
     config = _as_config(config)
     x = jnp.asarray(x)
-    if x.ndim < 3 or x.shape[-1] != config.head_dim:
+    cos, sin = _cos_sin_for(x, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis)
+    return apply_rotary(x, cos, sin, layout=config.layout)
+
+
+def apply_rope_qk(
+    q: jax.typing.ArrayLike,
+    k: jax.typing.ArrayLike,
+    config: RopeConfig | int,
+    positions: jax.typing.ArrayLike | None = None,
+    *,
+    start: int | jax.Array = 0,
+    seq_len: int | None = None,
+    on_overflow: overflow.OverflowPolicy = "error",
+    seq_axis: int = -3,
+) -> tuple[jax.Array, jax.Array]:
+    """Rotate queries and keys at the same positions with one ``cos``/``sin`` (Hugging Face's
+    ``apply_rotary_pos_emb(q, k, cos, sin)``); ``q`` and ``k`` may differ in head count (GQA).
+
+    Arguments as :func:`apply_rope`; returns ``(q_rotated, k_rotated)``.
+
+    >>> import jax.numpy as jnp
+    >>> q, k = apply_rope_qk(jnp.ones((1, 4, 8, 16)), jnp.ones((1, 4, 2, 16)), 16)
+    >>> q.shape, k.shape
+    ((1, 4, 8, 16), (1, 4, 2, 16))
+    """
+    config = _as_config(config)
+    q, k = jnp.asarray(q), jnp.asarray(k)
+    if q.ndim >= 3 and k.ndim >= 3 and q.shape[seq_axis] != k.shape[seq_axis]:
         raise ValueError(
-            f"x: expected shape (..., seq, heads, {config.head_dim}), got {tuple(x.shape)}"
+            f"q and k: expected the same sequence length on axis {seq_axis}, got shapes {tuple(q.shape)} and {tuple(k.shape)}"
         )
+    cos, sin = _cos_sin_for(q, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis)
+    return apply_rotary(q, cos, sin, layout=config.layout), apply_rotary(k, cos, sin, layout=config.layout)
+
+
+def _cos_sin_for(x, config: RopeConfig, positions, *, start, seq_len, on_overflow, seq_axis: int):
+    """``cos``/``sin`` shaped to broadcast against ``x`` laid out with ``seq_axis``."""
+    if seq_axis not in (-3, -2):
+        raise ValueError(f"seq_axis: expected -3 ((..., seq, heads, head_dim)) or -2 ((..., heads, seq, head_dim)), got {seq_axis!r}")
+    shape = "(..., seq, heads, {0})" if seq_axis == -3 else "(..., heads, seq, {0})"
+    if x.ndim < 3 or x.shape[-1] != config.head_dim:
+        raise ValueError(f"x: expected shape {shape.format(config.head_dim)}, got {tuple(x.shape)}")
     if positions is None:
-        positions = lookup.sequential_positions(x.shape[-3], start=start)
-        if seq_len is None and not lookup.is_traced(start):
-            seq_len = int(start) + x.shape[-3]
+        positions = default_positions(x.shape[seq_axis], start)
+        if seq_len is None and not overflow.is_traced(start):
+            seq_len = int(start) + x.shape[seq_axis]
     cos, sin = rotary_cos_sin(positions, config, seq_len=seq_len, on_overflow=on_overflow)
-    return apply_rotary(x, cos[..., None, :], sin[..., None, :], layout=config.layout)
+    if seq_axis == -3:  # (..., seq, half) -> (..., seq, 1, half): broadcast over heads
+        return cos[..., None, :], sin[..., None, :]
+    if cos.ndim > 2:  # (..., seq, half) -> (..., 1, seq, half): broadcast over heads
+        return cos[..., None, :, :], sin[..., None, :, :]
+    return cos, sin

@@ -38,6 +38,8 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
+from flax_posenc import overflow
+
 Layout = Literal["interleaved", "concatenated"]
 LAYOUTS: tuple[str, ...] = ("interleaved", "concatenated")
 
@@ -221,6 +223,9 @@ def sinusoidal_encoding(
     layout: Layout = "interleaved",
     endpoint: bool = False,
     dtype=jnp.float32,
+    num_positions: int | None = None,
+    on_overflow: str = "error",
+    name: str = "sinusoidal encoding",
 ) -> jax.Array:
     """Encode integer ``positions`` of any shape; works on traced values under ``jit``.
 
@@ -229,27 +234,39 @@ def sinusoidal_encoding(
     positions are allowed (``sin`` is odd, ``cos`` even): relative offsets encode as well.
 
     Args:
-      positions: integer array, any shape (offsets while decoding, packed sequences, ...).
+      positions: integer array, any shape and integer dtype (offsets while decoding, packed
+        sequences, ...); values must lie in the int32 range (checked before any cast).
       dim: encoding width, even.
       base, layout, endpoint: the convention (see the module docstring).
       dtype: output dtype; computed in float32 and rounded once at the end.
+      num_positions: an optional limit: positions must lie in ``0 .. num_positions - 1``.
+      on_overflow: the policy for traced positions outside the limit (``"error"``, ``"clip"``,
+        ``"fill"``; see :mod:`flax_posenc.overflow`); known positions outside it always raise.
+      name: the encoding's name in error messages.
 
     Returns:
       Array of shape ``positions.shape + (dim,)``.
 
     Raises:
       TypeError: ``positions`` is not an integer array.
+      PositionLimitError: known positions outside the limit (or the int32 range).
 
     >>> import jax, jax.numpy as jnp
     >>> import flax_posenc as fp
     >>> enc = jax.jit(lambda p: fp.sinusoidal_encoding(p, 4))(jnp.array([[0, 1], [2, 3]]))
     >>> enc.shape
     (2, 2, 4)
+    >>> fp.sinusoidal_encoding(jnp.array([8]), 4, num_positions=8)
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: sinusoidal encoding holds 8 positions (0..7); asked for position 8, 1 past the end
     """
     _check_options(dim, base, layout)
-    positions = jnp.asarray(positions)
-    if not jnp.issubdtype(positions.dtype, jnp.integer):
-        raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
+    if num_positions is None:
+        limit = overflow.Limit(2**31, name=f"{name} (int32 positions)", signed=True)
+    else:
+        limit = overflow.Limit(int(num_positions), name=name)
+    positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
     w = sinusoidal_frequencies(dim, base=float(base), endpoint=bool(endpoint))
     cos, sin = _exact_cos_sin(positions, w)
-    return _arrange(sin, cos, layout, jnp).astype(dtype)
+    return overflow.fill_invalid(_arrange(sin, cos, layout, jnp).astype(dtype), invalid)

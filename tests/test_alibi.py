@@ -8,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from jax.experimental import checkify
 from transformers.models.bloom.modeling_bloom import _get_alibi_slopes, build_alibi_tensor
 from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
@@ -99,10 +98,10 @@ def test_limit_under_the_overflow_rule():
     fp.alibi_bias(cfg, 32)
     with pytest.raises(PositionLimitError, match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$"):
         fp.alibi_bias(cfg, 33)
-    f = jax.jit(checkify.checkify(lambda q, k: fp.alibi_bias_from_positions(cfg, q, k)))
-    err, _ = f(jnp.arange(4), jnp.arange(40))
-    with pytest.raises(checkify.JaxRuntimeError, match="configured limit 32"):
-        err.throw()
+    f = fp.position_errors(jax.jit(lambda q, k: fp.alibi_bias_from_positions(cfg, q, k)))
+    assert f(jnp.arange(4), jnp.arange(32)).shape == (4, 4, 32)
+    with pytest.raises(PositionLimitError, match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 39, 8 past the end$"):
+        f(jnp.arange(4), jnp.arange(40))
 
 
 @pytest.mark.parametrize(

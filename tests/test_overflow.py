@@ -65,13 +65,19 @@ class TestTraced:
         np.testing.assert_array_equal(out, TABLE[jnp.array([0, 9])])
 
     def test_checkify_reports_negative(self):
-        err, _ = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))(jnp.array([-3]))
+        f = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))
+        with fp.checkify_errors():
+            err, _ = f(jnp.array([-3]))
         with pytest.raises(checkify.JaxRuntimeError, match="from -3 to -3"):
             err.throw()
 
-    def test_without_checkify_compilation_refuses(self):
-        with pytest.raises(ValueError, match="checkify"):
-            jax.jit(lambda p: fp.lookup_positions(TABLE, p))(jnp.array([1]))
+    def test_without_checkify_the_call_fails_at_run_time(self):
+        f = jax.jit(lambda p: fp.lookup_positions(TABLE, p))
+        np.testing.assert_array_equal(f(jnp.array([1])), TABLE[1:2])  # compiles and runs
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"PositionLimitError: position table holds 10 positions \(0\.\.9\); asked for position 10, 1 past the end"):
+            jax.block_until_ready(f(jnp.array([10])))
+        with pytest.raises(PositionLimitError, match=r"^position table holds 10 positions \(0\.\.9\); asked for position -3, below the first row$"):
+            fp.position_errors(f)(jnp.array([-3]))
 
     def test_clip_and_fill_only_when_asked(self):
         clip = jax.jit(lambda p: fp.lookup_positions(TABLE, p, on_overflow="clip"))(jnp.array([12]))
@@ -80,17 +86,14 @@ class TestTraced:
         assert np.isnan(np.asarray(fill)).all()
 
     def test_traced_start_of_a_decoding_loop(self):
-        f = jax.jit(checkify.checkify(lambda s: fp.lookup.slice_positions(TABLE, 3, start=s)))
-        err, out = f(7)
-        err.throw()
-        np.testing.assert_array_equal(out, TABLE[7:10])
-        err, _ = f(8)
-        with pytest.raises(checkify.JaxRuntimeError, match="from 8 to 10"):
-            err.throw()
+        f = fp.position_errors(jax.jit(lambda s: fp.lookup.slice_positions(TABLE, 3, start=s)))
+        np.testing.assert_array_equal(f(7), TABLE[7:10])
+        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
+            f(8)
 
     def test_eager_vmap_still_checks(self):
-        with pytest.raises(Exception, match="asked for positions from"):
-            jax.vmap(lambda p: fp.lookup_positions(TABLE, p))(jnp.array([[1], [10]]))
+        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
+            fp.position_errors(jax.vmap(lambda p: fp.lookup_positions(TABLE, p)))(jnp.array([[1], [10]]))
 
 
 class TestModules:
@@ -115,9 +118,8 @@ class TestModules:
         bounded = fp.nnx.SinusoidalPositionalEncoding(8, num_positions=512)
         with pytest.raises(PositionLimitError, match="asked for position 512"):
             bounded(length=513)
-        err, _ = jax.jit(checkify.checkify(lambda p: bounded(p)))(jnp.array([600]))
-        with pytest.raises(checkify.JaxRuntimeError, match="from 600 to 600"):
-            err.throw()
+        with pytest.raises(PositionLimitError, match="asked for position 600, 89 past the end"):
+            fp.position_errors(jax.jit(lambda p: bounded(p)))(jnp.array([600]))
 
     def test_input_block_too_long(self):
         block = fp.nnx.TransformerInput(50, 8, num_positions=16, rngs=nnx.Rngs(0))

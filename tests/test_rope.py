@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import torch
 from flax import nnx
-from jax.experimental import checkify
 from transformers import GPTNeoXConfig, LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
@@ -183,12 +182,10 @@ def test_scores_depend_only_on_offset():
 
 def test_jit_traced_positions_follow_overflow_rule():
     cfg = RopeConfig(head_dim=8, max_position_embeddings=32)
-    f = jax.jit(checkify.checkify(lambda p: fp.rotary_cos_sin(p, cfg)))
-    err, _ = f(jnp.arange(32))
-    err.throw()
-    err, _ = f(jnp.arange(33))
-    with pytest.raises(checkify.JaxRuntimeError, match="default RoPE .* holds 32 positions"):
-        err.throw()
+    f = fp.position_errors(jax.jit(lambda p: fp.rotary_cos_sin(p, cfg)))
+    f(jnp.arange(32))
+    with pytest.raises(PositionLimitError, match=r"default RoPE .* holds 32 positions \(0..31\); asked for position 32, 1 past the end"):
+        f(jnp.arange(33))
     clipped = jax.jit(lambda p: fp.rotary_cos_sin(p, cfg, on_overflow="clip"))(jnp.array([31, 40]))
     np.testing.assert_array_equal(np.asarray(clipped[0][0]), np.asarray(clipped[0][1]))
     filled = jax.jit(lambda p: fp.rotary_cos_sin(p, cfg, on_overflow="fill"))(jnp.array([31, 40]))

@@ -5,6 +5,7 @@ import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 
 import json  # noqa: E402
+import re  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -44,6 +45,9 @@ for layer_norm in (False, True):
             "word_table_shard_shape": list(sharded_state["word_embeddings"][...].addressable_shards[0].data.shape),
             "all_gather": "all-gather" in hlo,
             "all_reduce": "all-reduce" in hlo,
+            # result shapes of the all-reduces: the overflow guard's run-time check on traced
+            # token_type_ids reduces one scalar predicate and the ids' min/max (scalars)
+            "all_reduce_shapes": re.findall(r"= (\S+) all-reduce(?:-start)?\(", hlo),
             "all_to_all": "all-to-all" in hlo,
         }
 print(json.dumps(results))

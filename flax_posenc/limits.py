@@ -1,0 +1,75 @@
+"""The one sentence that names a position limit, and the host-side check that raises it.
+
+No jax import: the conversion layer and the command line describe limits with the same words
+as the on-device guard (:mod:`flax_posenc.overflow`), whose run-time errors call
+:func:`check_positions` on the host too, so a static error, a run-time error and the CLI's
+verdict all read alike::
+
+    gpt2 position table (wpe.weight) holds 1024 positions (0..1023); asked for position 1024, 1 past the end
+"""
+
+from __future__ import annotations
+
+from flax_posenc.errors import PositionLimitError
+
+__all__ = ["check_positions", "describe_limit", "length_verdict", "lowest_position"]
+
+
+def describe_limit(name: str, rows: int, offset: int = 0) -> str:
+    """``"<name> holds 1024 positions (0..1023)"``, with reserved rows mentioned.
+
+    Args:
+      name: the table's name (family, key), as it should appear to a user.
+      rows: stored rows, reserved rows included.
+      offset: reserved leading rows (RoBERTa/OPT's 2), reached only by negative positions.
+
+    >>> describe_limit("roberta position table", 514, 2)
+    'roberta position table holds 512 positions (0..511) after 2 reserved rows'
+    """
+    usable = rows - offset
+    reserved = f" after {offset} reserved rows" if offset else ""
+    return f"{name} holds {usable} positions (0..{usable - 1}){reserved}"
+
+
+def check_positions(lowest: int, highest: int, *, rows: int, offset: int = 0, name: str = "position table") -> None:
+    """Raise :class:`PositionLimitError` unless rows ``offset + lowest .. offset + highest`` exist.
+
+    Position ``-1`` reaches the padding row ``offset - 1`` of a table with reserved rows (the
+    convention of RoBERTa/MPNet/OPT); anything below it, or past the table, raises, naming the
+    table, its limit and the worst position asked for. Python integers of any size are compared
+    exactly (no cast).
+
+    >>> check_positions(0, 1023, rows=1024)          # fits: returns None
+    >>> check_positions(0, 1024, rows=1024, name="gpt2 position table (wpe.weight)")
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: gpt2 position table (wpe.weight) holds 1024 positions (0..1023); asked for position 1024, 1 past the end
+    """
+    if lowest < lowest_position(offset):
+        where = "below the padding row (position -1)" if offset else "below the first row"
+        raise PositionLimitError(f"{describe_limit(name, rows, offset)}; asked for position {lowest}, {where}")
+    if offset + highest >= rows:
+        excess = offset + highest - rows + 1
+        raise PositionLimitError(
+            f"{describe_limit(name, rows, offset)}; asked for position {highest}, {excess} past the end"
+        )
+
+
+def lowest_position(offset: int) -> int:
+    """The lowest valid position: ``-1`` (the padding row) with reserved rows, else ``0``."""
+    return -1 if offset else 0
+
+
+def length_verdict(length: int, *, rows: int, offset: int = 0, name: str = "position table") -> tuple[bool, str]:
+    """Whether ``length`` positions (``0 .. length - 1``) fit, and one line saying so.
+
+    The command line's ``check`` prints this line.
+
+    >>> length_verdict(513, rows=512, name="bert position table")
+    (False, 'bert position table holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit')
+    """
+    limit = rows - offset
+    holds = describe_limit(name, rows, offset)
+    if length <= limit:
+        return True, f"ok: {length} positions fit; {holds} ({limit - length} to spare)"
+    return False, f"{holds}; asked for {length} positions (0..{length - 1}): {length - limit} past the limit"

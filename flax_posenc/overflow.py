@@ -1,0 +1,315 @@
+"""The one overflow guard: no position past a limit is ever silent, under ``jit`` or not.
+
+Every encoding (learned tables, sinusoids with a limit, the input block, RoPE, ALiBi, token
+types) sends its positions through :func:`guard_positions` with a :class:`Limit` and an
+``on_overflow`` policy. JAX itself hides out-of-range indices (``x[i]`` clamps, ``jnp.take``
+fills with NaN); the guard makes them an error:
+
+- **Known positions** (a static length or ``start``, default positions, a concrete array) are
+  checked on the host while tracing: :class:`~flax_posenc.PositionLimitError` is raised before
+  anything is compiled, and the compiled code carries no check at all (zero run-time cost).
+- **Traced positions** (``position_ids`` or a decoding ``start`` known only at run time) follow
+  ``on_overflow``:
+
+  ``"error"`` (default)
+      the call fails *at run time*, under plain ``jax.jit``, ``nnx.jit``, ``lax.scan``, ``vmap``
+      and ``checkify`` alike, with the same one-line message (table, limit, position). A host
+      callback runs only when a position is out of range (``lax.cond`` on the predicate; under
+      ``vmap`` the callback re-checks its batch, so there is no false alarm). JAX re-raises a
+      callback's exception as its own ``JaxRuntimeError`` whose text ends with our message;
+      wrap the call in :func:`position_errors` to get a :class:`PositionLimitError` back.
+      Inside :func:`checkify_errors`, the check is a ``checkify.check`` instead, carrying the
+      same message in checkify's ``Error``. On a backend without host callbacks the out-of-range
+      outputs are NaN (poison) and a warning is issued once.
+  ``"clip"``
+      positions are clamped into the limit (JAX's indexing behaviour, asked for explicitly).
+  ``"fill"``
+      outputs for out-of-range positions are NaN (``nnx.Embed``'s behaviour, asked for).
+
+Positions of any integer dtype are compared with the limit *before* any cast to int32, so
+``2**32 + 5`` is an error, never row 5.
+
+>>> import jax, jax.numpy as jnp
+>>> import flax_posenc as fp
+>>> table = jnp.zeros((4, 2))
+>>> lookup = jax.jit(lambda p: fp.lookup_positions(table, p))
+>>> fp.position_errors(lookup)(jnp.array([1, 4]))
+Traceback (most recent call last):
+...
+flax_posenc.errors.PositionLimitError: position table holds 4 positions (0..3); asked for position 4, 1 past the end
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import functools
+import logging
+import re
+import warnings
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+from flax_posenc.errors import PositionLimitError
+from flax_posenc.limits import check_positions, describe_limit, lowest_position
+
+__all__ = [
+    "OVERFLOW_POLICIES",
+    "Limit",
+    "OverflowPolicy",
+    "checkify_errors",
+    "check_policy",
+    "fill_invalid",
+    "guard_positions",
+    "is_traced",
+    "position_errors",
+]
+
+OverflowPolicy = Literal["error", "clip", "fill"]
+OVERFLOW_POLICIES: tuple[str, ...] = ("error", "clip", "fill")
+
+# Backends whose compiled code can call back into Python (jax.debug.callback).
+_CALLBACK_PLATFORMS = frozenset({"cpu", "gpu", "cuda", "rocm", "tpu"})
+_use_checkify = contextvars.ContextVar("flax_posenc_use_checkify", default=False)
+_warned_poison = False
+
+
+def is_traced(x) -> bool:
+    """True for a value known only at run time (a tracer under ``jit``/``vmap``/``scan``)."""
+    return isinstance(x, jax.core.Tracer)
+
+
+def check_policy(on_overflow: str) -> None:
+    """``ValueError`` unless ``on_overflow`` is one of :data:`OVERFLOW_POLICIES`."""
+    if on_overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"on_overflow: expected one of {OVERFLOW_POLICIES}, got {on_overflow!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """Positions ``0 .. rows - offset - 1`` are valid, and ``-1`` with reserved rows (static, hashable).
+
+    Attributes:
+      rows: stored rows (or positions), reserved rows included.
+      offset: reserved leading rows; position ``-1`` reaches the padding row ``offset - 1``.
+      name: how the table is named in messages (``"gpt2 position table (wpe.weight)"``).
+      signed: positions ``-rows .. rows - 1`` are valid (relative offsets; no table, no offset).
+    """
+
+    rows: int
+    offset: int = 0
+    name: str = "position table"
+    signed: bool = False
+
+    def __post_init__(self):
+        if self.rows - self.offset < 1 or self.offset < 0:
+            raise ValueError(
+                f"{self.name}: expected at least one usable position after {self.offset} reserved rows, "
+                f"found {self.rows} rows"
+            )
+
+    @property
+    def lowest(self) -> int:
+        return -self.rows if self.signed else lowest_position(self.offset)
+
+    @property
+    def highest(self) -> int:
+        return self.rows - self.offset - 1
+
+    def describe(self) -> str:
+        """``"<name> holds N positions (0..N-1)"`` (see :func:`flax_posenc.limits.describe_limit`)."""
+        if self.signed:
+            return f"{self.name} accepts positions {self.lowest}..{self.highest}"
+        return describe_limit(self.name, self.rows, self.offset)
+
+    def check(self, lowest: int, highest: int) -> None:
+        """Host check of known bounds; raises :class:`PositionLimitError`."""
+        if not self.signed:
+            check_positions(lowest, highest, rows=self.rows, offset=self.offset, name=self.name)
+        elif lowest < self.lowest or highest > self.highest:
+            worst = lowest if lowest < self.lowest else highest
+            raise PositionLimitError(f"{self.describe()}; asked for position {worst}")
+
+
+def _bounds_in(dtype, limit: Limit) -> tuple[int, int]:
+    """The limit's bounds clipped to what ``dtype`` can hold (so comparisons never wrap)."""
+    info = jnp.iinfo(dtype)
+    return max(limit.lowest, int(info.min)), min(limit.highest, int(info.max))
+
+
+def _host_bounds(positions) -> tuple[int, int]:
+    host = np.asarray(positions)
+    return int(host.min()), int(host.max())
+
+
+def _raise_on_host(bad, lowest, highest, *, limit: Limit) -> None:
+    # Called with the batch under vmap (where lax.cond became select): re-check the predicate.
+    if np.any(bad):
+        limit.check(int(np.min(lowest)), int(np.max(highest)))
+
+
+def _runtime_error(bad: jax.Array, positions: jax.Array, limit: Limit):
+    """Fail the running computation with the limit's message when ``bad`` (a scalar) is true.
+
+    Returns a NaN-poison mask instead when this backend cannot call back to the host.
+    """
+    if _use_checkify.get():
+        lowest, highest = jnp.min(positions), jnp.max(positions)
+        message = f"{limit.describe()}; asked for positions from {{lo}} to {{hi}}"
+        checkify.check(~bad, message, lo=lowest, hi=highest)
+        return None
+    if jax.default_backend() not in _CALLBACK_PLATFORMS:
+        global _warned_poison
+        if not _warned_poison:
+            warnings.warn(
+                f"flax-posenc: backend {jax.default_backend()!r} has no host callbacks; traced positions "
+                "past a limit give NaN outputs instead of an error (on_overflow='error')",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            _warned_poison = True
+        return True
+    callback = functools.partial(_raise_on_host, limit=limit)
+    # min/max are computed only on the failing branch: the passing path costs one reduction.
+    jax.lax.cond(
+        bad, lambda: jax.debug.callback(callback, bad, jnp.min(positions), jnp.max(positions)), lambda: None
+    )
+    return None
+
+
+def guard_positions(
+    positions: jax.typing.ArrayLike,
+    limit: Limit,
+    on_overflow: OverflowPolicy = "error",
+) -> tuple[jax.Array, jax.Array | None]:
+    """Check ``positions`` against ``limit``; return them as int32 and a NaN mask (or ``None``).
+
+    Args:
+      positions: integer array of any shape and integer dtype, traced or not.
+      limit: the valid range (:class:`Limit`).
+      on_overflow: the policy for traced positions (see the module docstring).
+
+    Returns:
+      ``(positions, invalid)``: int32 positions inside ``limit.lowest .. limit.highest`` (clamped
+      when traced, so any gather is in bounds), and for ``"fill"`` (or the NaN poison of a
+      backend without callbacks) a boolean mask of the out-of-range entries whose outputs the
+      caller sets to NaN with :func:`fill_invalid`; ``None`` otherwise.
+
+    Raises:
+      PositionLimitError: known positions outside the limit (at trace time, any policy).
+      TypeError: ``positions`` is not an integer array.
+
+    >>> import jax.numpy as jnp
+    >>> guard_positions(jnp.array([0, 3]), Limit(4))
+    (Array([0, 3], dtype=int32), None)
+    >>> guard_positions(jnp.array([-1]), Limit(4))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: position table holds 4 positions (0..3); asked for position -1, below the first row
+    """
+    check_policy(on_overflow)
+    traced = is_traced(positions)
+    if not traced:
+        positions = np.asarray(positions) if not isinstance(positions, jax.Array) else positions
+    if not jnp.issubdtype(positions.dtype, jnp.integer):
+        raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
+    if not traced:
+        if positions.size:
+            limit.check(*_host_bounds(positions))
+        return jnp.asarray(positions).astype(jnp.int32), None
+    if positions.size == 0:
+        return positions.astype(jnp.int32), None
+    lo, hi = _bounds_in(positions.dtype, limit)
+    info = jnp.iinfo(positions.dtype)
+    if lo == info.min and hi == info.max:  # the dtype cannot hold an out-of-range value
+        return positions.astype(jnp.int32), None
+    inside = (positions >= lo) & (positions <= hi)
+    clipped = jnp.clip(positions, lo, hi).astype(jnp.int32)
+    if on_overflow == "clip":
+        return clipped, None
+    if on_overflow == "fill":
+        return clipped, ~inside
+    poison = _runtime_error(~jnp.all(inside), positions, limit)
+    return clipped, (~inside if poison is not None else None)
+
+
+def fill_invalid(values: jax.Array, invalid: jax.Array | None) -> jax.Array:
+    """NaN where ``invalid`` (shape ``values.shape[:invalid.ndim]``); ``values`` when ``None``."""
+    if invalid is None:
+        return values
+    mask = invalid.reshape(invalid.shape + (1,) * (values.ndim - invalid.ndim))
+    return jnp.where(mask, jnp.asarray(jnp.nan, values.dtype), values)
+
+
+@contextlib.contextmanager
+def checkify_errors():
+    """Trace with ``checkify.check`` instead of host callbacks (for ``checkify.checkify`` users).
+
+    Inside this context (it must enclose the *tracing*, i.e. the first call of a jitted
+    function), traced overflow under ``on_overflow="error"`` becomes a ``checkify.check`` with
+    the limit's message; functionalize it with ``checkify.checkify``, as checkify requires.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from jax.experimental import checkify
+    >>> import flax_posenc as fp
+    >>> f = checkify.checkify(lambda p: fp.lookup_positions(jnp.zeros((4, 2)), p))
+    >>> with fp.checkify_errors():
+    ...     err, _ = jax.jit(f)(jnp.array([5]))
+    >>> print(err.get().splitlines()[0])
+    position table holds 4 positions (0..3); asked for positions from 5 to 5 (check failed at ...)
+    """
+    token = _use_checkify.set(True)
+    try:
+        yield
+    finally:
+        _use_checkify.reset(token)
+
+
+_MESSAGE = re.compile(r"PositionLimitError: (.*)")
+
+
+def position_errors(fn):
+    """Wrap ``fn`` so a run-time overflow raises :class:`PositionLimitError` with our message.
+
+    JAX reports an exception raised in a host callback as its own ``JaxRuntimeError`` (the
+    text ends with our one-line message). The wrapper waits for ``fn``'s outputs
+    (``jax.block_until_ready``), so an error of asynchronous dispatch surfaces inside it, and
+    re-raises that error as a :class:`PositionLimitError`; any other error passes unchanged.
+
+    >>> import jax, jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> step = fp.position_errors(jax.jit(lambda t: fp.sinusoidal_encoding(t, 4, num_positions=8)))
+    >>> step(jnp.array(8))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: sinusoidal encoding holds 8 positions (0..7); asked for position 8, 1 past the end
+    """
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        try:
+            return jax.block_until_ready(fn(*args, **kwargs))
+        except jax.errors.JaxRuntimeError as error:
+            found = _MESSAGE.findall(str(error))
+            if not found:
+                raise
+            raise PositionLimitError(found[-1].strip()) from None
+
+    return wrapped
+
+
+class _QuietPositionErrors(logging.Filter):
+    """jax logs every failing callback with its traceback; ours is reported by the caller."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, PositionLimitError)
+
+
+for _logger in ("jax._src.debugging", "jax._src.callback"):
+    logging.getLogger(_logger).addFilter(_QuietPositionErrors())
