@@ -260,8 +260,8 @@ def checkify_errors():
     >>> f = checkify.checkify(lambda p: fp.lookup_positions(jnp.zeros((4, 2)), p))
     >>> with fp.checkify_errors():
     ...     err, _ = jax.jit(f)(jnp.array([5]))
-    >>> print(err.get().splitlines()[0])
-    position table holds 4 positions (0..3); asked for positions from 5 to 5 (check failed at ...)
+    >>> err.get().startswith("position table holds 4 positions (0..3); asked for positions from 5 to 5")
+    True
     """
     token = _use_checkify.set(True)
     try:

@@ -57,12 +57,18 @@ class TestStatic:
 class TestTraced:
     def test_checkify_reports_overflow(self):
         f = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))
-        err, _ = f(jnp.array([0, 10]))
+        with fp.checkify_errors():  # traced here: the check becomes a checkify.check
+            err, _ = f(jnp.array([0, 10]))
         with pytest.raises(checkify.JaxRuntimeError, match=r"holds 10 positions \(0\.\.9\); asked for positions from 0 to 10"):
             err.throw()
         err, out = f(jnp.array([0, 9]))
         err.throw()  # in range: no error
         np.testing.assert_array_equal(out, TABLE[jnp.array([0, 9])])
+
+    def test_plain_checkify_still_fails_loudly(self):
+        f = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))
+        with pytest.raises(PositionLimitError, match=r"asked for position 10, 1 past the end"):
+            fp.position_errors(f)(jnp.array([0, 10]))
 
     def test_checkify_reports_negative(self):
         f = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))
