@@ -16,8 +16,9 @@ fills with NaN); the guard makes them an error:
       and ``checkify`` alike, with the same one-line message (table, limit, position). A host
       callback runs only when a position is out of range (``lax.cond`` on the predicate; under
       ``vmap`` the callback re-checks its batch, so there is no false alarm). JAX re-raises a
-      callback's exception as its own ``JaxRuntimeError`` whose text ends with our message;
-      wrap the call in :func:`position_errors` to get a :class:`PositionLimitError` back.
+      callback's exception as its own ``JaxRuntimeError`` (a ``ValueError`` from its fast
+      dispatch path) whose text ends with our message; wrap the call in
+      :func:`position_errors` to get a :class:`PositionLimitError` back.
       Inside :func:`checkify_errors`, the check is a ``checkify.check`` instead, carrying the
       same message in checkify's ``Error``. On a backend without host callbacks the out-of-range
       outputs are NaN (poison) and a warning is issued once.
@@ -31,7 +32,7 @@ Positions of any integer dtype are compared with the limit *before* any cast to 
 
 >>> import jax, jax.numpy as jnp
 >>> import flax_posenc as fp
->>> table = jnp.zeros((4, 2))
+>>> table = jnp.arange(8.0).reshape(4, 2)
 >>> lookup = jax.jit(lambda p: fp.lookup_positions(table, p))
 >>> fp.position_errors(lookup)(jnp.array([1, 4]))
 Traceback (most recent call last):
@@ -147,22 +148,25 @@ def _host_bounds(positions) -> tuple[int, int]:
     return int(host.min()), int(host.max())
 
 
-def _raise_on_host(bad, lowest, highest, *, limit: Limit) -> None:
+def _raise_on_host(bad, lowest, highest, *, limit: Limit) -> np.ndarray:
     # Called with the batch under vmap (where lax.cond became select): re-check the predicate.
     if np.any(bad):
         limit.check(int(np.min(lowest)), int(np.max(highest)))
+    return np.zeros(np.shape(bad), np.int32)
 
 
 def _runtime_error(bad: jax.Array, positions: jax.Array, limit: Limit):
     """Fail the running computation with the limit's message when ``bad`` (a scalar) is true.
 
-    Returns a NaN-poison mask instead when this backend cannot call back to the host.
+    Returns an int32 zero to add to the positions (the dependency that keeps the check alive),
+    ``None`` under :func:`checkify_errors`, or ``True`` (poison with NaN) on a backend that
+    cannot call back to the host.
     """
     if _use_checkify.get():
         lowest, highest = jnp.min(positions), jnp.max(positions)
         message = f"{limit.describe()}; asked for positions from {{lo}} to {{hi}}"
         checkify.check(~bad, message, lo=lowest, hi=highest)
-        return None
+        return jnp.zeros((), jnp.int32)
     if jax.default_backend() not in _CALLBACK_PLATFORMS:
         global _warned_poison
         if not _warned_poison:
@@ -174,12 +178,18 @@ def _runtime_error(bad: jax.Array, positions: jax.Array, limit: Limit):
             )
             _warned_poison = True
         return True
+    # A pure callback (no effect: jit keeps its fast C++ dispatch path) whose int32 zero result
+    # is added to the positions, so it is never dead code. lax.cond runs it only on overflow; the
+    # min/max it reports are computed on that branch alone.
     callback = functools.partial(_raise_on_host, limit=limit)
-    # min/max are computed only on the failing branch: the passing path costs one reduction.
-    jax.lax.cond(
-        bad, lambda: jax.debug.callback(callback, bad, jnp.min(positions), jnp.max(positions)), lambda: None
-    )
-    return None
+
+    def report():
+        shape = jax.ShapeDtypeStruct(bad.shape, jnp.int32)
+        return jax.pure_callback(
+            callback, shape, bad, jnp.min(positions), jnp.max(positions), vmap_method="expand_dims"
+        )
+
+    return jax.lax.cond(bad, report, lambda: jnp.zeros(bad.shape, jnp.int32))
 
 
 def guard_positions(
@@ -234,8 +244,10 @@ def guard_positions(
         return clipped, None
     if on_overflow == "fill":
         return clipped, ~inside
-    poison = _runtime_error(~jnp.all(inside), positions, limit)
-    return clipped, (~inside if poison is not None else None)
+    zero = _runtime_error(~jnp.all(inside), positions, limit)
+    if zero is True:
+        return clipped, ~inside
+    return clipped + zero, None
 
 
 def fill_invalid(values: jax.Array, invalid: jax.Array | None) -> jax.Array:
@@ -276,8 +288,8 @@ _MESSAGE = re.compile(r"PositionLimitError: (.*)")
 def position_errors(fn):
     """Wrap ``fn`` so a run-time overflow raises :class:`PositionLimitError` with our message.
 
-    JAX reports an exception raised in a host callback as its own ``JaxRuntimeError`` (the
-    text ends with our one-line message). The wrapper waits for ``fn``'s outputs
+    JAX reports an exception raised in a host callback as its own ``JaxRuntimeError`` (or, from
+    its fast dispatch path, a ``ValueError``) whose text ends with our one-line message. The wrapper waits for ``fn``'s outputs
     (``jax.block_until_ready``), so an error of asynchronous dispatch surfaces inside it, and
     re-raises that error as a :class:`PositionLimitError`; any other error passes unchanged.
 
@@ -294,8 +306,11 @@ def position_errors(fn):
     def wrapped(*args, **kwargs):
         try:
             return jax.block_until_ready(fn(*args, **kwargs))
-        except jax.errors.JaxRuntimeError as error:
-            found = _MESSAGE.findall(str(error))
+        except PositionLimitError:
+            raise
+        except (jax.errors.JaxRuntimeError, ValueError) as error:  # the fast path raises ValueError
+            text = str(error)
+            found = _MESSAGE.findall(text) if "callback" in text.lower() else []
             if not found:
                 raise
             raise PositionLimitError(found[-1].strip()) from None
