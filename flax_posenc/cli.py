@@ -185,12 +185,9 @@ def check_length(table, length: int) -> tuple[bool, str]:
     >>> check_length(t, 513)[1]
     'bert position table (pos) of demo holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit'
     """
-    limit = table.max_length
-    reserved = f" after {table.offset} reserved rows" if table.offset else ""
-    holds = f"{table_name(table)} holds {limit} positions (0..{limit - 1}){reserved}"
-    if length <= limit:
-        return True, f"ok: {length} positions fit; {holds} ({limit - length} to spare)"
-    return False, f"{holds}; asked for {length} positions (0..{length - 1}): {length - limit} past the limit"
+    from flax_posenc.limits import length_verdict
+
+    return length_verdict(length, rows=table.rows, offset=table.offset, name=table_name(table))
 
 
 def _print_notes(caught: list[warnings.WarningMessage]) -> None:

