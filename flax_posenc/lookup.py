@@ -104,13 +104,14 @@ def slice_positions(
     """
     check_policy(on_overflow)
     length = _static_length(length)
+    if length == 0:  # nothing asked for, whatever the start
+        return table[:0]
     if is_traced(start):
         return lookup_positions(
             table, start + jnp.arange(length), offset=offset, on_overflow=on_overflow, name=name
         )
     start = int(start)
-    if length:
-        check_positions(start, start + length - 1, rows=table.shape[0], offset=offset, name=name)
+    check_positions(start, start + length - 1, rows=table.shape[0], offset=offset, name=name)
     return jax.lax.slice_in_dim(table, offset + start, offset + start + length, axis=0)
 
 def _static_length(length) -> int:

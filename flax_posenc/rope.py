@@ -105,10 +105,12 @@ def rotary_cos_sin(
 ) -> tuple[jax.Array, jax.Array]:
     """``cos`` and ``sin`` of the rotation angles ``p * w_i``, times the attention factor.
 
-    Exact-angle arithmetic (see the module docstring): within 2e-6 of float64 for every
-    position below ``2**24``, then rounded once to ``dtype``. Like Hugging Face's rotary
-    embedding classes, ``cos`` and ``sin`` are multiplied by the scheme's attention factor
-    (YaRN, LongRoPE; 1 otherwise).
+    Known positions (default positions, a static ``start``, a concrete array: a prefill) are
+    computed in float64 on the host and rounded once to ``dtype``: a compile-time constant under
+    ``jit``. Traced positions (decoding) use the exact-angle arithmetic of the module docstring:
+    within 2e-6 of float64 for every position below ``2**24``, then rounded once to ``dtype``.
+    Like Hugging Face's rotary embedding classes, ``cos`` and ``sin`` are multiplied by the
+    scheme's attention factor (YaRN, LongRoPE; 1 otherwise).
 
     Args:
       positions: integer array, any shape (``(seq,)``, ``(batch, seq)``, ...); traced or not.
@@ -156,8 +158,13 @@ def rotary_cos_sin(
     limit = position_limit(config)
     if limit is None:
         limit = overflow.Limit(2**31, name=f"{limit_name(config)} (int32 positions)", signed=True)
+    host = None if traced else np.asarray(positions)
     positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
     inv_freq, attention = rope_inverse_frequencies(config, seq_len=seq_len)
+    if host is not None:  # known positions (prefill): float64 on the host, rounded once, a constant
+        angle = host.astype(np.float64)[..., None] * inv_freq
+        scale = np.float64(attention)
+        return jnp.asarray((np.cos(angle) * scale).astype(dtype)), jnp.asarray((np.sin(angle) * scale).astype(dtype))
     cos, sin = _exact_cos_sin(positions, inv_freq)
     if attention != 1.0:
         cos, sin = cos * np.float32(attention), sin * np.float32(attention)

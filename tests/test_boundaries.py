@@ -96,3 +96,11 @@ def test_learned_limit_at_before_and_past(rows, offset):
     with pytest.raises(PositionLimitError, match=f"asked for position {usable}, 1 past the end"):
         fp.lookup.slice_positions(table, usable + 1, offset=offset)
     assert fp.lookup.slice_positions(table, usable, offset=offset).shape == (usable, 2)
+
+
+def test_zero_length_asks_for_nothing_whatever_the_start():
+    table = jnp.arange(16.0).reshape(8, 2)
+    assert fp.lookup.slice_positions(table, 0, start=100).shape == (0, 2)
+    assert jax.jit(lambda s: fp.lookup.slice_positions(table, 0, start=s))(100).shape == (0, 2)
+    block = fp.nnx.TransformerInput(20, 2, num_positions=8, rngs=nnx.Rngs(0))
+    assert block(jnp.zeros((1, 0), jnp.int32), start=100).shape == (1, 0, 2)

@@ -81,6 +81,7 @@ def test_not_a_table():
 
 
 def test_module_extend_positions_nnx_and_linen():
+    import jax
     import jax.numpy as jnp
     from flax import nnx
 
@@ -101,7 +102,11 @@ def test_module_extend_positions_nnx_and_linen():
     module = fp.linen.TransformerInput(50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True)
     variables = {"params": block.params()}
     module2, variables2 = module.extend_positions(variables, 40, method="linear")
-    np.testing.assert_array_equal(variables2["params"]["position_embeddings"], extend_table(old_table, 40, method="linear", offset=2))
+    from flax import linen as nn
+
+    grown = nn.unbox(variables2)["params"]["position_embeddings"]  # boxed with logical axes, as init
+    np.testing.assert_array_equal(grown, extend_table(old_table, 40, method="linear", offset=2))
+    assert nn.get_partition_spec(variables2)["params"]["position_embeddings"] == jax.sharding.PartitionSpec(None, "embed")
     assert module2.apply(variables2, jnp.zeros((1, 40), jnp.int32)).shape == (1, 40, 8)
     np.testing.assert_array_equal(variables["params"]["position_embeddings"], old_table)  # input untouched
     with pytest.raises(ValueError, match="only a learned table can be extended"):
