@@ -213,7 +213,7 @@ def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -
         raise fail("weights", f"a 2-D float array (rows, {old.dim})", f"{arr.dtype} array of shape {arr.shape}")
     if arr.shape[1] != old.dim:
         raise fail("weights", f"width {old.dim} (the table of {ckpt.source})", f"shape {arr.shape}")
-    offset = table_offset(fam, ckpt.config)
+    offset = table_offset(fam, ckpt.config, ckpt.config_path)
     if arr.shape[0] <= offset:
         raise fail("weights", f"more than {offset} rows ({offset} reserved for {fam.name})", f"{arr.shape[0]} rows")
     if not np.isfinite(arr).all():
