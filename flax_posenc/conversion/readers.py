@@ -247,12 +247,19 @@ _TORCH_TO_ST = {
 
 
 def _weights_only_reason(message: str) -> str:
-    """The informative line of torch's weights-only refusal (not its advice to disable it)."""
+    """What torch's weights-only unpickler blocked (the global's name), never its advice to
+    turn ``weights_only`` off or to allowlist the global."""
+    import re
+
+    hit = re.search(r"GLOBAL\s+([A-Za-z_][\w.]*)", message)
+    if hit:
+        return f"it needs the global {hit.group(1).rstrip('.')}, which is blocked"
     for line in message.splitlines():
         line = line.strip()
-        if line and not line.startswith(("Weights only load failed", "Check the documentation", "Please file")):
+        if line and not line.startswith(("Weights only load failed", "Check the documentation", "Please file")) \
+                and "weights_only" not in line and "safe_globals" not in line:
             return one_line(line)[:200]
-    return "torch refused it"
+    return "torch's weights-only unpickler refused it"
 
 
 class TorchBinReader:
