@@ -107,7 +107,12 @@ def publish_dir(tmp: Path, out: Path, *, overwrite: bool) -> Path:
     os.rename(out, aside / "old")
     try:
         _claim(out)
-        _rename_onto_claim(tmp, out)
+        try:
+            _rename_onto_claim(tmp, out)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(out)  # our claim, if still empty (never anything someone put there)
+            raise
     except BaseException:
         if not os.path.lexists(out):
             os.rename(aside / "old", out)
