@@ -666,3 +666,32 @@ def test_hub_cache_entry_pointing_out_of_the_repo_is_refused(empty_hub, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(CheckpointError, match="outside"):
         load_position_table("evil/m")
+
+
+# --------------------------------------------------------------------------- 10. API: documented types only
+
+CONFIG_FIELDS = ["model_type", "n_positions", "max_position_embeddings", "pad_token_id", "layer_norm_eps",
+                 "layer_norm_epsilon", "scale_embedding", "d_model", "hidden_size", "word_embed_proj_dim",
+                 "type_vocab_size", "num_attention_heads", "rope_scaling", "rope_theta", "n_head", "n_embd"]
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.sampled_from(["gpt2", "roberta", "bart", "llama", "mpt"]),
+       fields=st.dictionaries(st.sampled_from(CONFIG_FIELDS), json_values, min_size=1, max_size=3))
+def test_fuzzed_configs_raise_only_documented_types(tmp_path_factory, base, fields):
+    """Any field of any type in config.json: the API raises only the documented types, and
+    the CLI never reaches exit 3 (an internal error) or prints a traceback."""
+    folder = tmp_path_factory.mktemp("cfg")
+    src = _roberta(folder) if base == "roberta" else write_ckpt(folder / "g")
+    config = json.loads((src / "config.json").read_text())
+    if base in ("bart", "llama", "mpt"):
+        config = {**SMALL_LLAMA, "model_type": base} if base != "bart" else {**config, "model_type": "bart"}
+    config.update(fields)
+    (src / "config.json").write_text(json.dumps(config))
+    for call in (load_position_table, load_input_block):
+        try:
+            call(src)
+        except DOCUMENTED as e:
+            one_line_error(e)
+    code = cli.main(["check", str(src), "--length", "4"])
+    assert code in (0, 1, 2)
