@@ -609,9 +609,10 @@ def test_json_errors_are_json_on_stdout(capsys, argv, code):
 
 def test_json_output_is_strict(capsys):
     assert cli.dumps_json({"a": float("inf"), "b": [float("nan"), 1.0]}) == '{"a": null, "b": [null, 1.0]}'
-    code, out, _ = run_cli(capsys, "inspect", "sinusoidal:64:16", "--json")
-    assert code == 0
-    json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    for source in ("sinusoidal:64:16", "sinusoidal:1:4"):  # one row: no pair, distances were Infinity
+        code, out, _ = run_cli(capsys, "inspect", source, "--json")
+        assert code == 0
+        json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
 
 
 # --------------------------------------------------------------------------- 9. the Hub
