@@ -696,3 +696,69 @@ def test_fuzzed_configs_raise_only_documented_types(tmp_path_factory, base, fiel
             one_line_error(e)
     code = cli.main(["check", str(src), "--length", "4"])
     assert code in (0, 1, 2)
+
+
+# --------------------------------------------------------------------------- 11. the checkpoint's own files
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_weights_or_config_linking_out_of_the_checkpoint_are_refused(world, name):
+    tmp_path, outside, src = world
+    (src / name).unlink()
+    (src / name).symlink_to(outside / name)
+    before = snapshot(tmp_path)
+    calls = {"dir": lambda: load_position_table(src),
+             "file": lambda: load_position_table(src / "model.safetensors"),
+             "export": lambda: export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")}
+    for how, call in calls.items():
+        if how == "file" and name == "model.safetensors":
+            assert load_position_table(src / "model.safetensors").max_length == ROWS  # the file the user named
+            continue
+        with pytest.raises(CheckpointError) as info:
+            call()
+        assert "outside" in one_line_error(info.value)
+    assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+def test_hub_cache_snapshot_directory_with_links_into_blobs_loads_and_exports(tmp_path):
+    """A sharded snapshot as huggingface_hub lays it out: every file a link into ../../blobs."""
+    repo = tmp_path / "hub" / "models--org--m"
+    snap, blobs = repo / "snapshots" / ("a" * 40), repo / "blobs"
+    snap.mkdir(parents=True)
+    blobs.mkdir()
+    tensors = gpt2_tensors()
+    files = {"config.json": json.dumps(gpt2_config()).encode(),
+             INDEX: json.dumps({"weight_map": {"wpe.weight": "s1.safetensors", "wte.weight": "s2.safetensors",
+                                               "ln_f.weight": "s2.safetensors", "ln_f.bias": "s2.safetensors"}}).encode()}
+    save_file({"wpe.weight": tensors["wpe.weight"]}, str(blobs / "b1"))
+    save_file({k: v for k, v in tensors.items() if k != "wpe.weight"}, str(blobs / "b2"))
+    for i, (name, data) in enumerate(files.items()):
+        (blobs / f"j{i}").write_bytes(data)
+        (snap / name).symlink_to(f"../../blobs/j{i}")
+    (snap / "s1.safetensors").symlink_to("../../blobs/b1")
+    (snap / "s2.safetensors").symlink_to("../../blobs/b2")
+    np.testing.assert_array_equal(load_position_table(snap).weights, tensors["wpe.weight"])
+    out = export_position_table(snap, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
+    assert load_position_table(out).max_length == ROWS + 2
+    assert not any(p.is_symlink() for p in out.iterdir())
+
+
+def test_hub_id_whose_cache_entries_are_links_into_blobs(tmp_path, monkeypatch):
+    """The real cache layout (links into blobs/, hashed names): resolved by id, offline."""
+    repo = tmp_path / "home" / "hub" / "models--org--linked"
+    sha = "b" * 40
+    snap, blobs = repo / "snapshots" / sha, repo / "blobs"
+    snap.mkdir(parents=True)
+    blobs.mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(sha)
+    (blobs / "c0ffee").write_text(json.dumps(gpt2_config()))
+    save_file(gpt2_tensors(), str(blobs / "deadbeef"))
+    (snap / "config.json").symlink_to("../../blobs/c0ffee")
+    (snap / "model.safetensors").symlink_to("../../blobs/deadbeef")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert load_position_table("org/linked").max_length == ROWS
+    out = export_position_table("org/linked", np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
+    assert load_position_table(out).max_length == ROWS + 2

@@ -29,7 +29,6 @@ from flax_posenc.conversion.atomic import cleanup_on_signal, publish_dir
 from flax_posenc.conversion.families import detect_family, resolve_relative
 from flax_posenc.conversion.load import load_position_table, table_offset
 from flax_posenc.conversion.readers import (
-    ShardedReader,
     HEADER_ITEMSIZE,
     SAFETENSORS_DTYPES,
     TorchBinReader,
@@ -46,11 +45,8 @@ from flax_posenc.conversion.sources import (
     looks_like_repo_id,
     open_checkpoint,
     open_directory,
-    repo_folder,
-    hub_cache_dir,
     snapshot_directory,
 )
-from flax_posenc.errors import CheckpointError
 
 _COPY_CHUNK = 16 << 20
 
@@ -134,17 +130,11 @@ def _source_directory(source: str | os.PathLike) -> Checkpoint:
     path = Path(text).expanduser()
     if path.is_file():
         raise fail(path, "a checkpoint directory (config.json + weights) to export from", "a single file")
-    boundary = path
     if not os.path.lexists(path) and isinstance(source, str) and looks_like_repo_id(text):
-        path = snapshot_directory(text)
-        boundary = repo_folder(text, hub_cache_dir())  # snapshot entries link into ../../blobs
+        path = snapshot_directory(text)  # its entries link into ../../blobs: see checkpoint_boundary
     if not path.is_dir():
         return open_checkpoint(source)  # raises the missing-path error
-    ckpt = open_directory(path, source=text, require_config=True)
-    ckpt.boundary = boundary
-    if isinstance(ckpt.reader, ShardedReader):
-        ckpt.reader.root = boundary
-    return ckpt
+    return open_directory(path, source=text, require_config=True)
 
 
 def _check_target(out: Path, ckpt: Checkpoint, overwrite: bool) -> None:
@@ -256,8 +246,8 @@ def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -
         if sharded:
             read_index(ckpt.weights_path)
             index = load_json(ckpt.weights_path, what="a JSON shard index")
-            if dst.name.endswith(".safetensors") and isinstance(index.get("metadata"), dict) \
-                    and "total_size" in index["metadata"]:
+            total = index["metadata"].get("total_size") if isinstance(index.get("metadata"), dict) else None
+            if dst.name.endswith(".safetensors") and isinstance(total, int) and not isinstance(total, bool):
                 old_h, _ = read_safetensors_header(Path(table_file))
                 new_h, _ = read_safetensors_header(dst)
                 index["metadata"]["total_size"] += _tensor_bytes(new_h) - _tensor_bytes(old_h)

@@ -89,14 +89,28 @@ def is_inside(path: Path, root: Path) -> bool:
 
 
 def contained(root: str | os.PathLike, path: str | os.PathLike, *, what: str) -> Path:
-    """``path`` resolved, when it lies inside ``root`` (both resolved), else CheckpointError.
+    """``path`` itself (not resolved: its name still tells its format), when it resolves inside
+    ``root`` (both resolved), else CheckpointError.
 
     Nothing is opened or probed outside ``root``: the check uses ``realpath`` only.
     """
     path, root = Path(path), Path(root)
     if not is_inside(path, root):
         raise _fail(path, f"{what} inside {root}", "a path outside it (refused, not read)")
-    return Path(os.path.realpath(path))
+    return path
+
+
+def checkpoint_boundary(directory: str | os.PathLike) -> Path:
+    """The folder a checkpoint directory's files must resolve into.
+
+    The directory itself; for a Hugging Face cache snapshot (``models--org--name/snapshots/REV``,
+    whose files are links into ``../../blobs``), the repository folder ``models--org--name``.
+    """
+    directory = Path(directory)
+    real = Path(os.path.realpath(directory))
+    if real.parent.name == "snapshots" and real.parent.parent.name.startswith(("models--", "datasets--")):
+        return real.parent.parent
+    return directory
 
 
 def safe_member_name(name: object, *, where: object, what: str) -> str:
@@ -175,5 +189,5 @@ def load_json(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_JSON_B
     return parse_json(raw, where=path, what=what, allow_constants=allow_constants)
 
 
-__all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "contained", "is_inside", "kind_of",
+__all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "checkpoint_boundary", "contained", "is_inside", "kind_of",
            "load_json", "parse_json", "regular_file", "safe_member_name"]

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flax_posenc.conversion.readers import TensorReader, fail, one_line, open_weights
-from flax_posenc.conversion.safety import contained, kind_of, load_json
+from flax_posenc.conversion.safety import checkpoint_boundary, contained, kind_of, load_json
 from flax_posenc.errors import CheckpointError
 
 CONFIG_NAME = "config.json"
@@ -127,18 +127,25 @@ def open_directory(directory: Path, *, source: str, require_config: bool,
         raise fail(directory, f"{CONFIG_NAME} (Hugging Face layout; or pass family=, or the weights file "
                    "itself)", f"no {CONFIG_NAME}; files: {', '.join(present) or 'none'}")
     weights = find_weights(directory)
+    boundary = checkpoint_boundary(directory)
+    contained(boundary, weights, what="the weights file")  # a link out of the checkpoint is refused
+    if has_config:
+        contained(boundary, config_path, what=CONFIG_NAME)
     config = read_config(config_path) if has_config else {}
-    return Checkpoint(source, weights, open_weights(weights, resolve_shard, directory), config,
-                      config_path if has_config else None, directory, directory)
+    return Checkpoint(source, weights, open_weights(weights, resolve_shard, boundary), config,
+                      config_path if has_config else None, directory, boundary)
 
 
 def open_file(path: Path, *, source: str) -> Checkpoint:
     """Open a bare weights file; a ``config.json`` beside it is used when present."""
     config_path = path.parent / CONFIG_NAME
     has_config = os.path.lexists(config_path) and path.name != CONFIG_NAME
+    boundary = checkpoint_boundary(path.parent)
+    if has_config:
+        contained(boundary, config_path, what=f"the {CONFIG_NAME} beside {path.name}")
     config = read_config(config_path) if has_config else {}
-    return Checkpoint(source, path, open_weights(path, None, path.parent), config,
-                      config_path if has_config else None, path.parent if has_config else None, path.parent)
+    return Checkpoint(source, path, open_weights(path, None, boundary), config,
+                      config_path if has_config else None, path.parent if has_config else None, boundary)
 
 
 def looks_like_repo_id(source: str) -> bool:
