@@ -762,3 +762,14 @@ def test_hub_id_whose_cache_entries_are_links_into_blobs(tmp_path, monkeypatch):
     assert load_position_table("org/linked").max_length == ROWS
     out = export_position_table("org/linked", np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
     assert load_position_table(out).max_length == ROWS + 2
+
+
+def test_hub_probe_is_bounded_when_dns_hangs(monkeypatch):
+    import socket
+
+    from flax_posenc.conversion import sources
+
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(30))
+    t0 = time.perf_counter()
+    why = sources.hub_reachable(timeout=0.3)
+    assert time.perf_counter() - t0 < 2.0 and "no DNS answer" in why

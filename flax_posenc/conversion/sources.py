@@ -239,11 +239,36 @@ def hub_reachable(timeout: float = HUB_CONNECT_TIMEOUT) -> str | None:
     import socket
     from urllib.parse import urlsplit
 
+    import threading
+    import time
+
     url = urlsplit(hub_endpoint())
     host = url.hostname or "huggingface.co"
-    port = url.port or (80 if url.scheme == "http" else 443)
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        port = url.port or (80 if url.scheme == "http" else 443)
+    except ValueError:
+        return f"{hub_endpoint()!r} (HF_ENDPOINT) not a valid address"
+    found: list = []
+
+    def resolve() -> None:  # getaddrinfo has no timeout of its own: run it aside, wait at most `timeout`
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as e:
+            found.append(e)
+
+    start = time.monotonic()
+    worker = threading.Thread(target=resolve, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not found:
+        return f"{host} unreachable (no DNS answer within {timeout:g} s)"
+    if isinstance(found[0], OSError):
+        return f"{host}:{port} unreachable ({found[0].strerror or type(found[0]).__name__})"
+    family, kind, proto, _, address = found[0][0]
+    try:
+        with socket.socket(family, kind, proto) as sock:
+            sock.settimeout(max(0.1, timeout - (time.monotonic() - start)))
+            sock.connect(address)
     except OSError as e:
         return f"{host}:{port} unreachable ({e.strerror or type(e).__name__})"
     return None
