@@ -773,3 +773,14 @@ def test_hub_probe_is_bounded_when_dns_hangs(monkeypatch):
     t0 = time.perf_counter()
     why = sources.hub_reachable(timeout=0.3)
     assert time.perf_counter() - t0 < 2.0 and "no DNS answer" in why
+
+
+@pytest.mark.parametrize("source", [123, None, 1.5, b"bytes/path", ["a"], "bad\x00path", Path("nul\x00")])
+def test_non_path_sources_are_bad_arguments(tmp_path, source):
+    for call in (lambda: load_position_table(source), lambda: load_input_block(source),
+                 lambda: export_position_table(source, np.zeros((4, 4), np.float32), tmp_path / "o"),
+                 lambda: export_position_table(write_ckpt(tmp_path / "s"), np.zeros((9, DIM), np.float32), source)):
+        with pytest.raises(CheckpointError) as info:
+            call()
+        one_line_error(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["s"])

@@ -46,6 +46,7 @@ from flax_posenc.conversion.sources import (
     open_checkpoint,
     open_directory,
     snapshot_directory,
+    source_text,
 )
 
 _COPY_CHUNK = 16 << 20
@@ -126,7 +127,7 @@ def _tensor_bytes(header: dict) -> int:
 
 
 def _source_directory(source: str | os.PathLike) -> Checkpoint:
-    text = os.fspath(source)
+    text = source_text(source)
     path = Path(text).expanduser()
     if path.is_file():
         raise fail(path, "a checkpoint directory (config.json + weights) to export from", "a single file")
@@ -181,7 +182,7 @@ def export_position_table(source: str | os.PathLike, weights: np.ndarray, out_di
     export_position_table(src, longer, "out").name
     'out'
     """
-    out = Path(out_dir).expanduser().absolute()
+    out = Path(source_text(out_dir, "out_dir")).expanduser().absolute()
     if os.path.lexists(out) and not overwrite:
         raise fail(out, "a new export target (or overwrite=True)", "it already exists")
     ckpt = _source_directory(source)

@@ -22,7 +22,7 @@ from flax_posenc.conversion.families import (
     resolve_relative,
 )
 from flax_posenc.conversion.readers import fail, nearest_keys, read_float
-from flax_posenc.conversion.sources import CONFIG_NAME, Checkpoint, open_checkpoint, parse_sinusoidal
+from flax_posenc.conversion.sources import CONFIG_NAME, Checkpoint, open_checkpoint, parse_sinusoidal, source_text
 from flax_posenc.conversion.table import InputBlockWeights, PositionTable
 from flax_posenc.errors import CheckpointError
 
@@ -85,7 +85,7 @@ def _sinusoidal(source: str, length: int, dim: int) -> PositionTable:
 
 def _open(source: str | os.PathLike, family: str | None) -> tuple[Checkpoint, Detected]:
     if family is not None and family not in FAMILIES:
-        raise CheckpointError(f"{os.fspath(source)}: expected a known family ({known_families()}), "
+        raise CheckpointError(f"{source_text(source)}: expected a known family ({known_families()}), "
                               f"found family={family!r}")
     ckpt = open_checkpoint(source, require_config=family is None)
     where = ckpt.config_path if ckpt.config_path is not None and family is None else ckpt.weights_path
@@ -142,7 +142,7 @@ def load_position_table(source: str | os.PathLike, *, family: str | None = None,
     >>> t.weights.shape, t.max_length
     ((16, 8), 16)
     """
-    text = os.fspath(source)
+    text = source_text(source)
     sin = parse_sinusoidal(text) if isinstance(source, str) else None
     if sin is not None:
         if key not in (None, "sinusoidal") or family not in (None, "sinusoidal"):
@@ -196,7 +196,7 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
     block.word_embeddings.shape, block.position.max_length
     ((30522, 384), 512)
     """
-    text = os.fspath(source)
+    text = source_text(source)
     if isinstance(source, str) and parse_sinusoidal(text) is not None:
         raise fail(text, "a checkpoint with an input block", "a sinusoidal source (no learned weights)")
     ckpt, det = _open(source, family)

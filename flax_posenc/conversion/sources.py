@@ -73,6 +73,17 @@ class Checkpoint:
     boundary: Path | None = None
 
 
+def source_text(source: object, what: str = "SOURCE") -> str:
+    """``os.fspath(source)`` for a str/PathLike without NUL bytes, else CheckpointError (a bad argument)."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise fail(what, "a path, a Hub model id or sinusoidal:LENGTH:DIM (str or os.PathLike)",
+                   type(source).__name__)
+    text = os.fspath(source)
+    if not isinstance(text, str) or "\x00" in text:
+        raise fail(what, "a text path without NUL bytes", repr(text)[:80])
+    return text
+
+
 def parse_sinusoidal(source: str) -> tuple[int, int] | None:
     """``"sinusoidal:L:D"`` -> ``(L, D)``; any other string -> ``None``.
 
@@ -166,7 +177,7 @@ def open_checkpoint(source: str | os.PathLike, *, require_config: bool = True) -
       CheckpointError: missing path, no weights, no config, unreadable files, model id not
         cached while offline.
     """
-    text = os.fspath(source)
+    text = source_text(source)
     path = Path(text).expanduser()
     if path.is_dir():
         return open_directory(path, source=text, require_config=require_config)
