@@ -784,3 +784,21 @@ def test_non_path_sources_are_bad_arguments(tmp_path, source):
             call()
         one_line_error(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["s"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.sampled_from(["..", ".", "outside", "src", "x.safetensors", "x.bin", "", "/", "\\", "a"]),
+                      min_size=1, max_size=8))
+def test_fuzzed_shard_names_never_leave_the_checkpoint(tmp_path_factory, parts):
+    base = tmp_path_factory.mktemp("sh")
+    outside = write_ckpt(base / "outside")
+    save_file(gpt2_tensors(), str(outside / "x.safetensors"))
+    src = write_ckpt(base / "src")
+    name = "/".join(parts)
+    (src / "model.safetensors").unlink()
+    (src / INDEX).write_text(json.dumps({"weight_map": {k: name for k in gpt2_tensors()}}))
+    before = snapshot(base)
+    with pytest.raises(CheckpointError) as info:
+        export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), base / "out")
+    one_line_error(info.value)
+    assert snapshot(base) == before and sorted(p.name for p in base.iterdir()) == ["outside", "src"]
