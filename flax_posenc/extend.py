@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 METHODS: tuple[str, ...] = ("tile", "linear", "cubic", "interpolate")
+#: the largest table grown: rows x dim values (computed in float64: 8 bytes each, 2 GiB).
+MAX_VALUES = 1 << 28
 
 
 def _cubic_weights(t: np.ndarray, a: float = -0.75) -> np.ndarray:
@@ -67,7 +69,9 @@ def extend_table(table, new_length: int, *, method: str = "tile", offset: int = 
 
     Raises:
       ValueError: ``new_length`` not larger than ``L``, an unknown method, a table that is not
-        2-D, or an offset that leaves no trained rows.
+        2-D, an offset that leaves no trained rows, or a result of more than
+        :data:`MAX_VALUES` values (checked before anything is allocated; the message names the
+        memory it would need).
 
     >>> import numpy as np
     >>> t = np.arange(6.0).reshape(3, 2)          # 3 positions
@@ -90,6 +94,11 @@ def extend_table(table, new_length: int, *, method: str = "tile", offset: int = 
     length = table.shape[0] - offset
     if isinstance(new_length, bool) or not isinstance(new_length, (int, np.integer)) or new_length <= length:
         raise ValueError(f"new_length: expected an integer larger than the current {length} positions, got {new_length!r}")
+    values = (offset + int(new_length)) * table.shape[1]
+    if values > MAX_VALUES:
+        raise ValueError(f"new_length: expected a table of at most {MAX_VALUES} values ({MAX_VALUES * 8 >> 30} GiB "
+                         f"as float64), got {new_length} positions x {table.shape[1]} dims = {values} values "
+                         f"({values * 8 / 2**30:.1f} GiB)")
     method = "linear" if method == "interpolate" else method
     trained = table[offset:].astype(np.float64)
     if method == "tile":

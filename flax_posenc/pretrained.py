@@ -67,11 +67,54 @@ def _is_converted(source) -> bool:
     return isinstance(source, (str, os.PathLike)) and str(source).endswith(CONVERTED_SUFFIX)
 
 
+#: parameters every converted file holds, and those it may hold.
+_REQUIRED_PARAMS = ("word_embeddings", "position_embeddings")
+_OPTIONAL_PARAMS = ("token_type_embeddings", "layer_norm")
+
+
+def _check_converted(path: Path, kwargs: dict[str, Any], params: Any) -> None:
+    """Refuse a converted file with missing/extra parameters, wrong shapes or NaN/Inf values."""
+    def bad(expected: str, found: str) -> CheckpointError:
+        return CheckpointError(f"{path}: expected {expected}, found {found}")
+
+    if not isinstance(params, dict):
+        raise bad("a params dict", type(params).__name__)
+    missing = [k for k in _REQUIRED_PARAMS if k not in params]
+    extra = sorted(set(params) - set(_REQUIRED_PARAMS) - set(_OPTIONAL_PARAMS))
+    if missing or extra:
+        raise bad(f"params {list(_REQUIRED_PARAMS)} (+ {list(_OPTIONAL_PARAMS)})", f"missing {missing}, unknown {extra}")
+    leaves = {k: v for k, v in params.items() if k != "layer_norm"}
+    if "layer_norm" in params:
+        ln = params["layer_norm"]
+        if not isinstance(ln, dict) or set(ln) != {"scale", "bias"}:
+            raise bad("layer_norm {scale, bias}", repr(list(ln) if isinstance(ln, dict) else type(ln).__name__))
+        leaves.update({f"layer_norm.{k}": v for k, v in ln.items()})
+    for name, value in leaves.items():
+        if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
+            raise bad(f"{name} as a float array", type(value).__name__ if not isinstance(value, np.ndarray) else str(value.dtype))
+        want = 1 if name.startswith("layer_norm.") else 2
+        if value.ndim != want or value.size == 0:
+            raise bad(f"{name} as a non-empty {want}-D array", f"shape {value.shape}")
+        if not np.isfinite(value).all():
+            raise bad(f"finite values in {name}", f"{int((~np.isfinite(value)).sum())} NaN/Inf values")
+    dim = params["word_embeddings"].shape[1]
+    if any(v.shape[-1] != dim for v in leaves.values()):
+        raise bad(f"every parameter of width {dim}", str({k: v.shape for k, v in leaves.items()}))
+    for key in ("vocab_size", "dim", "num_positions"):
+        if not isinstance(kwargs.get(key), int) or isinstance(kwargs.get(key), bool) or kwargs[key] < 1:
+            raise bad(f"config {key} as a positive integer", repr(kwargs.get(key))[:80])
+    rows = params["position_embeddings"].shape[0]
+    if kwargs["dim"] != dim or kwargs["vocab_size"] != params["word_embeddings"].shape[0] or \
+            kwargs["num_positions"] + int(kwargs.get("position_offset") or 0) != rows:
+        raise bad("config sizes that match the parameters", f"config {kwargs!r}"[:200])
+
+
 def _load_converted(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     from flax import serialization
 
-    if not path.is_file():
-        raise CheckpointError(f"{path}: expected a file written by 'flax-posenc convert', found nothing there")
+    from flax_posenc.conversion.safety import regular_file
+
+    regular_file(path, what="a file written by 'flax-posenc convert'")
     try:
         blob = serialization.msgpack_restore(path.read_bytes())
         kwargs, params = dict(blob["config"]), blob["params"]
@@ -79,6 +122,7 @@ def _load_converted(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise CheckpointError(
             f"{path}: expected a flax-posenc msgpack with 'config' and 'params', found unreadable data ({type(exc).__name__})"
         ) from None
+    _check_converted(path, kwargs, params)
     return kwargs, params
 
 
@@ -94,8 +138,10 @@ def module_arguments(source, *, family: str | None = None) -> tuple[dict[str, An
 def save_converted(source, out, *, family: str | None = None, overwrite: bool = False) -> Path:
     """Write the Flax parameters and arguments of SOURCE's input block to ``out`` (``.msgpack``).
 
-    Atomic: written to a temporary file beside ``out`` and renamed; refuses an existing ``out``
-    unless ``overwrite``. Restore with ``TransformerInput.from_pretrained(out)`` (NNX or Linen)
+    Atomic and exclusive: written to a temporary file beside ``out`` and linked into place only if
+    nothing is there (``os.link``; with ``overwrite``, renamed over it); SIGTERM/SIGINT remove the
+    temporary file. Refuses an existing ``out`` unless ``overwrite``, and a directory always.
+    Raises only CheckpointError (naming the file) for what cannot be read or written. Restore with ``TransformerInput.from_pretrained(out)`` (NNX or Linen)
     or ``flax.serialization.msgpack_restore``.
     """
     from flax import serialization
@@ -107,19 +153,28 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
         raise CheckpointError(f"{out}: expected a new path, found an existing file (pass overwrite=True / --overwrite)")
     if not out.parent.is_dir():
         raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
+    if os.path.isdir(out):
+        raise CheckpointError(f"{out}: expected a file path for the converted parameters, found a directory")
     kwargs, params = module_arguments(source, family=family)
     blob = serialization.msgpack_serialize({"config": kwargs, "params": _numpy_tree(params)})
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
+
+    tmp: str | None = None
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is not what a user expects
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with cleanup_on_signal():
+            try:
+                fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(blob)
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is not what a user expects
+                publish_file(Path(tmp), out, overwrite=overwrite)
+            finally:
+                if tmp is not None:
+                    Path(tmp).unlink(missing_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"{out}: expected a writable output file, found {type(e).__name__}: {e.strerror or e}") from None
     return out
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import shutil
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from flax_posenc.conversion import CheckpointError, load_input_block, load_position_table
 from flax_posenc.conversion.readers import ShardedReader, bf16_bits_to_float32, float32_to_bf16_bits
+from flax_posenc.conversion import sources
 from flax_posenc.conversion.sources import open_checkpoint
 
 
@@ -144,12 +146,14 @@ def test_hub_id_downloads_when_online_and_not_cached(tiny_checkpoint, tmp_path, 
         src = ck.path / filename
         if not src.is_file():
             raise EntryNotFoundError(f"{filename} not in {repo_id}")
-        dst = tmp_path / "dl" / filename
-        dst.parent.mkdir(exist_ok=True)
+        # as the real hf_hub_download: a file inside cache_dir/models--org--name/snapshots/REV/
+        dst = Path(cache_dir) / ("models--" + repo_id.replace("/", "--")) / "snapshots" / "rev" / filename
+        dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, dst)
         return str(dst)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr(sources, "hub_reachable", lambda timeout=3.0: None)  # the network, faked above
     t = load_position_table("someone/tiny")
     np.testing.assert_array_equal(t.weights, ck.position_weight())
     assert fetched == ["config.json", "model.safetensors"]

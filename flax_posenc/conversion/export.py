@@ -1,8 +1,12 @@
 """Writing a modified position table back into a Hugging Face layout checkpoint, atomically.
 
 The new checkpoint is assembled in a temporary folder beside the target, checked by reading
-it back, and only then renamed into place; on any failure the temporary folder is removed and
-nothing is left behind. Every file other than the weights file holding the table and
+it back, and only then published (exclusively, see :mod:`~flax_posenc.conversion.atomic`); on
+any failure, SIGINT or SIGTERM the temporary folder is removed and nothing is left behind.
+Containment: everything read resolves inside the source checkpoint (symlinks pointing outside
+it, and anything that is not a regular file or directory, are refused); everything written
+lies under the output directory, in files created exclusively (never an existing file opened
+for writing, so the source can never be truncated). Every file other than the weights file holding the table and
 ``config.json`` (and the shard index's ``total_size``) is copied byte for byte, sub-folders
 included. Inside the rewritten safetensors file every other tensor's bytes are copied unchanged
 (streamed: the file is never held in memory); the table keeps the checkpoint's dtype (bfloat16
@@ -14,15 +18,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import struct
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from flax_posenc.conversion.atomic import cleanup_on_signal, publish_dir
 from flax_posenc.conversion.families import detect_family, resolve_relative
 from flax_posenc.conversion.load import load_position_table, table_offset
 from flax_posenc.conversion.readers import (
+    HEADER_ITEMSIZE,
     SAFETENSORS_DTYPES,
     TorchBinReader,
     fail,
@@ -31,6 +38,7 @@ from flax_posenc.conversion.readers import (
     read_index,
     read_safetensors_header,
 )
+from flax_posenc.conversion.safety import is_inside, kind_of, load_json
 from flax_posenc.conversion.sources import (
     CONFIG_NAME,
     Checkpoint,
@@ -38,6 +46,7 @@ from flax_posenc.conversion.sources import (
     open_checkpoint,
     open_directory,
     snapshot_directory,
+    source_text,
 )
 
 _COPY_CHUNK = 16 << 20
@@ -68,7 +77,7 @@ def rewrite_safetensors(src: Path, dst: Path, key: str, weights: np.ndarray) -> 
     metadata = header.pop("__metadata__", None)
     entry = header[key]
     payload = _encode(weights, entry["dtype"], f"{src}:{key}")
-    order = sorted(header, key=lambda k: (-SAFETENSORS_DTYPES[header[k]["dtype"]].itemsize, k))
+    order = sorted(header, key=lambda k: (-HEADER_ITEMSIZE[header[k]["dtype"]], k))
     new_header: dict = {}
     if metadata is not None:
         new_header["__metadata__"] = metadata
@@ -81,7 +90,7 @@ def rewrite_safetensors(src: Path, dst: Path, key: str, weights: np.ndarray) -> 
         pos += size
     blob = json.dumps(new_header, separators=(",", ":")).encode("utf-8")
     blob += b" " * (-len(blob) % 8)
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
+    with open(src, "rb") as fin, open(dst, "xb") as fout:  # "x": never an existing file
         fout.write(struct.pack("<Q", len(blob)))
         fout.write(blob)
         for name in order:
@@ -109,7 +118,8 @@ def rewrite_torch_bin(src: Path, dst: Path, key: str, weights: np.ndarray) -> No
     if not bool(torch.isfinite(new).all()):
         raise fail(f"{src}:{key}", f"a table representable in {old.dtype}", "values that overflow it")
     state[key] = new
-    torch.save(state, dst)
+    with open(dst, "xb") as f:  # "x": never an existing file
+        torch.save(state, f)
 
 
 def _tensor_bytes(header: dict) -> int:
@@ -117,15 +127,30 @@ def _tensor_bytes(header: dict) -> int:
 
 
 def _source_directory(source: str | os.PathLike) -> Checkpoint:
-    text = os.fspath(source)
+    text = source_text(source)
     path = Path(text).expanduser()
     if path.is_file():
         raise fail(path, "a checkpoint directory (config.json + weights) to export from", "a single file")
-    if not path.exists() and isinstance(source, str) and looks_like_repo_id(text):
-        path = snapshot_directory(text)
+    if not os.path.lexists(path) and isinstance(source, str) and looks_like_repo_id(text):
+        path = snapshot_directory(text)  # its entries link into ../../blobs: see checkpoint_boundary
     if not path.is_dir():
         return open_checkpoint(source)  # raises the missing-path error
     return open_directory(path, source=text, require_config=True)
+
+
+def _check_target(out: Path, ckpt: Checkpoint, overwrite: bool) -> None:
+    """Refuse a target that exists (unless overwrite), is not a directory, or holds the source."""
+    if not os.path.lexists(out):
+        return
+    if not overwrite:
+        raise fail(out, "a new export target (or overwrite=True)", "it already exists")
+    if out.is_symlink() or not out.is_dir():
+        raise fail(out, "a directory as export target", f"{'a symbolic link' if out.is_symlink() else kind_of(os.stat(out).st_mode)}")
+    root = Path(os.path.realpath(ckpt.root))
+    real = Path(os.path.realpath(out))
+    if real in root.parents:
+        raise fail(out, "an overwrite target that does not contain the source", f"a parent of the source {ckpt.root} "
+                   "(overwriting it would delete the source)")
 
 
 def export_position_table(source: str | os.PathLike, weights: np.ndarray, out_dir: str | os.PathLike, *,
@@ -157,12 +182,19 @@ def export_position_table(source: str | os.PathLike, weights: np.ndarray, out_di
     export_position_table(src, longer, "out").name
     'out'
     """
-    out = Path(out_dir).expanduser().absolute()
-    if out.exists() and not overwrite:
+    out = Path(source_text(out_dir, "out_dir")).expanduser().absolute()
+    if os.path.lexists(out) and not overwrite:
         raise fail(out, "a new export target (or overwrite=True)", "it already exists")
-    if out.exists() and not out.is_dir():
-        raise fail(out, "a directory as export target", "an existing file")
     ckpt = _source_directory(source)
+    _check_target(out, ckpt, overwrite)
+    try:
+        with cleanup_on_signal():
+            return _export(ckpt, weights, out, overwrite)
+    except OSError as e:
+        raise fail(out, "a writable export target", f"{type(e).__name__}: {e.strerror or e}") from None
+
+
+def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -> Path:
     det = detect_family(ckpt.reader.keys(), ckpt.config, where=str(ckpt.config_path))
     fam, prefix = det
     key = prefix + fam.position_key
@@ -172,7 +204,7 @@ def export_position_table(source: str | os.PathLike, weights: np.ndarray, out_di
         raise fail("weights", f"a 2-D float array (rows, {old.dim})", f"{arr.dtype} array of shape {arr.shape}")
     if arr.shape[1] != old.dim:
         raise fail("weights", f"width {old.dim} (the table of {ckpt.source})", f"shape {arr.shape}")
-    offset = table_offset(fam, ckpt.config)
+    offset = table_offset(fam, ckpt.config, ckpt.config_path)
     if arr.shape[0] <= offset:
         raise fail("weights", f"more than {offset} rows ({offset} reserved for {fam.name})", f"{arr.shape[0]} rows")
     if not np.isfinite(arr).all():
@@ -185,36 +217,38 @@ def export_position_table(source: str | os.PathLike, weights: np.ndarray, out_di
             raise fail("weights", f"{rows} rows: {other} ({rows} rows) shares {fam.length_field} with {key}, "
                        "so only same-size tables can be exported", f"{arr.shape[0]} rows")
 
-    table_file = ckpt.reader.file_of(key)
+    table_file = Path(ckpt.reader.file_of(key))
     sharded = ckpt.weights_path.name.endswith(".index.json")
     root = ckpt.root
     assert root is not None
-    skip = {(root / CONFIG_NAME).resolve(), Path(table_file).absolute()}
+    boundary = ckpt.boundary or root
+    rel = _inside_path(root, table_file, boundary)
+    skip = {root / CONFIG_NAME, root / rel}
     if sharded:
-        skip.add(ckpt.weights_path.absolute())
+        skip.add(ckpt.weights_path)
 
     created_parents: list[Path] = []
     parent = out.parent
-    while not parent.exists():
+    while not os.path.lexists(parent):
         created_parents.append(parent)
         parent = parent.parent
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    trash: Path | None = None
     try:
-        _copy_tree(root, tmp, skip={*skip}, exclude={tmp.resolve(), out.resolve()})
-        rel = Path(table_file).absolute().relative_to(root.absolute())
+        _copy_tree(root, tmp, skip=skip, exclude={tmp, out}, boundary=boundary)
         dst = tmp / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
+        if not is_inside(dst, tmp):
+            raise fail(dst, f"a path inside the export {tmp}", "one outside it")
         if dst.name.endswith(".safetensors"):
-            rewrite_safetensors(Path(table_file), dst, key, arr)
+            rewrite_safetensors(table_file, dst, key, arr)
         else:
-            rewrite_torch_bin(Path(table_file), dst, key, arr)
+            rewrite_torch_bin(table_file, dst, key, arr)
         if sharded:
-            index = json.loads(ckpt.weights_path.read_text(encoding="utf-8"))
             read_index(ckpt.weights_path)
-            if dst.name.endswith(".safetensors") and isinstance(index.get("metadata"), dict) \
-                    and "total_size" in index["metadata"]:
+            index = load_json(ckpt.weights_path, what="a JSON shard index")
+            total = index["metadata"].get("total_size") if isinstance(index.get("metadata"), dict) else None
+            if dst.name.endswith(".safetensors") and isinstance(total, int) and not isinstance(total, bool):
                 old_h, _ = read_safetensors_header(Path(table_file))
                 new_h, _ = read_safetensors_header(dst)
                 index["metadata"]["total_size"] += _tensor_bytes(new_h) - _tensor_bytes(old_h)
@@ -230,40 +264,81 @@ def export_position_table(source: str | os.PathLike, weights: np.ndarray, out_di
         check = load_position_table(tmp, key=key)
         if check.weights.shape != arr.shape:
             raise fail(tmp, f"a written table of shape {arr.shape}", f"{check.weights.shape}")
-        if out.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, trash / "old")
-        os.replace(tmp, out)
-    except BaseException as e:
+        publish_dir(tmp, out, overwrite=overwrite)
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if trash is not None and (trash / "old").exists() and not out.exists():
-            os.replace(trash / "old", out)  # put the old target back
-        if trash is not None:
-            shutil.rmtree(trash, ignore_errors=True)
         for p in created_parents:
             try:
                 p.rmdir()
             except OSError:
                 pass
-        if isinstance(e, OSError):
-            raise fail(out, "a writable export target", f"{type(e).__name__}: {e}") from None
         raise
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
     return out
 
 
-def _copy_tree(src: Path, dst: Path, *, skip: set[Path], exclude: set[Path]) -> None:
-    """Copy ``src`` into existing ``dst``, following symlinks (Hub snapshots), minus ``skip``."""
-    for entry in sorted(src.iterdir()):
-        absolute = entry.absolute()
-        if entry.resolve() in exclude or absolute in exclude:
-            continue
-        if absolute in skip or entry.resolve() in skip:
-            continue
-        target = dst / entry.name
-        if entry.is_dir():
-            target.mkdir()
-            _copy_tree(entry, target, skip=skip, exclude=exclude)
-        else:
-            shutil.copy2(entry, target)
+def _inside_path(root: Path, path: Path, boundary: Path) -> Path:
+    """``path`` relative to ``root``, when it names a file under ``root`` that resolves inside
+    ``boundary``; else CheckpointError (a shard named ``../x`` never gets here: the index
+    reader refuses it)."""
+    try:
+        rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+    except ValueError:
+        raise fail(path, f"a file inside the checkpoint {root}", "a path outside it") from None
+    if ".." in rel.parts or not is_inside(path, boundary):
+        raise fail(path, f"a file inside the checkpoint {boundary}", "a path outside it")
+    return rel
+
+
+def _copy_tree(src: Path, dst: Path, *, skip: set[Path], exclude: set[Path], boundary: Path) -> None:
+    """Copy ``src`` into the existing ``dst``, minus ``skip``: regular files and directories only.
+
+    A symbolic link is copied as the regular file (or directory) it points to only when it
+    resolves inside ``boundary`` (the checkpoint; for a Hub snapshot, its cache folder); a link
+    out of it, to a device, a FIFO or a socket refuses the export with one line naming it.
+    Directory links are followed at most once per real directory (no loops).
+    """
+    real_skip = {os.path.realpath(p) for p in skip} | {os.path.abspath(p) for p in skip}
+    real_exclude = {os.path.realpath(p) for p in exclude}
+    seen: set[str] = set()
+
+    def walk(folder: Path, target: Path) -> None:
+        real_folder = os.path.realpath(folder)
+        if real_folder in seen:
+            raise fail(folder, "a checkpoint without directory loops", "a symbolic link back to a parent")
+        seen.add(real_folder)
+        for entry in sorted(folder.iterdir()):
+            if os.path.abspath(entry) in real_skip:
+                continue
+            real = os.path.realpath(entry)
+            if real in real_exclude or real in real_skip:
+                continue
+            if not is_inside(entry, boundary):
+                raise fail(entry, f"files that resolve inside the checkpoint {boundary}",
+                           f"a symbolic link to {real} (refused, not copied)")
+            try:
+                st = os.stat(entry)
+            except OSError:
+                raise fail(entry, "a readable file in the checkpoint", "a dangling symbolic link") from None
+            out = target / entry.name
+            if stat.S_ISDIR(st.st_mode):
+                os.mkdir(out)
+                walk(entry, out)
+            elif stat.S_ISREG(st.st_mode):
+                _copy_file(entry, out, st.st_size)
+            else:
+                raise fail(entry, "regular files and directories in the checkpoint", kind_of(st.st_mode))
+
+    walk(src, dst)
+
+
+def _copy_file(src: Path, dst: Path, size: int) -> None:
+    """Copy exactly ``size`` bytes (the size seen before copying) into a new file ``dst``."""
+    with open(src, "rb") as fin, open(dst, "xb") as fout:
+        left = size
+        while left:
+            chunk = fin.read(min(left, _COPY_CHUNK))
+            if not chunk:
+                raise fail(src, f"{size} bytes", f"{size - left} (the file shrank while copied)")
+            fout.write(chunk)
+            left -= len(chunk)
+    shutil.copystat(src, dst)

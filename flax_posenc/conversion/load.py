@@ -22,33 +22,48 @@ from flax_posenc.conversion.families import (
     resolve_relative,
 )
 from flax_posenc.conversion.readers import fail, nearest_keys, read_float
-from flax_posenc.conversion.sources import Checkpoint, open_checkpoint, parse_sinusoidal
+from flax_posenc.conversion.sources import CONFIG_NAME, Checkpoint, open_checkpoint, parse_sinusoidal, source_text
 from flax_posenc.conversion.table import InputBlockWeights, PositionTable
 from flax_posenc.errors import CheckpointError
 
 
-def pad_token_id(family: Family, config: dict[str, Any]) -> int | None:
-    """The padding id the family's position rule uses (MPNet: always 1; else the config's)."""
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def pad_token_id(family: Family, config: dict[str, Any], where: object = CONFIG_NAME) -> int | None:
+    """The padding id the family's position rule uses (MPNet: always 1; else the config's).
+
+    Raises:
+      CheckpointError: ``pad_token_id`` is set but not a non-negative integer (a negative one
+        would shift the table's offset and overstate its limit).
+    """
     if family.pad_token_id is not None:
         return family.pad_token_id
     value = config.get("pad_token_id")
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else family.default_pad_token_id
+    if value is None:
+        return family.default_pad_token_id
+    if not _is_int(value) or value < 0:
+        raise fail(where, "pad_token_id as a non-negative integer (or null)", repr(value)[:80])
+    return int(value)
 
 
-def table_offset(family: Family, config: dict[str, Any]) -> int:
+def table_offset(family: Family, config: dict[str, Any], where: object = CONFIG_NAME) -> int:
     """Reserved leading rows: ``pad_token_id + 1`` for RoBERTa-style families, else the row's."""
     if family.offset_from_pad:
-        pad = pad_token_id(family, config)
+        pad = pad_token_id(family, config, where)
         return family.offset if pad is None else pad + 1
     return family.offset
 
 
 def check_config_length(family: Family, config: dict[str, Any], rows: int, offset: int, *,
                         config_where: object, table_where: str) -> None:
-    """Raise CheckpointError when the config's limit disagrees with the table's rows."""
+    """Raise CheckpointError when the config's limit disagrees with the table's rows (or is no integer)."""
     value = config.get(family.length_field)
     if value is None:
         return
+    if not _is_int(value):
+        raise fail(config_where, f"{family.length_field} as an integer", f"{value!r}"[:80])
     expected = family.config_length(rows, offset)
     if value != expected:
         how = "" if family.length_counts_offset else f", {offset} of them reserved and not counted"
@@ -70,7 +85,7 @@ def _sinusoidal(source: str, length: int, dim: int) -> PositionTable:
 
 def _open(source: str | os.PathLike, family: str | None) -> tuple[Checkpoint, Detected]:
     if family is not None and family not in FAMILIES:
-        raise CheckpointError(f"{os.fspath(source)}: expected a known family ({known_families()}), "
+        raise CheckpointError(f"{source_text(source)}: expected a known family ({known_families()}), "
                               f"found family={family!r}")
     ckpt = open_checkpoint(source, require_config=family is None)
     where = ckpt.config_path if ckpt.config_path is not None and family is None else ckpt.weights_path
@@ -87,7 +102,7 @@ def _load_table(ckpt: Checkpoint, det: Detected, key: str | None) -> PositionTab
         raise fail(ckpt.weights_path, f"the table key {key!r}", f"no such key; nearest keys: "
                    f"{nearest_keys(key, keys) or 'none'}")
     weights = read_float(ckpt.reader, key, ndim=2, what="position table")
-    offset = table_offset(fam, ckpt.config)
+    offset = table_offset(fam, ckpt.config, ckpt.config_path or ckpt.weights_path)
     rows = int(weights.shape[0])
     table_where = f"{ckpt.reader.file_of(key)}:{key}"
     if rows <= offset:
@@ -127,7 +142,7 @@ def load_position_table(source: str | os.PathLike, *, family: str | None = None,
     >>> t.weights.shape, t.max_length
     ((16, 8), 16)
     """
-    text = os.fspath(source)
+    text = source_text(source)
     sin = parse_sinusoidal(text) if isinstance(source, str) else None
     if sin is not None:
         if key not in (None, "sinusoidal") or family not in (None, "sinusoidal"):
@@ -181,7 +196,7 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
     block.word_embeddings.shape, block.position.max_length
     ((30522, 384), 512)
     """
-    text = os.fspath(source)
+    text = source_text(source)
     if isinstance(source, str) and parse_sinusoidal(text) is not None:
         raise fail(text, "a checkpoint with an input block", "a sinusoidal source (no learned weights)")
     ckpt, det = _open(source, family)
@@ -213,11 +228,18 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
         token_type = read_float(ckpt.reader, tt_key, ndim=2, what="token type embeddings", dim=dim)
     scale, bias = _layer_norm(ckpt, fam, prefix, dim)
     eps = fam.layer_norm_eps
-    if fam.layer_norm_eps_field is not None and isinstance(cfg.get(fam.layer_norm_eps_field), (int, float)):
-        eps = float(cfg[fam.layer_norm_eps_field])
+    where = ckpt.config_path or ckpt.weights_path
+    if fam.layer_norm_eps_field is not None and cfg.get(fam.layer_norm_eps_field) is not None:
+        eps = cfg[fam.layer_norm_eps_field]
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < 1:
+            raise fail(where, f"{fam.layer_norm_eps_field} as a number in [0, 1)", repr(eps)[:80])
+        eps = float(eps)
     embed_scale = 1.0
     if fam.embed_scale_flag is not None and cfg.get(fam.embed_scale_flag):
-        embed_scale = math.sqrt(float(cfg.get(fam.embed_scale_dim_field) or dim))
+        width = cfg.get(fam.embed_scale_dim_field) or dim
+        if not _is_int(width) or width < 1:
+            raise fail(where, f"{fam.embed_scale_dim_field} as a positive integer", repr(width)[:80])
+        embed_scale = math.sqrt(float(width))
     return InputBlockWeights(
         position=table,
         word_embeddings=word,
@@ -227,5 +249,5 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
         layer_norm_eps=eps,
         embed_scale=embed_scale,
         positions_from=fam.positions_from,
-        pad_token_id=pad_token_id(fam, cfg),
+        pad_token_id=pad_token_id(fam, cfg, ckpt.config_path or ckpt.weights_path),
     )

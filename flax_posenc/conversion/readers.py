@@ -25,7 +25,6 @@ r.info("wpe.weight"), r.read("wpe.weight").shape
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -35,6 +34,7 @@ from typing import Callable, Iterable, Protocol
 
 import numpy as np
 
+from flax_posenc.conversion.safety import contained, load_json, parse_json, regular_file, safe_member_name
 from flax_posenc.errors import CheckpointError
 
 #: safetensors dtype name -> numpy dtype (little-endian). BF16 is read as raw uint16.
@@ -44,6 +44,10 @@ SAFETENSORS_DTYPES: dict[str, np.dtype] = {
     "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
     "BOOL": np.dtype("?"),
 }
+#: bytes per element of every dtype a header may declare: the readable ones above plus those we
+#: never read but must not refuse a whole file for (float8: only that tensor is refused).
+HEADER_ITEMSIZE: dict[str, int] = {**{k: v.itemsize for k, v in SAFETENSORS_DTYPES.items()},
+                                   "F8_E4M3": 1, "F8_E5M2": 1}
 #: dtypes a weight may have (returned as float16/float32/float64; BF16 upcast to float32).
 FLOAT_DTYPES: tuple[str, ...] = ("F16", "BF16", "F32", "F64")
 #: safetensors refuses headers above 100 MB; so do we.
@@ -102,8 +106,8 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
       CheckpointError: the file is shorter than its header says, or the header is malformed.
     """
     path = Path(path)
+    size = regular_file(path, what="a safetensors file").st_size
     try:
-        size = path.stat().st_size
         with open(path, "rb") as f:
             head = f.read(8)
             if len(head) < 8:
@@ -116,10 +120,7 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
             raw = f.read(n)
     except OSError as e:
         raise fail(path, "a readable safetensors file", f"{type(e).__name__}: {e}") from None
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise fail(path, "a JSON safetensors header", f"undecodable bytes ({e})") from None
+    header = parse_json(raw, where=path, what="a JSON safetensors header")
     if not isinstance(header, dict):
         raise fail(path, "a JSON object as safetensors header", type(header).__name__)
     data_start = 8 + n
@@ -129,7 +130,7 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
             continue
         ok = (
             isinstance(entry, dict)
-            and entry.get("dtype") in SAFETENSORS_DTYPES
+            and entry.get("dtype") in HEADER_ITEMSIZE
             and isinstance(entry.get("shape"), list)
             and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry["shape"])
             and isinstance(entry.get("data_offsets"), list)
@@ -139,7 +140,7 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
         if not ok:
             raise fail(path, "header entries {dtype, shape, data_offsets}", f"{name!r}: {str(entry)[:120]}")
         b, e = entry["data_offsets"]
-        want = math.prod(entry["shape"]) * SAFETENSORS_DTYPES[entry["dtype"]].itemsize  # exact ints
+        want = math.prod(entry["shape"]) * HEADER_ITEMSIZE[entry["dtype"]]  # exact ints
         if not (0 <= b <= e <= data_len) or e - b != want:
             raise fail(path, f"{name!r} to occupy {want} bytes inside the {data_len} data bytes "
                        "(truncated file?)", f"data_offsets [{b}, {e}]")
@@ -194,6 +195,9 @@ class SafetensorsReader:
     def read_raw(self, key: str) -> np.ndarray:
         """The tensor's stored bits as numpy (bfloat16 as uint16), read from the file's byte range."""
         entry = self._entry(key)
+        if entry["dtype"] not in SAFETENSORS_DTYPES:
+            raise fail(f"{self.path}:{key}", f"a tensor of a readable dtype ({'/'.join(SAFETENSORS_DTYPES)})",
+                       f"dtype {entry['dtype']}")
         dtype = SAFETENSORS_DTYPES[entry["dtype"]]
         b, e = entry["data_offsets"]
         try:
@@ -209,6 +213,8 @@ class SafetensorsReader:
         dtype_name, _ = self.info(key)
         if dtype_name == "BF16":
             return bf16_bits_to_float32(self.read_raw(key))
+        if dtype_name not in SAFETENSORS_DTYPES:
+            self.read_raw(key)  # raises: a dtype we do not read
         try:
             arr = self._handle.get_tensor(key)
         except BaseException as e:
@@ -241,12 +247,19 @@ _TORCH_TO_ST = {
 
 
 def _weights_only_reason(message: str) -> str:
-    """The informative line of torch's weights-only refusal (not its advice to disable it)."""
+    """What torch's weights-only unpickler blocked (the global's name), never its advice to
+    turn ``weights_only`` off or to allowlist the global."""
+    import re
+
+    hit = re.search(r"GLOBAL\s+([A-Za-z_][\w.]*)", message)
+    if hit:
+        return f"it needs the global {hit.group(1).rstrip('.')}, which is blocked"
     for line in message.splitlines():
         line = line.strip()
-        if line and not line.startswith(("Weights only load failed", "Check the documentation", "Please file")):
+        if line and not line.startswith(("Weights only load failed", "Check the documentation", "Please file")) \
+                and "weights_only" not in line and "safe_globals" not in line:
             return one_line(line)[:200]
-    return "torch refused it"
+    return "torch's weights-only unpickler refused it"
 
 
 class TorchBinReader:
@@ -287,6 +300,7 @@ class TorchBinReader:
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
         ):
             raise fail(self.path, "a flat state dict {name: tensor}", type(state).__name__)
+        check_storage_records(self.path)
         self._state = state
 
     def keys(self) -> list[str]:
@@ -300,7 +314,10 @@ class TorchBinReader:
 
     def info(self, key: str) -> tuple[str, tuple[int, ...]]:
         t = self._tensor(key)
-        return _TORCH_TO_ST.get(str(t.dtype), str(t.dtype)), tuple(int(d) for d in t.shape)
+        name = _TORCH_TO_ST.get(str(t.dtype), str(t.dtype))
+        if t.layout != self._torch.strided:  # sparse and the like: refused when read, named here
+            name = f"{name} ({str(t.layout).replace('torch.', '')} layout)"
+        return name, tuple(int(d) for d in t.shape)
 
     def file_of(self, key: str) -> Path:
         self._tensor(key)
@@ -308,6 +325,9 @@ class TorchBinReader:
 
     def read(self, key: str) -> np.ndarray:
         t = self._tensor(key).detach()
+        dtype, _ = self.info(key)
+        if t.layout != self._torch.strided or dtype not in SAFETENSORS_DTYPES:
+            raise fail(f"{self.path}:{key}", "a dense tensor of a readable dtype", f"dtype {dtype}")
         if t.dtype == self._torch.bfloat16:
             t = t.float()
         return np.array(t.numpy(), copy=True)
@@ -317,18 +337,120 @@ class TorchBinReader:
         return self._state
 
 
+#: storage class name (as pickled by torch.save) -> bytes per element.
+_STORAGE_ITEMSIZE = {
+    "DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
+    "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1, "ByteStorage": 1, "BoolStorage": 1,
+    "UntypedStorage": 1, "ComplexFloatStorage": 8, "ComplexDoubleStorage": 16,
+}
+
+
+class _Stub:
+    """Stands for every global of the pickle: nothing is imported, nothing is called."""
+
+    def __init__(self, name: str = ""):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        return _Stub()
+
+    def __setitem__(self, key, value):
+        pass
+
+    def __setstate__(self, state):
+        pass
+
+    def append(self, item):
+        pass
+
+    def extend(self, items):
+        pass
+
+
+def _declared_storages(data_pkl: bytes) -> list[tuple[str, str, int]]:
+    """``(key, storage class, element count)`` of every storage a torch ``data.pkl`` names.
+
+    The pickle is walked with stubs (no global is imported or called): only the persistent ids
+    ``("storage", type, key, location, numel)`` are recorded.
+    """
+    import io
+    import pickle
+
+    found: list[tuple[str, str, int]] = []
+
+    class Scan(pickle.Unpickler):
+        def find_class(self, module, name):
+            return _Stub(name)
+
+        def persistent_load(self, pid):
+            if isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage":
+                found.append((str(pid[2]), getattr(pid[1], "name", ""), pid[4]))
+            return _Stub()
+
+    Scan(io.BytesIO(data_pkl)).load()
+    return found
+
+
+def check_storage_records(path: Path) -> None:
+    """Refuse a zip ``.bin`` whose storage records hold fewer bytes than the pickle declares.
+
+    With ``mmap=True`` torch would hand out the bytes that follow a short record (other parts of
+    the zip) as tensor data; this check reads only the zip directory and ``data.pkl``.
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            pkl = next((n for n in names if n.endswith("data.pkl") and n.count("/") == 1), None)
+            if pkl is None:
+                return
+            prefix = pkl.rsplit("/", 1)[0]
+            if z.getinfo(pkl).file_size > MAX_HEADER_BYTES:
+                raise fail(path, f"a data.pkl of at most {MAX_HEADER_BYTES} bytes", f"{z.getinfo(pkl).file_size}")
+            storages = _declared_storages(z.read(pkl))
+            sizes = {i.filename: i.file_size for i in z.infolist()}
+    except CheckpointError:
+        raise
+    except zipfile.BadZipFile:
+        return  # legacy (non-zip) format: read without mmap, torch checks the sizes itself
+    except Exception as e:  # a pickle the stubs cannot walk: torch's weights-only load already passed
+        if isinstance(e, (MemoryError, RecursionError)):
+            raise fail(path, "a PyTorch checkpoint of reasonable structure", type(e).__name__) from None
+        return
+    for key, kind, numel in storages:
+        itemsize = _STORAGE_ITEMSIZE.get(kind)
+        if itemsize is None or not isinstance(numel, int):
+            continue
+        record = f"{prefix}/data/{key}"
+        have = sizes.get(record)
+        if have is None or have < numel * itemsize:
+            raise fail(path, f"storage record {record} of {numel * itemsize} bytes ({numel} x {kind})",
+                       f"{'no such record' if have is None else f'{have} bytes'} (truncated or corrupted file)")
+
+
 # ----------------------------------------------------------------------------- sharded
+
+#: what a shard listed in an index may be.
+SHARD_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin")
 
 
 def read_index(path: Path) -> dict[str, str]:
-    """The ``weight_map`` of a ``*.index.json`` (tensor name -> shard file name)."""
-    try:
-        index = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise fail(path, "a JSON shard index", f"{type(e).__name__}: {e}") from None
+    """The ``weight_map`` of a ``*.index.json`` (tensor name -> shard file name).
+
+    Bounded JSON (see :mod:`~flax_posenc.conversion.safety`); every shard name must be a plain
+    relative name of a ``.safetensors``/``.bin`` file: no absolute path, no ``..``, and never
+    another index (so an index cannot point at itself or at an index pointing back).
+    """
+    index = load_json(path, what="a JSON shard index")
     wm = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
         raise fail(path, 'a shard index {"weight_map": {tensor: shard file}}', f"{str(index)[:120]}")
+    for name in set(wm.values()):
+        safe_member_name(name, where=path, what="a shard in the weight_map")
+        if name.endswith(".index.json") or not name.endswith(SHARD_SUFFIXES):
+            raise fail(path, f"shards ending in {' or '.join(SHARD_SUFFIXES)} (never another index)",
+                       f"{name[:120]!r}")
     return wm
 
 
@@ -341,10 +463,12 @@ class ShardedReader:
         source downloads or finds the shard in the cache).
     """
 
-    def __init__(self, index_path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None):
+    def __init__(self, index_path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None,
+                 root: str | os.PathLike | None = None):
         self.path = Path(index_path)
         self._map = read_index(self.path)
         self._resolve = resolve_shard or (lambda name: self.path.parent / name)
+        self.root = Path(root) if root is not None else self.path.parent
         self._open: dict[str, TensorReader] = {}
 
     @property
@@ -364,9 +488,10 @@ class ShardedReader:
     def _shard(self, key: str) -> TensorReader:
         name = self.shard_name(key)
         if name not in self._open:
-            shard = Path(self._resolve(name))
-            if not shard.is_file():
-                raise fail(self.path, f"shard file {name!r} (holding {key!r})", "no such file")
+            shard = contained(self.root, Path(self._resolve(name)), what=f"shard {name!r} of {self.path}")
+            regular_file(shard, what=f"shard file {name!r} (holding {key!r}) listed in {self.path}")
+            if os.path.realpath(shard) == os.path.realpath(self.path):
+                raise fail(self.path, "shards other than the index itself", f"{name!r}")
             self._open[name] = open_weights(shard)
         return self._open[name]
 
@@ -380,16 +505,19 @@ class ShardedReader:
         return self._shard(key).read(key)
 
 
-def open_weights(path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None) -> TensorReader:
-    """The reader for a weights file, chosen by its name.
+def open_weights(path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None,
+                 root: str | os.PathLike | None = None) -> TensorReader:
+    """The reader for a weights file (a regular file), chosen by its name.
 
-    ``*.safetensors`` -> :class:`SafetensorsReader`, ``*.index.json`` -> :class:`ShardedReader`,
-    anything else (``*.bin``, ``*.pt``, ``*.pth``) -> :class:`TorchBinReader`.
+    ``*.safetensors`` -> :class:`SafetensorsReader`, ``*.index.json`` -> :class:`ShardedReader`
+    (shards must resolve inside ``root``, default the index's folder), anything else (``*.bin``,
+    ``*.pt``, ``*.pth``) -> :class:`TorchBinReader`.
     """
     path = Path(path)
     name = path.name
+    regular_file(path, what="a weights file")
     if name.endswith(".index.json"):
-        return ShardedReader(path, resolve_shard)
+        return ShardedReader(path, resolve_shard, root)
     if name.endswith(".safetensors"):
         return SafetensorsReader(path)
     if name.endswith((".bin", ".pt", ".pth")):

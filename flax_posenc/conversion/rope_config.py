@@ -43,6 +43,7 @@ from typing import Any, Literal, Mapping
 
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
+from flax_posenc.errors import CheckpointError
 from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
 
 Scheme = Literal["rope", "alibi"]
@@ -222,9 +223,54 @@ def _first(config: Mapping[str, Any], fields: tuple[str, ...]) -> Any:
     return next((config[f] for f in fields if config.get(f) is not None), None)
 
 
+def _int_field(where: object, expected: str, value: Any) -> int:
+    """``value`` when it is a positive integer (not a bool, a string or a float), else one line."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail(where, expected if " " in expected else f"{expected} as a positive integer", repr(value)[:80])
+    return value
+
+
+def _number_field(where: object, name: str, value: Any, *, bound: float) -> float:
+    """``value`` as a float when it is a finite number of magnitude at most ``bound``, else one line.
+
+    (Signs and finer ranges are :class:`~flax_posenc.RopeConfig`'s to check.)
+    """
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(float(value)) <= bound
+    if not ok:
+        raise fail(where, f"{name} as a finite number of magnitude at most {bound:g}", repr(value)[:80])
+    return float(value)
+
+
+#: RoPE parameters that are numbers, with the magnitude each may reach (past it, products overflow).
+_ROPE_NUMBERS: dict[str, float] = {
+    "rope_theta": 1e12, "partial_rotary_factor": 1e6, "factor": 1e6, "attention_factor": 1e6,
+    "beta_fast": 1e6, "beta_slow": 1e6, "low_freq_factor": 1e6, "high_freq_factor": 1e6, "mscale": 1e6,
+    "mscale_all_dim": 1e6,
+}
+
+
+def _check_rope_params(where: object, params: dict[str, Any]) -> None:
+    """Type-check the RoPE parameters read from a config (one line naming the field)."""
+    for name, bound in _ROPE_NUMBERS.items():
+        if params.get(name) is not None:
+            _number_field(where, name, params[name], bound=bound)
+    if params.get("original_max_position_embeddings") is not None:
+        _int_field(where, "original_max_position_embeddings", params["original_max_position_embeddings"])
+    for name in ("rope_type", "type"):
+        if params.get(name) is not None and not isinstance(params[name], str):
+            raise fail(where, f"{name} as a string", repr(params[name])[:80])
+    for name in ("short_factor", "long_factor"):
+        value = params.get(name)
+        if value is not None and (not isinstance(value, list) or len(value) > 1 << 16 or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6 for v in value)):
+            raise fail(where, f"{name} as a list of positive finite numbers", repr(value)[:80])
+
+
 def family_for(config: Mapping[str, Any]) -> RelativeFamily | None:
     """The :data:`RELATIVE_FAMILIES` row whose ``model_types`` include the config's, else ``None``."""
     model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        return None
     return next((f for f in RELATIVE_FAMILIES.values() if model_type in f.model_types), None)
 
 
@@ -250,9 +296,8 @@ def relative_config_from_dict(config: Mapping[str, Any], *, source: str = "confi
     if family is None:
         known = sorted(t for f in RELATIVE_FAMILIES.values() for t in f.model_types)
         raise fail(where, f"a RoPE/ALiBi model_type ({', '.join(known)})", repr(config.get("model_type")))
-    heads = _first(config, family.heads_fields)
-    if not isinstance(heads, int) or heads < 1:
-        raise fail(where, f"a positive head count in {' or '.join(family.heads_fields)}", repr(heads))
+    heads = _int_field(where, f"a positive head count in {' or '.join(family.heads_fields)}",
+                       _first(config, family.heads_fields))
     scheme = family.scheme
     if family.alibi_flag is not None:
         flag = _get(config, family.alibi_flag)
@@ -260,30 +305,42 @@ def relative_config_from_dict(config: Mapping[str, Any], *, source: str = "confi
             scheme = "alibi" if flag else "rope"
     limit = _first(config, family.limit_fields) if family.limit_fields else None
     limit = family.limit_default if limit is None and family.limit_fields else limit
+    if limit is not None:
+        limit = _int_field(where, " or ".join(family.limit_fields), limit)
     try:
         if scheme == "alibi":
             bias_max = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
-            alibi = AlibiConfig(heads, float(bias_max if bias_max is not None else family.alibi_bias_max_default), limit)
+            bias_max = family.alibi_bias_max_default if bias_max is None else _number_field(
+                where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
+            alibi = AlibiConfig(heads, float(bias_max), limit)
             return RelativeConfig(source, Path(where), family.name, str(config.get("model_type")), "alibi", heads, alibi=alibi)
         rope = _rope_from(config, family, heads, limit, where)
-    except ValueError as e:  # RopeConfig / AlibiConfig validation: one line
-        raise fail(where, f"valid {family.name} {scheme} parameters", str(e)) from None
+    except CheckpointError:
+        raise
+    except (ValueError, TypeError, ArithmeticError) as e:  # RopeConfig / AlibiConfig validation: one line
+        raise fail(where, f"valid {family.name} {scheme} parameters", f"{type(e).__name__}: {e}"[:200]) from None
     return RelativeConfig(source, Path(where), family.name, str(config.get("model_type")), "rope", heads, rope=rope)
 
 
 def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, limit: int | None, where) -> RopeConfig:
     head_dim = config.get(family.head_dim_field) if family.head_dim_field else None
     if head_dim is None:
-        hidden = _first(config, family.hidden_fields)
-        if not isinstance(hidden, int) or hidden < 1:
-            raise fail(where, f"head_dim or a width in {' or '.join(family.hidden_fields)}", repr(hidden))
+        hidden = _int_field(where, f"head_dim or a positive width in {' or '.join(family.hidden_fields)}",
+                            _first(config, family.hidden_fields))
+        if hidden < heads:
+            raise fail(where, f"{' or '.join(family.hidden_fields)} at least the {heads} heads",
+                       f"{hidden} (head width {hidden / heads:g})")
         head_dim = hidden // heads
+    head_dim = _int_field(where, "head_dim", head_dim)
     params: dict[str, Any] = {
         "rope_theta": _first(config, family.theta_fields) or family.theta_default,
         "partial_rotary_factor": _first(config, family.partial_fields) or family.partial_default,
     }
-    if family.rotary_dim_field and config.get(family.rotary_dim_field):
-        params["partial_rotary_factor"] = config[family.rotary_dim_field] / head_dim
+    if family.rotary_dim_field and config.get(family.rotary_dim_field) is not None:
+        rotary = _int_field(where, family.rotary_dim_field, config[family.rotary_dim_field])
+        if rotary > head_dim:
+            raise fail(where, f"{family.rotary_dim_field} at most the head width {head_dim}", str(rotary))
+        params["partial_rotary_factor"] = rotary / head_dim
     for key in ("rope_scaling", "rope_parameters"):  # 4.x, then 5.x (wins)
         value = config.get(key)
         if value is None:
@@ -297,6 +354,7 @@ def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, li
     kind = params.get("rope_type", params.get("type")) or "default"
     if kind in ("yarn", "llama3", "longrope") and config.get("original_max_position_embeddings") is not None:
         params["original_max_position_embeddings"] = config["original_max_position_embeddings"]  # Phi-3 style
+    _check_rope_params(where, params)
     return RopeConfig.from_rope_parameters(params, head_dim=int(head_dim), max_position_embeddings=limit, layout=family.layout)
 
 

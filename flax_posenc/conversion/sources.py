@@ -23,13 +23,13 @@ ckpt.config["model_type"], ckpt.weights_path.name
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Callable
 
 from flax_posenc.conversion.readers import TensorReader, fail, one_line, open_weights
+from flax_posenc.conversion.safety import checkpoint_boundary, contained, kind_of, load_json
 from flax_posenc.errors import CheckpointError
 
 CONFIG_NAME = "config.json"
@@ -43,6 +43,10 @@ WEIGHT_NAMES: tuple[str, ...] = (
 SINUSOIDAL_PREFIX = "sinusoidal:"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
 _TRUTHY = {"1", "true", "yes", "on"}
+#: the largest ``sinusoidal:L:D`` built: L*D values (float64 on the host: 8 bytes each).
+MAX_SINUSOIDAL_VALUES = 1 << 28
+#: seconds to wait for the Hub's host before saying it is unreachable.
+HUB_CONNECT_TIMEOUT = 3.0
 
 
 @dataclasses.dataclass
@@ -56,6 +60,8 @@ class Checkpoint:
       config: ``config.json`` as a dict (empty when there is none).
       config_path: path of ``config.json`` or ``None``.
       root: the checkpoint directory (``None`` for a bare weights file with no config beside).
+      boundary: the directory every file derived from the checkpoint must resolve into (the
+        checkpoint directory; for a Hub id, the repository's folder in the cache).
     """
 
     source: str
@@ -64,29 +70,45 @@ class Checkpoint:
     config: dict[str, Any]
     config_path: Path | None
     root: Path | None
+    boundary: Path | None = None
+
+
+def source_text(source: object, what: str = "SOURCE") -> str:
+    """``os.fspath(source)`` for a str/PathLike without NUL bytes, else CheckpointError (a bad argument)."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise fail(what, "a path, a Hub model id or sinusoidal:LENGTH:DIM (str or os.PathLike)",
+                   type(source).__name__)
+    text = os.fspath(source)
+    if not isinstance(text, str) or "\x00" in text:
+        raise fail(what, "a text path without NUL bytes", repr(text)[:80])
+    return text
 
 
 def parse_sinusoidal(source: str) -> tuple[int, int] | None:
     """``"sinusoidal:L:D"`` -> ``(L, D)``; any other string -> ``None``.
 
     Raises:
-      CheckpointError: the prefix is there but ``L``/``D`` are not positive integers.
+      CheckpointError: the prefix is there but ``L``/``D`` are not positive ASCII integers, or
+        the table would hold more than :data:`MAX_SINUSOIDAL_VALUES` values (checked before any
+        allocation; the message names the memory it would need).
     """
     if not source.startswith(SINUSOIDAL_PREFIX):
         return None
     parts = source.split(":")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts[1:]):
-        raise fail(source, "sinusoidal:LENGTH:DIM with positive integers (e.g. sinusoidal:1024:768)",
-                   repr(source))
-    return int(parts[1]), int(parts[2])
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() and len(p) <= 12 and int(p) > 0 for p in parts[1:]):
+        raise fail(source[:80], "sinusoidal:LENGTH:DIM with positive integers (e.g. sinusoidal:1024:768)",
+                   repr(source[:80]))
+    length, dim = int(parts[1]), int(parts[2])
+    if length * dim > MAX_SINUSOIDAL_VALUES:
+        raise fail(source, f"a table of at most {MAX_SINUSOIDAL_VALUES} values ({MAX_SINUSOIDAL_VALUES * 8 >> 30} GiB "
+                   "as float64)", f"{length} x {dim} = {length * dim} values, {length * dim * 8 / 2**30:.1f} GiB")
+    return length, dim
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """``config.json`` as a dict. Raises CheckpointError if it is not a JSON object."""
-    try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise fail(path, "a JSON model config", f"{type(e).__name__}: {e}") from None
+    """``config.json`` as a dict: a regular file of bounded JSON (see
+    :func:`~flax_posenc.conversion.safety.load_json`). Raises CheckpointError otherwise."""
+    config = load_json(path, what="a JSON model config", allow_constants=True)
     if not isinstance(config, dict):
         raise fail(path, "a JSON object as model config", type(config).__name__)
     return config
@@ -99,7 +121,7 @@ def find_weights(directory: Path) -> Path:
       CheckpointError: none of the known weight files is there (lists what is).
     """
     for name in WEIGHT_NAMES:
-        if (directory / name).is_file():
+        if os.path.lexists(directory / name):  # not a regular file: refused by open_weights, by name
             return directory / name
     others = sorted(p.name for p in directory.iterdir())
     shown = ", ".join(others[:12]) + (" ..." if len(others) > 12 else "") if others else "an empty directory"
@@ -110,24 +132,31 @@ def open_directory(directory: Path, *, source: str, require_config: bool,
                resolve_shard: Callable[[str], Path] | None = None) -> Checkpoint:
     """Open a Hugging Face layout directory (``config.json`` + weights)."""
     config_path = directory / CONFIG_NAME
-    has_config = config_path.is_file()
+    has_config = os.path.lexists(config_path)  # a directory/FIFO named config.json: read_config says so
     if require_config and not has_config:
         present = sorted(p.name for p in directory.iterdir())[:12]
         raise fail(directory, f"{CONFIG_NAME} (Hugging Face layout; or pass family=, or the weights file "
                    "itself)", f"no {CONFIG_NAME}; files: {', '.join(present) or 'none'}")
     weights = find_weights(directory)
+    boundary = checkpoint_boundary(directory)
+    contained(boundary, weights, what="the weights file")  # a link out of the checkpoint is refused
+    if has_config:
+        contained(boundary, config_path, what=CONFIG_NAME)
     config = read_config(config_path) if has_config else {}
-    return Checkpoint(source, weights, open_weights(weights, resolve_shard), config,
-                      config_path if has_config else None, directory)
+    return Checkpoint(source, weights, open_weights(weights, resolve_shard, boundary), config,
+                      config_path if has_config else None, directory, boundary)
 
 
 def open_file(path: Path, *, source: str) -> Checkpoint:
     """Open a bare weights file; a ``config.json`` beside it is used when present."""
     config_path = path.parent / CONFIG_NAME
-    has_config = config_path.is_file()
+    has_config = os.path.lexists(config_path) and path.name != CONFIG_NAME
+    boundary = checkpoint_boundary(path.parent)
+    if has_config:
+        contained(boundary, config_path, what=f"the {CONFIG_NAME} beside {path.name}")
     config = read_config(config_path) if has_config else {}
-    return Checkpoint(source, path, open_weights(path), config, config_path if has_config else None,
-                      path.parent if has_config else None)
+    return Checkpoint(source, path, open_weights(path, None, boundary), config,
+                      config_path if has_config else None, path.parent if has_config else None, boundary)
 
 
 def looks_like_repo_id(source: str) -> bool:
@@ -148,13 +177,19 @@ def open_checkpoint(source: str | os.PathLike, *, require_config: bool = True) -
       CheckpointError: missing path, no weights, no config, unreadable files, model id not
         cached while offline.
     """
-    text = os.fspath(source)
+    text = source_text(source)
     path = Path(text).expanduser()
     if path.is_dir():
         return open_directory(path, source=text, require_config=require_config)
     if path.is_file():
         return open_file(path, source=text)
-    if isinstance(source, str) and looks_like_repo_id(text) and not path.exists():
+    if os.path.lexists(path):  # a FIFO, a device, a socket, a dangling link: say which
+        try:
+            found = kind_of(os.stat(path).st_mode)
+        except OSError:
+            found = "a dangling symbolic link" if path.is_symlink() else "an unreadable path"
+        raise fail(path, "a checkpoint directory or a weights file (a regular file)", found)
+    if isinstance(source, str) and looks_like_repo_id(text):
         return open_hub(text, require_config=require_config)
     parent = path.parent
     hint = f" (nor its folder {parent})" if not parent.exists() else ""
@@ -188,6 +223,11 @@ def hub_cache_dir() -> Path:
     return Path(xdg) / "huggingface" / "hub"
 
 
+def repo_folder(repo_id: str, cache_dir: Path) -> Path:
+    """The cache folder of a model repository (``models--org--name``): what its files must resolve into."""
+    return cache_dir / ("models--" + repo_id.replace("/", "--"))
+
+
 def _cached(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
     from huggingface_hub import try_to_load_from_cache
 
@@ -195,24 +235,82 @@ def _cached(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
         hit = try_to_load_from_cache(repo_id, filename, cache_dir=str(cache_dir))
     except Exception:  # invalid repo id and the like: treat as not cached
         return None
-    return Path(hit) if isinstance(hit, str) else None
+    if not isinstance(hit, str):
+        return None
+    return contained(repo_folder(repo_id, cache_dir), Path(hit), what=f"the cached {filename} of {repo_id}")
+
+
+def hub_endpoint() -> str:
+    """The Hub's address as the environment says now (``HF_ENDPOINT``, else huggingface.co)."""
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def hub_reachable(timeout: float = HUB_CONNECT_TIMEOUT) -> str | None:
+    """``None`` when a TCP connection to the Hub's host opens within ``timeout`` s, else why not."""
+    import socket
+    from urllib.parse import urlsplit
+
+    import threading
+    import time
+
+    url = urlsplit(hub_endpoint())
+    host = url.hostname or "huggingface.co"
+    try:
+        port = url.port or (80 if url.scheme == "http" else 443)
+    except ValueError:
+        return f"{hub_endpoint()!r} (HF_ENDPOINT) not a valid address"
+    found: list = []
+
+    def resolve() -> None:  # getaddrinfo has no timeout of its own: run it aside, wait at most `timeout`
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as e:
+            found.append(e)
+
+    start = time.monotonic()
+    worker = threading.Thread(target=resolve, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not found:
+        return f"{host} unreachable (no DNS answer within {timeout:g} s)"
+    if isinstance(found[0], OSError):
+        return f"{host}:{port} unreachable ({found[0].strerror or type(found[0]).__name__})"
+    family, kind, proto, _, address = found[0][0]
+    try:
+        with socket.socket(family, kind, proto) as sock:
+            sock.settimeout(max(0.1, timeout - (time.monotonic() - start)))
+            sock.connect(address)
+    except OSError as e:
+        return f"{host}:{port} unreachable ({e.strerror or type(e).__name__})"
+    return None
+
+
+def _unreachable(repo_id: str, why: str) -> CheckpointError:
+    return fail(repo_id, "a Hub model id in the local cache or a reachable Hugging Face Hub",
+                f"not cached, and the Hub is {why}; set HF_HUB_OFFLINE=1 to use the cache only, "
+                "or pass a local directory")
 
 
 def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
     """Download one file (progress bar from huggingface_hub); ``None`` if the repo lacks it."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     try:
-        return Path(hf_hub_download(repo_id, filename, cache_dir=str(cache_dir)))
-    except EntryNotFoundError:
-        return None
+        got = Path(hf_hub_download(repo_id, filename, cache_dir=str(cache_dir)))
     except RepositoryNotFoundError:
         raise fail(repo_id, "a Hugging Face model id (or a local path)", "no such repository on the Hub "
                    "(or it is private/gated)") from None
+    except LocalEntryNotFoundError:  # before EntryNotFoundError: it is a subclass (connection failed)
+        raise _unreachable(repo_id, "unreachable") from None
+    except EntryNotFoundError:
+        return None
     except Exception as e:
+        if any(w in type(e).__name__ for w in ("Connect", "Timeout")):
+            raise _unreachable(repo_id, f"unreachable ({type(e).__name__})") from None
         raise fail(f"{repo_id}/{filename}", "a file downloadable from the Hugging Face Hub",
                    f"{type(e).__name__}: {one_line(e)[:200]}") from None
+    return contained(repo_folder(repo_id, cache_dir), got, what=f"the downloaded {filename} of {repo_id}")
 
 
 def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
@@ -220,8 +318,12 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
 
     Only ``config.json`` and the weights file (or shard index; shards on first use) are fetched.
 
+    Three failures are told apart: not cached while ``HF_HUB_OFFLINE=1``; not cached and the
+    Hub unreachable (one line within :data:`HUB_CONNECT_TIMEOUT` s, naming ``HF_HUB_OFFLINE``);
+    a file not in the repository.
+
     Raises:
-      CheckpointError: offline and not cached; no such repository; no weights in it.
+      CheckpointError: offline and not cached; Hub unreachable; no such repository; no weights in it.
     """
     cache = hub_cache_dir()
     offline = hub_offline()
@@ -233,14 +335,18 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
             raise fail(repo_id, f"a Hub model id already in the local cache ({cache}) because "
                        "HF_HUB_OFFLINE=1", f"no cached {missing}; run once online, unset HF_HUB_OFFLINE, "
                        "or pass a local directory")
+        why = hub_reachable()
+        if why is not None:
+            raise _unreachable(repo_id, why)
         if config is None:
             config = _download(repo_id, CONFIG_NAME, cache)
             if config is None and require_config:
-                raise fail(repo_id, f"{CONFIG_NAME} in the Hub repository", "none")
+                raise fail(repo_id, f"{CONFIG_NAME} in the Hub repository", "not in the repository")
         if weights is None:
             weights = next((p for n in WEIGHT_NAMES if (p := _download(repo_id, n, cache)) is not None), None)
             if weights is None:
-                raise fail(repo_id, f"weights ({' or '.join(WEIGHT_NAMES)}) in the Hub repository", "none")
+                raise fail(repo_id, f"weights ({' or '.join(WEIGHT_NAMES)}) in the Hub repository",
+                           "none of them in the repository")
 
     def resolve_shard(name: str) -> Path:
         hit = _cached(repo_id, name, cache)
@@ -248,23 +354,30 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
             return hit
         if offline:
             raise fail(f"{repo_id}/{name}", "a cached shard (HF_HUB_OFFLINE=1)", "not in the local cache")
+        why = hub_reachable()
+        if why is not None:
+            raise _unreachable(f"{repo_id}/{name}", why)
         got = _download(repo_id, name, cache)
         if got is None:
             raise fail(f"{repo_id}/{name}", "a shard listed in the index", "not in the Hub repository")
         return got
 
-    try:
-        reader = open_weights(weights, resolve_shard)
-    except CheckpointError:
-        raise
+    reader = open_weights(weights, resolve_shard, repo_folder(repo_id, cache))
     cfg = read_config(config) if config is not None else {}
-    return Checkpoint(repo_id, weights, reader, cfg, config, weights.parent)
+    return Checkpoint(repo_id, weights, reader, cfg, config, weights.parent, repo_folder(repo_id, cache))
 
 
 def snapshot_directory(repo_id: str) -> Path:
     """A complete local snapshot of a Hub repository (for export), cache first."""
     from huggingface_hub import snapshot_download
 
+    if not hub_offline():
+        why = hub_reachable()
+        if why is not None:
+            try:  # a complete cached snapshot still serves
+                return Path(snapshot_download(repo_id, cache_dir=str(hub_cache_dir()), local_files_only=True))
+            except Exception:
+                raise _unreachable(repo_id, why) from None
     try:
         return Path(snapshot_download(repo_id, cache_dir=str(hub_cache_dir()), local_files_only=hub_offline()))
     except Exception as e:

@@ -1,0 +1,804 @@
+"""Hostile and faulty checkpoints (issue 12): containment, bounded parsing, typed configs, no crash.
+
+Every case asserts the promise of docs/security.md: the API raises only CheckpointError /
+PositionLimitError / ValueError (one line naming the file), the CLI exits 2 with one line and no
+traceback, and every file outside the checkpoint and the output is byte-identical afterwards
+(nothing outside is written, truncated or created). Checkpoints are tiny GPT-2/RoBERTa layouts
+written with ``safetensors.numpy`` (no torch needed except for the ``.bin`` cases).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.numpy import save_file
+
+from flax_posenc import cli
+from flax_posenc.conversion import (
+    CheckpointError,
+    export_position_table,
+    load_input_block,
+    load_position_table,
+)
+from flax_posenc.errors import PositionLimitError
+
+DOCUMENTED = (CheckpointError, PositionLimitError, ValueError)
+ROWS, DIM, VOCAB = 8, 4, 10
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def gpt2_tensors(rows: int = ROWS) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"wpe.weight": rng.standard_normal((rows, DIM)).astype(np.float32),
+            "wte.weight": rng.standard_normal((VOCAB, DIM)).astype(np.float32),
+            "ln_f.weight": np.ones(DIM, np.float32), "ln_f.bias": np.zeros(DIM, np.float32)}
+
+
+def gpt2_config(**extra) -> dict:
+    return {"model_type": "gpt2", "n_positions": ROWS, "n_embd": DIM, "vocab_size": VOCAB, **extra}
+
+
+def write_ckpt(folder: Path, config: dict | None = None, tensors: dict | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(gpt2_config() if config is None else config))
+    save_file(gpt2_tensors() if tensors is None else tensors, str(folder / "model.safetensors"))
+    return folder
+
+
+def raw_safetensors(path: Path, header: bytes | str, data: bytes = b"") -> Path:
+    blob = header.encode() if isinstance(header, str) else header
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + data)
+    return path
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every regular file under ``root`` (links not followed) -> its bytes."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            if p.is_file() and not p.is_symlink() and os.stat(p).st_size < 1 << 20:
+                out[str(p)] = p.read_bytes()
+    return out
+
+
+@pytest.fixture
+def world(tmp_path):
+    """``tmp_path/outside`` (files a hostile checkpoint aims at) and ``tmp_path/src`` (the checkpoint)."""
+    outside = tmp_path / "outside"
+    write_ckpt(outside)
+    save_file(gpt2_tensors(), str(outside / "x.safetensors"))
+    (outside / "x.bin").write_bytes(b"not really torch")
+    (outside / "secret.txt").write_text("secret")
+    src = write_ckpt(tmp_path / "src")
+    return tmp_path, outside, src
+
+
+def one_line_error(exc: BaseException) -> str:
+    text = str(exc)
+    assert "\n" not in text and "Traceback" not in text, text
+    return text
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out
+    return code, out, err
+
+
+# --------------------------------------------------------------------------- 1. index targets
+
+INDEX = "model.safetensors.index.json"
+
+
+def _target(tmp_path: Path, src: Path, name: str) -> str:
+    """Lay out what a hostile shard name points at, and return the name."""
+    outside = tmp_path / "outside"
+    if name == "link.safetensors":
+        (src / name).symlink_to(outside / "x.safetensors")
+    elif name == "zero.safetensors":
+        (src / name).symlink_to("/dev/zero")
+    elif name == "fifo.safetensors":
+        os.mkfifo(src / name)
+    elif name == "dir.safetensors":
+        (src / name).mkdir()
+    elif name == "dangling.safetensors":
+        (src / name).symlink_to(src / "nowhere.safetensors")
+    elif name == "up/x.safetensors":
+        (src / "up").symlink_to(outside)
+    elif name == "other.safetensors.index.json":
+        (src / name).write_text(json.dumps({"weight_map": {"wpe.weight": INDEX}}))
+    return name.format(outside=outside, outside_rel=str(outside).lstrip("/"))
+
+
+HOSTILE_SHARDS = [
+    "../outside/x.safetensors", "a/../../outside/x.safetensors", "{outside}/x.safetensors",
+    "{outside}/x.bin", "../outside/x.bin", "../" * 40 + "{outside_rel}/x.safetensors",
+    "..\\outside\\x.safetensors", "./../outside/x.safetensors", "../src/../outside/x.safetensors",
+    "../out/model.safetensors", "/dev/zero", "/etc/passwd",
+    INDEX, "other.safetensors.index.json", "config.json", "", "a\x00.safetensors",
+    "link.safetensors", "zero.safetensors", "fifo.safetensors", "dir.safetensors",
+    "missing.safetensors", "dangling.safetensors", "up/x.safetensors",
+]
+
+
+def _sharded(tmp_path: Path, src: Path, shard: str) -> None:
+    name = _target(tmp_path, src, shard)
+    (src / "model.safetensors").unlink()
+    (src / INDEX).write_text(json.dumps({"metadata": {"total_size": 1},
+                                         "weight_map": {k: name for k in gpt2_tensors()}}))
+
+
+@pytest.mark.parametrize("shard", HOSTILE_SHARDS)
+@pytest.mark.parametrize("action", ["load", "block", "export"])
+def test_index_targets_never_leave_the_checkpoint(world, shard, action):
+    tmp_path, outside, src = world
+    _sharded(tmp_path, src, shard)
+    before = snapshot(tmp_path)
+    with pytest.raises(CheckpointError) as info:
+        if action == "load":
+            load_position_table(src)
+        elif action == "block":
+            load_input_block(src)
+        else:
+            export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
+    one_line_error(info.value)
+    assert snapshot(tmp_path) == before  # nothing outside read-then-written, truncated or created
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "src"]
+
+
+@pytest.mark.parametrize("shard", HOSTILE_SHARDS[::2])
+@pytest.mark.parametrize("command", ["check", "extend"])
+def test_index_targets_cli_exit_2(world, capsys, shard, command):
+    tmp_path, outside, src = world
+    _sharded(tmp_path, src, shard)
+    before = snapshot(tmp_path)
+    argv = [command, str(src), "--length", "12"] + (["--out", str(tmp_path / "out")] if command == "extend" else [])
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- 2. symlinks in the source
+
+
+def _plant(tmp_path: Path, src: Path, kind: str) -> None:
+    outside = tmp_path / "outside"
+    if kind == "file link out":
+        (src / "leak.txt").symlink_to(outside / "secret.txt")
+    elif kind == "dir link out":
+        (src / "leakdir").symlink_to(outside)
+    elif kind == "dev zero":
+        (src / "zeros.dat").symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(src / "pipe")
+    elif kind == "loop":
+        (src / "loop").symlink_to(src)
+    elif kind == "dangling":
+        (src / "gone.txt").symlink_to(src / "never-there")
+    elif kind == "nested link out":
+        (src / "sub").mkdir()
+        (src / "sub" / "leak").symlink_to(outside / "secret.txt")
+    elif kind == "relative link out":
+        (src / "rel.txt").symlink_to("../outside/secret.txt")
+
+
+SOURCE_LINKS = ["file link out", "dir link out", "dev zero", "fifo", "loop", "dangling", "nested link out",
+                "relative link out"]
+
+
+@pytest.mark.parametrize("kind", SOURCE_LINKS)
+@pytest.mark.parametrize("via", ["api", "cli"])
+def test_export_refuses_links_out_of_the_source_and_special_files(world, capsys, kind, via):
+    tmp_path, outside, src = world
+    _plant(tmp_path, src, kind)
+    before = snapshot(tmp_path)
+    if via == "api":
+        with pytest.raises(CheckpointError) as info:
+            export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
+        one_line_error(info.value)
+    else:
+        code, _, err = run_cli(capsys, "extend", str(src), "--length", "10", "--out", str(tmp_path / "out"))
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert snapshot(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "src"]  # no out, no temporary
+
+
+def test_links_inside_the_source_are_copied_as_regular_files(world):
+    tmp_path, _, src = world
+    (src / "notes.txt").write_text("notes")
+    (src / "alias.txt").symlink_to("notes.txt")
+    out = export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
+    assert not (out / "alias.txt").is_symlink() and (out / "alias.txt").read_text() == "notes"
+
+
+def test_overwrite_refuses_a_parent_of_the_source(tmp_path):
+    src = write_ckpt(tmp_path / "parent" / "src")
+    before = snapshot(tmp_path)
+    for target in (tmp_path / "parent", tmp_path):
+        with pytest.raises(CheckpointError, match="parent of the source"):
+            export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), target, overwrite=True)
+    assert snapshot(tmp_path) == before
+
+
+def test_export_onto_the_source_weights_file_is_refused(world):
+    tmp_path, _, src = world
+    before = snapshot(tmp_path)
+    with pytest.raises(CheckpointError, match="directory as export target"):
+        export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), src / "model.safetensors", overwrite=True)
+    assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- 3. what SOURCE is
+
+
+@pytest.mark.parametrize("kind, found", [("fifo", "FIFO"), ("devzero", "character device"),
+                                         ("dangling", "dangling"), ("configdir", "a directory"),
+                                         ("weightsdir", "a directory"), ("weightsfifo", "FIFO")])
+def test_special_sources_are_named_for_what_they_are(tmp_path, capsys, kind, found):
+    src = tmp_path / "src"
+    if kind == "fifo":
+        os.mkfifo(src)
+    elif kind == "devzero":
+        src.symlink_to("/dev/zero")
+    elif kind == "dangling":
+        src.symlink_to(tmp_path / "nothing")
+    else:
+        write_ckpt(src)
+        name = "config.json" if kind == "configdir" else "model.safetensors"
+        (src / name).unlink()
+        if kind == "weightsfifo":
+            os.mkfifo(src / name)
+        else:
+            (src / name).mkdir()
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    assert found in one_line_error(info.value) and "no such file" not in str(info.value)
+    code, _, err = run_cli(capsys, "inspect", str(src))
+    assert code == 2 and found in err
+
+
+# --------------------------------------------------------------------------- 4. bounded JSON
+
+DEEP_OBJ = '{"a":' * 5000 + "1" + "}" * 5000
+JUST_TOO_DEEP = "[" * 70 + "]" * 70
+HOSTILE_JSON = {
+    "deep object": DEEP_OBJ,
+    "deep list": "[" * 100000 + "]" * 100000,
+    "just too deep": JUST_TOO_DEEP,
+    "5000-digit int": '{"n_positions": 1' + "0" * 5000 + "}",
+    "40-digit int": '{"n_positions": 1' + "0" * 40 + "}",
+    "negative huge int": '{"x": -' + "9" * 4400 + "}",
+    "NaN": '{"n_positions": NaN}',
+    "Infinity": '{"n_positions": Infinity}',
+    "truncated": '{"model_type": "gpt2", "n_posit',
+    "top-level list": "[1, 2, 3]",
+    "not utf-8": b'{"model_type": "\xff\xfe"}',
+    "empty": "",
+}
+
+
+def _place_json(src: Path, where: str, payload: str | bytes) -> None:
+    raw = payload.encode() if isinstance(payload, str) else payload
+    if where == "config":
+        (src / "config.json").write_bytes(raw)
+    elif where == "index":
+        (src / "model.safetensors").unlink()
+        (src / INDEX).write_bytes(raw)
+    else:
+        raw_safetensors(src / "model.safetensors", raw)
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_JSON))
+@pytest.mark.parametrize("where", ["config", "index", "header"])
+def test_hostile_json_is_one_line(tmp_path, where, name):
+    src = write_ckpt(tmp_path / "src")
+    _place_json(src, where, HOSTILE_JSON[name])
+    t0 = time.perf_counter()
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    one_line_error(info.value)
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_oversized_json_is_refused_before_reading(tmp_path):
+    src = write_ckpt(tmp_path / "src")
+    with open(src / "config.json", "r+b") as f:
+        f.truncate(200 << 20)  # sparse: 200 MB of zeros, never read
+    with pytest.raises(CheckpointError, match="at most"):
+        load_position_table(src)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats() | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(["config", "index", "header"]), value=json_values,
+       garbage=st.binary(max_size=40), mode=st.sampled_from(["json", "bytes", "merge"]))
+def test_fuzzed_json_raises_only_checkpoint_error(tmp_path_factory, where, value, garbage, mode):
+    src = write_ckpt(tmp_path_factory.mktemp("fz"))
+    if mode == "json":
+        payload: bytes = json.dumps(value).encode()
+    elif mode == "bytes":
+        payload = garbage
+    else:  # a plausible document with a fuzzed field
+        doc = gpt2_config() if where == "config" else {"weight_map": {"wpe.weight": value}}
+        doc["n_positions" if where == "config" else "metadata"] = value
+        payload = json.dumps(doc).encode()
+    _place_json(src, where, payload)
+    try:
+        load_position_table(src)
+    except CheckpointError as e:
+        one_line_error(e)
+
+
+# --------------------------------------------------------------------------- 5. sizes before allocation
+
+BAD_SINUSOIDAL = ["sinusoidal:²:4", "sinusoidal:4:²", "sinusoidal:١٢:4", "sinusoidal:100000000000:768",
+                  "sinusoidal:1000000:1000000", "sinusoidal:4:99999999999", "sinusoidal:0:4", "sinusoidal:-4:4",
+                  "sinusoidal:1e3:4", "sinusoidal:4", "sinusoidal:4:4:4", "sinusoidal: 4:4",
+                  "sinusoidal:" + "9" * 5000 + ":4"]
+
+
+@pytest.mark.parametrize("source", BAD_SINUSOIDAL)
+def test_bad_sinusoidal_sources(capsys, source):
+    t0 = time.perf_counter()
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(source)
+    one_line_error(info.value)
+    code, _, err = run_cli(capsys, "inspect", source)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_huge_sinusoidal_names_the_memory():
+    with pytest.raises(CheckpointError, match=r"100000000000 x 768 = .*GiB"):
+        load_position_table("sinusoidal:100000000000:768")
+
+
+@pytest.mark.parametrize("length", [10**11, 10**9, 2**40])
+def test_extend_to_a_huge_length_is_refused_before_allocation(world, capsys, length):
+    tmp_path, _, src = world
+    code, _, err = run_cli(capsys, "extend", str(src), "--length", str(length), "--out", str(tmp_path / "out"))
+    assert code == 2 and "GiB" in err and str(length) in err
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- 6. typed config fields
+
+SMALL_LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 128}
+BAD_RELATIVE = [
+    {"num_attention_heads": "8"}, {"num_attention_heads": True}, {"num_attention_heads": 4.0},
+    {"num_attention_heads": [4]}, {"num_attention_heads": -4}, {"hidden_size": "64"}, {"hidden_size": 2},
+    {"head_dim": "16"}, {"head_dim": [16]}, {"max_position_embeddings": "128"}, {"max_position_embeddings": 1.5},
+    {"max_position_embeddings": -1}, {"rope_theta": "10000"}, {"rope_theta": [10000.0]}, {"rope_theta": 1e308},
+    {"rope_scaling": {"rope_type": "linear", "factor": 1e308}}, {"rope_scaling": {"rope_type": "linear", "factor": "2"}},
+    {"rope_scaling": {"rope_type": "linear", "factor": [2.0]}}, {"rope_scaling": {"rope_type": 3, "factor": 2.0}},
+    {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": "32"}},
+    {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": [1], "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 32}},
+    {"rope_scaling": "linear"}, {"partial_rotary_factor": "0.5"},
+    {"model_type": "gptj", "n_head": 4, "n_embd": 2, "rotary_dim": 8},
+    {"model_type": "gptj", "n_head": 4, "n_embd": 64, "rotary_dim": "8"},
+    {"model_type": "gptj", "n_head": 4, "n_embd": 64, "rotary_dim": 64},
+    {"model_type": "mpt", "n_heads": 4, "d_model": 64, "attn_config": {"alibi_bias_max": [8]}},
+    {"model_type": "mpt", "n_heads": 4, "d_model": 64, "attn_config": {"alibi_bias_max": 1e308}},
+    {"model_type": "bloom", "n_head": "4", "hidden_size": 64},
+    {"model_type": "mpt", "n_heads": 4, "d_model": 64, "max_seq_len": "2048"},
+]
+
+
+@pytest.mark.parametrize("patch", BAD_RELATIVE, ids=lambda p: json.dumps(p)[:60])
+def test_mistyped_relative_config_fields(tmp_path, capsys, patch):
+    src = tmp_path / "m"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({**SMALL_LLAMA, **patch}))
+    code, _, err = run_cli(capsys, "check", str(src), "--length", "16")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "config.json" in err, err
+
+
+BAD_LEARNED = [{"pad_token_id": -5}, {"pad_token_id": "1"}, {"pad_token_id": [1]}, {"pad_token_id": 1.0},
+               {"max_position_embeddings": "12"}, {"max_position_embeddings": 12.0},
+               {"layer_norm_eps": [1e-5]}, {"layer_norm_eps": "1e-5"}, {"layer_norm_eps": 1e308}]
+
+
+def _roberta(tmp_path: Path, **extra) -> Path:
+    rng = np.random.default_rng(1)
+    tensors = {"embeddings.position_embeddings.weight": rng.standard_normal((12, DIM)).astype(np.float32),
+               "embeddings.word_embeddings.weight": rng.standard_normal((VOCAB, DIM)).astype(np.float32),
+               "embeddings.token_type_embeddings.weight": np.zeros((1, DIM), np.float32),
+               "embeddings.LayerNorm.weight": np.ones(DIM, np.float32),
+               "embeddings.LayerNorm.bias": np.zeros(DIM, np.float32)}
+    config = {"model_type": "roberta", "max_position_embeddings": 12, "pad_token_id": 1, "hidden_size": DIM, **extra}
+    return write_ckpt(tmp_path / "roberta", config, tensors)
+
+
+@pytest.mark.parametrize("patch", BAD_LEARNED, ids=lambda p: json.dumps(p))
+def test_mistyped_learned_config_fields(tmp_path, capsys, patch):
+    src = _roberta(tmp_path, **patch)
+    with pytest.raises(CheckpointError) as info:
+        load_input_block(src)
+    assert "config.json" in one_line_error(info.value)
+    code, out, err = run_cli(capsys, "check", str(src), "--length", "11")
+    if "layer_norm_eps" not in patch:  # the table alone does not need the eps
+        assert code == 2, (out, err)
+
+
+def test_negative_pad_never_overstates_the_limit(tmp_path, capsys):
+    src = _roberta(tmp_path, pad_token_id=-5)
+    code, out, err = run_cli(capsys, "check", str(src), "--length", "12")
+    assert code == 2 and "pad_token_id" in err and "ok" not in out
+    assert load_position_table(_roberta(tmp_path / "ok")).max_length == 10  # the honest limit: 12 - 2
+
+
+# --------------------------------------------------------------------------- 7. corrupted weights
+
+
+def test_float8_elsewhere_refuses_only_that_tensor(tmp_path):
+    src = write_ckpt(tmp_path / "src")
+    tensors = gpt2_tensors()
+    header, data, pos = {}, b"", 0
+    for name, arr in tensors.items():
+        raw = arr.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [pos, pos + len(raw)]}
+        data, pos = data + raw, pos + len(raw)
+    header["h.0.attn.scale"] = {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [pos, pos + 4]}
+    blob = json.dumps(header).encode()
+    raw_safetensors(src / "model.safetensors", blob + b" " * (-len(blob) % 8), data + b"\x01" * 4)
+    t = load_position_table(src)
+    np.testing.assert_array_equal(t.weights, tensors["wpe.weight"])
+    from flax_posenc.conversion.readers import SafetensorsReader, read_float
+
+    with pytest.raises(CheckpointError, match="F8_E4M3"):
+        read_float(SafetensorsReader(src / "model.safetensors"), "h.0.attn.scale", ndim=1, what="scale")
+
+
+def _bin_ckpt(tmp_path: Path, state: dict) -> Path:
+    import torch
+
+    src = tmp_path / "bin"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps(gpt2_config()))
+    torch.save(state, src / "pytorch_model.bin")
+    return src
+
+
+def _torch_state():
+    import torch
+
+    return {k: torch.from_numpy(v) for k, v in gpt2_tensors().items()}
+
+
+def test_bin_with_a_short_storage_record_is_refused(tmp_path):
+    import zipfile
+
+    src = _bin_ckpt(tmp_path, _torch_state())
+    path = src / "pytorch_model.bin"
+    with zipfile.ZipFile(path) as z:
+        items = [(i, z.read(i.filename)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for info, data in items:
+            if info.filename.endswith("/data/0"):
+                data = data[: len(data) // 2]  # half of the first storage
+            z.writestr(info, data)
+    with pytest.raises(CheckpointError, match="storage record") as info:
+        load_position_table(src)
+    one_line_error(info.value)
+
+
+def test_bin_sparse_tensor_is_refused_by_name(tmp_path):
+    state = _torch_state()
+    state["wte.weight"] = state["wte.weight"].to_sparse()
+    src = _bin_ckpt(tmp_path, state)
+    assert load_position_table(src).max_length == ROWS  # the table itself is dense: fine
+    with pytest.raises(CheckpointError, match="wte.weight.*sparse"):
+        load_input_block(src)
+
+
+def test_weights_only_refusal_names_the_blocked_global(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    state = _torch_state()
+    state["x"] = Evil()
+    src = _bin_ckpt(tmp_path, state)
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    text = one_line_error(info.value).split(": ", 1)[1]  # after the file name
+    assert "system" in text and "blocked" in text and "weights_only" not in text and "False" not in text
+
+
+def _converted(tmp_path: Path, mutate) -> Path:
+    from flax import serialization
+
+    from flax_posenc.pretrained import save_converted
+
+    src = _roberta(tmp_path)
+    out = save_converted(src, tmp_path / "c.msgpack")
+    blob = serialization.msgpack_restore(out.read_bytes())
+    mutate(blob)
+    out.write_bytes(serialization.msgpack_serialize(blob))
+    return out
+
+
+@pytest.mark.parametrize("case", ["nan", "inf", "missing", "extra", "wrong width", "config lies", "not float"])
+def test_converted_msgpack_is_checked(tmp_path, case):
+    from flax_posenc.pretrained import module_arguments
+
+    def mutate(blob):
+        p = blob["params"]
+        for k in ("position_embeddings", "word_embeddings"):
+            p[k] = np.array(p[k])  # writable copies
+        if case == "nan":
+            p["position_embeddings"][3, 1] = np.nan
+        elif case == "inf":
+            p["word_embeddings"][0, 0] = np.inf
+        elif case == "missing":
+            del p["word_embeddings"]
+        elif case == "extra":
+            p["evil"] = np.zeros((2, DIM), np.float32)
+        elif case == "wrong width":
+            p["position_embeddings"] = np.zeros((12, DIM + 1), np.float32)
+        elif case == "config lies":
+            blob["config"]["num_positions"] = 10**6
+        else:
+            p["word_embeddings"] = p["word_embeddings"].astype(np.int32)
+
+    path = _converted(tmp_path, mutate)
+    with pytest.raises(CheckpointError) as info:
+        module_arguments(path)
+    assert str(path) in one_line_error(info.value)
+
+
+# --------------------------------------------------------------------------- 8. CLI exit codes and --json
+
+
+def test_exit_codes_0_1_2(world, capsys):
+    _, _, src = world
+    assert run_cli(capsys, "check", str(src), "--length", str(ROWS))[0] == 0
+    assert run_cli(capsys, "check", str(src), "--length", str(ROWS + 1))[0] == 1
+    assert run_cli(capsys, "check", str(src / "nope"), "--length", "3")[0] == 2
+    assert run_cli(capsys, "check", str(src), "--length", "²")[0] == 2
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("boom"), KeyError("k"), TypeError("t"), RecursionError(), MemoryError()])
+def test_internal_errors_exit_3_in_one_line(monkeypatch, capsys, exc):
+    def explode(source):
+        raise exc
+
+    monkeypatch.setattr(cli, "load_table", explode)
+    code, out, err = run_cli(capsys, "check", "sinusoidal:8:4", "--length", "3")
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "please report" in err and out == ""
+    code = cli.main(["check", "sinusoidal:8:4", "--length", "3", "--debug"])
+    err = capsys.readouterr().err
+    assert code == 3 and "Traceback" in err
+    code = cli.main(["check", "sinusoidal:8:4", "--length", "3", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 3 and json.loads(out)["kind"] == "internal" and json.loads(out)["exit_code"] == 3
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["check", "/nonexistent/x", "--length", "3", "--json"], 2),
+    (["inspect", "sinusoidal:²:4", "--json"], 2),
+    (["check", "sinusoidal:8:4", "--length", "0", "--json"], 2),
+    (["inspect", "--json"], 2),
+])
+def test_json_errors_are_json_on_stdout(capsys, argv, code):
+    got, out, err = run_cli(capsys, *argv)
+    assert got == code and err == ""
+    doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert doc["exit_code"] == code and doc["error"]
+
+
+def test_json_output_is_strict(capsys):
+    assert cli.dumps_json({"a": float("inf"), "b": [float("nan"), 1.0]}) == '{"a": null, "b": [null, 1.0]}'
+    for source in ("sinusoidal:64:16", "sinusoidal:1:4"):  # one row: no pair, distances were Infinity
+        code, out, _ = run_cli(capsys, "inspect", source, "--json")
+        assert code == 0
+        json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+
+
+# --------------------------------------------------------------------------- 9. the Hub
+
+
+@pytest.fixture
+def empty_hub(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return tmp_path
+
+
+def test_hub_unreachable_is_fast_and_names_hf_hub_offline(empty_hub, monkeypatch, capsys):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    t0 = time.perf_counter()
+    code, _, err = run_cli(capsys, "check", "someone/model", "--length", "3")
+    assert time.perf_counter() - t0 < 5.0
+    assert code == 2 and "unreachable" in err and "HF_HUB_OFFLINE" in err and "not cached" in err
+
+
+def test_hub_not_cached_while_offline(empty_hub, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = run_cli(capsys, "check", "someone/model", "--length", "3")
+    assert code == 2 and "HF_HUB_OFFLINE=1" in err and "no cached" in err and "unreachable" not in err
+
+
+def test_hub_file_not_in_the_repository(empty_hub, monkeypatch, capsys):
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    from flax_posenc.conversion import sources
+
+    def missing(repo_id, filename, **kw):
+        raise EntryNotFoundError(f"{filename} not in {repo_id}")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", missing)
+    monkeypatch.setattr(sources, "hub_reachable", lambda timeout=3.0: None)
+    code, _, err = run_cli(capsys, "check", "someone/model", "--length", "3")
+    assert code == 2 and "not in the repository" in err and "unreachable" not in err
+
+
+def test_hub_cache_entry_pointing_out_of_the_repo_is_refused(empty_hub, monkeypatch, world):
+    tmp_path, outside, _ = world
+    sha = "0" * 40
+    repo = tmp_path / "home" / "hub" / "models--evil--m"
+    (repo / "snapshots" / sha).mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(sha)
+    (repo / "snapshots" / sha / "config.json").write_text(json.dumps(gpt2_config()))
+    (repo / "snapshots" / sha / "model.safetensors").symlink_to(outside / "x.safetensors")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CheckpointError, match="outside"):
+        load_position_table("evil/m")
+
+
+# --------------------------------------------------------------------------- 10. API: documented types only
+
+CONFIG_FIELDS = ["model_type", "n_positions", "max_position_embeddings", "pad_token_id", "layer_norm_eps",
+                 "layer_norm_epsilon", "scale_embedding", "d_model", "hidden_size", "word_embed_proj_dim",
+                 "type_vocab_size", "num_attention_heads", "rope_scaling", "rope_theta", "n_head", "n_embd"]
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.sampled_from(["gpt2", "roberta", "bart", "llama", "mpt"]),
+       fields=st.dictionaries(st.sampled_from(CONFIG_FIELDS), json_values, min_size=1, max_size=3))
+def test_fuzzed_configs_raise_only_documented_types(tmp_path_factory, base, fields):
+    """Any field of any type in config.json: the API raises only the documented types, and
+    the CLI never reaches exit 3 (an internal error) or prints a traceback."""
+    folder = tmp_path_factory.mktemp("cfg")
+    src = _roberta(folder) if base == "roberta" else write_ckpt(folder / "g")
+    config = json.loads((src / "config.json").read_text())
+    if base in ("bart", "llama", "mpt"):
+        config = {**SMALL_LLAMA, "model_type": base} if base != "bart" else {**config, "model_type": "bart"}
+    config.update(fields)
+    (src / "config.json").write_text(json.dumps(config))
+    for call in (load_position_table, load_input_block):
+        try:
+            call(src)
+        except DOCUMENTED as e:
+            one_line_error(e)
+    code = cli.main(["check", str(src), "--length", "4"])
+    assert code in (0, 1, 2)
+
+
+# --------------------------------------------------------------------------- 11. the checkpoint's own files
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_weights_or_config_linking_out_of_the_checkpoint_are_refused(world, name):
+    tmp_path, outside, src = world
+    (src / name).unlink()
+    (src / name).symlink_to(outside / name)
+    before = snapshot(tmp_path)
+    calls = {"dir": lambda: load_position_table(src),
+             "file": lambda: load_position_table(src / "model.safetensors"),
+             "export": lambda: export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")}
+    for how, call in calls.items():
+        if how == "file" and name == "model.safetensors":
+            assert load_position_table(src / "model.safetensors").max_length == ROWS  # the file the user named
+            continue
+        with pytest.raises(CheckpointError) as info:
+            call()
+        assert "outside" in one_line_error(info.value)
+    assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+def test_hub_cache_snapshot_directory_with_links_into_blobs_loads_and_exports(tmp_path):
+    """A sharded snapshot as huggingface_hub lays it out: every file a link into ../../blobs."""
+    repo = tmp_path / "hub" / "models--org--m"
+    snap, blobs = repo / "snapshots" / ("a" * 40), repo / "blobs"
+    snap.mkdir(parents=True)
+    blobs.mkdir()
+    tensors = gpt2_tensors()
+    files = {"config.json": json.dumps(gpt2_config()).encode(),
+             INDEX: json.dumps({"weight_map": {"wpe.weight": "s1.safetensors", "wte.weight": "s2.safetensors",
+                                               "ln_f.weight": "s2.safetensors", "ln_f.bias": "s2.safetensors"}}).encode()}
+    save_file({"wpe.weight": tensors["wpe.weight"]}, str(blobs / "b1"))
+    save_file({k: v for k, v in tensors.items() if k != "wpe.weight"}, str(blobs / "b2"))
+    for i, (name, data) in enumerate(files.items()):
+        (blobs / f"j{i}").write_bytes(data)
+        (snap / name).symlink_to(f"../../blobs/j{i}")
+    (snap / "s1.safetensors").symlink_to("../../blobs/b1")
+    (snap / "s2.safetensors").symlink_to("../../blobs/b2")
+    np.testing.assert_array_equal(load_position_table(snap).weights, tensors["wpe.weight"])
+    out = export_position_table(snap, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
+    assert load_position_table(out).max_length == ROWS + 2
+    assert not any(p.is_symlink() for p in out.iterdir())
+
+
+def test_hub_id_whose_cache_entries_are_links_into_blobs(tmp_path, monkeypatch):
+    """The real cache layout (links into blobs/, hashed names): resolved by id, offline."""
+    repo = tmp_path / "home" / "hub" / "models--org--linked"
+    sha = "b" * 40
+    snap, blobs = repo / "snapshots" / sha, repo / "blobs"
+    snap.mkdir(parents=True)
+    blobs.mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(sha)
+    (blobs / "c0ffee").write_text(json.dumps(gpt2_config()))
+    save_file(gpt2_tensors(), str(blobs / "deadbeef"))
+    (snap / "config.json").symlink_to("../../blobs/c0ffee")
+    (snap / "model.safetensors").symlink_to("../../blobs/deadbeef")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert load_position_table("org/linked").max_length == ROWS
+    out = export_position_table("org/linked", np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
+    assert load_position_table(out).max_length == ROWS + 2
+
+
+def test_hub_probe_is_bounded_when_dns_hangs(monkeypatch):
+    import socket
+
+    from flax_posenc.conversion import sources
+
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(30))
+    t0 = time.perf_counter()
+    why = sources.hub_reachable(timeout=0.3)
+    assert time.perf_counter() - t0 < 2.0 and "no DNS answer" in why
+
+
+@pytest.mark.parametrize("source", [123, None, 1.5, b"bytes/path", ["a"], "bad\x00path", Path("nul\x00")])
+def test_non_path_sources_are_bad_arguments(tmp_path, source):
+    for call in (lambda: load_position_table(source), lambda: load_input_block(source),
+                 lambda: export_position_table(source, np.zeros((4, 4), np.float32), tmp_path / "o"),
+                 lambda: export_position_table(write_ckpt(tmp_path / "s"), np.zeros((9, DIM), np.float32), source)):
+        with pytest.raises(CheckpointError) as info:
+            call()
+        one_line_error(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["s"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.sampled_from(["..", ".", "outside", "src", "x.safetensors", "x.bin", "", "/", "\\", "a"]),
+                      min_size=1, max_size=8))
+def test_fuzzed_shard_names_never_leave_the_checkpoint(tmp_path_factory, parts):
+    base = tmp_path_factory.mktemp("sh")
+    outside = write_ckpt(base / "outside")
+    save_file(gpt2_tensors(), str(outside / "x.safetensors"))
+    src = write_ckpt(base / "src")
+    name = "/".join(parts)
+    (src / "model.safetensors").unlink()
+    (src / INDEX).write_text(json.dumps({"weight_map": {k: name for k in gpt2_tensors()}}))
+    before = snapshot(base)
+    with pytest.raises(CheckpointError) as info:
+        export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), base / "out")
+    one_line_error(info.value)
+    assert snapshot(base) == before and sorted(p.name for p in base.iterdir()) == ["outside", "src"]
