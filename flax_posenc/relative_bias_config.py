@@ -117,24 +117,28 @@ class BucketConfig:
         edges = self.log_edges()
         return int(edges[-1]) if edges.size else self.max_exact
 
+    def _distance_buckets(self) -> np.ndarray:
+        """Buckets of distances ``0 .. saturation_distance`` in the keys-before-the-query direction."""
+        return self.buckets(-np.arange(self.saturation_distance + 1))
+
     @property
     def exact_limit(self) -> int:
         """The largest ``d`` such that distances ``0..d`` each have a bucket of their own."""
-        starts = np.concatenate([[self.max_exact], self.log_edges(), [np.iinfo(np.int64).max]])
-        d = self.max_exact - 1
-        for first, nxt in zip(starts[:-1], starts[1:]):
-            if nxt - first != 1 or first != d + 1:
-                break
-            d = int(first)
-        return d
+        b = self._distance_buckets()
+        shared = np.nonzero(b[1:] == b[:-1])[0]
+        return int(shared[0]) - 1 if shared.size else self.saturation_distance
 
     def bucket_ranges(self) -> list[tuple[int, int, int | None]]:
-        """``(bucket, first distance, last distance or None)`` for one direction (``None``: open-ended).
-
-        Bidirectional: buckets ``per_direction + b`` hold keys *after* the query at the same distances.
+        """``(bucket, first distance, last distance or None)`` of every bucket used, for the direction
+        of keys before the query (``None``: open-ended). Bidirectional: bucket ``per_direction + b``
+        holds keys *after* the query at the same distances. With many buckets and a small
+        ``max_distance`` some log buckets hold no integer distance (causal 128/128: bucket 67) and
+        are not listed.
         """
-        starts = list(range(self.max_exact + 1)) + [int(e) for e in self.log_edges()]
-        return [(b, s, starts[b + 1] - 1 if b + 1 < len(starts) else None) for b, s in enumerate(starts)]
+        b = self._distance_buckets()
+        used, first = np.unique(b, return_index=True)
+        last = [int(f) - 1 for f in first[1:]] + [None]
+        return [(int(u), int(f), l) for u, f, l in zip(used, first, last)]
 
     def buckets(self, relative_position: Any) -> np.ndarray:
         """Bucket of each ``relative_position = key - query`` (numpy, any integer shape) -> int64."""
