@@ -31,6 +31,8 @@ the model cannot tell them apart; ``flax-posenc check`` says how much of a lengt
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,8 +75,13 @@ def relative_position_bucket(
     rp = jnp.asarray(relative_position)
     if not jnp.issubdtype(rp.dtype, jnp.integer):
         raise ValueError(f"relative_position_bucket: expected integer relative positions, found dtype {rp.dtype}")
+    return _buckets(rp, cfg)
+
+
+@functools.partial(jax.jit, static_argnums=1)  # one small program per shape and config, also eagerly
+def _buckets(rp: jax.Array, cfg: BucketConfig) -> jax.Array:
     rp = rp.astype(jnp.int32)
-    if bidirectional:
+    if cfg.bidirectional:
         base = jnp.where(rp > 0, cfg.per_direction, 0)
         n = jnp.abs(rp)
     else:
@@ -84,6 +91,14 @@ def relative_position_bucket(
     large = cfg.max_exact + (jnp.searchsorted(jnp.asarray(edges, jnp.int32), n, side="right").astype(jnp.int32)
                              if edges.size else 0)
     return (base + jnp.where(n < cfg.max_exact, n, large)).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _bias(table: jax.Array, start: jax.Array, query_len: int, key_len: int, cfg: BucketConfig) -> jax.Array:
+    context = jnp.arange(query_len, dtype=jnp.int32)[:, None] + start.astype(jnp.int32)
+    memory = jnp.arange(key_len, dtype=jnp.int32)[None, :]
+    values = jnp.take(table, _buckets(memory - context, cfg), axis=0, mode="clip")  # buckets < rows: never clipped
+    return jnp.transpose(values, (2, 0, 1))
 
 
 def relative_position_bias(
@@ -134,12 +149,7 @@ def relative_position_bias(
     start = jnp.asarray(query_start)
     if not jnp.issubdtype(start.dtype, jnp.integer) or start.ndim != 0:
         raise ValueError(f"relative_position_bias: expected an integer scalar query_start, found {start.dtype}{start.shape}")
-    context = jnp.arange(query_len, dtype=jnp.int32)[:, None] + start.astype(jnp.int32)
-    memory = jnp.arange(key_len, dtype=jnp.int32)[None, :]
-    buckets = relative_position_bucket(memory - context, bidirectional=bidirectional, num_buckets=num_buckets,
-                                       max_distance=max_distance)
-    values = jnp.take(table, buckets, axis=0, mode="clip")  # buckets < num_buckets <= rows: never clipped
-    return jnp.transpose(values, (2, 0, 1))
+    return _bias(table, start, int(query_len), int(key_len), BucketConfig(num_buckets, max_distance, bidirectional))
 
 
 __all__ = ["RELATIVE_BIAS_AXES", "relative_position_bias", "relative_position_bucket"]

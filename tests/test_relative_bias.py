@@ -270,6 +270,24 @@ def test_loader_errors(ckpts, tmp_path):
     assert "width 2" in _one_line(e) and "(32, 3)" in str(e.value)
 
 
+def test_bare_weights_files_family_from_keys(ckpts, tmp_path):
+    """A .safetensors without config.json: the family from key names, buckets from the rows, defaults."""
+    import shutil
+
+    for name, family in (("umt5", "umt5"), ("mt5", "t5"), ("mpnet", "mpnet")):
+        model, path = ckpts[name]
+        bare = tmp_path / f"{name}.safetensors"
+        shutil.copy(path / "model.safetensors", bare)
+        tab = load_relative_bias(bare, layer=1 if name == "umt5" else 0)
+        assert tab.family == family and tab.max_distance == 128
+        assert tab.num_buckets == tab.weights.shape[0] if name != "mpnet" else tab.num_buckets == 32
+    forced = load_relative_bias(ckpts["mt5"][1], family="t5")
+    assert forced.family == "t5" and forced.max_distance == 256
+    with pytest.raises(CheckpointError) as e:
+        load_relative_bias(ckpts["t5"][1], family="bert")
+    assert "'bert'" in _one_line(e)
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -290,3 +308,31 @@ def test_cli_inspect_check_plot(ckpts, tmp_path, capsys):
     assert main(["plot", str(ckpts["mpnet"][1]), "--out", str(tmp_path / "figs")]) == 0
     names = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert names == ["encoder_bias.png", "encoder_buckets.png"]
+
+
+# --------------------------------------------------------------------------- the example model
+
+
+def test_t5_encoder_example(tmp_path):
+    """examples/models/t5_encoder.py equals transformers' T5EncoderModel (ReLU) and mT5 (gated-GELU)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "t5_encoder", Path(__file__).resolve().parents[1] / "examples" / "models" / "t5_encoder.py")
+    t5_encoder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t5_encoder)
+    torch.manual_seed(1)
+    ids = torch.randint(0, TINY["vocab_size"], (2, 150))  # past the saturation distance 91
+    mask = torch.ones_like(ids)
+    mask[1, 120:] = 0
+    for cls, cfg in ((tf.T5EncoderModel, tf.T5Config(**TINY, num_layers=2)),
+                     (tf.MT5EncoderModel, tf.MT5Config(**TINY, num_layers=1))):
+        hf = cls(cfg).eval()
+        path = tmp_path / cfg.model_type
+        hf.save_pretrained(path)
+        with torch.no_grad():
+            ref = hf(input_ids=ids, attention_mask=mask).last_hidden_state.numpy()
+        model = t5_encoder.from_pretrained(path)
+        ours = nnx.jit(lambda m, i, a: m(i, attention_mask=a))(model, jnp.asarray(ids.numpy()), jnp.asarray(mask.numpy()))
+        np.testing.assert_allclose(np.asarray(ours), ref, atol=1e-4, rtol=0)
