@@ -110,6 +110,8 @@ def ckpts(tmp_path_factory):
                                                               relative_attention_max_distance=256)).eval()
     out["umt5"] = tf.UMT5ForConditionalGeneration(tf.UMT5Config(**TINY, num_layers=2)).eval()
     out["longt5"] = tf.LongT5ForConditionalGeneration(tf.LongT5Config(**TINY, num_layers=1, local_radius=5)).eval()
+    out["longt5tg"] = tf.LongT5Model(tf.LongT5Config(**TINY, num_layers=1, local_radius=5,
+                                                     encoder_attention_type="transient-global")).eval()
     out["t5enc"] = tf.T5EncoderModel(tf.T5Config(**TINY, num_layers=1)).eval()
     mp = dict(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16)
     out["mpnet"] = tf.MPNetForMaskedLM(tf.MPNetConfig(**mp)).eval()
@@ -168,14 +170,16 @@ def test_decoding_step_bias_via_cache(ckpts):
 
 
 def test_longt5_local_bias(ckpts):
-    model, path = ckpts["longt5"]
-    local = model.encoder.block[0].layer[0].LocalSelfAttention
-    block = local.block_len
-    with torch.no_grad():
-        ref = _np(local.compute_bias(block))[0, 0]  # (heads, block, 3 * block)
-    tab = load_relative_bias(path)
-    ours = fp.relative_position_bias(tab.weights, block, 3 * block, query_start=block, max_distance=tab.max_distance)
-    np.testing.assert_allclose(np.asarray(ours), ref, atol=1e-6, rtol=0)
+    for name, attn_name in (("longt5tg", "TransientGlobalSelfAttention"), ("longt5", "LocalSelfAttention")):
+        model, path = ckpts[name]
+        local = getattr(model.encoder.block[0].layer[0], attn_name)
+        block = local.block_len
+        with torch.no_grad():
+            ref = _np(local.compute_bias(block))[0, 0]  # (heads, block, 3 * block)
+        tab = load_relative_bias(path)
+        assert attn_name in tab.key and "global_relative" not in tab.key
+        ours = fp.relative_position_bias(tab.weights, block, 3 * block, query_start=block, max_distance=tab.max_distance)
+        np.testing.assert_allclose(np.asarray(ours), ref, atol=1e-6, rtol=0)
     dec = load_relative_bias(path, stack="decoder")
     with torch.no_grad():
         ref = _np(_attn(model.decoder).compute_bias(20, 20))[0]
