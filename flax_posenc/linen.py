@@ -328,7 +328,10 @@ class RelativePositionBias(nn.Module):
         rows, heads = tab.weights.shape
         module = cls(heads, num_buckets=tab.num_buckets, max_distance=tab.max_distance, bidirectional=tab.bidirectional,
                      num_rows=rows, dtype=dtype, param_dtype=param_dtype)
-        return module, {"params": {"embedding": jnp.asarray(tab.weights, param_dtype)}}
+        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
+
+        table = nn.LogicallyPartitioned(jnp.asarray(tab.weights, param_dtype), names=RELATIVE_BIAS_AXES)  # boxed as init
+        return module, {"params": {"embedding": table}}
 
 
 __all__ += ["RelativePositionBias"]

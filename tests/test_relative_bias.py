@@ -209,6 +209,7 @@ def test_nnx_equals_linen_and_transforms(ckpts):
     _, path = ckpts["t5"]
     nnx_bias = fp.nnx.RelativePositionBias.from_pretrained(path)
     lin, variables = fp.linen.RelativePositionBias.from_pretrained(path)
+    assert variables["params"]["embedding"].names == (None, "heads")  # boxed as init boxes it
     np.testing.assert_array_equal(np.asarray(nnx_bias(9, 13, query_start=2)), np.asarray(lin.apply(variables, 9, 13, query_start=2)))
     tab = load_relative_bias(path, stack="decoder")
     table = jnp.asarray(tab.weights)
