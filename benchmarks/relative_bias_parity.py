@@ -90,7 +90,7 @@ def main() -> None:
                 hf = int(hf_buckets(np.array([-d]), False, per_direction, md)[0])
                 differ.append((per_direction, md, int(d), int(a[d]), hf, int(b[d])))
     print(f"{scanned} configurations scanned (buckets per direction 32, 64, 128; every max_distance up to {top}); "
-          f"{len(differ)} distances differ:\n")
+          f"{len(differ)} distance(s) differ:\n")
     print("| buckets per direction | max_distance | distance | ours (float32) | transformers | exact |")
     print("|---|---|---|---|---|---|")
     for row in differ:
