@@ -43,10 +43,13 @@ _EXPORTS = {
     "apply_rope_qk": "flax_posenc.rope",
     "alibi_bias": "flax_posenc.alibi",
     "alibi_bias_from_positions": "flax_posenc.alibi",
+    "relative_position_bucket": "flax_posenc.relative_bias",
+    "relative_position_bias": "flax_posenc.relative_bias",
+    "BucketConfig": "flax_posenc.relative_bias_config",
 }
 _SUBMODULES = {
     "nnx", "linen", "conversion", "analysis", "extend", "plots", "lookup", "sinusoidal", "block", "rope",
-    "alibi", "rope_alibi_params", "overflow", "limits",
+    "alibi", "rope_alibi_params", "overflow", "limits", "relative_bias", "relative_bias_config",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -78,6 +81,8 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
         sequential_positions,
     )
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
+    from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
+    from flax_posenc.relative_bias_config import BucketConfig  # noqa: F401
     from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401
     from flax_posenc.rope_alibi_params import (  # noqa: F401
         AlibiConfig,

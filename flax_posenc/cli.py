@@ -179,9 +179,10 @@ def load_relative(source: str):
     """
     if not source.strip():
         return None
+    from flax_posenc.conversion.relative_bias import relative_bias_source  # T5/MPNet learned buckets
     from flax_posenc.conversion.rope_config import relative_source
 
-    return relative_source(source)
+    return relative_bias_source(source) or relative_source(source)
 
 
 def writable_dir(path: str | Path) -> Path:

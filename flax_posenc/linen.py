@@ -281,3 +281,57 @@ __all__ = [
     "SinusoidalPositionalEncoding",
     "TransformerInput",
 ]
+
+
+# --------------------------------------------------------------------------- relative position bias
+
+
+class RelativePositionBias(nn.Module):
+    """T5-style learned relative position bias ``(heads, q, k)`` (see the NNX module of the same name).
+
+    Parameter ``embedding`` ``(num_rows or num_buckets, num_heads)``, logical axes ``(None, "heads")``.
+
+    >>> import jax
+    >>> import flax_posenc as fp
+    >>> bias = fp.linen.RelativePositionBias(8)
+    >>> variables = bias.init(jax.random.key(0), 5, 7)
+    >>> bias.apply(variables, 1, 7, query_start=6).shape
+    (8, 1, 7)
+    """
+
+    num_heads: int
+    num_buckets: int = 32
+    max_distance: int = 128
+    bidirectional: bool = True
+    num_rows: int | None = None
+    dtype: jnp.dtype | None = None
+    param_dtype: jnp.dtype = jnp.float32
+    embedding_init: nn.initializers.Initializer = default_embed_init
+
+    @nn.compact
+    def __call__(self, query_len: int, key_len: int, *, query_start=0) -> jax.Array:
+        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, relative_position_bias
+
+        rows = self.num_buckets if self.num_rows is None else self.num_rows
+        table = _param(self, "embedding", self.embedding_init, (rows, self.num_heads), self.param_dtype, RELATIVE_BIAS_AXES)
+        if self.dtype is not None:
+            table = table.astype(self.dtype)
+        return relative_position_bias(table, query_len, key_len, query_start=query_start, bidirectional=self.bidirectional,
+                                      num_buckets=self.num_buckets, max_distance=self.max_distance)
+
+    @classmethod
+    def from_pretrained(cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None, param_dtype=jnp.float32):
+        """``(module, variables)`` for a checkpoint's ``stack``/``layer`` (see the NNX ``from_pretrained``)."""
+        from flax_posenc.conversion.relative_bias import load_relative_bias
+
+        tab = load_relative_bias(source, stack=stack, layer=layer)
+        rows, heads = tab.weights.shape
+        module = cls(heads, num_buckets=tab.num_buckets, max_distance=tab.max_distance, bidirectional=tab.bidirectional,
+                     num_rows=rows, dtype=dtype, param_dtype=param_dtype)
+        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
+
+        table = nn.LogicallyPartitioned(jnp.asarray(tab.weights, param_dtype), names=RELATIVE_BIAS_AXES)  # boxed as init
+        return module, {"params": {"embedding": table}}
+
+
+__all__ += ["RelativePositionBias"]

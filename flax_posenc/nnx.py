@@ -467,3 +467,88 @@ __all__ = [
     "TransformerInput",
     "default_embed_init",
 ]
+
+
+# --------------------------------------------------------------------------- relative position bias
+
+
+class RelativePositionBias(nnx.Module):
+    """T5-style learned relative position bias ``(heads, q, k)``: a thin shell over
+    :func:`flax_posenc.relative_bias.relative_position_bias`.
+
+    Parameter ``embedding`` ``(num_rows, num_heads)`` (``num_rows`` defaults to ``num_buckets``),
+    logical axes ``(None, "heads")``. Add the output to the attention logits before the softmax
+    (``logits = q @ k.T + bias``; T5 does not scale by ``1/sqrt(head_dim)``), broadcasting over
+    the batch. Every relative position has a bucket: nothing is out of range, but distances
+    from the saturation distance on share the last bucket (see :mod:`flax_posenc.relative_bias_config`).
+
+    Args:
+      num_heads: attention heads.
+      num_buckets: buckets used (T5/MPNet: 32); max_distance: T5/MPNet: 128.
+      bidirectional: encoder (True) or causal decoder (False).
+      num_rows: table rows if more than ``num_buckets`` (an MPNet config asking for 64).
+      dtype: output dtype (``None``: ``param_dtype``); param_dtype: the table's dtype.
+      embedding_init: initializer ``(key, shape, dtype)``; rngs: ``nnx.Rngs`` with ``params``.
+
+    >>> from flax import nnx
+    >>> import flax_posenc as fp
+    >>> bias = fp.nnx.RelativePositionBias(8, rngs=nnx.Rngs(0))
+    >>> bias(5, 7).shape, bias(1, 7, query_start=6).shape      # full, and one decoding step
+    ((8, 5, 7), (8, 1, 7))
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        *,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+        num_rows: int | None = None,
+        dtype=None,
+        param_dtype=jnp.float32,
+        embedding_init=default_embed_init,
+        rngs: nnx.Rngs,
+    ):
+        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
+        from flax_posenc.relative_bias_config import BucketConfig
+
+        self.buckets = BucketConfig(num_buckets, max_distance, bidirectional)
+        rows = num_buckets if num_rows is None else num_rows
+        self.embedding = _param(embedding_init(rngs.params(), (rows, num_heads), param_dtype), RELATIVE_BIAS_AXES)
+        self.dtype = dtype
+
+    def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
+        """``(heads, query_len, key_len)``: queries at ``query_start ..``, keys at ``0 .. key_len - 1``."""
+        from flax_posenc.relative_bias import relative_position_bias
+
+        table = self.embedding[...]
+        if self.dtype is not None:
+            table = table.astype(self.dtype)
+        b = self.buckets
+        return relative_position_bias(table, query_len, key_len, query_start=query_start, bidirectional=b.bidirectional,
+                                      num_buckets=b.num_buckets, max_distance=b.max_distance)
+
+    @classmethod
+    def from_pretrained(cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None,
+                        param_dtype=jnp.float32) -> RelativePositionBias:
+        """The bias of a T5/mT5/UMT5/LongT5/MPNet checkpoint's ``stack`` and ``layer``.
+
+        Equals transformers' ``compute_bias`` / ``compute_position_bias`` (within 1e-6 in float32).
+        Raises :class:`~flax_posenc.CheckpointError` as
+        :func:`~flax_posenc.conversion.load_relative_bias`.
+
+        bias = RelativePositionBias.from_pretrained("path/to/t5-small", stack="decoder")
+        """
+        from flax_posenc.conversion.relative_bias import load_relative_bias
+
+        tab = load_relative_bias(source, stack=stack, layer=layer)
+        rows, heads = tab.weights.shape
+        module = nnx.eval_shape(lambda: cls(heads, num_buckets=tab.num_buckets, max_distance=tab.max_distance,
+                                            bidirectional=tab.bidirectional, num_rows=rows, dtype=dtype,
+                                            param_dtype=param_dtype, rngs=nnx.Rngs(0)))
+        _assign(module, {"embedding": tab.weights}, param_dtype)
+        return module
+
+
+__all__ += ["RelativePositionBias"]

@@ -58,6 +58,9 @@ __all__ = [
     "plot_rope_offset_invariance",
     "plot_alibi_bias",
     "plot_relative",
+    "plot_bucket_map",
+    "plot_relative_bias_heads",
+    "plot_relative_bias_source",
 ]
 
 MAX_HEATMAP_CELLS = (2048, 1024)  # (positions, dims) drawn at most
@@ -392,6 +395,8 @@ def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> li
     ALiBi: ``{prefix}alibi_bias.png``.
     """
     out = Path(out_dir)
+    if getattr(relative, "scheme", None) == "bucketed":  # T5/MPNet learned relative bias
+        return plot_relative_bias_source(relative, out, prefix=prefix)
     name = f"{relative.family} ({short_source(relative.source)})"
     if relative.rope is not None:
         return [
@@ -400,3 +405,67 @@ def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> li
             plot_rope_offset_invariance(relative.rope, out / f"{prefix}rope_offset_invariance.png"),
         ]
     return [plot_alibi_bias(relative.alibi, out / f"{prefix}alibi_bias.png", title=f"ALiBi: {name}, {relative.num_heads} heads")]
+
+
+# --------------------------------------------------------------------------- T5-style relative bias
+
+
+def _bucket_span(buckets: Any, span: int | None) -> np.ndarray:
+    reach = span or 2 * buckets.max_distance
+    return np.arange(-reach, reach + 1)
+
+
+def plot_bucket_map(buckets: Any, path: str | Path, *, span: int | None = None, title: str | None = None) -> Path:
+    """Bucket of each relative position ``key - query`` in ``[-span, span]`` (default ``2 * max_distance``).
+
+    ``buckets`` is a :class:`~flax_posenc.relative_bias_config.BucketConfig`; dashed lines mark the
+    saturation distance (every farther distance shares the last bucket), dotted ones ``max_distance``.
+    """
+    rp = _bucket_span(buckets, span)
+    fig = _figure(10, 4.5)
+    ax = fig.add_subplot()
+    ax.step(rp, buckets.buckets(rp), where="mid", lw=1.2)
+    s, m = buckets.saturation_distance, buckets.max_distance
+    sides = (-1, 1) if buckets.bidirectional else (-1,)
+    for sign in sides:
+        ax.axvline(sign * s, color="C3", ls="--", lw=0.8, label=f"saturation: |distance| >= {s}" if sign == sides[0] else None)
+        ax.axvline(sign * m, color="k", ls=":", lw=0.8, label=f"max_distance {m}" if sign == sides[0] else None)
+    ax.set_xlabel("relative position key - query")
+    ax.set_ylabel("bucket")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    ax.set_title(title or f"bucket map: {buckets.describe()}", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_relative_bias_heads(table: Any, path: str | Path, *, span: int | None = None, title: str | None = None) -> Path:
+    """Learned bias vs relative position, one curve per head, of a
+    :class:`~flax_posenc.conversion.relative_bias.RelativeBiasTable`."""
+    b = table.buckets
+    rp = _bucket_span(b, span)
+    values = analysis.as_float64(table.weights)[b.buckets(rp)]  # (positions, heads)
+    fig = _figure(10, 4.5)
+    ax = fig.add_subplot()
+    for h in range(values.shape[1]):
+        ax.plot(rp, values[:, h], lw=0.9, drawstyle="steps-mid", label=f"head {h}" if values.shape[1] <= 12 else None)
+    for sign in ((-1, 1) if b.bidirectional else (-1,)):
+        ax.axvline(sign * b.saturation_distance, color="C3", ls="--", lw=0.8)
+    ax.set_xlabel("relative position key - query")
+    ax.set_ylabel("bias added to the logit")
+    ax.grid(alpha=0.3)
+    if values.shape[1] <= 12:
+        ax.legend(loc="upper right", fontsize=7, ncol=2)
+    ax.set_title(title or f"{table.family} {table.stack} relative bias per head ({short_source(table.source)})", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str = "") -> list[Path]:
+    """``{prefix}{stack}_buckets.png`` and ``{prefix}{stack}_bias.png`` for each stack of a
+    :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource` (``flax-posenc plot``)."""
+    out = Path(out_dir)
+    paths = []
+    for t in source.tables:
+        paths.append(plot_bucket_map(t.buckets, out / f"{prefix}{t.stack}_buckets.png",
+                                     title=f"{t.family} {t.stack} bucket map: {t.buckets.describe()}"))
+        paths.append(plot_relative_bias_heads(t, out / f"{prefix}{t.stack}_bias.png"))
+    return paths

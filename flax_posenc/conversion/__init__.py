@@ -7,6 +7,8 @@ imported only to read a ``.bin`` checkpoint; jax only for a ``sinusoidal:`` sour
   (:class:`PositionTable`: ``weights``, ``family``, ``key``, ``offset``, ``max_length``).
 - :func:`load_input_block` -- every weight of the family's embedding block
   (:class:`InputBlockWeights`), enough to reproduce Hugging Face's embedding output.
+- :func:`load_relative_bias` -- a T5/mT5/UMT5/LongT5/MPNet learned relative position bias
+  table and its buckets (:class:`RelativeBiasTable`).
 - :func:`export_position_table` -- write a new table into a copy of the checkpoint.
 - :data:`FAMILIES` -- the known families, one data row each; :func:`detect_family`.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
 from flax_posenc.conversion.load import load_input_block, load_position_table
+from flax_posenc.conversion.relative_bias import RelativeBiasTable, load_relative_bias
 from flax_posenc.conversion.table import InputBlockWeights, PositionTable
 from flax_posenc.errors import CheckpointError
 
@@ -34,8 +37,10 @@ __all__ = [
     "Family",
     "InputBlockWeights",
     "PositionTable",
+    "RelativeBiasTable",
     "detect_family",
     "export_position_table",
     "load_input_block",
     "load_position_table",
+    "load_relative_bias",
 ]
