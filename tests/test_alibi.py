@@ -116,3 +116,17 @@ def test_limit_under_the_overflow_rule():
 def test_bad_input_is_one_line(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_bias_within_one_and_a_half_ulp_of_the_exact_product():
+    """Slope rounded once, product rounded once more: <= 1.5 ulp of m_h * d (alibi.py's claim)."""
+    for heads in (8, 12, 30):
+        exact = -fp.alibi_slopes(heads)[:, None] * np.arange(512, dtype=np.float64)[None, :]  # float64
+        ours = np.asarray(fp.alibi_bias(heads, 512))[:, 511, ::-1].astype(np.float64)  # distances 0..511
+        ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+        assert np.all(np.abs(ours - exact) <= 1.5 * ulp)
+
+
+def test_mpt_storage_bit_identical_for_every_head_count():
+    for heads in range(1, 41):
+        assert np.array_equal(np.asarray(mpt_alibi_tensor(heads, 64)), build_mpt_alibi_tensor(heads, 64).numpy()), heads

@@ -250,3 +250,13 @@ def test_phi3_wrong_factor_length_is_one_line(tmp_path):
     with pytest.raises(CheckpointError) as e:
         read_relative_config(write(tmp_path, raw))
     assert "config.json" in str(e.value) and "long_factor" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_rope_audit_lists_what_is_read():
+    import runpy
+    from pathlib import Path
+
+    audit = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "rope_audit.py"))["audit"]
+    _, read, unread = audit()
+    assert set(read) <= {t for f in RELATIVE_FAMILIES.values() for t in f.model_types}
+    assert {"phi3", "llama", "bloom", "mpt"} <= set(read) and "gemma" in unread and not set(read) & set(unread)
