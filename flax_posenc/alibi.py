@@ -16,9 +16,9 @@ Shape conventions (the bias is *added* to ``q . k / sqrt(d)`` before the softmax
 Hugging Face stores ALiBi differently, relying on softmax's invariance to a per-row constant:
 BLOOM's ``build_alibi_tensor`` is ``m_h * j`` (key position, padding-aware), shape
 ``(batch * heads, 1, seq)``; MPT's ``build_mpt_alibi_tensor`` is ``m_h * (j - (seq - 1))``, shape
-``(heads, 1, seq)``. :func:`mpt_alibi_tensor` reproduces MPT's bit for bit (every head count);
-:func:`bloom_alibi_tensor` is within one float32 ulp of a slope times the position of BLOOM's
-(HF's float32 ``pow``; bit-identical up to 10 heads). After the causal mask and the softmax all
+``(heads, 1, seq)``. :func:`mpt_alibi_tensor` reproduces MPT's bit for bit up to 64 heads;
+past that, and :func:`bloom_alibi_tensor` against BLOOM's past 10 heads, they are within one
+float32 ulp of a slope times the position (HF's float32 ``pow``). After the causal mask and the softmax all
 three give the same attention up to float32 rounding of the stored values, which grows with the
 length in BLOOM's ``m_h * j`` (3.5e-5 at 2048 positions; ours stays ~1e-7 from float64).
 (Falcon's ALiBi variant multiplies in bfloat16; it is not reproduced.)
