@@ -304,14 +304,18 @@ def _exact_wavelengths(t: _Named, dims: Sequence[int]) -> list[float] | None:
 
 
 def _envelope(y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Min and max of ``y`` over consecutive windows of ``window`` positions (centres, lo, hi)."""
+    """Min and max of ``y`` over consecutive windows of ``window`` positions, as steps.
+
+    Returns ``(edges, lo, hi)``: window starts plus the last position, for ``step="post"``.
+    """
     n = y.shape[0]
     nb = math.ceil(n / window)
     padded = np.full(nb * window, np.nan)
     padded[:n] = y
     blocks = padded.reshape(nb, window)
-    centres = np.minimum(np.arange(nb) * window + (window - 1) / 2, n - 1)
-    return centres, np.nanmin(blocks, axis=1), np.nanmax(blocks, axis=1)
+    lo, hi = np.nanmin(blocks, axis=1), np.nanmax(blocks, axis=1)
+    edges = np.append(np.arange(nb) * window, n - 1)
+    return edges, np.append(lo, lo[-1]), np.append(hi, hi[-1])
 
 
 def plot_waves(
@@ -364,7 +368,7 @@ def plot_waves(
         if lam * pixels_per_position < MIN_PERIOD_PIXELS:
             window = max(2, math.ceil(4 * lam), math.ceil(2 / pixels_per_position))  # several periods: a steady band
             cx, lo, hi = _envelope(y, window)
-            ax.fill_between(cx, lo, hi, step="mid", lw=0, alpha=0.6)
+            ax.fill_between(cx, lo, hi, step="post", lw=0, alpha=0.6)
             label_lam += f"\n(envelope/{window})"
         else:
             ax.plot(x, y, lw=1.0)
