@@ -8,7 +8,10 @@ each run in a fresh subprocess (cold imports excluded, warm page cache):
 - ``transformers.AutoModel.from_pretrained(dir)``      (builds the model, reads everything)
 
 and reports the median wall time, the tracemalloc peak (Python/numpy allocations) and the peak
-RSS growth (``VmHWM`` after ``clear_refs``; Linux only) of the load itself.
+RSS growth (``VmHWM`` after ``clear_refs``; Linux only) of the load itself. The first load in a
+fresh process also pays for one-time work (transformers' lazy module set-up, first-call code
+paths), so each child then loads again ``--steady`` times in the same process: the median of
+those is the in-process steady-state time, reported beside the fresh-process one.
 
 Usage::
 
@@ -42,7 +45,7 @@ _CHILD = textwrap.dedent(
         except OSError:
             return None
 
-    which, path = sys.argv[1], sys.argv[2]
+    which, path, steady = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if which == "flax_posenc":
         from flax_posenc.conversion import load_position_table
         import safetensors  # imported lazily by the reader; import it up front like transformers
@@ -65,8 +68,17 @@ _CHILD = textwrap.dedent(
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     hwm = rss_kib("VmHWM")
+    del out
+    again = []
+    for _ in range(steady):  # the same load, in the same (now warm) process
+        t0 = time.perf_counter()
+        out = load()
+        again.append(time.perf_counter() - t0)
+        del out
+    again.sort()
     print(json.dumps({"seconds": dt, "tracemalloc_peak": peak,
-                      "rss_peak_growth": None if hwm is None or before is None else (hwm - before) * 1024}))
+                      "rss_peak_growth": None if hwm is None or before is None else (hwm - before) * 1024,
+                      "steady_seconds": again[len(again) // 2] if again else None}))
     """
 )
 
@@ -85,8 +97,8 @@ def build_checkpoint(path: Path, quick: bool = False) -> None:
     model.save_pretrained(path)
 
 
-def run(which: str, path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, which, str(path)], capture_output=True, text=True,
+def run(which: str, path: Path, steady: int = 3) -> dict:
+    out = subprocess.run([sys.executable, "-c", _CHILD, which, str(path), str(steady)], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -105,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=5, help="runs per loader (median reported)")
     ap.add_argument("--dir", type=Path, default=None, help="reuse/build the checkpoint here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary checkpoint")
+    ap.add_argument("--steady", type=int, default=3, help="further loads in the same process (in-process steady state)")
     ap.add_argument("--quick", action="store_true", help="smoke test: a tiny checkpoint, one run each")
     args = ap.parse_args(argv)
     if args.quick:
@@ -127,16 +140,20 @@ def main(argv: list[str] | None = None) -> None:
                 pass
         results = {}
         for which in ("flax_posenc", "transformers"):
-            runs = [run(which, path) for _ in range(args.repeats)]
+            runs = [run(which, path, args.steady) for _ in range(args.repeats)]
             results[which] = {k: _median(r[k] for r in runs) for k in runs[0]}
-        print(f"\n{'loader':<40}{'median s':>10}{'tracemalloc MiB':>17}{'RSS growth MiB':>16}")
+        print(f"\n{'loader':<40}{'median s':>10}{'tracemalloc MiB':>17}{'RSS growth MiB':>16}{'in-process s':>14}")
         labels = {"flax_posenc": "flax_posenc load_position_table",
                   "transformers": "transformers AutoModel.from_pretrained"}
         for which, r in results.items():
+            steady = "n/a" if r["steady_seconds"] is None else f"{r['steady_seconds']:.4f}"
             print(f"{labels[which]:<40}{r['seconds']:>10.4f}{mib(r['tracemalloc_peak']):>17}"
-                  f"{mib(r['rss_peak_growth']):>16}")
+                  f"{mib(r['rss_peak_growth']):>16}{steady:>14}")
         ratio = results["transformers"]["seconds"] / results["flax_posenc"]["seconds"]
-        print(f"\nspeed-up (median transformers / median flax_posenc): {ratio:.0f}x")
+        print(f"\nspeed-up, first load in a fresh process (median transformers / median flax_posenc): {ratio:.0f}x")
+        if results["flax_posenc"]["steady_seconds"] and results["transformers"]["steady_seconds"]:
+            steady_ratio = results["transformers"]["steady_seconds"] / results["flax_posenc"]["steady_seconds"]
+            print(f"speed-up, in-process steady state (median of the repeated loads): {steady_ratio:.0f}x")
     finally:
         if tmp is not None and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Recompute every numeric claim of the positional-encoding lesson, in float64.
 
-The lesson (``shared/seed/positional-encoding-lesson.txt``) is where this project started;
+The lesson ("Positional encoding — injecting order into attention", a tutorial text kept outside
+this repository as the project's seed material) is where this project started;
 several of its numbers are wrong. This script recomputes each one with flax-posenc (and plain
 float64 numpy), prints a table and writes ``docs/lesson-check.md``: the claim, the computed
 value, a verdict, and the right value where the lesson is wrong.
@@ -308,7 +309,15 @@ def render_markdown(items: list[Claim]) -> str:
         "",
         f"Regenerate with: `{COMMAND}`",
         "",
-        "Every numeric claim of `shared/seed/positional-encoding-lesson.txt`, recomputed in float64 with",
+        "The lesson is \"Positional encoding — injecting order into attention\", a ~2,000-word tutorial",
+        "text (part of a course on attention; it refers back to \"lesson 2\" on dot products) that this",
+        "project grew from. It is not in this repository: it was the project's seed material, and the",
+        "claims below quote it. Its sections: why attention needs positions, why sine and cosine,",
+        "the sinusoidal formula and its properties, learned position embeddings (GPT-2, BERT) and",
+        "their parameter cost, an implementation (`sinusoidal_pe`), the wave structure, numerical",
+        "precision, how the encoding enters the transformer, and the context-length ceiling.",
+        "",
+        "Every numeric claim of the lesson, recomputed in float64 with",
         "flax-posenc (`sinusoidal_frequencies`, `analysis`, `conversion`). Layout as in the lesson:",
         "`PE[p, 2i] = sin(p·wᵢ)`, `PE[p, 2i+1] = cos(p·wᵢ)`, `wᵢ = 10000^(−2i/d)`, `d = 512` unless said.",
         "Verdicts: **correct**; **loose** (true, but far from tight); **imprecise** (the idea is right,",

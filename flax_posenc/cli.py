@@ -236,12 +236,10 @@ def make_figures(table, out: Path, *, dims: Sequence[int] | None, prefix: str, p
         raise UsageError(f"{table_name(table)} has no usable rows to plot")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", plots.DownsampledWarning)
-        bar = _Progress(4, progress)
+        bar = _Progress(len(plots.TABLE_FIGURES), progress)
         paths = [
-            bar.run("heatmap", lambda: plots.plot_heatmap(table, out / f"{prefix}heatmap.png")),
-            bar.run("waves", lambda: plots.plot_waves(table, out / f"{prefix}waves.png", dims=dims)),
-            bar.run("similarity vs offset", lambda: plots.plot_similarity_vs_offset(table, out / f"{prefix}similarity_vs_offset.png")),
-            bar.run("similarity matrix", lambda: plots.plot_similarity_matrix(table, out / f"{prefix}similarity_matrix.png")),
+            bar.run(kind.replace("_", " "), lambda kind=kind: plots.plot_table_figure(kind, table, out, dims=dims, prefix=prefix))
+            for kind in plots.TABLE_FIGURES
         ]
         bar.close()
     _print_notes([w for w in caught if issubclass(w.category, plots.DownsampledWarning)])
@@ -448,7 +446,7 @@ def cmd_tour(args: argparse.Namespace) -> int:
             _say(f"    $ {PROG} check {source} --length {length}")
             _say(f"      {shown}")
             _say(f"      (exit {code})")
-        written += make_figures(table, out, dims=None, prefix=f"{prefix}_", progress=progress)
+        written += make_figures(table, out / prefix, dims=None, prefix="", progress=progress)
         _say()
     _say("limits: " + ", ".join(f"{name} {limit} positions (0..{limit - 1})" for name, limit in limits))
     _say(f"figures ({len(written)}) in {out}/:")

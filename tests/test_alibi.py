@@ -116,3 +116,22 @@ def test_limit_under_the_overflow_rule():
 def test_bad_input_is_one_line(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_bias_within_one_and_a_half_ulp_of_the_exact_product():
+    """Slope rounded once, product rounded once more: <= 1.5 ulp of m_h * d (alibi.py's claim)."""
+    for heads in (12, 30):
+        exact = -fp.alibi_slopes(heads)[:, None] * np.arange(512, dtype=np.float64)[None, :]  # float64
+        ours = np.asarray(fp.alibi_bias(heads, 512))[:, 511, ::-1].astype(np.float64)  # distances 0..511
+        ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+        assert np.all(np.abs(ours - exact) <= 1.5 * ulp)
+
+
+def test_mpt_storage_bit_identical_up_to_64_heads_then_one_slope_ulp():
+    """benchmarks/alibi_parity.py checks every count 1..128; docs/rope-alibi.md states the result."""
+    for heads in (3, 5, 20, 40, 64):
+        assert np.array_equal(np.asarray(mpt_alibi_tensor(heads, 64)), build_mpt_alibi_tensor(heads, 64).numpy()), heads
+    for heads in (112, 128):
+        ours, hf = np.asarray(mpt_alibi_tensor(heads, 64)), build_mpt_alibi_tensor(heads, 64).numpy()
+        slopes = fp.alibi_slopes(heads)[:, None, None].astype(np.float32)
+        assert np.all(np.abs(ours - hf) <= np.spacing(slopes) * 63 + np.spacing(np.abs(hf)))

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from flax_posenc import plots
+
 SCRIPT = shutil.which("flax-posenc", path=str(Path(sys.executable).parent)) or "flax-posenc"
 
 
@@ -180,7 +182,9 @@ def test_tour_shows_both_limits_and_writes_figures(tour):
     assert out.count("(exit 1)") == 3 and out.count("(exit 0)") == 3
     assert "asked for 513 positions (0..512): 1 past the limit" in out
     assert "asked for 1025 positions (0..1024): 1 past the limit" in out
-    assert len(list((root / "figs").glob("*.png"))) == 12
+    # one naming scheme: <kind>.png, each source in its own directory
+    assert sorted(p.relative_to(root / "figs").as_posix() for p in (root / "figs").rglob("*.png")) == sorted(
+        f"{source}/{kind}.png" for source in ("bert-minilm", "gpt2-shaped", "sinusoidal") for kind in plots.TABLE_FIGURES)
     assert "Traceback" not in proc.stderr
 
 

@@ -196,3 +196,67 @@ def test_rope_config_reader_stays_numpy_only(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "HEAVY []" in run.stdout
+
+
+# --------------------------------------------------------------------------- Phi-3 / Phi-3.5 LongRoPE
+
+
+def _phi3_dict(kind_key, kind, rng):
+    """A tiny Phi-3 config.json as the Hub holds them (4.x ``rope_scaling``), head_dim 16: 8 factors."""
+    return {
+        "model_type": "phi3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "num_hidden_layers": 1, "intermediate_size": 32, "vocab_size": 32,
+        "max_position_embeddings": 256, "original_max_position_embeddings": 64, "rope_theta": 10000.0,
+        "rope_scaling": {kind_key: kind, "short_factor": (1 + rng.random(8)).round(4).tolist(),
+                         "long_factor": (1 + 8 * rng.random(8)).round(4).tolist()},
+    }
+
+
+@pytest.mark.parametrize("kind_key, kind", [("rope_type", "longrope"), ("type", "su"), ("type", "yarn")])
+def test_phi3_longrope_matches_transformers(tmp_path, kind_key, kind):
+    """Short factors up to original_max_position_embeddings, long ones past it, as Phi3RotaryEmbedding."""
+    from transformers import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
+
+    raw = _phi3_dict(kind_key, kind, np.random.default_rng(0))
+    rc = read_relative_config(write(tmp_path, raw))
+    assert (rc.family, rc.rope.rope_type, rc.rope.original_max_position_embeddings, rc.limit) == ("phi3", "longrope", 64, 256)
+    hf = {k: v for k, v in raw.items() if k != "model_type"}
+    # transformers 5.x copies the top-level original_max_position_embeddings into the rope dict only
+    # for the type "longrope", before renaming "su"/"yarn": a legacy config fails its own validation
+    # (KeyError) unless the dict repeats it. We read the config as the Hub holds it.
+    hf["rope_scaling"] = {**raw["rope_scaling"], "original_max_position_embeddings": 64}
+    config = Phi3Config(**hf)
+    assert config.rope_parameters["rope_type"] == "longrope"
+    for positions in (np.arange(48), np.arange(200)):  # short, then long (seq_len 200 > 64)
+        emb = Phi3RotaryEmbedding(config)  # fresh: its long/short switch is stateful
+        pos = torch.from_numpy(positions[None])
+        with torch.no_grad():
+            cos_hf, sin_hf = emb(torch.zeros(1), pos)
+        cos, sin = fp.rotary_cos_sin(positions, rc.rope)
+        scale = float(np.abs(cos_hf.numpy()).max())  # the attention factor, ~1.2 when long
+        ulp = np.spacing(np.float32(scale))
+        # transformers forms p * w in float32: at p < 200 its angle is off by up to ~200 * 2**-24
+        err = max(np.abs(np.asarray(cos) - cos_hf[0, :, :8].numpy()).max(), np.abs(np.asarray(sin) - sin_hf[0, :, :8].numpy()).max())
+        assert err <= 128 * ulp, (positions.size, err / ulp)
+    # a saved Phi3Config (5.x rope_parameters) reads the same
+    rc2 = read_relative_config(saved(tmp_path, config, "saved"))
+    assert rc2.rope.short_factor == rc.rope.short_factor and rc2.rope.long_factor == rc.rope.long_factor
+
+
+def test_phi3_wrong_factor_length_is_one_line(tmp_path):
+    raw = _phi3_dict("type", "su", np.random.default_rng(1))
+    raw["rope_scaling"]["long_factor"] = [1.0, 2.0]
+    with pytest.raises(CheckpointError) as e:
+        read_relative_config(write(tmp_path, raw))
+    assert "config.json" in str(e.value) and "long_factor" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_rope_audit_lists_what_is_read():
+    import runpy
+    from pathlib import Path
+
+    audit = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "rope_audit.py"))["audit"]
+    _, read, unread = audit()
+    assert set(read) <= {t for f in RELATIVE_FAMILIES.values() for t in f.model_types}
+    assert {"phi3", "llama", "bloom", "mpt"} <= set(read) and "gemma" in unread and not set(read) & set(unread)

@@ -11,6 +11,10 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
   32768); Mixtral's ``rope_theta`` defaults to 1e6, the others' to 10000.
 - GPT-NeoX: RoPE on ``rotary_pct`` (default 0.25) of each head, base ``rotary_emb_base``.
 - GPT-J: interleaved RoPE on ``rotary_dim`` dims (``n_head``, ``n_embd``, ``n_positions``).
+- Phi-3/Phi-3.5 (``phi3``): RoPE, half layout, ``max_position_embeddings`` (default 4096);
+  LongRoPE (``short_factor``/``long_factor`` lists, ``rotary_dim // 2`` each) with the top-level
+  ``original_max_position_embeddings``; older configs spell the type ``"su"`` or ``"yarn"``,
+  which ``Phi3Config`` rewrites to ``"longrope"`` (so do we).
 - Falcon (``falcon``, legacy ``RefinedWeb``/``RefinedWebModel``): RoPE unless ``alibi: true``.
 - BLOOM: ALiBi, ``n_head`` heads, no length limit in its config.
 - MPT: ALiBi when ``attn_config.alibi`` (default true), ``attn_config.alibi_bias_max`` (8), limit
@@ -68,6 +72,8 @@ class RelativeFamily:
       limit_fields, limit_default: fields holding the length limit and the model's default
         (``None``: no limit).
       alibi_bias_max_field, alibi_bias_max_default: ALiBi's ``max_bias`` (MPT) and its default.
+      rope_type_aliases: ``(old, new)`` spellings of ``rope_type``/``type`` that transformers
+        rewrites for this family (Phi-3's legacy ``"su"`` and ``"yarn"`` mean ``"longrope"``).
     """
 
     name: str
@@ -87,6 +93,7 @@ class RelativeFamily:
     limit_default: int | None = None
     alibi_bias_max_field: str | None = None
     alibi_bias_max_default: float = 8.0
+    rope_type_aliases: tuple[tuple[str, str], ...] = ()
 
 
 RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType({
@@ -96,6 +103,9 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType({
         RelativeFamily("mistral", ("mistral",), limit_default=4096 * 32),
         RelativeFamily("mixtral", ("mixtral",), theta_default=1e6, limit_default=4096 * 32),
         RelativeFamily("qwen2", ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"), limit_default=32768),
+        RelativeFamily(
+            "phi3", ("phi3",), limit_default=4096, rope_type_aliases=(("su", "longrope"), ("yarn", "longrope")),
+        ),
         RelativeFamily(
             "gpt_neox", ("gpt_neox",), theta_fields=("rotary_emb_base", "rope_theta"),
             partial_fields=("rotary_pct", "partial_rotary_factor"), partial_default=0.25, limit_default=2048,
@@ -352,6 +362,9 @@ def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, li
             raise fail(where, f"one {key} dict for all layers", f"per-layer parameters for {', '.join(nested)}")
         params.update({k: v for k, v in value.items() if v is not None})
     kind = params.get("rope_type", params.get("type")) or "default"
+    kind = dict(family.rope_type_aliases).get(kind, kind)
+    params["rope_type"] = kind
+    params.pop("type", None)
     if kind in ("yarn", "llama3", "longrope") and config.get("original_max_position_embeddings") is not None:
         params["original_max_position_embeddings"] = config["original_max_position_embeddings"]  # Phi-3 style
     _check_rope_params(where, params)
