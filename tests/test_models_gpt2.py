@@ -67,9 +67,9 @@ def test_prefill_then_cached_decode_equals_full_forward(model):
     decode = jax.jit(checkify.checkify(decode))  # TODO(issue 10): plain jax.jit once the guard lands
 
     cache = model.init_cache(2, IDS.shape[1])
-    logits, cache = model(IDS[:, :10], cache=cache, start=0)  # prefill, static start
+    logits, cache = model(IDS[:, :20], cache=cache, start=0)  # prefill, static start
     steps = [np.asarray(logits)]
-    for t in range(10, IDS.shape[1]):
+    for t in range(20, IDS.shape[1]):
         error, (logits, cache) = decode(state, IDS[:, t:t + 1], cache, jnp.int32(t))
         error.throw()
         steps.append(np.asarray(logits))

@@ -1,0 +1,83 @@
+"""examples/models/llama.py against transformers' LlamaForCausalLM (tiny random checkpoint:
+llama3 rope scaling, grouped-query attention 4 heads / 2 kv heads, untied head)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from jax.experimental import checkify
+from model_checkpoints import build, hf_generate, hf_logits, load_example
+
+import flax_posenc as fp
+
+llama = load_example("llama")
+IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("llama")
+    return path, build("llama", path)
+
+
+@pytest.fixture(scope="module")
+def model(checkpoint):
+    return llama.from_pretrained(checkpoint[0])
+
+
+def test_rope_config_read_from_config_json(model):
+    assert model.rope.rope_type == "llama3" and model.rope.factor == 4.0
+    assert model.rope.original_max_position_embeddings == 16 and model.position_limit == 64
+    assert model.kv_heads == 2 and model.layers[0].self_attn.heads == 4
+
+
+def test_logits_equal_hugging_face(checkpoint, model):
+    expected = hf_logits(checkpoint[1], IDS)
+    assert np.abs(np.asarray(model(IDS)) - expected).max() < 1e-4
+    graphdef, state = nnx.split(model)
+    # TODO(issue 10): plain jax.jit once RoPE with max_position_embeddings is jittable
+    error, jitted = jax.jit(checkify.checkify(lambda s, ids: nnx.merge(graphdef, s)(ids)))(state, IDS)
+    error.throw()
+    assert np.abs(np.asarray(jitted) - expected).max() < 1e-4
+
+
+def test_greedy_generate_equals_hugging_face(checkpoint, model):
+    prompt = IDS[:, :5]
+    np.testing.assert_array_equal(np.asarray(llama.generate(model, prompt, 12)), hf_generate(checkpoint[1], prompt, 12))
+
+
+def test_prefill_then_cached_decode_with_traced_positions_equals_full_forward(model):
+    full = np.asarray(model(IDS))
+    graphdef, state = nnx.split(model)
+
+    def decode(state, ids, cache, start):  # start: traced, RoPE angles computed on device
+        return nnx.merge(graphdef, state)(ids, cache=cache, start=start)
+
+    decode = jax.jit(checkify.checkify(decode))  # TODO(issue 10): plain jax.jit once the guard lands
+    cache = model.init_cache(2, IDS.shape[1])
+    logits, cache = model(IDS[:, :20], cache=cache, start=0)
+    steps = [np.asarray(logits)]
+    for t in range(20, IDS.shape[1]):
+        error, (logits, cache) = decode(state, IDS[:, t:t + 1], cache, jnp.int32(t))
+        error.throw()
+        steps.append(np.asarray(logits))
+    assert np.abs(np.concatenate(steps, axis=1) - full).max() < 1e-5
+
+
+def test_past_max_position_embeddings_raises(model):
+    with pytest.raises(fp.PositionLimitError, match=r"llama llama3 RoPE holds 64 positions .* 1 past the end"):
+        llama.generate(model, np.ones((1, 60), np.int32), 5)
+    with pytest.raises(fp.PositionLimitError, match="holds 64 positions"):
+        model(np.zeros((1, 65), np.int32))
+    graphdef, state = nnx.split(model)
+    cache = model.init_cache(1, 64)
+
+    def step(state, start):
+        return nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0]
+
+    error, _ = jax.jit(checkify.checkify(step))(state, jnp.int32(64))
+    with pytest.raises(checkify.JaxRuntimeError, match="holds 64 positions"):
+        error.throw()
