@@ -83,3 +83,32 @@ def load_example(name: str):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def prefill_then_decode(model, ids, prefill: int, *, checked: bool):
+    """Logits of ``ids`` computed as a cached prefill of ``prefill`` tokens then one token per
+    step, every call jitted with a traced ``start``; ``(batch, seq, vocab)`` numpy.
+
+    ``checked``: wrap in ``checkify`` (models whose traced positions carry a limit, until the
+    overflow guard of issue 10 makes plain ``jax.jit`` enough).
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+    from jax.experimental import checkify
+
+    graphdef, state = nnx.split(model)
+
+    def step(state, ids, cache, start):
+        return nnx.merge(graphdef, state)(ids, cache=cache, start=start)
+
+    run = jax.jit(checkify.checkify(step) if checked else lambda *a: (None, step(*a)))
+    cache = model.init_cache(ids.shape[0], ids.shape[1])
+    out = []
+    for begin, end in [(0, prefill)] + [(t, t + 1) for t in range(prefill, ids.shape[1])]:
+        error, (logits, cache) = run(state, jnp.asarray(ids[:, begin:end]), cache, jnp.int32(begin))
+        if error is not None:
+            error.throw()
+        out.append(np.asarray(logits))
+    return np.concatenate(out, axis=1)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import nnx
 from jax.experimental import checkify
-from model_checkpoints import build, hf_generate, hf_logits, load_example
+from model_checkpoints import build, hf_generate, hf_logits, load_example, prefill_then_decode
 
 import flax_posenc as fp
 
@@ -51,20 +51,8 @@ def test_greedy_generate_equals_hugging_face(checkpoint, model):
 
 def test_prefill_then_cached_decode_with_traced_positions_equals_full_forward(model):
     full = np.asarray(model(IDS))
-    graphdef, state = nnx.split(model)
-
-    def decode(state, ids, cache, start):  # start: traced, RoPE angles computed on device
-        return nnx.merge(graphdef, state)(ids, cache=cache, start=start)
-
-    decode = jax.jit(checkify.checkify(decode))  # TODO(issue 10): plain jax.jit once the guard lands
-    cache = model.init_cache(2, IDS.shape[1])
-    logits, cache = model(IDS[:, :20], cache=cache, start=0)
-    steps = [np.asarray(logits)]
-    for t in range(20, IDS.shape[1]):
-        error, (logits, cache) = decode(state, IDS[:, t:t + 1], cache, jnp.int32(t))
-        error.throw()
-        steps.append(np.asarray(logits))
-    assert np.abs(np.concatenate(steps, axis=1) - full).max() < 1e-5
+    # TODO(issue 10): checked=False (plain jax.jit) once the overflow guard lands
+    assert np.abs(prefill_then_decode(model, IDS, 20, checked=True) - full).max() < 1e-5
 
 
 def test_past_max_position_embeddings_raises(model):
