@@ -255,14 +255,24 @@ def _generate(graphdef, state, prompt, max_new_tokens):
 
 
 def _decode(model, prompt, max_new_tokens):
+    return greedy_decode(lambda ids, cache, start: model(ids, cache=cache, start=start), model.init_cache,
+                         prompt, max_new_tokens)
+
+
+def greedy_decode(forward, init_cache, prompt: jax.Array, max_new_tokens: int) -> jax.Array:
+    """The decoding loop itself, for any framework (call it inside ``jax.jit``).
+
+    ``forward(ids, cache, start) -> (logits, cache)`` and ``init_cache(batch, max_len)``: one
+    prefill of the prompt at ``start=0``, then a ``lax.scan`` of ``max_new_tokens - 1`` steps, each
+    feeding the last token at the traced position ``start``. Returns prompt + new tokens.
+    """
     batch, prompt_len = prompt.shape
-    cache = model.init_cache(batch, prompt_len + max_new_tokens)
-    logits, cache = model(prompt, cache=cache, start=0)
+    logits, cache = forward(prompt, init_cache(batch, prompt_len + max_new_tokens), 0)
     first = jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32)
 
     def step(carry, _):
         token, cache, start = carry  # start: a traced int32, the position of `token`
-        logits, cache = model(token[:, None], cache=cache, start=start)
+        logits, cache = forward(token[:, None], cache, start)
         return (jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache, start + 1), token
 
     (last, _, _), tokens = jax.lax.scan(step, (first, cache, jnp.int32(prompt_len)), None, length=max_new_tokens - 1)
