@@ -85,30 +85,46 @@ def load_example(name: str):
     return module
 
 
-def prefill_then_decode(model, ids, prefill: int, *, checked: bool):
+def prefill_then_decode(model, ids, prefill: int):
     """Logits of ``ids`` computed as a cached prefill of ``prefill`` tokens then one token per
-    step, every call jitted with a traced ``start``; ``(batch, seq, vocab)`` numpy.
-
-    ``checked``: wrap in ``checkify`` (models whose traced positions carry a limit, until the
-    overflow guard of issue 10 makes plain ``jax.jit`` enough).
-    """
+    step, every call under plain ``jax.jit`` with a traced ``start``; ``(batch, seq, vocab)`` numpy."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     from flax import nnx
-    from jax.experimental import checkify
 
     graphdef, state = nnx.split(model)
 
     def step(state, ids, cache, start):
         return nnx.merge(graphdef, state)(ids, cache=cache, start=start)
 
-    run = jax.jit(checkify.checkify(step) if checked else lambda *a: (None, step(*a)))
+    run = jax.jit(step)
     cache = model.init_cache(ids.shape[0], ids.shape[1])
     out = []
     for begin, end in [(0, prefill)] + [(t, t + 1) for t in range(prefill, ids.shape[1])]:
-        error, (logits, cache) = run(state, jnp.asarray(ids[:, begin:end]), cache, jnp.int32(begin))
-        if error is not None:
-            error.throw()
+        logits, cache = run(state, jnp.asarray(ids[:, begin:end]), cache, jnp.int32(begin))
         out.append(np.asarray(logits))
     return np.concatenate(out, axis=1)
+
+
+def jitted(model):
+    """``model(ids, ...)`` under plain ``jax.jit`` (split once, merged inside)."""
+    import jax
+    from flax import nnx
+
+    graphdef, state = nnx.split(model)
+    run = jax.jit(lambda state, *args: nnx.merge(graphdef, state)(*args))
+    return lambda *args: run(state, *args)
+
+
+def decode_step(model, max_len: int):
+    """``step(start) -> logits`` of one token at the traced position ``start`` with an empty
+    cache of ``max_len``, under plain ``jax.jit`` (for the overflow tests)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    graphdef, state = nnx.split(model)
+    cache = model.init_cache(1, max_len)
+    run = jax.jit(lambda state, start: nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0])
+    return lambda start: run(state, jnp.int32(start))

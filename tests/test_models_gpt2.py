@@ -11,8 +11,9 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from jax.experimental import checkify
-from model_checkpoints import MODELS, build, hf_generate, hf_logits, load_example, prefill_then_decode
+from model_checkpoints import (
+    MODELS, build, decode_step, hf_generate, hf_logits, jitted, load_example, prefill_then_decode,
+)
 
 import flax_posenc as fp
 
@@ -33,9 +34,7 @@ def model(checkpoint):
 
 def test_logits_equal_hugging_face(checkpoint, model):
     expected = hf_logits(checkpoint[1], IDS)
-    graphdef, state = nnx.split(model)
-    jitted = jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids))(state, IDS)
-    assert np.abs(np.asarray(jitted) - expected).max() < 1e-4
+    assert np.abs(np.asarray(jitted(model)(IDS)) - expected).max() < 1e-4  # jax.jit
     under_nnx_jit = nnx.jit(lambda m, ids: m(ids))(model, IDS)
     assert np.abs(np.asarray(under_nnx_jit) - expected).max() < 1e-4
     vmapped = jax.vmap(lambda ids: model(ids[None])[0])(jnp.asarray(IDS))  # one sequence at a time
@@ -46,7 +45,7 @@ def test_padded_batch_equals_hugging_face(checkpoint, model):
     mask = np.ones_like(IDS)
     mask[1, 18:] = 0  # right padding: real tokens are unaffected
     expected = hf_logits(checkpoint[1], IDS, mask)
-    ours = np.asarray(model(IDS, attention_mask=mask))
+    ours = np.asarray(jitted(model)(IDS, mask))
     assert np.abs(ours[mask == 1] - expected[mask == 1]).max() < 1e-4
 
 
@@ -58,9 +57,8 @@ def test_greedy_generate_equals_hugging_face(checkpoint, model):
 
 
 def test_prefill_then_cached_decode_equals_full_forward(model):
-    full = np.asarray(model(IDS))
-    # TODO(issue 10): checked=False (plain jax.jit) once the overflow guard lands
-    assert np.abs(prefill_then_decode(model, IDS, 20, checked=True) - full).max() < 1e-5
+    full = np.asarray(jitted(model)(IDS))
+    assert np.abs(prefill_then_decode(model, IDS, 20) - full).max() < 1e-5
 
 
 def test_generate_past_n_positions_raises_before_running(model):
@@ -71,18 +69,13 @@ def test_generate_past_n_positions_raises_before_running(model):
     assert gpt2.generate(model, np.ones((1, 60), np.int32), 4).shape == (1, 64)  # exactly n_positions fits
 
 
-def test_traced_start_past_n_positions_is_an_error_not_a_clamp(model):
-    graphdef, state = nnx.split(model)
-    cache = model.init_cache(1, 64)
-
-    def step(state, start):
-        return nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0]
-
-    error, _ = jax.jit(checkify.checkify(step))(state, jnp.int32(64))
-    with pytest.raises(checkify.JaxRuntimeError, match="holds 64 positions"):
-        error.throw()
-    error, _ = jax.jit(checkify.checkify(step))(state, jnp.int32(63))
-    error.throw()  # the last position is fine
+def test_traced_start_past_n_positions_fails_under_plain_jit(model):
+    step = decode_step(model, 64)
+    assert bool(jnp.isfinite(step(63)).all())  # the last position is fine
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"holds 64 positions \(0\.\.63\); asked for position 64"):
+        jax.block_until_ready(step(64))  # plain jax.jit: a run-time error, never NaN or a clamp
+    with pytest.raises(fp.PositionLimitError, match="asked for position 64, 1 past the end"):
+        fp.position_errors(step)(64)
 
 
 def test_training_step_with_dropout(checkpoint):
@@ -109,7 +102,7 @@ def test_missing_tensor_is_one_line(checkpoint, tmp_path):
     assert "\n" not in str(info.value)
 
 
-def test_command_line(checkpoint):
+def test_command_line_help():
     help_text = subprocess.run([sys.executable, str(MODELS / "gpt2.py"), "--help"], capture_output=True, text=True,
                                timeout=120)
     assert help_text.returncode == 0

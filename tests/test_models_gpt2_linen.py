@@ -39,9 +39,10 @@ def test_logits_equal_hugging_face_and_the_nnx_model(checkpoint, loaded):
 
 def test_parameter_tree_of_init_is_the_loaded_one(loaded):
     module, variables = loaded
-    fresh = nn.unbox(jax.eval_shape(module.init, jax.random.key(0), IDS))
+    fresh = jax.eval_shape(module.init, jax.random.key(0), IDS)  # boxed with logical axis names
     assert jax.tree.structure(fresh) == jax.tree.structure(variables)
     assert jax.tree.map(lambda a: a.shape, fresh) == jax.tree.map(lambda a: a.shape, variables)
+    assert nn.get_partition_spec(variables)["params"]["h_0"]["c_fc"]["kernel"] == jax.sharding.PartitionSpec("embed", "mlp")
 
 
 def test_greedy_generate_equals_hugging_face_and_limit(checkpoint, loaded):

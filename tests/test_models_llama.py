@@ -6,10 +6,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import nnx
-from jax.experimental import checkify
-from model_checkpoints import build, hf_generate, hf_logits, load_example, prefill_then_decode
+from model_checkpoints import build, decode_step, hf_generate, hf_logits, jitted, load_example, prefill_then_decode
 
 import flax_posenc as fp
 
@@ -35,13 +35,7 @@ def test_rope_config_read_from_config_json(model):
 
 
 def test_logits_equal_hugging_face(checkpoint, model):
-    expected = hf_logits(checkpoint[1], IDS)
-    assert np.abs(np.asarray(model(IDS)) - expected).max() < 1e-4
-    graphdef, state = nnx.split(model)
-    # TODO(issue 10): plain jax.jit once RoPE with max_position_embeddings is jittable
-    error, jitted = jax.jit(checkify.checkify(lambda s, ids: nnx.merge(graphdef, s)(ids)))(state, IDS)
-    error.throw()
-    assert np.abs(np.asarray(jitted) - expected).max() < 1e-4
+    assert np.abs(np.asarray(jitted(model)(IDS)) - hf_logits(checkpoint[1], IDS)).max() < 1e-4
 
 
 def test_greedy_generate_equals_hugging_face(checkpoint, model):
@@ -50,22 +44,23 @@ def test_greedy_generate_equals_hugging_face(checkpoint, model):
 
 
 def test_prefill_then_cached_decode_with_traced_positions_equals_full_forward(model):
-    full = np.asarray(model(IDS))
-    # TODO(issue 10): checked=False (plain jax.jit) once the overflow guard lands
-    assert np.abs(prefill_then_decode(model, IDS, 20, checked=True) - full).max() < 1e-5
+    full = np.asarray(jitted(model)(IDS))
+    assert np.abs(prefill_then_decode(model, IDS, 20) - full).max() < 1e-5
 
 
 def test_past_max_position_embeddings_raises(model):
     with pytest.raises(fp.PositionLimitError, match=r"llama llama3 RoPE holds 64 positions .* 1 past the end"):
         llama.generate(model, np.ones((1, 60), np.int32), 5)
     with pytest.raises(fp.PositionLimitError, match="holds 64 positions"):
-        model(np.zeros((1, 65), np.int32))
-    graphdef, state = nnx.split(model)
-    cache = model.init_cache(1, 64)
+        jitted(model)(np.zeros((1, 65), np.int32))  # a static length: while tracing
+    step = decode_step(model, 64)
+    assert bool(jnp.isfinite(step(63)).all())
+    with pytest.raises(fp.PositionLimitError, match="RoPE .*holds 64 positions .*asked for position 64"):
+        fp.position_errors(step)(64)  # traced start under plain jax.jit: a run-time error
 
-    def step(state, start):
-        return nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0]
 
-    error, _ = jax.jit(checkify.checkify(step))(state, jnp.int32(64))
-    with pytest.raises(checkify.JaxRuntimeError, match="holds 64 positions"):
-        error.throw()
+def test_training_step(checkpoint):
+    model = llama.from_pretrained(checkpoint[0])
+    optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+    losses = [float(llama.common.train_step(model, optimizer, jnp.asarray(IDS))) for _ in range(4)]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]

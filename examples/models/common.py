@@ -26,7 +26,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.experimental import checkify
 
 import flax_posenc as fp
 from flax_posenc.conversion.readers import fail, nearest_keys
@@ -236,25 +235,21 @@ def generate(model, prompt_ids, max_new_tokens: int) -> jax.Array:
       ``(batch, prompt_len + max_new_tokens)`` int32: the prompt followed by the new tokens.
 
     Raises:
-      PositionLimitError: prompt + new tokens past the model's limit (before anything runs).
+      PositionLimitError: prompt + new tokens past the model's limit, while tracing, before
+        anything runs. (Each traced ``start`` inside the loop is also guarded by the library:
+        a position past the limit there would fail at run time, never clamp.)
     """
     prompt = jnp.asarray(prompt_ids, jnp.int32)
     if prompt.ndim != 2:
         raise ValueError(f"prompt_ids: expected shape (batch, prompt_len), got {tuple(prompt.shape)}")
     check_generation_length(prompt.shape[1], max_new_tokens, model.position_limit, model.limit_name)
     graphdef, state = nnx.split(model)
-    error, ids = _generate(graphdef, state, prompt, max_new_tokens)
-    error.throw()  # never fires: every position was proven in range above
-    return ids
+    return _generate(graphdef, state, prompt, max_new_tokens)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3))
 def _generate(graphdef, state, prompt, max_new_tokens):
-    # TODO(issue 10): plain jit once the overflow guard lands (traced checks without checkify)
-    return checkify.checkify(lambda s, p: _decode(nnx.merge(graphdef, s), p, max_new_tokens))(state, prompt)
-
-
-def _decode(model, prompt, max_new_tokens):
+    model = nnx.merge(graphdef, state)
     return greedy_decode(lambda ids, cache, start: model(ids, cache=cache, start=start), model.init_cache,
                          prompt, max_new_tokens)
 
@@ -325,9 +320,3 @@ def cli(description: str, load, argv=None) -> None:
         raise SystemExit(f"error: {e}") from None
     print(",".join(str(int(t)) for t in ids[0]))
 
-
-def tied_logits(embed: fp.nnx.TransformerInput, x: jax.Array) -> jax.Array:
-    """The head tied to the word embeddings: ``x @ word_embeddings.T`` ``(..., vocab)``."""
-    if hasattr(embed, "attend"):  # TODO(issue 10): always, once TransformerInput.attend lands
-        return embed.attend(x)
-    return x @ embed.word_embeddings[...].T

@@ -114,7 +114,7 @@ class GPT2(nnx.Module):
         for i, block in enumerate(self.h):
             x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
             new_cache.append(layer_cache)
-        logits = common.tied_logits(self.embed, self.ln_f(x))
+        logits = self.embed.attend(self.ln_f(x))  # the tied head
         return logits if cache is None else (logits, new_cache)
 
     def extend_positions(self, num_positions: int, *, method: str = "tile") -> None:

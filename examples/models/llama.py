@@ -1,6 +1,6 @@
 """Llama in Flax NNX around flax-posenc's RoPE, equal to Hugging Face's LlamaForCausalLM.
 
-Positions enter only through :func:`flax_posenc.apply_rope` on queries and keys, with the
+Positions enter only through :func:`flax_posenc.apply_rope_qk` on queries and keys, with the
 :class:`~flax_posenc.RopeConfig` read from ``config.json`` by
 :func:`flax_posenc.conversion.rope_config.read_relative_config` (``rope_theta``, and
 ``rope_scaling``/``rope_parameters`` such as Llama 3.1's ``llama3`` type). Its ``limit``
@@ -52,7 +52,7 @@ class Attention(nnx.Module):
         q = self.q_proj(x).reshape(b, s, self.heads, self.head_dim)
         k = self.k_proj(x).reshape(b, s, self.kv_heads, self.head_dim)
         v = self.v_proj(x).reshape(b, s, self.kv_heads, self.head_dim)
-        q, k = fp.apply_rope(q, self.rope, start=start), fp.apply_rope(k, self.rope, start=start)
+        q, k = fp.apply_rope_qk(q, k, self.rope, start=start)  # one cos/sin for both
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
         return self.o_proj(common.attention(q, k, v, mask=mask).reshape(b, s, -1)), layer_cache
 
@@ -119,7 +119,7 @@ class Llama(nnx.Module):
             x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
             new_cache.append(layer_cache)
         x = self.norm(x)
-        logits = common.tied_logits(self.embed, x) if self.lm_head is None else self.lm_head(x)
+        logits = self.embed.attend(x) if self.lm_head is None else self.lm_head(x)
         return logits if cache is None else (logits, new_cache)
 
 
