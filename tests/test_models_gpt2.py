@@ -108,3 +108,9 @@ def test_command_line_help():
     assert help_text.returncode == 0
     for word in ("GPT-2", "--prompt", "--max-new-tokens", "path"):
         assert word in help_text.stdout
+
+
+def test_common_doctests():
+    import doctest
+
+    assert doctest.testmod(gpt2.common).failed == 0
