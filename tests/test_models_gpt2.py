@@ -37,7 +37,7 @@ def test_logits_equal_hugging_face(checkpoint, model):
     assert np.abs(np.asarray(jitted(model)(IDS)) - expected).max() < 1e-4  # jax.jit
     under_nnx_jit = nnx.jit(lambda m, ids: m(ids))(model, IDS)
     assert np.abs(np.asarray(under_nnx_jit) - expected).max() < 1e-4
-    vmapped = jax.vmap(lambda ids: model(ids[None])[0])(jnp.asarray(IDS))  # one sequence at a time
+    vmapped = jax.jit(jax.vmap(lambda ids: model(ids[None])[0]))(jnp.asarray(IDS))  # one sequence at a time
     assert np.abs(np.asarray(vmapped) - expected).max() < 1e-4
 
 
@@ -80,14 +80,15 @@ def test_traced_start_past_n_positions_fails_under_plain_jit(model):
 
 def test_training_step_with_dropout(checkpoint):
     model = gpt2.from_pretrained(checkpoint[0], seed=1)
+    forward = nnx.jit(lambda m, ids: m(ids))
     model.train()
-    a, b = model(IDS), model(IDS)  # dropout on: two draws differ
+    a, b = forward(model, IDS), forward(model, IDS)  # dropout on: two draws differ
     assert np.abs(np.asarray(a) - np.asarray(b)).max() > 1e-3
     optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
     losses = [float(gpt2.common.train_step(model, optimizer, jnp.asarray(IDS))) for _ in range(4)]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     model.eval()  # dropout off again: deterministic
-    np.testing.assert_array_equal(np.asarray(model(IDS)), np.asarray(model(IDS)))
+    np.testing.assert_array_equal(np.asarray(forward(model, IDS)), np.asarray(forward(model, IDS)))
 
 
 def test_missing_tensor_is_one_line(checkpoint, tmp_path):

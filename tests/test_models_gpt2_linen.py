@@ -56,6 +56,9 @@ def test_greedy_generate_equals_hugging_face_and_limit(checkpoint, loaded):
 
 def test_training_step_with_dropout(loaded):
     module, variables = loaded
+    train_mode = jax.jit(lambda v, ids, key: module.apply(v, ids, deterministic=False, rngs={"dropout": key}))
+    draws = [train_mode(variables, IDS, jax.random.key(k)) for k in (0, 1)]
+    assert np.abs(np.asarray(draws[0]) - np.asarray(draws[1])).max() > 1e-3  # dropout on
     tx = optax.adam(1e-3)
     params, opt_state = variables["params"], tx.init(variables["params"])
 

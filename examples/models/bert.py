@@ -49,11 +49,12 @@ class Layer(nnx.Module):
         self.output = Linear(inner, dim, ("mlp", "embed"), rngs=rngs)
         self.output_norm = LayerNorm(dim, eps)
         self.dropout = nnx.Dropout(config.get("hidden_dropout_prob", 0.1), rngs=rngs)
+        self.attention_dropout = nnx.Dropout(config.get("attention_probs_dropout_prob", 0.1), rngs=rngs)
 
     def __call__(self, x, mask):
         b, s, _ = x.shape
         q, k, v = (f(x).reshape(b, s, self.heads, self.head_dim) for f in (self.query, self.key, self.value))
-        a = common.attention(q, k, v, mask=mask).reshape(b, s, -1)
+        a = common.attention(q, k, v, mask=mask, dropout=self.attention_dropout).reshape(b, s, -1)
         x = self.attention_norm(x + self.dropout(self.attention_output(a)))
         h = common.gelu_exact(self.intermediate(x))
         return self.output_norm(x + self.dropout(self.output(h)))

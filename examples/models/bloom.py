@@ -39,10 +39,11 @@ from flax_posenc.conversion.rope_config import relative_config_from_dict  # noqa
 class Attention(nnx.Module):
     """Self-attention with ALiBi; ``query_key_value`` output laid out ``(heads, 3, head_dim)``."""
 
-    def __init__(self, dim: int, alibi: fp.AlibiConfig, dropout: float, *, rngs: nnx.Rngs):
+    def __init__(self, dim: int, alibi: fp.AlibiConfig, attention_dropout: float, dropout: float, *, rngs: nnx.Rngs):
         self.alibi, self.heads, self.head_dim = alibi, alibi.num_heads, dim // alibi.num_heads
         self.query_key_value = Linear(dim, 3 * dim, ("embed", "heads"), rngs=rngs)
         self.dense = Linear(dim, dim, ("heads", "embed"), rngs=rngs)
+        self.attention_dropout = nnx.Dropout(attention_dropout, rngs=rngs)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
 
     def __call__(self, x, *, mask, layer_cache=None, start=0):
@@ -51,7 +52,7 @@ class Attention(nnx.Module):
         q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
         bias = fp.alibi_bias_from_positions(self.alibi, start + jnp.arange(s), jnp.arange(k.shape[1]))
-        y = common.attention(q, k, v, mask=mask, bias=bias).reshape(b, s, -1)
+        y = common.attention(q, k, v, mask=mask, bias=bias, dropout=self.attention_dropout).reshape(b, s, -1)
         return self.dropout(self.dense(y)), layer_cache
 
 
@@ -61,7 +62,7 @@ class Block(nnx.Module):
     def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs):
         dim, eps, dropout = config["hidden_size"], config.get("layer_norm_epsilon", 1e-5), config.get("hidden_dropout", 0.0)
         self.input_layernorm = LayerNorm(dim, eps)
-        self.self_attention = Attention(dim, alibi, dropout, rngs=rngs)
+        self.self_attention = Attention(dim, alibi, config.get("attention_dropout", 0.0), dropout, rngs=rngs)
         self.post_attention_layernorm = LayerNorm(dim, eps)
         self.dense_h_to_4h = Linear(dim, 4 * dim, ("embed", "mlp"), rngs=rngs)
         self.dense_4h_to_h = Linear(4 * dim, dim, ("mlp", "embed"), rngs=rngs)

@@ -160,7 +160,7 @@ def padding_mask(attention_mask: jax.Array, q_len: int) -> jax.Array:
     return jnp.broadcast_to(attention_mask.astype(bool)[:, None, None, :], (attention_mask.shape[0], 1, q_len, attention_mask.shape[1]))
 
 
-def attention(q, k, v, *, mask: jax.Array, bias: jax.Array | None = None) -> jax.Array:
+def attention(q, k, v, *, mask: jax.Array, bias: jax.Array | None = None, dropout=None) -> jax.Array:
     """Softmax attention, float32 scores: ``softmax(q k^T / sqrt(d) + bias, masked) v``.
 
     Args:
@@ -168,6 +168,7 @@ def attention(q, k, v, *, mask: jax.Array, bias: jax.Array | None = None) -> jax
         multiple of ``kv_heads`` (grouped-query attention repeats each kv head).
       mask: booleans broadcastable to ``(batch, heads, q_len, k_len)``; False hides a key.
       bias: added to the scores (ALiBi), broadcastable like ``mask``.
+      dropout: applied to the attention probabilities (an ``nnx.Dropout``, off in eval mode).
 
     Returns:
       ``(batch, q_len, heads, d)``. A query whose keys are all masked gets a uniform average
@@ -181,6 +182,8 @@ def attention(q, k, v, *, mask: jax.Array, bias: jax.Array | None = None) -> jax
         scores = scores + bias.astype(jnp.float32)
     scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    if dropout is not None:
+        probs = dropout(probs)
     return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
 
 

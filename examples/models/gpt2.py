@@ -34,17 +34,18 @@ import flax_posenc as fp  # noqa: E402
 class Attention(nnx.Module):
     """Causal multi-head self-attention with a fused ``c_attn`` (width -> 3 x width) projection."""
 
-    def __init__(self, dim: int, heads: int, dropout: float, *, rngs: nnx.Rngs):
+    def __init__(self, dim: int, heads: int, attn_pdrop: float, resid_pdrop: float, *, rngs: nnx.Rngs):
         self.heads, self.head_dim = heads, dim // heads
         self.c_attn = Linear(dim, 3 * dim, ("embed", "heads"), rngs=rngs)
         self.c_proj = Linear(dim, dim, ("heads", "embed"), rngs=rngs)
-        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+        self.attn_dropout = nnx.Dropout(attn_pdrop, rngs=rngs)
+        self.dropout = nnx.Dropout(resid_pdrop, rngs=rngs)
 
     def __call__(self, x, *, mask, layer_cache=None, start=0):
         b, s, _ = x.shape
         q, k, v = jnp.split(self.c_attn(x).reshape(b, s, 3 * self.heads, self.head_dim), 3, axis=2)
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
-        y = common.attention(q, k, v, mask=mask).reshape(b, s, -1)
+        y = common.attention(q, k, v, mask=mask, dropout=self.attn_dropout).reshape(b, s, -1)
         return self.dropout(self.c_proj(y)), layer_cache
 
 
@@ -56,7 +57,7 @@ class Block(nnx.Module):
         inner = config.get("n_inner") or 4 * dim
         dropout = config.get("resid_pdrop", 0.1)
         self.ln_1, self.ln_2 = LayerNorm(dim, eps), LayerNorm(dim, eps)
-        self.attn = Attention(dim, config["n_head"], dropout, rngs=rngs)
+        self.attn = Attention(dim, config["n_head"], config.get("attn_pdrop", 0.1), dropout, rngs=rngs)
         self.c_fc = Linear(dim, inner, ("embed", "mlp"), rngs=rngs)
         self.c_proj = Linear(inner, dim, ("mlp", "embed"), rngs=rngs)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)

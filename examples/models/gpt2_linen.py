@@ -56,6 +56,7 @@ class Block(nn.Module):
     inner: int
     eps: float
     dropout: float
+    attn_dropout: float
 
     @nn.compact
     def __call__(self, x, *, mask, layer_cache, start, deterministic):
@@ -64,7 +65,7 @@ class Block(nn.Module):
         qkv = dense(3 * self.dim, ("embed", "heads"), "c_attn")(LayerNorm(self.eps, name="ln_1")(x))
         q, k, v = jnp.split(qkv.reshape(b, s, 3 * self.heads, self.dim // self.heads), 3, axis=2)
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
-        y = common.attention(q, k, v, mask=mask).reshape(b, s, -1)
+        y = common.attention(q, k, v, mask=mask, dropout=nn.Dropout(self.attn_dropout, deterministic=deterministic)).reshape(b, s, -1)
         x = x + drop(dense(self.dim, ("heads", "embed"), "attn_c_proj")(y))
         h = common.gelu_tanh(dense(self.inner, ("embed", "mlp"), "c_fc")(LayerNorm(self.eps, name="ln_2")(x)))
         return x + drop(dense(self.dim, ("mlp", "embed"), "c_proj")(h)), layer_cache
@@ -79,6 +80,7 @@ class GPT2(nn.Module):
     inner: int
     eps: float = 1e-5
     dropout: float = 0.1
+    attn_dropout: float = 0.1
 
     @property
     def position_limit(self) -> int:
@@ -96,7 +98,7 @@ class GPT2(nn.Module):
         mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
         new_cache = []
         for i in range(self.layers):
-            block = Block(self.embed.dim, self.heads, self.inner, self.eps, self.dropout, name=f"h_{i}")
+            block = Block(self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, name=f"h_{i}")
             x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start,
                                    deterministic=deterministic)
             new_cache.append(layer_cache)
@@ -111,7 +113,7 @@ def from_pretrained(path) -> tuple[GPT2, dict]:
     embed, embed_variables = fp.linen.TransformerInput.from_pretrained(path)
     c = w.config
     module = GPT2(embed, c["n_layer"], c["n_head"], c.get("n_inner") or 4 * c["n_embd"],
-                  c.get("layer_norm_epsilon", 1e-5), c.get("resid_pdrop", 0.1))
+                  c.get("layer_norm_epsilon", 1e-5), c.get("resid_pdrop", 0.1), c.get("attn_pdrop", 0.1))
 
     def linear(key):  # Conv1D weights are already (in, out)
         return {"kernel": jnp.asarray(w(key + ".weight")), "bias": jnp.asarray(w(key + ".bias"))}
