@@ -115,3 +115,16 @@ def test_common_doctests():
     import doctest
 
     assert doctest.testmod(gpt2.common).failed == 0
+
+
+def test_base_model_checkpoint_loads(tiny_checkpoint):
+    """A GPT2Model checkpoint (keys without ``transformer.``) loads as well as a GPT2LMHeadModel one."""
+    import torch
+
+    tiny = tiny_checkpoint("gpt2")  # GPT2Model: n_positions 32, width 16, 1 layer
+    model = gpt2.from_pretrained(tiny.path)
+    ids = np.arange(8)[None]
+    with torch.no_grad():
+        hidden = tiny.model(torch.tensor(ids)).last_hidden_state.numpy()
+    expected = hidden @ tiny.model.wte.weight.detach().numpy().T  # the tied head on HF's output
+    assert np.abs(np.asarray(jitted(model)(ids)) - expected).max() < 1e-4
