@@ -3,7 +3,6 @@ llama3 rope scaling, grouped-query attention 4 heads / 2 kv heads, untied head).
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
