@@ -67,6 +67,9 @@ def test_generate_past_n_positions_raises_before_running(model):
     with pytest.raises(fp.PositionLimitError, match="holds 64 positions"):
         model(np.zeros((1, 65), np.int32))  # a static length past the table
     assert gpt2.generate(model, np.ones((1, 60), np.int32), 4).shape == (1, 64)  # exactly n_positions fits
+    longer = nnx.clone(model)
+    longer.extend_positions(128)  # the table grows (tile), the limit with it
+    assert longer.position_limit == 128 and jitted(longer)(np.zeros((1, 65), np.int32)).shape == (1, 65, 1000)
 
 
 def test_traced_start_past_n_positions_fails_under_plain_jit(model):

@@ -69,6 +69,7 @@ class Bert(nnx.Module):
 
     def __init__(self, config: dict, embed: fp.nnx.TransformerInput, *, rngs: nnx.Rngs):
         self.embed = embed
+        # dropout beside the block (from_pretrained builds it without a dropout RNG stream)
         self.embed_dropout = nnx.Dropout(config.get("hidden_dropout_prob", 0.1), rngs=rngs)
         self.layers = nnx.List([Layer(config, rngs=rngs) for _ in range(config["num_hidden_layers"])])
 

@@ -84,13 +84,15 @@ class GPT2(nnx.Module):
         self.heads, self.head_dim = config["n_head"], dim // config["n_head"]
         self.embed = embed or fp.nnx.TransformerInput(
             config["vocab_size"], dim, num_positions=config["n_positions"], position_name="gpt2 position table", rngs=rngs)
+        # embd_pdrop beside the block: TransformerInput.from_pretrained builds the block abstractly,
+        # without a dropout RNG stream of its own; nnx.Dropout follows model.train()/eval() as well
         self.embed_dropout = nnx.Dropout(config.get("embd_pdrop", 0.1), rngs=rngs)
         self.h = nnx.List([Block(config, rngs=rngs) for _ in range(config["n_layer"])])
         self.ln_f = LayerNorm(dim, config.get("layer_norm_epsilon", 1e-5))
 
     @property
     def position_limit(self) -> int:
-        return self.embed.spec.position.num_positions
+        return self.embed.num_positions
 
     @property
     def limit_name(self) -> str:
