@@ -128,3 +128,10 @@ def decode_step(model, max_len: int):
     cache = model.init_cache(1, max_len)
     run = jax.jit(lambda state, start: nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0])
     return lambda start: run(state, jnp.int32(start))
+
+
+def minilm_texts(minilm_dir: Path) -> list[str]:
+    """Three real English texts of different lengths, fixed by the pinned wheel: the
+    all-MiniLM-L6-v2 model card (more than 512 tokens), one sentence, and a paragraph of the card."""
+    card = (Path(minilm_dir) / "README.md").read_text(encoding="utf-8").split("---", 2)[-1]
+    return [card, "The server rejected the request.", card[3000:4500]]

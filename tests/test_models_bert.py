@@ -8,16 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from model_checkpoints import ROOT, load_example
+from model_checkpoints import load_example, minilm_texts
 
 import flax_posenc as fp
 
 bert = load_example("bert")
-TEXTS = [  # real English of three lengths: 512 tokens after truncation, a sentence, a paragraph
-    (ROOT / "README.md").read_text(),
-    "The server rejected the request.",
-    (ROOT / "docs" / "overflow.md").read_text()[:1500],
-]
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +20,7 @@ def batch(minilm_dir):
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
-    enc = tokenizer(TEXTS, padding=True, truncation=True, max_length=512, return_tensors="np")
+    enc = tokenizer(minilm_texts(minilm_dir), padding=True, truncation=True, max_length=512, return_tensors="np")
     assert enc["input_ids"].shape == (3, 512) and enc["attention_mask"][1].sum() < 20
     return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
 
@@ -51,7 +46,9 @@ def test_last_hidden_state_and_sentence_embeddings_equal_hugging_face(model, bat
     hidden = np.asarray(run(state, batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]))
     real = batch["attention_mask"] == 1
     assert np.abs(hidden - expected)[real].max() < 1e-5  # every real token
-    assert np.abs(hidden - expected)[~real].max() < 1e-4  # padding rows (nobody reads them)
+    # padding rows (pooling ignores them) are rounding-sensitive: transformers' own "eager" and
+    # "sdpa" attentions differ by 1.7e-4 there (benchmarks/models_parity.py)
+    assert np.abs(hidden - expected)[~real].max() < 2e-4
     mask = batch["attention_mask"]
     reference = (expected * mask[..., None]).sum(1) / mask.sum(1)[:, None]
     assert np.abs(np.asarray(bert.mean_pool(jnp.asarray(hidden), mask)) - reference).max() < 1e-6
