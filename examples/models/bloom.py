@@ -1,0 +1,136 @@
+"""BLOOM in Flax NNX around flax-posenc's ALiBi, equal to Hugging Face's BloomForCausalLM.
+
+BLOOM has no position vectors at all: each head adds ``-m_h * (i - j)`` to the score of query
+``i`` and key ``j`` (:func:`flax_posenc.alibi_bias_from_positions`, slopes from
+:class:`~flax_posenc.AlibiConfig` read from ``config.json``). Hugging Face adds ``m_h * j``
+instead; the two differ by a constant per query row, which the softmax removes. ALiBi has no
+table, hence no limit of its own. The input block is :class:`flax_posenc.nnx.TransformerInput`
+with ``position="none"`` and BLOOM's ``word_embeddings_layernorm``. Around it: pre-LayerNorm
+blocks with a fused per-head ``query_key_value`` projection, a tanh-GELU MLP, ``ln_f`` and
+the head tied to the word embeddings.
+
+    model = from_pretrained("path/to/bloom")            # config.json + model.safetensors
+    logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
+    out = generate(model, [[59414, 15]], 20)             # greedy, KV cache, one jitted scan
+
+Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
+Tested in ``tests/test_models_bloom.py``; numbers in ``docs/models.md``.
+
+    python examples/models/bloom.py PATH --prompt 59414,15 --max-new-tokens 20
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402
+from common import LayerNorm, Linear, Weights  # noqa: E402
+
+import flax_posenc as fp  # noqa: E402
+from flax_posenc.conversion.rope_config import relative_config_from_dict  # noqa: E402
+
+
+class Attention(nnx.Module):
+    """Self-attention with ALiBi; ``query_key_value`` output laid out ``(heads, 3, head_dim)``."""
+
+    def __init__(self, dim: int, alibi: fp.AlibiConfig, attention_dropout: float, dropout: float, *, rngs: nnx.Rngs):
+        self.alibi, self.heads, self.head_dim = alibi, alibi.num_heads, dim // alibi.num_heads
+        self.query_key_value = Linear(dim, 3 * dim, ("embed", "heads"), rngs=rngs)
+        self.dense = Linear(dim, dim, ("heads", "embed"), rngs=rngs)
+        self.attention_dropout = nnx.Dropout(attention_dropout, rngs=rngs)
+        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+
+    def __call__(self, x, *, mask, layer_cache=None, start=0):
+        b, s, _ = x.shape
+        qkv = self.query_key_value(x).reshape(b, s, self.heads, 3, self.head_dim)
+        q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
+        layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
+        bias = fp.alibi_bias_from_positions(self.alibi, start + jnp.arange(s), jnp.arange(k.shape[1]))
+        y = common.attention(q, k, v, mask=mask, bias=bias, dropout=self.attention_dropout).reshape(b, s, -1)
+        return self.dropout(self.dense(y)), layer_cache
+
+
+class Block(nnx.Module):
+    """``x + attn(input_layernorm(x))``, then ``x + mlp(post_attention_layernorm(x))``."""
+
+    def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs):
+        dim, eps, dropout = config["hidden_size"], config.get("layer_norm_epsilon", 1e-5), config.get("hidden_dropout", 0.0)
+        self.input_layernorm = LayerNorm(dim, eps)
+        self.self_attention = Attention(dim, alibi, config.get("attention_dropout", 0.0), dropout, rngs=rngs)
+        self.post_attention_layernorm = LayerNorm(dim, eps)
+        self.dense_h_to_4h = Linear(dim, 4 * dim, ("embed", "mlp"), rngs=rngs)
+        self.dense_4h_to_h = Linear(4 * dim, dim, ("mlp", "embed"), rngs=rngs)
+        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+
+    def __call__(self, x, *, mask, layer_cache=None, start=0):
+        a, layer_cache = self.self_attention(self.input_layernorm(x), mask=mask, layer_cache=layer_cache, start=start)
+        x = x + a
+        h = common.gelu_tanh(self.dense_h_to_4h(self.post_attention_layernorm(x)))
+        return x + self.dropout(self.dense_4h_to_h(h)), layer_cache
+
+
+class Bloom(nnx.Module):
+    """BLOOM: ``TransformerInput`` (words + LayerNorm) -> blocks (ALiBi inside) -> ln_f -> tied head."""
+
+    def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs):
+        dim, eps = config["hidden_size"], config.get("layer_norm_epsilon", 1e-5)
+        self.alibi = alibi
+        self.embed = fp.nnx.TransformerInput(config["vocab_size"], dim, position="none", layer_norm=True,
+                                             layer_norm_eps=eps, rngs=rngs)
+        self.h = nnx.List([Block(config, alibi, rngs=rngs) for _ in range(config["n_layer"])])
+        self.ln_f = LayerNorm(dim, eps)
+
+    position_limit = None  # ALiBi: no table, no limit (MPT's max_seq_len would be alibi.max_positions)
+    limit_name = "bloom ALiBi"
+
+    def init_cache(self, batch: int, max_len: int) -> list[dict]:
+        return common.init_cache(len(self.h), batch, max_len, self.alibi.num_heads, self.h[0].self_attention.head_dim)
+
+    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0):
+        """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at positions
+        ``start ..`` (a Python int or traced). See ``gpt2.GPT2.__call__`` for the arguments."""
+        input_ids = jnp.asarray(input_ids)
+        x = self.embed(input_ids)
+        k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
+        mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
+        new_cache = []
+        for i, block in enumerate(self.h):
+            x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
+            new_cache.append(layer_cache)
+        logits = self.embed.attend(self.ln_f(x))  # the tied head
+        return logits if cache is None else (logits, new_cache)
+
+
+def from_pretrained(path, *, seed: int = 0) -> Bloom:
+    """A :class:`Bloom` holding every weight of a Hugging Face BLOOM checkpoint directory."""
+    w = Weights(path, prefixes=("transformer.", ""), probe="word_embeddings.weight")
+    model = Bloom(w.config, relative_config_from_dict(w.config, source=str(path)).alibi, rngs=nnx.Rngs(seed))
+    common.assign(model.embed.word_embeddings, w("word_embeddings.weight"), "word_embeddings.weight")
+    common.assign(model.embed.layer_norm["scale"], w("word_embeddings_layernorm.weight"), "word_embeddings_layernorm.weight")
+    common.assign(model.embed.layer_norm["bias"], w("word_embeddings_layernorm.bias"), "word_embeddings_layernorm.bias")
+    for i, block in enumerate(model.h):
+        p = f"h.{i}."
+        block.input_layernorm.load(w, p + "input_layernorm")
+        block.post_attention_layernorm.load(w, p + "post_attention_layernorm")
+        block.self_attention.query_key_value.load(w, p + "self_attention.query_key_value")
+        block.self_attention.dense.load(w, p + "self_attention.dense")
+        block.dense_h_to_4h.load(w, p + "mlp.dense_h_to_4h")
+        block.dense_4h_to_h.load(w, p + "mlp.dense_4h_to_h")
+    model.ln_f.load(w, "ln_f")
+    model.eval()
+    return model
+
+
+def generate(model: Bloom, prompt_ids, max_new_tokens: int) -> jax.Array:
+    """Greedy ids ``(batch, prompt + max_new_tokens)``; see :func:`common.generate`."""
+    return common.generate(model, prompt_ids, max_new_tokens)
+
+
+if __name__ == "__main__":
+    common.cli(__doc__, from_pretrained)

@@ -1,0 +1,170 @@
+"""GPT-2 in Flax Linen around flax-posenc's Linen input block: examples/models/gpt2.py's twin.
+
+Same architecture, same checkpoint, same numbers as the NNX version; the Linen way: modules
+are descriptions, parameters live in a ``variables`` dict, and ``from_pretrained`` returns
+``(module, variables)`` like :meth:`flax_posenc.linen.TransformerInput.from_pretrained`.
+The KV cache is passed in and returned (no mutable collection), so the decoding loop is the
+same pure :func:`common.greedy_decode` the NNX models use.
+
+    module, variables = from_pretrained("path/to/gpt2")
+    logits = module.apply(variables, ids)                          # (batch, seq, vocab)
+    out = generate(module, variables, [[15496, 11, 995]], 20)      # greedy, KV cache, jitted scan
+    # training: module.apply(variables, ids, deterministic=False, rngs={"dropout": key})
+
+    python examples/models/gpt2_linen.py PATH --prompt 15496,11,995 --max-new-tokens 20
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402
+from common import Weights  # noqa: E402
+
+import flax_posenc as fp  # noqa: E402
+
+
+def dense(features: int, axes: tuple, name: str) -> nn.Dense:
+    """``nn.Dense`` whose kernel and bias carry logical axis names."""
+    return nn.Dense(features, name=name,
+                    kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), axes),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros, axes[1:]))
+
+
+class LayerNorm(nn.Module):
+    eps: float
+
+    @nn.compact
+    def __call__(self, x):
+        init = lambda value: nn.with_logical_partitioning(lambda key, shape: jnp.full(shape, value), ("embed",))  # noqa: E731
+        scale, bias = self.param("scale", init(1.0), x.shape[-1:]), self.param("bias", init(0.0), x.shape[-1:])
+        return fp.block.layer_norm(x, scale, bias, self.eps)
+
+
+class Block(nn.Module):
+    """``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))`` (as ``gpt2.Block``)."""
+
+    dim: int
+    heads: int
+    inner: int
+    eps: float
+    dropout: float
+    attn_dropout: float
+
+    @nn.compact
+    def __call__(self, x, *, mask, layer_cache, start, deterministic):
+        b, s, _ = x.shape
+        drop = nn.Dropout(self.dropout, deterministic=deterministic)
+        qkv = dense(3 * self.dim, ("embed", "heads"), "c_attn")(LayerNorm(self.eps, name="ln_1")(x))
+        q, k, v = jnp.split(qkv.reshape(b, s, 3 * self.heads, self.dim // self.heads), 3, axis=2)
+        layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
+        y = common.attention(q, k, v, mask=mask, dropout=nn.Dropout(self.attn_dropout, deterministic=deterministic)).reshape(b, s, -1)
+        x = x + drop(dense(self.dim, ("heads", "embed"), "attn_c_proj")(y))
+        h = common.gelu_tanh(dense(self.inner, ("embed", "mlp"), "c_fc")(LayerNorm(self.eps, name="ln_2")(x)))
+        return x + drop(dense(self.dim, ("mlp", "embed"), "c_proj")(h)), layer_cache
+
+
+class GPT2(nn.Module):
+    """GPT-2: ``fp.linen.TransformerInput`` (wte + wpe) -> blocks -> ln_f -> tied head."""
+
+    embed: fp.linen.TransformerInput
+    layers: int
+    heads: int
+    inner: int
+    eps: float = 1e-5
+    dropout: float = 0.1
+    attn_dropout: float = 0.1
+
+    @property
+    def position_limit(self) -> int:
+        return self.embed.num_positions
+
+    def init_cache(self, batch: int, max_len: int) -> list[dict]:
+        return common.init_cache(self.layers, batch, max_len, self.heads, self.embed.dim // self.heads)
+
+    @nn.compact
+    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, deterministic=True):
+        """Logits, or ``(logits, new_cache)`` with ``cache``: see ``gpt2.GPT2.__call__``."""
+        input_ids = jnp.asarray(input_ids)
+        x = nn.Dropout(self.dropout, deterministic=deterministic)(self.embed(input_ids, start=start))
+        k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
+        mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
+        new_cache = []
+        for i in range(self.layers):
+            block = Block(self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, name=f"h_{i}")
+            x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start,
+                                   deterministic=deterministic)
+            new_cache.append(layer_cache)
+        x = LayerNorm(self.eps, name="ln_f")(x)
+        logits = self.embed.attend(x)  # the tied head
+        return logits if cache is None else (logits, new_cache)
+
+
+def from_pretrained(path) -> tuple[GPT2, dict]:
+    """``(module, variables)`` holding every weight of a Hugging Face GPT-2 checkpoint."""
+    w = Weights(path, prefixes=("transformer.", ""), probe="wte.weight")
+    embed, embed_variables = fp.linen.TransformerInput.from_pretrained(path)
+    c = w.config
+    module = GPT2(embed, c["n_layer"], c["n_head"], c.get("n_inner") or 4 * c["n_embd"],
+                  c.get("layer_norm_epsilon", 1e-5), c.get("resid_pdrop", 0.1), c.get("attn_pdrop", 0.1))
+
+    def linear(key):  # Conv1D weights are already (in, out)
+        return {"kernel": jnp.asarray(w(key + ".weight")), "bias": jnp.asarray(w(key + ".bias"))}
+
+    def norm(key):
+        return {"scale": jnp.asarray(w(key + ".weight")), "bias": jnp.asarray(w(key + ".bias"))}
+
+    params = {"embed": nn.unbox(embed_variables["params"]), "ln_f": norm("ln_f")}
+    for i in range(module.layers):
+        p = f"h.{i}."
+        params[f"h_{i}"] = {"ln_1": norm(p + "ln_1"), "ln_2": norm(p + "ln_2"), "c_attn": linear(p + "attn.c_attn"),
+                            "attn_c_proj": linear(p + "attn.c_proj"), "c_fc": linear(p + "mlp.c_fc"),
+                            "c_proj": linear(p + "mlp.c_proj")}
+    # box every array as module.init does (logical axis names for nn.get_partition_spec)
+    boxes = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 1), jnp.int32))["params"]
+    is_box = lambda x: isinstance(x, nn.LogicallyPartitioned)  # noqa: E731
+    params = jax.tree.map(lambda box, value: box.replace_boxed(value), boxes, params, is_leaf=is_box)
+    return module, {"params": params}
+
+
+def generate(module: GPT2, variables: dict, prompt_ids, max_new_tokens: int) -> jax.Array:
+    """Greedy ids ``(batch, prompt + max_new_tokens)``, as ``gpt2.generate``.
+
+    Raises ``PositionLimitError`` when prompt + new tokens exceed ``n_positions``.
+    """
+    prompt = jnp.asarray(prompt_ids, jnp.int32)
+    common.check_generation_length(prompt.shape[1], max_new_tokens, module.position_limit, module.embed.position_name)
+    return _generate(module, variables, prompt, max_new_tokens)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _generate(module, variables, prompt, max_new_tokens):
+    forward = lambda ids, cache, start: module.apply(variables, ids, cache=cache, start=start)  # noqa: E731
+    return common.greedy_decode(forward, module.init_cache, prompt, max_new_tokens)
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", type=Path, help="Hugging Face GPT-2 checkpoint directory (config.json + model.safetensors)")
+    parser.add_argument("--prompt", default="0", help="prompt token ids, comma-separated (default: 0)")
+    parser.add_argument("--max-new-tokens", type=int, default=20, help="tokens to generate greedily (default: 20)")
+    args = parser.parse_args(argv)
+    try:
+        module, variables = from_pretrained(args.path)
+        ids = generate(module, variables, [common.ids_argument(args.prompt)], args.max_new_tokens)
+    except (fp.PositionLimitError, fp.CheckpointError, ValueError) as e:
+        raise SystemExit(f"error: {e}") from None
+    print(",".join(str(int(t)) for t in ids[0]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Llama in Flax NNX around flax-posenc's RoPE, equal to Hugging Face's LlamaForCausalLM.
+
+Positions enter only through :func:`flax_posenc.apply_rope_qk` on queries and keys, with the
+:class:`~flax_posenc.RopeConfig` read from ``config.json`` by
+:func:`flax_posenc.conversion.rope_config.read_relative_config` (``rope_theta``, and
+``rope_scaling``/``rope_parameters`` such as Llama 3.1's ``llama3`` type). Its ``limit``
+(``max_position_embeddings``, or the scaled limit if larger) is the context limit: a position past
+it raises :class:`~flax_posenc.PositionLimitError`. The token embedding is a
+:class:`flax_posenc.nnx.TransformerInput` with ``position="none"``. Around them: pre-RMSNorm
+blocks with grouped-query attention (``num_key_value_heads`` < ``num_attention_heads``) and a
+SiLU-gated MLP, a final RMSNorm and the ``lm_head`` (tied when ``tie_word_embeddings``).
+
+    model = from_pretrained("path/to/llama")            # config.json + model.safetensors
+    logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
+    out = generate(model, [[1, 15043]], 20)              # greedy, KV cache, one jitted scan
+
+Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
+Tested in ``tests/test_models_llama.py``; numbers in ``docs/models.md``.
+
+    python examples/models/llama.py PATH --prompt 1,15043 --max-new-tokens 20
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402
+from common import LayerNorm, Linear, Weights  # noqa: E402
+
+import flax_posenc as fp  # noqa: E402
+from flax_posenc.conversion.rope_config import relative_config_from_dict  # noqa: E402
+
+
+class Attention(nnx.Module):
+    """Grouped-query attention with RoPE on queries and keys."""
+
+    def __init__(self, dim: int, heads: int, kv_heads: int, head_dim: int, rope: fp.RopeConfig, bias: bool, *, rngs):
+        self.heads, self.kv_heads, self.head_dim, self.rope = heads, kv_heads, head_dim, rope
+        self.q_proj = Linear(dim, heads * head_dim, ("embed", "heads"), bias=bias, rngs=rngs)
+        self.k_proj = Linear(dim, kv_heads * head_dim, ("embed", "kv"), bias=bias, rngs=rngs)
+        self.v_proj = Linear(dim, kv_heads * head_dim, ("embed", "kv"), bias=bias, rngs=rngs)
+        self.o_proj = Linear(heads * head_dim, dim, ("heads", "embed"), bias=bias, rngs=rngs)
+
+    def __call__(self, x, *, mask, layer_cache=None, start=0):
+        b, s, _ = x.shape
+        q = self.q_proj(x).reshape(b, s, self.heads, self.head_dim)
+        k = self.k_proj(x).reshape(b, s, self.kv_heads, self.head_dim)
+        v = self.v_proj(x).reshape(b, s, self.kv_heads, self.head_dim)
+        q, k = fp.apply_rope_qk(q, k, self.rope, start=start)  # one cos/sin for both
+        layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
+        return self.o_proj(common.attention(q, k, v, mask=mask).reshape(b, s, -1)), layer_cache
+
+
+class Block(nnx.Module):
+    """``x + attn(norm(x))``, then ``x + down(silu(gate(norm(x))) * up(norm(x)))``."""
+
+    def __init__(self, config: dict, rope: fp.RopeConfig, *, rngs: nnx.Rngs):
+        dim, inner, eps = config["hidden_size"], config["intermediate_size"], config.get("rms_norm_eps", 1e-6)
+        heads = config["num_attention_heads"]
+        self.input_layernorm = LayerNorm(dim, eps, rms=True)
+        self.self_attn = Attention(dim, heads, config.get("num_key_value_heads") or heads, rope.head_dim, rope,
+                                   config.get("attention_bias", False), rngs=rngs)
+        self.post_attention_layernorm = LayerNorm(dim, eps, rms=True)
+        bias = config.get("mlp_bias", False)
+        self.gate_proj = Linear(dim, inner, ("embed", "mlp"), bias=bias, rngs=rngs)
+        self.up_proj = Linear(dim, inner, ("embed", "mlp"), bias=bias, rngs=rngs)
+        self.down_proj = Linear(inner, dim, ("mlp", "embed"), bias=bias, rngs=rngs)
+
+    def __call__(self, x, *, mask, layer_cache=None, start=0):
+        a, layer_cache = self.self_attn(self.input_layernorm(x), mask=mask, layer_cache=layer_cache, start=start)
+        x = x + a
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(jax.nn.silu(self.gate_proj(h)) * self.up_proj(h)), layer_cache
+
+
+class Llama(nnx.Module):
+    """Llama: token embedding -> blocks (RoPE inside attention) -> RMSNorm -> lm_head.
+
+    Args:
+      config: ``config.json`` as a dict; ``rope``: its :class:`~flax_posenc.RopeConfig`.
+      rngs: ``nnx.Rngs`` (``params`` for a fresh model).
+    """
+
+    def __init__(self, config: dict, rope: fp.RopeConfig, *, rngs: nnx.Rngs):
+        dim, vocab = config["hidden_size"], config["vocab_size"]
+        self.rope, self.kv_heads = rope, config.get("num_key_value_heads") or config["num_attention_heads"]
+        self.embed = fp.nnx.TransformerInput(vocab, dim, position="none", rngs=rngs)
+        self.layers = nnx.List([Block(config, rope, rngs=rngs) for _ in range(config["num_hidden_layers"])])
+        self.norm = LayerNorm(dim, config.get("rms_norm_eps", 1e-6), rms=True)
+        tied = config.get("tie_word_embeddings", False)
+        self.lm_head = None if tied else Linear(dim, vocab, ("embed", "vocab"), bias=False, rngs=rngs)
+
+    @property
+    def position_limit(self) -> int | None:
+        return self.rope.limit
+
+    @property
+    def limit_name(self) -> str:
+        return f"llama {self.rope.rope_type} RoPE"
+
+    def init_cache(self, batch: int, max_len: int) -> list[dict]:
+        return common.init_cache(len(self.layers), batch, max_len, self.kv_heads, self.rope.head_dim)
+
+    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0):
+        """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at positions
+        ``start ..`` (a Python int or traced). See ``gpt2.GPT2.__call__`` for the arguments."""
+        input_ids = jnp.asarray(input_ids)
+        x = self.embed(input_ids)
+        k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
+        mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
+        new_cache = []
+        for i, block in enumerate(self.layers):
+            x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
+            new_cache.append(layer_cache)
+        x = self.norm(x)
+        logits = self.embed.attend(x) if self.lm_head is None else self.lm_head(x)
+        return logits if cache is None else (logits, new_cache)
+
+
+def from_pretrained(path, *, seed: int = 0) -> Llama:
+    """A :class:`Llama` holding every weight of a Hugging Face Llama checkpoint directory."""
+    w = Weights(path, prefixes=("model.", ""), probe="embed_tokens.weight")
+    rope = relative_config_from_dict(w.config, source=str(path)).rope
+    model = Llama(w.config, rope, rngs=nnx.Rngs(seed))
+    common.assign(model.embed.word_embeddings, w("embed_tokens.weight"), "embed_tokens.weight")
+    for i, block in enumerate(model.layers):
+        p = f"layers.{i}."
+        block.input_layernorm.load(w, p + "input_layernorm")
+        block.post_attention_layernorm.load(w, p + "post_attention_layernorm")
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            getattr(block.self_attn, name).load(w, p + "self_attn." + name)
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            getattr(block, name).load(w, p + "mlp." + name)
+    model.norm.load(w, "norm")
+    if model.lm_head is not None:
+        common.assign(model.lm_head.kernel, w("lm_head.weight", transpose=True, prefixed=False), "lm_head.weight")
+    return model
+
+
+def generate(model: Llama, prompt_ids, max_new_tokens: int) -> jax.Array:
+    """Greedy ids ``(batch, prompt + max_new_tokens)``; see :func:`common.generate`.
+
+    Raises ``PositionLimitError`` when prompt + new tokens exceed the RoPE limit.
+    """
+    return common.generate(model, prompt_ids, max_new_tokens)
+
+
+if __name__ == "__main__":
+    common.cli(__doc__, from_pretrained)

@@ -1,0 +1,56 @@
+"""Run each reference model of examples/models on 8 host devices, data parallel and tensor
+parallel; print a JSON verdict (run in a subprocess by tests/test_models_sharding.py).
+
+Usage: python sharded_models.py '{"gpt2": DIR, "llama": DIR, "bloom": DIR, "bert": DIR}'
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+from flax import linen as nn
+from flax import nnx
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from model_checkpoints import load_example  # noqa: E402
+
+#: logical axis -> mesh axis. Data parallel: every parameter replicated, the batch split.
+#: Tensor parallel: attention heads and MLP width split over "model" (Megatron-style).
+RULES = {
+    "data_parallel": (("data", (8, 1)), (("vocab", None), ("embed", None), ("heads", None), ("kv", None), ("mlp", None))),
+    "tensor_parallel": (("data", (2, 4)), (("vocab", None), ("embed", None), ("heads", "model"), ("kv", "model"), ("mlp", "model"))),
+}
+
+
+def main(paths: dict) -> dict:
+    ids = np.random.default_rng(0).integers(0, 1000, (8, 16)).astype(np.int32)
+    results = {"devices": len(jax.devices())}
+    for name, path in paths.items():
+        model = load_example(name).from_pretrained(path)
+        graphdef, state = nnx.split(model)
+        forward = lambda s, i: nnx.merge(graphdef, s)(i)  # noqa: E731
+        expected = np.asarray(jax.jit(forward)(state, ids))
+        for kind, ((_, shape), rules) in RULES.items():
+            mesh = jax.make_mesh(shape, ("data", "model"), axis_types=(AxisType.Auto, AxisType.Auto))
+            sharded = jax.device_put(state, nn.logical_to_mesh_sharding(nnx.get_partition_spec(state), mesh, rules))
+            sharded_ids = jax.device_put(ids, NamedSharding(mesh, P("data", None)))
+            out = jax.jit(forward, out_shardings=NamedSharding(mesh, P("data", None, None)))(sharded, sharded_ids)
+            mlp = next(v for p, v in nnx.to_flat_state(sharded) if "mlp" in (v.get_metadata().get("out_sharding") or ()) and v.ndim == 2)
+            results[f"{name}/{kind}"] = {
+                "max_abs_diff": float(np.abs(np.asarray(out) - expected).max()),
+                "scale": float(np.abs(expected).max()),
+                "out_batch_shard": list(out.addressable_shards[0].data.shape),
+                "mlp_kernel": list(mlp[...].shape),
+                "mlp_kernel_shard": list(mlp[...].addressable_shards[0].data.shape),
+            }
+    return results
+
+
+if __name__ == "__main__":  # (pytest's --doctest-modules imports this file: nothing runs then)
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"  # before jax starts a backend
+    print(json.dumps(main(json.loads(sys.argv[1]))))

@@ -1,0 +1,79 @@
+"""examples/models/gpt2_linen.py: the Linen twin of gpt2.py, same checkpoint, same numbers."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import optax
+import pytest
+from flax import linen as nn
+from flax import nnx
+from model_checkpoints import build, hf_generate, hf_logits, load_example
+
+import flax_posenc as fp
+
+gpt2_linen = load_example("gpt2_linen")
+gpt2 = load_example("gpt2")
+IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpt2-linen")
+    return path, build("gpt2", path)
+
+
+@pytest.fixture(scope="module")
+def loaded(checkpoint):
+    return gpt2_linen.from_pretrained(checkpoint[0])
+
+
+def test_logits_equal_hugging_face_and_the_nnx_model(checkpoint, loaded):
+    module, variables = loaded
+    ours = np.asarray(jax.jit(module.apply)(variables, IDS))
+    assert np.abs(ours - hf_logits(checkpoint[1], IDS)).max() < 1e-4
+    graphdef, state = nnx.split(gpt2.from_pretrained(checkpoint[0]))
+    twin = np.asarray(jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids))(state, IDS))
+    assert np.abs(ours - twin).max() < 1e-5
+
+
+def test_parameter_tree_of_init_is_the_loaded_one(loaded):
+    module, variables = loaded
+    fresh = jax.eval_shape(module.init, jax.random.key(0), IDS)  # boxed with logical axis names
+    assert jax.tree.structure(fresh) == jax.tree.structure(variables)
+    assert jax.tree.map(lambda a: a.shape, fresh) == jax.tree.map(lambda a: a.shape, variables)
+    assert nn.get_partition_spec(variables)["params"]["h_0"]["c_fc"]["kernel"] == jax.sharding.PartitionSpec("embed", "mlp")
+
+
+def test_greedy_generate_equals_hugging_face_and_limit(checkpoint, loaded):
+    module, variables = loaded
+    prompt = IDS[:, :5]
+    np.testing.assert_array_equal(np.asarray(gpt2_linen.generate(module, variables, prompt, 12)),
+                                  hf_generate(checkpoint[1], prompt, 12))
+    with pytest.raises(fp.PositionLimitError, match=r"holds 64 positions .* 1 past the end"):
+        gpt2_linen.generate(module, variables, np.ones((1, 60), np.int32), 5)
+
+
+def test_training_step_with_dropout(loaded):
+    module, variables = loaded
+    train_mode = jax.jit(lambda v, ids, key: module.apply(v, ids, deterministic=False, rngs={"dropout": key}))
+    draws = [train_mode(variables, IDS, jax.random.key(k)) for k in (0, 1)]
+    assert np.abs(np.asarray(draws[0]) - np.asarray(draws[1])).max() > 1e-3  # dropout on
+    tx = optax.adam(1e-3)
+    params, opt_state = variables["params"], tx.init(variables["params"])
+
+    @jax.jit
+    def train_step(params, opt_state, ids, key):
+        def loss_fn(params):
+            logits = module.apply({"params": params}, ids[:, :-1], deterministic=False, rngs={"dropout": key})
+            return optax.softmax_cross_entropy_with_integer_labels(logits, ids[:, 1:]).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    losses = []
+    for step in range(4):
+        params, opt_state, loss = train_step(params, opt_state, IDS, jax.random.key(step))
+        losses.append(float(loss))
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
