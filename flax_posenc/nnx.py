@@ -326,7 +326,10 @@ class TransformerInput(nnx.Module):
         return grown
 
     @classmethod
-    def from_pretrained(cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, **overrides) -> TransformerInput:
+    def from_pretrained(
+        cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs | None = None,
+        **overrides,
+    ) -> TransformerInput:
         """Build the input block of a Hugging Face checkpoint and load every weight of it.
 
         Args:
@@ -334,6 +337,7 @@ class TransformerInput(nnx.Module):
             :mod:`flax_posenc.conversion`), or a ``.msgpack`` written by ``flax-posenc convert``.
           family: force a family instead of detecting it.
           dtype, param_dtype: computation and storage dtypes.
+          rngs: the ``dropout`` stream when ``dropout_rate > 0`` (default ``nnx.Rngs(0)``).
           overrides: other constructor arguments (``dropout_rate``, ``on_overflow``, ...).
 
         Returns:
@@ -354,6 +358,10 @@ class TransformerInput(nnx.Module):
         # abstract first: no random initialisation of tables about to be overwritten
         module = nnx.eval_shape(lambda: cls(**kwargs, dtype=dtype, param_dtype=param_dtype, rngs=nnx.Rngs(0)))
         _assign(module, params, param_dtype)
+        if module.dropout.rate > 0:  # the abstract build left it no usable random stream
+            module.dropout = nnx.Dropout(
+                module.dropout.rate, deterministic=module.deterministic, rngs=rngs if rngs is not None else nnx.Rngs(0)
+            )
         return module
 
 

@@ -451,3 +451,14 @@ def test_packed_positions_restart_each_segment():
     x = jnp.ones((1, 7, 1, 8))
     packed = jax.jit(lambda x, s: fp.apply_rope(x, cfg, fp.packed_positions(s)))(x, jnp.array([[1, 1, 1, 2, 2, 2, 2]]))
     assert_ulps(packed[0, 3:], fp.apply_rope(x[:, :4], cfg)[0])
+
+
+def test_pretrained_block_trains_with_dropout(minilm_dir):
+    block = fp.nnx.TransformerInput.from_pretrained(minilm_dir, dropout_rate=0.5, rngs=nnx.Rngs(dropout=3))
+    ids = jnp.arange(16)[None] + 1000
+    clean = block(ids)
+    block.train()
+    noisy = nnx.jit(lambda m, i: m(i))(block, ids)
+    dropped = np.asarray(noisy) == 0
+    assert 0.3 < dropped.mean() < 0.7  # about half the units dropped, the rest scaled by 2
+    assert_ulps(np.asarray(noisy)[~dropped], 2 * np.asarray(clean)[~dropped], ulps=8)  # jit vs eager LayerNorm
