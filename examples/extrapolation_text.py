@@ -103,7 +103,7 @@ class Config:
 # smoke run: every code path, tiny sizes, numbers meaningless except the structure checks
 QUICK = Config(dim=32, heads=2, layers=1, mlp=64, train_length=16, batch=8, steps=100, lr=1e-2, warmup=5,
                seeds=(0,), eval_lengths=(16, 32), eval_bytes=256, eval_batch_bytes=256,
-               finetune_factors=(2,), finetune_steps=3, finetune_controls=False)
+               finetune_factors=(2,), finetune_steps=3)
 
 TRAINED = ("sinusoidal", "learned", "rope", "alibi", "none")
 ROPE_SCALINGS = ("rope", "rope+PI", "rope+NTK", "rope+YaRN")
@@ -328,10 +328,17 @@ def position_nll(model: ByteLM, windows: np.ndarray, rotary, cfg: Config) -> np.
     return total / len(windows) / LN2
 
 
+def position_bands(cfg: Config, length: int) -> list[tuple[int, int]]:
+    """``[0, 128), [128, 256), ...``: position ranges bounded by the evaluation lengths."""
+    edges = [0, *sorted(n for n in cfg.eval_lengths if n <= length)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
 def score(curve: np.ndarray, cfg: Config) -> dict:
-    """bpb over the whole window and over positions ``train_length..`` alone."""
+    """bpb over the whole window, over positions ``train_length..`` alone, and per band of positions."""
     past = curve[cfg.train_length:]
-    return dict(whole=float(curve.mean()), past=float(past.mean()) if past.size else None)
+    bands = {f"{a}-{b - 1}": float(curve[a:b].mean()) for a, b in position_bands(cfg, len(curve))}
+    return dict(whole=float(curve.mean()), past=float(past.mean()) if past.size else None, bands=bands)
 
 
 def evaluate_seed(cfg: Config, models: dict, finetuned: dict, held: np.ndarray) -> tuple[dict, str]:
@@ -417,6 +424,8 @@ def summarise(per_seed: list[dict], cfg: Config) -> dict:
             rows[str(length)] = {"whole": stats([r["whole"] for r in runs])}
             if runs[0]["past"] is not None:
                 rows[str(length)]["past"] = stats([r["past"] for r in runs])
+            rows[str(length)]["bands"] = {band: float(np.mean([r["bands"][band] for r in runs]))
+                                          for band in runs[0]["bands"]}
         summary[name] = rows
     return summary
 
@@ -541,6 +550,17 @@ def table(results: dict, part: str, unit: str) -> str:
     lines = ["| encoding | " + " | ".join(f"L={n}" for n in shown) + " |", "|---|" + "---:|" * len(shown)]
     for name, rows in results["summary"].items():
         lines.append(f"| {name} | " + " | ".join(cell(rows[str(n)], part, unit) for n in shown) + " |")
+    return "\n".join(lines)
+
+
+def band_table(results: dict) -> str:
+    longest = str(max(results["config"]["eval_lengths"]))
+    bands = next(rows[longest]["bands"] for rows in results["summary"].values() if rows[longest] != "error")
+    lines = ["| encoding | " + " | ".join(f"pos {b}" for b in bands) + " |", "|---|" + "---:|" * len(bands)]
+    for name, rows in results["summary"].items():
+        row = rows[longest]
+        cells = ["error"] * len(bands) if row == "error" else [f"{row['bands'][b]:.3f}" for b in bands]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -692,6 +712,10 @@ Perplexity per byte over positions {trained}..L-1 alone (what the model sees onl
 The same in bits per byte, whole window:
 
 {table(results, 'whole', 'bpb')}
+
+Where the loss goes at L = {max(cfg['eval_lengths'])}: bits per byte by band of positions (mean over seeds):
+
+{band_table(results)}
 
 ![perplexity vs length](figures/extrapolation_text.png)
 
