@@ -599,6 +599,12 @@ def verdict(results: dict) -> str:
         f"- **ALiBi stays flat (or improves) as L grows**: {'holds' if flat else 'does not hold'} here: whole-window "
         f"perplexity {ppl('alibi', trained):.2f} at L = {trained} and {ppl('alibi', longest):.2f} at L = {longest} "
         f"(ratio {r:.2f}); on positions past {trained} alone: {ppl('alibi', longest, 'past'):.2f}.")
+    zero_shot = {n: ppl(n, longest, "past") for n in ROPE_SCALINGS}
+    top = min(zero_shot, key=zero_shot.get)
+    lines.append(
+        f"- **RoPE scalings without fine-tuning**, positions past {trained} at L = {longest}: "
+        + ", ".join(f"{n} {v:.2f}" for n, v in zero_shot.items())
+        + f"; the best is `{top}`" + (", no better than plain RoPE." if top == "rope" else "."))
     best = min((n for n in s if s[n][str(longest)] != "error"), key=lambda n: ppl(n, longest))
     lines.append(f"- Best whole-window perplexity at L = {longest}: `{best}` ({ppl(best, longest):.2f}).")
     lines.append(
@@ -611,6 +617,8 @@ def verdict(results: dict) -> str:
             f"- **No position encoding**: {ppl('none', trained):.2f} at L = {trained} and "
             f"{ppl('none', longest, 'past'):.2f} past {trained} at L = {longest} "
             f"({ratio('none', part='past'):.1f}x): the causal mask alone carries order.")
+    lines.append("- **T5's relative bias degrades slowly** (Press et al.): not measured; "
+                 "`fp.relative_position_bias` (issue 13) had not landed when this was run.")
     for n in cfg["finetune_factors"]:
         name, control = f"rope+PI ft {n}x", f"rope ft {n}x"
         length = n * trained
@@ -700,6 +708,12 @@ Asked for L = {sorted(cfg['eval_lengths'])[1] if len(cfg['eval_lengths']) > 1 el
 `{results['limit_error']}`.
 
 ## Results
+
+How to read the two views. Over the whole window, a model that uses its context well gets
+*better* as L grows (later bytes have more context), which is what ALiBi's curve in the paper
+shows; a model that breaks past {trained} gets worse, but the first {trained} positions of every
+window still pull its average toward the trained-length number. Over positions {trained}..L-1
+alone, only the positions the model never saw in training count.
 
 Perplexity per byte over the whole window (mean over seeds; min-max over seeds in brackets):
 
