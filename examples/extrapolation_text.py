@@ -521,8 +521,8 @@ def plot(results: dict, path: Path) -> None:
         ax.set_title(f"perplexity per byte {title}")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("perplexity per byte (log; band: min-max over seeds)")
-    axes[0].annotate("learned: PositionLimitError past %d" % cfg["train_length"], (0.02, 0.97),
-                     xycoords="axes fraction", fontsize=8, va="top", color="tab:orange")
+    axes[0].annotate("learned: PositionLimitError past %d" % cfg["train_length"], (0.02, 0.02),
+                     xycoords="axes fraction", fontsize=8, va="bottom", color="tab:orange")
     fig.legend(fontsize=8, loc="center right")
     fig.suptitle(f"Byte-level LM on Python stdlib source, trained at {cfg['train_length']}, "
                  f"{len(cfg['seeds'])} seed(s)", fontsize=11)
@@ -577,22 +577,41 @@ def verdict(results: dict) -> str:
     def ratio(name, n=longest, part="whole"):
         return ppl(name, n, part) / ppl(name, trained)
 
+    def spread(name, n, part="whole"):
+        row = s[name][str(n)][part]
+        return f"{2 ** row['min']:.2f}-{2 ** row['max']:.2f}"
+
     lines = []
-    r = ratio("sinusoidal", part="past")
-    holds = r > 2
+    ranking = sorted((n for n in s if s[n][str(trained)] != "error" and n in (*TRAINED, "alibi")),
+                     key=lambda n: ppl(n, trained))
     lines.append(
-        f"- **Sinusoidal blows up past the trained length** (Press et al.): "
-        f"{'holds' if holds else 'does not hold'} here. Perplexity on positions {trained}..{longest - 1} at "
-        f"L = {longest} is {ppl('sinusoidal', longest, 'past'):.2f}, {r:.1f}x its {ppl('sinusoidal', trained):.2f} at "
-        f"L = {trained}.")
-    r = ratio("rope", part="past")
-    worse = ppl("rope", longest, "past") > ppl("alibi", longest, "past")
+        f"- **At the trained length** (L = {trained}) the encodings rank: "
+        + ", ".join(f"{n} {ppl(n, trained):.2f}" for n in ranking)
+        + f" (unigram baseline {2 ** results['unigram_bpb']:.2f}).")
+    jump = ppl("sinusoidal", second, "past") / ppl("sinusoidal", trained)
+    growth = ppl("sinusoidal", longest, "past") / ppl("sinusoidal", second, "past")
+    fails = jump > 1.3 and ppl("sinusoidal", second, "past") > ppl("none", second, "past")
     lines.append(
-        f"- **Rotary degrades** past the trained length: {'holds' if r > 1.1 else 'does not hold'} here "
-        f"({ppl('rope', longest, 'past'):.2f} on positions past {trained} at L = {longest}, {r:.1f}x "
-        f"its {ppl('rope', trained):.2f} at L = {trained}); "
-        f"{'less' if r < ratio('sinusoidal', part='past') else 'not less'} than sinusoidal, "
-        f"{'worse' if worse else 'not worse'} than ALiBi.")
+        f"- **Sinusoidal fails past the trained length** (Press et al.): {'holds' if fails else 'does not hold'} "
+        f"here. On positions past {trained} its perplexity is {ppl('sinusoidal', second, 'past'):.2f} at "
+        f"L = {second}, {jump:.1f}x its {ppl('sinusoidal', trained):.2f} at L = {trained} and "
+        f"{'worse' if fails else 'not worse'} than no position encoding at all "
+        f"({ppl('none', second, 'past'):.2f}). **That it blows up as L grows** "
+        f"{'holds' if growth > 1.5 else 'does not hold'}: at L = {longest} it is "
+        f"{ppl('sinusoidal', longest, 'past'):.2f} ({growth:.2f}x the L = {second} value); the failure is "
+        f"{'a climb' if growth > 1.5 else 'a step at the trained length, then a plateau, not the climb of the paper'}.")
+    past_lengths = [n for n in cfg["eval_lengths"] if n > trained]
+    rope_curve = [ppl("rope", n, "past") for n in past_lengths]
+    steady = all(b > a for a, b in zip(rope_curve, rope_curve[1:]))
+    lines.append(
+        f"- **Rotary degrades past the trained length**: {'holds' if rope_curve[-1] > 1.1 * ppl('rope', trained) else 'does not hold'} "
+        f"here, {'steadily' if steady else 'unevenly'}: on positions past {trained}, "
+        + ", ".join(f"{v:.2f} at L = {n}" for n, v in zip(past_lengths, rope_curve))
+        + f" (against {ppl('rope', trained):.2f} at L = {trained}). Unlike the paper, where rotary stays well below "
+        f"sinusoidal, here it starts lower "
+        f"({rope_curve[0]:.2f} vs {ppl('sinusoidal', second, 'past'):.2f} at L = {second}) and ends "
+        f"{'higher' if rope_curve[-1] > ppl('sinusoidal', longest, 'past') else 'lower'} "
+        f"({rope_curve[-1]:.2f} vs {ppl('sinusoidal', longest, 'past'):.2f} at L = {longest}).")
     r = ratio("alibi")
     flat = r <= 1.05
     lines.append(
@@ -631,8 +650,12 @@ def verdict(results: dict) -> str:
         text += (f"The recovery {'holds' if pi < min(zero, base) else 'does not hold'} here")
         if control in s:
             ctl = ppl(control, length, "past")
-            text += (f"; but the same fine-tune *without* interpolation reaches {ctl:.2f}, so at this scale the "
-                     f"gain {'is not' if ctl <= pi else 'is partly'} specific to interpolation")
+            text += (f" (seeds {spread(name, length, 'past')}); but the same fine-tune *without* interpolation "
+                     f"reaches {ctl:.2f} (seeds {spread(control, length, 'past')}), so at this scale "
+                     + ("the gain comes from fine-tuning at the longer length, not from interpolating"
+                        if ctl <= pi else "interpolation adds to what fine-tuning at the longer length gives")
+                     + f". Past its fine-tuned window both degrade again (at L = {longest}: "
+                     f"{ppl(name, longest, 'past'):.2f} with PI, {ppl(control, longest, 'past'):.2f} without)")
         lines.append(text + ".")
     return "\n".join(lines)
 
