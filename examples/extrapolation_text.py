@@ -7,6 +7,7 @@ al., 2023), at a scale two CPU cores allow. Reproduce (writes ``docs/extrapolati
     nice -n 15 .venv/bin/python examples/extrapolation_text.py      # 28.9 min measured, 2 shared CPU cores
     .venv/bin/python examples/extrapolation_text.py --quick --out /tmp/x    # smoke run, seconds
     .venv/bin/python examples/extrapolation_text.py --report-only           # re-render from the JSON
+    nice -n 15 .venv/bin/python examples/extrapolation_text.py --add t5     # one encoding, merged into the JSON
 
 Corpus: the Python standard library's own top-level ``.py`` files (``sysconfig`` ``stdlib`` path,
 ``*.py`` directly in it, sorted by name), read as bytes. Split by file: every 10th file in that
@@ -38,6 +39,9 @@ Encodings, and exactly what each does at evaluation length ``L`` > 128:
                  fixed factor at every length; the same number of bytes per step as training.
 ``rope ft Nx``   the control: the same fine-tune at ``N * 128`` without interpolation.
 ``alibi``        ``fp.alibi_bias(heads, L)`` added to the scores (it is also the causal mask).
+``t5``           ``fp.nnx.RelativePositionBias(heads, bidirectional=False)`` (T5's decoder buckets: 32,
+                 max distance 128), one table for every layer, added to the scores; distances from
+                 113 on share the last bucket, in training and past it.
 ``none``         no position encoding (a causal mask still leaks order).
 
 At L <= 128 the scaled RoPE rows use factor 1 (identical to ``rope``). Every model sees the same
@@ -105,17 +109,20 @@ QUICK = Config(dim=32, heads=2, layers=1, mlp=64, train_length=16, batch=8, step
                seeds=(0,), eval_lengths=(16, 32), eval_bytes=256, eval_batch_bytes=256,
                finetune_factors=(2,), finetune_steps=3)
 
-TRAINED = ("sinusoidal", "learned", "rope", "alibi", "none")
+TRAINED = ("sinusoidal", "learned", "rope", "alibi", "t5", "none")
 ROPE_SCALINGS = ("rope", "rope+PI", "rope+NTK", "rope+YaRN")
 
 
-def variant_names(cfg: Config) -> list[str]:
+def variant_names(cfg: Config, encodings=TRAINED) -> list[str]:
+    """The table's rows, in order, for the trained ``encodings``."""
     names = ["sinusoidal", "learned", "learned+tile", "learned+linear", *ROPE_SCALINGS]
     for n in cfg.finetune_factors:
         names.append(f"rope+PI ft {n}x")
         if cfg.finetune_controls:
             names.append(f"rope ft {n}x")
-    return [*names, "alibi", "none"]
+    names += ["alibi", "t5", "none"]
+    base = {"learned+tile": "learned", "learned+linear": "learned"}
+    return [n for n in names if base.get(n, "rope" if n.startswith("rope") else n) in encodings]
 
 
 # ------------------------------------------------------------------------------------ corpus
@@ -194,6 +201,8 @@ class ByteLM(nnx.Module):
             256, cfg.dim, position=position, num_positions=cfg.train_length if position == "learned" else None,
             embed_scale=math.sqrt(cfg.dim), rngs=rngs, position_name=f"learned table ({cfg.train_length} rows)",
         )
+        if encoding == "t5":  # T5's decoder bias: 32 causal buckets up to distance 128, one table for all layers
+            self.relative_bias = fp.nnx.RelativePositionBias(cfg.heads, bidirectional=False, rngs=rngs)
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
         self.ln = nnx.LayerNorm(cfg.dim, rngs=rngs)
         self.head = nnx.Linear(cfg.dim, 256, rngs=rngs)
@@ -205,7 +214,9 @@ class ByteLM(nnx.Module):
         if self.encoding == "alibi":
             bias = fp.alibi_bias(self.heads, n)  # (heads, n, n); the causal mask is in it
         else:
-            bias = jnp.where(jnp.tril(jnp.ones((n, n), bool)), 0.0, jnp.finfo(jnp.float32).min)
+            causal = jnp.tril(jnp.ones((n, n), bool))
+            allowed = self.relative_bias(n, n) if self.encoding == "t5" else 0.0
+            bias = jnp.where(causal, allowed, jnp.finfo(jnp.float32).min)
         if self.encoding != "rope":
             rotary = None
         for block in self.blocks:
@@ -345,26 +356,35 @@ def score(curve: np.ndarray, cfg: Config) -> dict:
     return dict(whole=float(curve.mean()), past=float(past.mean()) if past.size else None, bands=bands)
 
 
+def evaluate_learned(cfg: Config, learned: ByteLM, windows: np.ndarray, out: dict) -> str:
+    """The learned table as is (``"error"`` past its rows) and extended by tile / linear interpolation."""
+    length, limit_error = windows.shape[1] - 1, ""
+    try:
+        out["learned"][length] = score(position_nll(learned, windows, None, cfg), cfg)
+    except fp.PositionLimitError as e:
+        out["learned"][length] = "error"
+        limit_error = f"PositionLimitError: {e}"
+    for method in ("tile", "linear"):
+        model = learned
+        if length > cfg.train_length:
+            model = copy_model(learned)
+            model.embed = learned.embed.extend_positions(length, method=method)
+        out[f"learned+{method}"][length] = score(position_nll(model, windows, None, cfg), cfg)
+    return limit_error
+
+
 def evaluate_seed(cfg: Config, models: dict, finetuned: dict, held: np.ndarray) -> tuple[dict, str]:
     """``{variant: {length: {"whole", "past"} | "error"}}`` for one seed, and the learned table's error."""
-    out: dict[str, dict] = {name: {} for name in variant_names(cfg)}
+    out: dict[str, dict] = {name: {} for name in variant_names(cfg, models)}
     limit_error = ""
     for length in cfg.eval_lengths:
         windows = eval_windows(held, cfg, length)
-        for name in ("sinusoidal", "alibi", "none"):
-            out[name][length] = score(position_nll(models[name], windows, None, cfg), cfg)
-        try:
-            out["learned"][length] = score(position_nll(models["learned"], windows, None, cfg), cfg)
-        except fp.PositionLimitError as e:
-            out["learned"][length] = "error"
-            limit_error = f"PositionLimitError: {e}"  # kept: the longest length's message
-        for method in ("tile", "linear"):
-            model = models["learned"]
-            if length > cfg.train_length:
-                model = copy_model(model)
-                model.embed = models["learned"].embed.extend_positions(length, method=method)
-            out[f"learned+{method}"][length] = score(position_nll(model, windows, None, cfg), cfg)
-        for scaling in ROPE_SCALINGS:
+        for name in ("sinusoidal", "alibi", "t5", "none"):
+            if name in models:
+                out[name][length] = score(position_nll(models[name], windows, None, cfg), cfg)
+        if "learned" in models:
+            limit_error = evaluate_learned(cfg, models["learned"], windows, out) or limit_error
+        for scaling in ROPE_SCALINGS if "rope" in models else ():
             rotary = rotary_tables(rope_config(cfg, scaling, length), length)
             out[scaling][length] = score(position_nll(models["rope"], windows, rotary, cfg), cfg)
         for name, (model, config) in finetuned.items():
@@ -376,12 +396,14 @@ def evaluate_seed(cfg: Config, models: dict, finetuned: dict, held: np.ndarray) 
 # ---------------------------------------------------------------------------------------- run
 
 
-def run_seed(cfg: Config, seed: int, train_data, held: np.ndarray, log) -> tuple[dict, dict, str, dict]:
-    """Train every encoding (and the fine-tunes) from ``seed``; evaluate; return results, losses, timing."""
+def run_seed(cfg: Config, seed: int, train_data, held: np.ndarray, log,
+             encodings=TRAINED) -> tuple[dict, dict, str, dict]:
+    """Train ``encodings`` (and, with RoPE, the fine-tunes) from ``seed``; evaluate; return results,
+    losses, timing. Each encoding's run depends only on the seed, never on the others."""
     models, losses, timing = {}, {}, {}
     rotary = rotary_tables(rope_config(cfg, "rope", cfg.train_length), cfg.train_length)
     common = dict(weight_decay=cfg.weight_decay, seed=seed)
-    for name in TRAINED:
+    for name in encodings:
         t0 = time.perf_counter()
         model = ByteLM(cfg, name, rngs=nnx.Rngs(seed))
         models[name], losses[name] = train(
@@ -390,7 +412,7 @@ def run_seed(cfg: Config, seed: int, train_data, held: np.ndarray, log) -> tuple
         timing[f"train {name}"] = time.perf_counter() - t0
         log(f"seed {seed} trained {name:<11} final loss {losses[name][-1]:.3f} bpb ({timing[f'train {name}']:.1f} s)")
     finetuned = {}
-    for n in cfg.finetune_factors:
+    for n in cfg.finetune_factors if "rope" in models else ():
         length, batch = n * cfg.train_length, max(1, cfg.batch // n)
         kinds = [(f"rope+PI ft {n}x", rope_config(cfg, "PI-fixed", length, factor=n))]
         if cfg.finetune_controls:
@@ -418,10 +440,10 @@ def summarise(per_seed: list[dict], cfg: Config) -> dict:
                     seeds=[float(v) for v in values])
 
     summary = {}
-    for name in variant_names(cfg):
+    for name in [n for n in variant_names(cfg) if n in per_seed[0]]:
         rows = {}
         for length in cfg.eval_lengths:
-            runs = [r[name][length] for r in per_seed]
+            runs = [r[name][str(length)] for r in per_seed]
             if any(r == "error" for r in runs):
                 rows[str(length)] = "error"
                 continue
@@ -434,7 +456,13 @@ def summarise(per_seed: list[dict], cfg: Config) -> dict:
     return summary
 
 
-def run(cfg: Config, out: Path, command: str, log=print) -> dict:
+def run(cfg: Config, out: Path, command: str, log=print, encodings=TRAINED, previous: dict | None = None) -> dict:
+    """Train and evaluate ``encodings`` for every seed; write the JSON and the report.
+
+    ``previous``: the results of an earlier run with the same config, whose rows are kept (``--add``):
+    the new encodings' runs are independent of the old ones, so the merged table is what one run of
+    all of them gives.
+    """
     start = time.perf_counter()
     corpus = load_corpus(cfg)
     train_data = jnp.asarray(corpus["train"])
@@ -442,20 +470,38 @@ def run(cfg: Config, out: Path, command: str, log=print) -> dict:
     per_seed, losses, timing = [], {}, {}
     limit_error = ""
     for seed in cfg.seeds:
-        results, seed_losses, limit_error, seed_timing = run_seed(cfg, seed, train_data, corpus["held"], log)
-        per_seed.append(results)
+        results, seed_losses, error, seed_timing = run_seed(cfg, seed, train_data, corpus["held"], log, encodings)
+        limit_error = error or limit_error
+        per_seed.append({n: {str(k): v for k, v in r.items()} for n, r in results.items()})
         for k, v in seed_losses.items():
             losses.setdefault(k, []).append(v)
         for k, v in seed_timing.items():
             timing.setdefault(k, []).append(v)
+    wall = time.perf_counter() - start
+    runs = [dict(encodings=list(encodings), command=command, wall_s=wall)]
+    if previous is not None:
+        if previous["config"] != json.loads(json.dumps(dataclasses.asdict(cfg))):
+            raise ValueError("--add: the saved results were made with another config; run everything instead")
+        merged = []
+        for old, new in zip(previous["per_seed"], per_seed):
+            row = dict(old)
+            row.update(new)
+            merged.append({n: row[n] for n in variant_names(cfg) if n in row})
+        per_seed = merged
+        losses = {**previous["losses"], **losses}
+        timing = {**{k: [v["mean"]] for k, v in previous["timing_s"].items()}, **timing}
+        limit_error = limit_error or previous["limit_error"]
+        earlier = previous.get("runs") or [dict(encodings=[n for n in TRAINED if n in previous["losses"]],
+                                                 command=previous["command"], wall_s=previous["wall_s"])]
+        runs = earlier + runs
+        command = previous["command"]
     results = dict(
-        command=command, wall_s=time.perf_counter() - start, cores=os.cpu_count(),
+        command=command, wall_s=sum(r["wall_s"] for r in runs), runs=runs, cores=os.cpu_count(),
         machine=dict(platform=platform.platform(), processor=platform.machine(), jax=jax.__version__,
                      backend=jax.default_backend()),
         config=dataclasses.asdict(cfg), corpus=corpus["info"],
         unigram_bpb=unigram_bpb(corpus["train"], scored),
-        summary=summarise(per_seed, cfg), per_seed=[{n: {str(k): v for k, v in r.items()} for n, r in s.items()}
-                                                     for s in per_seed],
+        summary=summarise(per_seed, cfg), per_seed=per_seed,
         losses=losses, limit_error=limit_error,
         timing_s={k: dict(mean=float(np.mean(v)), max=float(np.max(v))) for k, v in timing.items()},
     )
@@ -479,6 +525,7 @@ STYLE = {
     "rope+NTK": dict(color="tab:cyan", marker="^", linestyle="-."),
     "rope+YaRN": dict(color="tab:purple", marker="^", linestyle=":"),
     "alibi": dict(color="tab:red", marker="D"),
+    "t5": dict(color="magenta", marker="P"),
     "none": dict(color="gray", marker=".", linestyle=":"),
 }
 FT_COLORS = ("black", "tab:pink", "darkgoldenrod", "slateblue")
@@ -586,7 +633,7 @@ def verdict(results: dict) -> str:
         return f"{2 ** row['min']:.2f}-{2 ** row['max']:.2f}"
 
     lines = []
-    ranking = sorted((n for n in s if s[n][str(trained)] != "error" and n in (*TRAINED, "alibi")),
+    ranking = sorted((n for n in s if s[n][str(trained)] != "error" and n in TRAINED),
                      key=lambda n: ppl(n, trained))
     lines.append(
         f"- **At the trained length** (L = {trained}) the encodings rank: "
@@ -640,8 +687,19 @@ def verdict(results: dict) -> str:
             f"- **No position encoding**: {ppl('none', trained):.2f} at L = {trained} and "
             f"{ppl('none', longest, 'past'):.2f} past {trained} at L = {longest} "
             f"({ratio('none', part='past'):.1f}x): the causal mask alone carries order.")
-    lines.append("- **T5's relative bias degrades slowly** (Press et al.): not measured; "
-                 "`fp.relative_position_bias` (issue 13) had not landed when this was run.")
+    if "t5" in s:
+        r5, rr, ra = ratio("t5", part="past"), ratio("rope", part="past"), ratio("alibi", part="past")
+        slow = 1.02 < r5 < rr
+        lines.append(
+            f"- **T5's relative bias degrades slowly** (Press et al.: between rotary and ALiBi): "
+            f"{'holds' if slow and r5 > ra else 'does not hold'} here: {ppl('t5', trained):.2f} at L = {trained}, "
+            f"on positions past {trained} "
+            + ", ".join(f"{ppl('t5', n, 'past'):.2f} at L = {n}" for n in past_lengths)
+            + f"; {r5:.2f}x its trained-length value at L = {longest}, against {rr:.2f}x for rotary, {ra:.2f}x "
+            f"for ALiBi and {ratio('none', part='past'):.2f}x with no position encoding at all.")
+    else:
+        lines.append("- **T5's relative bias degrades slowly** (Press et al.): not measured; "
+                     "`fp.relative_position_bias` (issue 13) had not landed when this was run.")
     for n in cfg["finetune_factors"]:
         name, control = f"rope+PI ft {n}x", f"rope ft {n}x"
         length = n * trained
@@ -668,8 +726,22 @@ def markdown(results: dict) -> str:
     cfg, corpus = results["config"], results["corpus"]
     trained = cfg["train_length"]
     minutes = results["wall_s"] / 60
+    runs = results.get("runs", [])
+    merged = "" if len(runs) < 2 else (
+        " This page merges " + str(len(runs)) + " invocations of the same config (each encoding's runs depend only "
+        "on the seed, not on the other encodings): "
+        + "; ".join(f"`{r['command']}` ({r['wall_s'] / 60:.1f} min: {', '.join(r['encodings'])})" for r in runs)
+        + ". The command above runs all of them in one go.")
     per_train = results["timing_s"].get("train rope", {}).get("mean", float("nan"))
-    t5 = "pending: `fp.relative_position_bias` (issue 13) had not landed when this was run"
+    if "t5" in results["summary"]:
+        from flax_posenc.relative_bias_config import BucketConfig
+
+        saturation = BucketConfig(32, 128, False).saturation_distance
+        t5 = (f"| t5 | T5's relative bias (`fp.nnx.RelativePositionBias`, decoder: 32 causal buckets, max distance "
+              f"128), one (bucket, head) table shared by the layers, added to the scaled logits | the same buckets: "
+              f"every distance from {saturation} on shares the last one, as in training |")
+    else:
+        t5 = "| T5 relative bias | pending: `fp.relative_position_bias` (issue 13) had not landed when this was run | |"
     ft = ", ".join(f"{n}x" for n in cfg["finetune_factors"])
     return f"""# Do position encodings extrapolate on real text? (measured)
 
@@ -683,7 +755,7 @@ Generated by `examples/extrapolation_text.py` (do not edit by hand; `--report-on
 from the JSON). This run: **{minutes:.1f} min wall time** on {results['cores']} shared CPU cores
 ({results['machine']['processor']}, jax {results['machine']['jax']}, backend `{results['machine']['backend']}`),
 {len(cfg['seeds'])} seeds ({', '.join(map(str, cfg['seeds']))}); one training run of one encoding took
-{per_train:.0f} s on average.
+{per_train:.0f} s on average.{merged}
 
 The question of Press et al. (ALiBi, 2022, Figure 1): train a language model at a fixed length,
 evaluate it on longer inputs. And of Chen et al. (Position Interpolation, 2023): does
@@ -729,7 +801,7 @@ Encodings (what each does past {trained}; the module docstring of the script has
 | rope+YaRN | the same model | `rope_type="yarn"`, factor L/{trained}, Hugging Face defaults |
 | alibi | ALiBi bias (slopes of Press et al.) | the same bias, longer |
 | none | no position encoding (causal mask only) | - |
-| T5 relative bias | {t5} | |
+{t5}
 
 Asked for any L > {trained} without an extension, the learned model refuses (under `jax.jit`, while
 tracing); the message at L = {max(cfg['eval_lengths'])}:
@@ -784,6 +856,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="directory for extrapolation-text.md and figures/ (default: docs/)")
     parser.add_argument("--report-only", action="store_true",
                         help="re-render the report from OUT/figures/extrapolation_text.json without training")
+    parser.add_argument("--add", action="append", choices=TRAINED, metavar="ENCODING",
+                        help="train and evaluate only this encoding (repeatable) and merge it into the saved "
+                             "results of the same config (an encoding that landed after the full run)")
     args = parser.parse_args(argv)
     if args.report_only:
         report(json.loads((args.out / "figures" / "extrapolation_text.json").read_text()), args.out)
@@ -792,7 +867,16 @@ def main(argv: list[str] | None = None) -> None:
     cfg = QUICK if args.quick else Config()
     command = COMMAND + (" --quick" if args.quick else "")
     args.out.mkdir(parents=True, exist_ok=True)
-    run(cfg, args.out, command, log=lambda m: print(m, flush=True))
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    if args.add:
+        saved = args.out / "figures" / "extrapolation_text.json"
+        if not saved.exists():
+            parser.error(f"--add: expected the saved results {saved}, found none")
+        adding = tuple(dict.fromkeys(args.add))
+        run(cfg, args.out, command + "".join(f" --add {n}" for n in adding), log=log, encodings=adding,
+            previous=json.loads(saved.read_text()))
+    else:
+        run(cfg, args.out, command, log=log)
 
 
 if __name__ == "__main__":

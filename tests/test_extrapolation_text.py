@@ -89,6 +89,27 @@ def test_quick_run_measures_real_properties(quick):
         assert results["summary"][name][str(trained)] == results["summary"]["rope"][str(trained)]
 
 
+def test_add_reproduces_an_encoding_of_the_full_run(quick, tmp_path):
+    """``--add t5`` retrains only T5 and merges it: its rows equal the full run's, bit for bit (each
+    encoding's runs depend on the seed alone), the other rows are kept, and both invocations are listed."""
+    out, results = quick
+    (tmp_path / "figures").mkdir()
+    saved = json.loads((out / "figures" / "extrapolation_text.json").read_text())
+    saved["summary"].pop("t5")
+    for seed in saved["per_seed"]:
+        seed.pop("t5")
+    (tmp_path / "figures" / "extrapolation_text.json").write_text(json.dumps(saved))
+    env = {**os.environ, "XLA_FLAGS": FAST_XLA, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--add", "t5", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    merged = json.loads((tmp_path / "figures" / "extrapolation_text.json").read_text())
+    assert merged["summary"] == results["summary"]
+    assert list(merged["summary"]) == list(results["summary"])  # the table's row order
+    assert [r["encodings"] for r in merged["runs"]] == [list(et.TRAINED), ["t5"]]
+    assert "--add t5" in (tmp_path / "extrapolation-text.md").read_text()
+
+
 def test_unigram_baseline_against_counter():
     cfg = et.QUICK
     corpus = et.load_corpus(cfg)
