@@ -4,7 +4,7 @@ The ALiBi paper's Figure 1 (Press et al., 2022) and the Position Interpolation r
 al., 2023), at a scale two CPU cores allow. Reproduce (writes ``docs/extrapolation-text.md``,
 ``docs/figures/extrapolation_text.{png,json}``)::
 
-    nice -n 15 .venv/bin/python examples/extrapolation_text.py      # 28.9 min measured, 2 shared CPU cores
+    nice -n 15 .venv/bin/python examples/extrapolation_text.py      # 31.9 min measured (28.9 + 3.0 for t5), 2 shared cores
     .venv/bin/python examples/extrapolation_text.py --quick --out /tmp/x    # smoke run, seconds
     .venv/bin/python examples/extrapolation_text.py --report-only           # re-render from the JSON
     nice -n 15 .venv/bin/python examples/extrapolation_text.py --add t5     # one encoding, merged into the JSON
