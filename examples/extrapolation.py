@@ -389,6 +389,18 @@ def markdown(summary: dict, cfg: Config, *, command: str, wall: float, losses: d
         beyond = "-" if r["beyond"] is None else f"{r['beyond']:.3f}"
         split_lines.append(f"| {name} | {r['inside']:.3f} | {beyond} |")
     split_table = "\n".join(split_lines)
+    past = [n for n in lengths if n > cfg.train_length]
+    beyond_lines = ["| variant | " + " | ".join(f"L={n}" for n in past) + " |", "|---|" + "---:|" * len(past)]
+    for name, rows in summary.items():
+        beyond_lines.append(f"| {name} | " + " | ".join(f"{rows[n]['beyond']:.3f}" for n in past) + " |")
+    beyond_table = "\n".join(beyond_lines)
+    first = past[0] if past else longest
+    sin = summary.get("sinusoidal", {}).get(first)
+    example = (
+        f" For example `sinusoidal` scores {sin['mean']:.3f} at L = {first} over all scored positions, but "
+        f"{sin['beyond']:.3f} on positions {cfg.train_length}..{first - 1} alone ({sin['inside']:.3f} on the "
+        f"positions below {cfg.train_length})." if sin and sin["beyond"] is not None else ""
+    )
     final_losses = ", ".join(f"{k} {np.mean([l[-1] for l in v]):.3f}" for k, v in losses.items())
     return f"""# Do absolute position encodings extrapolate? (measured)
 
@@ -442,6 +454,12 @@ Asked for length {cfg.train_length + 32} without an extension, the library refus
 Accuracy per evaluation length (mean over seeds; per-seed range in brackets):
 
 {table}
+
+The accuracies above average over every scored position: the ones inside the trained window and
+the ones past it together, so just past {cfg.train_length} they mostly measure the trained
+window.{example} Past the trained length alone (positions {cfg.train_length}..L-1, mean over seeds):
+
+{beyond_table}
 
 At L = {longest}, inside the trained window and beyond it:
 
