@@ -243,3 +243,17 @@ def test_export_from_a_cached_hub_id_while_offline(tiny_checkpoint, fake_hub_cac
     assert load_position_table(out).max_length == 36
     assert not any(p.is_symlink() for p in out.iterdir())
     _assert_rest_unchanged(ck.path, out, "wpe.weight")
+
+
+def test_gpt2_legacy_n_ctx_follows_the_new_length(tiny_checkpoint, tmp_path):
+    """Old GPT-2 configs carry n_ctx beside n_positions; both must say the new length."""
+    ck = tiny_checkpoint("gpt2")
+    src = tmp_path / "src"
+    shutil.copytree(ck.path, src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["n_ctx"] = cfg["n_positions"]
+    (src / "config.json").write_text(json.dumps(cfg))
+    t = load_position_table(src)
+    out = export_position_table(src, _extend(t.weights, 8), tmp_path / "out")
+    new_cfg = json.loads((out / "config.json").read_text())
+    assert new_cfg["n_positions"] == new_cfg["n_ctx"] == t.rows + 8
