@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def run_example(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_example(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``examples/<name>`` with ``args``; fail with its output when it exits non-zero."""
     proc = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
