@@ -27,10 +27,10 @@ from flax import nnx
 from jax.experimental import checkify
 
 import flax_posenc as fp
+from flax_posenc import PositionLimitError
 
 # what jax raises for a host callback's exception: JaxRuntimeError, or ValueError on its fast path
 RUNTIME_ERRORS = (jax.errors.JaxRuntimeError, ValueError)
-from flax_posenc import PositionLimitError
 
 LIMIT = 8
 DIM = 4
