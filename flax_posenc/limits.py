@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from flax_posenc.errors import PositionLimitError
 
-__all__ = ["check_positions", "describe_limit", "length_verdict", "lowest_position"]
+__all__ = ["check_positions", "describe_limit", "length_verdict", "lowest_position", "verdict_line"]
 
 
 def describe_limit(name: str, rows: int, offset: int = 0) -> str:
@@ -68,8 +68,21 @@ def length_verdict(length: int, *, rows: int, offset: int = 0, name: str = "posi
     >>> length_verdict(513, rows=512, name="bert position table")
     (False, 'bert position table holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit')
     """
-    limit = rows - offset
-    holds = describe_limit(name, rows, offset)
-    if length <= limit:
-        return True, f"ok: {length} positions fit; {holds} ({limit - length} to spare)"
+    return verdict_line(length, rows - offset, describe_limit(name, rows, offset))
+
+
+def verdict_line(length: int, limit: int | None, holds: str) -> tuple[bool, str]:
+    """The verdict sentence for any source: ``holds`` is its limit phrase, ``limit`` ``None`` for none.
+
+    Tables (:func:`length_verdict`), RoPE/ALiBi configs and relative-bias sources all say "fits" and
+    "past the limit" with these words.
+
+    >>> verdict_line(10, None, "bloom ALiBi has no configured limit")
+    (True, 'ok: 10 positions fit; bloom ALiBi has no configured limit')
+    >>> verdict_line(10, 8, "x holds 8 positions (0..7)")[1]
+    'x holds 8 positions (0..7); asked for 10 positions (0..9): 2 past the limit'
+    """
+    if limit is None or length <= limit:
+        spare = "" if limit is None else f" ({limit - length} to spare)"
+        return True, f"ok: {length} positions fit; {holds}{spare}"
     return False, f"{holds}; asked for {length} positions (0..{length - 1}): {length - limit} past the limit"

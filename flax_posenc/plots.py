@@ -67,6 +67,7 @@ __all__ = [
     "figure_path",
     "TABLE_FIGURES",
     "RELATIVE_FIGURES",
+    "figure_jobs",
     "MIN_PAIRS",
     "RANDOM_INIT_MARKER",
     "plot_heatmap",
@@ -706,3 +707,36 @@ def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str =
                                      title=f"{t.family} {t.stack} bucket map: {t.buckets.describe()}"))
         paths.append(plot_relative_bias_heads(t, out / f"{prefix}{t.stack}_bias.png"))
     return paths
+
+
+# --------------------------------------------------------------------------- any SOURCE record
+
+
+def figure_jobs(record: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None,
+                prefix: str = "") -> list[tuple[str, Callable[[], list[Path]]]]:
+    """The figures of a :class:`~flax_posenc.conversion.SourceRecord` as ``(label, draw)`` steps.
+
+    A learned/sinusoidal table (a record with a ``table``) gets the :data:`TABLE_FIGURES`, one
+    step each; a RoPE/ALiBi config or a relative-bias source gets :func:`plot_relative` (``dims``
+    does not apply). Each ``draw()`` writes its PNGs into ``out_dir`` and returns their paths.
+    What ``flax-posenc plot`` and the tour run.
+
+    Raises:
+      ValueError: ``dims`` outside ``0..dim-1``, or a table without usable rows.
+
+    >>> import tempfile
+    >>> from flax_posenc.conversion import inspect_source
+    >>> [label for label, _ in figure_jobs(inspect_source("sinusoidal:8:4"), tempfile.mkdtemp())]
+    ['heatmap', 'waves', 'similarity_vs_offset', 'similarity_matrix']
+    """
+    table = getattr(record, "table", None)
+    if table is None:
+        return [("figures", lambda: plot_relative(record, out_dir, prefix=prefix))]
+    if dims is not None:
+        bad = [d for d in dims if not 0 <= d < table.dim]
+        if bad:
+            raise ValueError(f"--dims: expected dimensions in 0..{table.dim - 1}; got {bad}")
+    if table.rows - table.offset < 1:
+        raise ValueError(f"{record.name} has no usable rows to plot")
+    return [(kind, lambda kind=kind: [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix)])
+            for kind in TABLE_FIGURES]

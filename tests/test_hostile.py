@@ -583,7 +583,7 @@ def test_internal_errors_exit_3_in_one_line(monkeypatch, capsys, exc):
     def explode(source):
         raise exc
 
-    monkeypatch.setattr(cli, "load_table", explode)
+    monkeypatch.setattr(cli, "load_source", explode)
     code, out, err = run_cli(capsys, "check", "sinusoidal:8:4", "--length", "3")
     assert code == 3 and len(err.strip().splitlines()) == 1 and "please report" in err and out == ""
     code = cli.main(["check", "sinusoidal:8:4", "--length", "3", "--debug"])

@@ -3,6 +3,10 @@
 numpy only: importing this package never imports jax, torch or transformers (torch is
 imported only to read a ``.bin`` checkpoint; jax only for a ``sinusoidal:`` source).
 
+- :func:`inspect_source` -- any SOURCE as one :class:`SourceRecord` (``limit``,
+  ``describe_limit()``, ``check_length(n)``, ``to_dict()``, ``str``): learned tables, RoPE/ALiBi
+  configs and T5/MPNet relative biases alike; :func:`which_family` -- the family of a
+  ``model_type`` in every registry.
 - :func:`load_position_table` -- the learned position table of a checkpoint
   (:class:`PositionTable`: ``weights``, ``family``, ``key``, ``offset``, ``max_length``).
 - :func:`load_input_block` -- every weight of the family's embedding block
@@ -27,6 +31,13 @@ from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
 from flax_posenc.conversion.load import load_input_block, load_position_table
 from flax_posenc.conversion.relative_bias import RelativeBiasTable, load_relative_bias
+from flax_posenc.conversion.source_record import (
+    FamilyMatch,
+    LearnedTableSource,
+    SourceRecord,
+    inspect_source,
+    which_family,
+)
 from flax_posenc.conversion.table import InputBlockWeights, PositionTable
 from flax_posenc.errors import CheckpointError
 
@@ -35,12 +46,17 @@ __all__ = [
     "CheckpointError",
     "Detected",
     "Family",
+    "FamilyMatch",
     "InputBlockWeights",
+    "LearnedTableSource",
     "PositionTable",
     "RelativeBiasTable",
+    "SourceRecord",
     "detect_family",
     "export_position_table",
+    "inspect_source",
     "load_input_block",
     "load_position_table",
     "load_relative_bias",
+    "which_family",
 ]

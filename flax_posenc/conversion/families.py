@@ -183,16 +183,44 @@ _ROWS: tuple[Family, ...] = (
 #: Every known family by name, in detection-preference order.
 FAMILIES: Mapping[str, Family] = MappingProxyType({f.name: f for f in _ROWS})
 
-_BY_MODEL_TYPE: dict[str, Family] = {t: f for f in _ROWS for t in f.model_types}
+def model_type_spellings(model_type: object) -> tuple[str, ...]:
+    """The spellings a ``model_type`` is looked up under: as given, ``-`` -> ``_``, ``_`` -> ``-``.
+
+    The one normalisation every family registry uses (learned tables here, RoPE/ALiBi in
+    :mod:`~flax_posenc.conversion.rope_config`, relative bias in
+    :mod:`~flax_posenc.conversion.relative_bias`); ``None`` and non-strings match nothing.
+
+    >>> model_type_spellings("xlm-roberta")
+    ('xlm-roberta', 'xlm_roberta')
+    >>> model_type_spellings(None)
+    ()
+    """
+    if not isinstance(model_type, str) or not model_type:
+        return ()
+    return tuple(dict.fromkeys((model_type, model_type.replace("-", "_"), model_type.replace("_", "-"))))
+
+
+def row_for_model_type(model_type: object, rows: Iterable[Any]) -> Any | None:
+    """The first of ``rows`` (objects with ``model_types``) naming ``model_type`` in any spelling, else None.
+
+    >>> row_for_model_type("xlm_roberta", FAMILIES.values()).name
+    'xlm-roberta'
+    """
+    rows = tuple(rows)
+    for spelling in model_type_spellings(model_type):
+        for row in rows:
+            if spelling in row.model_types:
+                return row
+    return None
 
 
 def family_for_model_type(model_type: str) -> Family | None:
-    """The family whose ``model_types`` include ``model_type`` (``"xlm-roberta"``...), or None."""
-    text = str(model_type)
-    for candidate in (text, text.replace("_", "-"), text.replace("-", "_")):
-        if candidate in _BY_MODEL_TYPE:
-            return _BY_MODEL_TYPE[candidate]
-    return None
+    """The learned-table family whose ``model_types`` include ``model_type`` (``"xlm-roberta"``...), or None.
+
+    For every kind (learned, RoPE/ALiBi, relative bias) ask
+    :func:`flax_posenc.conversion.which_family`.
+    """
+    return row_for_model_type(model_type, _ROWS)
 
 
 def known_families() -> str:

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail, nearest_keys, read_float
 from flax_posenc.conversion.rope_config import config_path_of
 from flax_posenc.conversion.sources import open_checkpoint, read_config
@@ -154,9 +155,9 @@ def _family_from_keys(keys: set[str], where: object) -> RelativeBiasFamily:
 
 
 def family_for(config: Mapping[str, Any]) -> RelativeBiasFamily | None:
-    """The :data:`RELATIVE_BIAS_FAMILIES` row of a config's ``model_type``, else ``None``."""
-    model_type = config.get("model_type")
-    return next((f for f in RELATIVE_BIAS_FAMILIES.values() if model_type in f.model_types), None)
+    """The :data:`RELATIVE_BIAS_FAMILIES` row of a config's ``model_type`` (``-``/``_`` spellings
+    accepted, as for every registry), else ``None``."""
+    return row_for_model_type(config.get("model_type"), RELATIVE_BIAS_FAMILIES.values())
 
 
 def _int_field(config: Mapping[str, Any], fields: tuple[str, ...], where: object, what: str) -> int | None:
@@ -258,9 +259,9 @@ def load_relative_bias(source: str | os.PathLike, *, stack: str = "encoder", lay
 class RelativeBiasSource:
     """What ``flax-posenc inspect/check/plot`` report for a T5-like or MPNet checkpoint.
 
-    Duck-types :class:`~flax_posenc.conversion.rope_config.RelativeConfig` (``source``,
-    ``family``, ``scheme``, ``limit``, ``check_length``, ``to_dict``, ``str``) so the CLI's
-    relative-scheme path handles it. ``limit`` is ``None``: no length is refused; what a length
+    Implements :class:`~flax_posenc.conversion.source_record.SourceRecord` (``source``,
+    ``family``, ``scheme``, ``key``, ``limit``, ``describe_limit``, ``check_length``, ``to_dict``,
+    ``str``). ``limit`` is ``None``: no length is refused; what a length
     loses is said by :meth:`check_length`.
     """
 
@@ -279,6 +280,17 @@ class RelativeBiasSource:
     @property
     def num_heads(self) -> int:
         return self.tables[0].num_heads
+
+    @property
+    def key(self) -> str:
+        """The encoder table's tensor name."""
+        return self.tables[0].key
+
+    def describe_limit(self) -> str:
+        """No hard limit: the phrase names where distances stop being told apart."""
+        far = ", ".join(f"{t.stack} >= {t.buckets.saturation_distance}" for t in self.tables)
+        return (f"{self.family} relative bias of {self.source} has no limit (every distance has a bucket; "
+                f"distances share the last bucket from {far})")
 
     def check_length(self, length: int) -> tuple[bool, str]:
         """Always fits (exit 0); the line says how many distances fall past the saturation distance."""

@@ -45,6 +45,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
+from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
 from flax_posenc.errors import CheckpointError
@@ -156,6 +157,8 @@ class RelativeConfig:
     rope: RopeConfig | None = None
     alibi: AlibiConfig | None = None
 
+    key = None  # a config holds no tensor (the :class:`~flax_posenc.conversion.SourceRecord` field)
+
     @property
     def limit(self) -> int | None:
         """Usable positions (``None``: no limit); see :attr:`RopeConfig.limit`."""
@@ -185,12 +188,9 @@ class RelativeConfig:
 
     def check_length(self, length: int) -> tuple[bool, str]:
         """Whether ``length`` positions fit, and one line saying so (the CLI's ``check``)."""
-        limit = self.limit
-        holds = self.describe_limit()
-        if limit is None or length <= limit:
-            spare = "" if limit is None else f" ({limit - length} to spare)"
-            return True, f"ok: {length} positions fit; {holds}{spare}"
-        return False, f"{holds}; asked for {length} positions (0..{length - 1}): {length - limit} past the limit"
+        from flax_posenc.limits import verdict_line
+
+        return verdict_line(length, self.limit, self.describe_limit())
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -277,11 +277,12 @@ def _check_rope_params(where: object, params: dict[str, Any]) -> None:
 
 
 def family_for(config: Mapping[str, Any]) -> RelativeFamily | None:
-    """The :data:`RELATIVE_FAMILIES` row whose ``model_types`` include the config's, else ``None``."""
-    model_type = config.get("model_type")
-    if not isinstance(model_type, str):
-        return None
-    return next((f for f in RELATIVE_FAMILIES.values() if model_type in f.model_types), None)
+    """The :data:`RELATIVE_FAMILIES` row whose ``model_types`` include the config's, else ``None``.
+
+    ``-``/``_`` spellings are accepted as for every registry
+    (:func:`~flax_posenc.conversion.families.model_type_spellings`).
+    """
+    return row_for_model_type(config.get("model_type"), RELATIVE_FAMILIES.values())
 
 
 def config_path_of(source: str | os.PathLike) -> Path | None:

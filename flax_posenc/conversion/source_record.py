@@ -1,0 +1,187 @@
+"""One question, one answer: what does this SOURCE hold, and how long a sequence fits it?
+
+:func:`inspect_source` reads any SOURCE (a learned table, a RoPE/ALiBi config, a T5/MPNet
+relative bias, ``sinusoidal:L:D``) and returns a record implementing :class:`SourceRecord`:
+
+- ``limit``: usable positions (``int``), or ``None`` when nothing refuses a length;
+- ``describe_limit()``: the one limit sentence (:mod:`flax_posenc.limits` for tables);
+- ``check_length(n) -> (ok, line)``: the verdict the CLI's ``check`` prints;
+- ``to_dict()``: strict-JSON-able report (what ``inspect --json`` prints);
+- ``str(record)``: the text report (what ``inspect`` prints).
+
+The three implementations: :class:`LearnedTableSource` (wraps a
+:class:`~flax_posenc.conversion.table.PositionTable`),
+:class:`~flax_posenc.conversion.rope_config.RelativeConfig` (RoPE/ALiBi) and
+:class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource` (T5/MPNet buckets).
+:func:`which_family` answers "which family is this ``model_type``" for every kind, with one
+``-``/``_`` normalisation. numpy only (``sinusoidal:`` sources compute their table with jax).
+
+>>> rec = inspect_source("sinusoidal:16:8")
+>>> rec.limit, rec.describe_limit()
+(16, 'sinusoidal position table (sinusoidal) of sinusoidal:16:8 holds 16 positions (0..15)')
+>>> rec.check_length(17)[0], isinstance(rec, SourceRecord)
+(False, True)
+>>> which_family("xlm_roberta").kind, which_family("qwen2-moe").name, which_family("t5").kind
+('learned', 'qwen2', 'relative_bias')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from flax_posenc.conversion.families import FAMILIES, row_for_model_type
+from flax_posenc.conversion.table import PositionTable
+from flax_posenc.limits import describe_limit, length_verdict
+
+__all__ = ["FamilyMatch", "LearnedTableSource", "SourceRecord", "inspect_source", "verdict", "which_family"]
+
+
+@runtime_checkable
+class SourceRecord(Protocol):
+    """What every SOURCE record answers (see the module docstring)."""
+
+    source: str
+    family: str
+    scheme: str
+    key: str | None
+
+    @property
+    def limit(self) -> int | None: ...
+
+    def describe_limit(self) -> str: ...
+
+    def check_length(self, length: int) -> tuple[bool, str]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedTableSource:
+    """A learned (or sinusoidal) absolute position table as a :class:`SourceRecord`.
+
+    ``limit`` is ``rows - offset``; the sentences come from :mod:`flax_posenc.limits`, the same
+    words as the on-device guard. The report (:func:`flax_posenc.analysis.summarize`) is computed
+    on first use and cached.
+    """
+
+    table: PositionTable
+
+    @property
+    def source(self) -> str:
+        return self.table.source
+
+    @property
+    def family(self) -> str:
+        return self.table.family
+
+    @property
+    def key(self) -> str:
+        return self.table.key
+
+    @property
+    def scheme(self) -> str:
+        return "sinusoidal" if self.table.family == "sinusoidal" else "learned"
+
+    @property
+    def limit(self) -> int:
+        return self.table.max_length
+
+    @property
+    def name(self) -> str:
+        """``"bert position table (embeddings.position_embeddings.weight) of SOURCE"``."""
+        name = f"{self.table.family} position table ({self.table.key})"
+        return f"{name} of {self.table.source}" if self.table.source else name
+
+    def describe_limit(self) -> str:
+        return describe_limit(self.name, self.table.rows, self.table.offset)
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        """Whether ``length`` positions (0..length-1) fit, and one line saying so.
+
+        >>> import numpy as np
+        >>> t = PositionTable(np.zeros((512, 4)), family="bert", key="pos", source="demo")
+        >>> LearnedTableSource(t).check_length(513)[1]
+        'bert position table (pos) of demo holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit'
+        """
+        return length_verdict(length, rows=self.table.rows, offset=self.table.offset, name=self.name)
+
+    @functools.cached_property
+    def report(self):
+        """The :class:`~flax_posenc.analysis.TableReport` (norms, similarity, uniqueness, spectrum)."""
+        from flax_posenc import analysis
+
+        return analysis.summarize(self.table)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.report.to_dict(), "scheme": self.scheme, "limit": self.limit}
+
+    def __str__(self) -> str:
+        return str(self.report)
+
+
+class FamilyMatch(NamedTuple):
+    """Which registry row a ``model_type`` names: ``kind`` is ``"learned"``, ``"rope_alibi"`` or
+    ``"relative_bias"``; ``row`` the registry's data row."""
+
+    kind: str
+    row: Any
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+
+def which_family(model_type: str) -> FamilyMatch | None:
+    """The family a ``config.json`` ``model_type`` names, in any registry, else ``None``.
+
+    Relative bias is asked first (MPNet has both a learned table and a relative bias; the command
+    line reports its bias), then RoPE/ALiBi, then learned tables, all with the same ``-``/``_``
+    normalisation (:func:`~flax_posenc.conversion.families.model_type_spellings`).
+    """
+    from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
+    from flax_posenc.conversion.rope_config import RELATIVE_FAMILIES
+
+    for kind, rows in (("relative_bias", RELATIVE_BIAS_FAMILIES), ("rope_alibi", RELATIVE_FAMILIES), ("learned", FAMILIES)):
+        row = row_for_model_type(model_type, rows.values())
+        if row is not None:
+            return FamilyMatch(kind, row)
+    return None
+
+
+def inspect_source(source: str | os.PathLike) -> SourceRecord:
+    """The :class:`SourceRecord` of SOURCE (any kind); what ``inspect``/``check``/``plot`` read.
+
+    A checkpoint whose ``config.json`` names a T5-like/MPNet family gives a
+    :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource`, a RoPE/ALiBi family a
+    :class:`~flax_posenc.conversion.rope_config.RelativeConfig`; anything else (learned-table
+    checkpoints, weights files, Hub ids, ``sinusoidal:L:D``) a :class:`LearnedTableSource`.
+
+    Raises:
+      CheckpointError: SOURCE cannot be read (one line naming it, expected and found).
+    """
+    from flax_posenc.conversion.load import load_position_table
+    from flax_posenc.conversion.relative_bias import relative_bias_source
+    from flax_posenc.conversion.rope_config import relative_source
+
+    relative = relative_bias_source(source) or relative_source(source)
+    if relative is not None:
+        return relative
+    return LearnedTableSource(load_position_table(source))
+
+
+def verdict(record: SourceRecord, length: int) -> dict[str, Any]:
+    """The ``check --json`` object of ``record`` for ``length`` positions.
+
+    >>> verdict(inspect_source("sinusoidal:8:4"), 10)["excess"]
+    2
+    """
+    fits, line = record.check_length(length)
+    limit = record.limit
+    return {
+        "source": record.source, "family": record.family, "scheme": record.scheme, "key": record.key,
+        "length": length, "max_length": limit, "fits": fits,
+        "excess": 0 if fits or limit is None else length - limit, "message": line,
+    }
