@@ -13,17 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flax_posenc as fp
+from helpers import sinusoid
 
 
 def reference(positions, dim, base=10000.0):
-    """The lesson's formula, written out loop-free in float64: PE[p,2i]=sin(p/base**(2i/dim))."""
-    positions = np.asarray(positions, dtype=np.float64)
-    pe = np.zeros(positions.shape + (dim,))
-    for j in range(0, dim, 2):
-        angle = positions / base ** (j / dim)
-        pe[..., j] = np.sin(angle)
-        pe[..., j + 1] = np.cos(angle)
-    return pe
+    """The lesson's formula in float64: PE[p,2i]=sin(p/base**(2i/dim)) (tests/helpers.py)."""
+    return sinusoid(np.asarray(positions), dim, base)
+
+
+def frequencies(dim, base=10000.0):
+    """w_i = base ** (-2i / dim), in float64, from the formula (not from flax_posenc)."""
+    return base ** (-2.0 * np.arange(dim // 2) / dim)
 
 
 def flax_example_init(max_len, d_feature, min_scale=1.0, max_scale=10000.0):
@@ -179,24 +179,25 @@ class TestProperties:
     @settings(max_examples=60, deadline=None)
     @given(p=st.integers(0, 10**6), q=st.integers(0, 10**6), k=st.integers(-2000, 2000), dim=st.sampled_from([8, 64, 512]))
     def test_dot_product_depends_only_on_offset(self, p, q, k, dim):
-        pe = reference(np.array([p, p + k, q, q + k]), dim)
-        assert abs(pe[0] @ pe[1] - pe[2] @ pe[3]) < 1e-6 * dim
-        # and it is sum_i cos(k w_i): a function of k alone
-        assert abs(pe[0] @ pe[1] - np.cos(k * fp.sinusoidal_frequencies(dim)).sum()) < 1e-6 * dim
+        positions = np.array([p, p + k, q, q + k])  # p + k < 0 allowed: the encoding takes negative positions
+        pe = np.asarray(fp.sinusoidal_encoding(jnp.asarray(positions, jnp.int32), dim), np.float64)
+        # float32 entries within 2e-6 of the formula: a dot product of dim entries within 4e-6 * dim
+        assert abs(pe[0] @ pe[1] - pe[2] @ pe[3]) < 8e-6 * dim
+        # and it is sum_i cos(k w_i) with the formula's frequencies: a function of k alone
+        assert abs(pe[0] @ pe[1] - np.cos(k * frequencies(dim)).sum()) < 4e-6 * dim
 
     @settings(max_examples=40, deadline=None)
     @given(p=st.integers(0, 2**20), k=st.integers(-(2**16), 2**16), dim=st.sampled_from([4, 32, 256]))
     def test_offset_is_a_block_rotation_independent_of_p(self, p, k, dim):
-        w = fp.sinusoidal_frequencies(dim)
         rotation = np.zeros((dim, dim))
-        for i, wi in enumerate(w):  # acts on the (sin, cos) pair of frequency i
+        for i, wi in enumerate(frequencies(dim)):  # acts on the (sin, cos) pair of frequency i
             c, s = np.cos(k * wi), np.sin(k * wi)
             rotation[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, s], [-s, c]]
-        moved = rotation @ reference(np.array([p]), dim)[0]
-        np.testing.assert_allclose(moved, reference(np.array([p + k]), dim)[0], atol=1e-8)
-        # and the encoding we ship obeys it too, in float32
         ours = np.asarray(fp.sinusoidal_encoding(jnp.array([p, p + k]), dim), np.float64)
+        # the encoding we ship, rotated by the formula's rotation, lands on the formula's row p + k
+        np.testing.assert_allclose(rotation @ ours[0], reference(np.array([p + k]), dim)[0], atol=5e-6)
         np.testing.assert_allclose(rotation @ ours[0], ours[1], atol=5e-6)
+        np.testing.assert_allclose(fp.sinusoidal_frequencies(dim), frequencies(dim), rtol=1e-14)
 
     @pytest.mark.parametrize("length,dim", [(4096, 64), (8192, 512)])
     def test_rows_are_distinct_over_long_ranges(self, length, dim):

@@ -9,12 +9,21 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from flax import nnx
+from helpers import sinusoid
 
 import flax_posenc as fp
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+VOCAB, DIM = 50, 16
+BLOCKS = {name: fp.nnx.TransformerInput(VOCAB, DIM, num_positions=16, position=name, rngs=nnx.Rngs(0))
+          for name in ("none", "sinusoidal", "learned")}
 
 
 def attention(x, key):
@@ -24,23 +33,52 @@ def attention(x, key):
     return jax.nn.softmax(q @ k.T / np.sqrt(d), axis=-1) @ v
 
 
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**16), seq=st.integers(2, 12))
-def test_bare_attention_is_permutation_equivariant(seed, seq):
-    x = jax.random.normal(jax.random.key(seed), (seq, 16))
-    perm = np.random.default_rng(seed).permutation(seq)
-    np.testing.assert_allclose(attention(x[perm], jax.random.key(1)), attention(x, jax.random.key(1))[perm], atol=1e-5)
+@nnx.jit
+def embed_and_attend(block, ids):
+    """The library's input block, then one bare attention head (fixed random projections)."""
+    return attention(block(ids), jax.random.key(1))
 
 
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**16), seq=st.integers(2, 12))
-def test_position_encoding_breaks_equivariance(seed, seq):
-    x = jax.random.normal(jax.random.key(seed), (seq, 16))
-    perm = np.roll(np.arange(seq), 1)  # a permutation that moves every token
-    pe = fp.sinusoidal_table(seq, 16)
-    moved = attention(x[perm] + pe, jax.random.key(1))
-    same_if_equivariant = attention(x + pe, jax.random.key(1))[perm]
+def _ids_and_perm(seed, seq):
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(VOCAB, size=seq, replace=False)  # distinct tokens: a moved token is a changed row
+    return jnp.asarray(ids), np.roll(np.arange(seq), 1)  # a permutation that moves every token
+
+
+SEQS = [3, 8]  # two shapes: each traced once under nnx.jit
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**16), seq=st.sampled_from(SEQS))
+def test_no_position_encoding_is_permutation_equivariant(seed, seq):
+    ids, perm = _ids_and_perm(seed, seq)
+    block = BLOCKS["none"]
+    np.testing.assert_allclose(embed_and_attend(block, ids[perm]), embed_and_attend(block, ids)[perm], atol=1e-5)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**16), seq=st.sampled_from(SEQS))
+def test_sinusoidal_encoding_breaks_equivariance(seed, seq):
+    ids, perm = _ids_and_perm(seed, seq)
+    block = BLOCKS["sinusoidal"]
+    moved = embed_and_attend(block, ids[perm])
+    same_if_equivariant = embed_and_attend(block, ids)[perm]
     assert np.abs(np.asarray(moved - same_if_equivariant)).max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
+def test_position_rows_depend_on_position_not_token(name):
+    """What breaks equivariance: row i gets the same encoding whatever token stands there."""
+    block = BLOCKS[name]
+    word = np.asarray(block.word_embeddings[...])
+    ids, perm = _ids_and_perm(7, 8)
+    pe = np.asarray(block(ids[perm])) - word[np.asarray(ids)[perm]]
+    np.testing.assert_allclose(pe, np.asarray(block(ids)) - word[np.asarray(ids)], atol=1e-6)
+    assert np.abs(np.diff(pe, axis=0)).max() > 0  # and the rows differ between positions
+    if name == "sinusoidal":
+        np.testing.assert_allclose(pe, sinusoid(8, DIM), atol=2e-6)
+    else:
+        np.testing.assert_allclose(pe, np.asarray(block.position_embeddings[...])[:8], atol=1e-6)
 
 
 def test_the_two_sentences():
