@@ -22,9 +22,9 @@ MINILM_INSTALL_HINT = (
 
 def sinusoid(positions, dim: int, base: float = 10000.0) -> np.ndarray:
     """Independent float64 reference, interleaved: ``PE[p, 2i] = sin(p w_i)``, ``PE[p, 2i+1] = cos(p w_i)``,
-    ``w_i = base ** (-2i / dim)``. ``positions``: an int (``0..positions-1``) or an array of any shape;
-    returns ``positions.shape + (dim,)``."""
-    p = np.arange(positions) if np.ndim(positions) == 0 else positions
+    ``w_i = base ** (-2i / dim)``. ``positions``: a Python/numpy int ``n`` (positions ``0..n-1``) or an
+    array of any shape (0-d included); returns ``positions.shape + (dim,)``."""
+    p = np.arange(positions) if isinstance(positions, (int, np.integer)) else positions
     angle = np.asarray(p, np.float64)[..., None] * base ** (-2.0 * np.arange(dim // 2) / dim)
     out = np.empty(angle.shape[:-1] + (dim,))
     out[..., 0::2], out[..., 1::2] = np.sin(angle), np.cos(angle)

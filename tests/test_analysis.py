@@ -10,17 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import sinusoid
+
 from flax_posenc import analysis
 from flax_posenc.conversion.table import PositionTable
-
-
-def sinusoid(length: int, dim: int, base: float = 10000.0) -> np.ndarray:
-    """Independent float64 reference: PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i)."""
-    w = base ** (-np.arange(0, dim, 2) / dim)
-    angles = np.arange(length)[:, None] * w
-    pe = np.empty((length, dim))
-    pe[:, 0::2], pe[:, 1::2] = np.sin(angles), np.cos(angles)
-    return pe
 
 
 def learned(length: int, dim: int, seed: int = 0) -> np.ndarray:

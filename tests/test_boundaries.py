@@ -13,16 +13,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from helpers import sinusoid
+
 import flax_posenc as fp
 from flax_posenc import PositionLimitError
 
 
 def sinusoid64(positions, dim, base):
-    p = np.asarray(positions, np.float64)[..., None]
-    angle = p * base ** (-2.0 * np.arange(dim // 2) / dim)
-    out = np.empty(p.shape[:-1] + (dim,))
-    out[..., 0::2], out[..., 1::2] = np.sin(angle), np.cos(angle)
-    return out
+    return sinusoid(np.asarray(positions), dim, base)
 
 
 @pytest.mark.parametrize("base", [10000.0, 500.0, 1e6])

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import sinusoid
+
 from flax_posenc.conversion import CheckpointError, load_input_block, load_position_table
 from flax_posenc.conversion.readers import ShardedReader, bf16_bits_to_float32, float32_to_bf16_bits
 from flax_posenc.conversion import sources
@@ -105,12 +107,7 @@ def test_sinusoidal_source():
     t = load_position_table("sinusoidal:64:16")
     assert (t.family, t.key, t.offset, t.rows, t.dim, t.max_length) == ("sinusoidal", "sinusoidal", 0, 64, 16, 64)
     assert t.dtype == np.float32
-    p = np.arange(64, dtype=np.float64)[:, None]
-    i = np.arange(8, dtype=np.float64)[None, :]
-    angle = p / 10000.0 ** (2 * i / 16)
-    want = np.empty((64, 16))
-    want[:, 0::2], want[:, 1::2] = np.sin(angle), np.cos(angle)
-    np.testing.assert_allclose(t.weights, want, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(t.weights, sinusoid(64, 16), atol=1e-7, rtol=0)
 
 
 @pytest.mark.parametrize("spec", ["sinusoidal:abc:4", "sinusoidal:4", "sinusoidal:4:3", "sinusoidal:0:4"])

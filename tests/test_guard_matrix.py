@@ -26,6 +26,8 @@ import pytest
 from flax import nnx
 from jax.experimental import checkify
 
+from helpers import sinusoid
+
 import flax_posenc as fp
 from flax_posenc import PositionLimitError
 
@@ -44,12 +46,7 @@ MODES = ("eager", "jit", "nnx_jit", "scan", "vmap", "checkify")
 
 
 def _sinusoid64(p):
-    p = np.asarray(p, np.float64)[..., None]
-    i = np.arange(DIM // 2)
-    angle = p / 10000.0 ** (2 * i / DIM)
-    out = np.empty(p.shape[:-1] + (DIM,))
-    out[..., 0::2], out[..., 1::2] = np.sin(angle), np.cos(angle)
-    return out
+    return sinusoid(np.asarray(p), DIM)
 
 
 class Learned:

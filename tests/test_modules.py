@@ -9,6 +9,8 @@ import pytest
 from flax import linen as nn
 from flax import nnx
 
+from helpers import sinusoid
+
 import flax_posenc as fp
 
 VOCAB, DIM = 50, 16
@@ -41,10 +43,7 @@ def numpy_reference(params, config, ids, types=None, mask=None):
     if kind == "learned":
         x = x + p["position_embeddings"][pos + offset]
     elif kind == "sinusoidal":
-        w = 10000.0 ** (-np.arange(0, DIM, 2) / DIM)
-        pe = np.zeros(pos.shape + (DIM,))
-        pe[..., 0::2], pe[..., 1::2] = np.sin(pos[..., None] * w), np.cos(pos[..., None] * w)
-        x = x + pe
+        x = x + sinusoid(pos, DIM)
     if config.get("type_vocab_size"):
         x = x + p["token_type_embeddings"][np.zeros_like(ids) if types is None else types]
     if config.get("layer_norm"):

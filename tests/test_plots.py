@@ -8,18 +8,12 @@ import sys
 import numpy as np
 import pytest
 
+from helpers import sinusoid
+
 from flax_posenc import plots
 from flax_posenc.conversion.table import PositionTable
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def sinusoid(length: int, dim: int) -> np.ndarray:
-    w = 10000.0 ** (-np.arange(0, dim, 2) / dim)
-    a = np.arange(length)[:, None] * w
-    pe = np.empty((length, dim))
-    pe[:, 0::2], pe[:, 1::2] = np.sin(a), np.cos(a)
-    return pe
 
 
 @pytest.fixture

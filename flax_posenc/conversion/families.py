@@ -83,6 +83,8 @@ class Family:
         ``sqrt(dim)`` word-embedding scale (BART's ``scale_embedding``/``d_model``).
       refuse_keys: tensors (relative) whose presence means the block cannot be represented
         (OPT's ``project_in``).
+      refuse_unequal: ``(field, field)`` config pairs that must agree when both are set, else the
+        block has a projection and is refused (OPT: ``word_embed_proj_dim`` vs ``hidden_size``).
       shared_length_keys: other position tables (relative) sized by the same config field
         (BART's decoder table); an export may not change the row count while they disagree.
     """
@@ -109,6 +111,7 @@ class Family:
     embed_scale_flag: str | None = None
     embed_scale_dim_field: str | None = None
     refuse_keys: tuple[str, ...] = ()
+    refuse_unequal: tuple[tuple[str, str], ...] = ()
     shared_length_keys: tuple[str, ...] = ()
 
     def config_length(self, rows: int, offset: int) -> int:
@@ -168,7 +171,7 @@ _ROWS: tuple[Family, ...] = (
         prefixes=("model.decoder.", "decoder.", ""), detect_patterns=("layers.*.self_attn_layer_norm.*",),
         reject_patterns=("layernorm_embedding.*", "../encoder.*"),
         offset=2, positions_from="attention_mask", default_pad_token_id=1, layer_norm_eps_field=None,
-        refuse_keys=("project_in.weight",),
+        refuse_keys=("project_in.weight",), refuse_unequal=(("word_embed_proj_dim", "hidden_size"),),
     ),
     Family(
         name="bart", model_types=("bart",), length_field="max_position_embeddings", length_counts_offset=False,

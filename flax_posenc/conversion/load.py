@@ -204,13 +204,14 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
     keys = set(ckpt.reader.keys())
     cfg = ckpt.config
     refused = [prefix + k for k in fam.refuse_keys if prefix + k in keys]
-    proj = cfg.get("word_embed_proj_dim")
-    if fam.name == "opt" and proj is not None and cfg.get("hidden_size") is not None and proj != cfg["hidden_size"]:
-        refused.append(f"word_embed_proj_dim={proj} != hidden_size={cfg['hidden_size']}")
+    refused += [f"{a}={cfg[a]} != {b}={cfg[b]}" for a, b in fam.refuse_unequal
+                if cfg.get(a) is not None and cfg.get(b) is not None and cfg[a] != cfg[b]]
     if refused:
+        agree = " and ".join(f"{a} == {b}" for a, b in fam.refuse_unequal)
+        unsupported = ", ".join(k.removesuffix(".weight") for k in fam.refuse_keys)
         raise fail(ckpt.config_path or ckpt.weights_path,
-                   f"a {fam.name} input block without a projection (word_embed_proj_dim == hidden_size)",
-                   f"{', '.join(refused)} (project_in is not supported)")
+                   f"a {fam.name} input block without a projection" + (f" ({agree})" if agree else ""),
+                   f"{', '.join(refused)}" + (f" ({unsupported} is not supported)" if unsupported else ""))
     table = _load_table(ckpt, det, None)
     dim = table.dim
     word_key = next((resolve_relative(prefix, w) for w in fam.word_keys if resolve_relative(prefix, w) in keys), None)
