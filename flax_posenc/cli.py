@@ -8,7 +8,11 @@ Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.
 - ``extend SOURCE --length N --method M --out DIR``: an HF-loadable checkpoint with a longer table.
 - ``convert SOURCE --out PATH``: the input block's Flax parameters, as ``.msgpack``.
 - ``tour [--out DIR]``: the real BERT (all-MiniLM-L6-v2), a GPT-2-shaped checkpoint and a
-  sinusoidal table, their limits shown and checked, figures written.
+  sinusoidal table, their limits shown and checked, figures written (:mod:`flax_posenc.tour`).
+
+``inspect``, ``check`` and ``plot`` have one code path each, whatever the SOURCE holds (learned
+table, RoPE/ALiBi config, T5/MPNet relative bias): they read
+:func:`flax_posenc.conversion.inspect_source` and print what its record says.
 
 Exit codes: 0 ok; 1 limit exceeded (``check``); 2 bad input or usage (an unreadable SOURCE,
 a length that is not a positive integer, an output directory that cannot be written); 3 internal
