@@ -36,7 +36,7 @@ MUTANTS = [
     ("flax_posenc/lookup.py", "    rows = table.at[positions + offset].get(mode=\"promise_in_bounds\")", "    rows = table.at[positions].get(mode=\"promise_in_bounds\")", CORE),
     ("flax_posenc/lookup.py", "    counted = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) + start", "    counted = jnp.cumsum(mask, axis=-1, dtype=jnp.int32)", CORE),
     ("flax_posenc/lookup.py", "    first = jax.lax.cummax(jnp.where(starts, index, 0), axis=segment_ids.ndim - 1)", "    first = jnp.where(starts, index, 0)", CORE),
-    ("flax_posenc/sinusoidal.py", "    w = sinusoidal_frequencies(dim, base=float(base), endpoint=bool(endpoint))", "    w = sinusoidal_frequencies(dim, endpoint=bool(endpoint))", CORE),
+    ("flax_posenc/sinusoidal.py", "        dim, base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim", "        dim, endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim", CORE),
     ("flax_posenc/sinusoidal.py", "    sin = jnp.where((positions < 0)[..., None], -sin, sin)", "    sin = sin", "tests/test_sinusoidal.py " + CORE),
     ("flax_posenc/block.py", "                padding = position_ids < 0", "                padding = position_ids <= 0", CORE),
     ("flax_posenc/block.py", "    bounds = None if overflow.is_traced(start) else (-1, int(start) + seq - 1)", "    bounds = None if overflow.is_traced(start) else (-1, seq - 1)", CORE),
