@@ -20,6 +20,8 @@ tour: $(STAMP)
 	$(VENV)/bin/flax-posenc tour --out figures
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -n 2 -q
 
 bench: $(STAMP)

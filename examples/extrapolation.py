@@ -383,7 +383,7 @@ def markdown(summary: dict, cfg: Config, *, command: str, wall: float, losses: d
             cells.append(f"{r['mean']:.3f}{spread}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
-    split_lines = ["| variant | positions < %d | positions >= %d |" % (cfg.train_length, cfg.train_length), "|---|---:|---:|"]
+    split_lines = [f"| variant | positions < {cfg.train_length} | positions >= {cfg.train_length} |", "|---|---:|---:|"]
     for name, rows in summary.items():
         r = rows[longest]
         beyond = "-" if r["beyond"] is None else f"{r['beyond']:.3f}"
@@ -401,7 +401,7 @@ def markdown(summary: dict, cfg: Config, *, command: str, wall: float, losses: d
         f"{sin['beyond']:.3f} on positions {cfg.train_length}..{first - 1} alone ({sin['inside']:.3f} on the "
         f"positions below {cfg.train_length})." if sin and sin["beyond"] is not None else ""
     )
-    final_losses = ", ".join(f"{k} {np.mean([l[-1] for l in v]):.3f}" for k, v in losses.items())
+    final_losses = ", ".join(f"{k} {np.mean([curve[-1] for curve in v]):.3f}" for k, v in losses.items())
     return f"""# Do absolute position encodings extrapolate? (measured)
 
 Reproduce:

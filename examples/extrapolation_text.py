@@ -61,7 +61,6 @@ import json
 import math
 import os
 import platform
-import sys
 import sysconfig
 import time
 from pathlib import Path
@@ -568,11 +567,11 @@ def plot(results: dict, path: Path) -> None:
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xticks(cfg["eval_lengths"], [str(n) for n in cfg["eval_lengths"]])
-        ax.set_xlabel("evaluation length L (bytes); trained at %d" % cfg["train_length"])
+        ax.set_xlabel(f"evaluation length L (bytes); trained at {cfg['train_length']}")
         ax.set_title(f"perplexity per byte {title}")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("perplexity per byte (log; band: min-max over seeds)")
-    axes[0].annotate("learned: PositionLimitError past %d" % cfg["train_length"], (0.02, 0.02),
+    axes[0].annotate(f"learned: PositionLimitError past {cfg['train_length']}", (0.02, 0.02),
                      xycoords="axes fraction", fontsize=8, va="bottom", color="tab:orange")
     fig.legend(fontsize=8, loc="center right")
     fig.suptitle(f"Byte-level LM on Python stdlib source, trained at {cfg['train_length']}, "

@@ -21,7 +21,6 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from flax_posenc import lookup, overflow
 from flax_posenc.errors import PositionLimitError

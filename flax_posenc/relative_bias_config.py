@@ -138,7 +138,7 @@ class BucketConfig:
         b = self._distance_buckets()
         used, first = np.unique(b, return_index=True)
         last = [int(f) - 1 for f in first[1:]] + [None]
-        return [(int(u), int(f), l) for u, f, l in zip(used, first, last)]
+        return [(int(u), int(f), end) for u, f, end in zip(used, first, last)]
 
     def buckets(self, relative_position: Any) -> np.ndarray:
         """Bucket of each ``relative_position = key - query`` (numpy, any integer shape) -> int64."""

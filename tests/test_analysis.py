@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -224,7 +225,7 @@ def test_records_print_and_serialise():
     for r in records:
         assert str(r) and "\n" not in str(r)
         json.dumps(r.to_dict())
-        with pytest.raises(Exception):
+        with pytest.raises(dataclasses.FrozenInstanceError):
             r.x = 1  # frozen
 
 

@@ -51,7 +51,8 @@ def write(tmp_path, config: dict, name="cfg"):
     return d
 
 
-def rope_matches(rc, emb, positions=np.arange(48)):
+def rope_matches(rc, emb, positions=None):
+    positions = np.arange(48) if positions is None else positions
     pos = torch.from_numpy(positions[None])
     with torch.no_grad():
         cos_hf, sin_hf = emb(torch.zeros(1), pos)
