@@ -48,7 +48,8 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
     XLA's CPU gather converts 2-byte floats (bfloat16, float16) to float32 element by element
     inside the gather loop; gathering the raw bits (``uint16``) and bit-casting back skips that
     and checks the index once per row instead of once per element (about 0.75x the time of
-    ``jnp.take`` for a bfloat16 GPT-2 block; float32 unchanged, see docs/benchmarks.md). The
+    ``jnp.take`` for a bfloat16 GPT-2 block, see docs/benchmarks.md). 4-byte and integer tables
+    take the plain gather (the bit path gains nothing there and splits XLA's decode-step fusion). The
     values, the ``NaN`` rows of out-of-range indices (``jnp.take``'s ``"fill"`` mode, negative
     indices counting from the end) and the gradients (a plain ``jnp.take`` of the tangent) are
     those of ``jnp.take``.
@@ -69,14 +70,14 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
            [nan, nan]], dtype=bfloat16)
     """
     indices = jnp.asarray(indices)
-    if not jnp.issubdtype(table.dtype, jnp.floating) or table.dtype.itemsize not in (2, 4):
+    if not jnp.issubdtype(table.dtype, jnp.floating) or table.dtype.itemsize != 2:  # 4-byte rows: no gain
         return table.at[indices].get(mode="promise_in_bounds") if in_bounds else jnp.take(table, indices, axis=0)
     return _take_bits(table, indices, in_bounds)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _take_bits(table, indices, in_bounds):
-    bits = jax.lax.bitcast_convert_type(table, jnp.uint16 if table.dtype.itemsize == 2 else jnp.uint32)
+    bits = jax.lax.bitcast_convert_type(table, jnp.uint16)
     rows = table.shape[0]
     if in_bounds:
         return jax.lax.bitcast_convert_type(bits.at[indices].get(mode="promise_in_bounds"), table.dtype)
