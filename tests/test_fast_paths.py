@@ -1,0 +1,130 @@
+"""The performance fast paths give the plain computation's numbers.
+
+- ``lookup.take_rows`` (2-byte rows gathered as ``uint16``): bit for bit ``jnp.take`` (values,
+  NaN rows of out-of-range ids, negative ids), its gradients and tangents, under jit, vmap, scan;
+  the bfloat16 input block against an independent numpy/ml_dtypes reference (the float32 sum of
+  the two bfloat16 rows, rounded once).
+- ``apply_rotary`` (one multiply-add with ``[cos|cos]``/``[-sin|sin]``): against float64 numpy and
+  against transformers' PyTorch ``apply_rotary_pos_emb`` (Llama, half layout; GPT-J, interleaved).
+- the functional decode path ``jax.jit(partial(fp.block.transformer_input, spec))(params, ids,
+  start=t)`` (docs/benchmarks.md's recommended call) equals the module call, guard included.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb as gptj_apply
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as llama_apply
+
+import flax_posenc as fp
+from flax_posenc.lookup import take_rows
+
+RNG = np.random.default_rng(16)
+
+
+def bits(x) -> np.ndarray:
+    x = np.asarray(x)
+    return x.view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
+def test_take_rows_is_jnp_take_bit_for_bit(dtype):
+    table = jnp.asarray(RNG.standard_normal((37, 6)), dtype)
+    ids = jnp.asarray(RNG.integers(-45, 45, (3, 11)), jnp.int32)  # in range, negative, past both ends
+    want = bits(jnp.take(table, ids, axis=0))
+    for got in (
+        take_rows(table, ids),
+        jax.jit(take_rows)(table, ids),
+        jax.vmap(lambda i: take_rows(table, i))(ids),
+        jax.lax.scan(lambda c, i: (c, take_rows(table, i)), 0, ids)[1],
+    ):
+        np.testing.assert_array_equal(bits(got), want)
+    inside = jnp.asarray(RNG.integers(0, 37, (5,)), jnp.int32)
+    np.testing.assert_array_equal(bits(jax.jit(functools.partial(take_rows, in_bounds=True))(table, inside)), bits(table[inside]))
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_take_rows_derivatives_are_jnp_take_ones(dtype):
+    table = jnp.asarray(RNG.standard_normal((23, 4)), dtype)
+    ids = jnp.asarray(RNG.integers(0, 23, (2, 9)), jnp.int32)  # repeats: the scatter-add sums them
+    weight = jnp.asarray(RNG.standard_normal((2, 9, 4)), jnp.float32)
+
+    def loss(gather, t):
+        return jnp.sum(gather(t, ids).astype(jnp.float32) * weight)
+
+    ours = jax.jit(jax.grad(functools.partial(loss, take_rows)))(table)
+    plain = jax.jit(jax.grad(functools.partial(loss, lambda t, i: jnp.take(t, i, axis=0))))(table)
+    np.testing.assert_array_equal(bits(ours), bits(plain))
+    tangent = jnp.asarray(RNG.standard_normal((23, 4)), dtype)
+    _, t_ours = jax.jvp(lambda t: take_rows(t, ids), (table,), (tangent,))
+    np.testing.assert_array_equal(bits(t_ours), bits(jnp.take(tangent, ids, axis=0)))
+
+
+def test_bfloat16_block_matches_a_numpy_reference():
+    block = fp.nnx.TransformerInput(300, 16, num_positions=64, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    ids = RNG.integers(0, 300, (3, 40)).astype(np.int32)
+    word = np.asarray(block.word_embeddings[...]).astype(np.float32)
+    wpe = np.asarray(block.position_embeddings[...]).astype(np.float32)
+    want = (word[ids] + wpe[:40]).astype(ml_dtypes.bfloat16)  # exact float32 sum, rounded once
+    graphdef, state = nnx.split(block)
+    got = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x))(state, ids)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    bad = ids.copy()
+    bad[0, 0] = 300
+    out = np.asarray(block(bad).astype(jnp.float32))
+    assert np.isnan(out[0, 0]).all() and not np.isnan(out[0, 1:]).any()
+
+
+def _rotate64(x, cos, sin, layout):
+    x = x.astype(np.float64)
+    if layout == "half":
+        x1, x2 = np.split(x, 2, axis=-1)
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return np.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).reshape(x.shape)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_apply_rotary_within_one_rounding_of_float64(layout):
+    x = RNG.standard_normal((2, 7, 3, 8)).astype(np.float32)
+    angle = RNG.uniform(-7, 7, (7, 1, 4))
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    want = _rotate64(x, cos.astype(np.float64), sin.astype(np.float64), layout)
+    got = jax.jit(functools.partial(fp.apply_rotary, layout=layout))(x, cos, sin)
+    # two products and a sum in float32: at most ~2 roundings of the larger term
+    scale = np.abs(_rotate64(x, cos, 0 * sin, layout)) + np.abs(_rotate64(x, 0 * cos, sin, layout))  # |x1 c| + |x2 s|
+    assert np.all(np.abs(np.asarray(got, np.float64) - want) <= 2.0**-22 * scale + 1e-30)
+
+
+def test_apply_rotary_matches_transformers():
+    q = RNG.standard_normal((2, 3, 5, 8)).astype(np.float32)  # (batch, heads, seq, head_dim) for HF
+    angle = RNG.uniform(0, 5, (5, 4))
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    full_cos, full_sin = torch.from_numpy(np.concatenate([cos, cos], -1))[None], torch.from_numpy(np.concatenate([sin, sin], -1))[None]
+    hf_q, _ = llama_apply(torch.from_numpy(q), torch.from_numpy(q), full_cos, full_sin)
+    np.testing.assert_allclose(np.asarray(fp.apply_rotary(q, cos, sin)), hf_q.numpy(), atol=1e-6, rtol=0)
+    qj = q.transpose(0, 2, 1, 3)  # GPT-J: (batch, seq, heads, head_dim), sincos repeated per pair
+    sincos = torch.from_numpy(np.concatenate([sin, cos], -1))[None]
+    hf_j = gptj_apply(torch.from_numpy(qj), sincos[..., :4], sincos[..., 4:])  # repeats each per pair
+    got = fp.apply_rotary(qj, cos[:, None], sin[:, None], layout="interleaved")
+    np.testing.assert_allclose(np.asarray(got), hf_j.numpy(), atol=1e-6, rtol=0)
+
+
+def test_functional_decode_path_equals_the_module():
+    block = fp.nnx.TransformerInput(500, 16, num_positions=32, rngs=nnx.Rngs(0))
+    step = jax.jit(functools.partial(fp.block.transformer_input, block.spec))
+    params = block.params()
+    for t in (0, 7, 31):
+        ids = jnp.array([[3 + t]], jnp.int32)
+        np.testing.assert_array_equal(np.asarray(step(params, ids, start=jnp.int32(t))), np.asarray(block(ids, start=t)))
+    checked = fp.position_errors(lambda t: jax.block_until_ready(step(params, jnp.array([[1]], jnp.int32), start=t)))
+    with pytest.raises(fp.PositionLimitError, match="32 positions"):
+        checked(jnp.int32(32))
