@@ -79,6 +79,16 @@ def rows_for(section: str, times: dict, load: tuple, *, per_call: int = 1, **ext
     return rows
 
 
+def _torch_device():
+    """("cuda", its sync) when JAX runs on a GPU and torch sees one, else ("cpu", no-op)."""
+    import jax
+    import torch
+
+    if jax.default_backend() == "gpu" and torch.cuda.is_available():
+        return "cuda", (lambda _: torch.cuda.synchronize())
+    return "cpu", (lambda _: None)
+
+
 def _jsync(out):
     import jax
 
@@ -209,13 +219,14 @@ def training_section(quick: bool, rounds: int) -> list[dict]:
 
     ours = jax.jit(jax.value_and_grad(loss_ours))
     plain = jax.jit(jax.value_and_grad(loss_plain))
-    wte = torch.nn.Embedding(vocab, dim)
-    wpe = torch.nn.Embedding(positions, dim)
+    device, tsync = _torch_device()
+    wte = torch.nn.Embedding(vocab, dim).to(device)
+    wpe = torch.nn.Embedding(positions, dim).to(device)
     with torch.no_grad():
         wte.weight.copy_(torch.from_numpy(np.asarray(params["word_embeddings"])))
         wpe.weight.copy_(torch.from_numpy(np.asarray(params["position_embeddings"])))
-    tids = [torch.from_numpy(x.astype(np.int64)) for x in ids_np]
-    tpos = torch.from_numpy(np.asarray(pos, np.int64))
+    tids = [torch.from_numpy(x.astype(np.int64)).to(device) for x in ids_np]
+    tpos = torch.from_numpy(np.asarray(pos, np.int64)).to(device)
 
     def hf(x):
         wte.weight.grad = wpe.weight.grad = None
@@ -227,11 +238,11 @@ def training_section(quick: bool, rounds: int) -> list[dict]:
     v1, g1 = plain(params, ids[0])
     same = all(np.array_equal(np.asarray(g0[k]), np.asarray(g1[k])) for k in g1)
     hf(tids[0])
-    close = np.allclose(np.asarray(g0["word_embeddings"]), wte.weight.grad.numpy(), rtol=1e-5, atol=1e-4)
+    close = np.allclose(np.asarray(g0["word_embeddings"]), wte.weight.grad.cpu().numpy(), rtol=1e-5, atol=1e-4)
     cands = {
         "flax-posenc functional value_and_grad, guard on (jax.jit)": (lambda x: ours(params, x), ids, _jsync),
         "hand-written jnp.take + add value_and_grad (jax.jit)": (lambda x: plain(params, x), ids, _jsync),
-        "PyTorch nn.Embedding wte+wpe forward + backward": (hf, tids, lambda _: None),
+        "PyTorch nn.Embedding wte+wpe forward + backward": (hf, tids, tsync),
     }
     times = interleaved(cands, rounds=rounds, calls=3 if quick else 5)
     note = {"flax-posenc functional value_and_grad, guard on (jax.jit)": dict(note=f"grads bit-equal to hand-written: {same}; to PyTorch within 1e-5: {close}")}
@@ -301,9 +312,11 @@ def rope_section(quick: bool, rounds: int) -> list[dict]:
     naive_traced = jax.jit(lambda a: naive_rope(*a))
     hf_config = LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, head_dim=head_dim,
                             rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
-    emb = LlamaRotaryEmbedding(hf_config)
-    hf_static = [(torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()), torch.arange(seq)[None]) for x in qk_np]
-    hf_traced = [(torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()), torch.from_numpy((s + np.arange(seq))[None])) for x, s in zip(qk_np, starts)]
+    device, tsync = _torch_device()
+    emb = LlamaRotaryEmbedding(hf_config).to(device)
+    hf_static = [(torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()).to(device), torch.arange(seq, device=device)[None]) for x in qk_np]
+    hf_traced = [(torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()).to(device), torch.from_numpy((s + np.arange(seq))[None]).to(device))
+                 for x, s in zip(qk_np, starts)]
 
     def hf(args):
         qk, pos = args
@@ -320,7 +333,7 @@ def rope_section(quick: bool, rounds: int) -> list[dict]:
     def error(out, start):
         got = np.stack([np.asarray(o, np.float64) for o in out]) if isinstance(out, tuple) else np.asarray(out, np.float64)
         if isinstance(out, tuple) and isinstance(out[0], torch.Tensor):
-            got = np.stack([o.numpy() for o in out]).transpose(0, 1, 3, 2, 4)
+            got = np.stack([o.cpu().numpy() for o in out]).transpose(0, 1, 3, 2, 4)
         return f"max error vs float64 {float(np.abs(got - reference(start)).max()):.1e}"
 
     rows = []
@@ -328,12 +341,12 @@ def rope_section(quick: bool, rounds: int) -> list[dict]:
         ("RoPE prefill: q and k at positions arange(T) (static)", {
             "flax-posenc apply_rope_qk (host float64 cos/sin)": (prefill, static, _jsync),
             "naive float32 cos(p * w) (jax.jit)": (naive_static, static, _jsync),
-            "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_static, lambda _: None),
+            "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_static, tsync),
         }, 0),
         ("RoPE at traced positions < 2**20 (decode-style)", {
             "flax-posenc apply_rope_qk (exact angles)": (decode, traced, _jsync),
             "naive float32 cos(p * w) (jax.jit)": (naive_traced, traced, _jsync),
-            "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_traced, lambda _: None),
+            "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_traced, tsync),
         }, starts[0]),
     ):
         load = loadavg()
