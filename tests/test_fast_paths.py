@@ -128,3 +128,30 @@ def test_functional_decode_path_equals_the_module():
     checked = fp.position_errors(lambda t: jax.block_until_ready(step(params, jnp.array([[1]], jnp.int32), start=t)))
     with pytest.raises(fp.PositionLimitError, match="32 positions"):
         checked(jnp.int32(32))
+
+
+def test_loader_fast_checks_equal_their_plain_definitions():
+    """The table loader's cheaper checks (issue 16) decide as the plain definitions do."""
+    from flax_posenc.conversion import families, safety
+
+    def is_buffer_plain(key):
+        parts = key.split(".")
+        return any(parts[-len(s.split(".")):] == s.split(".") for s in families.BUFFER_SUFFIXES)
+
+    keys = ["embeddings.position_ids", "position_ids", "xposition_ids", "h.0.attn.bias", "attn.bias", "h.0.attn.c_attn.bias",
+            "h.0.xattn.bias", "masked_bias", "h.1.attn.masked_bias", "a.masked_bias.weight", "", ".", "token_type_ids.x"]
+    assert [families.is_buffer(k) for k in keys] == [is_buffer_plain(k) for k in keys]
+
+    def depth_plain(v):
+        if isinstance(v, dict):
+            return 1 + max((depth_plain(x) for x in v.values()), default=0)
+        if isinstance(v, list):
+            return 1 + max((depth_plain(x) for x in v), default=0)
+        return 0
+
+    values = [1, "x", [], {}, [[]], {"a": [1, {"b": []}]}, [1, [2, [3, [4]]]], {"a": 1, "b": {"c": {"d": [{}]}}}]
+    deep = []
+    for _ in range(safety.MAX_JSON_DEPTH + 3):
+        deep = [deep]
+    assert [safety._depth(v) for v in values] == [depth_plain(v) for v in values]
+    assert safety._depth(deep) > safety.MAX_JSON_DEPTH

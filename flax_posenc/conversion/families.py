@@ -237,8 +237,8 @@ def is_buffer(key: str) -> bool:
     >>> is_buffer("embeddings.position_ids"), is_buffer("h.0.attn.bias"), is_buffer("h.0.attn.c_attn.bias")
     (True, True, False)
     """
-    parts = key.split(".")
-    return any(parts[-len(s.split(".")):] == s.split(".") for s in BUFFER_SUFFIXES)
+    # the last dot-separated components of key equal the suffix's: key is it or ends in "." + it
+    return any(key == s or key.endswith("." + s) for s in BUFFER_SUFFIXES)
 
 
 # ----------------------------------------------------------------------------- detection

@@ -140,14 +140,17 @@ class _JsonLimit(ValueError):
 
 def _depth(value: Any) -> int:
     """Nesting depth of parsed JSON, iteratively (no recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
+    if not isinstance(value, (dict, list)):
+        return 0
+    deepest, stack = 1, [(value, 1)]
+    while stack:  # only containers are pushed: a header's thousands of leaves cost one isinstance each
         node, level = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, level)
-            if level > MAX_JSON_DEPTH:
-                return level
-            stack.extend((v, level + 1) for v in (node.values() if isinstance(node, dict) else node))
+        deepest = max(deepest, level)
+        if level > MAX_JSON_DEPTH:
+            return level
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                stack.append((child, level + 1))
     return deepest
 
 
