@@ -155,3 +155,17 @@ def test_loader_fast_checks_equal_their_plain_definitions():
         deep = [deep]
     assert [safety._depth(v) for v in values] == [depth_plain(v) for v in values]
     assert safety._depth(deep) > safety.MAX_JSON_DEPTH
+
+
+def test_json_integer_bound_with_and_without_long_digit_runs():
+    """parse_json skips the per-integer hook only when no digit run could exceed the bound."""
+    from flax_posenc.conversion import safety
+    from flax_posenc.errors import CheckpointError
+
+    n = safety.MAX_INT_DIGITS
+    assert safety.parse_json('{"a": [%s, -%s]}' % ("9" * n, "9" * n), where="h", what="x") == {"a": [int("9" * n), -int("9" * n)]}
+    assert safety.parse_json('{"a": "%s"}' % ("1" * (n + 5)), where="h", what="x") == {"a": "1" * (n + 5)}  # a string: fine
+    with pytest.raises(CheckpointError, match="digits"):
+        safety.parse_json('{"a": %s}' % ("1" * (n + 1)), where="h", what="x")
+    with pytest.raises(CheckpointError, match="digits"):
+        safety.parse_json('{"a": "%s", "b": %s}' % ("1" * (n + 5), "2" * (n + 1)), where="h", what="x")
