@@ -30,6 +30,7 @@ import time
 
 MALLOC_OPT_IN = {"MALLOC_MMAP_THRESHOLD_": "1000000000", "MALLOC_TRIM_THRESHOLD_": "1000000000"}
 ROUNDS = 3
+SETTLE_S = 0.01  # pause between timed calls, so one candidate's spinning threads do not slow the next
 
 
 def loadavg() -> str:
@@ -57,6 +58,7 @@ def interleaved(cands: dict, *, rounds: int, calls: int) -> dict[str, list[float
                 start = time.perf_counter()
                 sync(fn(x))
                 samples[name].append(time.perf_counter() - start)
+                time.sleep(SETTLE_S)  # untimed: the previous candidate's worker threads (PyTorch's OpenMP spin-wait) go idle
         for name in cands:
             out[name].append(statistics.median(samples[name]))
     return out
