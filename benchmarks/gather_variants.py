@@ -56,12 +56,21 @@ def main() -> None:
             return jax.lax.bitcast_convert_type(jnp.where(ok[..., None], got, nan), dt)
         return take_rows(w, x)
 
-    gathers = {"plain jnp.take": lambda w, x: jnp.take(w, x, axis=0), "same-width uint bits": same_width_bits,
-               "(V, D/2) uint32 wider words": wide}
+    gathers = {
+        "plain jnp.take": lambda w, x: jnp.take(w, x, axis=0),
+        "same-width uint bits": same_width_bits,
+        "(V, D/2) uint32 wider words": wide,
+    }
     fns = {k: jax.jit(lambda w, p, x, g=g: g(w, x) + p[: x.shape[-1]]) for k, g in gathers.items()}
     bad = ids[0].at[0, :3].set(jnp.array([-1, V, -V - 1]))
     for k, f in fns.items():
-        same = all(np.array_equal(np.asarray(f(word, wpe, x)).view(np.uint8), np.asarray(fns["plain jnp.take"](word, wpe, x)).view(np.uint8)) for x in (ids[0], bad))
+        same = all(
+            np.array_equal(
+                np.asarray(f(word, wpe, x)).view(np.uint8),
+                np.asarray(fns["plain jnp.take"](word, wpe, x)).view(np.uint8),
+            )
+            for x in (ids[0], bad)
+        )
         print(f"{k}: bit-exact to plain (incl. out-of-range ids): {same}")
     tt = torch.bfloat16 if dt == jnp.bfloat16 else torch.float32
     emb, pe = torch.nn.Embedding(V, D).to(tt), torch.nn.Embedding(1024, D).to(tt)
@@ -92,7 +101,12 @@ def main() -> None:
     want = np.concatenate([ref[..., :64] * c64 - ref[..., 64:] * s64, ref[..., 64:] * c64 + ref[..., :64] * s64], -1)
     for k, f in ropes.items():
         print(f"{k}: max error vs float64 {np.abs(np.asarray(f(qk[0]), np.float64) - want).max():.2e}")
-    report("RoPE on q and k, static cos/sin", {k: (f, qk, sync) for k, f in ropes.items()}, "concatenated form", args.rounds)
+    report(
+        "RoPE on q and k, static cos/sin",
+        {k: (f, qk, sync) for k, f in ropes.items()},
+        "concatenated form",
+        args.rounds,
+    )
 
 
 def report(title, cands, base, rounds):
@@ -101,7 +115,9 @@ def report(title, cands, base, rounds):
     print(f"\n{title} (load before/after: {load0} / {loadavg()})")
     for k, v in times.items():
         r = [a / b for a, b in zip(v, times[base])]
-        print(f"  {k:32s} ms {[round(x * 1e3, 2) for x in v]}  / {base}: median {np.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]")
+        print(
+            f"  {k:32s} ms {[round(x * 1e3, 2) for x in v]}  / {base}: median {np.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]"
+        )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,9 @@ def interleaved(cands: dict, *, rounds: int, calls: int) -> dict[str, list[float
                 start = time.perf_counter()
                 sync(fn(x))
                 samples[name].append(time.perf_counter() - start)
-                time.sleep(SETTLE_S)  # untimed: the previous candidate's worker threads (PyTorch's OpenMP spin-wait) go idle
+                time.sleep(
+                    SETTLE_S
+                )  # untimed: the previous candidate's worker threads (PyTorch's OpenMP spin-wait) go idle
         for name in cands:
             out[name].append(statistics.median(samples[name]))
     return out
@@ -66,10 +68,12 @@ def interleaved(cands: dict, *, rounds: int, calls: int) -> dict[str, list[float
 
 def looped(fn, inner: int):
     """``fn`` called ``inner`` times back to back (microsecond-scale steps; dispatch is async)."""
+
     def run(x):
         for _ in range(inner):
             out = fn(x)
         return out
+
     return run
 
 
@@ -118,18 +122,29 @@ def block_section(quick: bool, rounds: int) -> list[dict]:
     from transformers import GPT2Config, GPT2Model
 
     rows = []
-    for dtype_name, dtype, tdtype in (("float32", jnp.float32, torch.float32), ("bfloat16", jnp.bfloat16, torch.bfloat16)):
+    for dtype_name, dtype, tdtype in (
+        ("float32", jnp.float32, torch.float32),
+        ("bfloat16", jnp.bfloat16, torch.bfloat16),
+    ):
         load0 = loadavg()
         cands = {}
         for kind in ("learned", "sinusoidal"):
-            block = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, position=kind, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0))
+            block = fp.nnx.TransformerInput(
+                vocab, dim, num_positions=positions, position=kind, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0)
+            )
             graphdef, state = nnx.split(block)
             embed = jax.jit(lambda s, x, g=graphdef: nnx.merge(g, s)(x))  # the README's path
             cands[f"flax-posenc {kind} (jax.jit + split/merge)"] = (lambda x, e=embed, s=state: e(s, x), ids, _jsync)
             if kind == "learned":
                 params = block.params()
-                plain_take = jax.jit(lambda p, x: jnp.take(p["word_embeddings"], x, axis=0) + p["position_embeddings"][: x.shape[-1]])
-                cands["hand-written jnp.take + add (jax.jit)"] = (lambda x, f=plain_take, p=params: f(p, x), ids, _jsync)
+                plain_take = jax.jit(
+                    lambda p, x: jnp.take(p["word_embeddings"], x, axis=0) + p["position_embeddings"][: x.shape[-1]]
+                )
+                cands["hand-written jnp.take + add (jax.jit)"] = (
+                    lambda x, f=plain_take, p=params: f(p, x),
+                    ids,
+                    _jsync,
+                )
         wte = nnx.Embed(vocab, dim, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0))
         wpe = nnx.Embed(positions, dim, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(1))
         g2, s2 = nnx.split(nnx.List([wte, wpe]))
@@ -141,7 +156,11 @@ def block_section(quick: bool, rounds: int) -> list[dict]:
         plain_jit = jax.jit(plain)
         cands["plain nnx.Embed block (jax.jit)"] = (lambda x, s=s2: plain_jit(s, x), ids, _jsync)
         big = [jnp.asarray(rng.standard_normal((batch, seq, dim), dtype=np.float32), dtype) for _ in range(2)]
-        cands["floor: XLA elementwise a+1 (fresh output)"] = (jax.jit(lambda a: a + jnp.asarray(1, a.dtype)), big, _jsync)
+        cands["floor: XLA elementwise a+1 (fresh output)"] = (
+            jax.jit(lambda a: a + jnp.asarray(1, a.dtype)),
+            big,
+            _jsync,
+        )
         torch.manual_seed(0)
         config = GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=dim, n_layer=1, n_head=max(1, dim // 64))
         model = GPT2Model(config).eval().to(device).to(tdtype)
@@ -182,14 +201,34 @@ def decode_section(quick: bool, rounds: int) -> list[dict]:
     by_hand_const = jax.jit(lambda ids, t: word[ids] + wpe[t])  # tables closed over (baked in)
     steps = [(jnp.array([[42 + i]], jnp.int32), jnp.int32(100 + i)) for i in range(4)]
     cands = {
-        "flax-posenc nnx.merge under jax.jit (README path)": (looped(lambda a: merged(state, a[0], a[1]), inner), steps, _jsync),
+        "flax-posenc nnx.merge under jax.jit (README path)": (
+            looped(lambda a: merged(state, a[0], a[1]), inner),
+            steps,
+            _jsync,
+        ),
         "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)": (
-            looped(lambda a: functional(params, a[0], start=a[1]), inner), steps, _jsync),
-        "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)": (looped(lambda a: by_hand(params, a[0], a[1]), inner), steps, _jsync),
-        "hand-written word[ids] + wpe[t], tables closed over (jax.jit)": (looped(lambda a: by_hand_const(a[0], a[1]), inner), steps, _jsync),
+            looped(lambda a: functional(params, a[0], start=a[1]), inner),
+            steps,
+            _jsync,
+        ),
+        "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)": (
+            looped(lambda a: by_hand(params, a[0], a[1]), inner),
+            steps,
+            _jsync,
+        ),
+        "hand-written word[ids] + wpe[t], tables closed over (jax.jit)": (
+            looped(lambda a: by_hand_const(a[0], a[1]), inner),
+            steps,
+            _jsync,
+        ),
     }
     times = interleaved(cands, rounds=rounds, calls=5 if quick else 15)
-    return [dict(r, dtype="float32", us=True) for r in rows_for("decode step (batch 1, one token, traced start, guard on)", times, (load0, loadavg()), per_call=inner)]
+    return [
+        dict(r, dtype="float32", us=True)
+        for r in rows_for(
+            "decode step (batch 1, one token, traced start, guard on)", times, (load0, loadavg()), per_call=inner
+        )
+    ]
 
 
 def training_section(quick: bool, rounds: int) -> list[dict]:
@@ -247,8 +286,15 @@ def training_section(quick: bool, rounds: int) -> list[dict]:
         "PyTorch nn.Embedding wte+wpe forward + backward": (hf, tids, tsync),
     }
     times = interleaved(cands, rounds=rounds, calls=3 if quick else 5)
-    note = {"flax-posenc functional value_and_grad, guard on (jax.jit)": dict(note=f"grads bit-equal to hand-written: {same}; to PyTorch within 1e-5: {close}")}
-    return [dict(r, dtype="float32") for r in rows_for("training step (forward + backward to both tables)", times, (load0, loadavg()), **note)]
+    note = {
+        "flax-posenc functional value_and_grad, guard on (jax.jit)": dict(
+            note=f"grads bit-equal to hand-written: {same}; to PyTorch within 1e-5: {close}"
+        )
+    }
+    return [
+        dict(r, dtype="float32")
+        for r in rows_for("training step (forward + backward to both tables)", times, (load0, loadavg()), **note)
+    ]
 
 
 def sinusoid_section(quick: bool, rounds: int) -> list[dict]:
@@ -274,10 +320,19 @@ def sinusoid_section(quick: bool, rounds: int) -> list[dict]:
     ref = np.empty(p_np.shape + (dim,))
     angle = p_np[..., None] * fp.sinusoidal_frequencies(dim)
     ref[..., 0::2], ref[..., 1::2] = np.sin(angle), np.cos(angle)
-    cands = {"exact sinusoidal_encoding": (exact, positions, _jsync), "naive float32 sin(p * w)": (naive, positions, _jsync)}
+    cands = {
+        "exact sinusoidal_encoding": (exact, positions, _jsync),
+        "naive float32 sin(p * w)": (naive, positions, _jsync),
+    }
     times = interleaved(cands, rounds=rounds, calls=3 if quick else 7)
-    notes = {k: dict(note=f"max error {float(np.abs(np.asarray(f(positions[0]), np.float64) - ref).max()):.2e}") for k, (f, _, _) in cands.items()}
-    return [dict(r, dtype="float32") for r in rows_for("sinusoids at traced positions < 2**24", times, (load0, loadavg()), **notes)]
+    notes = {
+        k: dict(note=f"max error {float(np.abs(np.asarray(f(positions[0]), np.float64) - ref).max()):.2e}")
+        for k, (f, _, _) in cands.items()
+    }
+    return [
+        dict(r, dtype="float32")
+        for r in rows_for("sinusoids at traced positions < 2**24", times, (load0, loadavg()), **notes)
+    ]
 
 
 def rope_section(quick: bool, rounds: int) -> list[dict]:
@@ -292,7 +347,7 @@ def rope_section(quick: bool, rounds: int) -> list[dict]:
     import flax_posenc as fp
 
     batch, seq, heads, head_dim = (2, 128, 4, 64) if quick else (4, 1024, 16, 128)
-    load0 = loadavg()
+    loadavg()
     rng = np.random.default_rng(2)
     cfg = fp.RopeConfig(head_dim=head_dim, rope_theta=500000.0)
     qk_np = [rng.standard_normal((2, batch, seq, heads, head_dim), dtype=np.float32) for _ in range(3)]
@@ -312,13 +367,25 @@ def rope_section(quick: bool, rounds: int) -> list[dict]:
 
     naive_static = jax.jit(lambda qk: naive_rope(qk, jnp.arange(seq)))
     naive_traced = jax.jit(lambda a: naive_rope(*a))
-    hf_config = LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, head_dim=head_dim,
-                            rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+    hf_config = LlamaConfig(
+        hidden_size=heads * head_dim,
+        num_attention_heads=heads,
+        head_dim=head_dim,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+    )
     device, tsync = _torch_device()
     emb = LlamaRotaryEmbedding(hf_config).to(device)
-    hf_static = [(torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()).to(device), torch.arange(seq, device=device)[None]) for x in qk_np]
-    hf_traced = [(torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()).to(device), torch.from_numpy((s + np.arange(seq))[None]).to(device))
-                 for x, s in zip(qk_np, starts)]
+    hf_static = [
+        (torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()).to(device), torch.arange(seq, device=device)[None])
+        for x in qk_np
+    ]
+    hf_traced = [
+        (
+            torch.from_numpy(x.transpose(0, 1, 3, 2, 4).copy()).to(device),
+            torch.from_numpy((s + np.arange(seq))[None]).to(device),
+        )
+        for x, s in zip(qk_np, starts)
+    ]
 
     def hf(args):
         qk, pos = args
@@ -333,23 +400,35 @@ def rope_section(quick: bool, rounds: int) -> list[dict]:
         return np.concatenate([x1 * c - x2 * s_, x2 * c + x1 * s_], axis=-1)
 
     def error(out, start):
-        got = np.stack([np.asarray(o, np.float64) for o in out]) if isinstance(out, tuple) else np.asarray(out, np.float64)
+        got = (
+            np.stack([np.asarray(o, np.float64) for o in out])
+            if isinstance(out, tuple)
+            else np.asarray(out, np.float64)
+        )
         if isinstance(out, tuple) and isinstance(out[0], torch.Tensor):
             got = np.stack([o.cpu().numpy() for o in out]).transpose(0, 1, 3, 2, 4)
         return f"max error vs float64 {float(np.abs(got - reference(start)).max()):.1e}"
 
     rows = []
     for section, cands, start in (
-        ("RoPE prefill: q and k at positions arange(T) (static)", {
-            "flax-posenc apply_rope_qk (host float64 cos/sin)": (prefill, static, _jsync),
-            "naive float32 cos(p * w) (jax.jit)": (naive_static, static, _jsync),
-            "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_static, tsync),
-        }, 0),
-        ("RoPE at traced positions < 2**20 (decode-style)", {
-            "flax-posenc apply_rope_qk (exact angles)": (decode, traced, _jsync),
-            "naive float32 cos(p * w) (jax.jit)": (naive_traced, traced, _jsync),
-            "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_traced, tsync),
-        }, starts[0]),
+        (
+            "RoPE prefill: q and k at positions arange(T) (static)",
+            {
+                "flax-posenc apply_rope_qk (host float64 cos/sin)": (prefill, static, _jsync),
+                "naive float32 cos(p * w) (jax.jit)": (naive_static, static, _jsync),
+                "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_static, tsync),
+            },
+            0,
+        ),
+        (
+            "RoPE at traced positions < 2**20 (decode-style)",
+            {
+                "flax-posenc apply_rope_qk (exact angles)": (decode, traced, _jsync),
+                "naive float32 cos(p * w) (jax.jit)": (naive_traced, traced, _jsync),
+                "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)": (hf, hf_traced, tsync),
+            },
+            starts[0],
+        ),
     ):
         load = loadavg()
         times = interleaved(cands, rounds=rounds, calls=3 if quick else 5)
@@ -362,7 +441,6 @@ def compile_section(quick: bool, rounds: int) -> list[dict]:
     """Seconds to lower + compile a fresh jit of each function (no cache), per round."""
     import jax
     import jax.numpy as jnp
-    import numpy as np
     from flax import nnx
 
     import flax_posenc as fp
@@ -379,7 +457,11 @@ def compile_section(quick: bool, rounds: int) -> list[dict]:
         b = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, position=kind, rngs=nnx.Rngs(0))
         spec, params = b.spec, b.params()
         if traced:
-            return lambda: jax.jit(lambda p, x, q: fp.block.transformer_input(spec, p, x, position_ids=q)).lower(params, ids, pos).compile()
+            return lambda: (
+                jax.jit(lambda p, x, q: fp.block.transformer_input(spec, p, x, position_ids=q))
+                .lower(params, ids, pos)
+                .compile()
+            )
         return lambda: jax.jit(lambda p, x: fp.block.transformer_input(spec, p, x)).lower(params, ids).compile()
 
     wte = nnx.Embed(vocab, dim, rngs=nnx.Rngs(0))
@@ -402,18 +484,27 @@ def compile_section(quick: bool, rounds: int) -> list[dict]:
         "flax-posenc block, sinusoidal (static positions)": block_fn("sinusoidal", False),
         "flax-posenc block, sinusoidal (traced position_ids)": block_fn("sinusoidal", True),
         "plain nnx.Embed block": lambda: jax.jit(plain).lower(s2, ids).compile(),
-        "flax-posenc apply_rope (static positions)": lambda: jax.jit(lambda x: fp.apply_rope(x, cfg)).lower(qk).compile(),
-        "flax-posenc apply_rope (traced positions)": lambda: jax.jit(lambda x, p: fp.apply_rope(x, cfg, p)).lower(qk, pos[0]).compile(),
+        "flax-posenc apply_rope (static positions)": lambda: (
+            jax.jit(lambda x: fp.apply_rope(x, cfg)).lower(qk).compile()
+        ),
+        "flax-posenc apply_rope (traced positions)": lambda: (
+            jax.jit(lambda x, p: fp.apply_rope(x, cfg, p)).lower(qk, pos[0]).compile()
+        ),
         "naive RoPE (float32 cos/sin on device)": lambda: jax.jit(naive_rope).lower(qk).compile(),
     }
+
     def fresh(f):  # no in-memory cache: every call traces, lowers and compiles again
         def run(_):
             jax.clear_caches()
             return f()
+
         return run
 
     times = interleaved({k: (fresh(f), [None], lambda _: None) for k, f in cands.items()}, rounds=rounds, calls=1)
-    return [dict(r, dtype="float32") for r in rows_for("compile time (lower + compile, fresh jit)", times, (load0, loadavg()))]
+    return [
+        dict(r, dtype="float32")
+        for r in rows_for("compile time (lower + compile, fresh jit)", times, (load0, loadavg()))
+    ]
 
 
 def curves_section(quick: bool, rounds: int) -> list[dict]:
@@ -467,8 +558,15 @@ SECTIONS = ("block", "decode", "training", "sinusoid", "rope", "compile", "curve
 
 
 def child(quick: bool, rounds: int, sections) -> None:
-    funcs = dict(block=block_section, decode=decode_section, training=training_section, sinusoid=sinusoid_section,
-                 rope=rope_section, compile=compile_section, curves=curves_section)
+    funcs = dict(
+        block=block_section,
+        decode=decode_section,
+        training=training_section,
+        sinusoid=sinusoid_section,
+        rope=rope_section,
+        compile=compile_section,
+        curves=curves_section,
+    )
     rows = []
     for name in sections:
         rows += funcs[name](quick, rounds)
@@ -511,32 +609,114 @@ OURS = "flax-posenc learned (jax.jit + split/merge)"
 FLOOR = "floor: XLA elementwise a+1 (fresh output)"
 HF_ROPE = "Hugging Face Llama rotary + apply_rotary_pos_emb (PyTorch)"
 TARGETS = (  # (label, numerator, denominator, target) — the ratio numerator/denominator per round
-    ("float32 block: HF PyTorch / ours (>= 2)", ("input block", HF, "float32"), ("input block", OURS, "float32"), ">= 2"),
-    ("float32 block: ours / XLA floor (<= 1.15)", ("input block", OURS, "float32"), ("input block", FLOOR, "float32"), "<= 1.15"),
-    ("bfloat16 block: HF PyTorch / ours (>= 1)", ("input block", HF, "bfloat16"), ("input block", OURS, "bfloat16"), ">= 1"),
-    ("bfloat16 block: ours / hand-written jnp.take + add", ("input block", OURS, "bfloat16"), ("input block", "hand-written jnp.take + add (jax.jit)", "bfloat16"), ""),
-    ("float32 block: ours / hand-written jnp.take + add", ("input block", OURS, "float32"), ("input block", "hand-written jnp.take + add (jax.jit)", "float32"), ""),
-    ("decode: functional / hand-written, tables as arguments (<= 1.15)",
-     ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)"),
-     ("decode", "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)"), "<= 1.15"),
-    ("decode: functional / hand-written, tables closed over",
-     ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)"),
-     ("decode", "hand-written word[ids] + wpe[t], tables closed over (jax.jit)"), ""),
-    ("decode: nnx.merge path / hand-written, tables as arguments",
-     ("decode", "flax-posenc nnx.merge under jax.jit (README path)"),
-     ("decode", "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)"), ""),
-    ("training: PyTorch / ours (>= 2)", ("training", "PyTorch nn.Embedding wte+wpe forward + backward"),
-     ("training", "flax-posenc functional value_and_grad, guard on (jax.jit)"), ">= 2"),
-    ("training: ours / hand-written take+add (<= 1.1)", ("training", "flax-posenc functional value_and_grad, guard on (jax.jit)"),
-     ("training", "hand-written jnp.take + add value_and_grad (jax.jit)"), "<= 1.1"),
-    ("exact / naive sinusoids (<= 1)", ("sinusoids", "exact sinusoidal_encoding"), ("sinusoids", "naive float32 sin(p * w)"), "<= 1"),
-    ("RoPE prefill: HF PyTorch / ours (>= 1)", ("RoPE prefill", HF_ROPE), ("RoPE prefill", "flax-posenc apply_rope_qk (host float64 cos/sin)"), ">= 1"),
-    ("RoPE traced: HF PyTorch / ours", ("RoPE at traced", HF_ROPE), ("RoPE at traced", "flax-posenc apply_rope_qk (exact angles)"), ""),
-    ("compile: learned block / plain nnx.Embed (<= 1.5)", ("compile", "flax-posenc block, learned"), ("compile", "plain nnx.Embed block"), "<= 1.5"),
-    ("compile: sinusoidal static block / plain nnx.Embed (<= 1.5)", ("compile", "flax-posenc block, sinusoidal (static positions)"), ("compile", "plain nnx.Embed block"), "<= 1.5"),
-    ("compile: sinusoidal traced block / plain nnx.Embed (<= 1.5)", ("compile", "flax-posenc block, sinusoidal (traced position_ids)"), ("compile", "plain nnx.Embed block"), "<= 1.5"),
-    ("compile: apply_rope static / naive RoPE (<= 1.5)", ("compile", "flax-posenc apply_rope (static positions)"), ("compile", "naive RoPE (float32 cos/sin on device)"), "<= 1.5"),
-    ("compile: apply_rope traced / naive RoPE (<= 1.5)", ("compile", "flax-posenc apply_rope (traced positions)"), ("compile", "naive RoPE (float32 cos/sin on device)"), "<= 1.5"),
+    (
+        "float32 block: HF PyTorch / ours (>= 2)",
+        ("input block", HF, "float32"),
+        ("input block", OURS, "float32"),
+        ">= 2",
+    ),
+    (
+        "float32 block: ours / XLA floor (<= 1.15)",
+        ("input block", OURS, "float32"),
+        ("input block", FLOOR, "float32"),
+        "<= 1.15",
+    ),
+    (
+        "bfloat16 block: HF PyTorch / ours (>= 1)",
+        ("input block", HF, "bfloat16"),
+        ("input block", OURS, "bfloat16"),
+        ">= 1",
+    ),
+    (
+        "bfloat16 block: ours / hand-written jnp.take + add",
+        ("input block", OURS, "bfloat16"),
+        ("input block", "hand-written jnp.take + add (jax.jit)", "bfloat16"),
+        "",
+    ),
+    (
+        "float32 block: ours / hand-written jnp.take + add",
+        ("input block", OURS, "float32"),
+        ("input block", "hand-written jnp.take + add (jax.jit)", "float32"),
+        "",
+    ),
+    (
+        "decode: functional / hand-written, tables as arguments (<= 1.15)",
+        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)"),
+        ("decode", "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)"),
+        "<= 1.15",
+    ),
+    (
+        "decode: functional / hand-written, tables closed over",
+        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)"),
+        ("decode", "hand-written word[ids] + wpe[t], tables closed over (jax.jit)"),
+        "",
+    ),
+    (
+        "decode: nnx.merge path / hand-written, tables as arguments",
+        ("decode", "flax-posenc nnx.merge under jax.jit (README path)"),
+        ("decode", "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)"),
+        "",
+    ),
+    (
+        "training: PyTorch / ours (>= 2)",
+        ("training", "PyTorch nn.Embedding wte+wpe forward + backward"),
+        ("training", "flax-posenc functional value_and_grad, guard on (jax.jit)"),
+        ">= 2",
+    ),
+    (
+        "training: ours / hand-written take+add (<= 1.1)",
+        ("training", "flax-posenc functional value_and_grad, guard on (jax.jit)"),
+        ("training", "hand-written jnp.take + add value_and_grad (jax.jit)"),
+        "<= 1.1",
+    ),
+    (
+        "exact / naive sinusoids (<= 1)",
+        ("sinusoids", "exact sinusoidal_encoding"),
+        ("sinusoids", "naive float32 sin(p * w)"),
+        "<= 1",
+    ),
+    (
+        "RoPE prefill: HF PyTorch / ours (>= 1)",
+        ("RoPE prefill", HF_ROPE),
+        ("RoPE prefill", "flax-posenc apply_rope_qk (host float64 cos/sin)"),
+        ">= 1",
+    ),
+    (
+        "RoPE traced: HF PyTorch / ours",
+        ("RoPE at traced", HF_ROPE),
+        ("RoPE at traced", "flax-posenc apply_rope_qk (exact angles)"),
+        "",
+    ),
+    (
+        "compile: learned block / plain nnx.Embed (<= 1.5)",
+        ("compile", "flax-posenc block, learned"),
+        ("compile", "plain nnx.Embed block"),
+        "<= 1.5",
+    ),
+    (
+        "compile: sinusoidal static block / plain nnx.Embed (<= 1.5)",
+        ("compile", "flax-posenc block, sinusoidal (static positions)"),
+        ("compile", "plain nnx.Embed block"),
+        "<= 1.5",
+    ),
+    (
+        "compile: sinusoidal traced block / plain nnx.Embed (<= 1.5)",
+        ("compile", "flax-posenc block, sinusoidal (traced position_ids)"),
+        ("compile", "plain nnx.Embed block"),
+        "<= 1.5",
+    ),
+    (
+        "compile: apply_rope static / naive RoPE (<= 1.5)",
+        ("compile", "flax-posenc apply_rope (static positions)"),
+        ("compile", "naive RoPE (float32 cos/sin on device)"),
+        "<= 1.5",
+    ),
+    (
+        "compile: apply_rope traced / naive RoPE (<= 1.5)",
+        ("compile", "flax-posenc apply_rope (traced positions)"),
+        ("compile", "naive RoPE (float32 cos/sin on device)"),
+        "<= 1.5",
+    ),
 )
 
 
@@ -551,7 +731,9 @@ def target_ratios(rows) -> dict[str, dict]:
         if target:
             op, bound = target.split()
             met = all(v >= float(bound) for v in values) if op == ">=" else all(v <= float(bound) for v in values)
-        out[label] = dict(values=values, median=statistics.median(values), min=min(values), max=max(values), target=target, met=met)
+        out[label] = dict(
+            values=values, median=statistics.median(values), min=min(values), max=max(values), target=target, met=met
+        )
     return out
 
 
@@ -564,7 +746,11 @@ def report(results: dict[str, list[dict]]) -> str:
         lines.append(f"## {section}")
         loads = "; ".join(f"{e}: load {next(r['load'] for r in results[e] if r['section'] == section)}" for e in envs)
         lines.append(f"(load average before/after: {loads})")
-        unit = "us" if any(r.get("us") for r in base if r["section"] == section) else ("s" if section.startswith("compile") else "ms")
+        unit = (
+            "us"
+            if any(r.get("us") for r in base if r["section"] == section)
+            else ("s" if section.startswith("compile") else "ms")
+        )
         scale = {"us": 1e6, "ms": 1e3, "s": 1.0}[unit]
         header = "| candidate | dtype | " + " | ".join(f"{e}: {unit} median [range]" for e in envs) + " | note |"
         lines += [header, "|" + "---|" * (3 + len(envs))]
@@ -580,7 +766,10 @@ def report(results: dict[str, list[dict]]) -> str:
     curves = [r for r in base if r["section"] == "cost curves"]
     if curves:
         lines.append("## cost curves (ms, median [range]; block: GPT-2 shaped learned block, RoPE: 8 heads x 128)")
-        lines += ["| axis | seq | batch | vocab | candidate | " + " | ".join(envs) + " |", "|" + "---|" * (5 + len(envs))]
+        lines += [
+            "| axis | seq | batch | vocab | candidate | " + " | ".join(envs) + " |",
+            "|" + "---|" * (5 + len(envs)),
+        ]
         for i, r in enumerate(base):
             if r["section"] != "cost curves":
                 continue
@@ -588,7 +777,9 @@ def report(results: dict[str, list[dict]]) -> str:
             for e in envs:
                 runs = [t * 1e3 for t in results[e][i]["runs"]]
                 cells.append(f"{statistics.median(runs):.3g} [{min(runs):.3g}-{max(runs):.3g}]")
-            lines.append(f"| {r['axis']} | {r['seq']} | {r['batch']} | {r['vocab']} | {r['name']} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {r['axis']} | {r['seq']} | {r['batch']} | {r['vocab']} | {r['name']} | " + " | ".join(cells) + " |"
+            )
         lines.append("")
     lines.append("## Ratios (the issue's targets): median [min-max] over rounds; met only if the whole range is")
     for e in envs:
@@ -610,7 +801,9 @@ def figure(results: dict[str, list[dict]], path: str) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, axis, key in zip(axes, ("seq", "batch", "vocab"), ("seq", "batch", "vocab")):
         for name, marker in (("block", "o"), ("RoPE", "s")):
-            pts = [(r[key], statistics.median(r["runs"]) * 1e3) for r in rows if r["axis"] == axis and r["name"] == name]
+            pts = [
+                (r[key], statistics.median(r["runs"]) * 1e3) for r in rows if r["axis"] == axis and r["name"] == name
+            ]
             if not pts:
                 continue
             xs, ys = zip(*pts)
@@ -631,7 +824,9 @@ def figure(results: dict[str, list[dict]], path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, default environment only (smoke test)")
-    parser.add_argument("--single", action="store_true", help="default environment only (GPU runs: benchmarks/device.sh)")
+    parser.add_argument(
+        "--single", action="store_true", help="default environment only (GPU runs: benchmarks/device.sh)"
+    )
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds (>= 3 for a range)")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     parser.add_argument("--figure", help="write the cost-curve figure (PNG) here")

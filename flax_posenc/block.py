@@ -74,9 +74,7 @@ class PositionSpec:
 
     def __post_init__(self):
         _require(self.kind in POSITION_KINDS, f"position: expected one of {POSITION_KINDS}, got {self.kind!r}")
-        _require(
-            isinstance(self.dim, int) and self.dim > 0, f"dim: expected a positive integer, got {self.dim!r}"
-        )
+        _require(isinstance(self.dim, int) and self.dim > 0, f"dim: expected a positive integer, got {self.dim!r}")
         if self.kind == "learned":
             _require(
                 isinstance(self.num_positions, int) and self.num_positions > 0,
@@ -153,8 +151,13 @@ def encode_positions(
     if length is not None:
         positions = lookup.sequential_positions(length, start=start)
     return sinusoidal_encoding(
-        positions, spec.dim, dtype=dtype, num_positions=spec.num_positions,
-        on_overflow=spec.on_overflow, name=spec.name, **sinusoid,
+        positions,
+        spec.dim,
+        dtype=dtype,
+        num_positions=spec.num_positions,
+        on_overflow=spec.on_overflow,
+        name=spec.name,
+        **sinusoid,
     )
 
 
@@ -210,22 +213,39 @@ class InputSpec:
             isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
             f"type_vocab_size: expected a non-negative integer, got {self.type_vocab_size!r}",
         )
-        _require(
-            math.isfinite(self.embed_scale), f"embed_scale: expected a finite number, got {self.embed_scale!r}"
-        )
+        _require(math.isfinite(self.embed_scale), f"embed_scale: expected a finite number, got {self.embed_scale!r}")
 
     @classmethod
     def from_arguments(
-        cls, vocab_size: int, dim: int, *, num_positions=None, position="learned", position_offset=0,
-        base=10000.0, layout="interleaved", endpoint=False, on_overflow="error",
-        position_name="position table", embed_scale=1.0, layer_norm_eps=1e-12, **rest,
+        cls,
+        vocab_size: int,
+        dim: int,
+        *,
+        num_positions=None,
+        position="learned",
+        position_offset=0,
+        base=10000.0,
+        layout="interleaved",
+        endpoint=False,
+        on_overflow="error",
+        position_name="position table",
+        embed_scale=1.0,
+        layer_norm_eps=1e-12,
+        **rest,
     ) -> InputSpec:
         """The spec of a ``TransformerInput`` from its flat constructor arguments (NNX and Linen)."""
         return cls(
             vocab_size,
             PositionSpec(
-                position, dim, num_positions, offset=position_offset, base=base, layout=layout,
-                endpoint=endpoint, on_overflow=on_overflow, name=position_name,
+                position,
+                dim,
+                num_positions,
+                offset=position_offset,
+                base=base,
+                layout=layout,
+                endpoint=endpoint,
+                on_overflow=on_overflow,
+                name=position_name,
             ),
             embed_scale=float(embed_scale),
             layer_norm_eps=float(layer_norm_eps),
@@ -269,8 +289,7 @@ def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
         mask = jnp.ones(input_ids.shape, bool) if attention_mask is None else attention_mask
         if tuple(mask.shape) != tuple(input_ids.shape):
             raise ValueError(
-                f"attention_mask: expected shape {tuple(input_ids.shape)} like input_ids, "
-                f"found {tuple(mask.shape)}"
+                f"attention_mask: expected shape {tuple(input_ids.shape)} like input_ids, found {tuple(mask.shape)}"
             )
     positions = lookup.padding_aware_positions(mask, start=start)
     bounds = None if overflow.is_traced(start) else (-1, int(start) + seq - 1)
@@ -371,7 +390,9 @@ def attend(spec: InputSpec, word_embeddings: jax.Array, query: jax.typing.ArrayL
     """
     query = jnp.asarray(query)
     if query.shape[-1:] != word_embeddings.shape[-1:]:
-        raise ValueError(f"query: expected last axis {word_embeddings.shape[-1]} (dim), found shape {tuple(query.shape)}")
+        raise ValueError(
+            f"query: expected last axis {word_embeddings.shape[-1]} (dim), found shape {tuple(query.shape)}"
+        )
     dtype = spec.dtype or jnp.promote_types(query.dtype, word_embeddings.dtype)
     return jnp.dot(query.astype(dtype), word_embeddings.astype(dtype).T)
 

@@ -95,6 +95,7 @@ def _take_bits_jvp(in_bounds, primals, tangents):
         return _take_bits(table, indices, in_bounds), d_table.at[indices].get(mode="promise_in_bounds")
     return _take_bits(table, indices, in_bounds), jnp.take(d_table, indices, axis=0)
 
+
 def lookup_positions(
     table: jax.Array,
     positions: jax.typing.ArrayLike,
@@ -164,17 +165,17 @@ def slice_positions(
     if length == 0:  # nothing asked for, whatever the start
         return table[:0]
     if is_traced(start):
-        return lookup_positions(
-            table, start + jnp.arange(length), offset=offset, on_overflow=on_overflow, name=name
-        )
+        return lookup_positions(table, start + jnp.arange(length), offset=offset, on_overflow=on_overflow, name=name)
     start = int(start)
     check_positions(start, start + length - 1, rows=table.shape[0], offset=offset, name=name)
     return jax.lax.slice_in_dim(table, offset + start, offset + start + length, axis=0)
+
 
 def _static_length(length) -> int:
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 0:
         raise ValueError(f"length: expected a non-negative Python integer, got {length!r}")
     return int(length)
+
 
 def sequential_positions(length: int, *, start: int | jax.Array = 0) -> jax.Array:
     """``start, start + 1, ..., start + length - 1`` as int32, shape ``(length,)``.
@@ -183,6 +184,7 @@ def sequential_positions(length: int, *, start: int | jax.Array = 0) -> jax.Arra
     Array([5, 6, 7], dtype=int32)
     """
     return jnp.arange(_static_length(length), dtype=jnp.int32) + start
+
 
 def padding_aware_positions(mask: jax.typing.ArrayLike, *, start: int | jax.Array = 0) -> jax.Array:
     """Positions that skip padding, as RoBERTa, MPNet and OPT count them.

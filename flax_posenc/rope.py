@@ -280,7 +280,9 @@ def apply_rope(
     """
     config = _as_config(config)
     x = jnp.asarray(x)
-    cos, sin = _cos_sin_for(x, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis)
+    cos, sin = _cos_sin_for(
+        x, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis
+    )
     return apply_rotary(x, cos, sin, layout=config.layout)
 
 
@@ -311,14 +313,18 @@ def apply_rope_qk(
         raise ValueError(
             f"q and k: expected the same sequence length on axis {seq_axis}, got shapes {tuple(q.shape)} and {tuple(k.shape)}"
         )
-    cos, sin = _cos_sin_for(q, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis)
+    cos, sin = _cos_sin_for(
+        q, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis
+    )
     return apply_rotary(q, cos, sin, layout=config.layout), apply_rotary(k, cos, sin, layout=config.layout)
 
 
 def _cos_sin_for(x, config: RopeConfig, positions, *, start, seq_len, on_overflow, seq_axis: int):
     """``cos``/``sin`` shaped to broadcast against ``x`` laid out with ``seq_axis``."""
     if seq_axis not in (-3, -2):
-        raise ValueError(f"seq_axis: expected -3 ((..., seq, heads, head_dim)) or -2 ((..., heads, seq, head_dim)), got {seq_axis!r}")
+        raise ValueError(
+            f"seq_axis: expected -3 ((..., seq, heads, head_dim)) or -2 ((..., heads, seq, head_dim)), got {seq_axis!r}"
+        )
     shape = "(..., seq, heads, {0})" if seq_axis == -3 else "(..., heads, seq, {0})"
     if x.ndim < 3 or x.shape[-1] != config.head_dim:
         raise ValueError(f"x: expected shape {shape.format(config.head_dim)}, got {tuple(x.shape)}")

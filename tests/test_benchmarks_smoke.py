@@ -9,7 +9,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (
-    "input block", "decode step", "training step", "sinusoids", "RoPE prefill", "RoPE at traced", "compile time", "cost curves",
+    "input block",
+    "decode step",
+    "training step",
+    "sinusoids",
+    "RoPE prefill",
+    "RoPE at traced",
+    "compile time",
+    "cost curves",
 )
 
 
@@ -33,12 +40,23 @@ def test_run_quick_reports_every_section_and_target(tmp_path):
         assert (t["met"] is None) == (t["target"] == ""), label
         if t["met"] is not None:  # met means the whole range is on the right side
             op, bound = t["target"].split()
-            assert t["met"] == all((v >= float(bound)) if op == ">=" else (v <= float(bound)) for v in t["values"]), label
-    assert "## Ratios" in out.stdout and "Hugging Face GPT-2 wte+wpe (PyTorch)" in out.stdout and "load average" in out.stdout
+            assert t["met"] == all((v >= float(bound)) if op == ">=" else (v <= float(bound)) for v in t["values"]), (
+                label
+            )
+    assert (
+        "## Ratios" in out.stdout
+        and "Hugging Face GPT-2 wte+wpe (PyTorch)" in out.stdout
+        and "load average" in out.stdout
+    )
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_table_loading_benchmark_runs():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "load_table.py"), "--quick"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "load_table.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "speed-up" in out.stdout

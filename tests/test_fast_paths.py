@@ -48,7 +48,9 @@ def test_take_rows_is_jnp_take_bit_for_bit(dtype):
     ):
         np.testing.assert_array_equal(bits(got), want)
     inside = jnp.asarray(RNG.integers(0, 37, (5,)), jnp.int32)
-    np.testing.assert_array_equal(bits(jax.jit(functools.partial(take_rows, in_bounds=True))(table, inside)), bits(table[inside]))
+    np.testing.assert_array_equal(
+        bits(jax.jit(functools.partial(take_rows, in_bounds=True))(table, inside)), bits(table[inside])
+    )
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
@@ -69,7 +71,9 @@ def test_take_rows_derivatives_are_jnp_take_ones(dtype):
 
 
 def test_bfloat16_block_matches_a_numpy_reference():
-    block = fp.nnx.TransformerInput(300, 16, num_positions=64, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput(
+        300, 16, num_positions=64, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0)
+    )
     ids = RNG.integers(0, 300, (3, 40)).astype(np.int32)
     word = np.asarray(block.word_embeddings[...]).astype(np.float32)
     wpe = np.asarray(block.position_embeddings[...]).astype(np.float32)
@@ -108,7 +112,10 @@ def test_apply_rotary_matches_transformers():
     q = RNG.standard_normal((2, 3, 5, 8)).astype(np.float32)  # (batch, heads, seq, head_dim) for HF
     angle = RNG.uniform(0, 5, (5, 4))
     cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
-    full_cos, full_sin = torch.from_numpy(np.concatenate([cos, cos], -1))[None], torch.from_numpy(np.concatenate([sin, sin], -1))[None]
+    full_cos, full_sin = (
+        torch.from_numpy(np.concatenate([cos, cos], -1))[None],
+        torch.from_numpy(np.concatenate([sin, sin], -1))[None],
+    )
     hf_q, _ = llama_apply(torch.from_numpy(q), torch.from_numpy(q), full_cos, full_sin)
     np.testing.assert_allclose(np.asarray(fp.apply_rotary(q, cos, sin)), hf_q.numpy(), atol=1e-6, rtol=0)
     qj = q.transpose(0, 2, 1, 3)  # GPT-J: (batch, seq, heads, head_dim), sincos repeated per pair
@@ -124,7 +131,9 @@ def test_functional_decode_path_equals_the_module():
     params = block.params()
     for t in (0, 7, 31):
         ids = jnp.array([[3 + t]], jnp.int32)
-        np.testing.assert_array_equal(np.asarray(step(params, ids, start=jnp.int32(t))), np.asarray(block(ids, start=t)))
+        np.testing.assert_array_equal(
+            np.asarray(step(params, ids, start=jnp.int32(t))), np.asarray(block(ids, start=t))
+        )
     checked = fp.position_errors(lambda t: jax.block_until_ready(step(params, jnp.array([[1]], jnp.int32), start=t)))
     with pytest.raises(fp.PositionLimitError, match="32 positions"):
         checked(jnp.int32(32))
@@ -136,10 +145,23 @@ def test_loader_fast_checks_equal_their_plain_definitions():
 
     def is_buffer_plain(key):
         parts = key.split(".")
-        return any(parts[-len(s.split(".")):] == s.split(".") for s in families.BUFFER_SUFFIXES)
+        return any(parts[-len(s.split(".")) :] == s.split(".") for s in families.BUFFER_SUFFIXES)
 
-    keys = ["embeddings.position_ids", "position_ids", "xposition_ids", "h.0.attn.bias", "attn.bias", "h.0.attn.c_attn.bias",
-            "h.0.xattn.bias", "masked_bias", "h.1.attn.masked_bias", "a.masked_bias.weight", "", ".", "token_type_ids.x"]
+    keys = [
+        "embeddings.position_ids",
+        "position_ids",
+        "xposition_ids",
+        "h.0.attn.bias",
+        "attn.bias",
+        "h.0.attn.c_attn.bias",
+        "h.0.xattn.bias",
+        "masked_bias",
+        "h.1.attn.masked_bias",
+        "a.masked_bias.weight",
+        "",
+        ".",
+        "token_type_ids.x",
+    ]
     assert [families.is_buffer(k) for k in keys] == [is_buffer_plain(k) for k in keys]
 
     def depth_plain(v):
@@ -163,9 +185,13 @@ def test_json_integer_bound_with_and_without_long_digit_runs():
     from flax_posenc.errors import CheckpointError
 
     n = safety.MAX_INT_DIGITS
-    assert safety.parse_json('{"a": [%s, -%s]}' % ("9" * n, "9" * n), where="h", what="x") == {"a": [int("9" * n), -int("9" * n)]}
-    assert safety.parse_json('{"a": "%s"}' % ("1" * (n + 5)), where="h", what="x") == {"a": "1" * (n + 5)}  # a string: fine
+    assert safety.parse_json('{{"a": [{}, -{}]}}'.format("9" * n, "9" * n), where="h", what="x") == {
+        "a": [int("9" * n), -int("9" * n)]
+    }
+    assert safety.parse_json('{"a": "%s"}' % ("1" * (n + 5)), where="h", what="x") == {
+        "a": "1" * (n + 5)
+    }  # a string: fine
     with pytest.raises(CheckpointError, match="digits"):
         safety.parse_json('{"a": %s}' % ("1" * (n + 1)), where="h", what="x")
     with pytest.raises(CheckpointError, match="digits"):
-        safety.parse_json('{"a": "%s", "b": %s}' % ("1" * (n + 5), "2" * (n + 1)), where="h", what="x")
+        safety.parse_json('{{"a": "{}", "b": {}}}'.format("1" * (n + 5), "2" * (n + 1)), where="h", what="x")

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from flax_posenc.errors import CheckpointError
 
@@ -128,63 +129,122 @@ _BERT_EMB = dict(
 
 _ROWS: tuple[Family, ...] = (
     Family(
-        name="gpt2", model_types=("gpt2",), length_field="n_positions", extra_length_fields=("n_ctx",),
-        position_key="wpe.weight", word_keys=("wte.weight",), prefixes=("transformer.", ""),
-        detect_patterns=("h.*.attn.c_attn.*",), layer_norm_eps_field=None,
+        name="gpt2",
+        model_types=("gpt2",),
+        length_field="n_positions",
+        extra_length_fields=("n_ctx",),
+        position_key="wpe.weight",
+        word_keys=("wte.weight",),
+        prefixes=("transformer.", ""),
+        detect_patterns=("h.*.attn.c_attn.*",),
+        layer_norm_eps_field=None,
     ),
     Family(
-        name="gpt_neo", model_types=("gpt_neo",), length_field="max_position_embeddings",
-        position_key="wpe.weight", word_keys=("wte.weight",), prefixes=("transformer.", ""),
-        detect_patterns=("h.*.attn.attention.*",), layer_norm_eps_field=None,
+        name="gpt_neo",
+        model_types=("gpt_neo",),
+        length_field="max_position_embeddings",
+        position_key="wpe.weight",
+        word_keys=("wte.weight",),
+        prefixes=("transformer.", ""),
+        detect_patterns=("h.*.attn.attention.*",),
+        layer_norm_eps_field=None,
     ),
     Family(
-        name="bert", model_types=("bert",), token_type_key="embeddings.token_type_embeddings.weight",
-        prefixes=("bert.", ""), **_BERT_EMB,
-    ),
-    Family(
-        name="roberta", model_types=("roberta",), token_type_key="embeddings.token_type_embeddings.weight",
-        prefixes=("roberta.", ""), offset=2, offset_from_pad=True, positions_from="non_padding_ids",
-        default_pad_token_id=1, **_BERT_EMB,
-    ),
-    Family(
-        name="xlm-roberta", model_types=("xlm-roberta",),
-        token_type_key="embeddings.token_type_embeddings.weight", prefixes=("roberta.", "xlm_roberta.", ""),
-        offset=2, offset_from_pad=True, positions_from="non_padding_ids", default_pad_token_id=1, **_BERT_EMB,
-    ),
-    Family(
-        name="mpnet", model_types=("mpnet",), prefixes=("mpnet.", ""),
-        detect_patterns=("encoder.relative_attention_bias.*",), offset=2, positions_from="non_padding_ids",
-        pad_token_id=1, default_pad_token_id=1, **_BERT_EMB,
-    ),
-    Family(
-        name="distilbert", model_types=("distilbert",), prefixes=("distilbert.", ""),
-        detect_patterns=("transformer.layer.*",), layer_norm_eps_field=None, **_BERT_EMB,
-    ),
-    Family(
-        name="electra", model_types=("electra",), token_type_key="embeddings.token_type_embeddings.weight",
-        prefixes=("electra.", "discriminator.", "generator.", ""), detect_patterns=("embeddings_project.*",),
+        name="bert",
+        model_types=("bert",),
+        token_type_key="embeddings.token_type_embeddings.weight",
+        prefixes=("bert.", ""),
         **_BERT_EMB,
     ),
     Family(
-        name="opt", model_types=("opt",), length_field="max_position_embeddings", length_counts_offset=False,
-        position_key="embed_positions.weight", word_keys=("embed_tokens.weight",),
-        prefixes=("model.decoder.", "decoder.", ""), detect_patterns=("layers.*.self_attn_layer_norm.*",),
-        reject_patterns=("layernorm_embedding.*", "../encoder.*"),
-        offset=2, positions_from="attention_mask", default_pad_token_id=1, layer_norm_eps_field=None,
-        refuse_keys=("project_in.weight",), refuse_unequal=(("word_embed_proj_dim", "hidden_size"),),
+        name="roberta",
+        model_types=("roberta",),
+        token_type_key="embeddings.token_type_embeddings.weight",
+        prefixes=("roberta.", ""),
+        offset=2,
+        offset_from_pad=True,
+        positions_from="non_padding_ids",
+        default_pad_token_id=1,
+        **_BERT_EMB,
     ),
     Family(
-        name="bart", model_types=("bart",), length_field="max_position_embeddings", length_counts_offset=False,
-        position_key="embed_positions.weight", word_keys=("embed_tokens.weight", "../shared.weight"),
-        layer_norm_key="layernorm_embedding", prefixes=("model.encoder.", "encoder."),
-        detect_patterns=("layernorm_embedding.*",), offset=2, default_pad_token_id=1,
-        layer_norm_eps_field=None, layer_norm_eps=1e-5, embed_scale_flag="scale_embedding",
-        embed_scale_dim_field="d_model", shared_length_keys=("../decoder.embed_positions.weight",),
+        name="xlm-roberta",
+        model_types=("xlm-roberta",),
+        token_type_key="embeddings.token_type_embeddings.weight",
+        prefixes=("roberta.", "xlm_roberta.", ""),
+        offset=2,
+        offset_from_pad=True,
+        positions_from="non_padding_ids",
+        default_pad_token_id=1,
+        **_BERT_EMB,
+    ),
+    Family(
+        name="mpnet",
+        model_types=("mpnet",),
+        prefixes=("mpnet.", ""),
+        detect_patterns=("encoder.relative_attention_bias.*",),
+        offset=2,
+        positions_from="non_padding_ids",
+        pad_token_id=1,
+        default_pad_token_id=1,
+        **_BERT_EMB,
+    ),
+    Family(
+        name="distilbert",
+        model_types=("distilbert",),
+        prefixes=("distilbert.", ""),
+        detect_patterns=("transformer.layer.*",),
+        layer_norm_eps_field=None,
+        **_BERT_EMB,
+    ),
+    Family(
+        name="electra",
+        model_types=("electra",),
+        token_type_key="embeddings.token_type_embeddings.weight",
+        prefixes=("electra.", "discriminator.", "generator.", ""),
+        detect_patterns=("embeddings_project.*",),
+        **_BERT_EMB,
+    ),
+    Family(
+        name="opt",
+        model_types=("opt",),
+        length_field="max_position_embeddings",
+        length_counts_offset=False,
+        position_key="embed_positions.weight",
+        word_keys=("embed_tokens.weight",),
+        prefixes=("model.decoder.", "decoder.", ""),
+        detect_patterns=("layers.*.self_attn_layer_norm.*",),
+        reject_patterns=("layernorm_embedding.*", "../encoder.*"),
+        offset=2,
+        positions_from="attention_mask",
+        default_pad_token_id=1,
+        layer_norm_eps_field=None,
+        refuse_keys=("project_in.weight",),
+        refuse_unequal=(("word_embed_proj_dim", "hidden_size"),),
+    ),
+    Family(
+        name="bart",
+        model_types=("bart",),
+        length_field="max_position_embeddings",
+        length_counts_offset=False,
+        position_key="embed_positions.weight",
+        word_keys=("embed_tokens.weight", "../shared.weight"),
+        layer_norm_key="layernorm_embedding",
+        prefixes=("model.encoder.", "encoder."),
+        detect_patterns=("layernorm_embedding.*",),
+        offset=2,
+        default_pad_token_id=1,
+        layer_norm_eps_field=None,
+        layer_norm_eps=1e-5,
+        embed_scale_flag="scale_embedding",
+        embed_scale_dim_field="d_model",
+        shared_length_keys=("../decoder.embed_positions.weight",),
     ),
 )
 
 #: Every known family by name, in detection-preference order.
 FAMILIES: Mapping[str, Family] = MappingProxyType({f.name: f for f in _ROWS})
+
 
 def model_type_spellings(model_type: object) -> tuple[str, ...]:
     """The spellings a ``model_type`` is looked up under: as given, ``-`` -> ``_``, ``_`` -> ``-``.
@@ -299,12 +359,25 @@ def _has_pattern(family: Family, prefix: str, keys: set[str]) -> bool:
 
 
 def _semantics(f: Family) -> tuple:
-    return (f.offset, f.offset_from_pad, f.positions_from, f.pad_token_id, f.token_type_key is None,
-            f.layer_norm_key is None, f.embed_scale_flag, f.length_counts_offset)
+    return (
+        f.offset,
+        f.offset_from_pad,
+        f.positions_from,
+        f.pad_token_id,
+        f.token_type_key is None,
+        f.layer_norm_key is None,
+        f.embed_scale_flag,
+        f.length_counts_offset,
+    )
 
 
-def detect_family(keys: Iterable[str], config: Mapping[str, Any] | None = None, *,
-                  family: str | None = None, where: str = "checkpoint") -> Detected:
+def detect_family(
+    keys: Iterable[str],
+    config: Mapping[str, Any] | None = None,
+    *,
+    family: str | None = None,
+    where: str = "checkpoint",
+) -> Detected:
     """Which family a checkpoint holds, and under which prefix.
 
     Decided by, in order: ``family`` if given; ``config["model_type"]``; else the key names
@@ -359,8 +432,10 @@ def _detect_from_keys(keys: set[str], where: str) -> Detected:
     found: list[Detected] = []
     for fam in FAMILIES.values():
         p = find_prefix(fam, keys, generic=False)
-        if p is not None and _matches(fam, p, keys) and not any(
-            fnmatch.filter(keys, resolve_relative(p, pat)) for pat in fam.reject_patterns
+        if (
+            p is not None
+            and _matches(fam, p, keys)
+            and not any(fnmatch.filter(keys, resolve_relative(p, pat)) for pat in fam.reject_patterns)
         ):
             found.append(Detected(fam, p))
     if not found:

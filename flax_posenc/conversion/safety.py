@@ -53,9 +53,14 @@ def _fail(where: object, expected: str, found: str) -> CheckpointError:
 
 def kind_of(mode: int) -> str:
     """``"a directory"``, ``"a FIFO"``, ``"a character device"``, ... for an ``st_mode``."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a regular file"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -133,7 +138,7 @@ def _bad_int(text: str) -> int:
 
 #: a run of more digits than any accepted integer has; without one, no integer can break the bound,
 #: so the per-integer Python hook is skipped (same decisions, the C parser's speed).
-_LONG_DIGITS = re.compile(r"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
+_LONG_DIGITS = re.compile("[0-9]{" + str(MAX_INT_DIGITS + 1) + "}")
 
 
 def _no_constant(text: str) -> Any:
@@ -181,8 +186,9 @@ def parse_json(raw: bytes | str, *, where: object, what: str, allow_constants: b
     return value
 
 
-def load_json(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_JSON_BYTES,
-              allow_constants: bool = False) -> Any:
+def load_json(
+    path: str | os.PathLike, *, what: str, max_bytes: int = MAX_JSON_BYTES, allow_constants: bool = False
+) -> Any:
     """Read and parse a JSON *regular file* of at most ``max_bytes`` bytes (see :func:`parse_json`)."""
     path = Path(path)
     st = regular_file(path, what=what)
@@ -198,5 +204,16 @@ def load_json(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_JSON_B
     return parse_json(raw, where=path, what=what, allow_constants=allow_constants)
 
 
-__all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "checkpoint_boundary", "contained", "is_inside", "kind_of",
-           "load_json", "parse_json", "regular_file", "safe_member_name"]
+__all__ = [
+    "MAX_INT_DIGITS",
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "checkpoint_boundary",
+    "contained",
+    "is_inside",
+    "kind_of",
+    "load_json",
+    "parse_json",
+    "regular_file",
+    "safe_member_name",
+]
