@@ -33,7 +33,7 @@ MUTANTS = [
     ("flax_posenc/overflow.py", "    return clipped + zero, None", "    return clipped, None", CORE),
     ("flax_posenc/overflow.py", "        return jnp.asarray(positions).astype(jnp.int32), None", "        return jnp.asarray(positions).astype(jnp.int32) % limit.rows, None", CORE),
     ("flax_posenc/overflow.py", "    if lo == info.min and hi == info.max:", "    if lo <= info.min or hi >= info.max:", CORE),
-    ("flax_posenc/lookup.py", "    rows = table.at[positions + offset].get(mode=\"promise_in_bounds\")", "    rows = table.at[positions].get(mode=\"promise_in_bounds\")", CORE),
+    ("flax_posenc/lookup.py", "    rows = take_rows(table, positions + offset, in_bounds=True)", "    rows = take_rows(table, positions, in_bounds=True)", CORE),
     ("flax_posenc/lookup.py", "    counted = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) + start", "    counted = jnp.cumsum(mask, axis=-1, dtype=jnp.int32)", CORE),
     ("flax_posenc/lookup.py", "    first = jax.lax.cummax(jnp.where(starts, index, 0), axis=segment_ids.ndim - 1)", "    first = jnp.where(starts, index, 0)", CORE),
     ("flax_posenc/sinusoidal.py", "        dim, base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim", "        dim, endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim", CORE),
