@@ -32,17 +32,26 @@ def main() -> None:
     for heads in range(1, 129):
         mpt = np.abs(np.asarray(mpt_alibi_tensor(heads, seq)) - build_mpt_alibi_tensor(heads, seq).numpy()).max()
         mask = np.ones((1, seq), np.int64)
-        bloom = np.abs(np.asarray(bloom_alibi_tensor(jnp.asarray(mask), heads))
-                       - build_alibi_tensor(torch.from_numpy(mask), heads, torch.float32).numpy()).max()
+        bloom = np.abs(
+            np.asarray(bloom_alibi_tensor(jnp.asarray(mask), heads))
+            - build_alibi_tensor(torch.from_numpy(mask), heads, torch.float32).numpy()
+        ).max()
         (mpt_exact if mpt == 0 else []).append(heads)
         (bloom_exact if bloom == 0 else []).append(heads)
         mpt_worst, bloom_worst = max(mpt_worst, mpt), max(bloom_worst, bloom)
     mpt_differs = [h for h in range(1, 129) if h not in mpt_exact]
-    print(f"1. seq {seq}, heads 1..128: MPT bit-identical for {len(mpt_exact)} head counts; differs for {mpt_differs} "
-          f"(worst {mpt_worst:.2e})")
+    print(
+        f"1. seq {seq}, heads 1..128: MPT bit-identical for {len(mpt_exact)} head counts; differs for {mpt_differs} "
+        f"(worst {mpt_worst:.2e})"
+    )
     print(f"   BLOOM bit-identical for {len(bloom_exact)} of 128 head counts ({bloom_exact}); worst {bloom_worst:.2e}")
-    long_seq = max(np.abs(np.asarray(mpt_alibi_tensor(h, 2048, b)) - build_mpt_alibi_tensor(h, 2048, alibi_bias_max=b).numpy()).max()
-                   for h in (12, 24, 48, 16) for b in (8, 16))
+    long_seq = max(
+        np.abs(
+            np.asarray(mpt_alibi_tensor(h, 2048, b)) - build_mpt_alibi_tensor(h, 2048, alibi_bias_max=b).numpy()
+        ).max()
+        for h in (12, 24, 48, 16)
+        for b in (8, 16)
+    )
     print(f"   MPT at seq 2048, heads 12/24/48/16, alibi_bias_max 8/16: worst {long_seq:.2e}")
 
     off, total, worst_ulps = 0, 0, 0.0
@@ -50,7 +59,7 @@ def main() -> None:
         L = 512
         exact_slopes = fp.alibi_slopes(heads)  # float64
         d = np.arange(L, dtype=np.float64)
-        exact = (-exact_slopes[:, None] * d[None, :])  # (heads, distance): every i - j occurs
+        exact = -exact_slopes[:, None] * d[None, :]  # (heads, distance): every i - j occurs
         correctly_rounded = exact.astype(np.float32)
         ours = np.asarray(fp.alibi_bias(heads, L))[:, L - 1, ::-1]  # row i = L-1: distances 0..L-1
         ulps = np.abs(ours.astype(np.float64) - correctly_rounded) / np.spacing(np.abs(correctly_rounded)).clip(1e-45)
@@ -59,9 +68,11 @@ def main() -> None:
         worst_ulps = max(worst_ulps, float(np.nanmax(np.where(correctly_rounded == 0, 0, ulps))))
         err_exact = np.abs(ours - exact) / np.spacing(np.abs(exact).astype(np.float32)).clip(1e-45)
         worst_vs_exact = float(np.where(exact == 0, 0, err_exact).max())
-    print(f"2. alibi_bias vs the correctly rounded exact product (heads 8, 12, 16, 30, 112; distances < 512): "
-          f"{off / total:.1%} of {total} entries differ, by at most {worst_ulps:.0f} ulp; "
-          f"within {worst_vs_exact:.2f} ulp of the exact value")
+    print(
+        f"2. alibi_bias vs the correctly rounded exact product (heads 8, 12, 16, 30, 112; distances < 512): "
+        f"{off / total:.1%} of {total} entries differ, by at most {worst_ulps:.0f} ulp; "
+        f"within {worst_vs_exact:.2f} ulp of the exact value"
+    )
 
     rng = np.random.default_rng(0)
     heads = 12
@@ -77,11 +88,22 @@ def main() -> None:
         mpt = np.asarray(mpt_alibi_tensor(heads, L))
         out = []
         for name, bias in (("ours", ours), ("BLOOM", bloom), ("MPT", mpt)):
-            probs = np.asarray(jax.nn.softmax(jnp.asarray(np.where(causal, scores + bias, np.finfo(np.float32).min)), axis=-1))
+            probs = np.asarray(
+                jax.nn.softmax(jnp.asarray(np.where(causal, scores + bias, np.finfo(np.float32).min)), axis=-1)
+            )
             out.append(f"{name} {np.abs(probs - ref).max():.1e}")
-        ours_p = np.asarray(jax.nn.softmax(jnp.asarray(np.where(causal, scores + ours, np.finfo(np.float32).min)), axis=-1))
-        agree = [np.abs(ours_p - np.asarray(jax.nn.softmax(jnp.asarray(np.where(causal, scores + b, np.finfo(np.float32).min)), axis=-1))).max()
-                 for b in (bloom, mpt)]
+        ours_p = np.asarray(
+            jax.nn.softmax(jnp.asarray(np.where(causal, scores + ours, np.finfo(np.float32).min)), axis=-1)
+        )
+        agree = [
+            np.abs(
+                ours_p
+                - np.asarray(
+                    jax.nn.softmax(jnp.asarray(np.where(causal, scores + b, np.finfo(np.float32).min)), axis=-1)
+                )
+            ).max()
+            for b in (bloom, mpt)
+        ]
         print(f"3. L={L}: attention vs float64: {', '.join(out)}; ours vs BLOOM {agree[0]:.1e}, vs MPT {agree[1]:.1e}")
 
 

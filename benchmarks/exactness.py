@@ -18,10 +18,14 @@ import flax_posenc as fp
 
 def positions(n_random: int) -> np.ndarray:
     rng = np.random.default_rng(0)
-    return np.concatenate([
-        rng.integers(0, 2**24, n_random), np.arange(2**24 - 300, 2**24), 2 ** np.arange(25) - 1,
-        [0, 1, 255, 256, 65535, 65536],
-    ])
+    return np.concatenate(
+        [
+            rng.integers(0, 2**24, n_random),
+            np.arange(2**24 - 300, 2**24),
+            2 ** np.arange(25) - 1,
+            [0, 1, 255, 256, 65535, 65536],
+        ]
+    )
 
 
 def interleave(sin: np.ndarray, cos: np.ndarray) -> np.ndarray:

@@ -29,9 +29,14 @@ def main() -> None:
         w64 = 10000.0 ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
         angle = positions[:, None] * w64
         ref_cos, ref_sin = np.cos(angle), np.sin(angle)
-        hf = max(np.abs(cos_hf[0, :, :half].double().numpy() - ref_cos).max(), np.abs(sin_hf[0, :, :half].double().numpy() - ref_sin).max())
+        hf = max(
+            np.abs(cos_hf[0, :, :half].double().numpy() - ref_cos).max(),
+            np.abs(sin_hf[0, :, :half].double().numpy() - ref_sin).max(),
+        )
         cos, sin = fp.rotary_cos_sin(positions, fp.RopeConfig(head_dim=head_dim))
-        ours = max(np.abs(np.asarray(cos, np.float64) - ref_cos).max(), np.abs(np.asarray(sin, np.float64) - ref_sin).max())
+        ours = max(
+            np.abs(np.asarray(cos, np.float64) - ref_cos).max(), np.abs(np.asarray(sin, np.float64) - ref_sin).max()
+        )
         print(f"head_dim {head_dim}, positions 0..8191: HF max |error| {hf:.1e}, flax-posenc {ours:.1e}")
 
 

@@ -92,14 +92,19 @@ def build_checkpoint(path: Path, quick: bool = False) -> None:
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=1000, n_positions=1024, n_embd=64, n_layer=1, n_head=2) if quick else transformers.GPT2Config()
+    config = (
+        transformers.GPT2Config(vocab_size=1000, n_positions=1024, n_embd=64, n_layer=1, n_head=2)
+        if quick
+        else transformers.GPT2Config()
+    )
     model = transformers.GPT2Model(config)
     model.save_pretrained(path)
 
 
 def run(which: str, path: Path, steady: int = 3) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, which, str(path), str(steady)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, which, str(path), str(steady)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -133,8 +138,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"building a GPT2Config() checkpoint in {path} ...", flush=True)
             build_checkpoint(path, quick=args.quick)
         size = (path / "model.safetensors").stat().st_size
-        print(f"checkpoint: {path} ({size / 2**20:.0f} MiB); table 1024 x {'64' if args.quick else '768'} float32; "
-              f"{args.repeats} runs each, fresh process per run, warm page cache")
+        print(
+            f"checkpoint: {path} ({size / 2**20:.0f} MiB); table 1024 x {'64' if args.quick else '768'} float32; "
+            f"{args.repeats} runs each, fresh process per run, warm page cache"
+        )
         with open(path / "model.safetensors", "rb") as f:  # warm the page cache for both
             while f.read(64 << 20):
                 pass
@@ -143,12 +150,16 @@ def main(argv: list[str] | None = None) -> None:
             runs = [run(which, path, args.steady) for _ in range(args.repeats)]
             results[which] = {k: _median(r[k] for r in runs) for k in runs[0]}
         print(f"\n{'loader':<40}{'median s':>10}{'tracemalloc MiB':>17}{'RSS growth MiB':>16}{'in-process s':>14}")
-        labels = {"flax_posenc": "flax_posenc load_position_table",
-                  "transformers": "transformers AutoModel.from_pretrained"}
+        labels = {
+            "flax_posenc": "flax_posenc load_position_table",
+            "transformers": "transformers AutoModel.from_pretrained",
+        }
         for which, r in results.items():
             steady = "n/a" if r["steady_seconds"] is None else f"{r['steady_seconds']:.4f}"
-            print(f"{labels[which]:<40}{r['seconds']:>10.4f}{mib(r['tracemalloc_peak']):>17}"
-                  f"{mib(r['rss_peak_growth']):>16}{steady:>14}")
+            print(
+                f"{labels[which]:<40}{r['seconds']:>10.4f}{mib(r['tracemalloc_peak']):>17}"
+                f"{mib(r['rss_peak_growth']):>16}{steady:>14}"
+            )
         ratio = results["transformers"]["seconds"] / results["flax_posenc"]["seconds"]
         print(f"\nspeed-up, first load in a fresh process (median transformers / median flax_posenc): {ratio:.0f}x")
         if results["flax_posenc"]["steady_seconds"] and results["transformers"]["steady_seconds"]:

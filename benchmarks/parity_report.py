@@ -37,7 +37,9 @@ def main() -> None:
     import transformers
 
     transformers.utils.logging.disable_progress_bar()
-    print(f"| checkpoint | NNX max abs diff | Linen max abs diff | max abs HF output | ulps of it (tests: <= {ULPS}) |\n|---|---|---|---|---|")
+    print(
+        f"| checkpoint | NNX max abs diff | Linen max abs diff | max abs HF output | ulps of it (tests: <= {ULPS}) |\n|---|---|---|---|---|"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for family in conftest.TINY_FAMILIES:
             model = conftest.build_tiny_model(family)
@@ -54,12 +56,24 @@ def main() -> None:
     types = np.zeros_like(ids)
     types[:, 300:] = 1
     expected = hf_embedding_output("bert", model, ids, types)
-    print(row("real all-MiniLM-L6-v2, 2 x 512 random ids", expected, *(ours(kind, bert, ids, types, None) for kind in ("nnx", "linen"))))
+    print(
+        row(
+            "real all-MiniLM-L6-v2, 2 x 512 random ids",
+            expected,
+            *(ours(kind, bert, ids, types, None) for kind in ("nnx", "linen")),
+        )
+    )
     ids = real_text_ids(bert)
     types = np.zeros_like(ids)
     types[:, 256:] = 1
     expected = hf_embedding_output("bert", model, ids, types)
-    print(row("real all-MiniLM-L6-v2, 2 x 512 tokens of English text", expected, *(ours(kind, bert, ids, types, None) for kind in ("nnx", "linen"))))
+    print(
+        row(
+            "real all-MiniLM-L6-v2, 2 x 512 tokens of English text",
+            expected,
+            *(ours(kind, bert, ids, types, None) for kind in ("nnx", "linen")),
+        )
+    )
 
 
 if __name__ == "__main__":

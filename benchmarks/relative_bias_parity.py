@@ -31,8 +31,9 @@ def hf_buckets(rp, bi, nb, md):
     import torch
     from transformers.models.t5.modeling_t5 import T5Attention
 
-    return T5Attention._relative_position_bucket(torch.from_numpy(np.asarray(rp, np.int64)), bidirectional=bi,
-                                                 num_buckets=nb, max_distance=md).numpy()
+    return T5Attention._relative_position_bucket(
+        torch.from_numpy(np.asarray(rp, np.int64)), bidirectional=bi, num_buckets=nb, max_distance=md
+    ).numpy()
 
 
 def main() -> None:
@@ -60,13 +61,18 @@ def main() -> None:
     reach = 2**16 if args.quick else 2**20
     rp = np.arange(-reach, reach + 1)
     for bi, nb, md in configs:
-        ours = np.asarray(jax.jit(lambda r: fp.relative_position_bucket(r, bidirectional=bi, num_buckets=nb,
-                                                                       max_distance=md))(jnp.asarray(rp, jnp.int32)))
+        ours = np.asarray(
+            jax.jit(lambda r: fp.relative_position_bucket(r, bidirectional=bi, num_buckets=nb, max_distance=md))(
+                jnp.asarray(rp, jnp.int32)
+            )
+        )
         bad = int((ours != hf_buckets(rp, bi, nb, md)).sum())
         print(f"| {'bidirectional' if bi else 'causal'} | {nb} | {md} | {rp.size} | {bad} |")
 
     print("\n## 2. Limits: distances resolved exactly, and where every distance shares the last bucket\n")
-    print("| direction | num_buckets | max_distance | exact distances | saturation distance | same as read off transformers |")
+    print(
+        "| direction | num_buckets | max_distance | exact distances | saturation distance | same as read off transformers |"
+    )
     print("|---|---|---|---|---|---|")
     for bi, nb, md in configs:
         cfg = BucketConfig(nb, md, bi)
@@ -75,7 +81,9 @@ def main() -> None:
         shared = np.nonzero(ref[1:] == ref[:-1])[0]
         exact = int(shared[0]) - 1
         same = cfg.saturation_distance == sat and cfg.exact_limit == exact
-        print(f"| {'bidirectional' if bi else 'causal'} | {nb} | {md} | 0..{cfg.exact_limit} | {cfg.saturation_distance} | {same} |")
+        print(
+            f"| {'bidirectional' if bi else 'causal'} | {nb} | {md} | 0..{cfg.exact_limit} | {cfg.saturation_distance} | {same} |"
+        )
 
     print("\n## 3. Exact arithmetic vs transformers' float32 buckets\n")
     top = 300 if args.quick else 1024
@@ -89,8 +97,10 @@ def main() -> None:
             for d in n[a != b]:
                 hf = int(hf_buckets(np.array([-d]), False, per_direction, md)[0])
                 differ.append((per_direction, md, int(d), int(a[d]), hf, int(b[d])))
-    print(f"{scanned} configurations scanned (buckets per direction 32, 64, 128; every max_distance up to {top}); "
-          f"{len(differ)} distance(s) differ:\n")
+    print(
+        f"{scanned} configurations scanned (buckets per direction 32, 64, 128; every max_distance up to {top}); "
+        f"{len(differ)} distance(s) differ:\n"
+    )
     print("| buckets per direction | max_distance | distance | ours (float32) | transformers | exact |")
     print("|---|---|---|---|---|---|")
     for row in differ:
@@ -101,15 +111,21 @@ def main() -> None:
     tiny = dict(vocab_size=40, d_model=8, d_kv=4, d_ff=16, num_heads=2, num_layers=2)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+
         def saved(model, name):
             path = f"{tmp}/{name}"
             model.eval().save_pretrained(path)
             return model, path
 
-        for name, cls, cfg in (("t5", tf.T5ForConditionalGeneration, tf.T5Config(**tiny)),
-                               ("mt5 (64 buckets, max_distance 256)", tf.MT5ForConditionalGeneration,
-                                tf.MT5Config(**tiny, relative_attention_num_buckets=64, relative_attention_max_distance=256)),
-                               ("umt5 (layer 1)", tf.UMT5ForConditionalGeneration, tf.UMT5Config(**tiny))):
+        for name, cls, cfg in (
+            ("t5", tf.T5ForConditionalGeneration, tf.T5Config(**tiny)),
+            (
+                "mt5 (64 buckets, max_distance 256)",
+                tf.MT5ForConditionalGeneration,
+                tf.MT5Config(**tiny, relative_attention_num_buckets=64, relative_attention_max_distance=256),
+            ),
+            ("umt5 (layer 1)", tf.UMT5ForConditionalGeneration, tf.UMT5Config(**tiny)),
+        ):
             model, path = saved(cls(cfg), name.split()[0])
             layer = 1 if name.startswith("umt5") else 0
             for stack_name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
@@ -118,7 +134,9 @@ def main() -> None:
                 for q, k, start, what in ((512, 512, 0, "512 x 512"), (1, 512, 511, "decoding step at 511")):
                     with torch.no_grad():
                         ref = attn.compute_bias(q, k, past_seen_tokens=start)[0].numpy()
-                    rows.append((name, stack_name, what, float(np.abs(np.asarray(bias(q, k, query_start=start)) - ref).max())))
+                    rows.append(
+                        (name, stack_name, what, float(np.abs(np.asarray(bias(q, k, query_start=start)) - ref).max()))
+                    )
         model, path = saved(tf.LongT5ForConditionalGeneration(tf.LongT5Config(**tiny)), "longt5")
         local = model.encoder.block[0].layer[0].LocalSelfAttention
         bl = local.block_len
@@ -126,16 +144,32 @@ def main() -> None:
         with torch.no_grad():
             ref = local.compute_bias(bl)[0, 0].numpy()
         ours = fp.relative_position_bias(tab.weights, bl, 3 * bl, query_start=bl)
-        rows.append(("longt5", "encoder (local)", f"block {bl} x {3 * bl}", float(np.abs(np.asarray(ours) - ref).max())))
+        rows.append(
+            ("longt5", "encoder (local)", f"block {bl} x {3 * bl}", float(np.abs(np.asarray(ours) - ref).max()))
+        )
         for buckets in (32, 64):
-            mp = tf.MPNetModel(tf.MPNetConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                              intermediate_size=16, relative_attention_num_buckets=buckets))
+            mp = tf.MPNetModel(
+                tf.MPNetConfig(
+                    vocab_size=40,
+                    hidden_size=8,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    intermediate_size=16,
+                    relative_attention_num_buckets=buckets,
+                )
+            )
             model, path = saved(mp, f"mpnet{buckets}")
             with torch.no_grad():
                 ref = model.encoder.compute_position_bias(torch.zeros(1, 512, 8))[0].numpy()
             lin, variables = fp.linen.RelativePositionBias.from_pretrained(path)
-            rows.append((f"mpnet ({buckets}-row table)", "encoder", "512 x 512",
-                         float(np.abs(np.asarray(lin.apply(variables, 512, 512)) - ref).max())))
+            rows.append(
+                (
+                    f"mpnet ({buckets}-row table)",
+                    "encoder",
+                    "512 x 512",
+                    float(np.abs(np.asarray(lin.apply(variables, 512, 512)) - ref).max()),
+                )
+            )
     print("| checkpoint | stack | bias | max abs difference |")
     print("|---|---|---|---|")
     for name, stack, what, diff in rows:
@@ -145,7 +179,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         torch.manual_seed(0)
         path = f"{tmp}/t5-default-shapes"
-        tf.T5ForConditionalGeneration(tf.T5Config(vocab_size=64, num_layers=1, num_decoder_layers=1)).save_pretrained(path)
+        tf.T5ForConditionalGeneration(tf.T5Config(vocab_size=64, num_layers=1, num_decoder_layers=1)).save_pretrained(
+            path
+        )
         for argv in (["inspect", path], ["check", path, "--length", "512"]):
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):

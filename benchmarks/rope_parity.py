@@ -33,17 +33,33 @@ def main() -> None:
         "linear": {"factor": 4.0},
         "dynamic": {"factor": 2.5},
         "yarn": {"factor": 4.0, "original_max_position_embeddings": 16},
-        "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8},
-        "longrope": {"short_factor": list(np.linspace(1, 2, hd // 2)), "long_factor": list(np.linspace(1, 8, hd // 2)),
-                     "original_max_position_embeddings": 16, "factor": 4.0},
+        "llama3": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8,
+        },
+        "longrope": {
+            "short_factor": list(np.linspace(1, 2, hd // 2)),
+            "long_factor": list(np.linspace(1, 8, hd // 2)),
+            "original_max_position_embeddings": 16,
+            "factor": 4.0,
+        },
     }
     print("| scaling | inv_freq | cos/sin | rotated q, k | attention factor (ours = HF) |")
     print("|---|---|---|---|---|")
     for kind, extra in scalings.items():
         params = {"rope_type": kind, "rope_theta": 10000.0, **extra}
-        config = LlamaConfig(hidden_size=4 * hd, num_attention_heads=4, head_dim=hd, max_position_embeddings=max_pos,
-                             rope_parameters=dict(params))
-        ours = fp.RopeConfig.from_rope_parameters(params, head_dim=hd, max_position_embeddings=max_pos if kind == "dynamic" else None)
+        config = LlamaConfig(
+            hidden_size=4 * hd,
+            num_attention_heads=4,
+            head_dim=hd,
+            max_position_embeddings=max_pos,
+            rope_parameters=dict(params),
+        )
+        ours = fp.RopeConfig.from_rope_parameters(
+            params, head_dim=hd, max_position_embeddings=max_pos if kind == "dynamic" else None
+        )
         inv_err = cs_err = qk_err = 0.0
         for seq_len in (None, 64):
             if kind == "default":
@@ -61,8 +77,11 @@ def main() -> None:
                 cos_hf, sin_hf = emb(torch.zeros(1), torch.from_numpy(pos))
                 q_hf, k_hf = apply_rotary_pos_emb(torch.from_numpy(q), torch.from_numpy(k), cos_hf, sin_hf)
             cos, sin = fp.rotary_cos_sin(jnp.asarray(pos), ours)
-            cs_err = max(cs_err, float(np.abs(np.asarray(cos) - cos_hf[..., : hd // 2].numpy()).max()),
-                         float(np.abs(np.asarray(sin) - sin_hf[..., : hd // 2].numpy()).max()))
+            cs_err = max(
+                cs_err,
+                float(np.abs(np.asarray(cos) - cos_hf[..., : hd // 2].numpy()).max()),
+                float(np.abs(np.asarray(sin) - sin_hf[..., : hd // 2].numpy()).max()),
+            )
             for x, want in ((q, q_hf), (k, k_hf)):
                 got = fp.apply_rotary(jnp.asarray(x), cos[:, None], sin[:, None])
                 qk_err = max(qk_err, float(np.abs(np.asarray(got) - want.numpy()).max()))
@@ -74,8 +93,11 @@ def main() -> None:
         mask[1, :17] = 0
         want = build_alibi_tensor(torch.from_numpy(mask), heads, torch.float32).numpy()
         alibi_err = max(alibi_err, float(np.abs(np.asarray(bloom_alibi_tensor(jnp.asarray(mask), heads)) - want).max()))
-    mpt_err = max(float(np.abs(np.asarray(mpt_alibi_tensor(h, 128, b)) - build_mpt_alibi_tensor(h, 128, b).numpy()).max())
-                  for h in (8, 12, 16, 24) for b in (8, 16))
+    mpt_err = max(
+        float(np.abs(np.asarray(mpt_alibi_tensor(h, 128, b)) - build_mpt_alibi_tensor(h, 128, b).numpy()).max())
+        for h in (8, 12, 16, 24)
+        for b in (8, 16)
+    )
     print(f"\nALiBi: BLOOM build_alibi_tensor max abs diff {alibi_err:.1e}; MPT build_mpt_alibi_tensor {mpt_err:.1e}")
 
     cfg = fp.RopeConfig(head_dim=128)
@@ -83,10 +105,15 @@ def main() -> None:
     inv, _ = fp.rope_inverse_frequencies(cfg)
     angle = pos[:, None].astype(np.float64) * inv
     cos, sin = fp.rotary_cos_sin(jnp.asarray(pos, jnp.int32), cfg)
-    exact = max(np.abs(np.asarray(cos, np.float64) - np.cos(angle)).max(), np.abs(np.asarray(sin, np.float64) - np.sin(angle)).max())
+    exact = max(
+        np.abs(np.asarray(cos, np.float64) - np.cos(angle)).max(),
+        np.abs(np.asarray(sin, np.float64) - np.sin(angle)).max(),
+    )
     naive_angle = pos[:, None].astype(np.float32) * inv.astype(np.float32)
     naive = max(np.abs(np.cos(naive_angle) - np.cos(angle)).max(), np.abs(np.sin(naive_angle) - np.sin(angle)).max())
-    print(f"cos/sin error vs float64 at positions < 2**24 (head_dim 128, theta 1e4): ours {exact:.1e}, naive float32 {naive:.2f}")
+    print(
+        f"cos/sin error vs float64 at positions < 2**24 (head_dim 128, theta 1e4): ours {exact:.1e}, naive float32 {naive:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def main() -> None:
         shift = float(jnp.abs(near - far).max())
         swapped = model(ids[:, ::-1])[:, ::-1]
         order = float(jnp.abs(near - swapped).max())
-        print(f"{position:5s}: output {tuple(near.shape)}; positions shifted by 100000 -> max change {shift:.1e} "
-              f"(relative positions only); order reversed -> max change {order:.2f} (order is seen)")
+        print(
+            f"{position:5s}: output {tuple(near.shape)}; positions shifted by 100000 -> max change {shift:.1e} "
+            f"(relative positions only); order reversed -> max change {order:.2f} (order is seen)"
+        )
     # the naive float32 angle would not keep the shift invariance at long range:
     cfg = fp.RopeConfig(head_dim=HEAD_DIM)
     exact = fp.analysis.rope_offset_invariance(cfg, length=256, start=2**20).max_spread

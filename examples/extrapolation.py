@@ -98,8 +98,9 @@ class Config:
 
 
 # smoke run: every code path, a smaller model, numbers meaningless
-QUICK = Config(dim=32, heads=2, layers=1, mlp=64, steps=20, batch=8, warmup=5, seeds=(0,),
-               eval_lengths=(32, 96), eval_sequences=8)
+QUICK = Config(
+    dim=32, heads=2, layers=1, mlp=64, steps=20, batch=8, warmup=5, seeds=(0,), eval_lengths=(32, 96), eval_sequences=8
+)
 
 TRAINED_VARIANTS = ("sinusoidal", "learned", "none")
 # how the learned table is read past the trained length, evaluated on the one trained model
@@ -148,7 +149,9 @@ def make_input_block(cfg: Config, position: str, num_positions: int, *, rngs: nn
     if position == "learned":
         return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, num_positions=num_positions, rngs=rngs)
     if position == "sinusoidal":
-        return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, position="sinusoidal", embed_scale=math.sqrt(cfg.dim), rngs=rngs)
+        return fp.nnx.TransformerInput(
+            cfg.vocab, cfg.dim, position="sinusoidal", embed_scale=math.sqrt(cfg.dim), rngs=rngs
+        )
     return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, position="none", rngs=rngs)
 
 
@@ -306,9 +309,11 @@ def summarise(per_seed: list[dict[str, dict[int, np.ndarray]]], cfg: Config) -> 
             runs = [r[name][length] for r in per_seed]
             overall = [float(np.nanmean(a)) for a in runs]
             inside = [float(np.nanmean(a[: cfg.train_length])) for a in runs]
-            beyond = [float(np.nanmean(a[cfg.train_length:])) for a in runs if length > cfg.train_length]
+            beyond = [float(np.nanmean(a[cfg.train_length :])) for a in runs if length > cfg.train_length]
             rows[length] = dict(
-                mean=float(np.mean(overall)), seeds=overall, inside=float(np.mean(inside)),
+                mean=float(np.mean(overall)),
+                seeds=overall,
+                inside=float(np.mean(inside)),
                 beyond=float(np.mean(beyond)) if beyond else None,
             )
         result[name] = rows
@@ -356,9 +361,14 @@ def plot(summary: dict, curves: dict[str, np.ndarray], cfg: Config, path: Path) 
     longest = max(lengths)
     window = 8
     for name, acc in curves.items():
-        smooth = np.convolve(np.nan_to_num(acc[cfg.offset:]), np.ones(window) / window, mode="valid")
-        ax2.plot(np.arange(len(smooth)) + cfg.offset + window // 2, smooth, label=name, color=STYLE[name]["color"],
-                 linestyle=STYLE[name].get("linestyle", "-"))
+        smooth = np.convolve(np.nan_to_num(acc[cfg.offset :]), np.ones(window) / window, mode="valid")
+        ax2.plot(
+            np.arange(len(smooth)) + cfg.offset + window // 2,
+            smooth,
+            label=name,
+            color=STYLE[name]["color"],
+            linestyle=STYLE[name].get("linestyle", "-"),
+        )
     ax2.set_xlabel(f"position in a sequence of length {longest}")
     ax2.set_ylabel(f"accuracy (moving mean over {window} positions)")
     ax2.set_title(f"where the errors are, at L = {longest}")
@@ -368,8 +378,9 @@ def plot(summary: dict, curves: dict[str, np.ndarray], cfg: Config, path: Path) 
     plt.close(fig)
 
 
-def markdown(summary: dict, cfg: Config, *, command: str, wall: float, losses: dict, limit_error: str,
-             figure: str, cores: int) -> str:
+def markdown(
+    summary: dict, cfg: Config, *, command: str, wall: float, losses: dict, limit_error: str, figure: str, cores: int
+) -> str:
     """The report: command, setup, results table, figure, and a plain reading of the numbers."""
     lengths = list(cfg.eval_lengths)
     longest = max(lengths)
@@ -399,7 +410,9 @@ def markdown(summary: dict, cfg: Config, *, command: str, wall: float, losses: d
     example = (
         f" For example `sinusoidal` scores {sin['mean']:.3f} at L = {first} over all scored positions, but "
         f"{sin['beyond']:.3f} on positions {cfg.train_length}..{first - 1} alone ({sin['inside']:.3f} on the "
-        f"positions below {cfg.train_length})." if sin and sin["beyond"] is not None else ""
+        f"positions below {cfg.train_length})."
+        if sin and sin["beyond"] is not None
+        else ""
     )
     final_losses = ", ".join(f"{k} {np.mean([curve[-1] for curve in v]):.3f}" for k, v in losses.items())
     return f"""# Do absolute position encodings extrapolate? (measured)
@@ -506,10 +519,17 @@ def reading(summary: dict, cfg: Config) -> str:
     best = max(positional, key=lambda n: mean(n, longest))
     kept = mean(best, longest) >= 0.9 * mean(best, inside)
     worst = min(positional, key=lambda n: mean(n, longest))
-    solved = "every position-aware variant solves the task" if fitted >= 0.95 else "not every position-aware variant fits the task"
+    solved = (
+        "every position-aware variant solves the task"
+        if fitted >= 0.95
+        else "not every position-aware variant fits the task"
+    )
     holds = "keep working" if window_holds("sinusoidal") else "do not keep working either"
-    clamp = ("so the trained window still works and everything past it is lost"
-             if window_holds("learned/clamp") else "and the trained window is disturbed as well")
+    clamp = (
+        "so the trained window still works and everything past it is lost"
+        if window_holds("learned/clamp")
+        else "and the trained window is disturbed as well"
+    )
     return f"""\
 **Inside the trained range** {solved}: accuracy at L = {inside} is at least {fitted:.3f}. Without
 positions (`none`) the model scores {mean("none", inside):.3f}: with attention blind to order its best
@@ -557,9 +577,16 @@ def report(results: dict, out: Path) -> None:
     summary = {name: {int(n): r for n, r in rows.items()} for name, rows in results["summary"].items()}
     curves = {name: np.asarray(v, dtype=float) for name, v in results["curves"].items()}
     plot(summary, curves, cfg, out / "figures" / "extrapolation.png")
-    doc = markdown(summary, cfg, command=results["command"], wall=results["wall_s"], losses=results["losses"],
-                   limit_error=results["limit_error"], figure="figures/extrapolation.png",
-                   cores=results["cores"])
+    doc = markdown(
+        summary,
+        cfg,
+        command=results["command"],
+        wall=results["wall_s"],
+        losses=results["losses"],
+        limit_error=results["limit_error"],
+        figure="figures/extrapolation.png",
+        cores=results["cores"],
+    )
     (out / "extrapolation.md").write_text(doc)
 
 
@@ -574,15 +601,22 @@ def run(cfg: Config, out: Path, command: str) -> dict:
             t0 = time.perf_counter()
             models[position], curve = train(cfg, position, seed)
             losses.setdefault(position, []).append(curve)
-            print(f"trained {position:<10} seed {seed}: final loss {curve[-1]:.4f} "
-                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
+            print(
+                f"trained {position:<10} seed {seed}: final loss {curve[-1]:.4f} ({time.perf_counter() - t0:.1f} s)",
+                flush=True,
+            )
         limit_error = check_limit_is_enforced(cfg, models["learned"])
         per_seed.append(evaluate(cfg, models, seed))
     summary = summarise(per_seed, cfg)
     curves = per_position_curves(per_seed, max(cfg.eval_lengths))
     results = dict(
-        command=command, wall_s=time.perf_counter() - start, cores=os.cpu_count(), config=dataclasses.asdict(cfg),
-        summary=summary, losses=losses, limit_error=limit_error,
+        command=command,
+        wall_s=time.perf_counter() - start,
+        cores=os.cpu_count(),
+        config=dataclasses.asdict(cfg),
+        summary=summary,
+        losses=losses,
+        limit_error=limit_error,
         curves={name: [None if np.isnan(x) else float(x) for x in v] for name, v in curves.items()},
     )
     (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -590,18 +624,25 @@ def run(cfg: Config, out: Path, command: str) -> dict:
     report(results, out)
     for name, rows in summary.items():
         print(f"{name:<15} " + "  ".join(f"L={n}:{rows[n]['mean']:.3f}" for n in cfg.eval_lengths))
-    print(f"wrote {out / 'extrapolation.md'} and {out / 'figures'}/extrapolation.{{png,json}} "
-          f"in {results['wall_s']:.1f} s", flush=True)
+    print(
+        f"wrote {out / 'extrapolation.md'} and {out / 'figures'}/extrapolation.{{png,json}} "
+        f"in {results['wall_s']:.1f} s",
+        flush=True,
+    )
     return results
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (numbers meaningless)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs",
-                        help="directory for extrapolation.md and figures/ (default: docs/)")
-    parser.add_argument("--report-only", action="store_true",
-                        help="re-render the report from OUT/figures/extrapolation.json without training")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "docs", help="directory for extrapolation.md and figures/ (default: docs/)"
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="re-render the report from OUT/figures/extrapolation.json without training",
+    )
     args = parser.parse_args(argv)
     if args.report_only:
         report(json.loads((args.out / "figures" / "extrapolation.json").read_text()), args.out)

@@ -104,9 +104,23 @@ class Config:
 
 
 # smoke run: every code path, tiny sizes, numbers meaningless except the structure checks
-QUICK = Config(dim=32, heads=2, layers=1, mlp=64, train_length=16, batch=8, steps=100, lr=1e-2, warmup=5,
-               seeds=(0,), eval_lengths=(16, 32), eval_bytes=256, eval_batch_bytes=256,
-               finetune_factors=(2,), finetune_steps=3)
+QUICK = Config(
+    dim=32,
+    heads=2,
+    layers=1,
+    mlp=64,
+    train_length=16,
+    batch=8,
+    steps=100,
+    lr=1e-2,
+    warmup=5,
+    seeds=(0,),
+    eval_lengths=(16, 32),
+    eval_bytes=256,
+    eval_batch_bytes=256,
+    finetune_factors=(2,),
+    finetune_steps=3,
+)
 
 TRAINED = ("sinusoidal", "learned", "rope", "alibi", "t5", "none")
 ROPE_SCALINGS = ("rope", "rope+PI", "rope+NTK", "rope+YaRN")
@@ -144,11 +158,15 @@ def load_corpus(cfg: Config) -> dict:
     if len(held_bytes) < cfg.eval_bytes + 1:
         raise ValueError(f"held-out text: expected at least {cfg.eval_bytes + 1} bytes, found {len(held_bytes)}")
     return dict(
-        train=np.frombuffer(train_bytes, np.uint8), held=np.frombuffer(held_bytes, np.uint8),
+        train=np.frombuffer(train_bytes, np.uint8),
+        held=np.frombuffer(held_bytes, np.uint8),
         info=dict(
-            directory=str(stdlib_dir()), python=platform.python_version(),
-            train_files=[p.name for p in train], held_out_files=[p.name for p in held],
-            train_bytes=len(train_bytes), held_out_bytes=len(held_bytes),
+            directory=str(stdlib_dir()),
+            python=platform.python_version(),
+            train_files=[p.name for p in train],
+            held_out_files=[p.name for p in held],
+            train_bytes=len(train_bytes),
+            held_out_bytes=len(held_bytes),
             train_sha256=hashlib.sha256(train_bytes).hexdigest(),
             held_out_sha256=hashlib.sha256(held_bytes).hexdigest(),
         ),
@@ -197,8 +215,13 @@ class ByteLM(nnx.Module):
         self.heads = cfg.heads
         position = encoding if encoding in ("sinusoidal", "learned") else "none"
         self.embed = fp.nnx.TransformerInput(
-            256, cfg.dim, position=position, num_positions=cfg.train_length if position == "learned" else None,
-            embed_scale=math.sqrt(cfg.dim), rngs=rngs, position_name=f"learned table ({cfg.train_length} rows)",
+            256,
+            cfg.dim,
+            position=position,
+            num_positions=cfg.train_length if position == "learned" else None,
+            embed_scale=math.sqrt(cfg.dim),
+            rngs=rngs,
+            position_name=f"learned table ({cfg.train_length} rows)",
         )
         if encoding == "t5":  # T5's decoder bias: 32 causal buckets up to distance 128, one table for all layers
             self.relative_bias = fp.nnx.RelativePositionBias(cfg.heads, bidirectional=False, rngs=rngs)
@@ -246,7 +269,9 @@ def rope_config(cfg: Config, scaling: str, length: int, factor: float | None = N
     if scaling == "rope+NTK":
         return fp.RopeConfig(head_dim=head_dim, rope_type="dynamic", factor=1.0, max_position_embeddings=trained)
     if scaling == "rope+YaRN":
-        return fp.RopeConfig(head_dim=head_dim, rope_type="yarn", factor=ratio, original_max_position_embeddings=trained)
+        return fp.RopeConfig(
+            head_dim=head_dim, rope_type="yarn", factor=ratio, original_max_position_embeddings=trained
+        )
     raise ValueError(f"scaling: unknown {scaling!r}")
 
 
@@ -263,7 +288,7 @@ def loss_fn(model: ByteLM, windows, rotary) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, windows[:, 1:]).mean()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def make_train_step(graphdef, length: int, batch: int, chunk: int, schedule: tuple):
     """A jitted ``(params, opt_state, keys, data, rotary) -> (params, opt_state, losses)``.
 
@@ -296,8 +321,20 @@ def optimizer(steps: int, lr: float, warmup: int, weight_decay: float) -> optax.
     return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=weight_decay))
 
 
-def train(model: ByteLM, data, *, steps: int, lr: float, warmup: int, weight_decay: float, length: int,
-          batch: int, rotary, seed: int, chunk: int = 25) -> tuple[ByteLM, list[float]]:
+def train(
+    model: ByteLM,
+    data,
+    *,
+    steps: int,
+    lr: float,
+    warmup: int,
+    weight_decay: float,
+    length: int,
+    batch: int,
+    rotary,
+    seed: int,
+    chunk: int = 25,
+) -> tuple[ByteLM, list[float]]:
     """``steps`` AdamW steps at ``length``; returns the trained model and the mean loss (bpb) of each chunk."""
     graphdef, params = nnx.split(model)
     schedule = (steps, lr, warmup, weight_decay)
@@ -338,7 +375,7 @@ def position_nll(model: ByteLM, windows: np.ndarray, rotary, cfg: Config) -> np.
     per_call = max(1, cfg.eval_batch_bytes // length)
     total = np.zeros(length)
     for i in range(0, len(windows), per_call):
-        total += np.asarray(_position_nll(graphdef, state, jnp.asarray(windows[i:i + per_call]), rotary))
+        total += np.asarray(_position_nll(graphdef, state, jnp.asarray(windows[i : i + per_call]), rotary))
     return total / len(windows) / LN2
 
 
@@ -350,7 +387,7 @@ def position_bands(cfg: Config, length: int) -> list[tuple[int, int]]:
 
 def score(curve: np.ndarray, cfg: Config) -> dict:
     """bpb over the whole window, over positions ``train_length..`` alone, and per band of positions."""
-    past = curve[cfg.train_length:]
+    past = curve[cfg.train_length :]
     bands = {f"{a}-{b - 1}": float(curve[a:b].mean()) for a, b in position_bands(cfg, len(curve))}
     return dict(whole=float(curve.mean()), past=float(past.mean()) if past.size else None, bands=bands)
 
@@ -395,8 +432,9 @@ def evaluate_seed(cfg: Config, models: dict, finetuned: dict, held: np.ndarray) 
 # ---------------------------------------------------------------------------------------- run
 
 
-def run_seed(cfg: Config, seed: int, train_data, held: np.ndarray, log,
-             encodings=TRAINED) -> tuple[dict, dict, str, dict]:
+def run_seed(
+    cfg: Config, seed: int, train_data, held: np.ndarray, log, encodings=TRAINED
+) -> tuple[dict, dict, str, dict]:
     """Train ``encodings`` (and, with RoPE, the fine-tunes) from ``seed``; evaluate; return results,
     losses, timing. Each encoding's run depends only on the seed, never on the others."""
     models, losses, timing = {}, {}, {}
@@ -406,8 +444,16 @@ def run_seed(cfg: Config, seed: int, train_data, held: np.ndarray, log,
         t0 = time.perf_counter()
         model = ByteLM(cfg, name, rngs=nnx.Rngs(seed))
         models[name], losses[name] = train(
-            model, train_data, steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, length=cfg.train_length,
-            batch=cfg.batch, rotary=rotary if name == "rope" else None, **common)
+            model,
+            train_data,
+            steps=cfg.steps,
+            lr=cfg.lr,
+            warmup=cfg.warmup,
+            length=cfg.train_length,
+            batch=cfg.batch,
+            rotary=rotary if name == "rope" else None,
+            **common,
+        )
         timing[f"train {name}"] = time.perf_counter() - t0
         log(f"seed {seed} trained {name:<11} final loss {losses[name][-1]:.3f} bpb ({timing[f'train {name}']:.1f} s)")
     finetuned = {}
@@ -419,12 +465,21 @@ def run_seed(cfg: Config, seed: int, train_data, held: np.ndarray, log,
         for name, config in kinds:
             t0 = time.perf_counter()
             model, losses[name] = train(
-                copy_model(models["rope"]), train_data, steps=cfg.finetune_steps, lr=cfg.finetune_lr,
-                warmup=max(1, cfg.finetune_steps // 10), length=length, batch=batch,
-                rotary=rotary_tables(config, length), **common)
+                copy_model(models["rope"]),
+                train_data,
+                steps=cfg.finetune_steps,
+                lr=cfg.finetune_lr,
+                warmup=max(1, cfg.finetune_steps // 10),
+                length=length,
+                batch=batch,
+                rotary=rotary_tables(config, length),
+                **common,
+            )
             finetuned[name] = (model, config)
             timing[f"finetune {name}"] = time.perf_counter() - t0
-            log(f"seed {seed} fine-tuned {name:<14} final loss {losses[name][-1]:.3f} bpb ({timing[f'finetune {name}']:.1f} s)")
+            log(
+                f"seed {seed} fine-tuned {name:<14} final loss {losses[name][-1]:.3f} bpb ({timing[f'finetune {name}']:.1f} s)"
+            )
     t0 = time.perf_counter()
     results, limit_error = evaluate_seed(cfg, models, finetuned, held)
     timing["evaluate"] = time.perf_counter() - t0
@@ -434,9 +489,14 @@ def run_seed(cfg: Config, seed: int, train_data, held: np.ndarray, log,
 
 def summarise(per_seed: list[dict], cfg: Config) -> dict:
     """``{variant: {length: {"whole": stats, "past": stats} | "error"}}``; stats: mean, min, max, seeds."""
+
     def stats(values):
-        return dict(mean=float(np.mean(values)), min=float(np.min(values)), max=float(np.max(values)),
-                    seeds=[float(v) for v in values])
+        return dict(
+            mean=float(np.mean(values)),
+            min=float(np.min(values)),
+            max=float(np.max(values)),
+            seeds=[float(v) for v in values],
+        )
 
     summary = {}
     for name in [n for n in variant_names(cfg) if n in per_seed[0]]:
@@ -449,8 +509,9 @@ def summarise(per_seed: list[dict], cfg: Config) -> dict:
             rows[str(length)] = {"whole": stats([r["whole"] for r in runs])}
             if runs[0]["past"] is not None:
                 rows[str(length)]["past"] = stats([r["past"] for r in runs])
-            rows[str(length)]["bands"] = {band: float(np.mean([r["bands"][band] for r in runs]))
-                                          for band in runs[0]["bands"]}
+            rows[str(length)]["bands"] = {
+                band: float(np.mean([r["bands"][band] for r in runs])) for band in runs[0]["bands"]
+            }
         summary[name] = rows
     return summary
 
@@ -465,7 +526,7 @@ def run(cfg: Config, out: Path, command: str, log=print, encodings=TRAINED, prev
     start = time.perf_counter()
     corpus = load_corpus(cfg)
     train_data = jnp.asarray(corpus["train"])
-    scored = corpus["held"][1:cfg.eval_bytes + 1]
+    scored = corpus["held"][1 : cfg.eval_bytes + 1]
     per_seed, losses, timing = [], {}, {}
     limit_error = ""
     for seed in cfg.seeds:
@@ -490,25 +551,42 @@ def run(cfg: Config, out: Path, command: str, log=print, encodings=TRAINED, prev
         losses = {**previous["losses"], **losses}
         timing = {**{k: [v["mean"]] for k, v in previous["timing_s"].items()}, **timing}
         limit_error = limit_error or previous["limit_error"]
-        earlier = previous.get("runs") or [dict(encodings=[n for n in TRAINED if n in previous["losses"]],
-                                                 command=previous["command"], wall_s=previous["wall_s"])]
+        earlier = previous.get("runs") or [
+            dict(
+                encodings=[n for n in TRAINED if n in previous["losses"]],
+                command=previous["command"],
+                wall_s=previous["wall_s"],
+            )
+        ]
         runs = earlier + runs
         command = previous["command"]
     results = dict(
-        command=command, wall_s=sum(r["wall_s"] for r in runs), runs=runs, cores=os.cpu_count(),
-        machine=dict(platform=platform.platform(), processor=platform.machine(), jax=jax.__version__,
-                     backend=jax.default_backend()),
-        config=dataclasses.asdict(cfg), corpus=corpus["info"],
+        command=command,
+        wall_s=sum(r["wall_s"] for r in runs),
+        runs=runs,
+        cores=os.cpu_count(),
+        machine=dict(
+            platform=platform.platform(),
+            processor=platform.machine(),
+            jax=jax.__version__,
+            backend=jax.default_backend(),
+        ),
+        config=dataclasses.asdict(cfg),
+        corpus=corpus["info"],
         unigram_bpb=unigram_bpb(corpus["train"], scored),
-        summary=summarise(per_seed, cfg), per_seed=per_seed,
-        losses=losses, limit_error=limit_error,
+        summary=summarise(per_seed, cfg),
+        per_seed=per_seed,
+        losses=losses,
+        limit_error=limit_error,
         timing_s={k: dict(mean=float(np.mean(v)), max=float(np.max(v))) for k, v in timing.items()},
     )
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "figures" / "extrapolation_text.json").write_text(json.dumps(results, indent=1))
     report(results, out)
-    log(f"wrote {out / 'extrapolation-text.md'} and {out / 'figures'}/extrapolation_text.{{png,json}} "
-        f"in {results['wall_s']:.1f} s")
+    log(
+        f"wrote {out / 'extrapolation-text.md'} and {out / 'figures'}/extrapolation_text.{{png,json}} "
+        f"in {results['wall_s']:.1f} s"
+    )
     return results
 
 
@@ -546,8 +624,10 @@ def plot(results: dict, path: Path) -> None:
     cfg = results["config"]
     summary = results["summary"]
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), sharey=True)
-    for ax, part, title in ((axes[0], "whole", "over the whole window"),
-                            (axes[1], "past", f"over positions {cfg['train_length']}..L-1 alone")):
+    for ax, part, title in (
+        (axes[0], "whole", "over the whole window"),
+        (axes[1], "past", f"over positions {cfg['train_length']}..L-1 alone"),
+    ):
         for i, (name, rows) in enumerate(summary.items()):
             pts = [(int(n), r[part]) for n, r in rows.items() if r != "error" and part in r]
             if not pts:
@@ -556,10 +636,21 @@ def plot(results: dict, path: Path) -> None:
             mean = [2 ** p[1]["mean"] for p in pts]
             kw = {"ms": 4, **style(name, i)}
             ax.plot(xs, mean, label=name if part == "whole" else None, lw=1.6, **kw)
-            ax.fill_between(xs, [2 ** p[1]["min"] for p in pts], [2 ** p[1]["max"] for p in pts],
-                            color=style(name, i)["color"], alpha=0.15, lw=0)
-        ax.axhline(2 ** results["unigram_bpb"], color="k", lw=0.8, ls=":",
-                   label="unigram baseline" if part == "whole" else None)
+            ax.fill_between(
+                xs,
+                [2 ** p[1]["min"] for p in pts],
+                [2 ** p[1]["max"] for p in pts],
+                color=style(name, i)["color"],
+                alpha=0.15,
+                lw=0,
+            )
+        ax.axhline(
+            2 ** results["unigram_bpb"],
+            color="k",
+            lw=0.8,
+            ls=":",
+            label="unigram baseline" if part == "whole" else None,
+        )
         ax.axvline(cfg["train_length"], color="k", lw=0.6, alpha=0.4)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -571,11 +662,19 @@ def plot(results: dict, path: Path) -> None:
         ax.set_title(f"perplexity per byte {title}")
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("perplexity per byte (log; band: min-max over seeds)")
-    axes[0].annotate(f"learned: PositionLimitError past {cfg['train_length']}", (0.02, 0.02),
-                     xycoords="axes fraction", fontsize=8, va="bottom", color="tab:orange")
+    axes[0].annotate(
+        f"learned: PositionLimitError past {cfg['train_length']}",
+        (0.02, 0.02),
+        xycoords="axes fraction",
+        fontsize=8,
+        va="bottom",
+        color="tab:orange",
+    )
     fig.legend(fontsize=8, loc="center right")
-    fig.suptitle(f"Byte-level LM on Python stdlib source, trained at {cfg['train_length']}, "
-                 f"{len(cfg['seeds'])} seed(s)", fontsize=11)
+    fig.suptitle(
+        f"Byte-level LM on Python stdlib source, trained at {cfg['train_length']}, {len(cfg['seeds'])} seed(s)",
+        fontsize=11,
+    )
     fig.tight_layout(rect=(0, 0, 0.86, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -632,12 +731,12 @@ def verdict(results: dict) -> str:
         return f"{2 ** row['min']:.2f}-{2 ** row['max']:.2f}"
 
     lines = []
-    ranking = sorted((n for n in s if s[n][str(trained)] != "error" and n in TRAINED),
-                     key=lambda n: ppl(n, trained))
+    ranking = sorted((n for n in s if s[n][str(trained)] != "error" and n in TRAINED), key=lambda n: ppl(n, trained))
     lines.append(
         f"- **At the trained length** (L = {trained}) the encodings rank: "
         + ", ".join(f"{n} {ppl(n, trained):.2f}" for n in ranking)
-        + f" (unigram baseline {2 ** results['unigram_bpb']:.2f}).")
+        + f" (unigram baseline {2 ** results['unigram_bpb']:.2f})."
+    )
     jump = ppl("sinusoidal", second, "past") / ppl("sinusoidal", trained)
     growth = ppl("sinusoidal", longest, "past") / ppl("sinusoidal", second, "past")
     fails = jump > 1.3 and ppl("sinusoidal", second, "past") > ppl("none", second, "past")
@@ -649,7 +748,8 @@ def verdict(results: dict) -> str:
         f"({ppl('none', second, 'past'):.2f}). **That it blows up as L grows** "
         f"{'holds' if growth > 1.5 else 'does not hold'}: at L = {longest} it is "
         f"{ppl('sinusoidal', longest, 'past'):.2f} ({growth:.2f}x the L = {second} value); the failure is "
-        f"{'a climb' if growth > 1.5 else 'a step at the trained length, then a plateau, not the climb of the paper'}.")
+        f"{'a climb' if growth > 1.5 else 'a step at the trained length, then a plateau, not the climb of the paper'}."
+    )
     past_lengths = [n for n in cfg["eval_lengths"] if n > trained]
     rope_curve = [ppl("rope", n, "past") for n in past_lengths]
     steady = all(b > a for a, b in zip(rope_curve, rope_curve[1:]))
@@ -661,31 +761,37 @@ def verdict(results: dict) -> str:
         f"sinusoidal, here it starts lower "
         f"({rope_curve[0]:.2f} vs {ppl('sinusoidal', second, 'past'):.2f} at L = {second}) and ends "
         f"{'higher' if rope_curve[-1] > ppl('sinusoidal', longest, 'past') else 'lower'} "
-        f"({rope_curve[-1]:.2f} vs {ppl('sinusoidal', longest, 'past'):.2f} at L = {longest}).")
+        f"({rope_curve[-1]:.2f} vs {ppl('sinusoidal', longest, 'past'):.2f} at L = {longest})."
+    )
     r = ratio("alibi")
     flat = r <= 1.05
     lines.append(
         f"- **ALiBi stays flat (or improves) as L grows**: {'holds' if flat else 'does not hold'} here: whole-window "
         f"perplexity {ppl('alibi', trained):.2f} at L = {trained} and {ppl('alibi', longest):.2f} at L = {longest} "
-        f"(ratio {r:.2f}); on positions past {trained} alone: {ppl('alibi', longest, 'past'):.2f}.")
+        f"(ratio {r:.2f}); on positions past {trained} alone: {ppl('alibi', longest, 'past'):.2f}."
+    )
     zero_shot = {n: ppl(n, longest, "past") for n in ROPE_SCALINGS}
     top = min(zero_shot, key=zero_shot.get)
     lines.append(
         f"- **RoPE scalings without fine-tuning**, positions past {trained} at L = {longest}: "
         + ", ".join(f"{n} {v:.2f}" for n, v in zero_shot.items())
-        + f"; the best is `{top}`" + (", no better than plain RoPE." if top == "rope" else "."))
+        + f"; the best is `{top}`"
+        + (", no better than plain RoPE." if top == "rope" else ".")
+    )
     best = min((n for n in s if s[n][str(longest)] != "error"), key=lambda n: ppl(n, longest))
     lines.append(f"- Best whole-window perplexity at L = {longest}: `{best}` ({ppl(best, longest):.2f}).")
     lines.append(
         f"- **A learned table cannot be read past its rows**: evaluating it at L = {second} raises "
         f"`PositionLimitError` under `jax.jit` (at trace time). Extended by tiling it reaches "
         f"{ppl('learned+tile', longest, 'past'):.2f} past {trained} at L = {longest}, by linear interpolation "
-        f"{ppl('learned+linear', longest, 'past'):.2f} (no fine-tuning).")
+        f"{ppl('learned+linear', longest, 'past'):.2f} (no fine-tuning)."
+    )
     if "none" in s:
         lines.append(
             f"- **No position encoding**: {ppl('none', trained):.2f} at L = {trained} and "
             f"{ppl('none', longest, 'past'):.2f} past {trained} at L = {longest} "
-            f"({ratio('none', part='past'):.1f}x): the causal mask alone carries order.")
+            f"({ratio('none', part='past'):.1f}x): the causal mask alone carries order."
+        )
     if "t5" in s:
         r5, rr, ra = ratio("t5", part="past"), ratio("rope", part="past"), ratio("alibi", part="past")
         slow = 1.02 < r5 < rr
@@ -695,28 +801,38 @@ def verdict(results: dict) -> str:
             f"on positions past {trained} "
             + ", ".join(f"{ppl('t5', n, 'past'):.2f} at L = {n}" for n in past_lengths)
             + f"; {r5:.2f}x its trained-length value at L = {longest}, against {rr:.2f}x for rotary, {ra:.2f}x "
-            f"for ALiBi and {ratio('none', part='past'):.2f}x with no position encoding at all.")
+            f"for ALiBi and {ratio('none', part='past'):.2f}x with no position encoding at all."
+        )
     else:
-        lines.append("- **T5's relative bias degrades slowly** (Press et al.): not measured; "
-                     "`fp.relative_position_bias` (issue 13) had not landed when this was run.")
+        lines.append(
+            "- **T5's relative bias degrades slowly** (Press et al.): not measured; "
+            "`fp.relative_position_bias` (issue 13) had not landed when this was run."
+        )
     for n in cfg["finetune_factors"]:
         name, control = f"rope+PI ft {n}x", f"rope ft {n}x"
         length = n * trained
         if str(length) not in s[name]:
             continue
         pi, zero, base = ppl(name, length, "past"), ppl("rope+PI", length, "past"), ppl("rope", length, "past")
-        text = (f"- **PI + {cfg['finetune_steps']} fine-tuning steps at {n}x** (Chen et al.): past {trained} at "
-                f"L = {length} perplexity {pi:.2f}, against {zero:.2f} for PI without fine-tuning and {base:.2f} "
-                f"for plain RoPE; the trained model scores {ppl('rope', trained):.2f} at L = {trained}. ")
-        text += (f"The recovery {'holds' if pi < min(zero, base) else 'does not hold'} here")
+        text = (
+            f"- **PI + {cfg['finetune_steps']} fine-tuning steps at {n}x** (Chen et al.): past {trained} at "
+            f"L = {length} perplexity {pi:.2f}, against {zero:.2f} for PI without fine-tuning and {base:.2f} "
+            f"for plain RoPE; the trained model scores {ppl('rope', trained):.2f} at L = {trained}. "
+        )
+        text += f"The recovery {'holds' if pi < min(zero, base) else 'does not hold'} here"
         if control in s:
             ctl = ppl(control, length, "past")
-            text += (f" (seeds {spread(name, length, 'past')}); but the same fine-tune *without* interpolation "
-                     f"reaches {ctl:.2f} (seeds {spread(control, length, 'past')}), so at this scale "
-                     + ("the gain comes from fine-tuning at the longer length, not from interpolating"
-                        if ctl <= pi else "interpolation adds to what fine-tuning at the longer length gives")
-                     + f". Past its fine-tuned window both degrade again (at L = {longest}: "
-                     f"{ppl(name, longest, 'past'):.2f} with PI, {ppl(control, longest, 'past'):.2f} without)")
+            text += (
+                f" (seeds {spread(name, length, 'past')}); but the same fine-tune *without* interpolation "
+                f"reaches {ctl:.2f} (seeds {spread(control, length, 'past')}), so at this scale "
+                + (
+                    "the gain comes from fine-tuning at the longer length, not from interpolating"
+                    if ctl <= pi
+                    else "interpolation adds to what fine-tuning at the longer length gives"
+                )
+                + f". Past its fine-tuned window both degrade again (at L = {longest}: "
+                f"{ppl(name, longest, 'past'):.2f} with PI, {ppl(control, longest, 'past'):.2f} without)"
+            )
         lines.append(text + ".")
     return "\n".join(lines)
 
@@ -726,19 +842,26 @@ def markdown(results: dict) -> str:
     trained = cfg["train_length"]
     minutes = results["wall_s"] / 60
     runs = results.get("runs", [])
-    merged = "" if len(runs) < 2 else (
-        " This page merges " + str(len(runs)) + " invocations of the same config (each encoding's runs depend only "
-        "on the seed, not on the other encodings): "
-        + "; ".join(f"`{r['command']}` ({r['wall_s'] / 60:.1f} min: {', '.join(r['encodings'])})" for r in runs)
-        + ". The command above runs all of them in one go.")
+    merged = (
+        ""
+        if len(runs) < 2
+        else (
+            " This page merges " + str(len(runs)) + " invocations of the same config (each encoding's runs depend only "
+            "on the seed, not on the other encodings): "
+            + "; ".join(f"`{r['command']}` ({r['wall_s'] / 60:.1f} min: {', '.join(r['encodings'])})" for r in runs)
+            + ". The command above runs all of them in one go."
+        )
+    )
     per_train = results["timing_s"].get("train rope", {}).get("mean", float("nan"))
     if "t5" in results["summary"]:
         from flax_posenc.relative_bias_config import BucketConfig
 
         saturation = BucketConfig(32, 128, False).saturation_distance
-        t5 = (f"| t5 | T5's relative bias (`fp.nnx.RelativePositionBias`, decoder: 32 causal buckets, max distance "
-              f"128), one (bucket, head) table shared by the layers, added to the scaled logits | the same buckets: "
-              f"every distance from {saturation} on shares the last one, as in training |")
+        t5 = (
+            f"| t5 | T5's relative bias (`fp.nnx.RelativePositionBias`, decoder: 32 causal buckets, max distance "
+            f"128), one (bucket, head) table shared by the layers, added to the scaled logits | the same buckets: "
+            f"every distance from {saturation} on shares the last one, as in training |"
+        )
     else:
         t5 = "| T5 relative bias | pending: `fp.relative_position_bias` (issue 13) had not landed when this was run | |"
     ft = ", ".join(f"{n}x" for n in cfg["finetune_factors"])
@@ -747,13 +870,13 @@ def markdown(results: dict) -> str:
 Reproduce (writes this page, `figures/extrapolation_text.png` and `figures/extrapolation_text.json`):
 
 ```bash
-{results['command']}
+{results["command"]}
 ```
 
 Generated by `examples/extrapolation_text.py` (do not edit by hand; `--report-only` re-renders it
-from the JSON). This run: **{minutes:.1f} min wall time** on {results['cores']} shared CPU cores
-({results['machine']['processor']}, jax {results['machine']['jax']}, backend `{results['machine']['backend']}`),
-{len(cfg['seeds'])} seeds ({', '.join(map(str, cfg['seeds']))}); one training run of one encoding took
+from the JSON). This run: **{minutes:.1f} min wall time** on {results["cores"]} shared CPU cores
+({results["machine"]["processor"]}, jax {results["machine"]["jax"]}, backend `{results["machine"]["backend"]}`),
+{len(cfg["seeds"])} seeds ({", ".join(map(str, cfg["seeds"]))}); one training run of one encoding took
 {per_train:.0f} s on average.{merged}
 
 The question of Press et al. (ALiBi, 2022, Figure 1): train a language model at a fixed length,
@@ -763,27 +886,27 @@ Here at a scale two CPU cores allow.
 
 ## Setup
 
-- **Corpus**: the Python {corpus['python']} standard library's top-level `.py` files
-  (`{corpus['directory']}/*.py`, {len(corpus['train_files']) + len(corpus['held_out_files'])} files), read as
-  bytes. Held out by file: every {cfg['holdout_every']}th file in name order
-  ({len(corpus['held_out_files'])} files, {corpus['held_out_bytes']:,} bytes: {', '.join(corpus['held_out_files'][:6])}, ...);
-  training text: the other {len(corpus['train_files'])} files, {corpus['train_bytes']:,} bytes. The file lists and
+- **Corpus**: the Python {corpus["python"]} standard library's top-level `.py` files
+  (`{corpus["directory"]}/*.py`, {len(corpus["train_files"]) + len(corpus["held_out_files"])} files), read as
+  bytes. Held out by file: every {cfg["holdout_every"]}th file in name order
+  ({len(corpus["held_out_files"])} files, {corpus["held_out_bytes"]:,} bytes: {", ".join(corpus["held_out_files"][:6])}, ...);
+  training text: the other {len(corpus["train_files"])} files, {corpus["train_bytes"]:,} bytes. The file lists and
   sha256s are in the JSON. Nobody on this project wrote it.
 - **Model** (identical for every encoding): byte-level causal transformer, vocabulary 256,
-  `fp.nnx.TransformerInput` input block, {cfg['layers']} pre-LayerNorm layers, width {cfg['dim']},
-  {cfg['heads']} heads (head dim {cfg['dim'] // cfg['heads']}), MLP {cfg['mlp']}, untied output head.
-- **Training** (identical data and steps for every encoding and seed): {cfg['steps']} steps of optax AdamW
-  (lr {cfg['lr']}, warmup {cfg['warmup']} + cosine, weight decay {cfg['weight_decay']}, clip 1.0), batch
-  {cfg['batch']} random windows of {trained} bytes ({cfg['steps'] * cfg['batch'] * trained:,} bytes seen,
-  about {cfg['steps'] * cfg['batch'] * trained / corpus['train_bytes']:.2f} epochs). Train step and evaluation are `jax.jit`-ed.
-- **Evaluation**: the first {cfg['eval_bytes']:,} held-out bytes, cut into non-overlapping windows of L
-  (the same bytes at every L), L in {', '.join(map(str, cfg['eval_lengths']))}. Bits per byte (bpb) and
+  `fp.nnx.TransformerInput` input block, {cfg["layers"]} pre-LayerNorm layers, width {cfg["dim"]},
+  {cfg["heads"]} heads (head dim {cfg["dim"] // cfg["heads"]}), MLP {cfg["mlp"]}, untied output head.
+- **Training** (identical data and steps for every encoding and seed): {cfg["steps"]} steps of optax AdamW
+  (lr {cfg["lr"]}, warmup {cfg["warmup"]} + cosine, weight decay {cfg["weight_decay"]}, clip 1.0), batch
+  {cfg["batch"]} random windows of {trained} bytes ({cfg["steps"] * cfg["batch"] * trained:,} bytes seen,
+  about {cfg["steps"] * cfg["batch"] * trained / corpus["train_bytes"]:.2f} epochs). Train step and evaluation are `jax.jit`-ed.
+- **Evaluation**: the first {cfg["eval_bytes"]:,} held-out bytes, cut into non-overlapping windows of L
+  (the same bytes at every L), L in {", ".join(map(str, cfg["eval_lengths"]))}. Bits per byte (bpb) and
   perplexity per byte (2^bpb), averaged over every position of each window, and over positions
   {trained}..L-1 alone. Unigram baseline (training-text byte frequencies, add-one):
-  **{results['unigram_bpb']:.3f} bpb, perplexity {2 ** results['unigram_bpb']:.2f}**.
-- **Fine-tunes** (Chen et al.): from each seed's trained RoPE model, {cfg['finetune_steps']} more steps
-  (lr {cfg['finetune_lr']}) at {ft} the training length, the same bytes per step (batch divided by the
-  factor), with `rope_type="linear"` and factor N (`rope+PI ft Nx`){'; and, as the control Chen et al. compare against, the same fine-tune without interpolation (`rope ft Nx`)' if cfg['finetune_controls'] else ''}.
+  **{results["unigram_bpb"]:.3f} bpb, perplexity {2 ** results["unigram_bpb"]:.2f}**.
+- **Fine-tunes** (Chen et al.): from each seed's trained RoPE model, {cfg["finetune_steps"]} more steps
+  (lr {cfg["finetune_lr"]}) at {ft} the training length, the same bytes per step (batch divided by the
+  factor), with `rope_type="linear"` and factor N (`rope+PI ft Nx`){"; and, as the control Chen et al. compare against, the same fine-tune without interpolation (`rope ft Nx`)" if cfg["finetune_controls"] else ""}.
   Evaluated with that fixed factor at every L.
 
 Encodings (what each does past {trained}; the module docstring of the script has the exact calls):
@@ -803,8 +926,8 @@ Encodings (what each does past {trained}; the module docstring of the script has
 {t5}
 
 Asked for any L > {trained} without an extension, the learned model refuses (under `jax.jit`, while
-tracing); the message at L = {max(cfg['eval_lengths'])}:
-`{results['limit_error']}`.
+tracing); the message at L = {max(cfg["eval_lengths"])}:
+`{results["limit_error"]}`.
 
 ## Results
 
@@ -816,17 +939,17 @@ alone, only the positions the model never saw in training count.
 
 Perplexity per byte over the whole window (mean over seeds; min-max over seeds in brackets):
 
-{table(results, 'whole', 'ppl')}
+{table(results, "whole", "ppl")}
 
 Perplexity per byte over positions {trained}..L-1 alone (what the model sees only past its training length):
 
-{table(results, 'past', 'ppl')}
+{table(results, "past", "ppl")}
 
 The same in bits per byte, whole window:
 
-{table(results, 'whole', 'bpb')}
+{table(results, "whole", "bpb")}
 
-Where the loss goes at L = {max(cfg['eval_lengths'])}: bits per byte by band of positions (mean over seeds):
+Where the loss goes at L = {max(cfg["eval_lengths"])}: bits per byte by band of positions (mean over seeds):
 
 {band_table(results)}
 
@@ -836,8 +959,8 @@ Where the loss goes at L = {max(cfg['eval_lengths'])}: bits per byte by band of 
 
 {verdict(results)}
 
-What this measures: one small model ({cfg['layers']} layers, width {cfg['dim']}), {cfg['steps']} training steps,
-one corpus (Python source), {len(cfg['seeds'])} seeds, {cfg['eval_bytes']:,} held-out bytes per length. The
+What this measures: one small model ({cfg["layers"]} layers, width {cfg["dim"]}), {cfg["steps"]} training steps,
+one corpus (Python source), {len(cfg["seeds"])} seeds, {cfg["eval_bytes"]:,} held-out bytes per length. The
 papers trained 16-layer models for hours on WikiText-103; at this scale a model learns mostly local
 structure, so read the numbers as what holds for small byte-level models, not as a replication.
 """
@@ -851,13 +974,25 @@ def report(results: dict, out: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (numbers meaningless)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs",
-                        help="directory for extrapolation-text.md and figures/ (default: docs/)")
-    parser.add_argument("--report-only", action="store_true",
-                        help="re-render the report from OUT/figures/extrapolation_text.json without training")
-    parser.add_argument("--add", action="append", choices=TRAINED, metavar="ENCODING",
-                        help="train and evaluate only this encoding (repeatable) and merge it into the saved "
-                             "results of the same config (an encoding that landed after the full run)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "docs",
+        help="directory for extrapolation-text.md and figures/ (default: docs/)",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="re-render the report from OUT/figures/extrapolation_text.json without training",
+    )
+    parser.add_argument(
+        "--add",
+        action="append",
+        choices=TRAINED,
+        metavar="ENCODING",
+        help="train and evaluate only this encoding (repeatable) and merge it into the saved "
+        "results of the same config (an encoding that landed after the full run)",
+    )
     args = parser.parse_args(argv)
     if args.report_only:
         report(json.loads((args.out / "figures" / "extrapolation_text.json").read_text()), args.out)
@@ -872,8 +1007,14 @@ def main(argv: list[str] | None = None) -> None:
         if not saved.exists():
             parser.error(f"--add: expected the saved results {saved}, found none")
         adding = tuple(dict.fromkeys(args.add))
-        run(cfg, args.out, command + "".join(f" --add {n}" for n in adding), log=log, encodings=adding,
-            previous=json.loads(saved.read_text()))
+        run(
+            cfg,
+            args.out,
+            command + "".join(f" --add {n}" for n in adding),
+            log=log,
+            encodings=adding,
+            previous=json.loads(saved.read_text()),
+        )
     else:
         run(cfg, args.out, command, log=log)
 

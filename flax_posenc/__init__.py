@@ -48,8 +48,22 @@ _EXPORTS = {
     "BucketConfig": "flax_posenc.relative_bias_config",
 }
 _SUBMODULES = {
-    "nnx", "linen", "conversion", "analysis", "extend", "plots", "lookup", "sinusoidal", "block", "rope",
-    "alibi", "rope_alibi_params", "overflow", "limits", "relative_bias", "relative_bias_config",
+    "nnx",
+    "linen",
+    "conversion",
+    "analysis",
+    "extend",
+    "plots",
+    "lookup",
+    "sinusoidal",
+    "block",
+    "rope",
+    "alibi",
+    "rope_alibi_params",
+    "overflow",
+    "limits",
+    "relative_bias",
+    "relative_bias_config",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -72,15 +86,15 @@ def __dir__():
 
 if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc import conversion, linen, nnx  # noqa: F401
+    from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
-    from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.lookup import (  # noqa: F401
         lookup_positions,
         packed_positions,
         padding_aware_positions,
         sequential_positions,
     )
-    from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
+    from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
     from flax_posenc.relative_bias_config import BucketConfig  # noqa: F401
     from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401

@@ -162,9 +162,11 @@ def alibi_bias(
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"{name}: expected a positive Python integer, got {n!r}")
     if query_length > key_length:
-        raise ValueError(f"query_length: expected at most key_length={key_length} (queries are the last keys), got {query_length}")
+        raise ValueError(
+            f"query_length: expected at most key_length={key_length} (queries are the last keys), got {query_length}"
+        )
     keys = np.arange(key_length, dtype=np.int64)  # host positions: the limit is checked while tracing
-    return alibi_bias_from_positions(config, keys[key_length - query_length:], keys, causal=causal, dtype=dtype)
+    return alibi_bias_from_positions(config, keys[key_length - query_length :], keys, causal=causal, dtype=dtype)
 
 
 def bias_for(

@@ -644,8 +644,12 @@ def rope_offset_invariance(
         cos, sin = np.cos(angle) * np.float32(attention), np.sin(angle) * np.float32(attention)
     else:
         cos, sin = rope.rotary_cos_sin(jnp.asarray(positions, jnp.int32), cfg, seq_len=start + length)
-    rq = np.asarray(rope.apply_rotary(jnp.asarray(np.tile(q, (length, 1)), jnp.float32), cos, sin, layout=cfg.layout), np.float64)
-    rk = np.asarray(rope.apply_rotary(jnp.asarray(np.tile(k, (length, 1)), jnp.float32), cos, sin, layout=cfg.layout), np.float64)
+    rq = np.asarray(
+        rope.apply_rotary(jnp.asarray(np.tile(q, (length, 1)), jnp.float32), cos, sin, layout=cfg.layout), np.float64
+    )
+    rk = np.asarray(
+        rope.apply_rotary(jnp.asarray(np.tile(k, (length, 1)), jnp.float32), cos, sin, layout=cfg.layout), np.float64
+    )
     scores = rq @ rk.T
     last = length - 1 if max_offset is None else min(length - 1, max(0, int(max_offset)))
     stats = np.empty((last + 1, 5))
@@ -653,8 +657,13 @@ def rope_offset_invariance(
         diag = np.diagonal(scores, j)
         stats[j] = (diag.mean(), diag.std(), diag.min(), diag.max(), diag.size)
     return OffsetProfile(
-        offsets=np.arange(last + 1), mean=stats[:, 0], std=stats[:, 1], min=stats[:, 2], max=stats[:, 3],
-        count=stats[:, 4].astype(np.int64), metric="dot",
+        offsets=np.arange(last + 1),
+        mean=stats[:, 0],
+        std=stats[:, 1],
+        min=stats[:, 2],
+        max=stats[:, 3],
+        count=stats[:, 4].astype(np.int64),
+        metric="dot",
         note=f"RoPE scores of random unit q, k from position {start}" + (" (naive float32 angles)" if naive else ""),
     )
 

@@ -259,7 +259,9 @@ def cmd_extend(args: argparse.Namespace) -> int:
 
     table = load_table(args.source)
     if table.family == "sinusoidal":
-        raise UsageError("extend writes a checkpoint with a longer learned table; a sinusoidal SOURCE has no table to extend")
+        raise UsageError(
+            "extend writes a checkpoint with a longer learned table; a sinusoidal SOURCE has no table to extend"
+        )
     grown = extend_table(table.weights, args.length, method=args.method, offset=table.offset)
     out = export_position_table(args.source, grown, args.out, overwrite=args.overwrite)
     print(
@@ -284,8 +286,9 @@ def cmd_tour(args: argparse.Namespace) -> int:
     """``flax-posenc tour``: the demo lives in :mod:`flax_posenc.tour`."""
     from flax_posenc import tour
 
-    tour.run(writable_dir(args.out), cache=Path(args.cache_dir) if args.cache_dir else None,
-             progress=_progress_enabled(args))
+    tour.run(
+        writable_dir(args.out), cache=Path(args.cache_dir) if args.cache_dir else None, progress=_progress_enabled(args)
+    )
     return EXIT_OK
 
 
@@ -317,14 +320,18 @@ def _configure_inspect(p: argparse.ArgumentParser) -> None:
 
 def _configure_check(p: argparse.ArgumentParser) -> None:
     _add_source(p)
-    p.add_argument("--length", "-n", type=_positive_int, required=True, metavar="N", help="number of positions (0..N-1) to fit")
+    p.add_argument(
+        "--length", "-n", type=_positive_int, required=True, metavar="N", help="number of positions (0..N-1) to fit"
+    )
     _add_json(p, "the verdict")
 
 
 def _configure_plot(p: argparse.ArgumentParser) -> None:
     _add_source(p)
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="directory for the PNG files (created if needed)")
-    p.add_argument("--dims", type=int, nargs="+", metavar="D", help="dimensions drawn as waves (default: 0 1 50 100 last)")
+    p.add_argument(
+        "--dims", type=int, nargs="+", metavar="D", help="dimensions drawn as waves (default: 0 1 50 100 last)"
+    )
     p.add_argument("--prefix", default="", help="file-name prefix (default: none)")
 
 
@@ -332,20 +339,37 @@ def _configure_extend(p: argparse.ArgumentParser) -> None:
     from flax_posenc.extend import METHODS
 
     _add_source(p)
-    p.add_argument("--length", "-n", type=_positive_int, required=True, metavar="N", help="usable positions of the new table (reserved rows come on top)")
-    p.add_argument("--method", "-m", choices=METHODS, default="tile", help="tile (Longformer's copy, trained rows unchanged), linear or cubic interpolation (default: tile)")
+    p.add_argument(
+        "--length",
+        "-n",
+        type=_positive_int,
+        required=True,
+        metavar="N",
+        help="usable positions of the new table (reserved rows come on top)",
+    )
+    p.add_argument(
+        "--method",
+        "-m",
+        choices=METHODS,
+        default="tile",
+        help="tile (Longformer's copy, trained rows unchanged), linear or cubic interpolation (default: tile)",
+    )
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="new checkpoint directory (must not exist)")
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
 
 
 def _configure_convert(p: argparse.ArgumentParser) -> None:
     _add_source(p)
-    p.add_argument("--out", "-o", required=True, metavar="PATH", help="output file, ending in .msgpack (must not exist)")
+    p.add_argument(
+        "--out", "-o", required=True, metavar="PATH", help="output file, ending in .msgpack (must not exist)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
 
 
 def _configure_tour(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", "-o", default="figures", metavar="DIR", help="directory for the PNG files (default: figures)")
+    p.add_argument(
+        "--out", "-o", default="figures", metavar="DIR", help="directory for the PNG files (default: figures)"
+    )
     p.add_argument(
         "--cache-dir",
         metavar="DIR",
@@ -411,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=command.help,
             description=command.help[0].upper() + command.help[1:] + ".",
             epilog=f"example:\n  {command.example}\n\nexit codes: 0 ok, 1 limit exceeded, 2 bad input or usage, "
-                   "3 internal error",
+            "3 internal error",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.configure(p)
@@ -465,12 +489,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except MemoryError:
-        return _report_error(f"{PROG} {command}", "internal", "out of memory (a size check missed this input; "
-                             f"{REPORT})", EXIT_INTERNAL, as_json=as_json, debug=debug)
+        return _report_error(
+            f"{PROG} {command}",
+            "internal",
+            f"out of memory (a size check missed this input; {REPORT})",
+            EXIT_INTERNAL,
+            as_json=as_json,
+            debug=debug,
+        )
     except Exception as exc:  # a bug: say so in one line, never a traceback unless --debug
         hint = "" if debug else "; rerun with --debug for the traceback"
-        return _report_error(f"{PROG} {command}", "internal",
-                             f"{type(exc).__name__}: {_one_line(exc)[:300]} (a bug in flax-posenc; {REPORT}{hint})", EXIT_INTERNAL, as_json=as_json, debug=debug)
+        return _report_error(
+            f"{PROG} {command}",
+            "internal",
+            f"{type(exc).__name__}: {_one_line(exc)[:300]} (a bug in flax-posenc; {REPORT}{hint})",
+            EXIT_INTERNAL,
+            as_json=as_json,
+            debug=debug,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,6 +32,7 @@ MAX_VALUES = 1 << 28
 
 def _cubic_weights(t: np.ndarray, a: float = -0.75) -> np.ndarray:
     """Keys' cubic-convolution weights for the 4 neighbours at fractional offset ``t``, ``(n, 4)``."""
+
     def near(x):  # |x| <= 1
         return ((a + 2) * x - (a + 3)) * x * x + 1
 
@@ -93,12 +94,16 @@ def extend_table(table, new_length: int, *, method: str = "tile", offset: int = 
         raise ValueError(f"offset: expected 0 <= offset < rows ({table.shape[0]}), got {offset!r}")
     length = table.shape[0] - offset
     if isinstance(new_length, bool) or not isinstance(new_length, (int, np.integer)) or new_length <= length:
-        raise ValueError(f"new_length: expected an integer larger than the current {length} positions, got {new_length!r}")
+        raise ValueError(
+            f"new_length: expected an integer larger than the current {length} positions, got {new_length!r}"
+        )
     values = (offset + int(new_length)) * table.shape[1]
     if values > MAX_VALUES:
-        raise ValueError(f"new_length: expected a table of at most {MAX_VALUES} values ({MAX_VALUES * 8 >> 30} GiB "
-                         f"as float64), got {new_length} positions x {table.shape[1]} dims = {values} values "
-                         f"({values * 8 / 2**30:.1f} GiB)")
+        raise ValueError(
+            f"new_length: expected a table of at most {MAX_VALUES} values ({MAX_VALUES * 8 >> 30} GiB "
+            f"as float64), got {new_length} positions x {table.shape[1]} dims = {values} values "
+            f"({values * 8 / 2**30:.1f} GiB)"
+        )
     method = "linear" if method == "interpolate" else method
     trained = table[offset:].astype(np.float64)
     if method == "tile":

@@ -53,8 +53,14 @@ class SinusoidalPositionalEncoding(nn.Module):
     @nn.compact
     def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
         spec = PositionSpec(
-            "sinusoidal", self.dim, self.num_positions, base=self.base, layout=self.layout,
-            endpoint=self.endpoint, on_overflow=self.on_overflow, name=self.table_name,
+            "sinusoidal",
+            self.dim,
+            self.num_positions,
+            base=self.base,
+            layout=self.layout,
+            endpoint=self.endpoint,
+            on_overflow=self.on_overflow,
+            name=self.table_name,
         )
         return block.encode_positions(spec, None, positions, length=length, start=start, dtype=self.dtype)
 
@@ -77,10 +83,16 @@ class LearnedPositionalEmbedding(nn.Module):
     @nn.compact
     def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
         spec = PositionSpec(
-            "learned", self.dim, self.num_positions, offset=self.offset,
-            on_overflow=self.on_overflow, name=self.table_name,
+            "learned",
+            self.dim,
+            self.num_positions,
+            offset=self.offset,
+            on_overflow=self.on_overflow,
+            name=self.table_name,
         )
-        table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"])
+        table = _param(
+            self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
+        )
         return block.encode_positions(spec, table, positions, length=length, start=start, dtype=self.dtype)
 
 
@@ -156,8 +168,13 @@ class TransformerInput(nn.Module):
             else:
                 params[name] = _param(self, name, self.embedding_init, shape, self.param_dtype)
         x = block.transformer_input(
-            spec, params, input_ids, token_type_ids=token_type_ids, position_ids=position_ids,
-            attention_mask=attention_mask, start=start,
+            spec,
+            params,
+            input_ids,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            attention_mask=attention_mask,
+            start=start,
         )
         deterministic = next((d for d in (deterministic, self.deterministic) if d is not None), True)
         return nn.Dropout(self.dropout_rate)(x, deterministic=deterministic or self.dropout_rate == 0)
@@ -175,7 +192,9 @@ class TransformerInput(nn.Module):
         from flax_posenc.extend import extend_table
 
         if self.position != "learned":
-            raise ValueError(f"extend_positions: only a learned table can be extended, this block's position is {self.position!r}")
+            raise ValueError(
+                f"extend_positions: only a learned table can be extended, this block's position is {self.position!r}"
+            )
         params = dict(nn.unbox(variables)["params"])
         old = params["position_embeddings"]
         table = extend_table(np.asarray(old), num_positions, method=method, offset=self.position_offset)
@@ -218,7 +237,9 @@ def _boxed_as_init(module: TransformerInput, params: dict) -> dict:
         if set(boxes) != set(values):
             raise ValueError(f"parameters: expected {sorted(boxes)}, found {sorted(values)}")
         return {
-            k: walk(boxes[k], values[k], path + (k,)) if isinstance(boxes[k], dict) else fill(boxes[k], values[k], path + (k,))
+            k: walk(boxes[k], values[k], path + (k,))
+            if isinstance(boxes[k], dict)
+            else fill(boxes[k], values[k], path + (k,))
             for k in boxes
         }
 
@@ -241,15 +262,26 @@ class RotaryEmbedding(nn.Module):
     @nn.compact
     def __call__(self, x, positions=None, *, start=0, seq_len: int | None = None) -> jax.Array:
         return rope.apply_rope(
-            x, rope._as_config(self.config), positions, start=start, seq_len=seq_len,
-            on_overflow=self.on_overflow, seq_axis=self.seq_axis,
+            x,
+            rope._as_config(self.config),
+            positions,
+            start=start,
+            seq_len=seq_len,
+            on_overflow=self.on_overflow,
+            seq_axis=self.seq_axis,
         )
 
     def rotate_qk(self, q, k, positions=None, *, start=0, seq_len: int | None = None):
         """``(q, k)`` rotated at the same positions (``apply({}, q, k, method="rotate_qk")``)."""
         return rope.apply_rope_qk(
-            q, k, rope._as_config(self.config), positions, start=start, seq_len=seq_len,
-            on_overflow=self.on_overflow, seq_axis=self.seq_axis,
+            q,
+            k,
+            rope._as_config(self.config),
+            positions,
+            start=start,
+            seq_len=seq_len,
+            on_overflow=self.on_overflow,
+            seq_axis=self.seq_axis,
         )
 
 
@@ -269,8 +301,14 @@ class ALiBiBias(nn.Module):
     @nn.compact
     def __call__(self, query_length=None, key_length=None, *, query_positions=None, key_positions=None) -> jax.Array:
         return alibi.bias_for(
-            alibi._as_config(self.config), query_length, key_length, query_positions=query_positions,
-            key_positions=key_positions, causal=self.causal, dtype=self.dtype, on_overflow=self.on_overflow,
+            alibi._as_config(self.config),
+            query_length,
+            key_length,
+            query_positions=query_positions,
+            key_positions=key_positions,
+            causal=self.causal,
+            dtype=self.dtype,
+            on_overflow=self.on_overflow,
         )
 
 
@@ -313,11 +351,20 @@ class RelativePositionBias(nn.Module):
         from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, relative_position_bias
 
         rows = self.num_buckets if self.num_rows is None else self.num_rows
-        table = _param(self, "embedding", self.embedding_init, (rows, self.num_heads), self.param_dtype, RELATIVE_BIAS_AXES)
+        table = _param(
+            self, "embedding", self.embedding_init, (rows, self.num_heads), self.param_dtype, RELATIVE_BIAS_AXES
+        )
         if self.dtype is not None:
             table = table.astype(self.dtype)
-        return relative_position_bias(table, query_len, key_len, query_start=query_start, bidirectional=self.bidirectional,
-                                      num_buckets=self.num_buckets, max_distance=self.max_distance)
+        return relative_position_bias(
+            table,
+            query_len,
+            key_len,
+            query_start=query_start,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
 
     @classmethod
     def from_pretrained(cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None, param_dtype=jnp.float32):
@@ -326,11 +373,20 @@ class RelativePositionBias(nn.Module):
 
         tab = load_relative_bias(source, stack=stack, layer=layer)
         rows, heads = tab.weights.shape
-        module = cls(heads, num_buckets=tab.num_buckets, max_distance=tab.max_distance, bidirectional=tab.bidirectional,
-                     num_rows=rows, dtype=dtype, param_dtype=param_dtype)
+        module = cls(
+            heads,
+            num_buckets=tab.num_buckets,
+            max_distance=tab.max_distance,
+            bidirectional=tab.bidirectional,
+            num_rows=rows,
+            dtype=dtype,
+            param_dtype=param_dtype,
+        )
         from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
 
-        table = nn.LogicallyPartitioned(jnp.asarray(tab.weights, param_dtype), names=RELATIVE_BIAS_AXES)  # boxed as init
+        table = nn.LogicallyPartitioned(
+            jnp.asarray(tab.weights, param_dtype), names=RELATIVE_BIAS_AXES
+        )  # boxed as init
         return module, {"params": {"embedding": table}}
 
 

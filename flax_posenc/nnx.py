@@ -58,9 +58,7 @@ class _PositionShell(nnx.Module):
         :class:`~flax_posenc.PositionLimitError` for a known position past the limit (traced
         positions follow ``on_overflow``, see :mod:`flax_posenc.overflow`).
         """
-        return block.encode_positions(
-            self.spec, self._table(), positions, length=length, start=start, dtype=self.dtype
-        )
+        return block.encode_positions(self.spec, self._table(), positions, length=length, start=start, dtype=self.dtype)
 
 
 class SinusoidalPositionalEncoding(_PositionShell):
@@ -94,8 +92,14 @@ class SinusoidalPositionalEncoding(_PositionShell):
         name: str = "sinusoidal encoding",
     ):
         self.spec = PositionSpec(
-            "sinusoidal", dim, num_positions, base=base, layout=layout, endpoint=endpoint,
-            on_overflow=on_overflow, name=name,
+            "sinusoidal",
+            dim,
+            num_positions,
+            base=base,
+            layout=layout,
+            endpoint=endpoint,
+            on_overflow=on_overflow,
+            name=name,
         )
         self.dtype = dtype
 
@@ -143,7 +147,9 @@ class LearnedPositionalEmbedding(_PositionShell):
         rngs: nnx.Rngs,
     ):
         self.spec = PositionSpec("learned", dim, num_positions, offset=offset, on_overflow=on_overflow, name=name)
-        self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"])
+        self.embedding = _param(
+            embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
+        )
         self.dtype = dtype
 
     def _table(self):
@@ -226,10 +232,23 @@ class TransformerInput(nnx.Module):
         rngs: nnx.Rngs,
     ):
         self.spec = InputSpec.from_arguments(
-            vocab_size, dim, num_positions=num_positions, position=position, position_offset=position_offset,
-            base=base, layout=layout, endpoint=endpoint, on_overflow=on_overflow, position_name=position_name,
-            embed_scale=embed_scale, layer_norm_eps=layer_norm_eps, positions_from=positions_from,
-            pad_token_id=pad_token_id, type_vocab_size=type_vocab_size, layer_norm=layer_norm, dtype=dtype,
+            vocab_size,
+            dim,
+            num_positions=num_positions,
+            position=position,
+            position_offset=position_offset,
+            base=base,
+            layout=layout,
+            endpoint=endpoint,
+            on_overflow=on_overflow,
+            position_name=position_name,
+            embed_scale=embed_scale,
+            layer_norm_eps=layer_norm_eps,
+            positions_from=positions_from,
+            pad_token_id=pad_token_id,
+            type_vocab_size=type_vocab_size,
+            layer_norm=layer_norm,
+            dtype=dtype,
         )
         shapes = self.spec.param_shapes()
         init = lambda name: _param(embedding_init(rngs.params(), shapes[name], param_dtype), AXES[name])  # noqa: E731
@@ -291,8 +310,13 @@ class TransformerInput(nnx.Module):
         given here; it draws from the ``dropout`` stream of ``rngs`` (given here or at construction).
         """
         x = block.transformer_input(
-            self.spec, self.params(), input_ids, token_type_ids=token_type_ids,
-            position_ids=position_ids, attention_mask=attention_mask, start=start,
+            self.spec,
+            self.params(),
+            input_ids,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            attention_mask=attention_mask,
+            start=start,
         )
         deterministic = self.deterministic if deterministic is None else deterministic
         if self.dropout.rate > 0 and not deterministic:
@@ -316,18 +340,28 @@ class TransformerInput(nnx.Module):
         from flax_posenc.extend import extend_table
 
         if self.spec.position.kind != "learned":
-            raise ValueError(f"extend_positions: only a learned table can be extended, this block's position is {self.spec.position.kind!r}")
+            raise ValueError(
+                f"extend_positions: only a learned table can be extended, this block's position is {self.spec.position.kind!r}"
+            )
         old = self.position_embeddings[...]
         table = extend_table(np.asarray(old), num_positions, method=method, offset=self.spec.position.offset)
         graphdef, state = nnx.split(self)
         grown = nnx.merge(graphdef, state)  # a new module; arrays are immutable, so nothing is copied
         grown.position_embeddings = _param(jnp.asarray(table, old.dtype), AXES["position_embeddings"])
-        grown.spec = dataclasses.replace(self.spec, position=dataclasses.replace(self.spec.position, num_positions=num_positions))
+        grown.spec = dataclasses.replace(
+            self.spec, position=dataclasses.replace(self.spec.position, num_positions=num_positions)
+        )
         return grown
 
     @classmethod
     def from_pretrained(
-        cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, rngs: nnx.Rngs | None = None,
+        cls,
+        source,
+        *,
+        family: str | None = None,
+        dtype=None,
+        param_dtype=jnp.float32,
+        rngs: nnx.Rngs | None = None,
         **overrides,
     ) -> TransformerInput:
         """Build the input block of a Hugging Face checkpoint and load every weight of it.
@@ -415,13 +449,26 @@ class RotaryEmbedding(nnx.Module):
         Raises :class:`~flax_posenc.PositionLimitError` for a known position past ``config.limit``.
         """
         return rope.apply_rope(
-            x, self.config, positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow, seq_axis=self.seq_axis
+            x,
+            self.config,
+            positions,
+            start=start,
+            seq_len=seq_len,
+            on_overflow=self.on_overflow,
+            seq_axis=self.seq_axis,
         )
 
     def rotate_qk(self, q, k, positions=None, *, start: int | jax.Array = 0, seq_len: int | None = None):
         """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`)."""
         return rope.apply_rope_qk(
-            q, k, self.config, positions, start=start, seq_len=seq_len, on_overflow=self.on_overflow, seq_axis=self.seq_axis
+            q,
+            k,
+            self.config,
+            positions,
+            start=start,
+            seq_len=seq_len,
+            on_overflow=self.on_overflow,
+            seq_axis=self.seq_axis,
         )
 
 
@@ -442,7 +489,9 @@ class ALiBiBias(nnx.Module):
     (12, 5, 5)
     """
 
-    def __init__(self, config: AlibiConfig | int, *, causal: bool = True, dtype=jnp.float32, on_overflow: str = "error"):
+    def __init__(
+        self, config: AlibiConfig | int, *, causal: bool = True, dtype=jnp.float32, on_overflow: str = "error"
+    ):
         self.config = alibi._as_config(config)
         self.causal = causal
         self.dtype = dtype
@@ -462,8 +511,14 @@ class ALiBiBias(nnx.Module):
         ``(..., q)`` and ``key_positions`` ``(..., k)``; returns ``(..., heads, q, k)``.
         """
         return alibi.bias_for(
-            self.config, query_length, key_length, query_positions=query_positions,
-            key_positions=key_positions, causal=self.causal, dtype=self.dtype, on_overflow=self.on_overflow,
+            self.config,
+            query_length,
+            key_length,
+            query_positions=query_positions,
+            key_positions=key_positions,
+            causal=self.causal,
+            dtype=self.dtype,
+            on_overflow=self.on_overflow,
         )
 
 
@@ -534,12 +589,20 @@ class RelativePositionBias(nnx.Module):
         if self.dtype is not None:
             table = table.astype(self.dtype)
         b = self.buckets
-        return relative_position_bias(table, query_len, key_len, query_start=query_start, bidirectional=b.bidirectional,
-                                      num_buckets=b.num_buckets, max_distance=b.max_distance)
+        return relative_position_bias(
+            table,
+            query_len,
+            key_len,
+            query_start=query_start,
+            bidirectional=b.bidirectional,
+            num_buckets=b.num_buckets,
+            max_distance=b.max_distance,
+        )
 
     @classmethod
-    def from_pretrained(cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None,
-                        param_dtype=jnp.float32) -> RelativePositionBias:
+    def from_pretrained(
+        cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None, param_dtype=jnp.float32
+    ) -> RelativePositionBias:
         """The bias of a T5/mT5/UMT5/LongT5/MPNet checkpoint's ``stack`` and ``layer``.
 
         Equals transformers' ``compute_bias`` / ``compute_position_bias`` (within 1e-6 in float32).
@@ -552,9 +615,18 @@ class RelativePositionBias(nnx.Module):
 
         tab = load_relative_bias(source, stack=stack, layer=layer)
         rows, heads = tab.weights.shape
-        module = nnx.eval_shape(lambda: cls(heads, num_buckets=tab.num_buckets, max_distance=tab.max_distance,
-                                            bidirectional=tab.bidirectional, num_rows=rows, dtype=dtype,
-                                            param_dtype=param_dtype, rngs=nnx.Rngs(0)))
+        module = nnx.eval_shape(
+            lambda: cls(
+                heads,
+                num_buckets=tab.num_buckets,
+                max_distance=tab.max_distance,
+                bidirectional=tab.bidirectional,
+                num_rows=rows,
+                dtype=dtype,
+                param_dtype=param_dtype,
+                rngs=nnx.Rngs(0),
+            )
+        )
         _assign(module, {"embedding": tab.weights}, param_dtype)
         return module
 

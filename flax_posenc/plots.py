@@ -176,14 +176,20 @@ def model_name(source: str | None) -> tuple[str, bool]:
         config = config if isinstance(config, dict) else {}
     except (OSError, ValueError):
         config = {}
-    hub = next((p[len("models--"):].replace("--", "/") for p in reversed(root.parts) if p.startswith("models--")), None)
+    hub = next(
+        (p[len("models--") :].replace("--", "/") for p in reversed(root.parts) if p.startswith("models--")), None
+    )
     declared = config.get("_name_or_path")
     if hub:
         name = hub
     elif isinstance(declared, str) and declared and _looks_like_hub_id(declared) and "/" in declared:
         name = declared
     else:
-        named = [p for p in reversed(root.resolve().parts) if p.lower() not in _GENERIC_DIRS and not re.fullmatch(r"[0-9a-f]{40}", p)]
+        named = [
+            p
+            for p in reversed(root.resolve().parts)
+            if p.lower() not in _GENERIC_DIRS and not re.fullmatch(r"[0-9a-f]{40}", p)
+        ]
         name = named[0] if named else str(root)
     details = [str(config["model_type"])] if isinstance(config.get("model_type"), str) else []
     layers = next((config[f] for f in _LAYER_FIELDS if isinstance(config.get(f), int)), None)
@@ -409,23 +415,32 @@ def plot_similarity_vs_offset(
     fig = _figure(10, 4.8)
     ax = fig.add_subplot()
     ax.plot(k, prof.mean[keep], lw=1.2, label="mean over positions")
-    ax.fill_between(k, (prof.mean - prof.std)[keep], (prof.mean + prof.std)[keep], alpha=0.3, label="± std over positions")
+    ax.fill_between(
+        k, (prof.mean - prof.std)[keep], (prof.mean + prof.std)[keep], alpha=0.3, label="± std over positions"
+    )
     counts = ax.twinx()
     counts.plot(k, prof.count[keep], color="0.45", lw=0.9, ls="--", label="pairs (p, p+k)")
     counts.set_ylabel("pairs (p, p+k) averaged")
     counts.set_ylim(0, None)
-    ax.set_xlabel("offset k (positions)" + (f"; stops at {min_pairs} pairs ({dropped} larger offsets omitted)" if dropped else ""))
+    ax.set_xlabel(
+        "offset k (positions)" + (f"; stops at {min_pairs} pairs ({dropped} larger offsets omitted)" if dropped else "")
+    )
     ax.set_ylabel(f"{metric} similarity of p and p+k")
     ax.grid(alpha=0.3)
     lines = ax.get_legend_handles_labels()
     extra = counts.get_legend_handles_labels()
     ax.legend(lines[0] + extra[0], lines[1] + extra[1], loc="upper right")
-    _title(fig, (title or f"Similarity vs offset: {t.label}\nmax spread over positions {prof.max_spread:.2g}") + suffix,
-           random_init=t.random_init)
+    _title(
+        fig,
+        (title or f"Similarity vs offset: {t.label}\nmax spread over positions {prof.max_spread:.2g}") + suffix,
+        random_init=t.random_init,
+    )
     return _save(fig, path)
 
 
-def block_similarity(values: np.ndarray, metric: analysis.Metric = "cosine", *, blocks: int = MATRIX_BLOCKS) -> tuple[np.ndarray, int]:
+def block_similarity(
+    values: np.ndarray, metric: analysis.Metric = "cosine", *, blocks: int = MATRIX_BLOCKS
+) -> tuple[np.ndarray, int]:
     """The similarity matrix averaged over ``b x b`` blocks of positions, at most ``blocks`` a side.
 
     Every pair contributes (no row is skipped), so the diagonal blocks stay continuous; the last
@@ -491,12 +506,14 @@ def plot_similarity_matrix(
     return _save(fig, path)
 
 
-TABLE_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType({
-    "heatmap": plot_heatmap,
-    "waves": plot_waves,
-    "similarity_vs_offset": plot_similarity_vs_offset,
-    "similarity_matrix": plot_similarity_matrix,
-})
+TABLE_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType(
+    {
+        "heatmap": plot_heatmap,
+        "waves": plot_waves,
+        "similarity_vs_offset": plot_similarity_vs_offset,
+        "similarity_matrix": plot_similarity_matrix,
+    }
+)
 """The figures of a position table, by kind; each writes ``<kind>.png`` (see :func:`figure_path`)."""
 
 
@@ -511,7 +528,9 @@ def figure_path(out_dir: str | Path, kind: str, prefix: str = "") -> Path:
     return Path(out_dir) / f"{prefix}{kind}.png"
 
 
-def plot_table_figure(kind: str, table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None, prefix: str = "") -> Path:
+def plot_table_figure(
+    kind: str, table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None, prefix: str = ""
+) -> Path:
     """Draw one figure of :data:`TABLE_FIGURES` into ``out_dir`` (``dims`` for the waves)."""
     extra = {"dims": dims} if kind == "waves" else {}
     return TABLE_FIGURES[kind](table, figure_path(out_dir, kind, prefix), **extra)
@@ -529,7 +548,9 @@ def plot_all(table: Any, out_dir: str | Path, *, dims: Sequence[int] | None = No
 # --------------------------------------------------------------------------- relative schemes
 
 
-def plot_rope_decay(config: Any, path: str | Path, *, max_distance: int | None = None, title: str | None = None) -> Path:
+def plot_rope_decay(
+    config: Any, path: str | Path, *, max_distance: int | None = None, title: str | None = None
+) -> Path:
     """RoPE's long-range decay: the relative upper bound and the ``q = k = 1`` score vs distance.
 
     ``config`` is a :class:`~flax_posenc.RopeConfig` or a head dim; distances ``1 ..
@@ -547,7 +568,11 @@ def plot_rope_decay(config: Any, path: str | Path, *, max_distance: int | None =
     ax.set_xlabel("distance between query and key (positions, 1 and up)")
     ax.set_ylabel("relative to distance 0")
     ax.grid(alpha=0.3)
-    what = f"{cfg.rope_type} RoPE, head_dim {cfg.head_dim}, theta {cfg.rope_theta:g}" if cfg else f"RoPE, head_dim {config}"
+    what = (
+        f"{cfg.rope_type} RoPE, head_dim {cfg.head_dim}, theta {cfg.rope_theta:g}"
+        if cfg
+        else f"RoPE, head_dim {config}"
+    )
     limit = getattr(cfg, "limit", None)
     if limit:
         ax.axvline(limit, color="k", ls="--", lw=0.8, label=f"limit {limit}")
@@ -571,7 +596,9 @@ def plot_rope_offset_invariance(config: Any, path: str | Path, *, length: int = 
     return _save(fig, path)
 
 
-def plot_alibi_bias(config: Any, path: str | Path, *, length: int = 64, heads: Sequence[int] | None = None, title: str | None = None) -> Path:
+def plot_alibi_bias(
+    config: Any, path: str | Path, *, length: int = 64, heads: Sequence[int] | None = None, title: str | None = None
+) -> Path:
     """ALiBi's causal bias matrix for up to four heads, and bias vs distance for every head.
 
     The matrices share one colour scale (one colourbar), so the heads' different slopes show;
@@ -583,7 +610,9 @@ def plot_alibi_bias(config: Any, path: str | Path, *, length: int = 64, heads: S
 
     cfg = config if isinstance(config, AlibiConfig) else AlibiConfig(int(config))
     slopes = alibi_slopes(cfg.num_heads, max_bias=cfg.max_bias)
-    picks = list(heads) if heads is not None else sorted({0, cfg.num_heads // 3, 2 * cfg.num_heads // 3, cfg.num_heads - 1})
+    picks = (
+        list(heads) if heads is not None else sorted({0, cfg.num_heads // 3, 2 * cfg.num_heads // 3, cfg.num_heads - 1})
+    )
     i = np.arange(length)
     distance = i[:, None] - i[None, :]
     lowest = -float(np.max(slopes[picks])) * (length - 1)
@@ -604,24 +633,32 @@ def plot_alibi_bias(config: Any, path: str | Path, *, length: int = 64, heads: S
     for h in range(cfg.num_heads):
         colour = cmap(h / max(cfg.num_heads - 1, 1))
         named = h in picks or cfg.num_heads <= 12
-        ax.plot(i, -slopes[h] * i, lw=1.4 if named else 0.6, color=colour,
-                label=f"head {h} (slope {slopes[h]:.3g})" if named else None)
+        ax.plot(
+            i,
+            -slopes[h] * i,
+            lw=1.4 if named else 0.6,
+            color=colour,
+            label=f"head {h} (slope {slopes[h]:.3g})" if named else None,
+        )
     ax.set_xlabel("distance i - j (positions)")
     ax.set_ylabel("bias added to the score")
     ax.grid(alpha=0.3)
     hidden = cfg.num_heads - len(ax.get_legend_handles_labels()[1])
-    ax.legend(loc="lower left", ncol=2, fontsize=8,
-              title=f"+ {hidden} more heads, coloured by index" if hidden else None)
+    ax.legend(
+        loc="lower left", ncol=2, fontsize=8, title=f"+ {hidden} more heads, coloured by index" if hidden else None
+    )
     ax.set_title(f"bias vs distance, all {cfg.num_heads} heads (max_bias {cfg.max_bias:g})")
     _title(fig, title or f"ALiBi: {cfg.num_heads} heads, causal bias -m_h (i - j)")
     return _save(fig, path)
 
 
-RELATIVE_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType({
-    "rope_decay": plot_rope_decay,
-    "rope_offset_invariance": plot_rope_offset_invariance,
-    "alibi_bias": plot_alibi_bias,
-})
+RELATIVE_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType(
+    {
+        "rope_decay": plot_rope_decay,
+        "rope_offset_invariance": plot_rope_offset_invariance,
+        "alibi_bias": plot_alibi_bias,
+    }
+)
 """The figures of a relative scheme, by kind (RoPE: the first two; ALiBi: the last)."""
 
 
@@ -637,12 +674,20 @@ def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> li
     name = f"{relative.family}: {name}" if not name.startswith(relative.family) else name
     if relative.rope is not None:
         return [
-            plot_rope_decay(relative.rope, figure_path(out_dir, "rope_decay", prefix),
-                            title=f"RoPE long-range decay: {name}, {relative.scheme_name}, head_dim {relative.rope.head_dim}"),
+            plot_rope_decay(
+                relative.rope,
+                figure_path(out_dir, "rope_decay", prefix),
+                title=f"RoPE long-range decay: {name}, {relative.scheme_name}, head_dim {relative.rope.head_dim}",
+            ),
             plot_rope_offset_invariance(relative.rope, figure_path(out_dir, "rope_offset_invariance", prefix)),
         ]
-    return [plot_alibi_bias(relative.alibi, figure_path(out_dir, "alibi_bias", prefix),
-                            title=f"ALiBi: {name}, {relative.num_heads} heads")]
+    return [
+        plot_alibi_bias(
+            relative.alibi,
+            figure_path(out_dir, "alibi_bias", prefix),
+            title=f"ALiBi: {name}, {relative.num_heads} heads",
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- T5-style relative bias
@@ -666,7 +711,9 @@ def plot_bucket_map(buckets: Any, path: str | Path, *, span: int | None = None, 
     s, m = buckets.saturation_distance, buckets.max_distance
     sides = (-1, 1) if buckets.bidirectional else (-1,)
     for sign in sides:
-        ax.axvline(sign * s, color="C3", ls="--", lw=0.8, label=f"saturation: |distance| >= {s}" if sign == sides[0] else None)
+        ax.axvline(
+            sign * s, color="C3", ls="--", lw=0.8, label=f"saturation: |distance| >= {s}" if sign == sides[0] else None
+        )
         ax.axvline(sign * m, color="k", ls=":", lw=0.8, label=f"max_distance {m}" if sign == sides[0] else None)
     ax.set_xlabel("relative position key - query")
     ax.set_ylabel("bucket")
@@ -676,7 +723,9 @@ def plot_bucket_map(buckets: Any, path: str | Path, *, span: int | None = None, 
     return _save(fig, path)
 
 
-def plot_relative_bias_heads(table: Any, path: str | Path, *, span: int | None = None, title: str | None = None) -> Path:
+def plot_relative_bias_heads(
+    table: Any, path: str | Path, *, span: int | None = None, title: str | None = None
+) -> Path:
     """Learned bias vs relative position, one curve per head, of a
     :class:`~flax_posenc.conversion.relative_bias.RelativeBiasTable`."""
     b = table.buckets
@@ -686,14 +735,16 @@ def plot_relative_bias_heads(table: Any, path: str | Path, *, span: int | None =
     ax = fig.add_subplot()
     for h in range(values.shape[1]):
         ax.plot(rp, values[:, h], lw=0.9, drawstyle="steps-mid", label=f"head {h}" if values.shape[1] <= 12 else None)
-    for sign in ((-1, 1) if b.bidirectional else (-1,)):
+    for sign in (-1, 1) if b.bidirectional else (-1,):
         ax.axvline(sign * b.saturation_distance, color="C3", ls="--", lw=0.8)
     ax.set_xlabel("relative position key - query")
     ax.set_ylabel("bias added to the logit")
     ax.grid(alpha=0.3)
     if values.shape[1] <= 12:
         ax.legend(loc="upper right", fontsize=7, ncol=2)
-    ax.set_title(title or f"{table.family} {table.stack} relative bias per head ({short_source(table.source)})", fontsize=9)
+    ax.set_title(
+        title or f"{table.family} {table.stack} relative bias per head ({short_source(table.source)})", fontsize=9
+    )
     return _save(fig, path)
 
 
@@ -703,8 +754,13 @@ def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str =
     out = Path(out_dir)
     paths = []
     for t in source.tables:
-        paths.append(plot_bucket_map(t.buckets, out / f"{prefix}{t.stack}_buckets.png",
-                                     title=f"{t.family} {t.stack} bucket map: {t.buckets.describe()}"))
+        paths.append(
+            plot_bucket_map(
+                t.buckets,
+                out / f"{prefix}{t.stack}_buckets.png",
+                title=f"{t.family} {t.stack} bucket map: {t.buckets.describe()}",
+            )
+        )
         paths.append(plot_relative_bias_heads(t, out / f"{prefix}{t.stack}_bias.png"))
     return paths
 
@@ -712,8 +768,9 @@ def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str =
 # --------------------------------------------------------------------------- any SOURCE record
 
 
-def figure_jobs(record: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None,
-                prefix: str = "") -> list[tuple[str, Callable[[], list[Path]]]]:
+def figure_jobs(
+    record: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None, prefix: str = ""
+) -> list[tuple[str, Callable[[], list[Path]]]]:
     """The figures of a :class:`~flax_posenc.conversion.SourceRecord` as ``(label, draw)`` steps.
 
     A learned/sinusoidal table (a record with a ``table``) gets the :data:`TABLE_FIGURES`, one
@@ -738,5 +795,7 @@ def figure_jobs(record: Any, out_dir: str | Path, *, dims: Sequence[int] | None 
             raise ValueError(f"--dims: expected dimensions in 0..{table.dim - 1}; got {bad}")
     if table.rows - table.offset < 1:
         raise ValueError(f"{record.name} has no usable rows to plot")
-    return [(kind, lambda kind=kind: [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix)])
-            for kind in TABLE_FIGURES]
+    return [
+        (kind, lambda kind=kind: [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix)])
+        for kind in TABLE_FIGURES
+    ]

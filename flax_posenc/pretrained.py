@@ -74,6 +74,7 @@ _OPTIONAL_PARAMS = ("token_type_embeddings", "layer_norm")
 
 def _check_converted(path: Path, kwargs: dict[str, Any], params: Any) -> None:
     """Refuse a converted file with missing/extra parameters, wrong shapes or NaN/Inf values."""
+
     def bad(expected: str, found: str) -> CheckpointError:
         return CheckpointError(f"{path}: expected {expected}, found {found}")
 
@@ -82,7 +83,9 @@ def _check_converted(path: Path, kwargs: dict[str, Any], params: Any) -> None:
     missing = [k for k in _REQUIRED_PARAMS if k not in params]
     extra = sorted(set(params) - set(_REQUIRED_PARAMS) - set(_OPTIONAL_PARAMS))
     if missing or extra:
-        raise bad(f"params {list(_REQUIRED_PARAMS)} (+ {list(_OPTIONAL_PARAMS)})", f"missing {missing}, unknown {extra}")
+        raise bad(
+            f"params {list(_REQUIRED_PARAMS)} (+ {list(_OPTIONAL_PARAMS)})", f"missing {missing}, unknown {extra}"
+        )
     leaves = {k: v for k, v in params.items() if k != "layer_norm"}
     if "layer_norm" in params:
         ln = params["layer_norm"]
@@ -91,7 +94,10 @@ def _check_converted(path: Path, kwargs: dict[str, Any], params: Any) -> None:
         leaves.update({f"layer_norm.{k}": v for k, v in ln.items()})
     for name, value in leaves.items():
         if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
-            raise bad(f"{name} as a float array", type(value).__name__ if not isinstance(value, np.ndarray) else str(value.dtype))
+            raise bad(
+                f"{name} as a float array",
+                type(value).__name__ if not isinstance(value, np.ndarray) else str(value.dtype),
+            )
         want = 1 if name.startswith("layer_norm.") else 2
         if value.ndim != want or value.size == 0:
             raise bad(f"{name} as a non-empty {want}-D array", f"shape {value.shape}")
@@ -104,8 +110,11 @@ def _check_converted(path: Path, kwargs: dict[str, Any], params: Any) -> None:
         if not isinstance(kwargs.get(key), int) or isinstance(kwargs.get(key), bool) or kwargs[key] < 1:
             raise bad(f"config {key} as a positive integer", repr(kwargs.get(key))[:80])
     rows = params["position_embeddings"].shape[0]
-    if kwargs["dim"] != dim or kwargs["vocab_size"] != params["word_embeddings"].shape[0] or \
-            kwargs["num_positions"] + int(kwargs.get("position_offset") or 0) != rows:
+    if (
+        kwargs["dim"] != dim
+        or kwargs["vocab_size"] != params["word_embeddings"].shape[0]
+        or kwargs["num_positions"] + int(kwargs.get("position_offset") or 0) != rows
+    ):
         raise bad("config sizes that match the parameters", f"config {kwargs!r}"[:200])
 
 
@@ -148,7 +157,9 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
 
     out = Path(out)
     if out.suffix != CONVERTED_SUFFIX:
-        raise CheckpointError(f"{out}: expected an output file name ending in {CONVERTED_SUFFIX}, found {out.suffix or 'no suffix'!r}")
+        raise CheckpointError(
+            f"{out}: expected an output file name ending in {CONVERTED_SUFFIX}, found {out.suffix or 'no suffix'!r}"
+        )
     if out.exists() and not overwrite:
         raise CheckpointError(f"{out}: expected a new path, found an existing file (pass overwrite=True / --overwrite)")
     if not out.parent.is_dir():
@@ -174,7 +185,9 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
                 if tmp is not None:
                     Path(tmp).unlink(missing_ok=True)
     except OSError as e:
-        raise CheckpointError(f"{out}: expected a writable output file, found {type(e).__name__}: {e.strerror or e}") from None
+        raise CheckpointError(
+            f"{out}: expected a writable output file, found {type(e).__name__}: {e.strerror or e}"
+        ) from None
     return out
 
 

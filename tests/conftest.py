@@ -23,14 +23,14 @@ import dataclasses
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from helpers import minilm_path
 
 from flax_posenc.conversion.families import FAMILIES
-
 
 
 @pytest.fixture(scope="session")
@@ -50,37 +50,124 @@ def minilm_dir() -> Path:
 # position_key and prefixes, found in the built model's own state dict.
 # A new family row needs a row here: test_conversion_families checks they cover FAMILIES.
 TINY_CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
-    "gpt2": (dict(n_positions=32, n_embd=16, n_layer=1, n_head=2, vocab_size=100, bos_token_id=0, eos_token_id=0),
-             "GPT2LMHeadModel"),
-    "gpt_neo": (dict(max_position_embeddings=32, hidden_size=16, num_layers=1, num_heads=2,
-                     attention_types=[[["global"], 1]], vocab_size=100, bos_token_id=0, eos_token_id=0),
-                "GPTNeoForCausalLM"),
-    "bert": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=32, type_vocab_size=3),
-             "BertForMaskedLM"),
-    "roberta": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=34, layer_norm_eps=1e-5,
-                     bos_token_id=0, eos_token_id=2),
-                "RobertaForMaskedLM"),
-    "xlm-roberta": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=34, bos_token_id=0, eos_token_id=2),
-                    "XLMRobertaForMaskedLM"),
-    "mpnet": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                   intermediate_size=32, max_position_embeddings=34, bos_token_id=0, eos_token_id=2),
-              "MPNetForMaskedLM"),
-    "distilbert": (dict(vocab_size=100, dim=16, n_layers=1, n_heads=2, hidden_dim=32, max_position_embeddings=32),
-                   "DistilBertForMaskedLM"),
-    "electra": (dict(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=32),
-                "ElectraForPreTraining"),
-    "opt": (dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=32,
-                 max_position_embeddings=32, word_embed_proj_dim=16, bos_token_id=0, eos_token_id=2),
-            "OPTForCausalLM"),
-    "bart": (dict(vocab_size=100, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                  decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
-                  scale_embedding=True, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
-                  forced_eos_token_id=2),
-             "BartForConditionalGeneration"),
+    "gpt2": (
+        dict(n_positions=32, n_embd=16, n_layer=1, n_head=2, vocab_size=100, bos_token_id=0, eos_token_id=0),
+        "GPT2LMHeadModel",
+    ),
+    "gpt_neo": (
+        dict(
+            max_position_embeddings=32,
+            hidden_size=16,
+            num_layers=1,
+            num_heads=2,
+            attention_types=[[["global"], 1]],
+            vocab_size=100,
+            bos_token_id=0,
+            eos_token_id=0,
+        ),
+        "GPTNeoForCausalLM",
+    ),
+    "bert": (
+        dict(
+            vocab_size=100,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+            type_vocab_size=3,
+        ),
+        "BertForMaskedLM",
+    ),
+    "roberta": (
+        dict(
+            vocab_size=100,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=34,
+            layer_norm_eps=1e-5,
+            bos_token_id=0,
+            eos_token_id=2,
+        ),
+        "RobertaForMaskedLM",
+    ),
+    "xlm-roberta": (
+        dict(
+            vocab_size=100,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=34,
+            bos_token_id=0,
+            eos_token_id=2,
+        ),
+        "XLMRobertaForMaskedLM",
+    ),
+    "mpnet": (
+        dict(
+            vocab_size=100,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=34,
+            bos_token_id=0,
+            eos_token_id=2,
+        ),
+        "MPNetForMaskedLM",
+    ),
+    "distilbert": (
+        dict(vocab_size=100, dim=16, n_layers=1, n_heads=2, hidden_dim=32, max_position_embeddings=32),
+        "DistilBertForMaskedLM",
+    ),
+    "electra": (
+        dict(
+            vocab_size=100,
+            embedding_size=8,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        ),
+        "ElectraForPreTraining",
+    ),
+    "opt": (
+        dict(
+            vocab_size=100,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            ffn_dim=32,
+            max_position_embeddings=32,
+            word_embed_proj_dim=16,
+            bos_token_id=0,
+            eos_token_id=2,
+        ),
+        "OPTForCausalLM",
+    ),
+    "bart": (
+        dict(
+            vocab_size=100,
+            d_model=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            max_position_embeddings=32,
+            scale_embedding=True,
+            bos_token_id=0,
+            eos_token_id=2,
+            decoder_start_token_id=2,
+            forced_eos_token_id=2,
+        ),
+        "BartForConditionalGeneration",
+    ),
 }
 
 #: every family the tiny-checkpoint factory builds: the registry's, in its order

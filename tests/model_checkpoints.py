@@ -17,18 +17,65 @@ MODELS = ROOT / "examples" / "models"
 
 # kind -> (config class, config kwargs, model class)
 TINY = {
-    "gpt2": ("GPT2Config", dict(vocab_size=1000, n_positions=64, n_embd=64, n_layer=2, n_head=4,
-                                bos_token_id=999, eos_token_id=999, pad_token_id=999), "GPT2LMHeadModel"),
-    "llama": ("LlamaConfig", dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                  rope_theta=10000.0, tie_word_embeddings=False, rms_norm_eps=1e-6,
-                                  rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
-                                                "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
-                                  bos_token_id=999, eos_token_id=999, pad_token_id=999), "LlamaForCausalLM"),
-    "bloom": ("BloomConfig", dict(vocab_size=1000, hidden_size=64, n_layer=2, n_head=4, bos_token_id=999,
-                                  eos_token_id=999, pad_token_id=999), "BloomForCausalLM"),
-    "bert": ("BertConfig", dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=128, max_position_embeddings=64), "BertModel"),
+    "gpt2": (
+        "GPT2Config",
+        dict(
+            vocab_size=1000,
+            n_positions=64,
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            bos_token_id=999,
+            eos_token_id=999,
+            pad_token_id=999,
+        ),
+        "GPT2LMHeadModel",
+    ),
+    "llama": (
+        "LlamaConfig",
+        dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            rope_theta=10000.0,
+            tie_word_embeddings=False,
+            rms_norm_eps=1e-6,
+            rope_scaling={
+                "rope_type": "llama3",
+                "factor": 4.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+            bos_token_id=999,
+            eos_token_id=999,
+            pad_token_id=999,
+        ),
+        "LlamaForCausalLM",
+    ),
+    "bloom": (
+        "BloomConfig",
+        dict(
+            vocab_size=1000, hidden_size=64, n_layer=2, n_head=4, bos_token_id=999, eos_token_id=999, pad_token_id=999
+        ),
+        "BloomForCausalLM",
+    ),
+    "bert": (
+        "BertConfig",
+        dict(
+            vocab_size=1000,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=64,
+        ),
+        "BertModel",
+    ),
 }
 
 
@@ -71,8 +118,14 @@ def hf_generate(model, prompt, max_new_tokens: int):
 
     ids = torch.tensor(np.asarray(prompt))
     with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                             min_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+        )
     return out.numpy()
 
 
@@ -126,7 +179,9 @@ def decode_step(model, max_len: int):
 
     graphdef, state = nnx.split(model)
     cache = model.init_cache(1, max_len)
-    run = jax.jit(lambda state, start: nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0])
+    run = jax.jit(
+        lambda state, start: nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0]
+    )
     return lambda start: run(state, jnp.int32(start))
 
 

@@ -96,11 +96,17 @@ def test_modules_agree():
 def test_limit_under_the_overflow_rule():
     cfg = AlibiConfig(4, max_positions=32)
     fp.alibi_bias(cfg, 32)
-    with pytest.raises(PositionLimitError, match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$"):
+    with pytest.raises(
+        PositionLimitError,
+        match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
+    ):
         fp.alibi_bias(cfg, 33)
     f = fp.position_errors(jax.jit(lambda q, k: fp.alibi_bias_from_positions(cfg, q, k)))
     assert f(jnp.arange(4), jnp.arange(32)).shape == (4, 4, 32)
-    with pytest.raises(PositionLimitError, match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 39, 8 past the end$"):
+    with pytest.raises(
+        PositionLimitError,
+        match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 39, 8 past the end$",
+    ):
         f(jnp.arange(4), jnp.arange(40))
 
 
@@ -109,7 +115,10 @@ def test_limit_under_the_overflow_rule():
     [
         (lambda: AlibiConfig(0), r"^num_heads: expected a positive integer, got 0$"),
         (lambda: fp.alibi_slopes(8, max_bias=0.0), r"^max_bias: expected a finite number > 0, got 0.0$"),
-        (lambda: fp.alibi_bias(4, 6, 3), r"^query_length: expected at most key_length=3 \(queries are the last keys\), got 6$"),
+        (
+            lambda: fp.alibi_bias(4, 6, 3),
+            r"^query_length: expected at most key_length=3 \(queries are the last keys\), got 6$",
+        ),
         (lambda: fp.alibi_bias(4, 0), r"^query_length: expected a positive Python integer, got 0$"),
     ],
 )

@@ -8,10 +8,9 @@ import math
 
 import numpy as np
 import pytest
+from helpers import sinusoid
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from helpers import sinusoid
 
 from flax_posenc import analysis
 from flax_posenc.conversion.table import PositionTable
@@ -41,8 +40,12 @@ def test_sinusoid_dot_product_depends_only_on_offset(half, length, base):
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), rows=st.integers(2, 40), dim=st.integers(1, 12),
-       metric=st.sampled_from(["dot", "cosine"]))
+@given(
+    seed=st.integers(0, 10_000),
+    rows=st.integers(2, 40),
+    dim=st.integers(1, 12),
+    metric=st.sampled_from(["dot", "cosine"]),
+)
 def test_offset_profile_matches_brute_force(seed, rows, dim, metric):
     t = np.random.default_rng(seed).normal(size=(rows, dim))
     prof = analysis.similarity_by_offset(t, metric=metric)

@@ -12,7 +12,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-
 from helpers import sinusoid
 
 import flax_posenc as fp
@@ -28,7 +27,9 @@ def test_device_sinusoid_reads_base(base):
     positions = jnp.array([0, 1, 7, 1000, 2**20])
     traced = jax.jit(lambda p: fp.sinusoidal_encoding(p, 8, base=base))(positions)
     np.testing.assert_allclose(traced, sinusoid64(positions, 8, base), rtol=0, atol=2e-6)
-    np.testing.assert_allclose(fp.sinusoidal_table(9, 8, base=base), sinusoid64(np.arange(9), 8, base), rtol=0, atol=1e-7)
+    np.testing.assert_allclose(
+        fp.sinusoidal_table(9, 8, base=base), sinusoid64(np.arange(9), 8, base), rtol=0, atol=1e-7
+    )
 
 
 def test_padding_aware_positions_count_from_start():
@@ -43,7 +44,12 @@ def test_padding_aware_positions_count_from_start():
 def test_padding_aware_static_bound_includes_start():
     """RoBERTa-style block: seq 4 from start 2 reaches position 5 (fits 6); from start 3, 6 (one past)."""
     block = fp.nnx.TransformerInput(
-        50, 8, num_positions=6, position_offset=2, positions_from="non_padding_ids", pad_token_id=1,
+        50,
+        8,
+        num_positions=6,
+        position_offset=2,
+        positions_from="non_padding_ids",
+        pad_token_id=1,
         rngs=nnx.Rngs(0),
     )
     ids = jnp.full((1, 4), 5)
@@ -58,7 +64,11 @@ def test_padding_aware_static_bound_includes_start():
 def test_sinusoid_padding_mask_spares_the_first_real_token():
     """OPT-style counting with sinusoids: padding gets no vector, the first real token gets PE(0)."""
     block = fp.nnx.TransformerInput(
-        50, 8, position="sinusoidal", positions_from="attention_mask", rngs=nnx.Rngs(0),
+        50,
+        8,
+        position="sinusoidal",
+        positions_from="attention_mask",
+        rngs=nnx.Rngs(0),
     )
     ids = jnp.array([[7, 7, 7, 7]])
     mask = jnp.array([[0, 1, 1, 0]])

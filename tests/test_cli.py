@@ -42,9 +42,17 @@ def roberta_dir(tmp_path_factory) -> Path:
         },
         str(d / "model.safetensors"),
     )
-    (d / "config.json").write_text(json.dumps(
-        {"model_type": "roberta", "max_position_embeddings": 42, "pad_token_id": 1, "hidden_size": 8, "vocab_size": 50}
-    ))
+    (d / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "roberta",
+                "max_position_embeddings": 42,
+                "pad_token_id": 1,
+                "hidden_size": 8,
+                "vocab_size": 50,
+            }
+        )
+    )
     return d
 
 
@@ -135,8 +143,14 @@ def test_length_must_be_a_positive_integer(length):
 @pytest.mark.parametrize("source", ["nosuch:thing", "/nonexistent/checkpoint/dir", "sinusoidal:abc:4", "notes.txt"])
 def test_unknown_source_is_one_line_exit_2(source, tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    proc = subprocess.run([SCRIPT, "check", source, "--length", "4"], capture_output=True, text=True,
-                          cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    proc = subprocess.run(
+        [SCRIPT, "check", source, "--length", "4"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert one_error_line(proc).startswith("flax-posenc check: error:")
 
@@ -150,7 +164,9 @@ def test_plot_writes_pngs_and_rejects_bad_dirs_and_dims(tmp_path):
     assert proc.returncode == 0, proc.stderr
     names = sorted(p.name for p in out.glob("*.png"))
     assert names == ["heatmap.png", "similarity_matrix.png", "similarity_vs_offset.png", "waves.png"]
-    assert proc.stdout.split() == [str(out / n) for n in ("heatmap.png", "waves.png", "similarity_vs_offset.png", "similarity_matrix.png")]
+    assert proc.stdout.split() == [
+        str(out / n) for n in ("heatmap.png", "waves.png", "similarity_vs_offset.png", "similarity_matrix.png")
+    ]
 
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
@@ -188,14 +204,19 @@ def test_tour_shows_both_limits_and_writes_figures(tour, minilm_dir):
     bert = _rows(minilm_dir / "model.safetensors", "embeddings.position_embeddings.weight")
     gpt2 = _rows(root / "cache" / "gpt2-shaped" / "model.safetensors", "transformer.wpe.weight")
     limits = [line for line in out.splitlines() if line.startswith("limits: ")]
-    assert limits == [f"limits: bert-minilm {bert} positions (0..{bert - 1}), gpt2-shaped {gpt2} positions "
-                      f"(0..{gpt2 - 1}), sinusoidal 1024 positions (0..1023)"]
+    assert limits == [
+        f"limits: bert-minilm {bert} positions (0..{bert - 1}), gpt2-shaped {gpt2} positions "
+        f"(0..{gpt2 - 1}), sinusoidal 1024 positions (0..1023)"
+    ]
     for n in (bert, gpt2):
         assert f"asked for {n + 1} positions (0..{n}): 1 past the limit" in out
     # the figures: one naming scheme (<kind>.png per source directory), each a real, listed PNG
     figs = sorted((root / "figs").rglob("*.png"))
     assert sorted(p.relative_to(root / "figs").as_posix() for p in figs) == sorted(
-        f"{source}/{kind}.png" for source in ("bert-minilm", "gpt2-shaped", "sinusoidal") for kind in plots.TABLE_FIGURES)
+        f"{source}/{kind}.png"
+        for source in ("bert-minilm", "gpt2-shaped", "sinusoidal")
+        for kind in plots.TABLE_FIGURES
+    )
     for path in figs:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"    {path}" in out.splitlines()
     assert "Traceback" not in proc.stderr

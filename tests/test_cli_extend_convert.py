@@ -63,7 +63,9 @@ def test_extend_roberta_keeps_reserved_rows(tiny_checkpoint, tmp_path):
 
 def test_extend_gpt2(tiny_checkpoint, tmp_path):
     out = tmp_path / "gpt2-80"
-    assert run("extend", tiny_checkpoint("gpt2").path, "--length", 80, "--method", "linear", "--out", out).returncode == 0
+    assert (
+        run("extend", tiny_checkpoint("gpt2").path, "--length", 80, "--method", "linear", "--out", out).returncode == 0
+    )
     model = hf_forward_at(out, 80)
     assert model.config.n_positions == 80
     block = fp.nnx.TransformerInput.from_pretrained(out)

@@ -140,7 +140,9 @@ def test_tensor2tensor(dim):
 @pytest.mark.parametrize("dim", [8, 9, 64, 65])
 def test_flax_sinusoidal_init(dim):
     for lo, hi in [(1.0, 1.0e4), (0.5 / np.pi, 1024.0)]:
-        within_half_ulp(fp.sinusoidal_table(50, dim, base=hi, min_timescale=lo, **FLAX), flax_sinusoidal_init(50, dim, lo, hi))
+        within_half_ulp(
+            fp.sinusoidal_table(50, dim, base=hi, min_timescale=lo, **FLAX), flax_sinusoidal_init(50, dim, lo, hi)
+        )
 
 
 @pytest.mark.parametrize("dim", [8, 9, 64, 65])
@@ -190,7 +192,9 @@ def test_fairseq_recipe(dim):
     # transformers' own fairseq port (M2M100), float32 angles: a few ulps of the angle
     hf = M2M100SinusoidalPositionalEmbedding.get_embedding(padding_idx + 1 + 6, dim, padding_idx)
     assert np.abs(table - hf.numpy()).max() <= 64 * 2.0**-24
-    hf_pos = M2M100SinusoidalPositionalEmbedding.create_position_ids_from_input_ids(torch.from_numpy(tokens), padding_idx)
+    hf_pos = M2M100SinusoidalPositionalEmbedding.create_position_ids_from_input_ids(
+        torch.from_numpy(tokens), padding_idx
+    )
     assert np.array_equal(hf_pos.numpy(), positions)
 
 
@@ -218,7 +222,9 @@ def test_device_encoding_matches_table_for_odd_dims(opts):
 
 
 def test_bad_convention_options_one_line():
-    with pytest.raises(ValueError, match=r"^dim: expected a positive even integer .*got 7; for an odd width pass odd_dim='zero'"):
+    with pytest.raises(
+        ValueError, match=r"^dim: expected a positive even integer .*got 7; for an odd width pass odd_dim='zero'"
+    ):
         fp.sinusoidal_table(4, 7)
     with pytest.raises(ValueError, match=r"^odd_dim: expected one of \('zero', 'sin'\) or None, got 'pad'$"):
         fp.sinusoidal_table(4, 7, odd_dim="pad")

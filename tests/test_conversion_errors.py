@@ -46,8 +46,10 @@ def _raises(*patterns, fn, **kwargs):
 
 def test_missing_path(tmp_path):
     msg = _raises(fn=load_position_table, source=tmp_path / "nope")
-    assert msg == (f"{tmp_path / 'nope'}: expected a checkpoint directory, a .safetensors/.bin file, a Hub model id "
-                   "or sinusoidal:LENGTH:DIM, found no such file or directory")
+    assert msg == (
+        f"{tmp_path / 'nope'}: expected a checkpoint directory, a .safetensors/.bin file, a Hub model id "
+        "or sinusoidal:LENGTH:DIM, found no such file or directory"
+    )
     _raises("nope.safetensors", "no such file", fn=load_position_table, source=str(tmp_path / "nope.safetensors"))
 
 
@@ -63,8 +65,7 @@ def test_directory_without_weights(tiny_checkpoint, tmp_path):
     d = _copy(tiny_checkpoint("gpt2"), tmp_path)
     (d / "model.safetensors").unlink()
     (d / "notes.txt").write_text("hi")
-    _raises(str(d), "expected weights", "model.safetensors", "config.json, notes.txt",
-            fn=load_position_table, source=d)
+    _raises(str(d), "expected weights", "model.safetensors", "config.json, notes.txt", fn=load_position_table, source=d)
 
 
 def _truncation_line(f, data: bytes, cut: int) -> str:
@@ -75,14 +76,19 @@ def _truncation_line(f, data: bytes, cut: int) -> str:
         return f"{f}: expected a safetensors file (8-byte header length, JSON header, data), found only {kept} bytes"
     n = int.from_bytes(data[:8], "little")
     if 8 + n > kept:
-        return (f"{f}: expected a safetensors header of at most {kept - 8} bytes (truncated or not a safetensors "
-                f"file?), found a declared header length of {n}")
+        return (
+            f"{f}: expected a safetensors header of at most {kept - 8} bytes (truncated or not a safetensors "
+            f"file?), found a declared header length of {n}"
+        )
     header = json.loads(data[8 : 8 + n])
     data_bytes = kept - 8 - n
-    (name, (start, end)), = [(k, v["data_offsets"]) for k, v in header.items()
-                             if k != "__metadata__" and v["data_offsets"][1] > data_bytes]
-    return (f"{f}: expected {name!r} to occupy {end - start} bytes inside the {data_bytes} data bytes "
-            f"(truncated file?), found data_offsets [{start}, {end}]")
+    ((name, (start, end)),) = [
+        (k, v["data_offsets"]) for k, v in header.items() if k != "__metadata__" and v["data_offsets"][1] > data_bytes
+    ]
+    return (
+        f"{f}: expected {name!r} to occupy {end - start} bytes inside the {data_bytes} data bytes "
+        f"(truncated file?), found data_offsets [{start}, {end}]"
+    )
 
 
 @pytest.mark.parametrize("cut", [0, 4, 9, 100, -16])
@@ -106,15 +112,28 @@ def test_corrupted_header(tiny_checkpoint, tmp_path):
 def test_unknown_family(tiny_checkpoint, tmp_path):
     d = _copy(tiny_checkpoint("gpt2"), tmp_path)
     _edit_config(d, model_type="llama")
-    _raises("config.json", "model_type='llama'", "gpt2, gpt_neo, bert, roberta", "opt, bart",
-            fn=load_position_table, source=d)
+    _raises(
+        "config.json",
+        "model_type='llama'",
+        "gpt2, gpt_neo, bert, roberta",
+        "opt, bart",
+        fn=load_position_table,
+        source=d,
+    )
     _raises("family='t5'", "gpt2, gpt_neo", fn=load_position_table, source=d, family="t5")
 
 
 def test_table_key_absent_shows_nearest(tiny_checkpoint, tmp_path):
     ck = tiny_checkpoint("gpt2", head=True)
-    msg = _raises("model.safetensors", "'transformer.wpe.weights'", "nearest keys", "'transformer.wpe.weight'",
-                  fn=load_position_table, source=ck.path, key="transformer.wpe.weights")
+    msg = _raises(
+        "model.safetensors",
+        "'transformer.wpe.weights'",
+        "nearest keys",
+        "'transformer.wpe.weight'",
+        fn=load_position_table,
+        source=ck.path,
+        key="transformer.wpe.weights",
+    )
     assert "expected the table key" in msg
     # a config that says gpt2 over BERT tensors
     d = _copy(tiny_checkpoint("bert"), tmp_path)
@@ -130,8 +149,14 @@ def test_both_layer_norm_spellings(tiny_checkpoint, tmp_path):
         t["embeddings.LayerNorm.beta"] = t["embeddings.LayerNorm.bias"].copy()
 
     _edit_tensors(d / "model.safetensors", add_gamma)
-    _raises("model.safetensors", "one LayerNorm spelling", "embeddings.LayerNorm.weight",
-            "embeddings.LayerNorm.gamma", fn=load_input_block, source=d)
+    _raises(
+        "model.safetensors",
+        "one LayerNorm spelling",
+        "embeddings.LayerNorm.weight",
+        "embeddings.LayerNorm.gamma",
+        fn=load_input_block,
+        source=d,
+    )
 
 
 def test_gamma_beta_spelling_alone_is_fine(tiny_checkpoint, tmp_path):
@@ -147,9 +172,15 @@ def test_gamma_beta_spelling_alone_is_fine(tiny_checkpoint, tmp_path):
     np.testing.assert_array_equal(block.layer_norm_scale, ck.module("embeddings.LayerNorm").weight.detach().numpy())
 
 
-@pytest.mark.parametrize("family,field,value", [("gpt2", "n_positions", 64), ("bert", "max_position_embeddings", 31),
-                                                ("roberta", "max_position_embeddings", 32),
-                                                ("opt", "max_position_embeddings", 34)])
+@pytest.mark.parametrize(
+    "family,field,value",
+    [
+        ("gpt2", "n_positions", 64),
+        ("bert", "max_position_embeddings", 31),
+        ("roberta", "max_position_embeddings", 32),
+        ("opt", "max_position_embeddings", 34),
+    ],
+)
 def test_config_length_disagrees_with_rows(tiny_checkpoint, tmp_path, family, field, value):
     d = _copy(tiny_checkpoint(family), tmp_path)
     _edit_config(d, **{field: value})
@@ -177,8 +208,13 @@ def test_wrong_dtype_and_rank(tiny_checkpoint, tmp_path):
 
 def test_bin_without_torch(tiny_bin_checkpoint, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
-    _raises("pytorch_model.bin", "pip install 'flax-posenc[torch]'", "torch is not installed",
-            fn=load_position_table, source=tiny_bin_checkpoint.path)
+    _raises(
+        "pytorch_model.bin",
+        "pip install 'flax-posenc[torch]'",
+        "torch is not installed",
+        fn=load_position_table,
+        source=tiny_bin_checkpoint.path,
+    )
 
 
 class _RunsCode:
@@ -206,8 +242,13 @@ def test_malicious_pickle_is_refused(tiny_checkpoint, tmp_path, how):
         with open(d / "pytorch_model.bin", "wb") as f:
             pickle.dump(payload, f)
     assert not marker.exists()
-    _raises("pytorch_model.bin", "refused", "posix.system" if how == "torch.save" else "expected",
-            fn=load_position_table, source=d)
+    _raises(
+        "pytorch_model.bin",
+        "refused",
+        "posix.system" if how == "torch.save" else "expected",
+        fn=load_position_table,
+        source=d,
+    )
     assert not marker.exists()
     # control: the planted file really runs code when unpickled unsafely
     if how == "torch.save":
@@ -232,8 +273,14 @@ def test_model_id_not_cached_while_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    msg = _raises("openai-community/gpt2", "HF_HUB_OFFLINE=1", "local cache", str(tmp_path),
-                  fn=load_position_table, source="openai-community/gpt2")
+    msg = _raises(
+        "openai-community/gpt2",
+        "HF_HUB_OFFLINE=1",
+        "local cache",
+        str(tmp_path),
+        fn=load_position_table,
+        source="openai-community/gpt2",
+    )
     assert "no cached" in msg
 
 

@@ -53,8 +53,20 @@ def _hf_load(path, cls_name="AutoModel"):
     return model.eval()
 
 
-@pytest.mark.parametrize("family,extra", [("gpt2", 16), ("roberta", 6), ("opt", 6), ("bert", 8), ("gpt_neo", 4),
-                                          ("distilbert", 4), ("electra", 4), ("mpnet", 4), ("xlm-roberta", 4)])
+@pytest.mark.parametrize(
+    "family,extra",
+    [
+        ("gpt2", 16),
+        ("roberta", 6),
+        ("opt", 6),
+        ("bert", 8),
+        ("gpt_neo", 4),
+        ("distilbert", 4),
+        ("electra", 4),
+        ("mpnet", 4),
+        ("xlm-roberta", 4),
+    ],
+)
 def test_round_trip_tiny(tiny_checkpoint, tmp_path, family, extra):
     import torch
 
@@ -120,8 +132,10 @@ def test_bart_same_size_round_trip_and_shared_limit(tiny_checkpoint, tmp_path):
     out = export_position_table(ck.path, new, tmp_path / "out")
     model = _hf_load(out)
     np.testing.assert_array_equal(model.encoder.embed_positions.weight.detach().numpy(), new)
-    np.testing.assert_array_equal(model.decoder.embed_positions.weight.detach().numpy(),
-                                  ck.module("decoder.embed_positions").weight.detach().numpy())
+    np.testing.assert_array_equal(
+        model.decoder.embed_positions.weight.detach().numpy(),
+        ck.module("decoder.embed_positions").weight.detach().numpy(),
+    )
     with pytest.raises(CheckpointError, match="decoder.embed_positions.weight"):
         export_position_table(ck.path, _extend(t.weights, 2), tmp_path / "out2")
     assert not (tmp_path / "out2").exists()

@@ -25,7 +25,10 @@ EXPECTED = {
     "bart": (2, "index", False, "encoder.layernorm_embedding"),
 }
 WORD = {
-    "gpt2": "wte", "gpt_neo": "wte", "opt": "decoder.embed_tokens", "bart": "shared",
+    "gpt2": "wte",
+    "gpt_neo": "wte",
+    "opt": "decoder.embed_tokens",
+    "bart": "shared",
 }
 TOKEN_TYPE = "embeddings.token_type_embeddings"
 
@@ -135,7 +138,8 @@ def test_opt_with_project_in_is_refused(tiny_checkpoint):
         load_input_block(ck.path)
     assert str(e.value) == (
         f"{ck.path / 'config.json'}: expected a opt input block without a projection (word_embed_proj_dim == "
-        "hidden_size), found decoder.project_in.weight, word_embed_proj_dim=8 != hidden_size=16 (project_in is not supported)")
+        "hidden_size), found decoder.project_in.weight, word_embed_proj_dim=8 != hidden_size=16 (project_in is not supported)"
+    )
 
 
 def test_bart_decoder_table_by_key(tiny_checkpoint):
@@ -155,9 +159,18 @@ def test_bart_without_scale_embedding(tiny_checkpoint):
 def test_single_file_without_config_infers_family_from_keys(tiny_checkpoint, tmp_path):
     import shutil
 
-    for family, head in [("gpt2", False), ("gpt2", True), ("gpt_neo", False), ("roberta", True),
-                         ("opt", True), ("bart", False), ("distilbert", False), ("mpnet", False),
-                         ("electra", False), ("bert", True)]:
+    for family, head in [
+        ("gpt2", False),
+        ("gpt2", True),
+        ("gpt_neo", False),
+        ("roberta", True),
+        ("opt", True),
+        ("bart", False),
+        ("distilbert", False),
+        ("mpnet", False),
+        ("electra", False),
+        ("bert", True),
+    ]:
         ck = tiny_checkpoint(family, head=head)
         f = tmp_path / f"{family}-{head}.safetensors"
         shutil.copy(ck.path / "model.safetensors", f)
@@ -179,9 +192,16 @@ def test_unprefixed_bert_or_roberta_without_config_is_ambiguous(tiny_checkpoint,
 
 
 def test_detect_family_rules():
-    d = detect_family(["bert.embeddings.position_embeddings.weight", "bert.embeddings.word_embeddings.weight",
-                       "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.gamma",
-                       "bert.embeddings.LayerNorm.beta", "bert.embeddings.position_ids"])
+    d = detect_family(
+        [
+            "bert.embeddings.position_embeddings.weight",
+            "bert.embeddings.word_embeddings.weight",
+            "bert.embeddings.token_type_embeddings.weight",
+            "bert.embeddings.LayerNorm.gamma",
+            "bert.embeddings.LayerNorm.beta",
+            "bert.embeddings.position_ids",
+        ]
+    )
     assert d.family.name == "bert" and d.prefix == "bert."
     d = detect_family(["model.wpe.weight", "model.wte.weight"], {"model_type": "gpt2"})
     assert d.prefix == "model."  # generic prefix search
@@ -201,7 +221,13 @@ def test_minilm_real_checkpoint(minilm_dir):
 
     t = load_position_table(minilm_dir)
     assert (t.family, t.key, t.rows, t.dim, t.offset, t.max_length) == (
-        "bert", "embeddings.position_embeddings.weight", 512, 384, 0, 512)
+        "bert",
+        "embeddings.position_embeddings.weight",
+        512,
+        384,
+        0,
+        512,
+    )
     model = transformers.BertModel.from_pretrained(minilm_dir).eval()
     np.testing.assert_array_equal(t.weights, _np(model.embeddings.position_embeddings.weight))
     block = load_input_block(minilm_dir)

@@ -23,10 +23,15 @@ def _valid_file() -> bytes:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "m.safetensors"
-        save_file({"wpe.weight": rng.normal(size=(8, 4)).astype(np.float32),
-                   "wte.weight": rng.normal(size=(10, 4)).astype(np.float32),
-                   "h.0.attn.c_attn.weight": rng.normal(size=(4, 12)).astype(np.float32)},
-                  str(path), metadata={"format": "pt"})
+        save_file(
+            {
+                "wpe.weight": rng.normal(size=(8, 4)).astype(np.float32),
+                "wte.weight": rng.normal(size=(10, 4)).astype(np.float32),
+                "h.0.attn.c_attn.weight": rng.normal(size=(4, 12)).astype(np.float32),
+            },
+            str(path),
+            metadata={"format": "pt"},
+        )
         return path.read_bytes()
 
 
@@ -87,17 +92,26 @@ def test_mutated_valid_file(data):
         assert result.weights.shape[1] >= 1
 
 
-entry = st.fixed_dictionaries({
-    "dtype": st.sampled_from(DTYPES),
-    "shape": st.one_of(st.lists(st.integers(-2, 12), max_size=4), st.lists(st.integers(0, 2**62), max_size=3),
-                       st.text(max_size=3), st.none()),
-    "data_offsets": st.one_of(st.lists(st.integers(-4, 600), min_size=0, max_size=3), st.none()),
-})
+entry = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(DTYPES),
+        "shape": st.one_of(
+            st.lists(st.integers(-2, 12), max_size=4),
+            st.lists(st.integers(0, 2**62), max_size=3),
+            st.text(max_size=3),
+            st.none(),
+        ),
+        "data_offsets": st.one_of(st.lists(st.integers(-4, 600), min_size=0, max_size=3), st.none()),
+    }
+)
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["wpe.weight", "wte.weight", "__metadata__", "x"]), entry, max_size=3),
-       st.binary(max_size=600), st.booleans())
+@given(
+    st.dictionaries(st.sampled_from(["wpe.weight", "wte.weight", "__metadata__", "x"]), entry, max_size=3),
+    st.binary(max_size=600),
+    st.booleans(),
+)
 def test_structured_headers(header, payload, pad):
     blob = json.dumps(header).encode()
     if pad:
@@ -106,8 +120,11 @@ def test_structured_headers(header, payload, pad):
 
 
 @FUZZ
-@given(st.sampled_from([np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.uint8, np.bool_]),
-       st.lists(st.integers(0, 5), max_size=4), st.sampled_from([None, np.nan, np.inf]))
+@given(
+    st.sampled_from([np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.uint8, np.bool_]),
+    st.lists(st.integers(0, 5), max_size=4),
+    st.sampled_from([None, np.nan, np.inf]),
+)
 def test_valid_files_wrong_dtypes_and_shapes(dtype, shape, poison):
     arr = np.ones(shape, dtype=dtype)
     if poison is not None and arr.size and np.issubdtype(dtype, np.floating):

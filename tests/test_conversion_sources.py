@@ -9,12 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import sinusoid
 
-from flax_posenc.conversion import CheckpointError, load_input_block, load_position_table
+from flax_posenc.conversion import CheckpointError, load_input_block, load_position_table, sources
 from flax_posenc.conversion.readers import ShardedReader, bf16_bits_to_float32, float32_to_bf16_bits
-from flax_posenc.conversion import sources
 from flax_posenc.conversion.sources import open_checkpoint
 
 
@@ -90,8 +88,9 @@ def test_half_precision_checkpoints(tiny_checkpoint, tmp_path, dtype):
     assert t.dtype == (np.float32 if dtype == "bfloat16" else np.float16)
     np.testing.assert_array_equal(t.weights.astype(np.float32), want.float().numpy())
     block = load_input_block(tmp_path)
-    np.testing.assert_array_equal(block.layer_norm_scale.astype(np.float32),
-                                  model.embeddings.LayerNorm.weight.detach().float().numpy())
+    np.testing.assert_array_equal(
+        block.layer_norm_scale.astype(np.float32), model.embeddings.LayerNorm.weight.detach().float().numpy()
+    )
 
 
 def test_bf16_helpers_round_trip():

@@ -14,8 +14,9 @@ EXAMPLES = ROOT / "examples"
 
 def run_example(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``examples/<name>`` with ``args``; fail with its output when it exits non-zero."""
-    proc = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
     assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
 

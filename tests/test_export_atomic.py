@@ -36,8 +36,13 @@ def make_source(folder: Path, big: int = 0) -> Path:
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_positions": ROWS, "n_embd": DIM}))
-    save_file({"wpe.weight": rng.standard_normal((ROWS, DIM)).astype(np.float32),
-               "wte.weight": rng.standard_normal((10, DIM)).astype(np.float32)}, str(folder / "model.safetensors"))
+    save_file(
+        {
+            "wpe.weight": rng.standard_normal((ROWS, DIM)).astype(np.float32),
+            "wte.weight": rng.standard_normal((10, DIM)).astype(np.float32),
+        },
+        str(folder / "model.safetensors"),
+    )
     (folder / "notes.txt").write_text("keep me")
     if big:
         with open(folder / "blob.dat", "wb") as f:
@@ -131,8 +136,9 @@ print("ok", flush=True)
 
 def spawn(*args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", WORKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def test_two_processes_race_for_one_destination(tmp_path):
@@ -199,9 +205,13 @@ def test_signal_during_a_512_mib_export(tmp_path, sig):
 def test_cli_ctrl_c_during_export_exits_130_and_cleans_up(tmp_path):
     src = make_source(tmp_path / "src", big=BIG)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "flax_posenc.cli", "extend", str(src), "--length", "12",
-                             "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flax_posenc.cli", "extend", str(src), "--length", "12", "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         _wait_for_copy(tmp_path, proc)
         proc.send_signal(signal.SIGINT)

@@ -35,7 +35,9 @@ def test_interpolation_matches_pytorch_float64(method, new_length):
 
 
 def test_interpolate_is_linear():
-    np.testing.assert_array_equal(extend_table(TABLE, 50, method="interpolate", offset=2), extend_table(TABLE, 50, method="linear", offset=2))
+    np.testing.assert_array_equal(
+        extend_table(TABLE, 50, method="interpolate", offset=2), extend_table(TABLE, 50, method="linear", offset=2)
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -66,7 +68,10 @@ def test_dtype_preserved_and_jax_input():
     [
         (dict(new_length=16, offset=2), "new_length: expected an integer larger than the current 16 positions, got 16"),
         (dict(new_length=10, offset=2), "larger than the current 16 positions, got 10"),
-        (dict(new_length=32, method="nearest"), r"method: expected one of \('tile', 'linear', 'cubic', 'interpolate'\), got 'nearest'"),
+        (
+            dict(new_length=32, method="nearest"),
+            r"method: expected one of \('tile', 'linear', 'cubic', 'interpolate'\), got 'nearest'",
+        ),
         (dict(new_length=32, offset=18), r"offset: expected 0 <= offset < rows \(18\), got 18"),
     ],
 )
@@ -87,7 +92,9 @@ def test_module_extend_positions_nnx_and_linen():
 
     import flax_posenc as fp
 
-    block = fp.nnx.TransformerInput(50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput(
+        50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True, rngs=nnx.Rngs(0)
+    )
     longer = block.extend_positions(40)
     old_table = np.asarray(block.position_embeddings[...])
     new_table = np.asarray(longer.position_embeddings[...])
@@ -99,14 +106,18 @@ def test_module_extend_positions_nnx_and_linen():
     with pytest.raises(fp.PositionLimitError, match="holds 40 positions"):
         longer(jnp.zeros((1, 41), jnp.int32))
 
-    module = fp.linen.TransformerInput(50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True)
+    module = fp.linen.TransformerInput(
+        50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True
+    )
     variables = {"params": block.params()}
     module2, variables2 = module.extend_positions(variables, 40, method="linear")
     from flax import linen as nn
 
     grown = nn.unbox(variables2)["params"]["position_embeddings"]  # boxed with logical axes, as init
     np.testing.assert_array_equal(grown, extend_table(old_table, 40, method="linear", offset=2))
-    assert nn.get_partition_spec(variables2)["params"]["position_embeddings"] == jax.sharding.PartitionSpec(None, "embed")
+    assert nn.get_partition_spec(variables2)["params"]["position_embeddings"] == jax.sharding.PartitionSpec(
+        None, "embed"
+    )
     assert module2.apply(variables2, jnp.zeros((1, 40), jnp.int32)).shape == (1, 40, 8)
     np.testing.assert_array_equal(variables["params"]["position_embeddings"], old_table)  # input untouched
     with pytest.raises(ValueError, match="only a learned table can be extended"):

@@ -41,8 +41,14 @@ et = _load()
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("extrapolation_text")
     env = {**os.environ, "XLA_FLAGS": FAST_XLA, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out)], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
     assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return out, json.loads((out / "figures" / "extrapolation_text.json").read_text())
 
@@ -81,7 +87,7 @@ def test_quick_run_measures_real_properties(quick):
                 continue
             for part in ("whole", "past"):
                 if part in row:
-                    assert all(math.isfinite(v) and 2 ** v > 1 for v in row[part]["seeds"]), (name, length)
+                    assert all(math.isfinite(v) and 2**v > 1 for v in row[part]["seeds"]), (name, length)
             assert all(math.isfinite(v) and v > 0 for v in row["bands"].values())
         assert rows[str(trained)]["whole"]["max"] < results["unigram_bpb"], name
     # at the trained length the RoPE scalings are plain RoPE (factor 1): identical numbers
@@ -100,8 +106,14 @@ def test_add_reproduces_an_encoding_of_the_full_run(quick, tmp_path):
         seed.pop("t5")
     (tmp_path / "figures" / "extrapolation_text.json").write_text(json.dumps(saved))
     env = {**os.environ, "XLA_FLAGS": FAST_XLA, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--add", "t5", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--add", "t5", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
     assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     merged = json.loads((tmp_path / "figures" / "extrapolation_text.json").read_text())
     assert merged["summary"] == results["summary"]
@@ -113,7 +125,7 @@ def test_add_reproduces_an_encoding_of_the_full_run(quick, tmp_path):
 def test_unigram_baseline_against_counter():
     cfg = et.QUICK
     corpus = et.load_corpus(cfg)
-    scored = corpus["held"][1:cfg.eval_bytes + 1]
+    scored = corpus["held"][1 : cfg.eval_bytes + 1]
     counts = Counter(corpus["train"].tolist())
     total = len(corpus["train"]) + 256
     reference = -sum(math.log2((counts.get(b, 0) + 1) / total) for b in scored.tolist()) / len(scored)
@@ -124,7 +136,7 @@ def test_split_is_by_file_and_deterministic():
     cfg = et.QUICK
     info = et.load_corpus(cfg)["info"]
     files = sorted(p.name for p in et.stdlib_dir().glob("*.py"))
-    assert info["held_out_files"] == files[cfg.holdout_every - 1::cfg.holdout_every]
+    assert info["held_out_files"] == files[cfg.holdout_every - 1 :: cfg.holdout_every]
     assert info["train_bytes"] == sum((et.stdlib_dir() / f).stat().st_size for f in info["train_files"])
 
 
@@ -134,7 +146,7 @@ def test_eval_windows_score_the_same_bytes_at_every_length():
     for length in (16, 32, 64):
         w = et.eval_windows(held, cfg, length)
         assert w.shape == (cfg.eval_bytes // length, length + 1)
-        np.testing.assert_array_equal(w[:, 1:].reshape(-1), held[1:cfg.eval_bytes + 1])
+        np.testing.assert_array_equal(w[:, 1:].reshape(-1), held[1 : cfg.eval_bytes + 1])
 
 
 def test_position_nll_against_float64_numpy():

@@ -71,19 +71,30 @@ def checkpoint_dir(tmp_path, name, config, *, random_init=False, rows=200, dim=1
     from safetensors.numpy import save_file
 
     weights = np.random.default_rng(0).normal(size=(rows, dim)).astype(np.float32)
-    save_file({"transformer.wpe.weight": weights, "transformer.wte.weight": np.zeros((4, dim), np.float32)}, str(d / "model.safetensors"))
+    save_file(
+        {"transformer.wpe.weight": weights, "transformer.wte.weight": np.zeros((4, dim), np.float32)},
+        str(d / "model.safetensors"),
+    )
     return d
 
 
 def test_every_figure_kind_renders(tmp_path, figures):
     long_path = tmp_path / ("a-rather-long-directory-name-" * 3) / "model"
-    ckpt = checkpoint_dir(long_path.parent, "model", {"model_type": "gpt2", "n_layer": 1, "n_embd": 16, "n_positions": 200},
-                          random_init=True)
+    ckpt = checkpoint_dir(
+        long_path.parent,
+        "model",
+        {"model_type": "gpt2", "n_layer": 1, "n_embd": 16, "n_positions": 200},
+        random_init=True,
+    )
     table = load_position_table(str(ckpt))
     paths = plots.plot_all(table, tmp_path / "out")
     paths += [
-        plots.plot_rope_decay(RopeConfig(head_dim=64, max_position_embeddings=4096), plots.figure_path(tmp_path / "out", "rope_decay")),
-        plots.plot_rope_offset_invariance(RopeConfig(head_dim=16), plots.figure_path(tmp_path / "out", "rope_offset_invariance"), length=64),
+        plots.plot_rope_decay(
+            RopeConfig(head_dim=64, max_position_embeddings=4096), plots.figure_path(tmp_path / "out", "rope_decay")
+        ),
+        plots.plot_rope_offset_invariance(
+            RopeConfig(head_dim=16), plots.figure_path(tmp_path / "out", "rope_offset_invariance"), length=64
+        ),
         plots.plot_alibi_bias(AlibiConfig(12), plots.figure_path(tmp_path / "out", "alibi_bias"), length=32),
     ]
     assert [p.name for p in paths] == [f"{k}.png" for k in (*plots.TABLE_FIGURES, *plots.RELATIVE_FIGURES)]
@@ -96,7 +107,11 @@ def test_every_figure_kind_renders(tmp_path, figures):
     for fig in figures[:4]:  # a random-init checkpoint says so, and is named, not pathed
         title = fig._suptitle.get_text()
         assert title.startswith("RANDOMLY INITIALISED") and "NOT pretrained" in title
-        assert "a-rather-long-directory-name-a-rather-long-directory-name-a-rather-long-directory-name- (gpt2, 1 layer x 16)" in title.replace("\n", " ") or "(gpt2, 1 layer x 16)" in title
+        assert (
+            "a-rather-long-directory-name-a-rather-long-directory-name-a-rather-long-directory-name- (gpt2, 1 layer x 16)"
+            in title.replace("\n", " ")
+            or "(gpt2, 1 layer x 16)" in title
+        )
         assert str(tmp_path) not in title and "..." not in title
 
 
@@ -107,12 +122,16 @@ def test_model_names(tmp_path):
     assert plots.model_name(str(hub)) == ("org/tiny-bert (bert, 2 layers x 32)", False)
     named = tmp_path / "x" / "model"
     named.mkdir(parents=True)
-    (named / "config.json").write_text(json.dumps({"_name_or_path": "nreimers/MiniLM-L6-H384-uncased", "model_type": "bert"}))
+    (named / "config.json").write_text(
+        json.dumps({"_name_or_path": "nreimers/MiniLM-L6-H384-uncased", "model_type": "bert"})
+    )
     (named / "model.safetensors").write_bytes(b"")
     assert plots.model_name(str(named / "model.safetensors")) == ("nreimers/MiniLM-L6-H384-uncased (bert)", False)
     local = tmp_path / "my-run" / "checkpoint"
     local.mkdir(parents=True)
-    (local / "config.json").write_text(json.dumps({"_name_or_path": "/tmp/elsewhere", "model_type": "gpt2", "n_layer": 12, "n_embd": 768}))
+    (local / "config.json").write_text(
+        json.dumps({"_name_or_path": "/tmp/elsewhere", "model_type": "gpt2", "n_layer": 12, "n_embd": 768})
+    )
     (local / plots.RANDOM_INIT_MARKER).write_text("x")
     assert plots.model_name(str(local)) == ("my-run (gpt2, 12 layers x 768)", True)
     assert plots.model_name("sinusoidal:64:8") == ("sinusoidal:64:8", False)
@@ -137,7 +156,10 @@ def test_waves_exact_wavelength_fixed_range_and_no_aliasing(tmp_path, figures):
     plots.plot_waves(load_position_table("sinusoidal:1024:64"), tmp_path / "w.png", dims=[0, 63])
     fast, slow = figures[-1].axes
     w63 = 2 * np.pi * 10000 ** (62 / 64)
-    assert fast.get_ylabel().splitlines()[1] == f"λ={2 * np.pi:.6g}" and slow.get_ylabel().splitlines()[1] == f"λ={w63:.6g}"
+    assert (
+        fast.get_ylabel().splitlines()[1] == f"λ={2 * np.pi:.6g}"
+        and slow.get_ylabel().splitlines()[1] == f"λ={w63:.6g}"
+    )
     assert "λ>" not in fast.get_ylabel() + slow.get_ylabel()
     assert fast.get_ylim() == slow.get_ylim() == (-1.05, 1.05)
     assert not fast.get_lines() and fast.collections  # the 6.3-position wave is an envelope, not a line

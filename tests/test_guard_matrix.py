@@ -24,9 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from jax.experimental import checkify
-
 from helpers import sinusoid
+from jax.experimental import checkify
 
 import flax_posenc as fp
 from flax_posenc import PositionLimitError
@@ -148,6 +147,7 @@ def run(mode: str, enc, module, positions: np.ndarray):
         out = jax.jit(jax.vmap(lambda q: enc.call(module, q)))(jnp.stack([p, p[::-1]]))
         return np.asarray(out[0])
     if mode == "scan":  # a decoding loop: one position per step from a traced counter
+
         def step(t, _):
             return t + 1, enc.call(module, t[None])[0]
 
@@ -192,7 +192,9 @@ def test_one_past_the_limit(policy, encoding, mode):
         return
     if policy == "error":
         if mode == "checkify":
-            with pytest.raises(checkify.JaxRuntimeError, match=rf"{name} positions \(0\.\.7\); asked for positions from 0 to 8"):
+            with pytest.raises(
+                checkify.JaxRuntimeError, match=rf"{name} positions \(0\.\.7\); asked for positions from 0 to 8"
+            ):
                 run(mode, enc, module, positions)
             return
         with pytest.raises(RUNTIME_ERRORS, match=rf"PositionLimitError: {message}"):
@@ -214,8 +216,14 @@ def test_one_past_the_limit(policy, encoding, mode):
 # ----------------------------------------------------------------------------- real configs under jit
 
 LLAMA31 = fp.RopeConfig(
-    head_dim=128, rope_theta=500000.0, rope_type="llama3", factor=8.0, low_freq_factor=1.0,
-    high_freq_factor=4.0, original_max_position_embeddings=8192, max_position_embeddings=131072,
+    head_dim=128,
+    rope_theta=500000.0,
+    rope_type="llama3",
+    factor=8.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=8192,
+    max_position_embeddings=131072,
 )
 
 
@@ -227,7 +235,9 @@ def test_llama3_rope_jits_and_equals_eager():
     assert_ulps(nnx.jit(lambda m, q: m(q))(rope, q), eager)
     decode = jax.jit(lambda q, s: fp.apply_rope(q, LLAMA31, start=s))  # a traced decoding start
     assert_ulps(decode(q[:, :1], 5), fp.apply_rope(q[:, :1], LLAMA31, start=5))
-    with pytest.raises(PositionLimitError, match=r"holds 131072 positions .* asked for position 131072, 1 past the end"):
+    with pytest.raises(
+        PositionLimitError, match=r"holds 131072 positions .* asked for position 131072, 1 past the end"
+    ):
         jax.jit(lambda q: fp.apply_rope(q, LLAMA31, start=131072 - 15))(q)  # static start: trace time
     with pytest.raises(PositionLimitError, match="asked for position 131072, 1 past the end"):
         fp.position_errors(decode)(q[:, :1], 131072)
@@ -248,7 +258,9 @@ def test_alibi_with_a_limit_jits():
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.uint32])
 def test_wide_positions_are_checked_before_any_cast(dtype):
     table = jnp.arange(16.0).reshape(8, 2)
-    with pytest.raises(PositionLimitError, match=f"asked for position {2**32 + 5 if dtype != np.uint32 else 2**31 + 5}"):
+    with pytest.raises(
+        PositionLimitError, match=f"asked for position {2**32 + 5 if dtype != np.uint32 else 2**31 + 5}"
+    ):
         fp.lookup_positions(table, np.array([2**32 + 5 if dtype != np.uint32 else 2**31 + 5], dtype))
 
 
@@ -287,7 +299,10 @@ def test_traced_int64_with_x64_is_checked_before_the_cast():
 def test_token_type_ids_past_the_table_follow_the_guard():
     block = fp.nnx.TransformerInput(20, DIM, num_positions=8, type_vocab_size=2, rngs=nnx.Rngs(0))
     ids = jnp.zeros((1, 3), jnp.int32)
-    with pytest.raises(PositionLimitError, match=r"^token type table holds 2 positions \(0\.\.1\); asked for position 2, 1 past the end$"):
+    with pytest.raises(
+        PositionLimitError,
+        match=r"^token type table holds 2 positions \(0\.\.1\); asked for position 2, 1 past the end$",
+    ):
         block(ids, token_type_ids=jnp.array([[0, 1, 2]]))
     f = fp.position_errors(nnx.jit(lambda m, t: m(ids, token_type_ids=t)))
     f(block, jnp.array([[0, 1, 1]]))
@@ -299,7 +314,10 @@ def test_reserved_rows_below_the_padding_row_are_an_error():
     """RoBERTa: position -1 is the padding row (row 1); -2 would read the unused row 0."""
     wpe = fp.nnx.LearnedPositionalEmbedding(8, DIM, offset=2, rngs=nnx.Rngs(0))
     np.testing.assert_array_equal(wpe(jnp.array([-1])), wpe.embedding[1:2])
-    with pytest.raises(PositionLimitError, match=r"after 2 reserved rows; asked for position -2, below the padding row \(position -1\)$"):
+    with pytest.raises(
+        PositionLimitError,
+        match=r"after 2 reserved rows; asked for position -2, below the padding row \(position -1\)$",
+    ):
         wpe(jnp.array([-2]))
     with pytest.raises(PositionLimitError, match="asked for position -2, below the padding row"):
         fp.position_errors(jax.jit(lambda p: wpe(p)))(jnp.array([-2, 3]))
@@ -333,9 +351,17 @@ def test_static_checks_cost_nothing_at_run_time():
     """Default positions and static starts compile to no callback (the check ran while tracing)."""
     block = fp.nnx.TransformerInput(20, DIM, num_positions=8, rngs=nnx.Rngs(0))
     graphdef, state = nnx.split(block)
-    hlo = jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids, start=2)).lower(state, jnp.zeros((1, 6), jnp.int32)).as_text()
+    hlo = (
+        jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids, start=2))
+        .lower(state, jnp.zeros((1, 6), jnp.int32))
+        .as_text()
+    )
     assert "callback" not in hlo
-    traced = jax.jit(lambda s, ids, t: nnx.merge(graphdef, s)(ids, start=t)).lower(state, jnp.zeros((1, 6), jnp.int32), 2).as_text()
+    traced = (
+        jax.jit(lambda s, ids, t: nnx.merge(graphdef, s)(ids, start=t))
+        .lower(state, jnp.zeros((1, 6), jnp.int32), 2)
+        .as_text()
+    )
     assert "callback" in traced  # the traced start is checked at run time
 
 

@@ -39,9 +39,12 @@ ROWS, DIM, VOCAB = 8, 4, 10
 
 def gpt2_tensors(rows: int = ROWS) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    return {"wpe.weight": rng.standard_normal((rows, DIM)).astype(np.float32),
-            "wte.weight": rng.standard_normal((VOCAB, DIM)).astype(np.float32),
-            "ln_f.weight": np.ones(DIM, np.float32), "ln_f.bias": np.zeros(DIM, np.float32)}
+    return {
+        "wpe.weight": rng.standard_normal((rows, DIM)).astype(np.float32),
+        "wte.weight": rng.standard_normal((VOCAB, DIM)).astype(np.float32),
+        "ln_f.weight": np.ones(DIM, np.float32),
+        "ln_f.bias": np.zeros(DIM, np.float32),
+    }
 
 
 def gpt2_config(**extra) -> dict:
@@ -123,21 +126,39 @@ def _target(tmp_path: Path, src: Path, name: str) -> str:
 
 
 HOSTILE_SHARDS = [
-    "../outside/x.safetensors", "a/../../outside/x.safetensors", "{outside}/x.safetensors",
-    "{outside}/x.bin", "../outside/x.bin", "../" * 40 + "{outside_rel}/x.safetensors",
-    "..\\outside\\x.safetensors", "./../outside/x.safetensors", "../src/../outside/x.safetensors",
-    "../out/model.safetensors", "/dev/zero", "/etc/passwd",
-    INDEX, "other.safetensors.index.json", "config.json", "", "a\x00.safetensors",
-    "link.safetensors", "zero.safetensors", "fifo.safetensors", "dir.safetensors",
-    "missing.safetensors", "dangling.safetensors", "up/x.safetensors",
+    "../outside/x.safetensors",
+    "a/../../outside/x.safetensors",
+    "{outside}/x.safetensors",
+    "{outside}/x.bin",
+    "../outside/x.bin",
+    "../" * 40 + "{outside_rel}/x.safetensors",
+    "..\\outside\\x.safetensors",
+    "./../outside/x.safetensors",
+    "../src/../outside/x.safetensors",
+    "../out/model.safetensors",
+    "/dev/zero",
+    "/etc/passwd",
+    INDEX,
+    "other.safetensors.index.json",
+    "config.json",
+    "",
+    "a\x00.safetensors",
+    "link.safetensors",
+    "zero.safetensors",
+    "fifo.safetensors",
+    "dir.safetensors",
+    "missing.safetensors",
+    "dangling.safetensors",
+    "up/x.safetensors",
 ]
 
 
 def _sharded(tmp_path: Path, src: Path, shard: str) -> None:
     name = _target(tmp_path, src, shard)
     (src / "model.safetensors").unlink()
-    (src / INDEX).write_text(json.dumps({"metadata": {"total_size": 1},
-                                         "weight_map": {k: name for k in gpt2_tensors()}}))
+    (src / INDEX).write_text(
+        json.dumps({"metadata": {"total_size": 1}, "weight_map": {k: name for k in gpt2_tensors()}})
+    )
 
 
 @pytest.mark.parametrize("shard", HOSTILE_SHARDS)
@@ -195,8 +216,16 @@ def _plant(tmp_path: Path, src: Path, kind: str) -> None:
         (src / "rel.txt").symlink_to("../outside/secret.txt")
 
 
-SOURCE_LINKS = ["file link out", "dir link out", "dev zero", "fifo", "loop", "dangling", "nested link out",
-                "relative link out"]
+SOURCE_LINKS = [
+    "file link out",
+    "dir link out",
+    "dev zero",
+    "fifo",
+    "loop",
+    "dangling",
+    "nested link out",
+    "relative link out",
+]
 
 
 @pytest.mark.parametrize("kind", SOURCE_LINKS)
@@ -244,9 +273,17 @@ def test_export_onto_the_source_weights_file_is_refused(world):
 # --------------------------------------------------------------------------- 3. what SOURCE is
 
 
-@pytest.mark.parametrize("kind, found", [("fifo", "FIFO"), ("devzero", "character device"),
-                                         ("dangling", "dangling"), ("configdir", "a directory"),
-                                         ("weightsdir", "a directory"), ("weightsfifo", "FIFO")])
+@pytest.mark.parametrize(
+    "kind, found",
+    [
+        ("fifo", "FIFO"),
+        ("devzero", "character device"),
+        ("dangling", "dangling"),
+        ("configdir", "a directory"),
+        ("weightsdir", "a directory"),
+        ("weightsfifo", "FIFO"),
+    ],
+)
 def test_special_sources_are_named_for_what_they_are(tmp_path, capsys, kind, found):
     src = tmp_path / "src"
     if kind == "fifo":
@@ -322,15 +359,19 @@ def test_oversized_json_is_refused_before_reading(tmp_path):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats() | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers(-(10**30), 10**30) | st.floats() | st.text(max_size=8),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
     max_leaves=12,
 )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(where=st.sampled_from(["config", "index", "header"]), value=json_values,
-       garbage=st.binary(max_size=40), mode=st.sampled_from(["json", "bytes", "merge"]))
+@given(
+    where=st.sampled_from(["config", "index", "header"]),
+    value=json_values,
+    garbage=st.binary(max_size=40),
+    mode=st.sampled_from(["json", "bytes", "merge"]),
+)
 def test_fuzzed_json_raises_only_checkpoint_error(tmp_path_factory, where, value, garbage, mode):
     src = write_ckpt(tmp_path_factory.mktemp("fz"))
     if mode == "json":
@@ -350,10 +391,21 @@ def test_fuzzed_json_raises_only_checkpoint_error(tmp_path_factory, where, value
 
 # --------------------------------------------------------------------------- 5. sizes before allocation
 
-BAD_SINUSOIDAL = ["sinusoidal:²:4", "sinusoidal:4:²", "sinusoidal:١٢:4", "sinusoidal:100000000000:768",
-                  "sinusoidal:1000000:1000000", "sinusoidal:4:99999999999", "sinusoidal:0:4", "sinusoidal:-4:4",
-                  "sinusoidal:1e3:4", "sinusoidal:4", "sinusoidal:4:4:4", "sinusoidal: 4:4",
-                  "sinusoidal:" + "9" * 5000 + ":4"]
+BAD_SINUSOIDAL = [
+    "sinusoidal:²:4",
+    "sinusoidal:4:²",
+    "sinusoidal:١٢:4",
+    "sinusoidal:100000000000:768",
+    "sinusoidal:1000000:1000000",
+    "sinusoidal:4:99999999999",
+    "sinusoidal:0:4",
+    "sinusoidal:-4:4",
+    "sinusoidal:1e3:4",
+    "sinusoidal:4",
+    "sinusoidal:4:4:4",
+    "sinusoidal: 4:4",
+    "sinusoidal:" + "9" * 5000 + ":4",
+]
 
 
 @pytest.mark.parametrize("source", BAD_SINUSOIDAL)
@@ -384,16 +436,37 @@ def test_extend_to_a_huge_length_is_refused_before_allocation(world, capsys, len
 
 SMALL_LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 128}
 BAD_RELATIVE = [
-    {"num_attention_heads": "8"}, {"num_attention_heads": True}, {"num_attention_heads": 4.0},
-    {"num_attention_heads": [4]}, {"num_attention_heads": -4}, {"hidden_size": "64"}, {"hidden_size": 2},
-    {"head_dim": "16"}, {"head_dim": [16]}, {"max_position_embeddings": "128"}, {"max_position_embeddings": 1.5},
-    {"max_position_embeddings": -1}, {"rope_theta": "10000"}, {"rope_theta": [10000.0]}, {"rope_theta": 1e308},
-    {"rope_scaling": {"rope_type": "linear", "factor": 1e308}}, {"rope_scaling": {"rope_type": "linear", "factor": "2"}},
-    {"rope_scaling": {"rope_type": "linear", "factor": [2.0]}}, {"rope_scaling": {"rope_type": 3, "factor": 2.0}},
+    {"num_attention_heads": "8"},
+    {"num_attention_heads": True},
+    {"num_attention_heads": 4.0},
+    {"num_attention_heads": [4]},
+    {"num_attention_heads": -4},
+    {"hidden_size": "64"},
+    {"hidden_size": 2},
+    {"head_dim": "16"},
+    {"head_dim": [16]},
+    {"max_position_embeddings": "128"},
+    {"max_position_embeddings": 1.5},
+    {"max_position_embeddings": -1},
+    {"rope_theta": "10000"},
+    {"rope_theta": [10000.0]},
+    {"rope_theta": 1e308},
+    {"rope_scaling": {"rope_type": "linear", "factor": 1e308}},
+    {"rope_scaling": {"rope_type": "linear", "factor": "2"}},
+    {"rope_scaling": {"rope_type": "linear", "factor": [2.0]}},
+    {"rope_scaling": {"rope_type": 3, "factor": 2.0}},
     {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": "32"}},
-    {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": [1], "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 32}},
-    {"rope_scaling": "linear"}, {"partial_rotary_factor": "0.5"},
+    {
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": [1],
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32,
+        }
+    },
+    {"rope_scaling": "linear"},
+    {"partial_rotary_factor": "0.5"},
     {"model_type": "gptj", "n_head": 4, "n_embd": 2, "rotary_dim": 8},
     {"model_type": "gptj", "n_head": 4, "n_embd": 64, "rotary_dim": "8"},
     {"model_type": "gptj", "n_head": 4, "n_embd": 64, "rotary_dim": 64},
@@ -413,18 +486,28 @@ def test_mistyped_relative_config_fields(tmp_path, capsys, patch):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "config.json" in err, err
 
 
-BAD_LEARNED = [{"pad_token_id": -5}, {"pad_token_id": "1"}, {"pad_token_id": [1]}, {"pad_token_id": 1.0},
-               {"max_position_embeddings": "12"}, {"max_position_embeddings": 12.0},
-               {"layer_norm_eps": [1e-5]}, {"layer_norm_eps": "1e-5"}, {"layer_norm_eps": 1e308}]
+BAD_LEARNED = [
+    {"pad_token_id": -5},
+    {"pad_token_id": "1"},
+    {"pad_token_id": [1]},
+    {"pad_token_id": 1.0},
+    {"max_position_embeddings": "12"},
+    {"max_position_embeddings": 12.0},
+    {"layer_norm_eps": [1e-5]},
+    {"layer_norm_eps": "1e-5"},
+    {"layer_norm_eps": 1e308},
+]
 
 
 def _roberta(tmp_path: Path, **extra) -> Path:
     rng = np.random.default_rng(1)
-    tensors = {"embeddings.position_embeddings.weight": rng.standard_normal((12, DIM)).astype(np.float32),
-               "embeddings.word_embeddings.weight": rng.standard_normal((VOCAB, DIM)).astype(np.float32),
-               "embeddings.token_type_embeddings.weight": np.zeros((1, DIM), np.float32),
-               "embeddings.LayerNorm.weight": np.ones(DIM, np.float32),
-               "embeddings.LayerNorm.bias": np.zeros(DIM, np.float32)}
+    tensors = {
+        "embeddings.position_embeddings.weight": rng.standard_normal((12, DIM)).astype(np.float32),
+        "embeddings.word_embeddings.weight": rng.standard_normal((VOCAB, DIM)).astype(np.float32),
+        "embeddings.token_type_embeddings.weight": np.zeros((1, DIM), np.float32),
+        "embeddings.LayerNorm.weight": np.ones(DIM, np.float32),
+        "embeddings.LayerNorm.bias": np.zeros(DIM, np.float32),
+    }
     config = {"model_type": "roberta", "max_position_embeddings": 12, "pad_token_id": 1, "hidden_size": DIM, **extra}
     return write_ckpt(tmp_path / "roberta", config, tensors)
 
@@ -594,12 +677,15 @@ def test_internal_errors_exit_3_in_one_line(monkeypatch, capsys, exc):
     assert code == 3 and json.loads(out)["kind"] == "internal" and json.loads(out)["exit_code"] == 3
 
 
-@pytest.mark.parametrize("argv, code", [
-    (["check", "/nonexistent/x", "--length", "3", "--json"], 2),
-    (["inspect", "sinusoidal:²:4", "--json"], 2),
-    (["check", "sinusoidal:8:4", "--length", "0", "--json"], 2),
-    (["inspect", "--json"], 2),
-])
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        (["check", "/nonexistent/x", "--length", "3", "--json"], 2),
+        (["inspect", "sinusoidal:²:4", "--json"], 2),
+        (["check", "sinusoidal:8:4", "--length", "0", "--json"], 2),
+        (["inspect", "--json"], 2),
+    ],
+)
 def test_json_errors_are_json_on_stdout(capsys, argv, code):
     got, out, err = run_cli(capsys, *argv)
     assert got == code and err == ""
@@ -671,14 +757,31 @@ def test_hub_cache_entry_pointing_out_of_the_repo_is_refused(empty_hub, monkeypa
 
 # --------------------------------------------------------------------------- 10. API: documented types only
 
-CONFIG_FIELDS = ["model_type", "n_positions", "max_position_embeddings", "pad_token_id", "layer_norm_eps",
-                 "layer_norm_epsilon", "scale_embedding", "d_model", "hidden_size", "word_embed_proj_dim",
-                 "type_vocab_size", "num_attention_heads", "rope_scaling", "rope_theta", "n_head", "n_embd"]
+CONFIG_FIELDS = [
+    "model_type",
+    "n_positions",
+    "max_position_embeddings",
+    "pad_token_id",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "scale_embedding",
+    "d_model",
+    "hidden_size",
+    "word_embed_proj_dim",
+    "type_vocab_size",
+    "num_attention_heads",
+    "rope_scaling",
+    "rope_theta",
+    "n_head",
+    "n_embd",
+]
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base=st.sampled_from(["gpt2", "roberta", "bart", "llama", "mpt"]),
-       fields=st.dictionaries(st.sampled_from(CONFIG_FIELDS), json_values, min_size=1, max_size=3))
+@given(
+    base=st.sampled_from(["gpt2", "roberta", "bart", "llama", "mpt"]),
+    fields=st.dictionaries(st.sampled_from(CONFIG_FIELDS), json_values, min_size=1, max_size=3),
+)
 def test_fuzzed_configs_raise_only_documented_types(tmp_path_factory, base, fields):
     """Any field of any type in config.json: the API raises only the documented types, and
     the CLI never reaches exit 3 (an internal error) or prints a traceback."""
@@ -707,9 +810,11 @@ def test_weights_or_config_linking_out_of_the_checkpoint_are_refused(world, name
     (src / name).unlink()
     (src / name).symlink_to(outside / name)
     before = snapshot(tmp_path)
-    calls = {"dir": lambda: load_position_table(src),
-             "file": lambda: load_position_table(src / "model.safetensors"),
-             "export": lambda: export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")}
+    calls = {
+        "dir": lambda: load_position_table(src),
+        "file": lambda: load_position_table(src / "model.safetensors"),
+        "export": lambda: export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out"),
+    }
     for how, call in calls.items():
         if how == "file" and name == "model.safetensors":
             assert load_position_table(src / "model.safetensors").max_length == ROWS  # the file the user named
@@ -727,9 +832,19 @@ def test_hub_cache_snapshot_directory_with_links_into_blobs_loads_and_exports(tm
     snap.mkdir(parents=True)
     blobs.mkdir()
     tensors = gpt2_tensors()
-    files = {"config.json": json.dumps(gpt2_config()).encode(),
-             INDEX: json.dumps({"weight_map": {"wpe.weight": "s1.safetensors", "wte.weight": "s2.safetensors",
-                                               "ln_f.weight": "s2.safetensors", "ln_f.bias": "s2.safetensors"}}).encode()}
+    files = {
+        "config.json": json.dumps(gpt2_config()).encode(),
+        INDEX: json.dumps(
+            {
+                "weight_map": {
+                    "wpe.weight": "s1.safetensors",
+                    "wte.weight": "s2.safetensors",
+                    "ln_f.weight": "s2.safetensors",
+                    "ln_f.bias": "s2.safetensors",
+                }
+            }
+        ).encode(),
+    }
     save_file({"wpe.weight": tensors["wpe.weight"]}, str(blobs / "b1"))
     save_file({k: v for k, v in tensors.items() if k != "wpe.weight"}, str(blobs / "b2"))
     for i, (name, data) in enumerate(files.items()):
@@ -777,9 +892,12 @@ def test_hub_probe_is_bounded_when_dns_hangs(monkeypatch):
 
 @pytest.mark.parametrize("source", [123, None, 1.5, b"bytes/path", ["a"], "bad\x00path", Path("nul\x00")])
 def test_non_path_sources_are_bad_arguments(tmp_path, source):
-    for call in (lambda: load_position_table(source), lambda: load_input_block(source),
-                 lambda: export_position_table(source, np.zeros((4, 4), np.float32), tmp_path / "o"),
-                 lambda: export_position_table(write_ckpt(tmp_path / "s"), np.zeros((9, DIM), np.float32), source)):
+    for call in (
+        lambda: load_position_table(source),
+        lambda: load_input_block(source),
+        lambda: export_position_table(source, np.zeros((4, 4), np.float32), tmp_path / "o"),
+        lambda: export_position_table(write_ckpt(tmp_path / "s"), np.zeros((9, DIM), np.float32), source),
+    ):
         with pytest.raises(CheckpointError) as info:
             call()
         one_line_error(info.value)
@@ -787,8 +905,13 @@ def test_non_path_sources_are_bad_arguments(tmp_path, source):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(st.sampled_from(["..", ".", "outside", "src", "x.safetensors", "x.bin", "", "/", "\\", "a"]),
-                      min_size=1, max_size=8))
+@given(
+    parts=st.lists(
+        st.sampled_from(["..", ".", "outside", "src", "x.safetensors", "x.bin", "", "/", "\\", "a"]),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_fuzzed_shard_names_never_leave_the_checkpoint(tmp_path_factory, parts):
     base = tmp_path_factory.mktemp("sh")
     outside = write_ckpt(base / "outside")

@@ -44,6 +44,7 @@ def test_prefill_then_cached_decode_under_plain_jit_equals_full_forward(model):
     full = np.asarray(jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids))(state, IDS))
     assert np.abs(prefill_then_decode(model, IDS, 20) - full).max() < 1e-5
 
+
 def test_long_generation_needs_no_table(model):
     """ALiBi has no limit: 80 positions (past the 64 of the other tiny models) decode fine."""
     out = bloom.generate(model, IDS[:1, :8], 72)

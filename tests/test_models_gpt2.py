@@ -12,7 +12,14 @@ import optax
 import pytest
 from flax import nnx
 from model_checkpoints import (
-    MODELS, build, decode_step, hf_generate, hf_logits, jitted, load_example, prefill_then_decode,
+    MODELS,
+    build,
+    decode_step,
+    hf_generate,
+    hf_logits,
+    jitted,
+    load_example,
+    prefill_then_decode,
 )
 
 import flax_posenc as fp
@@ -77,7 +84,9 @@ def test_traced_start_past_n_positions_fails_under_plain_jit(model):
     assert bool(jnp.isfinite(step(63)).all())  # the last position is fine
     # plain jax.jit: a run-time error carrying our message, never NaN or a clamp (JAX raises a
     # JaxRuntimeError, or a ValueError from its CPU fast path)
-    with pytest.raises((jax.errors.JaxRuntimeError, ValueError), match=r"holds 64 positions \(0\.\.63\); asked for position 64"):
+    with pytest.raises(
+        (jax.errors.JaxRuntimeError, ValueError), match=r"holds 64 positions \(0\.\.63\); asked for position 64"
+    ):
         jax.block_until_ready(step(64))
     with pytest.raises(fp.PositionLimitError, match="asked for position 64, 1 past the end"):
         fp.position_errors(step)(64)
@@ -109,8 +118,9 @@ def test_missing_tensor_is_one_line(checkpoint, tmp_path):
 
 
 def test_command_line_help():
-    help_text = subprocess.run([sys.executable, str(MODELS / "gpt2.py"), "--help"], capture_output=True, text=True,
-                               timeout=120)
+    help_text = subprocess.run(
+        [sys.executable, str(MODELS / "gpt2.py"), "--help"], capture_output=True, text=True, timeout=120
+    )
     assert help_text.returncode == 0
     for word in ("GPT-2", "--prompt", "--max-new-tokens", "path"):
         assert word in help_text.stdout

@@ -42,14 +42,17 @@ def test_parameter_tree_of_init_is_the_loaded_one(loaded):
     fresh = jax.eval_shape(module.init, jax.random.key(0), IDS)  # boxed with logical axis names
     assert jax.tree.structure(fresh) == jax.tree.structure(variables)
     assert jax.tree.map(lambda a: a.shape, fresh) == jax.tree.map(lambda a: a.shape, variables)
-    assert nn.get_partition_spec(variables)["params"]["h_0"]["c_fc"]["kernel"] == jax.sharding.PartitionSpec("embed", "mlp")
+    assert nn.get_partition_spec(variables)["params"]["h_0"]["c_fc"]["kernel"] == jax.sharding.PartitionSpec(
+        "embed", "mlp"
+    )
 
 
 def test_greedy_generate_equals_hugging_face_and_limit(checkpoint, loaded):
     module, variables = loaded
     prompt = IDS[:, :5]
-    np.testing.assert_array_equal(np.asarray(gpt2_linen.generate(module, variables, prompt, 12)),
-                                  hf_generate(checkpoint[1], prompt, 12))
+    np.testing.assert_array_equal(
+        np.asarray(gpt2_linen.generate(module, variables, prompt, 12)), hf_generate(checkpoint[1], prompt, 12)
+    )
     with pytest.raises(fp.PositionLimitError, match=r"holds 64 positions .* 1 past the end"):
         gpt2_linen.generate(module, variables, np.ones((1, 60), np.int32), 5)
 

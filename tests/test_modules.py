@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from flax import linen as nn
 from flax import nnx
-
 from helpers import sinusoid
 
 import flax_posenc as fp
@@ -19,8 +18,15 @@ CONFIGS = {
     "gpt2": dict(num_positions=32),
     "vaswani": dict(position="sinusoidal", embed_scale=DIM**0.5),
     "bert": dict(num_positions=32, type_vocab_size=2, layer_norm=True, layer_norm_eps=1e-12),
-    "roberta": dict(num_positions=30, position_offset=2, positions_from="non_padding_ids", pad_token_id=1,
-                    type_vocab_size=1, layer_norm=True, layer_norm_eps=1e-5),
+    "roberta": dict(
+        num_positions=30,
+        position_offset=2,
+        positions_from="non_padding_ids",
+        pad_token_id=1,
+        type_vocab_size=1,
+        layer_norm=True,
+        layer_norm_eps=1e-5,
+    ),
     "opt": dict(num_positions=30, position_offset=2, positions_from="attention_mask"),
     "none": dict(position="none"),
 }
@@ -28,8 +34,14 @@ CONFIGS = {
 
 def numpy_reference(params, config, ids, types=None, mask=None):
     """The block written out in float64 numpy, independently of flax_posenc.block."""
-    p = {k: (np.asarray(v, np.float64) if not isinstance(v, dict) else {a: np.asarray(b, np.float64) for a, b in v.items()})
-         for k, v in params.items()}
+    p = {
+        k: (
+            np.asarray(v, np.float64)
+            if not isinstance(v, dict)
+            else {a: np.asarray(b, np.float64) for a, b in v.items()}
+        )
+        for k, v in params.items()
+    }
     x = p["word_embeddings"][ids] * config.get("embed_scale", 1.0)
     seq = ids.shape[-1]
     offset = config.get("position_offset", 0)
@@ -38,7 +50,11 @@ def numpy_reference(params, config, ids, types=None, mask=None):
     if rule == "index":
         pos = np.broadcast_to(np.arange(seq), ids.shape)
     else:
-        keep = (ids != config["pad_token_id"]) if rule == "non_padding_ids" else (np.ones(ids.shape, bool) if mask is None else mask.astype(bool))
+        keep = (
+            (ids != config["pad_token_id"])
+            if rule == "non_padding_ids"
+            else (np.ones(ids.shape, bool) if mask is None else mask.astype(bool))
+        )
         pos = np.where(keep, np.cumsum(keep, -1) - 1, -1)
     if kind == "learned":
         x = x + p["position_embeddings"][pos + offset]
@@ -126,7 +142,9 @@ def test_low_precision(dtype):
     assert all(x.dtype == dtype for x in jax.tree.leaves(low.params()))
     # float32 on the same (rounded) parameters, then rounded once: the low-precision path
     # may differ by a few ulps of the output dtype, no more
-    rounded = nnx.merge(nnx.split(full)[0], jax.tree.map(lambda x: x.astype(dtype).astype(jnp.float32), nnx.state(full)))
+    rounded = nnx.merge(
+        nnx.split(full)[0], jax.tree.map(lambda x: x.astype(dtype).astype(jnp.float32), nnx.state(full))
+    )
     ref = np.asarray(rounded(ids))
     ulp = float(jnp.finfo(dtype).eps) * np.maximum(np.abs(ref), 1.0)
     assert np.all(np.abs(np.asarray(out, np.float32) - ref) <= 4 * ulp)
@@ -172,7 +190,9 @@ def test_logical_axis_names():
     specs = nnx.get_partition_spec(nnx.state(block))
     assert specs["word_embeddings"].get_value() == jax.sharding.PartitionSpec("vocab", "embed")
     assert specs["position_embeddings"].get_value() == jax.sharding.PartitionSpec(None, "embed")
-    linen_specs = nn.get_partition_spec(fp.linen.TransformerInput(VOCAB, DIM, num_positions=32).init(jax.random.key(0), jnp.ones((1, 2), jnp.int32)))
+    linen_specs = nn.get_partition_spec(
+        fp.linen.TransformerInput(VOCAB, DIM, num_positions=32).init(jax.random.key(0), jnp.ones((1, 2), jnp.int32))
+    )
     assert linen_specs["params"]["word_embeddings"] == jax.sharding.PartitionSpec("vocab", "embed")
 
 
@@ -193,7 +213,10 @@ def test_position_modules_agree_across_frameworks():
     [
         (dict(position="rotary"), r"position: expected one of \('learned', 'sinusoidal', 'none'\), got 'rotary'"),
         (dict(), "num_positions: a learned table needs a positive integer, got None"),
-        (dict(num_positions=8, positions_from="non_padding_ids", position_offset=2), "pad_token_id: positions_from='non_padding_ids' needs"),
+        (
+            dict(num_positions=8, positions_from="non_padding_ids", position_offset=2),
+            "pad_token_id: positions_from='non_padding_ids' needs",
+        ),
         (dict(num_positions=8, positions_from="attention_mask"), "needs offset >= 1, got 0"),
         (dict(num_positions=8, positions_from="left"), "positions_from: expected one of"),
         (dict(position="sinusoidal", on_overflow="wrap"), "on_overflow: expected one of"),
@@ -206,7 +229,9 @@ def test_bad_configuration(kwargs, message):
 
 def test_bad_call_arguments():
     block = fp.nnx.TransformerInput(VOCAB, DIM, num_positions=32, rngs=nnx.Rngs(0))
-    with pytest.raises(TypeError, match=r"input_ids: expected an integer array of shape \(\.\.\., seq_len\), got dtype float32"):
+    with pytest.raises(
+        TypeError, match=r"input_ids: expected an integer array of shape \(\.\.\., seq_len\), got dtype float32"
+    ):
         block(jnp.ones((1, 3)))
     with pytest.raises(ValueError, match="token_type_ids: this block has no token-type embedding"):
         block(jnp.ones((1, 3), jnp.int32), token_type_ids=jnp.zeros((1, 3), jnp.int32))

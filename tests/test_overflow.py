@@ -24,7 +24,9 @@ class TestStatic:
         np.testing.assert_array_equal(fp.lookup_positions(TABLE, jnp.array([9])), TABLE[9:])
 
     def test_one_past_the_limit(self):
-        with pytest.raises(PositionLimitError, match=r"holds 10 positions \(0\.\.9\); asked for position 10, 1 past the end"):
+        with pytest.raises(
+            PositionLimitError, match=r"holds 10 positions \(0\.\.9\); asked for position 10, 1 past the end"
+        ):
             fp.lookup.slice_positions(TABLE, 11)
         with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
             fp.lookup_positions(TABLE, jnp.array([3, 10]))
@@ -38,7 +40,9 @@ class TestStatic:
             fp.lookup_positions(TABLE, jnp.array([-1, 2]))
 
     def test_reserved_rows_counted(self):
-        with pytest.raises(PositionLimitError, match=r"holds 8 positions \(0\.\.7\) after 2 reserved rows; asked for position 8"):
+        with pytest.raises(
+            PositionLimitError, match=r"holds 8 positions \(0\.\.7\) after 2 reserved rows; asked for position 8"
+        ):
             fp.lookup.slice_positions(TABLE, 9, offset=2)
         # padding (-1) reaches the reserved row offset-1, as RoBERTa/OPT need
         np.testing.assert_array_equal(fp.lookup_positions(TABLE, jnp.array([-1]), offset=2), TABLE[1:2])
@@ -62,7 +66,9 @@ class TestTraced:
         f = jax.jit(checkify.checkify(lambda p: fp.lookup_positions(TABLE, p)))
         with fp.checkify_errors():  # traced here: the check becomes a checkify.check
             err, _ = f(jnp.array([0, 10]))
-        with pytest.raises(checkify.JaxRuntimeError, match=r"holds 10 positions \(0\.\.9\); asked for positions from 0 to 10"):
+        with pytest.raises(
+            checkify.JaxRuntimeError, match=r"holds 10 positions \(0\.\.9\); asked for positions from 0 to 10"
+        ):
             err.throw()
         err, out = f(jnp.array([0, 9]))
         err.throw()  # in range: no error
@@ -83,9 +89,15 @@ class TestTraced:
     def test_without_checkify_the_call_fails_at_run_time(self):
         f = jax.jit(lambda p: fp.lookup_positions(TABLE, p))
         np.testing.assert_array_equal(f(jnp.array([1])), TABLE[1:2])  # compiles and runs
-        with pytest.raises(RUNTIME_ERRORS, match=r"PositionLimitError: position table holds 10 positions \(0\.\.9\); asked for position 10, 1 past the end"):
+        with pytest.raises(
+            RUNTIME_ERRORS,
+            match=r"PositionLimitError: position table holds 10 positions \(0\.\.9\); asked for position 10, 1 past the end",
+        ):
             jax.block_until_ready(f(jnp.array([10])))
-        with pytest.raises(PositionLimitError, match=r"^position table holds 10 positions \(0\.\.9\); asked for position -3, below the first row$"):
+        with pytest.raises(
+            PositionLimitError,
+            match=r"^position table holds 10 positions \(0\.\.9\); asked for position -3, below the first row$",
+        ):
             fp.position_errors(f)(jnp.array([-3]))
 
     def test_clip_and_fill_only_when_asked(self):
@@ -149,11 +161,18 @@ class TestModules:
     def test_padding_aware_bounds_are_static(self):
         """RoBERTa-style positions are traced values, but bounded by the shape: checked statically."""
         block = fp.nnx.TransformerInput(
-            50, 8, num_positions=6, position_offset=2, positions_from="non_padding_ids", pad_token_id=1,
+            50,
+            8,
+            num_positions=6,
+            position_offset=2,
+            positions_from="non_padding_ids",
+            pad_token_id=1,
             rngs=nnx.Rngs(0),
         )
         graphdef, state = nnx.split(block)
         f = jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids))
         assert f(state, jnp.full((1, 6), 5)).shape == (1, 6, 8)  # no checkify needed
-        with pytest.raises(PositionLimitError, match=r"holds 6 positions \(0\.\.5\) after 2 reserved rows; asked for position 6"):
+        with pytest.raises(
+            PositionLimitError, match=r"holds 6 positions \(0\.\.5\) after 2 reserved rows; asked for position 6"
+        ):
             f(state, jnp.full((1, 7), 5))

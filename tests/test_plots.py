@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from helpers import sinusoid
 
 from flax_posenc import plots
@@ -36,8 +35,9 @@ def _titles(fig) -> str:
 
 
 def test_plot_all_writes_four_labelled_pngs(tmp_path, figures):
-    table = PositionTable(np.vstack([np.zeros((2, 16)), sinusoid(64, 16)]), family="roberta", key="pos",
-                          offset=2, source="toy-source")
+    table = PositionTable(
+        np.vstack([np.zeros((2, 16)), sinusoid(64, 16)]), family="roberta", key="pos", offset=2, source="toy-source"
+    )
     paths = plots.plot_all(table, tmp_path / "new" / "dir", dims=[0, 3])
     assert [p.name for p in paths] == ["heatmap.png", "waves.png", "similarity_vs_offset.png", "similarity_matrix.png"]
     for p in paths:

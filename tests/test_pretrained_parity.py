@@ -73,8 +73,10 @@ def inputs_for(family, vocab=100):
 
 
 def ours(module_kind, path, ids, types, mask):
-    kwargs = dict(token_type_ids=None if types is None else jnp.asarray(types),
-                  attention_mask=None if mask is None else jnp.asarray(mask))
+    kwargs = dict(
+        token_type_ids=None if types is None else jnp.asarray(types),
+        attention_mask=None if mask is None else jnp.asarray(mask),
+    )
     if module_kind == "nnx":
         block = fp.nnx.TransformerInput.from_pretrained(path)
         graphdef, state = nnx.split(block)
@@ -117,7 +119,9 @@ def real_text_ids(minilm_dir, rows=2, length=512):
     from tokenizers import Tokenizer
 
     root = Path(__file__).resolve().parents[1]
-    text = " ".join((root / name).read_text(encoding="utf-8") for name in ("README.md", "docs/conversion.md", "docs/rope-alibi.md"))
+    text = " ".join(
+        (root / name).read_text(encoding="utf-8") for name in ("README.md", "docs/conversion.md", "docs/rope-alibi.md")
+    )
     tokenizer = Tokenizer.from_file(str(Path(minilm_dir) / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
@@ -153,7 +157,10 @@ def test_real_minilm_parity(minilm_dir):
     assert block.spec.position.num_positions == 512 and block.spec.dim == 384
     got = np.asarray(block(jnp.asarray(ids), token_type_ids=jnp.asarray(types)))
     assert_close(got, expected)
-    with pytest.raises(PositionLimitError, match=r"bert position table \(.*position_embeddings.weight\) holds 512 positions \(0\.\.511\); asked for position 512, 1 past the end"):
+    with pytest.raises(
+        PositionLimitError,
+        match=r"bert position table \(.*position_embeddings.weight\) holds 512 positions \(0\.\.511\); asked for position 512, 1 past the end",
+    ):
         block(jnp.zeros((1, 513), jnp.int32))
 
 
@@ -168,7 +175,10 @@ def test_full_size_gpt2_limit_is_1024(gpt2_full_size):
     model = GPT2Model.from_pretrained(gpt2_full_size.path).eval()
     expected = hf_embedding_output("gpt2", model, ids)
     assert_close(np.asarray(embed(state, jnp.asarray(ids))), expected)
-    with pytest.raises(PositionLimitError, match=r"gpt2 position table \(wpe.weight\) holds 1024 positions \(0\.\.1023\); asked for position 1024, 1 past the end"):
+    with pytest.raises(
+        PositionLimitError,
+        match=r"gpt2 position table \(wpe.weight\) holds 1024 positions \(0\.\.1023\); asked for position 1024, 1 past the end",
+    ):
         embed(state, jnp.zeros((1, 1025), jnp.int32))
 
 
@@ -192,5 +202,8 @@ def test_dim_mismatch_is_refused(tmp_path):
         position=PositionTable(np.zeros((8, 4), np.float32), "gpt2", "wpe.weight", source="x/model.safetensors"),
         word_embeddings=np.zeros((10, 6), np.float32),
     )
-    with pytest.raises(ValueError, match=r"x/model.safetensors: position table wpe.weight has dim 4, but the word embeddings have dim 6"):
+    with pytest.raises(
+        ValueError,
+        match=r"x/model.safetensors: position table wpe.weight has dim 4, but the word embeddings have dim 6",
+    ):
         arguments_from_weights(weights)

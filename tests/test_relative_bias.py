@@ -31,8 +31,9 @@ TINY = dict(vocab_size=40, d_model=8, d_kv=4, d_ff=16, num_heads=2)
 
 
 def hf_buckets(rp: np.ndarray, bi: bool, nb: int, md: int) -> np.ndarray:
-    return T5Attention._relative_position_bucket(torch.from_numpy(np.asarray(rp, np.int64)), bidirectional=bi,
-                                                 num_buckets=nb, max_distance=md).numpy()
+    return T5Attention._relative_position_bucket(
+        torch.from_numpy(np.asarray(rp, np.int64)), bidirectional=bi, num_buckets=nb, max_distance=md
+    ).numpy()
 
 
 # --------------------------------------------------------------------------- buckets
@@ -40,7 +41,7 @@ def hf_buckets(rp: np.ndarray, bi: bool, nb: int, md: int) -> np.ndarray:
 
 @pytest.mark.parametrize("bi,nb,md", CONFIGS)
 def test_buckets_equal_transformers_for_every_integer(bi, nb, md):
-    rp = np.arange(-2**20, 2**20 + 1, dtype=np.int64)
+    rp = np.arange(-(2**20), 2**20 + 1, dtype=np.int64)
     ref = hf_buckets(rp, bi, nb, md)
     fn = jax.jit(lambda r: fp.relative_position_bucket(r, bidirectional=bi, num_buckets=nb, max_distance=md))
     ours = np.asarray(fn(jnp.asarray(rp, jnp.int32)))
@@ -106,12 +107,14 @@ def ckpts(tmp_path_factory):
     root = tmp_path_factory.mktemp("relbias")
     out = {}
     out["t5"] = tf.T5ForConditionalGeneration(tf.T5Config(**TINY, num_layers=2, num_decoder_layers=3)).eval()
-    out["mt5"] = tf.MT5ForConditionalGeneration(tf.MT5Config(**TINY, num_layers=1, relative_attention_num_buckets=64,
-                                                              relative_attention_max_distance=256)).eval()
+    out["mt5"] = tf.MT5ForConditionalGeneration(
+        tf.MT5Config(**TINY, num_layers=1, relative_attention_num_buckets=64, relative_attention_max_distance=256)
+    ).eval()
     out["umt5"] = tf.UMT5ForConditionalGeneration(tf.UMT5Config(**TINY, num_layers=2)).eval()
     out["longt5"] = tf.LongT5ForConditionalGeneration(tf.LongT5Config(**TINY, num_layers=1, local_radius=5)).eval()
-    out["longt5tg"] = tf.LongT5Model(tf.LongT5Config(**TINY, num_layers=1, local_radius=5,
-                                                     encoder_attention_type="transient-global")).eval()
+    out["longt5tg"] = tf.LongT5Model(
+        tf.LongT5Config(**TINY, num_layers=1, local_radius=5, encoder_attention_type="transient-global")
+    ).eval()
     out["t5enc"] = tf.T5EncoderModel(tf.T5Config(**TINY, num_layers=1)).eval()
     mp = dict(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16)
     out["mpnet"] = tf.MPNetForMaskedLM(tf.MPNetConfig(**mp)).eval()
@@ -140,8 +143,15 @@ def test_compute_bias_parity(ckpts, name):
             for q, k, start in ((300, 300, 0), (1, 300, 299)):  # full sequence; a decoding step
                 with torch.no_grad():
                     ref = _np(hf_attn.compute_bias(q, k, past_seen_tokens=start))[0]
-                ours = fp.relative_position_bias(tab.weights, q, k, query_start=start, bidirectional=tab.bidirectional,
-                                                 num_buckets=tab.num_buckets, max_distance=tab.max_distance)
+                ours = fp.relative_position_bias(
+                    tab.weights,
+                    q,
+                    k,
+                    query_start=start,
+                    bidirectional=tab.bidirectional,
+                    num_buckets=tab.num_buckets,
+                    max_distance=tab.max_distance,
+                )
                 np.testing.assert_allclose(np.asarray(ours), ref, atol=1e-6, rtol=0)
     if name == "umt5":  # per-layer tables really differ
         assert not np.array_equal(load_relative_bias(path, layer=0).weights, load_relative_bias(path, layer=1).weights)
@@ -158,15 +168,17 @@ def test_decoding_step_bias_via_cache(ckpts):
     prefix = torch.tensor([[0, 5, 6, 7, 8, 9]])
     with torch.no_grad():
         out = model.decoder(input_ids=prefix, encoder_hidden_states=enc, use_cache=True)
-        model.decoder(input_ids=torch.tensor([[3]]), encoder_hidden_states=enc, cache=out.past_key_values,
-                      use_cache=True)
+        model.decoder(
+            input_ids=torch.tensor([[3]]), encoder_hidden_states=enc, cache=out.past_key_values, use_cache=True
+        )
     hook.remove()
     full, step = captured
     assert step.shape == (2, 1, 7)
     bias = fp.nnx.RelativePositionBias.from_pretrained(path, stack="decoder")
     np.testing.assert_allclose(np.asarray(bias(6, 6)), full, atol=1e-6, rtol=0)
-    np.testing.assert_allclose(np.asarray(nnx.jit(lambda m, t: m(1, 7, query_start=t))(bias, jnp.int32(6))), step,
-                               atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(nnx.jit(lambda m, t: m(1, 7, query_start=t))(bias, jnp.int32(6))), step, atol=1e-6, rtol=0
+    )
 
 
 def test_longt5_local_bias(ckpts):
@@ -178,12 +190,16 @@ def test_longt5_local_bias(ckpts):
             ref = _np(local.compute_bias(block))[0, 0]  # (heads, block, 3 * block)
         tab = load_relative_bias(path)
         assert attn_name in tab.key and "global_relative" not in tab.key
-        ours = fp.relative_position_bias(tab.weights, block, 3 * block, query_start=block, max_distance=tab.max_distance)
+        ours = fp.relative_position_bias(
+            tab.weights, block, 3 * block, query_start=block, max_distance=tab.max_distance
+        )
         np.testing.assert_allclose(np.asarray(ours), ref, atol=1e-6, rtol=0)
     dec = load_relative_bias(path, stack="decoder")
     with torch.no_grad():
         ref = _np(_attn(model.decoder).compute_bias(20, 20))[0]
-    np.testing.assert_allclose(np.asarray(fp.relative_position_bias(dec.weights, 20, 20, bidirectional=False)), ref, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(fp.relative_position_bias(dec.weights, 20, 20, bidirectional=False)), ref, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("name", ["mpnet", "mpnet64"])
@@ -210,7 +226,9 @@ def test_nnx_equals_linen_and_transforms(ckpts):
     nnx_bias = fp.nnx.RelativePositionBias.from_pretrained(path)
     lin, variables = fp.linen.RelativePositionBias.from_pretrained(path)
     assert variables["params"]["embedding"].names == (None, "heads")  # boxed as init boxes it
-    np.testing.assert_array_equal(np.asarray(nnx_bias(9, 13, query_start=2)), np.asarray(lin.apply(variables, 9, 13, query_start=2)))
+    np.testing.assert_array_equal(
+        np.asarray(nnx_bias(9, 13, query_start=2)), np.asarray(lin.apply(variables, 9, 13, query_start=2))
+    )
     tab = load_relative_bias(path, stack="decoder")
     table = jnp.asarray(tab.weights)
     full = fp.relative_position_bias(table, 12, 12, bidirectional=False)
@@ -219,6 +237,7 @@ def test_nnx_equals_linen_and_transforms(ckpts):
     def decode(table):  # one query per step against all 12 keys, start traced by the scan
         def step(carry, t):
             return carry, fp.relative_position_bias(table, 1, 12, query_start=t, bidirectional=False)[:, 0]
+
         return jax.lax.scan(step, None, jnp.arange(12))[1]  # (12, heads, 12)
 
     np.testing.assert_array_equal(np.asarray(decode(table)).transpose(1, 0, 2), np.asarray(full))
@@ -226,10 +245,15 @@ def test_nnx_equals_linen_and_transforms(ckpts):
     per = jax.vmap(lambda s: fp.relative_position_bias(table, 1, 12, query_start=s, bidirectional=False))(starts)
     np.testing.assert_array_equal(np.asarray(per[:, :, 0]).transpose(1, 0, 2), np.asarray(full))
     linen_jit = jax.jit(lambda v, s: lin.apply(v, 1, 13, query_start=s))
-    np.testing.assert_array_equal(np.asarray(linen_jit(variables, jnp.int32(4))), np.asarray(nnx_bias(1, 13, query_start=4)))
+    np.testing.assert_array_equal(
+        np.asarray(linen_jit(variables, jnp.int32(4))), np.asarray(nnx_bias(1, 13, query_start=4))
+    )
     init = fp.nnx.RelativePositionBias(3, rngs=nnx.Rngs(0))
     assert init.embedding.shape == (32, 3) and init.embedding.out_sharding == (None, "heads")
-    assert fp.linen.RelativePositionBias(3).init(jax.random.key(0), 2, 2)["params"]["embedding"].names == (None, "heads")
+    assert fp.linen.RelativePositionBias(3).init(jax.random.key(0), 2, 2)["params"]["embedding"].names == (
+        None,
+        "heads",
+    )
     with pytest.raises(ValueError, match="at least 32 rows"):
         fp.relative_position_bias(jnp.zeros((16, 2)), 2, 2, num_buckets=32)
 
@@ -259,17 +283,23 @@ def test_loader_errors(ckpts, tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "config.json").write_text(json.dumps(cfg))
-    save_file({"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": np.zeros((16, 2), np.float32)},
-              str(bad / "model.safetensors"))
+    save_file(
+        {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": np.zeros((16, 2), np.float32)},
+        str(bad / "model.safetensors"),
+    )
     with pytest.raises(CheckpointError) as e:
         load_relative_bias(bad)
     assert "(32, heads)" in _one_line(e) and "(16, 2)" in str(e.value) and "model.safetensors" in str(e.value)
-    save_file({"encoder.block.0.layer.0.SelfAttention.q.weight": np.zeros((8, 8), np.float32)}, str(bad / "model.safetensors"))
+    save_file(
+        {"encoder.block.0.layer.0.SelfAttention.q.weight": np.zeros((8, 8), np.float32)}, str(bad / "model.safetensors")
+    )
     with pytest.raises(CheckpointError) as e:
         load_relative_bias(bad)
     assert "relative_attention_bias" in _one_line(e) and "no such key" in str(e.value)
-    save_file({"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": np.zeros((32, 3), np.float32)},
-              str(bad / "model.safetensors"))
+    save_file(
+        {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": np.zeros((32, 3), np.float32)},
+        str(bad / "model.safetensors"),
+    )
     with pytest.raises(CheckpointError) as e:
         load_relative_bias(bad)
     assert "width 2" in _one_line(e) and "(32, 3)" in str(e.value)
@@ -300,10 +330,15 @@ def test_cli_inspect_check_plot(ckpts, tmp_path, capsys):
     _, t5 = ckpts["t5"]
     n = np.arange(0, 512)
     enc_sat = int(np.argmax(hf_buckets(n, True, 32, 128) == hf_buckets(np.array([10**6]), True, 32, 128)[0]))
-    dec_sat = int(np.argmax(hf_buckets(-n, False, 32, 128) == hf_buckets(np.array([-10**6]), False, 32, 128)[0]))
+    dec_sat = int(np.argmax(hf_buckets(-n, False, 32, 128) == hf_buckets(np.array([-(10**6)]), False, 32, 128)[0]))
     assert main(["inspect", str(t5)]) == 0
     text = capsys.readouterr().out
-    assert f">= {enc_sat} " in text and f">= {dec_sat} " in text and "max_distance 128" in text and "32 (bidirectional" in text
+    assert (
+        f">= {enc_sat} " in text
+        and f">= {dec_sat} " in text
+        and "max_distance 128" in text
+        and "32 (bidirectional" in text
+    )
     assert main(["check", str(t5), "--length", "512"]) == 0
     text = capsys.readouterr().out
     assert f"{512 - enc_sat} of the distances 0..511 are >= {enc_sat}" in text
@@ -324,20 +359,25 @@ def test_t5_encoder_example(tmp_path):
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(
-        "t5_encoder", Path(__file__).resolve().parents[1] / "examples" / "models" / "t5_encoder.py")
+        "t5_encoder", Path(__file__).resolve().parents[1] / "examples" / "models" / "t5_encoder.py"
+    )
     t5_encoder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(t5_encoder)
     torch.manual_seed(1)
     ids = torch.randint(0, TINY["vocab_size"], (2, 150))  # past the saturation distance 91
     mask = torch.ones_like(ids)
     mask[1, 120:] = 0
-    for cls, cfg in ((tf.T5EncoderModel, tf.T5Config(**TINY, num_layers=2)),
-                     (tf.MT5EncoderModel, tf.MT5Config(**TINY, num_layers=1))):
+    for cls, cfg in (
+        (tf.T5EncoderModel, tf.T5Config(**TINY, num_layers=2)),
+        (tf.MT5EncoderModel, tf.MT5Config(**TINY, num_layers=1)),
+    ):
         hf = cls(cfg).eval()
         path = tmp_path / cfg.model_type
         hf.save_pretrained(path)
         with torch.no_grad():
             ref = hf(input_ids=ids, attention_mask=mask).last_hidden_state.numpy()
         model = t5_encoder.from_pretrained(path)
-        ours = nnx.jit(lambda m, i, a: m(i, attention_mask=a))(model, jnp.asarray(ids.numpy()), jnp.asarray(mask.numpy()))
+        ours = nnx.jit(lambda m, i, a: m(i, attention_mask=a))(
+            model, jnp.asarray(ids.numpy()), jnp.asarray(mask.numpy())
+        )
         np.testing.assert_allclose(np.asarray(ours), ref, atol=1e-4, rtol=0)

@@ -54,7 +54,10 @@ MAX_POS = 16
 def hf_config(name: str, theta: float = 10000.0, max_pos: int = MAX_POS) -> tuple[LlamaConfig, dict]:
     params = {"rope_type": name.split("-")[0], "rope_theta": theta, **SCALINGS[name]}
     config = LlamaConfig(
-        hidden_size=HD * 4, num_attention_heads=4, head_dim=HD, max_position_embeddings=max_pos,
+        hidden_size=HD * 4,
+        num_attention_heads=4,
+        head_dim=HD,
+        max_position_embeddings=max_pos,
         rope_parameters=dict(params),
     )
     return config, params
@@ -119,12 +122,16 @@ def test_apply_matches_llama_apply_rotary_pos_emb(name):
     got_k = fp.apply_rope(jnp.asarray(k.transpose(0, 2, 1, 3)), cfg, jnp.asarray(pos))
     assert np.abs(np.asarray(got_k).transpose(0, 2, 1, 3) - k_hf.numpy()).max() <= TOL
     # given HF's own cos/sin, the rotation itself agrees to rounding
-    same = fp.apply_rotary(jnp.asarray(q), jnp.asarray(cos_hf[:, None, :, : HD // 2]), jnp.asarray(sin_hf[:, None, :, : HD // 2]))
+    same = fp.apply_rotary(
+        jnp.asarray(q), jnp.asarray(cos_hf[:, None, :, : HD // 2]), jnp.asarray(sin_hf[:, None, :, : HD // 2])
+    )
     assert np.abs(np.asarray(same) - q_hf.numpy()).max() <= 1e-6
 
 
 def test_partial_rotary_matches_gpt_neox():
-    config = GPTNeoXConfig(hidden_size=256, num_attention_heads=4, max_position_embeddings=64, rotary_pct=0.25, rotary_emb_base=10000)
+    config = GPTNeoXConfig(
+        hidden_size=256, num_attention_heads=4, max_position_embeddings=64, rotary_pct=0.25, rotary_emb_base=10000
+    )
     emb = GPTNeoXRotaryEmbedding(config)
     q = RNG.standard_normal((2, 4, 32, 64)).astype(np.float32)
     pos = np.tile(np.arange(32), (2, 1))
@@ -164,7 +171,10 @@ def test_long_range_precision_vs_float64_and_naive(cfg):
     inv, _ = fp.rope_inverse_frequencies(cfg)
     angle = pos[:, None].astype(np.float64) * inv
     cos, sin = jax.jit(lambda p: fp.rotary_cos_sin(p, cfg))(jnp.asarray(pos, jnp.int32))
-    err = max(np.abs(np.asarray(cos, np.float64) - np.cos(angle)).max(), np.abs(np.asarray(sin, np.float64) - np.sin(angle)).max())
+    err = max(
+        np.abs(np.asarray(cos, np.float64) - np.cos(angle)).max(),
+        np.abs(np.asarray(sin, np.float64) - np.sin(angle)).max(),
+    )
     naive = pos[:, None].astype(np.float32) * inv.astype(np.float32)
     err_naive = np.abs(np.cos(naive).astype(np.float64) - np.cos(angle)).max()
     assert err <= 2e-6
@@ -184,7 +194,9 @@ def test_jit_traced_positions_follow_overflow_rule():
     cfg = RopeConfig(head_dim=8, max_position_embeddings=32)
     f = fp.position_errors(jax.jit(lambda p: fp.rotary_cos_sin(p, cfg)))
     f(jnp.arange(32))
-    with pytest.raises(PositionLimitError, match=r"default RoPE .* holds 32 positions \(0..31\); asked for position 32, 1 past the end"):
+    with pytest.raises(
+        PositionLimitError, match=r"default RoPE .* holds 32 positions \(0..31\); asked for position 32, 1 past the end"
+    ):
         f(jnp.arange(33))
     clipped = jax.jit(lambda p: fp.rotary_cos_sin(p, cfg, on_overflow="clip"))(jnp.array([31, 40]))
     np.testing.assert_array_equal(np.asarray(clipped[0][0]), np.asarray(clipped[0][1]))
@@ -208,12 +220,27 @@ def test_dynamic_needs_static_length_when_traced():
     "kwargs, message",
     [
         (dict(head_dim=63), r"^head_dim: expected a positive even integer \(rotations act on pairs\), got 63$"),
-        (dict(head_dim=64, partial_rotary_factor=0.3), r"^partial_rotary_factor: 0.3 of head_dim 64 rotates int\(19.2\) = 19 dims; rotations need a positive even number of dims$"),
-        (dict(head_dim=64, rope_type="ntk"), r"^rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope$"),
-        (dict(head_dim=64, rope_type="linear", factor=0.0), r"^factor: expected a scaling factor > 0 for rope_type 'linear', got 0.0$"),
-        (dict(head_dim=64, rope_type="yarn", factor=-2.0, max_position_embeddings=64), r"^factor: expected a scaling factor > 0 for rope_type 'yarn', got -2.0$"),
+        (
+            dict(head_dim=64, partial_rotary_factor=0.3),
+            r"^partial_rotary_factor: 0.3 of head_dim 64 rotates int\(19.2\) = 19 dims; rotations need a positive even number of dims$",
+        ),
+        (
+            dict(head_dim=64, rope_type="ntk"),
+            r"^rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope$",
+        ),
+        (
+            dict(head_dim=64, rope_type="linear", factor=0.0),
+            r"^factor: expected a scaling factor > 0 for rope_type 'linear', got 0.0$",
+        ),
+        (
+            dict(head_dim=64, rope_type="yarn", factor=-2.0, max_position_embeddings=64),
+            r"^factor: expected a scaling factor > 0 for rope_type 'yarn', got -2.0$",
+        ),
         (dict(head_dim=64, rope_type="linear"), r"^factor: rope_type 'linear' needs it"),
-        (dict(head_dim=64, rope_type="llama3", factor=8.0, max_position_embeddings=64), r"^low_freq_factor: rope_type 'llama3' needs it"),
+        (
+            dict(head_dim=64, rope_type="llama3", factor=8.0, max_position_embeddings=64),
+            r"^low_freq_factor: rope_type 'llama3' needs it",
+        ),
         (dict(head_dim=64, rope_theta=0.0), r"^rope_theta: expected a finite number > 0, got 0.0$"),
         (dict(head_dim=8, layout="split"), r"^layout: expected one of \('half', 'interleaved'\), got 'split'$"),
     ],
@@ -228,17 +255,34 @@ def test_positions_past_the_limit_raise():
     cfg = RopeConfig(head_dim=8, rope_type="linear", factor=2.0, max_position_embeddings=16)
     assert cfg.limit == 32
     fp.rotary_cos_sin(jnp.arange(32), cfg)
-    with pytest.raises(PositionLimitError, match=r"^linear RoPE \(max_position_embeddings 16, scaled limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$"):
+    with pytest.raises(
+        PositionLimitError,
+        match=r"^linear RoPE \(max_position_embeddings 16, scaled limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
+    ):
         fp.rotary_cos_sin(jnp.arange(33), cfg)
     with pytest.raises(TypeError, match="positions: expected an integer array"):
         fp.rotary_cos_sin(jnp.arange(3.0), cfg)
 
 
 def test_limits_of_scaling_types():
-    llama31 = RopeConfig(head_dim=128, rope_theta=500000.0, rope_type="llama3", factor=8.0, low_freq_factor=1.0,
-                         high_freq_factor=4.0, original_max_position_embeddings=8192, max_position_embeddings=131072)
+    llama31 = RopeConfig(
+        head_dim=128,
+        rope_theta=500000.0,
+        rope_type="llama3",
+        factor=8.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        original_max_position_embeddings=8192,
+        max_position_embeddings=131072,
+    )
     assert (llama31.scaled_limit, llama31.limit) == (65536, 131072)
-    yarn = RopeConfig(head_dim=128, rope_type="yarn", factor=4.0, original_max_position_embeddings=32768, max_position_embeddings=32768)
+    yarn = RopeConfig(
+        head_dim=128,
+        rope_type="yarn",
+        factor=4.0,
+        original_max_position_embeddings=32768,
+        max_position_embeddings=32768,
+    )
     assert yarn.limit == 131072
     assert RopeConfig(head_dim=8).limit is None
     dynamic = RopeConfig(head_dim=8, rope_type="dynamic", factor=2.0, max_position_embeddings=16)
@@ -249,7 +293,9 @@ def test_limits_of_scaling_types():
 
 
 def test_nnx_and_linen_rotary_modules_agree():
-    cfg = RopeConfig(head_dim=16, rope_type="yarn", factor=2.0, original_max_position_embeddings=32, max_position_embeddings=64)
+    cfg = RopeConfig(
+        head_dim=16, rope_type="yarn", factor=2.0, original_max_position_embeddings=32, max_position_embeddings=64
+    )
     x = jnp.asarray(RNG.standard_normal((2, 10, 3, 16)), jnp.float32)
     a = fp.nnx.RotaryEmbedding(cfg)(x, start=5)
     b = fp.linen.RotaryEmbedding(cfg).apply({}, x, start=5)

@@ -58,15 +58,37 @@ def rope_matches(rc, emb, positions=None):
         cos_hf, sin_hf = emb(torch.zeros(1), pos)
     cos, sin = fp.rotary_cos_sin(positions, rc.rope)
     half = rc.rope.rotary_dim // 2
-    return max(np.abs(np.asarray(cos) - cos_hf[0, :, :half].numpy()).max(), np.abs(np.asarray(sin) - sin_hf[0, :, :half].numpy()).max())
+    return max(
+        np.abs(np.asarray(cos) - cos_hf[0, :, :half].numpy()).max(),
+        np.abs(np.asarray(sin) - sin_hf[0, :, :half].numpy()).max(),
+    )
 
 
 @pytest.mark.parametrize(
     "make, module",
     [
-        (lambda: LlamaConfig(**SMALL, max_position_embeddings=64, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), LlamaRotaryEmbedding),
+        (
+            lambda: LlamaConfig(
+                **SMALL,
+                max_position_embeddings=64,
+                rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+            ),
+            LlamaRotaryEmbedding,
+        ),
         (lambda: MistralConfig(**SMALL, max_position_embeddings=64, head_dim=16), LlamaRotaryEmbedding),
-        (lambda: Qwen2Config(**SMALL, max_position_embeddings=64, rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "rope_theta": 1e6}), Qwen2RotaryEmbedding),
+        (
+            lambda: Qwen2Config(
+                **SMALL,
+                max_position_embeddings=64,
+                rope_parameters={
+                    "rope_type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 16,
+                    "rope_theta": 1e6,
+                },
+            ),
+            Qwen2RotaryEmbedding,
+        ),
         (lambda: GPTNeoXConfig(**SMALL, max_position_embeddings=64), GPTNeoXRotaryEmbedding),
         (lambda: FalconConfig(**SMALL, max_position_embeddings=64), FalconRotaryEmbedding),
     ],
@@ -81,42 +103,98 @@ def test_saved_configs_give_the_models_own_frequencies(tmp_path, make, module):
 
 
 def test_llama31_hub_layout_and_limits(tmp_path):
-    d = write(tmp_path, {
-        "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
-        "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-    })
+    d = write(
+        tmp_path,
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "max_position_embeddings": 131072,
+            "rope_theta": 500000.0,
+            "rope_scaling": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        },
+    )
     rc = read_relative_config(d / "config.json")
     r = rc.rope
-    assert (r.head_dim, r.rope_type, r.rope_theta, r.max_position_embeddings, r.scaled_limit, r.limit) == (128, "llama3", 500000.0, 131072, 65536, 131072)
-    hf = LlamaConfig(hidden_size=4096, num_attention_heads=32, max_position_embeddings=131072,
-                     rope_parameters={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                      "original_max_position_embeddings": 8192, "rope_theta": 500000.0})
+    assert (r.head_dim, r.rope_type, r.rope_theta, r.max_position_embeddings, r.scaled_limit, r.limit) == (
+        128,
+        "llama3",
+        500000.0,
+        131072,
+        65536,
+        131072,
+    )
+    hf = LlamaConfig(
+        hidden_size=4096,
+        num_attention_heads=32,
+        max_position_embeddings=131072,
+        rope_parameters={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_theta": 500000.0,
+        },
+    )
     assert rope_matches(rc, LlamaRotaryEmbedding(hf)) <= 1e-5
 
 
 def test_legacy_v4_scaling_dict_with_type_key(tmp_path):
-    rc = read_relative_config(write(tmp_path, {
-        "model_type": "llama", **SMALL, "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 4.0},
-    }))
+    rc = read_relative_config(
+        write(
+            tmp_path,
+            {
+                "model_type": "llama",
+                **SMALL,
+                "max_position_embeddings": 4096,
+                "rope_scaling": {"type": "linear", "factor": 4.0},
+            },
+        )
+    )
     assert (rc.rope.rope_type, rc.rope.factor, rc.rope.scaled_limit, rc.limit) == ("linear", 4.0, 16384, 16384)
 
 
 def test_gpt_neox_legacy_fields_and_gptj(tmp_path):
-    neox = read_relative_config(write(tmp_path, {"model_type": "gpt_neox", "hidden_size": 512, "num_attention_heads": 8, "rotary_pct": 0.5, "rotary_emb_base": 20000, "max_position_embeddings": 2048}, "neox"))
+    neox = read_relative_config(
+        write(
+            tmp_path,
+            {
+                "model_type": "gpt_neox",
+                "hidden_size": 512,
+                "num_attention_heads": 8,
+                "rotary_pct": 0.5,
+                "rotary_emb_base": 20000,
+                "max_position_embeddings": 2048,
+            },
+            "neox",
+        )
+    )
     assert (neox.rope.rotary_dim, neox.rope.rope_theta, neox.limit) == (32, 20000, 2048)
-    gptj = read_relative_config(saved(tmp_path, GPTJConfig(n_head=4, n_embd=256, rotary_dim=16, n_positions=1024), "gptj"))
+    gptj = read_relative_config(
+        saved(tmp_path, GPTJConfig(n_head=4, n_embd=256, rotary_dim=16, n_positions=1024), "gptj")
+    )
     assert (gptj.rope.layout, gptj.rope.rotary_dim, gptj.rope.head_dim, gptj.limit) == ("interleaved", 16, 64, 1024)
 
 
 def test_alibi_families(tmp_path):
     bloom = read_relative_config(saved(tmp_path, BloomConfig(n_head=6, hidden_size=48), "bloom"))
     assert (bloom.scheme, bloom.alibi.num_heads, bloom.limit) == ("alibi", 6, None)
-    mpt = read_relative_config(saved(tmp_path, MptConfig(n_heads=12, d_model=96, max_seq_len=4096, attn_config={"alibi_bias_max": 16}), "mpt"))
+    mpt = read_relative_config(
+        saved(tmp_path, MptConfig(n_heads=12, d_model=96, max_seq_len=4096, attn_config={"alibi_bias_max": 16}), "mpt")
+    )
     assert (mpt.scheme, mpt.alibi.num_heads, mpt.alibi.max_bias, mpt.limit) == ("alibi", 12, 16.0, 4096)
     falcon = read_relative_config(saved(tmp_path, FalconConfig(alibi=True, **SMALL), "falcon"))
     assert (falcon.scheme, falcon.limit) == ("alibi", 2048)
-    legacy = read_relative_config(write(tmp_path, {"model_type": "RefinedWebModel", "n_head": 71, "hidden_size": 4544}, "rw"))
+    legacy = read_relative_config(
+        write(tmp_path, {"model_type": "RefinedWebModel", "n_head": 71, "hidden_size": 4544}, "rw")
+    )
     assert (legacy.family, legacy.scheme, legacy.rope.head_dim) == ("falcon", "rope", 64)
     assert set(RELATIVE_FAMILIES) >= {"llama", "mistral", "qwen2", "gpt_neox", "falcon", "bloom", "mpt"}
 
@@ -124,12 +202,24 @@ def test_alibi_families(tmp_path):
 @pytest.mark.parametrize(
     "config, message",
     [
-        ({"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "ntk", "factor": 2.0}}, "rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope"),
-        ({"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "linear", "factor": -1.0}}, "factor: expected a scaling factor > 0"),
-        ({"model_type": "llama", "hidden_size": 124, "num_attention_heads": 4}, "head_dim: expected a positive even integer"),
+        (
+            {"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "ntk", "factor": 2.0}},
+            "rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope",
+        ),
+        (
+            {"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "linear", "factor": -1.0}},
+            "factor: expected a scaling factor > 0",
+        ),
+        (
+            {"model_type": "llama", "hidden_size": 124, "num_attention_heads": 4},
+            "head_dim: expected a positive even integer",
+        ),
         ({"model_type": "gpt_neox", **SMALL, "rotary_pct": 0.3}, "rotates int(9.6) = 9 dims"),
         ({"model_type": "bert", **SMALL}, "expected a RoPE/ALiBi model_type"),
-        ({"model_type": "llama", "hidden_size": 128}, "expected a positive head count in num_attention_heads, found None"),
+        (
+            {"model_type": "llama", "hidden_size": 128},
+            "expected a positive head count in num_attention_heads, found None",
+        ),
     ],
 )
 def test_bad_configs_are_one_line_checkpoint_errors(tmp_path, config, message):
@@ -143,7 +233,14 @@ def test_bad_configs_are_one_line_checkpoint_errors(tmp_path, config, message):
 
 
 def test_cli_inspect_and_check(tmp_path, capsys):
-    d = saved(tmp_path, LlamaConfig(**SMALL, max_position_embeddings=4096, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}))
+    d = saved(
+        tmp_path,
+        LlamaConfig(
+            **SMALL,
+            max_position_embeddings=4096,
+            rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+        ),
+    )
     assert main(["inspect", str(d)]) == 0
     out = capsys.readouterr().out
     assert "linear RoPE" in out and "8192" in out
@@ -205,11 +302,21 @@ def test_rope_config_reader_stays_numpy_only(tmp_path):
 def _phi3_dict(kind_key, kind, rng):
     """A tiny Phi-3 config.json as the Hub holds them (4.x ``rope_scaling``), head_dim 16: 8 factors."""
     return {
-        "model_type": "phi3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
-        "num_hidden_layers": 1, "intermediate_size": 32, "vocab_size": 32,
-        "max_position_embeddings": 256, "original_max_position_embeddings": 64, "rope_theta": 10000.0,
-        "rope_scaling": {kind_key: kind, "short_factor": (1 + rng.random(8)).round(4).tolist(),
-                         "long_factor": (1 + 8 * rng.random(8)).round(4).tolist()},
+        "model_type": "phi3",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "num_hidden_layers": 1,
+        "intermediate_size": 32,
+        "vocab_size": 32,
+        "max_position_embeddings": 256,
+        "original_max_position_embeddings": 64,
+        "rope_theta": 10000.0,
+        "rope_scaling": {
+            kind_key: kind,
+            "short_factor": (1 + rng.random(8)).round(4).tolist(),
+            "long_factor": (1 + 8 * rng.random(8)).round(4).tolist(),
+        },
     }
 
 
@@ -221,7 +328,12 @@ def test_phi3_longrope_matches_transformers(tmp_path, kind_key, kind):
 
     raw = _phi3_dict(kind_key, kind, np.random.default_rng(0))
     rc = read_relative_config(write(tmp_path, raw))
-    assert (rc.family, rc.rope.rope_type, rc.rope.original_max_position_embeddings, rc.limit) == ("phi3", "longrope", 64, 256)
+    assert (rc.family, rc.rope.rope_type, rc.rope.original_max_position_embeddings, rc.limit) == (
+        "phi3",
+        "longrope",
+        64,
+        256,
+    )
     hf = {k: v for k, v in raw.items() if k != "model_type"}
     # transformers 5.x copies the top-level original_max_position_embeddings into the rope dict only
     # for the type "longrope", before renaming "su"/"yarn": a legacy config fails its own validation
@@ -238,7 +350,10 @@ def test_phi3_longrope_matches_transformers(tmp_path, kind_key, kind):
         scale = float(np.abs(cos_hf.numpy()).max())  # the attention factor, ~1.2 when long
         ulp = np.spacing(np.float32(scale))
         # transformers forms p * w in float32: at p < 200 its angle is off by up to ~200 * 2**-24
-        err = max(np.abs(np.asarray(cos) - cos_hf[0, :, :8].numpy()).max(), np.abs(np.asarray(sin) - sin_hf[0, :, :8].numpy()).max())
+        err = max(
+            np.abs(np.asarray(cos) - cos_hf[0, :, :8].numpy()).max(),
+            np.abs(np.asarray(sin) - sin_hf[0, :, :8].numpy()).max(),
+        )
         assert err <= 128 * ulp, (positions.size, err / ulp)
     # a saved Phi3Config (5.x rope_parameters) reads the same
     rc2 = read_relative_config(saved(tmp_path, config, "saved"))

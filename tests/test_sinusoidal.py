@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import sinusoid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flax_posenc as fp
-from helpers import sinusoid
 
 
 def reference(positions, dim, base=10000.0):
@@ -177,7 +177,9 @@ class TestProperties:
     """The lesson's properties, checked for all inputs hypothesis can find."""
 
     @settings(max_examples=60, deadline=None)
-    @given(p=st.integers(0, 10**6), q=st.integers(0, 10**6), k=st.integers(-2000, 2000), dim=st.sampled_from([8, 64, 512]))
+    @given(
+        p=st.integers(0, 10**6), q=st.integers(0, 10**6), k=st.integers(-2000, 2000), dim=st.sampled_from([8, 64, 512])
+    )
     def test_dot_product_depends_only_on_offset(self, p, q, k, dim):
         positions = np.array([p, p + k, q, q + k])  # p + k < 0 allowed: the encoding takes negative positions
         pe = np.asarray(fp.sinusoidal_encoding(jnp.asarray(positions, jnp.int32), dim), np.float64)

@@ -26,20 +26,37 @@ def sources(tmp_path_factory):
     root = tmp_path_factory.mktemp("sources")
     llama = root / "llama"
     llama.mkdir()
-    (llama / "config.json").write_text(json.dumps({
-        "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 300}))
+    (llama / "config.json").write_text(
+        json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 300})
+    )
     t5 = root / "t5"
     t5.mkdir()
-    (t5 / "config.json").write_text(json.dumps({
-        "model_type": "t5", "num_heads": 2, "num_layers": 1, "relative_attention_num_buckets": 32,
-        "relative_attention_max_distance": 128}))
-    save_file({"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight":
-               np.random.default_rng(0).normal(size=(32, 2)).astype(np.float32)}, str(t5 / "model.safetensors"))
+    (t5 / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "t5",
+                "num_heads": 2,
+                "num_layers": 1,
+                "relative_attention_num_buckets": 32,
+                "relative_attention_max_distance": 128,
+            }
+        )
+    )
+    save_file(
+        {
+            "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": np.random.default_rng(0)
+            .normal(size=(32, 2))
+            .astype(np.float32)
+        },
+        str(t5 / "model.safetensors"),
+    )
     return {"sinusoidal": "sinusoidal:40:8", "llama": str(llama), "t5": str(t5)}
 
 
-@pytest.mark.parametrize("kind, cls, limit", [
-    ("sinusoidal", LearnedTableSource, 40), ("llama", RelativeConfig, 300), ("t5", RelativeBiasSource, None)])
+@pytest.mark.parametrize(
+    "kind, cls, limit",
+    [("sinusoidal", LearnedTableSource, 40), ("llama", RelativeConfig, 300), ("t5", RelativeBiasSource, None)],
+)
 def test_every_kind_implements_the_protocol(sources, kind, cls, limit):
     rec = inspect_source(sources[kind])
     assert isinstance(rec, cls) and isinstance(rec, SourceRecord)
@@ -57,22 +74,40 @@ def test_every_kind_implements_the_protocol(sources, kind, cls, limit):
         ok, line = rec.check_length(limit + 5)
         assert not ok and line == f"{phrase}; asked for {limit + 5} positions (0..{limit + 4}): 5 past the limit"
         assert verdict(rec, limit + 5) == {
-            "source": sources[kind], "family": rec.family, "scheme": rec.scheme, "key": rec.key,
-            "length": limit + 5, "max_length": limit, "fits": False, "excess": 5, "message": line}
+            "source": sources[kind],
+            "family": rec.family,
+            "scheme": rec.scheme,
+            "key": rec.key,
+            "length": limit + 5,
+            "max_length": limit,
+            "fits": False,
+            "excess": 5,
+            "message": line,
+        }
     else:
         assert rec.check_length(10**6)[0] and verdict(rec, 10**6)["excess"] == 0
 
 
 def test_learned_limit_sentence_is_limits_py():
     rec = inspect_source("sinusoidal:40:8")
-    assert rec.describe_limit() == "sinusoidal position table (sinusoidal) of sinusoidal:40:8 holds 40 positions (0..39)"
+    assert (
+        rec.describe_limit() == "sinusoidal position table (sinusoidal) of sinusoidal:40:8 holds 40 positions (0..39)"
+    )
 
 
-@pytest.mark.parametrize("model_type, kind, name", [
-    ("xlm-roberta", "learned", "xlm-roberta"), ("xlm_roberta", "learned", "xlm-roberta"),
-    ("gpt-neo", "learned", "gpt_neo"), ("qwen2-moe", "rope_alibi", "qwen2"), ("gpt-neox", "rope_alibi", "gpt_neox"),
-    ("mpnet", "relative_bias", "mpnet"), ("t5", "relative_bias", "t5"), ("llama", "rope_alibi", "llama"),
-])
+@pytest.mark.parametrize(
+    "model_type, kind, name",
+    [
+        ("xlm-roberta", "learned", "xlm-roberta"),
+        ("xlm_roberta", "learned", "xlm-roberta"),
+        ("gpt-neo", "learned", "gpt_neo"),
+        ("qwen2-moe", "rope_alibi", "qwen2"),
+        ("gpt-neox", "rope_alibi", "gpt_neox"),
+        ("mpnet", "relative_bias", "mpnet"),
+        ("t5", "relative_bias", "t5"),
+        ("llama", "rope_alibi", "llama"),
+    ],
+)
 def test_which_family_normalises_every_registry_alike(model_type, kind, name):
     match = which_family(model_type)
     assert (match.kind, match.name) == (kind, name)

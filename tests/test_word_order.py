@@ -10,11 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from flax import nnx
 from helpers import sinusoid
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import flax_posenc as fp
 
@@ -22,8 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 VOCAB, DIM = 50, 16
-BLOCKS = {name: fp.nnx.TransformerInput(VOCAB, DIM, num_positions=16, position=name, rngs=nnx.Rngs(0))
-          for name in ("none", "sinusoidal", "learned")}
+BLOCKS = {
+    name: fp.nnx.TransformerInput(VOCAB, DIM, num_positions=16, position=name, rngs=nnx.Rngs(0))
+    for name in ("none", "sinusoidal", "learned")
+}
 
 
 def attention(x, key):
@@ -93,6 +94,8 @@ def test_the_two_sentences():
 
 
 def test_example_runs():
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "word_order.py")], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "word_order.py")], capture_output=True, text=True, check=True
+    )
     assert "position=none       same outputs, reordered" in out.stdout
     assert out.stdout.count("different outputs") == 2

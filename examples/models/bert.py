@@ -126,14 +126,18 @@ def main(argv=None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", type=Path, help="Hugging Face BERT checkpoint directory (config.json + model.safetensors)")
+    parser.add_argument(
+        "path", type=Path, help="Hugging Face BERT checkpoint directory (config.json + model.safetensors)"
+    )
     parser.add_argument("--ids", default="101,102", help="token ids, comma-separated (default: 101,102)")
     args = parser.parse_args(argv)
     try:
         hidden = from_pretrained(args.path)(jnp.asarray([common.ids_argument(args.ids)]))
     except (fp.PositionLimitError, fp.CheckpointError, ValueError) as e:
         raise SystemExit(f"error: {e}") from None
-    print("sentence embedding (first 8 of", hidden.shape[-1], "):", mean_pool(hidden, jnp.ones(hidden.shape[:2]))[0, :8])
+    print(
+        "sentence embedding (first 8 of", hidden.shape[-1], "):", mean_pool(hidden, jnp.ones(hidden.shape[:2]))[0, :8]
+    )
 
 
 if __name__ == "__main__":

@@ -60,7 +60,11 @@ class Block(nnx.Module):
     """``x + attn(input_layernorm(x))``, then ``x + mlp(post_attention_layernorm(x))``."""
 
     def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs):
-        dim, eps, dropout = config["hidden_size"], config.get("layer_norm_epsilon", 1e-5), config.get("hidden_dropout", 0.0)
+        dim, eps, dropout = (
+            config["hidden_size"],
+            config.get("layer_norm_epsilon", 1e-5),
+            config.get("hidden_dropout", 0.0),
+        )
         self.input_layernorm = LayerNorm(dim, eps)
         self.self_attention = Attention(dim, alibi, config.get("attention_dropout", 0.0), dropout, rngs=rngs)
         self.post_attention_layernorm = LayerNorm(dim, eps)
@@ -81,8 +85,9 @@ class Bloom(nnx.Module):
     def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs):
         dim, eps = config["hidden_size"], config.get("layer_norm_epsilon", 1e-5)
         self.alibi = alibi
-        self.embed = fp.nnx.TransformerInput(config["vocab_size"], dim, position="none", layer_norm=True,
-                                             layer_norm_eps=eps, rngs=rngs)
+        self.embed = fp.nnx.TransformerInput(
+            config["vocab_size"], dim, position="none", layer_norm=True, layer_norm_eps=eps, rngs=rngs
+        )
         self.h = nnx.List([Block(config, alibi, rngs=rngs) for _ in range(config["n_layer"])])
         self.ln_f = LayerNorm(dim, eps)
 
@@ -112,7 +117,9 @@ def from_pretrained(path, *, seed: int = 0) -> Bloom:
     w = Weights(path, prefixes=("transformer.", ""), probe="word_embeddings.weight")
     model = Bloom(w.config, relative_config_from_dict(w.config, source=str(path)).alibi, rngs=nnx.Rngs(seed))
     common.assign(model.embed.word_embeddings, w("word_embeddings.weight"), "word_embeddings.weight")
-    common.assign(model.embed.layer_norm["scale"], w("word_embeddings_layernorm.weight"), "word_embeddings_layernorm.weight")
+    common.assign(
+        model.embed.layer_norm["scale"], w("word_embeddings_layernorm.weight"), "word_embeddings_layernorm.weight"
+    )
     common.assign(model.embed.layer_norm["bias"], w("word_embeddings_layernorm.bias"), "word_embeddings_layernorm.bias")
     for i, block in enumerate(model.h):
         p = f"h.{i}."

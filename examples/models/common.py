@@ -59,8 +59,11 @@ class Weights:
         self.keys = set(self.reader.keys())
         found = [p for p in prefixes if p + probe in self.keys]
         if not found:
-            raise fail(ckpt.weights_path, f"tensor {probe!r} under one of the prefixes {prefixes}",
-                       f"keys such as {nearest_keys(probe, self.keys)}")
+            raise fail(
+                ckpt.weights_path,
+                f"tensor {probe!r} under one of the prefixes {prefixes}",
+                f"keys such as {nearest_keys(probe, self.keys)}",
+            )
         self.prefix = found[0]
 
     def has(self, key: str, *, prefixed: bool = True) -> bool:
@@ -157,7 +160,9 @@ def causal_mask(q_len: int, k_len: int, *, start: int | jax.Array = 0, key_mask:
 
 def padding_mask(attention_mask: jax.Array, q_len: int) -> jax.Array:
     """``(batch, 1, q_len, k_len)``: bidirectional attention to every real (mask 1) key (BERT)."""
-    return jnp.broadcast_to(attention_mask.astype(bool)[:, None, None, :], (attention_mask.shape[0], 1, q_len, attention_mask.shape[1]))
+    return jnp.broadcast_to(
+        attention_mask.astype(bool)[:, None, None, :], (attention_mask.shape[0], 1, q_len, attention_mask.shape[1])
+    )
 
 
 def attention(q, k, v, *, mask: jax.Array, bias: jax.Array | None = None, dropout=None) -> jax.Array:
@@ -202,8 +207,10 @@ def cache_update(layer_cache: dict | None, k: jax.Array, v: jax.Array, start: in
     if layer_cache is None:
         return None, k, v
     index = (0, start, 0, 0)
-    new = {"k": jax.lax.dynamic_update_slice(layer_cache["k"], k.astype(layer_cache["k"].dtype), index),
-           "v": jax.lax.dynamic_update_slice(layer_cache["v"], v.astype(layer_cache["v"].dtype), index)}
+    new = {
+        "k": jax.lax.dynamic_update_slice(layer_cache["k"], k.astype(layer_cache["k"].dtype), index),
+        "v": jax.lax.dynamic_update_slice(layer_cache["v"], v.astype(layer_cache["v"].dtype), index),
+    }
     return new, new["k"], new["v"]
 
 
@@ -253,8 +260,9 @@ def generate(model, prompt_ids, max_new_tokens: int) -> jax.Array:
 @functools.partial(jax.jit, static_argnums=(0, 3))
 def _generate(graphdef, state, prompt, max_new_tokens):
     model = nnx.merge(graphdef, state)
-    return greedy_decode(lambda ids, cache, start: model(ids, cache=cache, start=start), model.init_cache,
-                         prompt, max_new_tokens)
+    return greedy_decode(
+        lambda ids, cache, start: model(ids, cache=cache, start=start), model.init_cache, prompt, max_new_tokens
+    )
 
 
 def greedy_decode(forward, init_cache, prompt: jax.Array, max_new_tokens: int) -> jax.Array:
@@ -322,4 +330,3 @@ def cli(description: str, load, argv=None) -> None:
     except (fp.PositionLimitError, fp.CheckpointError, ValueError) as e:
         raise SystemExit(f"error: {e}") from None
     print(",".join(str(int(t)) for t in ids[0]))
-

@@ -83,7 +83,12 @@ class GPT2(nnx.Module):
         dim = config["n_embd"]
         self.heads, self.head_dim = config["n_head"], dim // config["n_head"]
         self.embed = embed or fp.nnx.TransformerInput(
-            config["vocab_size"], dim, num_positions=config["n_positions"], position_name="gpt2 position table", rngs=rngs)
+            config["vocab_size"],
+            dim,
+            num_positions=config["n_positions"],
+            position_name="gpt2 position table",
+            rngs=rngs,
+        )
         # embd_pdrop beside the block: TransformerInput.from_pretrained builds the block abstractly,
         # without a dropout RNG stream of its own; nnx.Dropout follows model.train()/eval() as well
         self.embed_dropout = nnx.Dropout(config.get("embd_pdrop", 0.1), rngs=rngs)

@@ -33,9 +33,12 @@ import flax_posenc as fp  # noqa: E402
 
 def dense(features: int, axes: tuple, name: str) -> nn.Dense:
     """``nn.Dense`` whose kernel and bias carry logical axis names."""
-    return nn.Dense(features, name=name,
-                    kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), axes),
-                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros, axes[1:]))
+    return nn.Dense(
+        features,
+        name=name,
+        kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), axes),
+        bias_init=nn.with_logical_partitioning(nn.initializers.zeros, axes[1:]),
+    )
 
 
 class LayerNorm(nn.Module):
@@ -65,7 +68,9 @@ class Block(nn.Module):
         qkv = dense(3 * self.dim, ("embed", "heads"), "c_attn")(LayerNorm(self.eps, name="ln_1")(x))
         q, k, v = jnp.split(qkv.reshape(b, s, 3 * self.heads, self.dim // self.heads), 3, axis=2)
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
-        y = common.attention(q, k, v, mask=mask, dropout=nn.Dropout(self.attn_dropout, deterministic=deterministic)).reshape(b, s, -1)
+        y = common.attention(
+            q, k, v, mask=mask, dropout=nn.Dropout(self.attn_dropout, deterministic=deterministic)
+        ).reshape(b, s, -1)
         x = x + drop(dense(self.dim, ("heads", "embed"), "attn_c_proj")(y))
         h = common.gelu_tanh(dense(self.inner, ("embed", "mlp"), "c_fc")(LayerNorm(self.eps, name="ln_2")(x)))
         return x + drop(dense(self.dim, ("mlp", "embed"), "c_proj")(h)), layer_cache
@@ -98,9 +103,12 @@ class GPT2(nn.Module):
         mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
         new_cache = []
         for i in range(self.layers):
-            block = Block(self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, name=f"h_{i}")
-            x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start,
-                                   deterministic=deterministic)
+            block = Block(
+                self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, name=f"h_{i}"
+            )
+            x, layer_cache = block(
+                x, mask=mask, layer_cache=None if cache is None else cache[i], start=start, deterministic=deterministic
+            )
             new_cache.append(layer_cache)
         x = LayerNorm(self.eps, name="ln_f")(x)
         logits = self.embed.attend(x)  # the tied head
@@ -112,8 +120,15 @@ def from_pretrained(path) -> tuple[GPT2, dict]:
     w = Weights(path, prefixes=("transformer.", ""), probe="wte.weight")
     embed, embed_variables = fp.linen.TransformerInput.from_pretrained(path)
     c = w.config
-    module = GPT2(embed, c["n_layer"], c["n_head"], c.get("n_inner") or 4 * c["n_embd"],
-                  c.get("layer_norm_epsilon", 1e-5), c.get("resid_pdrop", 0.1), c.get("attn_pdrop", 0.1))
+    module = GPT2(
+        embed,
+        c["n_layer"],
+        c["n_head"],
+        c.get("n_inner") or 4 * c["n_embd"],
+        c.get("layer_norm_epsilon", 1e-5),
+        c.get("resid_pdrop", 0.1),
+        c.get("attn_pdrop", 0.1),
+    )
 
     def linear(key):  # Conv1D weights are already (in, out)
         return {"kernel": jnp.asarray(w(key + ".weight")), "bias": jnp.asarray(w(key + ".bias"))}
@@ -124,9 +139,14 @@ def from_pretrained(path) -> tuple[GPT2, dict]:
     params = {"embed": nn.unbox(embed_variables["params"]), "ln_f": norm("ln_f")}
     for i in range(module.layers):
         p = f"h.{i}."
-        params[f"h_{i}"] = {"ln_1": norm(p + "ln_1"), "ln_2": norm(p + "ln_2"), "c_attn": linear(p + "attn.c_attn"),
-                            "attn_c_proj": linear(p + "attn.c_proj"), "c_fc": linear(p + "mlp.c_fc"),
-                            "c_proj": linear(p + "mlp.c_proj")}
+        params[f"h_{i}"] = {
+            "ln_1": norm(p + "ln_1"),
+            "ln_2": norm(p + "ln_2"),
+            "c_attn": linear(p + "attn.c_attn"),
+            "attn_c_proj": linear(p + "attn.c_proj"),
+            "c_fc": linear(p + "mlp.c_fc"),
+            "c_proj": linear(p + "mlp.c_proj"),
+        }
     # box every array as module.init does (logical axis names for nn.get_partition_spec)
     boxes = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 1), jnp.int32))["params"]
     is_box = lambda x: isinstance(x, nn.LogicallyPartitioned)  # noqa: E731
@@ -154,7 +174,9 @@ def main(argv=None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", type=Path, help="Hugging Face GPT-2 checkpoint directory (config.json + model.safetensors)")
+    parser.add_argument(
+        "path", type=Path, help="Hugging Face GPT-2 checkpoint directory (config.json + model.safetensors)"
+    )
     parser.add_argument("--prompt", default="0", help="prompt token ids, comma-separated (default: 0)")
     parser.add_argument("--max-new-tokens", type=int, default=20, help="tokens to generate greedily (default: 20)")
     args = parser.parse_args(argv)

@@ -64,8 +64,15 @@ class Block(nnx.Module):
         dim, inner, eps = config["hidden_size"], config["intermediate_size"], config.get("rms_norm_eps", 1e-6)
         heads = config["num_attention_heads"]
         self.input_layernorm = LayerNorm(dim, eps, rms=True)
-        self.self_attn = Attention(dim, heads, config.get("num_key_value_heads") or heads, rope.head_dim, rope,
-                                   config.get("attention_bias", False), rngs=rngs)
+        self.self_attn = Attention(
+            dim,
+            heads,
+            config.get("num_key_value_heads") or heads,
+            rope.head_dim,
+            rope,
+            config.get("attention_bias", False),
+            rngs=rngs,
+        )
         self.post_attention_layernorm = LayerNorm(dim, eps, rms=True)
         bias = config.get("mlp_bias", False)
         self.gate_proj = Linear(dim, inner, ("embed", "mlp"), bias=bias, rngs=rngs)

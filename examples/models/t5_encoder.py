@@ -37,14 +37,19 @@ class T5Encoder(nnx.Module):
         self.heads, self.d_kv = config["num_heads"], config["d_kv"]
         self.eps = float(config.get("layer_norm_epsilon", 1e-6))
         self.gated = str(config.get("feed_forward_proj", "relu")).startswith("gated")
-        self.act = jax.nn.relu if str(config.get("feed_forward_proj", "relu")).endswith("relu") else (
-            lambda x: jax.nn.gelu(x, approximate=True))  # gelu_new
+        self.act = (
+            jax.nn.relu
+            if str(config.get("feed_forward_proj", "relu")).endswith("relu")
+            else (lambda x: jax.nn.gelu(x, approximate=True))
+        )  # gelu_new
         self.embed = p("embed")
         self.bias = bias
-        self.layers = nnx.List([
-            nnx.Dict({name: p(f"{i}.{name}") for name in weights["_layer_names"]})
-            for i in range(config["num_layers"])
-        ])
+        self.layers = nnx.List(
+            [
+                nnx.Dict({name: p(f"{i}.{name}") for name in weights["_layer_names"]})
+                for i in range(config["num_layers"])
+            ]
+        )
         self.final_norm = p("final_layer_norm")
 
     def attention(self, layer, x, bias):
@@ -94,9 +99,11 @@ def from_pretrained(source) -> T5Encoder:
 
     gated = str(cfg.get("feed_forward_proj", "relu")).startswith("gated")
     ff = ("wi_0", "wi_1", "wo") if gated else ("wi", "wo")
-    weights: dict = {"embed": read("shared.weight" if "shared.weight" in keys else "encoder.embed_tokens.weight"),
-                     "final_layer_norm": read("encoder.final_layer_norm.weight"),
-                     "_layer_names": ("q", "k", "v", "o", "attn_norm", "ff_norm", *ff)}
+    weights: dict = {
+        "embed": read("shared.weight" if "shared.weight" in keys else "encoder.embed_tokens.weight"),
+        "final_layer_norm": read("encoder.final_layer_norm.weight"),
+        "_layer_names": ("q", "k", "v", "o", "attn_norm", "ff_norm", *ff),
+    }
     for i in range(cfg["num_layers"]):
         base = f"encoder.block.{i}.layer"
         for n in ("q", "k", "v", "o"):

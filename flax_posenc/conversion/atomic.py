@@ -36,8 +36,8 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from flax_posenc.errors import CheckpointError
 
@@ -73,8 +73,10 @@ def cleanup_on_signal() -> Iterator[None]:
 
 
 def _taken(out: Path) -> CheckpointError:
-    return CheckpointError(f"{out}: expected a new export target (or overwrite), found it already exists "
-                           "(created by someone else during the export; it was left untouched)")
+    return CheckpointError(
+        f"{out}: expected a new export target (or overwrite), found it already exists "
+        "(created by someone else during the export; it was left untouched)"
+    )
 
 
 def _claim(out: Path) -> None:
@@ -132,8 +134,9 @@ def publish_file(tmp: Path, out: Path, *, overwrite: bool) -> Path:
     try:
         os.link(tmp, out)
     except FileExistsError:
-        raise CheckpointError(f"{out}: expected a new path, found an existing file "
-                              "(pass overwrite=True / --overwrite)") from None
+        raise CheckpointError(
+            f"{out}: expected a new path, found an existing file (pass overwrite=True / --overwrite)"
+        ) from None
     os.unlink(tmp)
     return out
 

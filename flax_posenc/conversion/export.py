@@ -62,8 +62,11 @@ def _encode(weights: np.ndarray, st_dtype: str, where: str) -> bytes:
             out = weights.astype(SAFETENSORS_DTYPES[st_dtype])
             back = out
     if not np.isfinite(back).all():
-        raise fail(where, f"a table representable in the checkpoint's dtype {st_dtype}",
-                   "values that overflow it (Inf after the cast)")
+        raise fail(
+            where,
+            f"a table representable in the checkpoint's dtype {st_dtype}",
+            "values that overflow it (Inf after the cast)",
+        )
     return np.ascontiguousarray(out).tobytes()
 
 
@@ -145,16 +148,24 @@ def _check_target(out: Path, ckpt: Checkpoint, overwrite: bool) -> None:
     if not overwrite:
         raise fail(out, "a new export target (or overwrite=True)", "it already exists")
     if out.is_symlink() or not out.is_dir():
-        raise fail(out, "a directory as export target", f"{'a symbolic link' if out.is_symlink() else kind_of(os.stat(out).st_mode)}")
+        raise fail(
+            out,
+            "a directory as export target",
+            f"{'a symbolic link' if out.is_symlink() else kind_of(os.stat(out).st_mode)}",
+        )
     root = Path(os.path.realpath(ckpt.root))
     real = Path(os.path.realpath(out))
     if real in root.parents:
-        raise fail(out, "an overwrite target that does not contain the source", f"a parent of the source {ckpt.root} "
-                   "(overwriting it would delete the source)")
+        raise fail(
+            out,
+            "an overwrite target that does not contain the source",
+            f"a parent of the source {ckpt.root} (overwriting it would delete the source)",
+        )
 
 
-def export_position_table(source: str | os.PathLike, weights: np.ndarray, out_dir: str | os.PathLike, *,
-                          overwrite: bool = False) -> Path:
+def export_position_table(
+    source: str | os.PathLike, weights: np.ndarray, out_dir: str | os.PathLike, *, overwrite: bool = False
+) -> Path:
     """Write ``weights`` as the position table of a copy of checkpoint ``source``.
 
     The copy is a Hugging Face layout directory that ``transformers`` loads: every other file
@@ -214,8 +225,12 @@ def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -
         other = resolve_relative(prefix, rel)
         if other in keys and ckpt.reader.info(other)[1][0] != arr.shape[0]:
             rows = ckpt.reader.info(other)[1][0]
-            raise fail("weights", f"{rows} rows: {other} ({rows} rows) shares {fam.length_field} with {key}, "
-                       "so only same-size tables can be exported", f"{arr.shape[0]} rows")
+            raise fail(
+                "weights",
+                f"{rows} rows: {other} ({rows} rows) shares {fam.length_field} with {key}, "
+                "so only same-size tables can be exported",
+                f"{arr.shape[0]} rows",
+            )
 
     table_file = Path(ckpt.reader.file_of(key))
     sharded = ckpt.weights_path.name.endswith(".index.json")
@@ -313,8 +328,11 @@ def _copy_tree(src: Path, dst: Path, *, skip: set[Path], exclude: set[Path], bou
             if real in real_exclude or real in real_skip:
                 continue
             if not is_inside(entry, boundary):
-                raise fail(entry, f"files that resolve inside the checkpoint {boundary}",
-                           f"a symbolic link to {real} (refused, not copied)")
+                raise fail(
+                    entry,
+                    f"files that resolve inside the checkpoint {boundary}",
+                    f"a symbolic link to {real} (refused, not copied)",
+                )
             try:
                 st = os.stat(entry)
             except OSError:

@@ -56,8 +56,9 @@ def table_offset(family: Family, config: dict[str, Any], where: object = CONFIG_
     return family.offset
 
 
-def check_config_length(family: Family, config: dict[str, Any], rows: int, offset: int, *,
-                        config_where: object, table_where: str) -> None:
+def check_config_length(
+    family: Family, config: dict[str, Any], rows: int, offset: int, *, config_where: object, table_where: str
+) -> None:
     """Raise CheckpointError when the config's limit disagrees with the table's rows (or is no integer)."""
     value = config.get(family.length_field)
     if value is None:
@@ -85,8 +86,9 @@ def _sinusoidal(source: str, length: int, dim: int) -> PositionTable:
 
 def _open(source: str | os.PathLike, family: str | None) -> tuple[Checkpoint, Detected]:
     if family is not None and family not in FAMILIES:
-        raise CheckpointError(f"{source_text(source)}: expected a known family ({known_families()}), "
-                              f"found family={family!r}")
+        raise CheckpointError(
+            f"{source_text(source)}: expected a known family ({known_families()}), found family={family!r}"
+        )
     ckpt = open_checkpoint(source, require_config=family is None)
     where = ckpt.config_path if ckpt.config_path is not None and family is None else ckpt.weights_path
     det = detect_family(ckpt.reader.keys(), ckpt.config, family=family, where=str(where))
@@ -99,8 +101,11 @@ def _load_table(ckpt: Checkpoint, det: Detected, key: str | None) -> PositionTab
     if key is None:
         key = prefix + fam.position_key
     elif key not in set(keys):
-        raise fail(ckpt.weights_path, f"the table key {key!r}", f"no such key; nearest keys: "
-                   f"{nearest_keys(key, keys) or 'none'}")
+        raise fail(
+            ckpt.weights_path,
+            f"the table key {key!r}",
+            f"no such key; nearest keys: {nearest_keys(key, keys) or 'none'}",
+        )
     weights = read_float(ckpt.reader, key, ndim=2, what="position table")
     offset = table_offset(fam, ckpt.config, ckpt.config_path or ckpt.weights_path)
     rows = int(weights.shape[0])
@@ -108,12 +113,14 @@ def _load_table(ckpt: Checkpoint, det: Detected, key: str | None) -> PositionTab
     if rows <= offset:
         raise fail(table_where, f"more than {offset} rows ({offset} reserved for {fam.name})", f"{rows} rows")
     check_config_length(fam, ckpt.config, rows, offset, config_where=ckpt.config_path, table_where=table_where)
-    return PositionTable(weights=weights, family=fam.name, key=key, offset=offset, source=ckpt.source,
-                         config=ckpt.config)
+    return PositionTable(
+        weights=weights, family=fam.name, key=key, offset=offset, source=ckpt.source, config=ckpt.config
+    )
 
 
-def load_position_table(source: str | os.PathLike, *, family: str | None = None,
-                        key: str | None = None) -> PositionTable:
+def load_position_table(
+    source: str | os.PathLike, *, family: str | None = None, key: str | None = None
+) -> PositionTable:
     """Load the learned position table of a checkpoint, or build a sinusoidal one.
 
     Only the table's tensor is read (from one shard, for a sharded checkpoint).
@@ -159,11 +166,17 @@ def _layer_norm(ckpt: Checkpoint, fam: Family, prefix: str, dim: int) -> tuple[n
     base = prefix + fam.layer_norm_key
     present = [(f"{base}.{s}", f"{base}.{b}") for s, b in LAYER_NORM_SPELLINGS if f"{base}.{s}" in keys]
     if len(present) > 1:
-        raise fail(ckpt.weights_path, f"one LayerNorm spelling for {base} (weight/bias or gamma/beta)",
-                   f"both {present[0][0]} and {present[1][0]}")
+        raise fail(
+            ckpt.weights_path,
+            f"one LayerNorm spelling for {base} (weight/bias or gamma/beta)",
+            f"both {present[0][0]} and {present[1][0]}",
+        )
     if not present:
-        raise fail(ckpt.weights_path, f"the LayerNorm {base}.weight (or .gamma)",
-                   f"no such key; nearest keys: {nearest_keys(base + '.weight', keys) or 'none'}")
+        raise fail(
+            ckpt.weights_path,
+            f"the LayerNorm {base}.weight (or .gamma)",
+            f"no such key; nearest keys: {nearest_keys(base + '.weight', keys) or 'none'}",
+        )
     scale_key, bias_key = present[0]
     if bias_key not in keys:
         raise fail(ckpt.weights_path, f"the LayerNorm bias {bias_key} beside {scale_key}", "no such key")
@@ -204,28 +217,39 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
     keys = set(ckpt.reader.keys())
     cfg = ckpt.config
     refused = [prefix + k for k in fam.refuse_keys if prefix + k in keys]
-    refused += [f"{a}={cfg[a]} != {b}={cfg[b]}" for a, b in fam.refuse_unequal
-                if cfg.get(a) is not None and cfg.get(b) is not None and cfg[a] != cfg[b]]
+    refused += [
+        f"{a}={cfg[a]} != {b}={cfg[b]}"
+        for a, b in fam.refuse_unequal
+        if cfg.get(a) is not None and cfg.get(b) is not None and cfg[a] != cfg[b]
+    ]
     if refused:
         agree = " and ".join(f"{a} == {b}" for a, b in fam.refuse_unequal)
         unsupported = ", ".join(k.removesuffix(".weight") for k in fam.refuse_keys)
-        raise fail(ckpt.config_path or ckpt.weights_path,
-                   f"a {fam.name} input block without a projection" + (f" ({agree})" if agree else ""),
-                   f"{', '.join(refused)}" + (f" ({unsupported} is not supported)" if unsupported else ""))
+        raise fail(
+            ckpt.config_path or ckpt.weights_path,
+            f"a {fam.name} input block without a projection" + (f" ({agree})" if agree else ""),
+            f"{', '.join(refused)}" + (f" ({unsupported} is not supported)" if unsupported else ""),
+        )
     table = _load_table(ckpt, det, None)
     dim = table.dim
     word_key = next((resolve_relative(prefix, w) for w in fam.word_keys if resolve_relative(prefix, w) in keys), None)
     if word_key is None:
         wanted = resolve_relative(prefix, fam.word_keys[0])
-        raise fail(ckpt.weights_path, f"the word embeddings {wanted!r}",
-                   f"no such key; nearest keys: {nearest_keys(wanted, keys) or 'none'}")
+        raise fail(
+            ckpt.weights_path,
+            f"the word embeddings {wanted!r}",
+            f"no such key; nearest keys: {nearest_keys(wanted, keys) or 'none'}",
+        )
     word = read_float(ckpt.reader, word_key, ndim=2, what="word embeddings", dim=dim)
     token_type = None
     if fam.token_type_key is not None:
         tt_key = prefix + fam.token_type_key
         if tt_key not in keys:
-            raise fail(ckpt.weights_path, f"the token type embeddings {tt_key!r}",
-                       f"no such key; nearest keys: {nearest_keys(tt_key, keys) or 'none'}")
+            raise fail(
+                ckpt.weights_path,
+                f"the token type embeddings {tt_key!r}",
+                f"no such key; nearest keys: {nearest_keys(tt_key, keys) or 'none'}",
+            )
         token_type = read_float(ckpt.reader, tt_key, ndim=2, what="token type embeddings", dim=dim)
     scale, bias = _layer_norm(ckpt, fam, prefix, dim)
     eps = fam.layer_norm_eps

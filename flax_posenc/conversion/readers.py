@@ -29,8 +29,9 @@ import math
 import os
 import struct
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -39,15 +40,23 @@ from flax_posenc.errors import CheckpointError
 
 #: safetensors dtype name -> numpy dtype (little-endian). BF16 is read as raw uint16.
 SAFETENSORS_DTYPES: dict[str, np.dtype] = {
-    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"),
-    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
-    "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
+    "F64": np.dtype("<f8"),
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"),
+    "I8": np.dtype("i1"),
+    "U64": np.dtype("<u8"),
+    "U32": np.dtype("<u4"),
+    "U16": np.dtype("<u2"),
+    "U8": np.dtype("u1"),
     "BOOL": np.dtype("?"),
 }
 #: bytes per element of every dtype a header may declare: the readable ones above plus those we
 #: never read but must not refuse a whole file for (float8: only that tensor is refused).
-HEADER_ITEMSIZE: dict[str, int] = {**{k: v.itemsize for k, v in SAFETENSORS_DTYPES.items()},
-                                   "F8_E4M3": 1, "F8_E5M2": 1}
+HEADER_ITEMSIZE: dict[str, int] = {**{k: v.itemsize for k, v in SAFETENSORS_DTYPES.items()}, "F8_E4M3": 1, "F8_E5M2": 1}
 #: dtypes a weight may have (returned as float16/float32/float64; BF16 upcast to float32).
 FLOAT_DTYPES: tuple[str, ...] = ("F16", "BF16", "F32", "F64")
 #: safetensors refuses headers above 100 MB; so do we.
@@ -111,12 +120,17 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
         with open(path, "rb") as f:
             head = f.read(8)
             if len(head) < 8:
-                raise fail(path, "a safetensors file (8-byte header length, JSON header, data)",
-                           f"only {len(head)} bytes")
+                raise fail(
+                    path, "a safetensors file (8-byte header length, JSON header, data)", f"only {len(head)} bytes"
+                )
             (n,) = struct.unpack("<Q", head)
             if n > MAX_HEADER_BYTES or 8 + n > size:
-                raise fail(path, f"a safetensors header of at most {min(MAX_HEADER_BYTES, size - 8)} bytes "
-                           "(truncated or not a safetensors file?)", f"a declared header length of {n}")
+                raise fail(
+                    path,
+                    f"a safetensors header of at most {min(MAX_HEADER_BYTES, size - 8)} bytes "
+                    "(truncated or not a safetensors file?)",
+                    f"a declared header length of {n}",
+                )
             raw = f.read(n)
     except OSError as e:
         raise fail(path, "a readable safetensors file", f"{type(e).__name__}: {e}") from None
@@ -142,8 +156,11 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
         b, e = entry["data_offsets"]
         want = math.prod(entry["shape"]) * HEADER_ITEMSIZE[entry["dtype"]]  # exact ints
         if not (0 <= b <= e <= data_len) or e - b != want:
-            raise fail(path, f"{name!r} to occupy {want} bytes inside the {data_len} data bytes "
-                       "(truncated file?)", f"data_offsets [{b}, {e}]")
+            raise fail(
+                path,
+                f"{name!r} to occupy {want} bytes inside the {data_len} data bytes (truncated file?)",
+                f"data_offsets [{b}, {e}]",
+            )
     return header, data_start
 
 
@@ -196,13 +213,15 @@ class SafetensorsReader:
         """The tensor's stored bits as numpy (bfloat16 as uint16), read from the file's byte range."""
         entry = self._entry(key)
         if entry["dtype"] not in SAFETENSORS_DTYPES:
-            raise fail(f"{self.path}:{key}", f"a tensor of a readable dtype ({'/'.join(SAFETENSORS_DTYPES)})",
-                       f"dtype {entry['dtype']}")
+            raise fail(
+                f"{self.path}:{key}",
+                f"a tensor of a readable dtype ({'/'.join(SAFETENSORS_DTYPES)})",
+                f"dtype {entry['dtype']}",
+            )
         dtype = SAFETENSORS_DTYPES[entry["dtype"]]
         b, e = entry["data_offsets"]
         try:
-            arr = np.fromfile(self.path, dtype=dtype, count=(e - b) // dtype.itemsize,
-                              offset=self._data_start + b)
+            arr = np.fromfile(self.path, dtype=dtype, count=(e - b) // dtype.itemsize, offset=self._data_start + b)
         except (OSError, ValueError) as err:
             raise fail(f"{self.path}:{key}", f"{e - b} readable bytes", f"{type(err).__name__}: {err}") from None
         if arr.size * dtype.itemsize != e - b:
@@ -234,15 +253,26 @@ def import_torch(path: Path):
     try:
         import torch
     except ImportError:
-        raise fail(path, f"torch to read a PyTorch .bin checkpoint (install it: {TORCH_EXTRA_HINT}; "
-                   "or convert the checkpoint to safetensors)", "torch is not installed") from None
+        raise fail(
+            path,
+            f"torch to read a PyTorch .bin checkpoint (install it: {TORCH_EXTRA_HINT}; "
+            "or convert the checkpoint to safetensors)",
+            "torch is not installed",
+        ) from None
     return torch
 
 
 _TORCH_TO_ST = {
-    "torch.float64": "F64", "torch.float32": "F32", "torch.float16": "F16", "torch.bfloat16": "BF16",
-    "torch.int64": "I64", "torch.int32": "I32", "torch.int16": "I16", "torch.int8": "I8",
-    "torch.uint8": "U8", "torch.bool": "BOOL",
+    "torch.float64": "F64",
+    "torch.float32": "F32",
+    "torch.float16": "F16",
+    "torch.bfloat16": "BF16",
+    "torch.int64": "I64",
+    "torch.int32": "I32",
+    "torch.int16": "I16",
+    "torch.int8": "I8",
+    "torch.uint8": "U8",
+    "torch.bool": "BOOL",
 }
 
 
@@ -256,8 +286,12 @@ def _weights_only_reason(message: str) -> str:
         return f"it needs the global {hit.group(1).rstrip('.')}, which is blocked"
     for line in message.splitlines():
         line = line.strip()
-        if line and not line.startswith(("Weights only load failed", "Check the documentation", "Please file")) \
-                and "weights_only" not in line and "safe_globals" not in line:
+        if (
+            line
+            and not line.startswith(("Weights only load failed", "Check the documentation", "Please file"))
+            and "weights_only" not in line
+            and "safe_globals" not in line
+        ):
             return one_line(line)[:200]
     return "torch's weights-only unpickler refused it"
 
@@ -291,11 +325,17 @@ class TorchBinReader:
                 if mmap and "mmap" in msg.lower() and "weights only" not in msg.lower():
                     continue  # legacy (non-zip) format: retry without mmap, still weights-only
                 if "weights only" in msg.lower():
-                    raise fail(self.path, "a weights-only PyTorch checkpoint (tensors in a dict)",
-                               "a pickle that would need arbitrary code or objects; refused, not "
-                               f"unpickled ({_weights_only_reason(str(e))})") from None
-                raise fail(self.path, "a PyTorch checkpoint readable with torch.load(weights_only=True)",
-                           f"{type(e).__name__}: {msg[:200]}") from None
+                    raise fail(
+                        self.path,
+                        "a weights-only PyTorch checkpoint (tensors in a dict)",
+                        "a pickle that would need arbitrary code or objects; refused, not "
+                        f"unpickled ({_weights_only_reason(str(e))})",
+                    ) from None
+                raise fail(
+                    self.path,
+                    "a PyTorch checkpoint readable with torch.load(weights_only=True)",
+                    f"{type(e).__name__}: {msg[:200]}",
+                ) from None
         if not isinstance(state, dict) or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
         ):
@@ -339,9 +379,19 @@ class TorchBinReader:
 
 #: storage class name (as pickled by torch.save) -> bytes per element.
 _STORAGE_ITEMSIZE = {
-    "DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8,
-    "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1, "ByteStorage": 1, "BoolStorage": 1,
-    "UntypedStorage": 1, "ComplexFloatStorage": 8, "ComplexDoubleStorage": 16,
+    "DoubleStorage": 8,
+    "FloatStorage": 4,
+    "HalfStorage": 2,
+    "BFloat16Storage": 2,
+    "LongStorage": 8,
+    "IntStorage": 4,
+    "ShortStorage": 2,
+    "CharStorage": 1,
+    "ByteStorage": 1,
+    "BoolStorage": 1,
+    "UntypedStorage": 1,
+    "ComplexFloatStorage": 8,
+    "ComplexDoubleStorage": 16,
 }
 
 
@@ -425,8 +475,11 @@ def check_storage_records(path: Path) -> None:
         record = f"{prefix}/data/{key}"
         have = sizes.get(record)
         if have is None or have < numel * itemsize:
-            raise fail(path, f"storage record {record} of {numel * itemsize} bytes ({numel} x {kind})",
-                       f"{'no such record' if have is None else f'{have} bytes'} (truncated or corrupted file)")
+            raise fail(
+                path,
+                f"storage record {record} of {numel * itemsize} bytes ({numel} x {kind})",
+                f"{'no such record' if have is None else f'{have} bytes'} (truncated or corrupted file)",
+            )
 
 
 # ----------------------------------------------------------------------------- sharded
@@ -449,8 +502,7 @@ def read_index(path: Path) -> dict[str, str]:
     for name in set(wm.values()):
         safe_member_name(name, where=path, what="a shard in the weight_map")
         if name.endswith(".index.json") or not name.endswith(SHARD_SUFFIXES):
-            raise fail(path, f"shards ending in {' or '.join(SHARD_SUFFIXES)} (never another index)",
-                       f"{name[:120]!r}")
+            raise fail(path, f"shards ending in {' or '.join(SHARD_SUFFIXES)} (never another index)", f"{name[:120]!r}")
     return wm
 
 
@@ -463,8 +515,12 @@ class ShardedReader:
         source downloads or finds the shard in the cache).
     """
 
-    def __init__(self, index_path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None,
-                 root: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        index_path: str | os.PathLike,
+        resolve_shard: Callable[[str], Path] | None = None,
+        root: str | os.PathLike | None = None,
+    ):
         self.path = Path(index_path)
         self._map = read_index(self.path)
         self._resolve = resolve_shard or (lambda name: self.path.parent / name)
@@ -505,8 +561,9 @@ class ShardedReader:
         return self._shard(key).read(key)
 
 
-def open_weights(path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None,
-                 root: str | os.PathLike | None = None) -> TensorReader:
+def open_weights(
+    path: str | os.PathLike, resolve_shard: Callable[[str], Path] | None = None, root: str | os.PathLike | None = None
+) -> TensorReader:
     """The reader for a weights file (a regular file), chosen by its name.
 
     ``*.safetensors`` -> :class:`SafetensorsReader`, ``*.index.json`` -> :class:`ShardedReader`
@@ -528,8 +585,9 @@ def open_weights(path: str | os.PathLike, resolve_shard: Callable[[str], Path] |
 # ----------------------------------------------------------------------------- validation
 
 
-def read_float(reader: TensorReader, key: str, *, ndim: int, what: str,
-               dim: int | None = None, check_finite: bool = True) -> np.ndarray:
+def read_float(
+    reader: TensorReader, key: str, *, ndim: int, what: str, dim: int | None = None, check_finite: bool = True
+) -> np.ndarray:
     """Read ``key`` as a float array of ``ndim`` dimensions, checked before and after reading.
 
     Args:
@@ -569,7 +627,7 @@ def read_float(reader: TensorReader, key: str, *, ndim: int, what: str,
 
 def _count_nonfinite(arr: np.ndarray, chunk_rows: int = 4096) -> int:
     flat = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
-    return int(sum((~np.isfinite(flat[i:i + chunk_rows])).sum() for i in range(0, flat.shape[0], chunk_rows)))
+    return int(sum((~np.isfinite(flat[i : i + chunk_rows])).sum() for i in range(0, flat.shape[0], chunk_rows)))
 
 
 def nearest_keys(wanted: str, keys: Iterable[str], n: int = 5) -> list[str]:

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -66,8 +67,9 @@ class RelativeBiasFamily:
     keys: Mapping[str, tuple[str, ...]]
     prefixes: tuple[str, ...] = ("",)
     per_layer: bool = False
-    layers_fields: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=lambda: {
-        "encoder": ("num_layers",), "decoder": ("num_decoder_layers", "num_layers")})
+    layers_fields: Mapping[str, tuple[str, ...]] = dataclasses.field(
+        default_factory=lambda: {"encoder": ("num_layers",), "decoder": ("num_decoder_layers", "num_layers")}
+    )
     heads_fields: tuple[str, ...] = ("num_heads",)
     num_buckets: int | None = None
     max_distance: int | None = None
@@ -78,24 +80,37 @@ _T5_KEYS = {
     "decoder": ("decoder.block.{layer}.layer.0.SelfAttention.relative_attention_bias.weight",),
 }
 
-RELATIVE_BIAS_FAMILIES: Mapping[str, RelativeBiasFamily] = MappingProxyType({
-    f.name: f
-    for f in (
-        RelativeBiasFamily("t5", ("t5",), _T5_KEYS),
-        RelativeBiasFamily("mt5", ("mt5",), _T5_KEYS),
-        RelativeBiasFamily("umt5", ("umt5",), _T5_KEYS, per_layer=True),
-        RelativeBiasFamily("longt5", ("longt5",), {
-            "encoder": ("encoder.block.{layer}.layer.0.LocalSelfAttention.relative_attention_bias.weight",
-                        "encoder.block.{layer}.layer.0.TransientGlobalSelfAttention.relative_attention_bias.weight"),
-            "decoder": _T5_KEYS["decoder"],
-        }),
-        RelativeBiasFamily(
-            "mpnet", ("mpnet",), {"encoder": ("encoder.relative_attention_bias.weight",)}, prefixes=("", "mpnet."),
-            layers_fields={"encoder": ("num_hidden_layers",)}, heads_fields=("num_attention_heads",),
-            num_buckets=DEFAULT_NUM_BUCKETS, max_distance=DEFAULT_MAX_DISTANCE,
-        ),
-    )
-})
+RELATIVE_BIAS_FAMILIES: Mapping[str, RelativeBiasFamily] = MappingProxyType(
+    {
+        f.name: f
+        for f in (
+            RelativeBiasFamily("t5", ("t5",), _T5_KEYS),
+            RelativeBiasFamily("mt5", ("mt5",), _T5_KEYS),
+            RelativeBiasFamily("umt5", ("umt5",), _T5_KEYS, per_layer=True),
+            RelativeBiasFamily(
+                "longt5",
+                ("longt5",),
+                {
+                    "encoder": (
+                        "encoder.block.{layer}.layer.0.LocalSelfAttention.relative_attention_bias.weight",
+                        "encoder.block.{layer}.layer.0.TransientGlobalSelfAttention.relative_attention_bias.weight",
+                    ),
+                    "decoder": _T5_KEYS["decoder"],
+                },
+            ),
+            RelativeBiasFamily(
+                "mpnet",
+                ("mpnet",),
+                {"encoder": ("encoder.relative_attention_bias.weight",)},
+                prefixes=("", "mpnet."),
+                layers_fields={"encoder": ("num_hidden_layers",)},
+                heads_fields=("num_attention_heads",),
+                num_buckets=DEFAULT_NUM_BUCKETS,
+                max_distance=DEFAULT_MAX_DISTANCE,
+            ),
+        )
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,23 +150,30 @@ class RelativeBiasTable:
         return int(self.weights.shape[1])
 
     def __repr__(self) -> str:
-        return (f"RelativeBiasTable(family={self.family!r}, stack={self.stack!r}, layer={self.layer}, "
-                f"key={self.key!r}, shape={tuple(self.weights.shape)}, num_buckets={self.num_buckets}, "
-                f"max_distance={self.max_distance}, bidirectional={self.bidirectional}, source={self.source!r})")
+        return (
+            f"RelativeBiasTable(family={self.family!r}, stack={self.stack!r}, layer={self.layer}, "
+            f"key={self.key!r}, shape={tuple(self.weights.shape)}, num_buckets={self.num_buckets}, "
+            f"max_distance={self.max_distance}, bidirectional={self.bidirectional}, source={self.source!r})"
+        )
 
 
 def _family_from_keys(keys: set[str], where: object) -> RelativeBiasFamily:
     for fam in RELATIVE_BIAS_FAMILIES.values():
         if fam.name == "mt5":  # same keys as t5; needs config.json to tell apart
             continue
-        hits = [p + t.format(layer=0) for p in fam.prefixes for t in fam.keys["encoder"] if p + t.format(layer=0) in keys]
+        hits = [
+            p + t.format(layer=0) for p in fam.prefixes for t in fam.keys["encoder"] if p + t.format(layer=0) in keys
+        ]
         if hits:
             second = [p + t.format(layer=1) for p in fam.prefixes for t in fam.keys["encoder"]]
             if fam.name == "t5" and any(k in keys for k in second):
                 return RELATIVE_BIAS_FAMILIES["umt5"]
             return fam
-    raise fail(where, "a relative attention bias table (T5/mT5/UMT5/LongT5/MPNet keys)",
-               f"none; nearest keys: {nearest_keys('encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight', keys) or 'none'}")
+    raise fail(
+        where,
+        "a relative attention bias table (T5/mT5/UMT5/LongT5/MPNet keys)",
+        f"none; nearest keys: {nearest_keys('encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight', keys) or 'none'}",
+    )
 
 
 def family_for(config: Mapping[str, Any]) -> RelativeBiasFamily | None:
@@ -171,8 +193,9 @@ def _int_field(config: Mapping[str, Any], fields: tuple[str, ...], where: object
     return None
 
 
-def load_relative_bias(source: str | os.PathLike, *, stack: str = "encoder", layer: int = 0,
-                       family: str | None = None) -> RelativeBiasTable:
+def load_relative_bias(
+    source: str | os.PathLike, *, stack: str = "encoder", layer: int = 0, family: str | None = None
+) -> RelativeBiasTable:
     """Load the learned relative position bias of a T5/mT5/UMT5/LongT5/MPNet checkpoint.
 
     Args:
@@ -209,9 +232,12 @@ def load_relative_bias(source: str | os.PathLike, *, stack: str = "encoder", lay
     fam = RELATIVE_BIAS_FAMILIES[family] if family is not None else family_for(cfg)
     if fam is None:
         if cfg.get("model_type") is not None:
-            raise fail(config_where, f"a model_type with a relative attention bias "
-                       f"({', '.join(t for f in RELATIVE_BIAS_FAMILIES.values() for t in f.model_types)})",
-                       repr(cfg.get("model_type")))
+            raise fail(
+                config_where,
+                f"a model_type with a relative attention bias "
+                f"({', '.join(t for f in RELATIVE_BIAS_FAMILIES.values() for t in f.model_types)})",
+                repr(cfg.get("model_type")),
+            )
         fam = _family_from_keys(keys, ckpt.weights_path)
     if stack not in fam.keys:
         raise fail(text, f"stack 'encoder' ({fam.name} has no {stack} stack)", repr(stack))
@@ -226,10 +252,16 @@ def load_relative_bias(source: str | os.PathLike, *, stack: str = "encoder", lay
     if key is None:
         has_stack = any(k.startswith(tuple(p + stack + "." for p in fam.prefixes)) for k in keys)
         if not has_stack:
-            raise fail(ckpt.weights_path, f"a {stack} stack ({candidates[0]})",
-                       f"no {stack}.* keys (an encoder-only checkpoint?)")
-        raise fail(ckpt.weights_path, f"the {fam.name} {stack} table {candidates[0]!r}",
-                   f"no such key; nearest keys: {nearest_keys(candidates[0], keys) or 'none'}")
+            raise fail(
+                ckpt.weights_path,
+                f"a {stack} stack ({candidates[0]})",
+                f"no {stack}.* keys (an encoder-only checkpoint?)",
+            )
+        raise fail(
+            ckpt.weights_path,
+            f"the {fam.name} {stack} table {candidates[0]!r}",
+            f"no such key; nearest keys: {nearest_keys(candidates[0], keys) or 'none'}",
+        )
 
     heads = _int_field(cfg, fam.heads_fields, config_where, "attention heads")
     weights = read_float(ckpt.reader, key, ndim=2, what="relative attention bias", dim=heads)
@@ -237,14 +269,23 @@ def load_relative_bias(source: str | os.PathLike, *, stack: str = "encoder", lay
     where = f"{ckpt.reader.file_of(key)}:{key}"
     config_buckets = _int_field(cfg, ("relative_attention_num_buckets",), config_where, "buckets")
     if config_buckets is not None and config_buckets != rows:
-        raise fail(where, f"({config_buckets}, heads) as relative_attention_num_buckets={config_buckets} in "
-                   f"{config_where} says", f"shape {tuple(weights.shape)}")
+        raise fail(
+            where,
+            f"({config_buckets}, heads) as relative_attention_num_buckets={config_buckets} in {config_where} says",
+            f"shape {tuple(weights.shape)}",
+        )
     num_buckets = fam.num_buckets or config_buckets or rows
     if rows < num_buckets:
-        raise fail(where, f"at least {num_buckets} rows ({fam.name} uses {num_buckets} buckets)",
-                   f"shape {tuple(weights.shape)}")
-    max_distance = fam.max_distance or _int_field(cfg, ("relative_attention_max_distance",), config_where,
-                                                  "max distance") or DEFAULT_MAX_DISTANCE
+        raise fail(
+            where,
+            f"at least {num_buckets} rows ({fam.name} uses {num_buckets} buckets)",
+            f"shape {tuple(weights.shape)}",
+        )
+    max_distance = (
+        fam.max_distance
+        or _int_field(cfg, ("relative_attention_max_distance",), config_where, "max distance")
+        or DEFAULT_MAX_DISTANCE
+    )
     try:
         buckets = BucketConfig(num_buckets, max_distance, bidirectional=(stack == "encoder"))
     except ValueError as e:
@@ -289,8 +330,10 @@ class RelativeBiasSource:
     def describe_limit(self) -> str:
         """No hard limit: the phrase names where distances stop being told apart."""
         far = ", ".join(f"{t.stack} >= {t.buckets.saturation_distance}" for t in self.tables)
-        return (f"{self.family} relative bias of {self.source} has no limit (every distance has a bucket; "
-                f"distances share the last bucket from {far})")
+        return (
+            f"{self.family} relative bias of {self.source} has no limit (every distance has a bucket; "
+            f"distances share the last bucket from {far})"
+        )
 
     def check_length(self, length: int) -> tuple[bool, str]:
         """Always fits (exit 0); the line says how many distances fall past the saturation distance."""
@@ -300,26 +343,46 @@ class RelativeBiasSource:
             far = b.beyond(length)
             kind = "bidirectional" if b.bidirectional else "causal"
             if far["distances"]:
-                parts.append(f"{t.stack} ({kind}): {far['distances']} of the distances 0..{length - 1} are >= "
-                             f"{b.saturation_distance} and share the last bucket, indistinguishable "
-                             f"({100 * far['pair_fraction']:.1f}% of query-key pairs)")
+                parts.append(
+                    f"{t.stack} ({kind}): {far['distances']} of the distances 0..{length - 1} are >= "
+                    f"{b.saturation_distance} and share the last bucket, indistinguishable "
+                    f"({100 * far['pair_fraction']:.1f}% of query-key pairs)"
+                )
             else:
-                parts.append(f"{t.stack} ({kind}): every distance 0..{length - 1} is below {b.saturation_distance}, "
-                             f"where the last bucket begins")
-        return True, (f"ok: {length} positions have a bucket (no hard limit: {self.family} relative bias of "
-                      f"{self.source}); " + "; ".join(parts))
+                parts.append(
+                    f"{t.stack} ({kind}): every distance 0..{length - 1} is below {b.saturation_distance}, "
+                    f"where the last bucket begins"
+                )
+        return True, (
+            f"ok: {length} positions have a bucket (no hard limit: {self.family} relative bias of "
+            f"{self.source}); " + "; ".join(parts)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "source": self.source, "family": self.family, "scheme": self.scheme, "num_heads": self.num_heads,
+            "source": self.source,
+            "family": self.family,
+            "scheme": self.scheme,
+            "num_heads": self.num_heads,
             "limit": None,
-            "stacks": {t.stack: {"key": t.key, "shape": list(t.weights.shape), "dtype": str(t.weights.dtype),
-                                 **t.buckets.to_dict()} for t in self.tables},
+            "stacks": {
+                t.stack: {
+                    "key": t.key,
+                    "shape": list(t.weights.shape),
+                    "dtype": str(t.weights.dtype),
+                    **t.buckets.to_dict(),
+                }
+                for t in self.tables
+            },
         }
 
     def __str__(self) -> str:
-        lines = [f"source:      {self.source}", f"family:      {self.family}",
-                 "scheme:      learned relative position bias (T5 buckets)", f"heads:       {self.num_heads}"]
+        lines = [
+            f"source:      {self.source}",
+            f"family:      {self.family}",
+            "scheme:      learned relative position bias (T5 buckets)",
+            f"heads:       {self.num_heads}",
+        ]
         for t in self.tables:
             b = t.buckets
             lines += [
@@ -331,8 +394,10 @@ class RelativeBiasSource:
                 f"  indistinguishable:   every distance >= {b.saturation_distance} (last bucket; "
                 f"max_distance {b.max_distance})",
             ]
-        lines.append("limit:       none (every distance has a bucket); past the saturation distance "
-                     "positions are indistinguishable")
+        lines.append(
+            "limit:       none (every distance has a bucket); past the saturation distance "
+            "positions are indistinguishable"
+        )
         return "\n".join(lines)
 
 

@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
@@ -97,42 +98,71 @@ class RelativeFamily:
     rope_type_aliases: tuple[tuple[str, str], ...] = ()
 
 
-RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType({
-    f.name: f
-    for f in (
-        RelativeFamily("llama", ("llama",), limit_default=2048),
-        RelativeFamily("mistral", ("mistral",), limit_default=4096 * 32),
-        RelativeFamily("mixtral", ("mixtral",), theta_default=1e6, limit_default=4096 * 32),
-        RelativeFamily("qwen2", ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"), limit_default=32768),
-        RelativeFamily(
-            "phi3", ("phi3",), limit_default=4096, rope_type_aliases=(("su", "longrope"), ("yarn", "longrope")),
-        ),
-        RelativeFamily(
-            "gpt_neox", ("gpt_neox",), theta_fields=("rotary_emb_base", "rope_theta"),
-            partial_fields=("rotary_pct", "partial_rotary_factor"), partial_default=0.25, limit_default=2048,
-        ),
-        RelativeFamily(
-            "gptj", ("gptj",), heads_fields=("n_head", "num_attention_heads"), hidden_fields=("n_embd", "hidden_size"),
-            head_dim_field=None, rotary_dim_field="rotary_dim", layout="interleaved",
-            limit_fields=("n_positions", "max_position_embeddings"), limit_default=2048,
-        ),
-        RelativeFamily(
-            "falcon", ("falcon", "RefinedWeb", "RefinedWebModel"), alibi_flag="alibi",
-            heads_fields=("num_attention_heads", "n_head"), hidden_fields=("hidden_size", "n_embed"),
-            head_dim_field=None, limit_default=2048,
-        ),
-        RelativeFamily(
-            "bloom", ("bloom",), scheme="alibi", heads_fields=("n_head", "num_attention_heads"),
-            head_dim_field=None, limit_fields=(),
-        ),
-        RelativeFamily(
-            "mpt", ("mpt",), scheme="alibi", alibi_flag="attn_config.alibi",
-            heads_fields=("n_heads", "num_attention_heads"), hidden_fields=("d_model", "hidden_size"),
-            head_dim_field=None, limit_fields=("max_seq_len",), limit_default=2048,
-            alibi_bias_max_field="attn_config.alibi_bias_max",
-        ),
-    )
-})
+RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
+    {
+        f.name: f
+        for f in (
+            RelativeFamily("llama", ("llama",), limit_default=2048),
+            RelativeFamily("mistral", ("mistral",), limit_default=4096 * 32),
+            RelativeFamily("mixtral", ("mixtral",), theta_default=1e6, limit_default=4096 * 32),
+            RelativeFamily("qwen2", ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"), limit_default=32768),
+            RelativeFamily(
+                "phi3",
+                ("phi3",),
+                limit_default=4096,
+                rope_type_aliases=(("su", "longrope"), ("yarn", "longrope")),
+            ),
+            RelativeFamily(
+                "gpt_neox",
+                ("gpt_neox",),
+                theta_fields=("rotary_emb_base", "rope_theta"),
+                partial_fields=("rotary_pct", "partial_rotary_factor"),
+                partial_default=0.25,
+                limit_default=2048,
+            ),
+            RelativeFamily(
+                "gptj",
+                ("gptj",),
+                heads_fields=("n_head", "num_attention_heads"),
+                hidden_fields=("n_embd", "hidden_size"),
+                head_dim_field=None,
+                rotary_dim_field="rotary_dim",
+                layout="interleaved",
+                limit_fields=("n_positions", "max_position_embeddings"),
+                limit_default=2048,
+            ),
+            RelativeFamily(
+                "falcon",
+                ("falcon", "RefinedWeb", "RefinedWebModel"),
+                alibi_flag="alibi",
+                heads_fields=("num_attention_heads", "n_head"),
+                hidden_fields=("hidden_size", "n_embed"),
+                head_dim_field=None,
+                limit_default=2048,
+            ),
+            RelativeFamily(
+                "bloom",
+                ("bloom",),
+                scheme="alibi",
+                heads_fields=("n_head", "num_attention_heads"),
+                head_dim_field=None,
+                limit_fields=(),
+            ),
+            RelativeFamily(
+                "mpt",
+                ("mpt",),
+                scheme="alibi",
+                alibi_flag="attn_config.alibi",
+                heads_fields=("n_heads", "num_attention_heads"),
+                hidden_fields=("d_model", "hidden_size"),
+                head_dim_field=None,
+                limit_fields=("max_seq_len",),
+                limit_default=2048,
+                alibi_bias_max_field="attn_config.alibi_bias_max",
+            ),
+        )
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,23 +224,46 @@ class RelativeConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "source": self.source, "config": str(self.config_path), "family": self.family,
-            "model_type": self.model_type, "scheme": self.scheme, "num_heads": self.num_heads,
+            "source": self.source,
+            "config": str(self.config_path),
+            "family": self.family,
+            "model_type": self.model_type,
+            "scheme": self.scheme,
+            "num_heads": self.num_heads,
             "limit": self.limit,
         }
         out[self.scheme] = (self.rope or self.alibi).to_dict()
         return out
 
     def __str__(self) -> str:
-        lines = [f"source:      {self.source}", f"family:      {self.family} ({self.model_type})",
-                 f"scheme:      {self.scheme_name}", f"heads:       {self.num_heads}"]
+        lines = [
+            f"source:      {self.source}",
+            f"family:      {self.family} ({self.model_type})",
+            f"scheme:      {self.scheme_name}",
+            f"heads:       {self.num_heads}",
+        ]
         if self.rope is not None:
             r = self.rope
-            lines += [f"head_dim:    {r.head_dim} (rotary_dim {r.rotary_dim}, layout {r.layout})",
-                      f"rope_theta:  {r.rope_theta:g}"]
-            extras = {k: v for k, v in r.to_dict().items() if k in (
-                "factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
-                "low_freq_factor", "high_freq_factor", "mscale", "mscale_all_dim")}
+            lines += [
+                f"head_dim:    {r.head_dim} (rotary_dim {r.rotary_dim}, layout {r.layout})",
+                f"rope_theta:  {r.rope_theta:g}",
+            ]
+            extras = {
+                k: v
+                for k, v in r.to_dict().items()
+                if k
+                in (
+                    "factor",
+                    "original_max_position_embeddings",
+                    "attention_factor",
+                    "beta_fast",
+                    "beta_slow",
+                    "low_freq_factor",
+                    "high_freq_factor",
+                    "mscale",
+                    "mscale_all_dim",
+                )
+            }
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))
         else:
@@ -253,8 +306,15 @@ def _number_field(where: object, name: str, value: Any, *, bound: float) -> floa
 
 #: RoPE parameters that are numbers, with the magnitude each may reach (past it, products overflow).
 _ROPE_NUMBERS: dict[str, float] = {
-    "rope_theta": 1e12, "partial_rotary_factor": 1e6, "factor": 1e6, "attention_factor": 1e6,
-    "beta_fast": 1e6, "beta_slow": 1e6, "low_freq_factor": 1e6, "high_freq_factor": 1e6, "mscale": 1e6,
+    "rope_theta": 1e12,
+    "partial_rotary_factor": 1e6,
+    "factor": 1e6,
+    "attention_factor": 1e6,
+    "beta_fast": 1e6,
+    "beta_slow": 1e6,
+    "low_freq_factor": 1e6,
+    "high_freq_factor": 1e6,
+    "mscale": 1e6,
     "mscale_all_dim": 1e6,
 }
 
@@ -271,8 +331,11 @@ def _check_rope_params(where: object, params: dict[str, Any]) -> None:
             raise fail(where, f"{name} as a string", repr(params[name])[:80])
     for name in ("short_factor", "long_factor"):
         value = params.get(name)
-        if value is not None and (not isinstance(value, list) or len(value) > 1 << 16 or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6 for v in value)):
+        if value is not None and (
+            not isinstance(value, list)
+            or len(value) > 1 << 16
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6 for v in value)
+        ):
             raise fail(where, f"{name} as a list of positive finite numbers", repr(value)[:80])
 
 
@@ -295,7 +358,9 @@ def config_path_of(source: str | os.PathLike) -> Path | None:
     return None
 
 
-def relative_config_from_dict(config: Mapping[str, Any], *, source: str = "config", path: Path | None = None) -> RelativeConfig:
+def relative_config_from_dict(
+    config: Mapping[str, Any], *, source: str = "config", path: Path | None = None
+) -> RelativeConfig:
     """Build the :class:`RelativeConfig` of a parsed ``config.json``.
 
     Raises:
@@ -307,8 +372,9 @@ def relative_config_from_dict(config: Mapping[str, Any], *, source: str = "confi
     if family is None:
         known = sorted(t for f in RELATIVE_FAMILIES.values() for t in f.model_types)
         raise fail(where, f"a RoPE/ALiBi model_type ({', '.join(known)})", repr(config.get("model_type")))
-    heads = _int_field(where, f"a positive head count in {' or '.join(family.heads_fields)}",
-                       _first(config, family.heads_fields))
+    heads = _int_field(
+        where, f"a positive head count in {' or '.join(family.heads_fields)}", _first(config, family.heads_fields)
+    )
     scheme = family.scheme
     if family.alibi_flag is not None:
         flag = _get(config, family.alibi_flag)
@@ -321,10 +387,15 @@ def relative_config_from_dict(config: Mapping[str, Any], *, source: str = "confi
     try:
         if scheme == "alibi":
             bias_max = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
-            bias_max = family.alibi_bias_max_default if bias_max is None else _number_field(
-                where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
+            bias_max = (
+                family.alibi_bias_max_default
+                if bias_max is None
+                else _number_field(where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
+            )
             alibi = AlibiConfig(heads, float(bias_max), limit)
-            return RelativeConfig(source, Path(where), family.name, str(config.get("model_type")), "alibi", heads, alibi=alibi)
+            return RelativeConfig(
+                source, Path(where), family.name, str(config.get("model_type")), "alibi", heads, alibi=alibi
+            )
         rope = _rope_from(config, family, heads, limit, where)
     except CheckpointError:
         raise
@@ -336,11 +407,17 @@ def relative_config_from_dict(config: Mapping[str, Any], *, source: str = "confi
 def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, limit: int | None, where) -> RopeConfig:
     head_dim = config.get(family.head_dim_field) if family.head_dim_field else None
     if head_dim is None:
-        hidden = _int_field(where, f"head_dim or a positive width in {' or '.join(family.hidden_fields)}",
-                            _first(config, family.hidden_fields))
+        hidden = _int_field(
+            where,
+            f"head_dim or a positive width in {' or '.join(family.hidden_fields)}",
+            _first(config, family.hidden_fields),
+        )
         if hidden < heads:
-            raise fail(where, f"{' or '.join(family.hidden_fields)} at least the {heads} heads",
-                       f"{hidden} (head width {hidden / heads:g})")
+            raise fail(
+                where,
+                f"{' or '.join(family.hidden_fields)} at least the {heads} heads",
+                f"{hidden} (head width {hidden / heads:g})",
+            )
         head_dim = hidden // heads
     head_dim = _int_field(where, "head_dim", head_dim)
     params: dict[str, Any] = {
@@ -369,7 +446,9 @@ def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, li
     if kind in ("yarn", "llama3", "longrope") and config.get("original_max_position_embeddings") is not None:
         params["original_max_position_embeddings"] = config["original_max_position_embeddings"]  # Phi-3 style
     _check_rope_params(where, params)
-    return RopeConfig.from_rope_parameters(params, head_dim=int(head_dim), max_position_embeddings=limit, layout=family.layout)
+    return RopeConfig.from_rope_parameters(
+        params, head_dim=int(head_dim), max_position_embeddings=limit, layout=family.layout
+    )
 
 
 def read_relative_config(source: str | os.PathLike) -> RelativeConfig:

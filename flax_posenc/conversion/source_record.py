@@ -144,7 +144,11 @@ def which_family(model_type: str) -> FamilyMatch | None:
     from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
     from flax_posenc.conversion.rope_config import RELATIVE_FAMILIES
 
-    for kind, rows in (("relative_bias", RELATIVE_BIAS_FAMILIES), ("rope_alibi", RELATIVE_FAMILIES), ("learned", FAMILIES)):
+    for kind, rows in (
+        ("relative_bias", RELATIVE_BIAS_FAMILIES),
+        ("rope_alibi", RELATIVE_FAMILIES),
+        ("learned", FAMILIES),
+    ):
         row = row_for_model_type(model_type, rows.values())
         if row is not None:
             return FamilyMatch(kind, row)
@@ -181,7 +185,13 @@ def verdict(record: SourceRecord, length: int) -> dict[str, Any]:
     fits, line = record.check_length(length)
     limit = record.limit
     return {
-        "source": record.source, "family": record.family, "scheme": record.scheme, "key": record.key,
-        "length": length, "max_length": limit, "fits": fits,
-        "excess": 0 if fits or limit is None else length - limit, "message": line,
+        "source": record.source,
+        "family": record.family,
+        "scheme": record.scheme,
+        "key": record.key,
+        "length": length,
+        "max_length": limit,
+        "fits": fits,
+        "excess": 0 if fits or limit is None else length - limit,
+        "message": line,
     }

@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from flax_posenc.conversion.readers import TensorReader, fail, one_line, open_weights
 from flax_posenc.conversion.safety import checkpoint_boundary, contained, kind_of, load_json
@@ -76,8 +77,7 @@ class Checkpoint:
 def source_text(source: object, what: str = "SOURCE") -> str:
     """``os.fspath(source)`` for a str/PathLike without NUL bytes, else CheckpointError (a bad argument)."""
     if not isinstance(source, (str, os.PathLike)):
-        raise fail(what, "a path, a Hub model id or sinusoidal:LENGTH:DIM (str or os.PathLike)",
-                   type(source).__name__)
+        raise fail(what, "a path, a Hub model id or sinusoidal:LENGTH:DIM (str or os.PathLike)", type(source).__name__)
     text = os.fspath(source)
     if not isinstance(text, str) or "\x00" in text:
         raise fail(what, "a text path without NUL bytes", repr(text)[:80])
@@ -96,12 +96,16 @@ def parse_sinusoidal(source: str) -> tuple[int, int] | None:
         return None
     parts = source.split(":")
     if len(parts) != 3 or not all(p.isascii() and p.isdigit() and len(p) <= 12 and int(p) > 0 for p in parts[1:]):
-        raise fail(source[:80], "sinusoidal:LENGTH:DIM with positive integers (e.g. sinusoidal:1024:768)",
-                   repr(source[:80]))
+        raise fail(
+            source[:80], "sinusoidal:LENGTH:DIM with positive integers (e.g. sinusoidal:1024:768)", repr(source[:80])
+        )
     length, dim = int(parts[1]), int(parts[2])
     if length * dim > MAX_SINUSOIDAL_VALUES:
-        raise fail(source, f"a table of at most {MAX_SINUSOIDAL_VALUES} values ({MAX_SINUSOIDAL_VALUES * 8 >> 30} GiB "
-                   "as float64)", f"{length} x {dim} = {length * dim} values, {length * dim * 8 / 2**30:.1f} GiB")
+        raise fail(
+            source,
+            f"a table of at most {MAX_SINUSOIDAL_VALUES} values ({MAX_SINUSOIDAL_VALUES * 8 >> 30} GiB as float64)",
+            f"{length} x {dim} = {length * dim} values, {length * dim * 8 / 2**30:.1f} GiB",
+        )
     return length, dim
 
 
@@ -128,23 +132,34 @@ def find_weights(directory: Path) -> Path:
     raise fail(directory, f"weights ({' or '.join(WEIGHT_NAMES)})", shown)
 
 
-def open_directory(directory: Path, *, source: str, require_config: bool,
-               resolve_shard: Callable[[str], Path] | None = None) -> Checkpoint:
+def open_directory(
+    directory: Path, *, source: str, require_config: bool, resolve_shard: Callable[[str], Path] | None = None
+) -> Checkpoint:
     """Open a Hugging Face layout directory (``config.json`` + weights)."""
     config_path = directory / CONFIG_NAME
     has_config = os.path.lexists(config_path)  # a directory/FIFO named config.json: read_config says so
     if require_config and not has_config:
         present = sorted(p.name for p in directory.iterdir())[:12]
-        raise fail(directory, f"{CONFIG_NAME} (Hugging Face layout; or pass family=, or the weights file "
-                   "itself)", f"no {CONFIG_NAME}; files: {', '.join(present) or 'none'}")
+        raise fail(
+            directory,
+            f"{CONFIG_NAME} (Hugging Face layout; or pass family=, or the weights file itself)",
+            f"no {CONFIG_NAME}; files: {', '.join(present) or 'none'}",
+        )
     weights = find_weights(directory)
     boundary = checkpoint_boundary(directory)
     contained(boundary, weights, what="the weights file")  # a link out of the checkpoint is refused
     if has_config:
         contained(boundary, config_path, what=CONFIG_NAME)
     config = read_config(config_path) if has_config else {}
-    return Checkpoint(source, weights, open_weights(weights, resolve_shard, boundary), config,
-                      config_path if has_config else None, directory, boundary)
+    return Checkpoint(
+        source,
+        weights,
+        open_weights(weights, resolve_shard, boundary),
+        config,
+        config_path if has_config else None,
+        directory,
+        boundary,
+    )
 
 
 def open_file(path: Path, *, source: str) -> Checkpoint:
@@ -155,14 +170,24 @@ def open_file(path: Path, *, source: str) -> Checkpoint:
     if has_config:
         contained(boundary, config_path, what=f"the {CONFIG_NAME} beside {path.name}")
     config = read_config(config_path) if has_config else {}
-    return Checkpoint(source, path, open_weights(path, None, boundary), config,
-                      config_path if has_config else None, path.parent if has_config else None, boundary)
+    return Checkpoint(
+        source,
+        path,
+        open_weights(path, None, boundary),
+        config,
+        config_path if has_config else None,
+        path.parent if has_config else None,
+        boundary,
+    )
 
 
 def looks_like_repo_id(source: str) -> bool:
     """Whether ``source`` could be a Hub model id (``"gpt2"``, ``"org/name"``) rather than a path."""
-    return bool(_REPO_ID.match(source)) and ".." not in source and not source.endswith(
-        (".safetensors", ".bin", ".json", ".pt", ".pth"))
+    return (
+        bool(_REPO_ID.match(source))
+        and ".." not in source
+        and not source.endswith((".safetensors", ".bin", ".json", ".pt", ".pth"))
+    )
 
 
 def open_checkpoint(source: str | os.PathLike, *, require_config: bool = True) -> Checkpoint:
@@ -193,8 +218,11 @@ def open_checkpoint(source: str | os.PathLike, *, require_config: bool = True) -
         return open_hub(text, require_config=require_config)
     parent = path.parent
     hint = f" (nor its folder {parent})" if not parent.exists() else ""
-    raise fail(path, "a checkpoint directory, a .safetensors/.bin file, a Hub model id or "
-               "sinusoidal:LENGTH:DIM", f"no such file or directory{hint}")
+    raise fail(
+        path,
+        "a checkpoint directory, a .safetensors/.bin file, a Hub model id or sinusoidal:LENGTH:DIM",
+        f"no such file or directory{hint}",
+    )
 
 
 # ----------------------------------------------------------------------------- Hub
@@ -248,10 +276,9 @@ def hub_endpoint() -> str:
 def hub_reachable(timeout: float = HUB_CONNECT_TIMEOUT) -> str | None:
     """``None`` when a TCP connection to the Hub's host opens within ``timeout`` s, else why not."""
     import socket
-    from urllib.parse import urlsplit
-
     import threading
     import time
+    from urllib.parse import urlsplit
 
     url = urlsplit(hub_endpoint())
     host = url.hostname or "huggingface.co"
@@ -286,9 +313,11 @@ def hub_reachable(timeout: float = HUB_CONNECT_TIMEOUT) -> str | None:
 
 
 def _unreachable(repo_id: str, why: str) -> CheckpointError:
-    return fail(repo_id, "a Hub model id in the local cache or a reachable Hugging Face Hub",
-                f"not cached, and the Hub is {why}; set HF_HUB_OFFLINE=1 to use the cache only, "
-                "or pass a local directory")
+    return fail(
+        repo_id,
+        "a Hub model id in the local cache or a reachable Hugging Face Hub",
+        f"not cached, and the Hub is {why}; set HF_HUB_OFFLINE=1 to use the cache only, or pass a local directory",
+    )
 
 
 def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
@@ -299,8 +328,11 @@ def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
     try:
         got = Path(hf_hub_download(repo_id, filename, cache_dir=str(cache_dir)))
     except RepositoryNotFoundError:
-        raise fail(repo_id, "a Hugging Face model id (or a local path)", "no such repository on the Hub "
-                   "(or it is private/gated)") from None
+        raise fail(
+            repo_id,
+            "a Hugging Face model id (or a local path)",
+            "no such repository on the Hub (or it is private/gated)",
+        ) from None
     except LocalEntryNotFoundError:  # before EntryNotFoundError: it is a subclass (connection failed)
         raise _unreachable(repo_id, "unreachable") from None
     except EntryNotFoundError:
@@ -308,8 +340,11 @@ def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
     except Exception as e:
         if any(w in type(e).__name__ for w in ("Connect", "Timeout")):
             raise _unreachable(repo_id, f"unreachable ({type(e).__name__})") from None
-        raise fail(f"{repo_id}/{filename}", "a file downloadable from the Hugging Face Hub",
-                   f"{type(e).__name__}: {one_line(e)[:200]}") from None
+        raise fail(
+            f"{repo_id}/{filename}",
+            "a file downloadable from the Hugging Face Hub",
+            f"{type(e).__name__}: {one_line(e)[:200]}",
+        ) from None
     return contained(repo_folder(repo_id, cache_dir), got, what=f"the downloaded {filename} of {repo_id}")
 
 
@@ -332,9 +367,11 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
     if config is None or weights is None:
         if offline:
             missing = CONFIG_NAME if config is None else "weights"
-            raise fail(repo_id, f"a Hub model id already in the local cache ({cache}) because "
-                       "HF_HUB_OFFLINE=1", f"no cached {missing}; run once online, unset HF_HUB_OFFLINE, "
-                       "or pass a local directory")
+            raise fail(
+                repo_id,
+                f"a Hub model id already in the local cache ({cache}) because HF_HUB_OFFLINE=1",
+                f"no cached {missing}; run once online, unset HF_HUB_OFFLINE, or pass a local directory",
+            )
         why = hub_reachable()
         if why is not None:
             raise _unreachable(repo_id, why)
@@ -345,8 +382,11 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
         if weights is None:
             weights = next((p for n in WEIGHT_NAMES if (p := _download(repo_id, n, cache)) is not None), None)
             if weights is None:
-                raise fail(repo_id, f"weights ({' or '.join(WEIGHT_NAMES)}) in the Hub repository",
-                           "none of them in the repository")
+                raise fail(
+                    repo_id,
+                    f"weights ({' or '.join(WEIGHT_NAMES)}) in the Hub repository",
+                    "none of them in the repository",
+                )
 
     def resolve_shard(name: str) -> Path:
         hit = _cached(repo_id, name, cache)
@@ -381,5 +421,6 @@ def snapshot_directory(repo_id: str) -> Path:
     try:
         return Path(snapshot_download(repo_id, cache_dir=str(hub_cache_dir()), local_files_only=hub_offline()))
     except Exception as e:
-        raise fail(repo_id, "a Hub model id (cached, or downloadable when online)",
-                   f"{type(e).__name__}: {one_line(e)[:200]}") from None
+        raise fail(
+            repo_id, "a Hub model id (cached, or downloadable when online)", f"{type(e).__name__}: {one_line(e)[:200]}"
+        ) from None

@@ -23,7 +23,9 @@ ids = jnp.asarray(np.random.default_rng(0).integers(0, 1000, (8, 128)), jnp.int3
 types = jnp.asarray(np.random.default_rng(1).integers(0, 2, (8, 128)), jnp.int32)
 
 for layer_norm in (False, True):
-    block = fp.nnx.TransformerInput(1000, 64, num_positions=128, type_vocab_size=2, layer_norm=layer_norm, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput(
+        1000, 64, num_positions=128, type_vocab_size=2, layer_norm=layer_norm, rngs=nnx.Rngs(0)
+    )
     graphdef, state = nnx.split(block)
     expected = np.asarray(block(ids, token_type_ids=types))
     for name, rules in {
@@ -35,7 +37,9 @@ for layer_norm in (False, True):
         ids_sharded = jax.device_put(ids, NamedSharding(mesh, P("data", None)))
         types_sharded = jax.device_put(types, NamedSharding(mesh, P("data", None)))
         out_spec = P("data", None, "model" if name == "tensor_parallel" else None)
-        fn = jax.jit(lambda s, i, t: nnx.merge(graphdef, s)(i, token_type_ids=t), out_shardings=NamedSharding(mesh, out_spec))
+        fn = jax.jit(
+            lambda s, i, t: nnx.merge(graphdef, s)(i, token_type_ids=t), out_shardings=NamedSharding(mesh, out_spec)
+        )
         out = fn(sharded_state, ids_sharded, types_sharded)
         hlo = fn.lower(sharded_state, ids_sharded, types_sharded).compile().as_text()
         key = f"{name}{'_layernorm' if layer_norm else ''}"

@@ -22,8 +22,14 @@ from model_checkpoints import load_example  # noqa: E402
 #: logical axis -> mesh axis. Data parallel: every parameter replicated, the batch split.
 #: Tensor parallel: attention heads and MLP width split over "model" (Megatron-style).
 RULES = {
-    "data_parallel": (("data", (8, 1)), (("vocab", None), ("embed", None), ("heads", None), ("kv", None), ("mlp", None))),
-    "tensor_parallel": (("data", (2, 4)), (("vocab", None), ("embed", None), ("heads", "model"), ("kv", "model"), ("mlp", "model"))),
+    "data_parallel": (
+        ("data", (8, 1)),
+        (("vocab", None), ("embed", None), ("heads", None), ("kv", None), ("mlp", None)),
+    ),
+    "tensor_parallel": (
+        ("data", (2, 4)),
+        (("vocab", None), ("embed", None), ("heads", "model"), ("kv", "model"), ("mlp", "model")),
+    ),
 }
 
 
@@ -40,7 +46,11 @@ def main(paths: dict) -> dict:
             sharded = jax.device_put(state, nn.logical_to_mesh_sharding(nnx.get_partition_spec(state), mesh, rules))
             sharded_ids = jax.device_put(ids, NamedSharding(mesh, P("data", None)))
             out = jax.jit(forward, out_shardings=NamedSharding(mesh, P("data", None, None)))(sharded, sharded_ids)
-            mlp = next(v for p, v in nnx.to_flat_state(sharded) if "mlp" in (v.get_metadata().get("out_sharding") or ()) and v.ndim == 2)
+            mlp = next(
+                v
+                for p, v in nnx.to_flat_state(sharded)
+                if "mlp" in (v.get_metadata().get("out_sharding") or ()) and v.ndim == 2
+            )
             results[f"{name}/{kind}"] = {
                 "max_abs_diff": float(np.abs(np.asarray(out) - expected).max()),
                 "scale": float(np.abs(expected).max()),
