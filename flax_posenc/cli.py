@@ -174,11 +174,11 @@ def load_table(source: str):
     return load_position_table(_nonempty(source))
 
 
-def load_source(source: str):
+def load_source(source: str, family: str | None = None):
     """SOURCE as a :class:`~flax_posenc.conversion.SourceRecord` (any kind): what inspect/check/plot read."""
     from flax_posenc.conversion import inspect_source
 
-    return inspect_source(_nonempty(source))
+    return inspect_source(_nonempty(source), family=family)
 
 
 def writable_dir(path: str | Path) -> Path:
@@ -224,7 +224,7 @@ def make_figures(record, out: Path, *, dims: Sequence[int] | None, prefix: str, 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     bar = _Progress(2, _progress_enabled(args))
-    record = bar.run("loading", lambda: load_source(args.source))
+    record = bar.run("loading", lambda: load_source(args.source, args.family))
     report = bar.run("analysing", record.to_dict if args.json else lambda: str(record))
     bar.close()
     print(dumps_json(report, indent=2) if args.json else report)
@@ -234,7 +234,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from flax_posenc.conversion.source_record import verdict
 
-    result = verdict(load_source(args.source), args.length)
+    result = verdict(load_source(args.source, args.family), args.length)
     fits, line = result["fits"], result["message"]
     if args.json:
         print(dumps_json(result))
@@ -247,7 +247,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     out = writable_dir(args.out)
-    record = load_source(args.source)
+    record = load_source(args.source, args.family)
     for path in make_figures(record, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args)):
         print(path)
     return EXIT_OK
@@ -274,7 +274,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from flax_posenc.pretrained import save_converted
 
-    out = save_converted(args.source, args.out, overwrite=args.overwrite)
+    out = save_converted(args.source, args.out, family=args.family, overwrite=args.overwrite)
     print(f"wrote {out}: Flax parameters and arguments of the input block of {args.source}")
     return EXIT_OK
 
@@ -309,17 +309,30 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
 
 
+def _add_family(p: argparse.ArgumentParser) -> None:
+    from flax_posenc.conversion.families import FAMILIES
+
+    p.add_argument(
+        "--family",
+        metavar="NAME",
+        help="read SOURCE as this learned-table family when its config's model_type is not recognised "
+        f"({', '.join(FAMILIES)})",
+    )
+
+
 def _add_json(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (no progress bar)")
 
 
 def _configure_inspect(p: argparse.ArgumentParser) -> None:
     _add_source(p)
+    _add_family(p)
     _add_json(p, "the report")
 
 
 def _configure_check(p: argparse.ArgumentParser) -> None:
     _add_source(p)
+    _add_family(p)
     p.add_argument(
         "--length", "-n", type=_positive_int, required=True, metavar="N", help="number of positions (0..N-1) to fit"
     )
@@ -328,6 +341,7 @@ def _configure_check(p: argparse.ArgumentParser) -> None:
 
 def _configure_plot(p: argparse.ArgumentParser) -> None:
     _add_source(p)
+    _add_family(p)
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="directory for the PNG files (created if needed)")
     p.add_argument(
         "--dims", type=int, nargs="+", metavar="D", help="dimensions drawn as waves (default: 0 1 50 100 last)"
@@ -352,7 +366,8 @@ def _configure_extend(p: argparse.ArgumentParser) -> None:
         "-m",
         choices=METHODS,
         default="tile",
-        help="tile (Longformer's copy, trained rows unchanged), linear or cubic interpolation (default: tile)",
+        help="tile (Longformer's copy, trained rows unchanged), linear or cubic interpolation; "
+        "interpolate = linear (default: tile)",
     )
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="new checkpoint directory (must not exist)")
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
@@ -360,6 +375,7 @@ def _configure_extend(p: argparse.ArgumentParser) -> None:
 
 def _configure_convert(p: argparse.ArgumentParser) -> None:
     _add_source(p)
+    _add_family(p)
     p.add_argument(
         "--out", "-o", required=True, metavar="PATH", help="output file, ending in .msgpack (must not exist)"
     )

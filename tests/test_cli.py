@@ -249,3 +249,27 @@ def test_tour_unwritable_out(tmp_path):
     blocker.write_text("x")
     proc = run("tour", "--out", str(blocker / "figs"))
     assert proc.returncode == 2 and "cannot write to output directory" in one_error_line(proc)
+
+
+def test_family_option_reads_an_unknown_model_type(tiny_checkpoint, tmp_path):
+    """A fine-tune whose config names its own model_type: --family says which row to read it with."""
+    ck = tiny_checkpoint("gpt2")
+    src = tmp_path / "my-gpt2"
+    shutil.copytree(ck.path, src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["model_type"] = "my-gpt2"
+    (src / "config.json").write_text(json.dumps(cfg))
+    rows = cfg["n_positions"]
+
+    refused = run("check", str(src), "--length", "4")
+    assert refused.returncode == 2 and "my-gpt2" in one_error_line(refused)
+
+    fits = run("check", str(src), "--family", "gpt2", "--length", str(rows), "--json")
+    assert fits.returncode == 0, fits.stderr
+    verdict = json.loads(fits.stdout)
+    assert (verdict["family"], verdict["max_length"], verdict["excess"]) == ("gpt2", rows, 0)
+    past = run("check", str(src), "--family", "gpt2", "--length", str(rows + 1))
+    assert past.returncode == 1 and f"asked for {rows + 1} positions" in one_error_line(past)
+    assert run("inspect", str(src), "--family", "gpt2").returncode == 0
+    wrong = run("inspect", str(src), "--family", "no-such-family")
+    assert wrong.returncode == 2 and "no-such-family" in one_error_line(wrong)

@@ -155,13 +155,14 @@ def which_family(model_type: str) -> FamilyMatch | None:
     return None
 
 
-def inspect_source(source: str | os.PathLike) -> SourceRecord:
+def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> SourceRecord:
     """The :class:`SourceRecord` of SOURCE (any kind); what ``inspect``/``check``/``plot`` read.
 
     A checkpoint whose ``config.json`` names a T5-like/MPNet family gives a
     :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource`, a RoPE/ALiBi family a
     :class:`~flax_posenc.conversion.rope_config.RelativeConfig`; anything else (learned-table
     checkpoints, weights files, Hub ids, ``sinusoidal:L:D``) a :class:`LearnedTableSource`.
+    ``family`` forces a learned-table family (for a ``model_type`` the registry does not know).
 
     Raises:
       CheckpointError: SOURCE cannot be read (one line naming it, expected and found).
@@ -170,6 +171,8 @@ def inspect_source(source: str | os.PathLike) -> SourceRecord:
     from flax_posenc.conversion.relative_bias import relative_bias_source
     from flax_posenc.conversion.rope_config import relative_source
 
+    if family is not None:
+        return LearnedTableSource(load_position_table(source, family=family))
     relative = relative_bias_source(source) or relative_source(source)
     if relative is not None:
         return relative
