@@ -135,6 +135,33 @@ def _load_converted(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return kwargs, params
 
 
+def converted_position_table(path: str | os.PathLike):
+    """The position table inside a file written by ``flax-posenc convert`` (``inspect``/``check`` read it).
+
+    The family and key come from the stored table name (``"bert position table
+    (embeddings.position_embeddings.weight)"``); reading the file imports flax.
+
+    Raises:
+      CheckpointError: the file is not a valid converted file (one line naming it).
+    """
+    import re
+
+    from flax_posenc.conversion.table import PositionTable
+
+    kwargs, params = _load_converted(Path(path))
+    name = str(kwargs.get("position_name", ""))
+    match = re.fullmatch(r"(\S+) position table \((.+)\)", name)
+    family, key = match.groups() if match else ("converted", "position_embeddings")
+    return PositionTable(
+        np.asarray(params["position_embeddings"]),
+        family=family,
+        key=key,
+        offset=int(kwargs.get("position_offset", 0)),
+        source=str(path),
+        config=dict(kwargs),
+    )
+
+
 def module_arguments(source, *, family: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(kwargs, params)`` for ``TransformerInput`` from a checkpoint or a converted file."""
     if _is_converted(source):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,21 @@ def test_converted_garbage_is_a_checkpoint_error(tmp_path):
     bad.write_bytes(b"\x00\x01garbage")
     with pytest.raises(CheckpointError, match="bad.msgpack: expected a flax-posenc msgpack with 'config' and 'params'"):
         fp.nnx.TransformerInput.from_pretrained(bad)
+
+
+def test_inspect_and_check_read_what_convert_writes(minilm_dir, tmp_path):
+    out = tmp_path / "minilm.msgpack"
+    assert run("convert", str(minilm_dir), "--out", str(out)).returncode == 0
+    report = json.loads(run("inspect", str(out), "--json").stdout)
+    assert (report["family"], report["key"], report["rows"], report["dim"]) == (
+        "bert",
+        "embeddings.position_embeddings.weight",
+        512,
+        384,
+    )
+    assert run("check", str(out), "--length", "512").returncode == 0
+    past = run("check", str(out), "--length", "513")
+    assert past.returncode == 1
+    assert past.stderr.strip().endswith(
+        "holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit"
+    )

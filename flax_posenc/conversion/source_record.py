@@ -161,7 +161,8 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     A checkpoint whose ``config.json`` names a T5-like/MPNet family gives a
     :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource`, a RoPE/ALiBi family a
     :class:`~flax_posenc.conversion.rope_config.RelativeConfig`; anything else (learned-table
-    checkpoints, weights files, Hub ids, ``sinusoidal:L:D``) a :class:`LearnedTableSource`.
+    checkpoints, weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` written by
+    ``flax-posenc convert``) a :class:`LearnedTableSource`.
     ``family`` forces a learned-table family (for a ``model_type`` the registry does not know).
 
     Raises:
@@ -171,6 +172,10 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     from flax_posenc.conversion.relative_bias import relative_bias_source
     from flax_posenc.conversion.rope_config import relative_source
 
+    if str(source).endswith(".msgpack"):  # written by `flax-posenc convert`
+        from flax_posenc.pretrained import converted_position_table
+
+        return LearnedTableSource(converted_position_table(source))
     if family is not None:
         return LearnedTableSource(load_position_table(source, family=family))
     relative = relative_bias_source(source) or relative_source(source)
