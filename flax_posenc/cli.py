@@ -459,8 +459,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The library's messages name Python arguments; on the command line, name the options instead.
+_CLI_WORDS = (
+    ("new_length: ", "--length: "),
+    ("(pass overwrite=True / --overwrite)", "(pass --overwrite)"),
+    ("(or overwrite=True)", "(or --overwrite)"),
+    ("pass family=", "pass --family"),
+    ("found family=", "found --family "),
+)
+
+
+def in_cli_words(message: str) -> str:
+    """A library message with Python argument names replaced by the command line's options.
+
+    >>> in_cli_words("new_length: expected an integer larger than the current 512 positions, got 100")
+    '--length: expected an integer larger than the current 512 positions, got 100'
+    """
+    for python_words, cli_words in _CLI_WORDS:
+        message = message.replace(python_words, cli_words)
+    return message
+
+
 def _report_error(where: str, kind: str, message: str, code: int, *, as_json: bool, debug: bool) -> int:
     """One line on stderr (or a JSON object on stdout with ``--json``); the traceback with ``--debug``."""
+    message = in_cli_words(message)
     if debug:
         import traceback
 

@@ -76,7 +76,7 @@ def test_extend_gpt2(tiny_checkpoint, tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--length", 32], "new_length: expected an integer larger than the current 32 positions, got 32"),
+        (["--length", 32], "--length: expected an integer larger than the current 32 positions, got 32"),
         (["--length", 64, "--method", "nearest"], "invalid choice: 'nearest'"),
         (["--length", 0], "expected a positive integer"),
     ],
@@ -148,3 +148,15 @@ def test_inspect_and_check_read_what_convert_writes(minilm_dir, tmp_path):
     assert past.stderr.strip().endswith(
         "holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit"
     )
+
+
+def test_messages_name_the_command_line_options(minilm_dir, tmp_path):
+    shorter = run("extend", str(minilm_dir), "--length", "100", "--out", str(tmp_path / "a"))
+    assert shorter.returncode == 2
+    assert shorter.stderr.strip() == (
+        "flax-posenc extend: error: --length: expected an integer larger than the current 512 positions, got 100"
+    )
+    (tmp_path / "taken").mkdir()
+    taken = run("extend", str(minilm_dir), "--length", "600", "--out", str(tmp_path / "taken"))
+    assert taken.returncode == 2
+    assert "(or --overwrite)" in taken.stderr and "overwrite=True" not in taken.stderr
