@@ -52,8 +52,15 @@ CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.tour
 
 SOURCE_HELP = (
     "a checkpoint directory, a .safetensors or .bin file, a Hugging Face model id "
-    "(local cache first), or sinusoidal:LENGTH:DIM; for RoPE/ALiBi models (Llama, Mistral, "
-    "Qwen2, GPT-NeoX, GPT-J, Falcon, BLOOM, MPT) a checkpoint directory or its config.json"
+    "(local cache first), sinusoidal:LENGTH:DIM, or a .msgpack written by convert; for RoPE/ALiBi "
+    "models (Llama, Mistral, Qwen2, GPT-NeoX, GPT-J, Falcon, BLOOM, MPT) and T5/MPNet relative "
+    "bias a checkpoint directory or its config.json"
+)
+#: what extend and convert accept: a learned absolute table with its Hugging Face layout
+LEARNED_SOURCE_HELP = (
+    "a checkpoint with a learned position table (GPT-2, BERT, RoBERTa, OPT, BART and the other "
+    "families of `flax-posenc inspect`): a directory with config.json, or a Hugging Face model id "
+    "(local cache first)"
 )
 
 TOP_EPILOG = f"""\
@@ -305,8 +312,8 @@ class Command:
     handler: Callable[[argparse.Namespace], int]
 
 
-def _add_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
+def _add_source(p: argparse.ArgumentParser, help: str = SOURCE_HELP) -> None:
+    p.add_argument("source", metavar="SOURCE", help=help)
 
 
 def _add_family(p: argparse.ArgumentParser) -> None:
@@ -352,7 +359,7 @@ def _configure_plot(p: argparse.ArgumentParser) -> None:
 def _configure_extend(p: argparse.ArgumentParser) -> None:
     from flax_posenc.extend import METHODS
 
-    _add_source(p)
+    _add_source(p, LEARNED_SOURCE_HELP)
     p.add_argument(
         "--length",
         "-n",
@@ -374,7 +381,7 @@ def _configure_extend(p: argparse.ArgumentParser) -> None:
 
 
 def _configure_convert(p: argparse.ArgumentParser) -> None:
-    _add_source(p)
+    _add_source(p, LEARNED_SOURCE_HELP)
     _add_family(p)
     p.add_argument(
         "--out", "-o", required=True, metavar="PATH", help="output file, ending in .msgpack (must not exist)"
