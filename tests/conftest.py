@@ -322,3 +322,19 @@ def fake_hub_cache() -> Callable[[Path, str, list], Path]:
         return snap
 
     return make
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Record every figure ``flax_posenc.plots`` saves, so titles and labels can be read back."""
+    from flax_posenc import plots
+
+    saved = []
+    original = plots._save
+
+    def spy(fig, path):
+        saved.append(fig)
+        return original(fig, path)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    return saved

@@ -19,19 +19,6 @@ from flax_posenc.conversion import load_position_table
 from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    saved = []
-    original = plots._save
-
-    def spy(fig, path):
-        saved.append(fig)
-        return original(fig, path)
-
-    monkeypatch.setattr(plots, "_save", spy)
-    return saved
-
-
 def png_size(path) -> tuple[int, int]:
     head = path.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n"

@@ -15,20 +15,6 @@ from flax_posenc.conversion.table import PositionTable
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """Record every figure saved, so titles and labels can be read back."""
-    saved = []
-    original = plots._save
-
-    def spy(fig, path):
-        saved.append(fig)
-        return original(fig, path)
-
-    monkeypatch.setattr(plots, "_save", spy)
-    return saved
-
-
 def _titles(fig) -> str:
     sup = fig.get_suptitle() if hasattr(fig, "get_suptitle") else (fig._suptitle.get_text() if fig._suptitle else "")
     return " ".join([sup, *(ax.get_title() for ax in fig.axes)]).replace("\n", " ")

@@ -147,6 +147,21 @@ def gelu_exact(x: jax.Array) -> jax.Array:
 # ----------------------------------------------------------------------------- attention
 
 
+def run_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=None):
+    """Run decoder ``layers`` over ``x`` with the causal mask; ``(x, new_cache)``.
+
+    ``cache`` is one ``{"k", "v"}`` dict per layer (or ``None`` without a cache); positions start
+    at ``start`` (a Python int or traced), keys may be masked with ``attention_mask``.
+    """
+    k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
+    mask = causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
+    new_cache = []
+    for i, layer in enumerate(layers):
+        x, layer_cache = layer(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
+        new_cache.append(layer_cache)
+    return x, new_cache
+
+
 def causal_mask(q_len: int, k_len: int, *, start: int | jax.Array = 0, key_mask: jax.Array | None = None) -> jax.Array:
     """``(batch|1, 1, q_len, k_len)`` booleans: query ``i`` (at position ``start + i``) sees key ``j``
     iff ``j <= start + i`` (and ``key_mask[b, j]``). Cache slots not yet written lie after every

@@ -116,12 +116,7 @@ class GPT2(nnx.Module):
         """
         input_ids = jnp.asarray(input_ids)
         x = self.embed_dropout(self.embed(input_ids, start=start))
-        k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
-        mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
-        new_cache = []
-        for i, block in enumerate(self.h):
-            x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
-            new_cache.append(layer_cache)
+        x, new_cache = common.run_layers(self.h, x, input_ids, cache=cache, start=start, attention_mask=attention_mask)
         logits = self.embed.attend(self.ln_f(x))  # the tied head
         return logits if cache is None else (logits, new_cache)
 

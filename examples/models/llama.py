@@ -119,12 +119,9 @@ class Llama(nnx.Module):
         ``start ..`` (a Python int or traced). See ``gpt2.GPT2.__call__`` for the arguments."""
         input_ids = jnp.asarray(input_ids)
         x = self.embed(input_ids)
-        k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
-        mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
-        new_cache = []
-        for i, block in enumerate(self.layers):
-            x, layer_cache = block(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
-            new_cache.append(layer_cache)
+        x, new_cache = common.run_layers(
+            self.layers, x, input_ids, cache=cache, start=start, attention_mask=attention_mask
+        )
         x = self.norm(x)
         logits = self.embed.attend(x) if self.lm_head is None else self.lm_head(x)
         return logits if cache is None else (logits, new_cache)
