@@ -56,7 +56,11 @@ def check_positions(lowest: int, highest: int, *, rows: int, offset: int = 0, na
 
 
 def lowest_position(offset: int) -> int:
-    """The lowest valid position: ``-1`` (the padding row) with reserved rows, else ``0``."""
+    """The lowest valid position: ``-1`` (the padding row) with reserved rows, else ``0``.
+
+    >>> lowest_position(2), lowest_position(0)  # RoBERTa reserves 2 rows; GPT-2 none
+    (-1, 0)
+    """
     return -1 if offset else 0
 
 

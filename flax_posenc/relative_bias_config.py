@@ -75,6 +75,13 @@ class BucketConfig:
     Raises:
       ValueError: ``num_buckets`` leaves fewer than 2 buckets per direction, or
         ``max_distance <= max_exact`` (no room for the log bins).
+
+    T5's defaults: distances 0..7 get a bucket each, the sign adds 16, and every distance from 91
+    on shares the last bucket of its direction:
+
+    >>> cfg = BucketConfig()
+    >>> cfg.buckets([-1, 0, 1, 200]).tolist(), cfg.saturation_distance
+    ([1, 0, 17, 31], 91)
     """
 
     num_buckets: int = DEFAULT_NUM_BUCKETS
