@@ -12,7 +12,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from flax_posenc.conversion.rope_config import RELATIVE_FAMILIES
+from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES
 
 
 def audit() -> tuple[str, list[str], list[str]]:

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS = {
-    "sinusoidal_frequencies": "flax_posenc.sinusoidal",
+    "sinusoidal_frequencies": "flax_posenc.sinusoid_math",
     "sinusoidal_table": "flax_posenc.sinusoidal",
     "sinusoidal_encoding": "flax_posenc.sinusoidal",
     "lookup_positions": "flax_posenc.lookup",
@@ -33,10 +33,10 @@ _EXPORTS = {
     "packed_positions": "flax_posenc.lookup",
     "sequential_positions": "flax_posenc.lookup",
     "padding_aware_positions": "flax_posenc.lookup",
-    "RopeConfig": "flax_posenc.rope_alibi_params",
-    "AlibiConfig": "flax_posenc.rope_alibi_params",
-    "rope_inverse_frequencies": "flax_posenc.rope_alibi_params",
-    "alibi_slopes": "flax_posenc.rope_alibi_params",
+    "RopeConfig": "flax_posenc.rope_config",
+    "AlibiConfig": "flax_posenc.alibi_config",
+    "rope_inverse_frequencies": "flax_posenc.rope_config",
+    "alibi_slopes": "flax_posenc.alibi_config",
     "rotary_cos_sin": "flax_posenc.rope",
     "apply_rotary": "flax_posenc.rope",
     "apply_rope": "flax_posenc.rope",
@@ -56,10 +56,12 @@ _SUBMODULES = {
     "plots",
     "lookup",
     "sinusoidal",
+    "sinusoid_math",
     "block",
     "rope",
     "alibi",
-    "rope_alibi_params",
+    "rope_config",
+    "alibi_config",
     "overflow",
     "limits",
     "relative_bias",
@@ -87,6 +89,7 @@ def __dir__():
 if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc import conversion, linen, nnx  # noqa: F401
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
+    from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
     from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
     from flax_posenc.lookup import (  # noqa: F401
         lookup_positions,
@@ -98,14 +101,6 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
     from flax_posenc.relative_bias_config import BucketConfig  # noqa: F401
     from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401
-    from flax_posenc.rope_alibi_params import (  # noqa: F401
-        AlibiConfig,
-        RopeConfig,
-        alibi_slopes,
-        rope_inverse_frequencies,
-    )
-    from flax_posenc.sinusoidal import (  # noqa: F401
-        sinusoidal_encoding,
-        sinusoidal_frequencies,
-        sinusoidal_table,
-    )
+    from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies  # noqa: F401
+    from flax_posenc.sinusoid_math import sinusoidal_frequencies  # noqa: F401
+    from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401

@@ -1,7 +1,7 @@
 """ALiBi (Press et al., 2022): a per-head linear bias on attention scores, no position vectors.
 
 Head ``h`` adds ``-m_h * distance`` to the score of query position ``i`` and key position ``j``,
-with slopes ``m_h`` from :func:`~flax_posenc.rope_alibi_params.alibi_slopes` (any head count;
+with slopes ``m_h`` from :func:`~flax_posenc.alibi_config.alibi_slopes` (any head count;
 non-powers of two per the paper's recipe, as BLOOM and MPT build them).
 
 Shape conventions (the bias is *added* to ``q . k / sqrt(d)`` before the softmax):
@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flax_posenc import overflow
-from flax_posenc.rope_alibi_params import AlibiConfig, alibi_slopes
+from flax_posenc.alibi_config import AlibiConfig, alibi_slopes
 
 __all__ = [
     "AlibiConfig",
@@ -52,14 +52,6 @@ __all__ = [
     "bloom_alibi_tensor",
     "mpt_alibi_tensor",
 ]
-
-
-def _as_config(config: AlibiConfig | int) -> AlibiConfig:
-    if isinstance(config, AlibiConfig):
-        return config
-    if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
-        return AlibiConfig(num_heads=int(config))
-    raise TypeError(f"config: expected an AlibiConfig or a head count (int), got {type(config).__name__}")
 
 
 def _slopes(config: AlibiConfig) -> jax.Array:
@@ -107,7 +99,7 @@ def alibi_bias_from_positions(
     >>> alibi_bias_from_positions(1, jnp.array([2]), jnp.arange(3), causal=False)
     Array([[[-0.0078125 , -0.00390625, -0.        ]]], dtype=float32)
     """
-    config = _as_config(config)
+    config = AlibiConfig.coerce(config)
     overflow.check_policy(on_overflow)
     for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
         dtype_, ndim = (p.dtype, p.ndim) if hasattr(p, "dtype") else (np.asarray(p).dtype, np.ndim(p))
@@ -208,7 +200,7 @@ def bloom_alibi_tensor(attention_mask: jax.typing.ArrayLike, num_heads: int, dty
         raise ValueError(f"attention_mask: expected shape (batch, seq), got {tuple(mask.shape)}")
     batch, seq = mask.shape
     positions = ((jnp.cumsum(mask, axis=-1) - 1) * mask)[:, None, :].astype(jnp.float32)
-    alibi = _slopes(_as_config(num_heads))[None, :, None] * positions
+    alibi = _slopes(AlibiConfig.coerce(num_heads))[None, :, None] * positions
     return alibi.reshape(batch * num_heads, 1, seq).astype(dtype)
 
 

@@ -15,8 +15,8 @@ Large tables: the functions that need every pair of rows (:func:`dot_similarity`
 the result (``stride`` > 1 and a ``note``).
 
 >>> import numpy as np
->>> p = np.arange(64)[:, None]; w = 10000.0 ** (-np.arange(0, 8, 2) / 8)
->>> pe = np.zeros((64, 8)); pe[:, 0::2] = np.sin(p * w); pe[:, 1::2] = np.cos(p * w)
+>>> from flax_posenc.sinusoid_math import sinusoidal_table_np
+>>> pe = sinusoidal_table_np(64, 8, dtype=np.float64)   # the lesson's layout, float64
 >>> prof = similarity_by_offset(pe, metric="dot")
 >>> round(float(prof.mean[1]), 4), bool(prof.max_spread < 1e-12)   # sum_i cos(w_i)
 (3.5353, True)
@@ -29,6 +29,9 @@ import math
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
+from flax_posenc.sinusoid_math import sinusoidal_frequencies
 
 if TYPE_CHECKING:
     from flax_posenc.conversion.table import PositionTable
@@ -580,13 +583,13 @@ def dominant_wavelengths(table: Any, *, pad_factor: int = 8, chunk: int = 128) -
 def sinusoidal_wavelengths(dim: int, *, base: float = 10000.0) -> np.ndarray:
     """Wavelength (positions per cycle) of each column of the lesson's sinusoidal layout.
 
-    Columns ``2i`` and ``2i + 1`` share ``2π / w_i`` with ``w_i = base**(-2i/dim)``.
+    Columns ``2i`` and ``2i + 1`` share ``2π / w_i`` with ``w_i = base**(-2i/dim)``
+    (:func:`flax_posenc.sinusoid_math.sinusoidal_frequencies`); ``dim`` even.
 
     >>> [round(float(x), 3) for x in sinusoidal_wavelengths(4)]
     [6.283, 6.283, 628.319, 628.319]
     """
-    i = np.arange(dim) // 2
-    return 2.0 * np.pi * base ** (2.0 * i / dim)
+    return np.repeat(2.0 * np.pi / sinusoidal_frequencies(dim, base=base), 2)
 
 
 # --------------------------------------------------------------------------- RoPE
@@ -631,7 +634,7 @@ def rope_offset_invariance(
 
     from flax_posenc import rope
 
-    cfg = rope._as_config(config)
+    cfg = RopeConfig.coerce(config)
     if cfg.limit is not None:
         length = max(1, min(length, cfg.limit - start))
     rng = np.random.default_rng(seed)
@@ -639,7 +642,7 @@ def rope_offset_invariance(
     q, k = (v / np.linalg.norm(v) for v in (q, k))
     positions = np.arange(start, start + length, dtype=np.int64)
     if naive:
-        inv, attention = rope.rope_inverse_frequencies(cfg, seq_len=start + length)
+        inv, attention = rope_inverse_frequencies(cfg, seq_len=start + length)
         angle = positions[:, None].astype(np.float32) * inv.astype(np.float32)
         cos, sin = np.cos(angle) * np.float32(attention), np.sin(angle) * np.float32(attention)
     else:
@@ -692,16 +695,13 @@ class RopeDecay:
 def rope_decay(config: Any, *, max_distance: int | None = None, num: int = 512) -> RopeDecay:
     """RoPE's long-range decay curves up to ``max_distance`` (default: the limit, else 65536).
 
-    Float64 from :func:`~flax_posenc.rope_alibi_params.rope_inverse_frequencies` (numpy only).
+    Float64 from :func:`~flax_posenc.rope_config.rope_inverse_frequencies` (numpy only).
 
-    >>> from flax_posenc.rope_alibi_params import RopeConfig
     >>> d = rope_decay(RopeConfig(head_dim=64), max_distance=1024)
     >>> float(d.upper_bound[0]), bool(d.upper_bound[-1] < 0.5 * d.upper_bound[0])
     (16.5, True)
     """
-    from flax_posenc.rope_alibi_params import RopeConfig, rope_inverse_frequencies
-
-    cfg = config if isinstance(config, RopeConfig) else RopeConfig(head_dim=int(config))
+    cfg = RopeConfig.coerce(config)
     top = int(max_distance or cfg.limit or 65536)
     distances = np.unique(np.concatenate([[0], np.round(np.geomspace(1, max(top, 1), num))])).astype(np.int64)
     inv, _ = rope_inverse_frequencies(cfg, seq_len=top)

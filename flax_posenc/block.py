@@ -25,7 +25,8 @@ import jax.numpy as jnp
 from flax_posenc import lookup, overflow
 from flax_posenc.errors import PositionLimitError
 from flax_posenc.limits import check_positions
-from flax_posenc.sinusoidal import LAYOUTS, _check_options, sinusoidal_encoding, sinusoidal_table
+from flax_posenc.sinusoid_math import LAYOUTS, check_sinusoid_options
+from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table
 
 PositionKind = Literal["learned", "sinusoidal", "none"]
 POSITION_KINDS: tuple[str, ...] = ("learned", "sinusoidal", "none")
@@ -95,7 +96,7 @@ class PositionSpec:
             f"on_overflow: expected one of {overflow.OVERFLOW_POLICIES}, got {self.on_overflow!r}",
         )
         if self.kind == "sinusoidal":
-            _check_options(self.dim, self.base, self.layout)
+            check_sinusoid_options(self.dim, self.base, self.layout)
 
     @property
     def rows(self) -> int:

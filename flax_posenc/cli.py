@@ -141,7 +141,7 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
     return sys.stdout.isatty() and sys.stderr.isatty()
 
 
-class _Progress:
+class Progress:
     """A tqdm bar over ``total`` labelled steps on stderr, or nothing when disabled."""
 
     def __init__(self, total: int, enabled: bool):
@@ -219,7 +219,7 @@ def make_figures(record, out: Path, *, dims: Sequence[int] | None, prefix: str, 
         raise UsageError(_one_line(exc)) from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", plots.DownsampledWarning)
-        bar = _Progress(len(jobs), progress)
+        bar = Progress(len(jobs), progress)
         paths = [path for label, draw in jobs for path in bar.run(label.replace("_", " "), draw)]
         bar.close()
     _print_notes([w for w in caught if issubclass(w.category, plots.DownsampledWarning)])
@@ -230,7 +230,7 @@ def make_figures(record, out: Path, *, dims: Sequence[int] | None, prefix: str, 
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    bar = _Progress(2, _progress_enabled(args))
+    bar = Progress(2, _progress_enabled(args))
     record = bar.run("loading", lambda: load_source(args.source, args.family))
     report = bar.run("analysing", record.to_dict if args.json else lambda: str(record))
     bar.close()

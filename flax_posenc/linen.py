@@ -23,8 +23,9 @@ import numpy as np
 from flax import linen as nn
 
 from flax_posenc import alibi, block, rope
+from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
-from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
+from flax_posenc.rope_config import RopeConfig
 
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
@@ -263,7 +264,7 @@ class RotaryEmbedding(nn.Module):
     def __call__(self, x, positions=None, *, start=0, seq_len: int | None = None) -> jax.Array:
         return rope.apply_rope(
             x,
-            rope._as_config(self.config),
+            RopeConfig.coerce(self.config),
             positions,
             start=start,
             seq_len=seq_len,
@@ -276,7 +277,7 @@ class RotaryEmbedding(nn.Module):
         return rope.apply_rope_qk(
             q,
             k,
-            rope._as_config(self.config),
+            RopeConfig.coerce(self.config),
             positions,
             start=start,
             seq_len=seq_len,
@@ -301,7 +302,7 @@ class ALiBiBias(nn.Module):
     @nn.compact
     def __call__(self, query_length=None, key_length=None, *, query_positions=None, key_positions=None) -> jax.Array:
         return alibi.bias_for(
-            alibi._as_config(self.config),
+            AlibiConfig.coerce(self.config),
             query_length,
             key_length,
             query_positions=query_positions,

@@ -23,8 +23,9 @@ from flax import nnx
 from flax.core import meta
 
 from flax_posenc import alibi, block, rope
+from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
-from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
+from flax_posenc.rope_config import RopeConfig
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
 
@@ -419,7 +420,7 @@ class RotaryEmbedding(nnx.Module):
 
     Args:
       config: a :class:`~flax_posenc.RopeConfig` (e.g. from
-        :func:`flax_posenc.conversion.rope_config.read_rope_config`) or a ``head_dim``.
+        :func:`flax_posenc.conversion.relative_config.read_relative_config`) or a ``head_dim``.
       on_overflow: policy for traced positions past ``config.limit`` (see :mod:`flax_posenc.overflow`).
       seq_axis: ``-3`` for ``(..., seq, heads, head_dim)`` (default), ``-2`` for Hugging Face's
         ``(..., heads, seq, head_dim)``.
@@ -432,7 +433,7 @@ class RotaryEmbedding(nnx.Module):
     """
 
     def __init__(self, config: RopeConfig | int, *, on_overflow: str = "error", seq_axis: int = -3):
-        self.config = rope._as_config(config)
+        self.config = RopeConfig.coerce(config)
         self.on_overflow = on_overflow
         self.seq_axis = seq_axis
 
@@ -492,7 +493,7 @@ class ALiBiBias(nnx.Module):
     def __init__(
         self, config: AlibiConfig | int, *, causal: bool = True, dtype=jnp.float32, on_overflow: str = "error"
     ):
-        self.config = alibi._as_config(config)
+        self.config = AlibiConfig.coerce(config)
         self.causal = causal
         self.dtype = dtype
         self.on_overflow = on_overflow

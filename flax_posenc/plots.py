@@ -9,7 +9,7 @@ Four figures, each titled with the table's source and limit, axes labelled:
 - :func:`plot_similarity_matrix`: similarity of every pair of positions.
 
 and for relative schemes (a :class:`~flax_posenc.RopeConfig` / :class:`~flax_posenc.AlibiConfig`,
-or a checkpoint's :class:`~flax_posenc.conversion.rope_config.RelativeConfig` via
+or a checkpoint's :class:`~flax_posenc.conversion.relative_config.RelativeConfig` via
 :func:`plot_relative`):
 
 - :func:`plot_rope_decay`: RoPE's long-range decay (Su et al.'s relative upper bound) vs distance.
@@ -307,7 +307,7 @@ def _exact_wavelengths(t: _Named, dims: Sequence[int]) -> list[float] | None:
     """Wavelengths (positions) of the columns of a ``sinusoidal:`` table, from its formula."""
     if t.family != "sinusoidal":
         return None
-    from flax_posenc.sinusoidal import sinusoidal_frequencies  # the loader's convention (interleaved)
+    from flax_posenc.sinusoid_math import sinusoidal_frequencies  # the loader's convention (interleaved)
 
     w = sinusoidal_frequencies(t.values.shape[1])
     return [float(2 * np.pi / w[d // 2]) for d in dims]
@@ -606,7 +606,7 @@ def plot_alibi_bias(
     """
     from matplotlib import colormaps
 
-    from flax_posenc.rope_alibi_params import AlibiConfig, alibi_slopes
+    from flax_posenc.alibi_config import AlibiConfig, alibi_slopes
 
     cfg = config if isinstance(config, AlibiConfig) else AlibiConfig(int(config))
     slopes = alibi_slopes(cfg.num_heads, max_bias=cfg.max_bias)
@@ -663,7 +663,7 @@ RELATIVE_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType(
 
 
 def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> list[Path]:
-    """The figures of a :class:`~flax_posenc.conversion.rope_config.RelativeConfig` (``flax-posenc plot``).
+    """The figures of a :class:`~flax_posenc.conversion.relative_config.RelativeConfig` (``flax-posenc plot``).
 
     RoPE: ``{prefix}rope_decay.png``, ``{prefix}rope_offset_invariance.png``;
     ALiBi: ``{prefix}alibi_bias.png``.

@@ -10,7 +10,7 @@ dims differently (both are offered, see :func:`apply_rotary`):
 where ``r = rotary_dim = int(head_dim * partial_rotary_factor)``; the rotated dims come first,
 the rest pass through (GPT-NeoX rotates 25%).
 
-Frequencies and scaling (:class:`~flax_posenc.rope_alibi_params.RopeConfig`,
+Frequencies and scaling (:class:`~flax_posenc.rope_config.RopeConfig`,
 :func:`rope_inverse_frequencies`): ``w_i = rope_theta ** (-2i / r)``, then one of Hugging Face's
 context-extension schemes, with its config parameter names: ``linear`` (position
 interpolation: ``w / factor``), ``dynamic`` (NTK: the base grows with the sequence length
@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flax_posenc import overflow
-from flax_posenc.rope_alibi_params import (
+from flax_posenc.rope_config import (
     ROPE_LAYOUTS,
     ROPE_TYPES,
     RopeConfig,
@@ -62,14 +62,6 @@ __all__ = [
     "rope_inverse_frequencies",
     "rotary_cos_sin",
 ]
-
-
-def _as_config(config: RopeConfig | int) -> RopeConfig:
-    if isinstance(config, RopeConfig):
-        return config
-    if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
-        return RopeConfig(head_dim=int(config))
-    raise TypeError(f"config: expected a RopeConfig or a head_dim (int), got {type(config).__name__}")
 
 
 def limit_name(config: RopeConfig) -> str:
@@ -141,7 +133,7 @@ def rotary_cos_sin(
     ...
     flax_posenc.errors.PositionLimitError: default RoPE (max_position_embeddings 4096) holds 4096 positions (0..4095); asked for position 4096, 1 past the end
     """
-    config = _as_config(config)
+    config = RopeConfig.coerce(config)
     overflow.check_policy(on_overflow)
     traced = overflow.is_traced(positions)
     if not traced:
@@ -278,7 +270,7 @@ def apply_rope(
     ...
     flax_posenc.errors.PositionLimitError: default RoPE (max_position_embeddings 16) holds 16 positions (0..15); asked for position 16, 1 past the end
     """
-    config = _as_config(config)
+    config = RopeConfig.coerce(config)
     x = jnp.asarray(x)
     cos, sin = _cos_sin_for(
         x, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis
@@ -307,7 +299,7 @@ def apply_rope_qk(
     >>> q.shape, k.shape
     ((1, 4, 8, 16), (1, 4, 2, 16))
     """
-    config = _as_config(config)
+    config = RopeConfig.coerce(config)
     q, k = jnp.asarray(q), jnp.asarray(k)
     if q.ndim >= 3 and k.ndim >= 3 and q.shape[seq_axis] != k.shape[seq_axis]:
         raise ValueError(

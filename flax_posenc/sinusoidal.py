@@ -21,7 +21,7 @@ Odd widths (``odd_dim``) and tensor2tensor/flax's ``min_timescale`` are options 
 options reproduce which library is in ``docs/conventions.md``, each row tested.
 
 Precision. :func:`sinusoidal_table` computes in float64 on the host and rounds once to the
-requested dtype. :func:`sinusoidal_encoding` runs on device, under ``jit``, for positions that
+requested dtype (the numpy math lives in :mod:`flax_posenc.sinusoid_math`, which imports no jax). :func:`sinusoidal_encoding` runs on device, under ``jit``, for positions that
 are only known at run time; it never forms a large angle. A position is split into four 8-bit
 digits, ``p = d0 + 256 d1 + 256**2 d2 + 256**3 d3``, the rotation ``exp(i * d_k 256**k w)`` of each
 digit is read from a small table computed in float64 on the host, and the four rotations are
@@ -34,147 +34,34 @@ No float64 is needed on device (TPUs have none).
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
 
 from flax_posenc import overflow
+from flax_posenc.sinusoid_math import (
+    LAYOUTS,
+    ODD_DIMS,
+    Layout,
+    OddDim,
+    arrange_sin_cos,
+    check_sinusoid_options,
+    sinusoidal_frequencies,
+    sinusoidal_table_np,
+)
 
-Layout = Literal["interleaved", "concatenated"]
-LAYOUTS: tuple[str, ...] = ("interleaved", "concatenated")
-OddDim = Literal["zero", "sin"]
-ODD_DIMS: tuple[str, ...] = ("zero", "sin")
+__all__ = [
+    "LAYOUTS",
+    "ODD_DIMS",
+    "check_sinusoid_options",
+    "sinusoidal_encoding",
+    "sinusoidal_frequencies",
+    "sinusoidal_table",
+]
 
 _DIGIT_BITS = 8
 _DIGITS = 4  # 4 x 8 bits: every int32 position
-
-
-def _check_options(dim: int, base: float, layout: str, odd_dim: str | None = None, min_timescale: float = 1.0) -> None:
-    if odd_dim is not None and odd_dim not in ODD_DIMS:
-        raise ValueError(f"odd_dim: expected one of {ODD_DIMS} or None, got {odd_dim!r}")
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 2 or (dim % 2 and odd_dim is None):
-        hint = (
-            "; for an odd width pass odd_dim='zero' (fairseq, tensor2tensor, flax: a zero last column) "
-            "or odd_dim='sin' (DistilBERT, Marian, keras-hub: one more sin than cos column)"
-            if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) and dim > 2 and dim % 2
-            else ""
-        )
-        raise ValueError(f"dim: expected a positive even integer (sin/cos pairs), got {dim!r}{hint}")
-    if not np.isfinite(min_timescale) or min_timescale <= 0.0:
-        raise ValueError(f"min_timescale: expected a finite number > 0, got {min_timescale!r}")
-    if not np.isfinite(base) or base <= min_timescale:
-        raise ValueError(
-            f"base: expected a finite number > {min_timescale:g} (min_timescale), the longest timescale; got {base!r}"
-        )
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
-
-
-def _num_frequencies(dim: int, odd_dim: str | None) -> int:
-    """Frequencies needed for ``dim`` columns: ``dim // 2``, one more for an odd ``"sin"`` width."""
-    return (dim + 1) // 2 if odd_dim == "sin" else dim // 2
-
-
-def sinusoidal_frequencies(
-    dim: int,
-    *,
-    base: float = 10000.0,
-    endpoint: bool = False,
-    min_timescale: float = 1.0,
-    odd_dim: OddDim | None = None,
-) -> np.ndarray:
-    """Angular frequencies ``w_i`` in radians per position, float64, shape ``(n,)``.
-
-    ``n = dim // 2`` (``(dim + 1) // 2`` for an odd ``dim`` with ``odd_dim="sin"``) and
-    ``w_i = min_timescale * (base / min_timescale) ** (-e_i)`` with ``e_i = 2i / dim``
-    (``endpoint=False``) or ``e_i = i / (n - 1)`` (``endpoint=True``). With the default
-    ``min_timescale=1`` this is ``base ** (-e_i)``.
-
-    Args:
-      dim: encoding width (even, or odd with ``odd_dim``).
-      base: the timescale the frequencies decay towards (10000 in the paper); tensor2tensor's
-        ``max_timescale``, flax's ``max_scale``, keras-hub's ``max_wavelength``.
-      endpoint: ``False`` for the paper's ``w_i = base**(-2i/dim)``; ``True`` for
-        ``w_i = base**(-i/(n - 1))`` (flax, T5X, MaxText, tensor2tensor, fairseq), whose slowest
-        timescale is exactly ``base``.
-      min_timescale: tensor2tensor's ``min_timescale``, flax's ``min_scale`` (default 1). Like
-        those two (``inv_timescales = min_timescale * exp(-i * log(max/min) / (n - 1))``), it
-        *multiplies* the frequencies: ``w_0 = min_timescale``.
-      odd_dim: how an odd ``dim`` is filled (see :func:`sinusoidal_table`); ``None`` rejects one.
-
-    Raises:
-      ValueError: ``dim < 2``, an odd ``dim`` without ``odd_dim``, ``min_timescale <= 0`` or
-        ``base <= min_timescale``.
-
-    >>> w = sinusoidal_frequencies(4)
-    >>> [round(float(x), 6) for x in w]
-    [1.0, 0.01]
-    >>> [round(float(x), 3) for x in 2 * np.pi / w]   # wavelengths, in positions
-    [6.283, 628.319]
-    >>> sinusoidal_frequencies(5, odd_dim="sin").shape   # DistilBERT/Marian/keras-hub: 3 sin, 2 cos
-    (3,)
-    """
-    _check_options(dim, base, "interleaved", odd_dim, min_timescale)
-    n = _num_frequencies(dim, odd_dim)
-    i = np.arange(n, dtype=np.float64)
-    exponent = i / max(n - 1, 1) if endpoint else 2.0 * i / dim
-    if min_timescale == 1.0:
-        return np.exp(-exponent * np.log(np.float64(base)))
-    return np.float64(min_timescale) * np.exp(-exponent * np.log(np.float64(base) / np.float64(min_timescale)))
-
-
-def _arrange(sin, cos, layout: str, xp, dim: int | None = None):
-    """Place sin/cos columns, each ``(..., n)``, as ``(..., dim)`` in the given layout.
-
-    ``dim = 2n`` (default): all pairs. ``dim = 2n - 1`` (``odd_dim="sin"``): the last cos is
-    dropped, so the extra column is a sin (last in ``interleaved``, at ``n - 1`` in
-    ``concatenated``). ``dim = 2n + 1`` (``odd_dim="zero"``): a zero column is appended.
-    """
-    n = sin.shape[-1]
-    dim = 2 * n if dim is None else dim
-    if layout == "concatenated":
-        out = xp.concatenate([sin, cos[..., : dim - n]], axis=-1)
-    else:
-        out = xp.stack([sin, cos], axis=-1).reshape(*sin.shape[:-1], 2 * n)[..., :dim]
-    if dim > 2 * n:
-        out = xp.concatenate([out, xp.zeros_like(out[..., :1])], axis=-1)
-    return out
-
-
-def _round_once(x: np.ndarray, dtype) -> np.ndarray:
-    """Round float64 ``x`` to ``dtype`` with a single correct rounding (ties to even).
-
-    numpy rounds float64 straight to float32/float16. bfloat16 has no direct float64 path in
-    ml_dtypes (it goes through float32: two roundings), so round to float32 *to odd* first,
-    which keeps enough information for the second rounding to be the correct one.
-    """
-    dtype = np.dtype(dtype)
-    if dtype != np.dtype(ml_dtypes.bfloat16):
-        return x.astype(dtype)
-    f32 = x.astype(np.float32)
-    toward_zero = np.where(np.abs(f32) > np.abs(x), np.nextafter(f32, np.float32(0)), f32)
-    inexact = (toward_zero != x).astype(np.uint32)
-    odd = (toward_zero.view(np.uint32) | inexact).view(np.float32)
-    return odd.astype(dtype)
-
-
-def _host_encoding(
-    positions: np.ndarray,
-    dim: int,
-    base: float,
-    layout: str,
-    endpoint: bool,
-    min_timescale: float = 1.0,
-    odd_dim: str | None = None,
-):
-    """Float64 encoding of integer ``positions`` (any shape), computed with numpy."""
-    angles = np.asarray(positions, dtype=np.float64)[..., None] * sinusoidal_frequencies(
-        dim, base=base, endpoint=endpoint, min_timescale=min_timescale, odd_dim=odd_dim
-    )
-    return _arrange(np.sin(angles), np.cos(angles), layout, np, dim)
 
 
 def sinusoidal_table(
@@ -219,12 +106,18 @@ def sinusoidal_table(
            [ 0.8415,  0.5403,  0.01  ,  1.    ],
            [ 0.9093, -0.4161,  0.02  ,  0.9998]], dtype=float32)
     """
-    _check_options(dim, base, layout, odd_dim, min_timescale)
-    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 0:
-        raise ValueError(f"length: expected a non-negative integer, got {length!r}")
-    positions = np.arange(start, start + length, dtype=np.int64)
-    table = _host_encoding(positions, dim, base, layout, endpoint, min_timescale, odd_dim)
-    return jnp.asarray(_round_once(table, jnp.dtype(dtype)))
+    table = sinusoidal_table_np(
+        length,
+        dim,
+        base=base,
+        layout=layout,
+        endpoint=endpoint,
+        start=start,
+        min_timescale=min_timescale,
+        odd_dim=odd_dim,
+        dtype=jnp.dtype(dtype),
+    )
+    return jnp.asarray(table)
 
 
 @functools.lru_cache(maxsize=64)
@@ -338,7 +231,7 @@ def sinusoidal_encoding(
     ...
     flax_posenc.errors.PositionLimitError: sinusoidal encoding holds 8 positions (0..7); asked for position 8, 1 past the end
     """
-    _check_options(dim, base, layout, odd_dim, min_timescale)
+    check_sinusoid_options(dim, base, layout, odd_dim, min_timescale)
     if num_positions is None:
         limit = overflow.Limit(2**31, name=f"{name} (int32 positions)", signed=True)
     else:
@@ -348,4 +241,4 @@ def sinusoidal_encoding(
         dim, base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim
     )
     cos, sin = _exact_cos_sin(positions, w)
-    return overflow.fill_invalid(_arrange(sin, cos, layout, jnp, dim).astype(dtype), invalid)
+    return overflow.fill_invalid(arrange_sin_cos(sin, cos, layout, dim, xp=jnp).astype(dtype), invalid)

@@ -118,13 +118,13 @@ def _indent(text: object, by: str = "    ") -> str:
 
 def run(out: Path, *, cache: Path | None = None, progress: bool = False) -> TourResult:
     """Print the tour on stdout and write its figures under ``out`` (a writable directory)."""
-    from flax_posenc.cli import PROG, _Progress, make_figures
+    from flax_posenc.cli import PROG, Progress, make_figures
     from flax_posenc.conversion import inspect_source
 
     bert_dir = minilm_dir()
     if not (((cache or cache_root()) / "gpt2-shaped" / "model.safetensors").is_file()):
         _say("Building the GPT-2-shaped checkpoint once (GPT2Config(n_layer=1), random init; cached) ...")
-    bar = _Progress(1, progress)
+    bar = Progress(1, progress)
     gpt2_dir, _ = bar.run("building GPT-2-shaped checkpoint", lambda: gpt2_shaped_dir(cache))
     bar.close()
 
@@ -145,7 +145,7 @@ def run(out: Path, *, cache: Path | None = None, progress: bool = False) -> Tour
     limits: list[tuple[str, int]] = []
     written: list[Path] = []
     for n, (prefix, source, title) in enumerate(subjects, 1):
-        bar = _Progress(2, progress)
+        bar = Progress(2, progress)
         record = bar.run(f"loading {prefix}", lambda: inspect_source(source))
         report = bar.run(f"analysing {prefix}", lambda: str(record))
         bar.close()

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from flax_posenc import plots
+from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.conversion import load_position_table
-from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
+from flax_posenc.rope_config import RopeConfig
 
 
 def png_size(path) -> tuple[int, int]:

@@ -32,7 +32,7 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
 import flax_posenc as fp
 from flax_posenc.cli import main
-from flax_posenc.conversion.rope_config import RELATIVE_FAMILIES, read_relative_config, relative_source
+from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, read_relative_config, relative_source
 from flax_posenc.errors import CheckpointError
 
 SMALL = dict(hidden_size=128, num_attention_heads=4)
@@ -286,7 +286,7 @@ def test_rope_config_reader_stays_numpy_only(tmp_path):
     d = write(tmp_path, {"model_type": "mistral", **SMALL})
     code = textwrap.dedent(f"""
         import sys
-        from flax_posenc.conversion.rope_config import read_relative_config
+        from flax_posenc.conversion.relative_config import read_relative_config
         rc = read_relative_config({str(d)!r})
         assert rc.limit == 131072, rc.limit
         print("HEAVY", sorted(m for m in ("jax", "torch", "transformers", "flax") if m in sys.modules))

@@ -16,7 +16,7 @@ from flax_posenc.conversion import (
     which_family,
 )
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, RelativeBiasSource
-from flax_posenc.conversion.rope_config import RELATIVE_FAMILIES, RelativeConfig
+from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, RelativeConfig
 from flax_posenc.conversion.source_record import verdict
 
 

@@ -120,9 +120,9 @@ MUTANTS = [
         CORE,
     ),
     (
-        "flax_posenc/rope_alibi_params.py",
-        "        length = reference if seq_len is None else max(int(seq_len), reference)",
-        "        length = reference if seq_len is None else int(seq_len)",
+        "flax_posenc/rope_config.py",
+        "    length = reference if seq_len is None else max(int(seq_len), reference)",
+        "    length = reference if seq_len is None else int(seq_len)",
         CORE,
     ),
     (

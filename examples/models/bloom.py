@@ -33,7 +33,7 @@ import common  # noqa: E402
 from common import LayerNorm, Linear, Weights  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402
-from flax_posenc.conversion.rope_config import relative_config_from_dict  # noqa: E402
+from flax_posenc.conversion.relative_config import relative_config_from_dict  # noqa: E402
 
 
 class Attention(nnx.Module):

@@ -2,7 +2,7 @@
 
 Positions enter only through :func:`flax_posenc.apply_rope_qk` on queries and keys, with the
 :class:`~flax_posenc.RopeConfig` read from ``config.json`` by
-:func:`flax_posenc.conversion.rope_config.read_relative_config` (``rope_theta``, and
+:func:`flax_posenc.conversion.relative_config.read_relative_config` (``rope_theta``, and
 ``rope_scaling``/``rope_parameters`` such as Llama 3.1's ``llama3`` type). Its ``limit``
 (``max_position_embeddings``, or the scaled limit if larger) is the context limit: a position past
 it raises :class:`~flax_posenc.PositionLimitError`. The token embedding is a
@@ -34,7 +34,7 @@ import common  # noqa: E402
 from common import LayerNorm, Linear, Weights  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402
-from flax_posenc.conversion.rope_config import relative_config_from_dict  # noqa: E402
+from flax_posenc.conversion.relative_config import relative_config_from_dict  # noqa: E402
 
 
 class Attention(nnx.Module):

@@ -27,7 +27,7 @@ import numpy as np
 
 from flax_posenc.conversion.atomic import cleanup_on_signal, publish_dir
 from flax_posenc.conversion.families import detect_family, resolve_relative
-from flax_posenc.conversion.load import _load_table, load_position_table
+from flax_posenc.conversion.load import load_position_table, read_detected_table
 from flax_posenc.conversion.readers import (
     HEADER_ITEMSIZE,
     SAFETENSORS_DTYPES,
@@ -209,7 +209,7 @@ def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -
     det = detect_family(ckpt.reader.keys(), ckpt.config, where=str(ckpt.config_path))
     fam, prefix = det
     key = prefix + fam.position_key
-    old = _load_table(ckpt, det, key)  # the checkpoint opened and detected once, by export_position_table
+    old = read_detected_table(ckpt, det, key)  # the checkpoint opened and detected once, by export_position_table
     arr = np.asarray(weights)
     if arr.dtype.kind != "f" or arr.ndim != 2:
         raise fail("weights", f"a 2-D float array (rows, {old.dim})", f"{arr.dtype} array of shape {arr.shape}")

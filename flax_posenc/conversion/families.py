@@ -250,7 +250,7 @@ def model_type_spellings(model_type: object) -> tuple[str, ...]:
     """The spellings a ``model_type`` is looked up under: as given, ``-`` -> ``_``, ``_`` -> ``-``.
 
     The one normalisation every family registry uses (learned tables here, RoPE/ALiBi in
-    :mod:`~flax_posenc.conversion.rope_config`, relative bias in
+    :mod:`~flax_posenc.conversion.relative_config`, relative bias in
     :mod:`~flax_posenc.conversion.relative_bias`); ``None`` and non-strings match nothing.
 
     >>> model_type_spellings("xlm-roberta")

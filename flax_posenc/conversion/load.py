@@ -25,6 +25,7 @@ from flax_posenc.conversion.readers import fail, nearest_keys, read_float
 from flax_posenc.conversion.sources import CONFIG_NAME, Checkpoint, open_checkpoint, parse_sinusoidal, source_text
 from flax_posenc.conversion.table import InputBlockWeights, PositionTable
 from flax_posenc.errors import CheckpointError
+from flax_posenc.sinusoid_math import sinusoidal_table_np
 
 
 def _is_int(value: Any) -> bool:
@@ -75,10 +76,8 @@ def check_config_length(
 
 
 def _sinusoidal(source: str, length: int, dim: int) -> PositionTable:
-    from flax_posenc.sinusoidal import sinusoidal_table  # lazy: pulls in jax
-
     try:
-        weights = np.asarray(sinusoidal_table(length, dim, dtype=np.float32))
+        weights = sinusoidal_table_np(length, dim, dtype=np.float32)
     except ValueError as e:
         raise fail(source, "sinusoidal:LENGTH:DIM with an even DIM", str(e)) from None
     return PositionTable(weights=weights, family="sinusoidal", key="sinusoidal", offset=0, source=source)
@@ -95,7 +94,17 @@ def _open(source: str | os.PathLike, family: str | None) -> tuple[Checkpoint, De
     return ckpt, det
 
 
-def _load_table(ckpt: Checkpoint, det: Detected, key: str | None) -> PositionTable:
+def read_detected_table(ckpt: Checkpoint, det: Detected, key: str | None) -> PositionTable:
+    """The position table of an opened checkpoint whose family is already detected.
+
+    What :func:`load_position_table` does after opening and detecting, and what export reuses
+    so that a checkpoint is opened and detected once. ``key`` defaults to the family's
+    position key under the detected prefix.
+
+    Raises:
+      CheckpointError: no such key, a table with no usable rows, or a config length that
+        disagrees with the table (one line naming the file).
+    """
     fam, prefix = det
     keys = ckpt.reader.keys()
     if key is None:
@@ -156,7 +165,7 @@ def load_position_table(
             raise fail(text, "no family=/key= for a sinusoidal source", f"family={family!r}, key={key!r}")
         return _sinusoidal(text, *sin)
     ckpt, det = _open(source, family)
-    return _load_table(ckpt, det, key)
+    return read_detected_table(ckpt, det, key)
 
 
 def _layer_norm(ckpt: Checkpoint, fam: Family, prefix: str, dim: int) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -230,7 +239,7 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
             f"a {fam.name} input block without a projection" + (f" ({agree})" if agree else ""),
             f"{', '.join(refused)}" + (f" ({unsupported} is not supported)" if unsupported else ""),
         )
-    table = _load_table(ckpt, det, None)
+    table = read_detected_table(ckpt, det, None)
     dim = table.dim
     word_key = next((resolve_relative(prefix, w) for w in fam.word_keys if resolve_relative(prefix, w) in keys), None)
     if word_key is None:

@@ -39,7 +39,7 @@ import numpy as np
 
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail, nearest_keys, read_float
-from flax_posenc.conversion.rope_config import config_path_of
+from flax_posenc.conversion.relative_config import config_path_of
 from flax_posenc.conversion.sources import open_checkpoint, read_config
 from flax_posenc.relative_bias_config import DEFAULT_MAX_DISTANCE, DEFAULT_NUM_BUCKETS, BucketConfig
 

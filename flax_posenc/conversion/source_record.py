@@ -11,7 +11,7 @@ relative bias, ``sinusoidal:L:D``) and returns a record implementing :class:`Sou
 
 The three implementations: :class:`LearnedTableSource` (wraps a
 :class:`~flax_posenc.conversion.table.PositionTable`),
-:class:`~flax_posenc.conversion.rope_config.RelativeConfig` (RoPE/ALiBi) and
+:class:`~flax_posenc.conversion.relative_config.RelativeConfig` (RoPE/ALiBi) and
 :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource` (T5/MPNet buckets).
 :func:`which_family` answers "which family is this ``model_type``" for every kind, with one
 ``-``/``_`` normalisation. numpy only (``sinusoidal:`` sources compute their table with jax).
@@ -142,7 +142,7 @@ def which_family(model_type: str) -> FamilyMatch | None:
     normalisation (:func:`~flax_posenc.conversion.families.model_type_spellings`).
     """
     from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
-    from flax_posenc.conversion.rope_config import RELATIVE_FAMILIES
+    from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES
 
     for kind, rows in (
         ("relative_bias", RELATIVE_BIAS_FAMILIES),
@@ -160,7 +160,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
 
     A checkpoint whose ``config.json`` names a T5-like/MPNet family gives a
     :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource`, a RoPE/ALiBi family a
-    :class:`~flax_posenc.conversion.rope_config.RelativeConfig`; anything else (learned-table
+    :class:`~flax_posenc.conversion.relative_config.RelativeConfig`; anything else (learned-table
     checkpoints, weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` written by
     ``flax-posenc convert``) a :class:`LearnedTableSource`.
     ``family`` forces a learned-table family (for a ``model_type`` the registry does not know).
@@ -170,7 +170,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     """
     from flax_posenc.conversion.load import load_position_table
     from flax_posenc.conversion.relative_bias import relative_bias_source
-    from flax_posenc.conversion.rope_config import relative_source
+    from flax_posenc.conversion.relative_config import relative_source
 
     if str(source).endswith(".msgpack"):  # written by `flax-posenc convert`
         from flax_posenc.pretrained import converted_position_table

@@ -23,7 +23,10 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
 RoPE parameters are read as transformers 5.x writes them (``rope_parameters``: ``rope_type``,
 ``rope_theta``, ``factor``, ...) and as 4.x configs on the Hub hold them (top-level
 ``rope_theta``/``partial_rotary_factor`` plus a ``rope_scaling`` dict with ``type`` or
-``rope_type``). A SOURCE is a checkpoint directory (its ``config.json``) or a ``config.json``
+``rope_type``). Which keys a scaling type needs, how each key is typed and which types take a
+top-level ``original_max_position_embeddings`` all come from the scaling registry,
+:data:`flax_posenc.rope_config.ROPE_SCALINGS` and :data:`~flax_posenc.rope_config.ROPE_PARAMETERS`:
+this reader holds no list of its own. A SOURCE is a checkpoint directory (its ``config.json``) or a ``config.json``
 path.
 
 >>> import json, tempfile, pathlib
@@ -46,11 +49,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
 from flax_posenc.errors import CheckpointError
-from flax_posenc.rope_alibi_params import AlibiConfig, RopeConfig
+from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, scaling_of
 
 Scheme = Literal["rope", "alibi"]
 
@@ -199,14 +203,13 @@ class RelativeConfig:
         name = f"{self.family} {self.scheme_name} of {self.source}"
         if self.rope is not None:
             r = self.rope
-            if r.rope_type == "dynamic":
-                return f"{name} has no limit (dynamic NTK rescales past max_position_embeddings {r.max_position_embeddings})"
+            if r.no_limit_reason is not None:
+                return f"{name} has no limit ({r.no_limit_reason})"
             if r.limit is None:
                 return f"{name} has no configured limit"
             parts = [f"max_position_embeddings {r.max_position_embeddings}"] if r.max_position_embeddings else []
             if r.scaled_limit is not None:
-                trained = r.max_position_embeddings if r.rope_type == "linear" else r.original_max_position_embeddings
-                parts.append(f"scaled limit {r.scaled_limit} = {r.effective_factor:g} x {trained}")
+                parts.append(f"scaled limit {r.scaled_limit} = {r.effective_factor:g} x {r.trained_length}")
             return f"{name} holds {r.limit} positions (0..{r.limit - 1}; {', '.join(parts)})"
         if self.alibi.max_positions is None:
             return f"{name} has no configured limit (ALiBi extrapolates)"
@@ -248,22 +251,7 @@ class RelativeConfig:
                 f"head_dim:    {r.head_dim} (rotary_dim {r.rotary_dim}, layout {r.layout})",
                 f"rope_theta:  {r.rope_theta:g}",
             ]
-            extras = {
-                k: v
-                for k, v in r.to_dict().items()
-                if k
-                in (
-                    "factor",
-                    "original_max_position_embeddings",
-                    "attention_factor",
-                    "beta_fast",
-                    "beta_slow",
-                    "low_freq_factor",
-                    "high_freq_factor",
-                    "mscale",
-                    "mscale_all_dim",
-                )
-            }
+            extras = {k: v for k, v in r.to_dict().items() if k in _SCALING_NUMBERS}
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))
         else:
@@ -304,39 +292,40 @@ def _number_field(where: object, name: str, value: Any, *, bound: float) -> floa
     return float(value)
 
 
-#: RoPE parameters that are numbers, with the magnitude each may reach (past it, products overflow).
-_ROPE_NUMBERS: dict[str, float] = {
-    "rope_theta": 1e12,
-    "partial_rotary_factor": 1e6,
-    "factor": 1e6,
-    "attention_factor": 1e6,
-    "beta_fast": 1e6,
-    "beta_slow": 1e6,
-    "low_freq_factor": 1e6,
-    "high_freq_factor": 1e6,
-    "mscale": 1e6,
-    "mscale_all_dim": 1e6,
-}
+#: The magnitude a number read from a config may reach (past it, products overflow): 1e6, or this.
+_MAGNITUDE: dict[str, float] = {"rope_theta": 1e12}
 
 
 def _check_rope_params(where: object, params: dict[str, Any]) -> None:
-    """Type-check the RoPE parameters read from a config (one line naming the field)."""
-    for name, bound in _ROPE_NUMBERS.items():
-        if params.get(name) is not None:
-            _number_field(where, name, params[name], bound=bound)
-    if params.get("original_max_position_embeddings") is not None:
-        _int_field(where, "original_max_position_embeddings", params["original_max_position_embeddings"])
+    """Type-check the RoPE parameters read from a config by their kind in
+    :data:`~flax_posenc.rope_config.ROPE_PARAMETERS` (one line naming the field)."""
     for name in ("rope_type", "type"):
         if params.get(name) is not None and not isinstance(params[name], str):
             raise fail(where, f"{name} as a string", repr(params[name])[:80])
-    for name in ("short_factor", "long_factor"):
+    for name, kind in ROPE_PARAMETERS.items():
         value = params.get(name)
-        if value is not None and (
+        if value is None:
+            continue
+        if kind == "number":
+            _number_field(where, name, value, bound=_MAGNITUDE.get(name, 1e6))
+        elif kind == "count":
+            _int_field(where, name, value)
+        elif kind == "flag" and not isinstance(value, bool):
+            raise fail(where, f"{name} as true or false", repr(value)[:80])
+        elif kind == "factors" and (
             not isinstance(value, list)
             or len(value) > 1 << 16
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6 for v in value)
         ):
             raise fail(where, f"{name} as a list of positive finite numbers", repr(value)[:80])
+
+
+#: The scaling parameters ``str(RelativeConfig)`` lists: the numbers beyond the base and the fraction.
+_SCALING_NUMBERS = tuple(
+    k
+    for k, kind in ROPE_PARAMETERS.items()
+    if kind in ("number", "count") and k not in ("rope_theta", "partial_rotary_factor")
+)
 
 
 def family_for(config: Mapping[str, Any]) -> RelativeFamily | None:
@@ -443,9 +432,18 @@ def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, li
     kind = dict(family.rope_type_aliases).get(kind, kind)
     params["rope_type"] = kind
     params.pop("type", None)
-    if kind in ("yarn", "llama3", "longrope") and config.get("original_max_position_embeddings") is not None:
-        params["original_max_position_embeddings"] = config["original_max_position_embeddings"]  # Phi-3 style
     _check_rope_params(where, params)
+    scaling = scaling_of(kind)  # an unknown type: ValueError, one line listing the known ones
+    trained = scaling.trained_length_field
+    if trained is not None and trained != "max_position_embeddings" and config.get(trained) is not None:
+        params[trained] = _int_field(where, trained, config[trained])  # top-level wins (Phi-3), as transformers
+    missing = scaling.missing({**params, "max_position_embeddings": limit}, max_position_embeddings=limit)
+    if missing:
+        raise fail(
+            where,
+            f"{', '.join(missing)} in rope_parameters (rope_type {kind!r} needs {', '.join(scaling.required)})",
+            "none" if len(missing) == 1 else "none of them",
+        )
     return RopeConfig.from_rope_parameters(
         params, head_dim=int(head_dim), max_position_embeddings=limit, layout=family.layout
     )

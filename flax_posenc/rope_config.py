@@ -1,0 +1,594 @@
+"""RoPE as data: the validated config record, its scaling types (one row each) and their float64 host math.
+
+numpy only: shared by :mod:`flax_posenc.rope` (rotations on device) and the checkpoint reader
+:mod:`flax_posenc.conversion.relative_config`; reading a ``config.json`` stays fast and
+framework-free.
+
+- :class:`RopeConfig`: head dim, ``rope_theta``, ``partial_rotary_factor``, the scaling type and
+  its parameters, named exactly as Hugging Face's ``rope_parameters`` (transformers 5.x; the
+  ``rope_scaling`` dict of 4.x).
+- :data:`ROPE_SCALINGS`: the scaling types, one :class:`RopeScaling` row each (``default``,
+  ``linear``, ``dynamic``, ``yarn``, ``llama3``, ``longrope``): the keys a type needs, its
+  inverse-frequency function (the formulas of ``transformers/modeling_rope_utils.py``, in
+  float64), which length its factor scales and whether its frequencies depend on the current
+  length. Every other module (the device path, the reader, the reports) asks the row; adding a
+  scaling type is adding a row here (see CONTRIBUTING.md).
+- :func:`rope_inverse_frequencies`: the inverse frequencies (radians per position) and the
+  attention scaling factor of a config.
+
+Limits. ``max_position_embeddings`` is the length a config declares; a scaling type that
+extends the context also defines a *scaled limit*, ``factor`` times its row's
+:attr:`RopeScaling.trained_length`: ``factor * max_position_embeddings`` for ``linear``, and
+``factor * original_max_position_embeddings`` for ``yarn``, ``llama3`` and ``longrope``.
+:attr:`RopeConfig.limit` is the larger of the two. ``dynamic`` (NTK) rescales its base for any
+length past ``max_position_embeddings``, so it has no limit (``None``).
+
+>>> cfg = RopeConfig(head_dim=8, rope_theta=10000.0)
+>>> inv, scale = rope_inverse_frequencies(cfg)
+>>> [round(float(x), 4) for x in inv], scale
+([1.0, 0.1, 0.01, 0.001], 1.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Literal
+
+import numpy as np
+
+RopeLayout = Literal["half", "interleaved"]
+ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
+
+#: The Hugging Face ``rope_parameters`` keys a :class:`RopeConfig` holds (each a field of the
+#: same name), with their JSON kind: ``"number"`` (a finite number), ``"count"`` (a positive
+#: integer), ``"flag"`` (a boolean) or ``"factors"`` (a list of positive numbers). The
+#: ``config.json`` reader type-checks what it reads by this table.
+ROPE_PARAMETERS: Mapping[str, str] = MappingProxyType(
+    {
+        "rope_theta": "number",
+        "partial_rotary_factor": "number",
+        "factor": "number",
+        "original_max_position_embeddings": "count",
+        "attention_factor": "number",
+        "beta_fast": "number",
+        "beta_slow": "number",
+        "mscale": "number",
+        "mscale_all_dim": "number",
+        "truncate": "flag",
+        "low_freq_factor": "number",
+        "high_freq_factor": "number",
+        "short_factor": "factors",
+        "long_factor": "factors",
+    }
+)
+
+_ORIGINAL = "original_max_position_embeddings"
+
+
+def _fail(message: str) -> None:
+    raise ValueError(message)
+
+
+def _is_int(x: Any) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, np.integer))
+
+
+def _positive_number(name: str, value: Any, what: str = "a finite number > 0") -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.number))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        _fail(f"{name}: expected {what}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeScaling:
+    """One RoPE scaling type as data: a row of :data:`ROPE_SCALINGS`.
+
+    Attributes:
+      name: the ``rope_type`` value, as Hugging Face spells it.
+      inverse_frequencies: ``f(config, seq_len) -> (inv_freq, attention_factor)``: float64
+        ``(rotary_dim // 2,)`` radians per position and the factor multiplying ``cos``/``sin``;
+        ``seq_len`` is ``None`` or the current sequence length (see
+        :func:`rope_inverse_frequencies`).
+      required: ``rope_parameters`` keys the type needs, beyond ``rope_theta`` and
+        ``partial_rotary_factor`` (checked by :class:`RopeConfig` and by the ``config.json`` reader).
+      trained_length_field: the :class:`RopeConfig` field holding the length ``factor`` scales:
+        the scaled limit is ``factor`` times it (``None``: no scaled limit). When it is
+        ``"original_max_position_embeddings"``, that field defaults to
+        ``max_position_embeddings`` and a top-level one in ``config.json`` (Phi-3) wins, as in
+        transformers' ``standardize_rope_params``.
+      uses_factor: whether ``factor`` means anything to the type (then it must be ``> 0``).
+      factor_from_lengths: without a ``factor``, use ``max_position_embeddings /
+        original_max_position_embeddings`` (YaRN, LongRoPE, as transformers derives it).
+      needs_length: whether the frequencies depend on the current sequence length (traced
+        positions then need ``seq_len``).
+      no_limit: ``None`` (the limit is the larger of the declared and the scaled one), or why the
+        type has no position limit at all: a phrase formatted with the config's fields.
+      check: further validation of a config of this type (raises a one-line ``ValueError``).
+
+    >>> ROPE_SCALINGS["linear"].trained_length_field, ROPE_SCALINGS["dynamic"].needs_length
+    ('max_position_embeddings', True)
+    """
+
+    name: str
+    inverse_frequencies: Callable[[RopeConfig, int | None], tuple[np.ndarray, float]]
+    required: tuple[str, ...] = ()
+    trained_length_field: str | None = None
+    uses_factor: bool = True
+    factor_from_lengths: bool = False
+    needs_length: bool = False
+    no_limit: str | None = None
+    check: Callable[[RopeConfig], None] | None = None
+
+    def missing(self, parameters: Mapping[str, Any], *, max_position_embeddings: int | None = None) -> tuple[str, ...]:
+        """The :attr:`required` keys that ``parameters`` lacks (or holds as ``None``).
+
+        ``original_max_position_embeddings`` counts as present when it is the type's trained
+        length and ``max_position_embeddings`` is known (it defaults to it).
+
+        >>> ROPE_SCALINGS["llama3"].missing({"factor": 8.0}, max_position_embeddings=8192)
+        ('low_freq_factor', 'high_freq_factor')
+        """
+        have = {k for k, v in parameters.items() if v is not None}
+        if self.trained_length_field == _ORIGINAL and max_position_embeddings is not None:
+            have.add(_ORIGINAL)
+        return tuple(k for k in self.required if k not in have)
+
+
+def scaling_of(rope_type: str) -> RopeScaling:
+    """The :data:`ROPE_SCALINGS` row of ``rope_type``.
+
+    Raises:
+      ValueError: an unknown scaling type (the known ones are listed).
+
+    >>> scaling_of("yarn").required
+    ('original_max_position_embeddings',)
+    >>> scaling_of("ntk")
+    Traceback (most recent call last):
+    ...
+    ValueError: rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope
+    """
+    row = ROPE_SCALINGS.get(rope_type) if isinstance(rope_type, str) else None
+    if row is None:
+        _fail(f"rope_type: unknown scaling type {rope_type!r}; known types: {', '.join(ROPE_SCALINGS)}")
+    return row
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeConfig:
+    """A rotary position embedding, as Hugging Face configures it; frozen and hashable.
+
+    Attributes:
+      head_dim: width of one attention head (even).
+      rope_theta: the base of the geometric frequencies (10000 for Llama 2, 500000 for
+        Llama 3, 1e6 for Qwen2).
+      partial_rotary_factor: fraction of ``head_dim`` that is rotated (GPT-NeoX: 0.25); the
+        rotated width ``int(head_dim * factor)`` must be even. Rotated dims come first.
+      rope_type: scaling scheme, a key of :data:`ROPE_SCALINGS`.
+      factor: context-extension factor (``linear``, ``dynamic``, ``yarn``, ``llama3``,
+        ``longrope``); ``> 0``.
+      max_position_embeddings: the declared limit (positions ``0 .. limit - 1``); ``dynamic``
+        scales against it.
+      original_max_position_embeddings: the pre-extension training length (``yarn``,
+        ``llama3``, ``longrope``; defaults to ``max_position_embeddings`` as in transformers).
+      attention_factor, beta_fast, beta_slow, mscale, mscale_all_dim, truncate: YaRN's knobs
+        (``attention_factor`` also for ``longrope``).
+      low_freq_factor, high_freq_factor: Llama 3's smoothing band.
+      short_factor, long_factor: LongRoPE's per-frequency factors (``rotary_dim // 2`` each).
+      layout: how rotated pairs sit in a head: ``"half"`` (GPT-NeoX/Llama: ``x[i]`` with
+        ``x[i + d/2]``) or ``"interleaved"`` (GPT-J/RoFormer: ``x[2i]`` with ``x[2i + 1]``).
+
+    Raises:
+      ValueError: one line naming the field, e.g. an odd ``head_dim``, a fraction that rotates
+        an odd number of dims, an unknown ``rope_type`` (the known ones are listed), a factor
+        ``<= 0``, or a parameter the scaling type needs that is missing.
+
+    >>> RopeConfig(head_dim=64, rope_type="linear", factor=4.0, max_position_embeddings=2048).limit
+    8192
+    >>> RopeConfig(head_dim=63)
+    Traceback (most recent call last):
+    ...
+    ValueError: head_dim: expected a positive even integer (rotations act on pairs), got 63
+    """
+
+    head_dim: int
+    rope_theta: float = 10000.0
+    partial_rotary_factor: float = 1.0
+    rope_type: str = "default"
+    factor: float | None = None
+    max_position_embeddings: int | None = None
+    original_max_position_embeddings: int | None = None
+    attention_factor: float | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool = True
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    short_factor: tuple[float, ...] | None = None
+    long_factor: tuple[float, ...] | None = None
+    layout: RopeLayout = "half"
+
+    def __post_init__(self):
+        for name in (k for k, kind in ROPE_PARAMETERS.items() if kind == "factors"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(float(v) for v in value))
+        if not _is_int(self.head_dim) or self.head_dim < 2 or self.head_dim % 2:
+            _fail(f"head_dim: expected a positive even integer (rotations act on pairs), got {self.head_dim!r}")
+        _positive_number("rope_theta", self.rope_theta)
+        p = self.partial_rotary_factor
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0 < p <= 1:
+            _fail(f"partial_rotary_factor: expected a fraction in (0, 1], got {p!r}")
+        rotated = int(self.head_dim * p + 1e-9)
+        if rotated < 2 or rotated % 2:
+            _fail(
+                f"partial_rotary_factor: {p} of head_dim {self.head_dim} rotates int({self.head_dim * p:g}) = "
+                f"{rotated} dims; rotations need a positive even number of dims"
+            )
+        scaling = scaling_of(self.rope_type)
+        if self.layout not in ROPE_LAYOUTS:
+            _fail(f"layout: expected one of {ROPE_LAYOUTS}, got {self.layout!r}")
+        for name in ("max_position_embeddings", _ORIGINAL):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                _fail(f"{name}: expected a positive integer, got {value!r}")
+        if (
+            scaling.trained_length_field == _ORIGINAL
+            and self.original_max_position_embeddings is None
+            and self.max_position_embeddings is not None
+        ):  # transformers' standardize_rope_params does the same
+            object.__setattr__(self, _ORIGINAL, self.max_position_embeddings)
+        for name in scaling.missing({k: getattr(self, k) for k in scaling.required}):
+            _fail(f"{name}: rope_type {self.rope_type!r} needs it (a Hugging Face rope_parameters key), got None")
+        if scaling.uses_factor and self.factor is not None:
+            _positive_number("factor", self.factor, f"a scaling factor > 0 for rope_type {self.rope_type!r}")
+        for name in ("attention_factor", "low_freq_factor", "high_freq_factor"):
+            if getattr(self, name) is not None:
+                _positive_number(name, getattr(self, name))
+        if scaling.check is not None:
+            scaling.check(self)
+
+    @classmethod
+    def coerce(cls, config: RopeConfig | int) -> RopeConfig:
+        """``config`` itself, or plain RoPE (``rope_theta=10000``) of head width ``config``.
+
+        What every RoPE function and module accepts as ``config``.
+
+        Raises:
+          TypeError: neither a :class:`RopeConfig` nor an integer.
+
+        >>> RopeConfig.coerce(64) == RopeConfig(head_dim=64)
+        True
+        >>> RopeConfig.coerce(64.0)
+        Traceback (most recent call last):
+        ...
+        TypeError: config: expected a RopeConfig or a head_dim (int), got float
+        """
+        if isinstance(config, cls):
+            return config
+        if isinstance(config, (int, np.integer)) and not isinstance(config, bool):
+            return cls(head_dim=int(config))
+        raise TypeError(f"config: expected a RopeConfig or a head_dim (int), got {type(config).__name__}")
+
+    @property
+    def scaling(self) -> RopeScaling:
+        """The :data:`ROPE_SCALINGS` row of :attr:`rope_type`.
+
+        >>> RopeConfig(head_dim=8).scaling.name
+        'default'
+        """
+        return scaling_of(self.rope_type)
+
+    @property
+    def rotary_dim(self) -> int:
+        """Rotated dims of a head: ``int(head_dim * partial_rotary_factor)`` (even).
+
+        (A tolerance of 1e-9 keeps ``rotary_dim / head_dim * head_dim`` from truncating one short.)
+
+        >>> RopeConfig(head_dim=64, partial_rotary_factor=0.25).rotary_dim
+        16
+        """
+        return int(self.head_dim * self.partial_rotary_factor + 1e-9)
+
+    @property
+    def effective_factor(self) -> float | None:
+        """``factor``, or for ``yarn``/``longrope`` without one ``max / original`` as transformers derives it.
+
+        >>> RopeConfig(head_dim=8, rope_type="yarn", max_position_embeddings=64,
+        ...            original_max_position_embeddings=16).effective_factor
+        4.0
+        """
+        scaling = self.scaling
+        if not scaling.uses_factor:
+            return None
+        if self.factor is not None or not scaling.factor_from_lengths:
+            return self.factor
+        if self.max_position_embeddings and self.original_max_position_embeddings:
+            return self.max_position_embeddings / self.original_max_position_embeddings
+        return None
+
+    @property
+    def trained_length(self) -> int | None:
+        """The length the factor scales (:attr:`RopeScaling.trained_length_field`); ``None`` if none.
+
+        >>> RopeConfig(head_dim=8, rope_type="linear", factor=2.0, max_position_embeddings=16).trained_length
+        16
+        """
+        field = self.scaling.trained_length_field
+        return None if field is None else getattr(self, field)
+
+    @property
+    def scaled_limit(self) -> int | None:
+        """The context a scaling type extends to: ``factor * trained_length``; ``None`` if none.
+
+        >>> RopeConfig(head_dim=8, rope_type="yarn", factor=4.0, original_max_position_embeddings=16).scaled_limit
+        64
+        """
+        factor, trained = self.effective_factor, self.trained_length
+        return None if factor is None or trained is None else int(round(factor * trained))
+
+    @property
+    def no_limit_reason(self) -> str | None:
+        """Why the scaling type has no position limit at all (``dynamic``), else ``None``.
+
+        >>> RopeConfig(head_dim=8, rope_type="dynamic", factor=2.0, max_position_embeddings=16).no_limit_reason
+        'dynamic NTK rescales past max_position_embeddings 16'
+        """
+        reason = self.scaling.no_limit
+        return None if reason is None else reason.format(**dataclasses.asdict(self))
+
+    @property
+    def limit(self) -> int | None:
+        """Usable positions ``0 .. limit - 1``: the larger of the declared and the scaled limit.
+
+        ``None`` when nothing is declared, and for ``dynamic`` (it rescales for any length).
+
+        >>> RopeConfig(head_dim=8, max_position_embeddings=4096).limit, RopeConfig(head_dim=8).limit
+        (4096, None)
+        """
+        if self.scaling.no_limit is not None:
+            return None
+        known = [x for x in (self.max_position_embeddings, self.scaled_limit) if x is not None]
+        return max(known) if known else None
+
+    @property
+    def needs_length(self) -> bool:
+        """Whether the frequencies depend on the current sequence length (``dynamic``, ``longrope``).
+
+        >>> RopeConfig(head_dim=8).needs_length
+        False
+        """
+        return self.scaling.needs_length
+
+    @classmethod
+    def from_rope_parameters(
+        cls,
+        parameters: Mapping[str, Any],
+        *,
+        head_dim: int,
+        max_position_embeddings: int | None = None,
+        layout: RopeLayout = "half",
+    ) -> RopeConfig:
+        """From a Hugging Face ``rope_parameters`` (5.x) or ``rope_scaling`` (4.x) dict.
+
+        ``rope_type`` (or the legacy ``type``) defaults to ``"default"``; keys outside
+        :data:`ROPE_PARAMETERS` (``mrope_section``, ...) are ignored.
+
+        >>> RopeConfig.from_rope_parameters({"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
+        ...                                 head_dim=64).factor
+        2.0
+        """
+        kwargs = {k: parameters[k] for k in ROPE_PARAMETERS if parameters.get(k) is not None}
+        kwargs["rope_type"] = parameters.get("rope_type", parameters.get("type")) or "default"
+        for name, kind in ROPE_PARAMETERS.items():
+            if kind == "flag" and name in kwargs:
+                kwargs[name] = bool(kwargs[name])
+        return cls(head_dim=head_dim, max_position_embeddings=max_position_embeddings, layout=layout, **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable fields (``None`` fields dropped) plus ``rotary_dim`` and the limits.
+
+        >>> RopeConfig(head_dim=8, max_position_embeddings=16).to_dict()["limit"]
+        16
+        """
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        for name in ("short_factor", "long_factor"):
+            if name in out:
+                out[name] = list(out[name])
+        out.update(rotary_dim=self.rotary_dim, scaled_limit=self.scaled_limit, limit=self.limit)
+        return out
+
+
+def rope_inverse_frequencies(config: RopeConfig, *, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """Inverse frequencies (radians per position) and the attention scaling factor, float64.
+
+    The formulas of transformers' ``ROPE_INIT_FUNCTIONS`` (and the models' default), computed in
+    float64 (transformers computes them in float32); each scaling type's function is its
+    :data:`ROPE_SCALINGS` row's ``inverse_frequencies``.
+
+    Args:
+      config: the :class:`RopeConfig`.
+      seq_len: current sequence length (``max(position) + 1``); only ``dynamic`` (base grows
+        once ``seq_len > max_position_embeddings``) and ``longrope`` (long factors once
+        ``seq_len > original_max_position_embeddings``) read it. ``None``: the initial
+        (short-context) frequencies, as transformers computes them at construction.
+
+    Returns:
+      ``(inv_freq, attention_factor)``: ``inv_freq`` of shape ``(rotary_dim // 2,)`` and a
+      float that multiplies ``cos`` and ``sin`` (1 except for ``yarn`` and ``longrope``).
+
+    >>> inv, s = rope_inverse_frequencies(RopeConfig(head_dim=4, rope_type="yarn", factor=4.0,
+    ...                                              original_max_position_embeddings=64))
+    >>> inv.shape, round(s, 4)
+    ((2,), 1.1386)
+    """
+    inv_freq, attention = config.scaling.inverse_frequencies(config, seq_len)
+    return np.asarray(inv_freq, dtype=np.float64), float(attention)
+
+
+# --------------------------------------------------------------------------- the scaling types
+
+
+def _geometric(dim: int, base: float) -> np.ndarray:
+    """``base ** (-2i / dim)`` for ``i < dim / 2``, float64: the unscaled frequencies."""
+    return 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+
+
+def _default(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
+    return _geometric(config.rotary_dim, float(config.rope_theta)), 1.0
+
+
+def _linear(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
+    return _geometric(config.rotary_dim, float(config.rope_theta)) / config.effective_factor, 1.0
+
+
+def _dynamic(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
+    dim, factor = config.rotary_dim, config.effective_factor
+    reference = config.max_position_embeddings
+    length = reference if seq_len is None else max(int(seq_len), reference)
+    base = float(config.rope_theta) * ((factor * length / reference) - (factor - 1)) ** (dim / (dim - 2))
+    return _geometric(dim, base), 1.0
+
+
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _yarn(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
+    dim, base, factor = config.rotary_dim, float(config.rope_theta), config.effective_factor
+    inv_freq = _geometric(dim, base)
+    original = config.original_max_position_embeddings
+    if config.attention_factor is not None:
+        attention = float(config.attention_factor)
+    elif config.mscale and config.mscale_all_dim:
+        attention = _yarn_mscale(factor, config.mscale) / _yarn_mscale(factor, config.mscale_all_dim)
+    else:
+        attention = _yarn_mscale(factor)
+    beta_fast = config.beta_fast or 32
+    beta_slow = config.beta_slow or 1
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if config.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # transformers: prevent the singularity
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp
+    return (inv_freq / factor) * (1 - extrapolation) + inv_freq * extrapolation, attention
+
+
+def _check_yarn(config: RopeConfig) -> None:
+    if config.factor is None and config.max_position_embeddings is None:
+        _fail("factor: rope_type 'yarn' needs it (or max_position_embeddings to derive it), got None")
+
+
+def _llama3(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
+    inv_freq = _geometric(config.rotary_dim, float(config.rope_theta))
+    factor, original = config.effective_factor, config.original_max_position_embeddings
+    low_f, high_f = config.low_freq_factor, config.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = np.where(wavelen > original / low_f, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low_f) / (high_f - low_f)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < original / high_f) & ~(wavelen > original / low_f)
+    return np.where(medium, smoothed, scaled), 1.0
+
+
+def _check_llama3(config: RopeConfig) -> None:
+    if config.low_freq_factor == config.high_freq_factor:
+        _fail(f"high_freq_factor: must differ from low_freq_factor for 'llama3', both are {config.low_freq_factor!r}")
+
+
+def _longrope(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
+    factor, original = config.effective_factor, config.original_max_position_embeddings
+    long = seq_len is not None and int(seq_len) > original
+    ext = np.asarray(config.long_factor if long else config.short_factor, dtype=np.float64)
+    inv_freq = _geometric(config.rotary_dim, float(config.rope_theta)) / ext
+    if config.attention_factor is not None:
+        attention = float(config.attention_factor)
+    elif factor is None or factor <= 1.0:
+        attention = 1.0
+    else:
+        attention = math.sqrt(1 + math.log(factor) / math.log(original))
+    return inv_freq, attention
+
+
+def _check_longrope(config: RopeConfig) -> None:
+    for name in ("short_factor", "long_factor"):
+        value = getattr(config, name)
+        if len(value) != config.rotary_dim // 2:
+            _fail(f"{name}: expected {config.rotary_dim // 2} factors (rotary_dim / 2), got {len(value)}")
+        if not all(math.isfinite(v) and v > 0 for v in value):
+            _fail(f"{name}: expected factors > 0, got {value!r}")
+
+
+def _check_dynamic(config: RopeConfig) -> None:
+    if config.rotary_dim <= 2:
+        _fail(f"head_dim: dynamic NTK scaling needs more than 2 rotated dims, got {config.rotary_dim}")
+
+
+#: The RoPE scaling types, one :class:`RopeScaling` row each, keyed by ``rope_type``: what
+#: :class:`RopeConfig`, :func:`rope_inverse_frequencies`, the device path and the ``config.json``
+#: reader know about each type. Facts checked against ``transformers/modeling_rope_utils.py``.
+ROPE_SCALINGS: Mapping[str, RopeScaling] = MappingProxyType(
+    {
+        row.name: row
+        for row in (
+            RopeScaling("default", _default, uses_factor=False),
+            RopeScaling("linear", _linear, ("factor",), trained_length_field="max_position_embeddings"),
+            RopeScaling(
+                "dynamic",
+                _dynamic,
+                ("factor", "max_position_embeddings"),
+                needs_length=True,
+                no_limit="dynamic NTK rescales past max_position_embeddings {max_position_embeddings}",
+                check=_check_dynamic,
+            ),
+            RopeScaling(
+                "yarn", _yarn, (_ORIGINAL,), trained_length_field=_ORIGINAL, factor_from_lengths=True, check=_check_yarn
+            ),
+            RopeScaling(
+                "llama3",
+                _llama3,
+                ("factor", "low_freq_factor", "high_freq_factor", _ORIGINAL),
+                trained_length_field=_ORIGINAL,
+                check=_check_llama3,
+            ),
+            RopeScaling(
+                "longrope",
+                _longrope,
+                ("short_factor", "long_factor", _ORIGINAL),
+                trained_length_field=_ORIGINAL,
+                factor_from_lengths=True,
+                needs_length=True,
+                check=_check_longrope,
+            ),
+        )
+    }
+)
+#: The built-in scaling types' names (the keys of :data:`ROPE_SCALINGS`).
+ROPE_TYPES: tuple[str, ...] = tuple(ROPE_SCALINGS)
+
+
+__all__ = [
+    "ROPE_LAYOUTS",
+    "ROPE_PARAMETERS",
+    "ROPE_SCALINGS",
+    "ROPE_TYPES",
+    "RopeConfig",
+    "RopeScaling",
+    "rope_inverse_frequencies",
+    "scaling_of",
+]
