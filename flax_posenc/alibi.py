@@ -172,7 +172,14 @@ def bias_for(
     dtype=jnp.float32,
     on_overflow: overflow.OverflowPolicy = "error",
 ) -> jax.Array:
-    """The ``ALiBiBias`` modules' core: :func:`alibi_bias` for lengths, else for positions."""
+    """The ``ALiBiBias`` modules' core: :func:`alibi_bias` for lengths, else for positions.
+
+    >>> import jax.numpy as jnp
+    >>> bias_for(AlibiConfig(4), 2, 3).shape
+    (4, 2, 3)
+    >>> bias_for(AlibiConfig(4), query_positions=jnp.arange(2), key_positions=jnp.arange(5)).shape
+    (4, 2, 5)
+    """
     if query_positions is not None or key_positions is not None:
         if query_positions is None or key_positions is None or query_length is not None:
             raise ValueError("give query_length (and key_length), or both query_positions and key_positions")

@@ -65,7 +65,11 @@ __all__ = [
 
 
 def limit_name(config: RopeConfig) -> str:
-    """``"llama3 RoPE (max_position_embeddings 131072)"``: the limit's name in error messages."""
+    """``"llama3 RoPE (max_position_embeddings 131072)"``: the limit's name in error messages.
+
+    >>> limit_name(RopeConfig(head_dim=8, rope_type="linear", factor=2.0, max_position_embeddings=16))
+    'linear RoPE (max_position_embeddings 16, scaled limit 32)'
+    """
     parts = []
     if config.max_position_embeddings is not None:
         parts.append(f"max_position_embeddings {config.max_position_embeddings}")
@@ -76,14 +80,24 @@ def limit_name(config: RopeConfig) -> str:
 
 def default_positions(length: int, start: int | jax.Array = 0):
     """``start .. start + length - 1``: a host (numpy) array for a static ``start``, so the limit
-    is checked while tracing; int32 on device for a traced one."""
+    is checked while tracing; int32 on device for a traced one.
+
+    >>> default_positions(3, 5)
+    array([5, 6, 7])
+    """
     if overflow.is_traced(start):
         return jnp.arange(length, dtype=jnp.int32) + start
     return np.arange(int(start), int(start) + length, dtype=np.int64)
 
 
 def position_limit(config: RopeConfig) -> overflow.Limit | None:
-    """The :class:`~flax_posenc.overflow.Limit` of ``config`` (``None``: no limit)."""
+    """The :class:`~flax_posenc.overflow.Limit` of ``config`` (``None``: no limit).
+
+    >>> position_limit(RopeConfig(head_dim=8, max_position_embeddings=16)).rows
+    16
+    >>> position_limit(RopeConfig(head_dim=8)) is None
+    True
+    """
     return None if config.limit is None else overflow.Limit(config.limit, name=limit_name(config))
 
 

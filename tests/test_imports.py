@@ -24,3 +24,65 @@ def test_conversion_stays_free_of_jax_torch_transformers(minilm_dir):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "HEAVY []" in run.stdout, run.stdout
+
+
+def test_numpy_only_modules_and_sinusoidal_sources_import_no_jax():
+    """The numpy-only core (configs, sinusoid math, limits, analysis) and a ``sinusoidal:`` source
+    read through the conversion package leave jax unimported; the table is the float64 formula."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        import flax_posenc.conversion as c
+        from flax_posenc import alibi_config, analysis, limits, rope_config, sinusoid_math
+        rec = c.inspect_source("sinusoidal:1024:64")
+        assert rec.limit == 1024, rec.limit
+        t = c.load_position_table("sinusoidal:1024:64")
+        p = np.arange(1024)[:, None]; w = 10000.0 ** (-2.0 * np.arange(32) / 64)
+        ref = np.empty((1024, 64)); ref[:, 0::2], ref[:, 1::2] = np.sin(p * w), np.cos(p * w)
+        assert t.weights.dtype == np.float32 and np.abs(t.weights - ref).max() <= 2.0**-25 + 1e-12
+        rope_config.rope_inverse_frequencies(rope_config.RopeConfig(head_dim=8))
+        alibi_config.alibi_slopes(12)
+        analysis.sinusoidal_wavelengths(8)
+        heavy = sorted(m for m in ("jax", "flax", "torch", "transformers") if m in sys.modules)
+        print("HEAVY", heavy)
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "HEAVY []" in run.stdout, run.stdout
+
+
+def test_modules_use_each_others_public_names_only():
+    """No ``from flax_posenc.x import _private`` and no ``module._private`` across flax_posenc/.
+
+    ``_exact_cos_sin`` (sinusoidal -> rope) is the one known exception, about to become public.
+    """
+    import ast
+    from pathlib import Path
+
+    allowed = {"_exact_cos_sin"}
+    root = Path(__file__).resolve().parents[1] / "flax_posenc"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flax_posenc"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__") and alias.name not in allowed:
+                        found.append(f"{path.name}:{node.lineno} imports {node.module}.{alias.name}")
+                    modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("flax_posenc")}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr not in allowed
+            ):
+                found.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not found, found

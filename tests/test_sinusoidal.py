@@ -87,11 +87,11 @@ class TestTable:
         assert np.all(err <= np.abs(up - ref)) and np.all(err <= np.abs(down - ref))
 
     def test_round_once_beats_double_rounding(self):
-        from flax_posenc.sinusoidal import _round_once
+        from flax_posenc.sinusoid_math import round_once
 
         # 1 + 2**-8 + 2**-30 is just above a bfloat16 tie; via float32 it collapses onto the tie
         x = np.array([1 + 2.0**-8 + 2.0**-30])
-        assert _round_once(x, ml_dtypes.bfloat16).astype(np.float64)[0] == 1 + 2.0**-7
+        assert round_once(x, ml_dtypes.bfloat16).astype(np.float64)[0] == 1 + 2.0**-7
         assert x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)[0] == 1.0
 
     @pytest.mark.parametrize("bad", [0, 3, -2, 2.0, True])

@@ -1,7 +1,8 @@
 """Hugging Face checkpoints <-> numpy: position tables and input blocks, read lazily.
 
-numpy only: importing this package never imports jax, torch or transformers (torch is
-imported only to read a ``.bin`` checkpoint; jax only for a ``sinusoidal:`` source).
+numpy only: importing or using this package never imports jax, torch or transformers (torch is
+imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is computed by the numpy
+:mod:`flax_posenc.sinusoid_math`).
 
 - :func:`inspect_source` -- any SOURCE as one :class:`SourceRecord` (``limit``,
   ``describe_limit()``, ``check_length(n)``, ``to_dict()``, ``str``): learned tables, RoPE/ALiBi

@@ -14,7 +14,7 @@ The three implementations: :class:`LearnedTableSource` (wraps a
 :class:`~flax_posenc.conversion.relative_config.RelativeConfig` (RoPE/ALiBi) and
 :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource` (T5/MPNet buckets).
 :func:`which_family` answers "which family is this ``model_type``" for every kind, with one
-``-``/``_`` normalisation. numpy only (``sinusoidal:`` sources compute their table with jax).
+``-``/``_`` normalisation. numpy only (``sinusoidal:`` sources too).
 
 >>> rec = inspect_source("sinusoidal:16:8")
 >>> rec.limit, rec.describe_limit()
