@@ -126,6 +126,19 @@ MUTANTS = [
         CORE,
     ),
     (
+        "flax_posenc/rope_config.py",
+        "            object.__setattr__(self, _ORIGINAL, self.max_position_embeddings)",
+        "            pass",
+        "tests/test_rope_scalings.py tests/test_rope.py",
+    ),
+    (
+        "flax_posenc/conversion/relative_config.py",
+        "    if missing:\n",
+        "    if False:\n",
+        "tests/test_rope_scalings.py tests/test_rope_config.py",
+    ),
+    ("flax_posenc/sinusoid_math.py", '    if dtype.name != "bfloat16":', "    if True:", "tests/test_sinusoidal.py"),
+    (
         "flax_posenc/alibi.py",
         "        bias = jnp.where(distance < 0, jnp.finfo(dtype).min, bias)",
         "        bias = jnp.where(distance <= 0, jnp.finfo(dtype).min, bias)",
