@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Literal
 
@@ -46,6 +47,49 @@ AXES = {
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise ValueError(message)
+
+
+#: flat ``TransformerInput`` argument -> :class:`PositionSpec` field; every other flat argument
+#: is an :class:`InputSpec` field of the same name.
+POSITION_ARGUMENTS = {
+    "position": "kind",
+    "dim": "dim",
+    "num_positions": "num_positions",
+    "position_offset": "offset",
+    "base": "base",
+    "layout": "layout",
+    "endpoint": "endpoint",
+    "on_overflow": "on_overflow",
+    "position_name": "name",
+}
+
+
+def renamed_position_name(position_name: str, old_value: str | None, old: str) -> str:
+    """``position_name``, or the value of its deprecated former keyword ``old`` (with a DeprecationWarning).
+
+    The position modules once called it ``name`` (NNX) and ``table_name`` (Linen).
+    """
+    if old_value is None:
+        return position_name
+    warnings.warn(
+        f"{old}: deprecated, use position_name (the same name in error messages)", DeprecationWarning, stacklevel=3
+    )
+    return old_value
+
+
+def _split_arguments(arguments: Mapping) -> tuple[dict, dict]:
+    """Flat arguments -> (PositionSpec fields, InputSpec fields)."""
+    position = {POSITION_ARGUMENTS[k]: v for k, v in arguments.items() if k in POSITION_ARGUMENTS}
+    rest = {k: v for k, v in arguments.items() if k not in POSITION_ARGUMENTS}
+    return position, rest
+
+
+def _normalized(fields: dict) -> dict:
+    """Numbers stored as floats whatever the caller typed (``embed_scale=1`` equals ``1.0`` in the spec)."""
+    for key in ("embed_scale", "layer_norm_eps"):
+        if key in fields:
+            fields[key] = float(fields[key])
+    return fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,41 +261,87 @@ class InputSpec:
         _require(math.isfinite(self.embed_scale), f"embed_scale: expected a finite number, got {self.embed_scale!r}")
 
     @classmethod
-    def from_arguments(
-        cls,
-        vocab_size: int,
-        dim: int,
-        *,
-        num_positions=None,
-        position="learned",
-        position_offset=0,
-        base=10000.0,
-        layout="interleaved",
-        endpoint=False,
-        on_overflow="error",
-        position_name="position table",
-        embed_scale=1.0,
-        layer_norm_eps=1e-12,
-        **rest,
-    ) -> InputSpec:
-        """The spec of a ``TransformerInput`` from its flat constructor arguments (NNX and Linen)."""
-        return cls(
-            vocab_size,
-            PositionSpec(
-                position,
-                dim,
-                num_positions,
-                offset=position_offset,
-                base=base,
-                layout=layout,
-                endpoint=endpoint,
-                on_overflow=on_overflow,
-                name=position_name,
-            ),
-            embed_scale=float(embed_scale),
-            layer_norm_eps=float(layer_norm_eps),
-            **rest,
-        )
+    def from_arguments(cls, vocab_size: int, dim: int, **arguments) -> InputSpec:
+        """The spec of a ``TransformerInput`` from its flat constructor arguments (NNX and Linen).
+
+        The one place flat arguments become a spec. ``arguments`` are this class's fields
+        (``positions_from``, ``pad_token_id``, ``embed_scale``, ``type_vocab_size``,
+        ``layer_norm``, ``layer_norm_eps``, ``dtype``) and the position's, under their flat names
+        (:data:`POSITION_ARGUMENTS`: ``num_positions``, ``position``, ``position_offset``,
+        ``base``, ``layout``, ``endpoint``, ``on_overflow``, ``position_name``); defaults are the
+        fields' defaults. Unknown names raise ``TypeError``.
+
+        >>> spec = InputSpec.from_arguments(100, 16, num_positions=32, position_offset=2, layer_norm=True)
+        >>> spec.position.num_positions, spec.position.offset, spec.layer_norm
+        (32, 2, True)
+        """
+        position, rest = _split_arguments(arguments)
+        return cls(vocab_size, PositionSpec(dim=dim, **position), **_normalized(rest))
+
+    @classmethod
+    def of(cls, spec: InputSpec | int | None = None, dim: int | None = None, /, **arguments) -> InputSpec:
+        """``spec`` itself, or the spec of flat arguments (see :meth:`from_arguments`).
+
+        What a ``TransformerInput`` does with its leading arguments: ``of(spec)`` or
+        ``of(vocab_size, dim, **flat)``; a spec together with flat arguments is a ``TypeError``.
+
+        >>> spec = InputSpec.of(100, 16, num_positions=32)
+        >>> InputSpec.of(spec) is spec
+        True
+        """
+        if isinstance(spec, InputSpec):
+            if dim is not None or arguments:
+                given = (["dim"] if dim is not None else []) + sorted(arguments)
+                raise TypeError(
+                    f"TransformerInput: expected an InputSpec or flat arguments (vocab_size, dim, ...), "
+                    f"found both: a spec and {given}"
+                )
+            return spec
+        for name, value in (("vocab_size", spec), ("dim", dim)):
+            if value is not None:
+                if name in arguments:
+                    raise TypeError(f"TransformerInput: got {name} twice, as a positional and as a keyword argument")
+                arguments[name] = value
+        return cls.from_arguments(**arguments)
+
+    def replace(self, **arguments) -> InputSpec:
+        """A copy with some flat arguments changed (the names of :meth:`from_arguments`).
+
+        >>> spec = InputSpec.from_arguments(100, 16, num_positions=32)
+        >>> spec.replace(on_overflow="clip", dtype=None).position.on_overflow
+        'clip'
+        """
+        position, rest = _split_arguments(arguments)
+        if position:
+            rest["position"] = dataclasses.replace(self.position, **position)
+        return dataclasses.replace(self, **_normalized(rest))
+
+    def to_dict(self) -> dict:
+        """Plain Python values (the ``.msgpack`` format's ``spec``); :meth:`from_dict` inverts it.
+
+        >>> spec = InputSpec.from_arguments(100, 16, num_positions=32, dtype=jnp.bfloat16)
+        >>> d = spec.to_dict(); d["dtype"], d["position"]["num_positions"]
+        ('bfloat16', 32)
+        >>> InputSpec.from_dict(d) == spec
+        True
+        """
+        out = dataclasses.asdict(self)
+        out["dtype"] = None if self.dtype is None else jnp.dtype(self.dtype).name
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> InputSpec:
+        """The spec of :meth:`to_dict`'s output.
+
+        Raises:
+          TypeError: unknown or missing fields; ValueError: invalid values (as the constructor).
+        """
+        data = dict(data)
+        position = data.pop("position", None)
+        if not isinstance(position, Mapping):
+            raise TypeError(f"position: expected a mapping of PositionSpec fields, got {type(position).__name__}")
+        dtype = data.pop("dtype", None)
+        return cls(position=PositionSpec(**position), dtype=None if dtype is None else jnp.dtype(dtype), **data)
 
     @property
     def dim(self) -> int:
@@ -267,6 +357,22 @@ class InputSpec:
         if self.layer_norm:
             shapes["layer_norm"] = {"scale": (self.dim,), "bias": (self.dim,)}
         return shapes
+
+
+#: every flat argument name :meth:`InputSpec.from_arguments` takes.
+SPEC_ARGUMENTS: frozenset[str] = frozenset(POSITION_ARGUMENTS) | {
+    f.name for f in dataclasses.fields(InputSpec) if f.name != "position"
+}
+
+
+def split_spec_arguments(arguments: Mapping) -> tuple[dict, dict]:
+    """``(flat spec arguments, everything else)``: how the shells sort ``from_pretrained`` overrides.
+
+    >>> split_spec_arguments({"on_overflow": "clip", "dropout_rate": 0.1})
+    ({'on_overflow': 'clip'}, {'dropout_rate': 0.1})
+    """
+    spec = {k: v for k, v in arguments.items() if k in SPEC_ARGUMENTS}
+    return spec, {k: v for k, v in arguments.items() if k not in SPEC_ARGUMENTS}
 
 
 def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float) -> jax.Array:
@@ -400,11 +506,14 @@ def attend(spec: InputSpec, word_embeddings: jax.Array, query: jax.typing.ArrayL
 
 __all__ = [
     "AXES",
+    "POSITION_ARGUMENTS",
+    "SPEC_ARGUMENTS",
     "attend",
     "InputSpec",
     "PositionLimitError",
     "PositionSpec",
     "encode_positions",
     "layer_norm",
+    "split_spec_arguments",
     "transformer_input",
 ]

@@ -19,9 +19,16 @@ Methods:
     change, so fine-tune (see ``examples/finetune_extended.py``).
 ``"interpolate"``
     an alias of ``"linear"``.
+
+:func:`extend_input` applies it to a transformer input block (its spec and parameters); both
+``TransformerInput.extend_positions`` (NNX and Linen) are thin shells over it.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -113,4 +120,52 @@ def extend_table(table, new_length: int, *, method: str = "tile", offset: int = 
     return np.concatenate([table[:offset], grown.astype(table.dtype)], axis=0)
 
 
-__all__ = ["METHODS", "extend_table"]
+def extend_input(spec, params: Mapping[str, Any], num_positions: int, *, method: str = "tile"):
+    """``(spec, params)`` of an input block whose learned table holds ``num_positions`` positions.
+
+    The functional core of ``TransformerInput.extend_positions``: the table
+    ``params["position_embeddings"]`` grows with :func:`extend_table` (reserved rows kept at the
+    head), the spec's ``position.num_positions`` becomes ``num_positions``; every other
+    parameter is the same object (nothing copied). Host-side (numpy), not traceable.
+
+    Args:
+      spec: an :class:`~flax_posenc.block.InputSpec` with a learned position table.
+      params: its parameters (a mapping named as in :mod:`flax_posenc.block`; numpy or jax arrays).
+      num_positions: usable positions of the result, larger than ``spec.position.num_positions``.
+      method: ``"tile"``, ``"linear"``, ``"cubic"`` (or ``"interpolate"``), see :func:`extend_table`.
+
+    Returns:
+      ``(new_spec, new_params)``; the new table is a numpy array of shape
+      ``(offset + num_positions, dim)`` in the old table's dtype.
+
+    Raises:
+      ValueError: a spec without a learned table, a table whose shape is not the spec's, or
+        anything :func:`extend_table` refuses.
+
+    >>> import numpy as np
+    >>> from flax_posenc.block import InputSpec
+    >>> spec = InputSpec.from_arguments(10, 2, num_positions=3)
+    >>> params = {"word_embeddings": np.zeros((10, 2)), "position_embeddings": np.arange(6.0).reshape(3, 2)}
+    >>> longer, grown = extend_input(spec, params, 5)
+    >>> longer.position.num_positions, grown["position_embeddings"][:, 0]
+    (5, array([0., 2., 4., 0., 2.]))
+    >>> grown["word_embeddings"] is params["word_embeddings"]
+    True
+    """
+    position = spec.position
+    if position.kind != "learned":
+        raise ValueError(
+            f"extend_input: only a learned table can be extended, this block's position is {position.kind!r}"
+        )
+    old = params.get("position_embeddings")
+    if old is None or tuple(old.shape) != position.table_shape:
+        found = None if old is None else tuple(old.shape)
+        raise ValueError(
+            f"params['position_embeddings']: expected the spec's table of shape {position.table_shape}, found {found}"
+        )
+    table = extend_table(np.asarray(old), num_positions, method=method, offset=position.offset)
+    new_spec = dataclasses.replace(spec, position=dataclasses.replace(position, num_positions=int(num_positions)))
+    return new_spec, {**params, "position_embeddings": table}
+
+
+__all__ = ["METHODS", "extend_input", "extend_table"]

@@ -16,10 +16,10 @@ Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import linen as nn
 
 from flax_posenc import alibi, block, rope
@@ -37,6 +37,8 @@ def _param(module: nn.Module, name: str, init, shape, dtype, axes=None):
 class SinusoidalPositionalEncoding(nn.Module):
     """Vaswani et al.'s fixed encoding; no parameters (see the NNX module of the same name).
 
+    ``position_name`` is the encoding's name in error messages (``table_name``: deprecated).
+
     >>> import flax_posenc as fp
     >>> fp.linen.SinusoidalPositionalEncoding(512).apply({}, length=128).shape
     (128, 512)
@@ -49,7 +51,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     endpoint: bool = False
     dtype: jnp.dtype = jnp.float32
     on_overflow: str = "error"
-    table_name: str = "sinusoidal encoding"
+    position_name: str = "sinusoidal encoding"
+    table_name: str | None = None  # deprecated: position_name
 
     @nn.compact
     def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
@@ -61,7 +64,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             layout=self.layout,
             endpoint=self.endpoint,
             on_overflow=self.on_overflow,
-            name=self.table_name,
+            name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
         )
         return block.encode_positions(spec, None, positions, length=length, start=start, dtype=self.dtype)
 
@@ -69,7 +72,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """A learned absolute position table (see the NNX module of the same name).
 
-    The parameter is ``embedding``, shape ``(offset + num_positions, dim)``.
+    The parameter is ``embedding``, shape ``(offset + num_positions, dim)``; ``position_name``
+    is the table's name in error messages (``table_name``: deprecated).
     """
 
     num_positions: int
@@ -79,7 +83,8 @@ class LearnedPositionalEmbedding(nn.Module):
     param_dtype: jnp.dtype = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
     on_overflow: str = "error"
-    table_name: str = "position table"
+    position_name: str = "position table"
+    table_name: str | None = None  # deprecated: position_name
 
     @nn.compact
     def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
@@ -89,7 +94,7 @@ class LearnedPositionalEmbedding(nn.Module):
             self.num_positions,
             offset=self.offset,
             on_overflow=self.on_overflow,
-            name=self.table_name,
+            name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
         )
         table = _param(
             self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
@@ -113,42 +118,48 @@ class _LayerNormParams(nn.Module):
 class TransformerInput(nn.Module):
     """Token embedding + position (+ token types, LayerNorm, dropout).
 
-    The fields are the NNX :class:`flax_posenc.nnx.TransformerInput` arguments; parameters
-    have the same names and shapes, and identical parameters give identical outputs.
+    The Linen twin of :class:`flax_posenc.nnx.TransformerInput`: the field ``spec`` (an
+    :class:`~flax_posenc.block.InputSpec`) says what the block computes; parameters have the
+    same names and shapes, and identical parameters give identical outputs. Build it from a
+    spec, ``TransformerInput(spec)``, or from the spec's flat arguments,
+    ``TransformerInput(vocab_size, dim, num_positions=..., ...)`` (the NNX names; a
+    convenience: :meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>`
+    makes the spec).
+
     Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``; it
     is on when ``deterministic=False`` is given to the call or, failing that, set as a field
     (Linen's ``merge_param`` idiom); by default the block is deterministic (inference).
     ``apply(variables, hidden, method="attend")`` is the tied output head.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from flax_posenc.block import InputSpec
+    >>> spec = InputSpec.from_arguments(100, 16, num_positions=32, layer_norm=True)
+    >>> block = TransformerInput(spec, dropout_rate=0.1)
+    >>> block == TransformerInput(100, 16, num_positions=32, layer_norm=True, dropout_rate=0.1)
+    True
+    >>> ids = jnp.zeros((2, 8), jnp.int32)
+    >>> block.apply(block.init(jax.random.key(0), ids), ids).shape
+    (2, 8, 16)
     """
 
-    vocab_size: int
-    dim: int
-    num_positions: int | None = None
-    position: str = "learned"
-    position_offset: int = 0
-    positions_from: str = "index"
-    pad_token_id: int | None = None
-    embed_scale: float = 1.0
-    type_vocab_size: int = 0
-    layer_norm: bool = False
-    layer_norm_eps: float = 1e-12
+    spec: InputSpec
     dropout_rate: float = 0.0
     deterministic: bool | None = None
-    dtype: jnp.dtype | None = None
     param_dtype: jnp.dtype = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
-    base: float = 10000.0
-    layout: str = "interleaved"
-    endpoint: bool = False
-    on_overflow: str = "error"
-    position_name: str = "position table"
 
     @property
-    def spec(self) -> InputSpec:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for unused in ("dropout_rate", "deterministic", "param_dtype", "embedding_init", "parent", "name"):
-            fields.pop(unused, None)
-        return InputSpec.from_arguments(**fields)
+    def vocab_size(self) -> int:
+        return self.spec.vocab_size
+
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    @property
+    def num_positions(self) -> int | None:
+        """Usable positions (the limit; ``None`` for unbounded sinusoids or no encoding)."""
+        return self.spec.position.num_positions
 
     @nn.compact
     def __call__(
@@ -165,7 +176,7 @@ class TransformerInput(nn.Module):
         params = {}
         for name, shape in spec.param_shapes().items():
             if name == "layer_norm":
-                params[name] = _LayerNormParams(self.dim, self.param_dtype, name="layer_norm")()
+                params[name] = _LayerNormParams(spec.dim, self.param_dtype, name="layer_norm")()
             else:
                 params[name] = _param(self, name, self.embedding_init, shape, self.param_dtype)
         x = block.transformer_input(
@@ -188,19 +199,16 @@ class TransformerInput(nn.Module):
     def extend_positions(self, variables, num_positions: int, *, method: str = "tile"):
         """``(module, variables)`` whose learned table holds ``num_positions`` positions.
 
-        The Linen counterpart of :meth:`flax_posenc.nnx.TransformerInput.extend_positions`.
+        A shell over :func:`flax_posenc.extend.extend_input`, the Linen counterpart of
+        :meth:`flax_posenc.nnx.TransformerInput.extend_positions`; ``variables`` is not changed.
         """
-        from flax_posenc.extend import extend_table
+        from flax_posenc.extend import extend_input
 
-        if self.position != "learned":
-            raise ValueError(
-                f"extend_positions: only a learned table can be extended, this block's position is {self.position!r}"
-            )
-        params = dict(nn.unbox(variables)["params"])
+        params = nn.unbox(variables)["params"]
         old = params["position_embeddings"]
-        table = extend_table(np.asarray(old), num_positions, method=method, offset=self.position_offset)
-        params["position_embeddings"] = jnp.asarray(table, old.dtype)
-        grown = self.clone(num_positions=num_positions)
+        spec, params = extend_input(self.spec, params, num_positions, method=method)
+        params = {**params, "position_embeddings": jnp.asarray(params["position_embeddings"], old.dtype)}
+        grown = self.clone(spec=spec)
         return grown, {**variables, "params": _boxed_as_init(grown, params)}
 
     @classmethod
@@ -208,15 +216,38 @@ class TransformerInput(nn.Module):
         """Build the input block of a Hugging Face checkpoint: ``(module, variables)``.
 
         ``module.apply(variables, input_ids, ...)`` equals Hugging Face's embedding output
-        (see :meth:`flax_posenc.nnx.TransformerInput.from_pretrained`).
+        (see :meth:`flax_posenc.nnx.TransformerInput.from_pretrained`; ``overrides`` are module
+        fields or flat spec arguments).
         """
-        from flax_posenc.pretrained import module_arguments
+        from flax_posenc.pretrained import load_pretrained
 
-        kwargs, params = module_arguments(source, family=family)
-        kwargs.update(overrides)
-        module = cls(**kwargs, dtype=dtype, param_dtype=param_dtype)
+        spec, params = load_pretrained(source, family=family)
+        spec_overrides, module_overrides = block.split_spec_arguments(overrides)
+        module = cls(spec.replace(dtype=dtype, **spec_overrides), param_dtype=param_dtype, **module_overrides)
         params = jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params)
         return module, {"params": _boxed_as_init(module, params)}
+
+
+def _flat_arguments_build_the_spec(fields_init):
+    """Wrap the dataclass ``__init__`` so ``TransformerInput(vocab_size, dim, **flat)`` still works.
+
+    Module fields (``dropout_rate``, ..., ``parent``, ``name``) pass through; every other argument
+    goes to :meth:`InputSpec.of <flax_posenc.block.InputSpec.of>`. ``clone`` and the
+    transforms call it with ``spec=``, which passes through unchanged.
+    """
+    module_fields = {f.name for f in dataclasses.fields(TransformerInput)} - {"spec"}
+
+    @functools.wraps(fields_init)
+    def __init__(self, *args, **kwargs):
+        if "spec" not in kwargs and not (args and isinstance(args[0], InputSpec)):
+            module_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in module_fields}
+            args, kwargs = (InputSpec.of(*args, **kwargs),), module_kwargs
+        fields_init(self, *args, **kwargs)
+
+    return __init__
+
+
+TransformerInput.__init__ = _flat_arguments_build_the_spec(TransformerInput.__init__)
 
 
 def _boxed_as_init(module: TransformerInput, params: dict) -> dict:

@@ -13,12 +13,10 @@ Each module holds its parameters and calls the functional core; none re-implemen
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 from flax.core import meta
 
@@ -74,6 +72,7 @@ class SinusoidalPositionalEncoding(_PositionShell):
       base, layout, endpoint: the convention (see :mod:`flax_posenc.sinusoidal`).
       dtype: output dtype.
       on_overflow: policy for traced positions past ``num_positions``.
+      position_name: the encoding's name in error messages (``name``: its deprecated former name).
 
     >>> import flax_posenc as fp
     >>> fp.nnx.SinusoidalPositionalEncoding(512)(length=128).shape
@@ -90,7 +89,8 @@ class SinusoidalPositionalEncoding(_PositionShell):
         endpoint: bool = False,
         dtype=jnp.float32,
         on_overflow: str = "error",
-        name: str = "sinusoidal encoding",
+        position_name: str = "sinusoidal encoding",
+        name: str | None = None,
     ):
         self.spec = PositionSpec(
             "sinusoidal",
@@ -100,7 +100,7 @@ class SinusoidalPositionalEncoding(_PositionShell):
             layout=layout,
             endpoint=endpoint,
             on_overflow=on_overflow,
-            name=name,
+            name=block.renamed_position_name(position_name, name, "name"),
         )
         self.dtype = dtype
 
@@ -120,7 +120,7 @@ class LearnedPositionalEmbedding(_PositionShell):
       param_dtype: dtype the table is stored in.
       embedding_init: initializer ``(key, shape, dtype) -> array``.
       on_overflow: ``"error"`` (checkify), ``"clip"`` or ``"fill"`` for traced positions.
-      name: the table's name in error messages.
+      position_name: the table's name in error messages (``name``: its deprecated former name).
       rngs: ``nnx.Rngs`` with a ``params`` stream.
 
     >>> from flax import nnx
@@ -144,9 +144,11 @@ class LearnedPositionalEmbedding(_PositionShell):
         param_dtype=jnp.float32,
         embedding_init=default_embed_init,
         on_overflow: str = "error",
-        name: str = "position table",
+        position_name: str = "position table",
+        name: str | None = None,
         rngs: nnx.Rngs,
     ):
+        name = block.renamed_position_name(position_name, name, "name")
         self.spec = PositionSpec("learned", dim, num_positions, offset=offset, on_overflow=on_overflow, name=name)
         self.embedding = _param(
             embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
@@ -165,39 +167,47 @@ class TransformerInput(nnx.Module):
     (learned + token types + LayerNorm), RoBERTa/OPT (reserved rows, padding-aware positions).
     :meth:`from_pretrained` builds and loads one from a Hugging Face checkpoint.
 
+    Build it from a spec, ``TransformerInput(spec, rngs=...)``, or from the spec's flat
+    arguments, ``TransformerInput(vocab_size, dim, num_positions=..., rngs=...)`` (a convenience:
+    :meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>` makes the spec).
+
     Args:
-      vocab_size: token vocabulary size.
-      dim: model width.
-      num_positions: usable positions of a learned table (required for ``"learned"``), or an
-        optional limit for sinusoids.
-      position: ``"learned"``, ``"sinusoidal"`` or ``"none"``.
-      position_offset: reserved leading rows of the learned table.
-      positions_from: default positions: ``"index"``, ``"non_padding_ids"`` (RoBERTa) or
-        ``"attention_mask"`` (OPT).
-      pad_token_id: padding id (for ``"non_padding_ids"``).
-      embed_scale: multiplies token embeddings (``dim ** 0.5`` for Vaswani et al.).
-      type_vocab_size: token-type (segment) rows, 0 for none (BERT: 2).
-      layer_norm: LayerNorm after the sum (BERT).
-      layer_norm_eps: its epsilon.
+      spec: an :class:`~flax_posenc.block.InputSpec`, or ``vocab_size`` followed by ``dim``.
       dropout_rate: dropout on the output.
       deterministic: ``True`` (the default: inference, no dropout) or ``False``; set by
         ``model.train()`` / ``model.eval()`` as for ``nnx.Dropout``, overridden per call.
-      dtype: computation/output dtype (``None``: ``param_dtype``).
       param_dtype: dtype parameters are stored in.
       embedding_init: initializer of the embedding tables.
-      base, layout, endpoint: sinusoidal convention.
-      on_overflow: policy for traced positions (see :mod:`flax_posenc.overflow`).
-      position_name: the position table's name in error messages.
       rngs: ``nnx.Rngs`` (``params``; ``dropout`` when ``dropout_rate > 0``).
+      **spec_arguments: the flat arguments of the spec (instead of ``spec``):
+
+        - ``vocab_size``, ``dim``: token vocabulary size, model width.
+        - ``num_positions``: usable positions of a learned table (required for ``"learned"``),
+          or an optional limit for sinusoids.
+        - ``position``: ``"learned"``, ``"sinusoidal"`` or ``"none"``.
+        - ``position_offset``: reserved leading rows of the learned table.
+        - ``positions_from``: default positions: ``"index"``, ``"non_padding_ids"`` (RoBERTa)
+          or ``"attention_mask"`` (OPT); ``pad_token_id``: the padding id.
+        - ``embed_scale``: multiplies token embeddings (``dim ** 0.5`` for Vaswani et al.).
+        - ``type_vocab_size``: token-type (segment) rows, 0 for none (BERT: 2).
+        - ``layer_norm``, ``layer_norm_eps``: LayerNorm after the sum (BERT), its epsilon.
+        - ``dtype``: computation/output dtype (``None``: ``param_dtype``).
+        - ``base``, ``layout``, ``endpoint``: sinusoidal convention.
+        - ``on_overflow``: policy for traced positions (see :mod:`flax_posenc.overflow`).
+        - ``position_name``: the position table's name in error messages.
 
     Parameters carry logical axis names (``("vocab", "embed")``, ``(None, "embed")``,
     ``("embed",)``): shard them with your own rules (see ``docs/sharding.md``).
 
-    Attributes ``vocab_size``, ``dim`` and ``num_positions`` read the static spec;
+    Attributes ``vocab_size``, ``dim`` and ``num_positions`` read the static ``spec``;
     :meth:`attend` is the tied output head (as ``nnx.Embed.attend``).
 
     >>> from flax import nnx
-    >>> block = TransformerInput(100, 8, num_positions=16, dropout_rate=0.1, rngs=nnx.Rngs(0))
+    >>> from flax_posenc.block import InputSpec
+    >>> spec = InputSpec.from_arguments(100, 8, num_positions=16)
+    >>> block = TransformerInput(spec, dropout_rate=0.1, rngs=nnx.Rngs(0))
+    >>> block.spec == TransformerInput(100, 8, num_positions=16, rngs=nnx.Rngs(0)).spec
+    True
     >>> block.train(); block.deterministic
     False
     >>> block.eval(); block(jnp.zeros((2, 16), jnp.int32)).shape
@@ -208,60 +218,29 @@ class TransformerInput(nnx.Module):
 
     def __init__(
         self,
-        vocab_size: int,
-        dim: int,
+        spec: InputSpec | int | None = None,
+        dim: int | None = None,
+        /,
         *,
-        num_positions: int | None = None,
-        position: str = "learned",
-        position_offset: int = 0,
-        positions_from: str = "index",
-        pad_token_id: int | None = None,
-        embed_scale: float = 1.0,
-        type_vocab_size: int = 0,
-        layer_norm: bool = False,
-        layer_norm_eps: float = 1e-12,
         dropout_rate: float = 0.0,
         deterministic: bool = True,
-        dtype=None,
         param_dtype=jnp.float32,
         embedding_init=default_embed_init,
-        base: float = 10000.0,
-        layout: str = "interleaved",
-        endpoint: bool = False,
-        on_overflow: str = "error",
-        position_name: str = "position table",
         rngs: nnx.Rngs,
+        **spec_arguments,
     ):
-        self.spec = InputSpec.from_arguments(
-            vocab_size,
-            dim,
-            num_positions=num_positions,
-            position=position,
-            position_offset=position_offset,
-            base=base,
-            layout=layout,
-            endpoint=endpoint,
-            on_overflow=on_overflow,
-            position_name=position_name,
-            embed_scale=embed_scale,
-            layer_norm_eps=layer_norm_eps,
-            positions_from=positions_from,
-            pad_token_id=pad_token_id,
-            type_vocab_size=type_vocab_size,
-            layer_norm=layer_norm,
-            dtype=dtype,
-        )
-        shapes = self.spec.param_shapes()
+        self.spec = spec = InputSpec.of(spec, dim, **spec_arguments)
+        shapes = spec.param_shapes()
         init = lambda name: _param(embedding_init(rngs.params(), shapes[name], param_dtype), AXES[name])  # noqa: E731
         self.word_embeddings = init("word_embeddings")
         if "position_embeddings" in shapes:
             self.position_embeddings = init("position_embeddings")
         if "token_type_embeddings" in shapes:
             self.token_type_embeddings = init("token_type_embeddings")
-        if layer_norm:
+        if spec.layer_norm:
             self.layer_norm = nnx.Dict(
-                scale=_param(jnp.ones((dim,), param_dtype), AXES["layer_norm"]),
-                bias=_param(jnp.zeros((dim,), param_dtype), AXES["layer_norm"]),
+                scale=_param(jnp.ones((spec.dim,), param_dtype), AXES["layer_norm"]),
+                bias=_param(jnp.zeros((spec.dim,), param_dtype), AXES["layer_norm"]),
             )
         self.deterministic = deterministic
         self.dropout = nnx.Dropout(dropout_rate, deterministic=deterministic, rngs=rngs if dropout_rate > 0 else None)
@@ -327,10 +306,10 @@ class TransformerInput(nnx.Module):
     def extend_positions(self, num_positions: int, *, method: str = "tile") -> TransformerInput:
         """A copy of this block whose learned table holds ``num_positions`` usable positions.
 
-        The table grows with :func:`flax_posenc.extend.extend_table` (``"tile"``: trained rows
-        unchanged and repeated; ``"linear"``/``"cubic"``: resampled); reserved rows stay at the
-        head; every other parameter is shared by value. Fine-tune the new rows before trusting
-        them (``examples/finetune_extended.py``).
+        A shell over :func:`flax_posenc.extend.extend_input` (``"tile"``: trained rows unchanged
+        and repeated; ``"linear"``/``"cubic"``: resampled); reserved rows stay at the head;
+        every other parameter is shared by value. Fine-tune the new rows before trusting them
+        (``examples/finetune_extended.py``).
 
         >>> from flax import nnx
         >>> block = TransformerInput(100, 8, num_positions=16, rngs=nnx.Rngs(0))
@@ -338,20 +317,16 @@ class TransformerInput(nnx.Module):
         >>> longer(jnp.zeros((1, 64), jnp.int32)).shape
         (1, 64, 8)
         """
-        from flax_posenc.extend import extend_table
+        from flax_posenc.extend import extend_input
 
-        if self.spec.position.kind != "learned":
-            raise ValueError(
-                f"extend_positions: only a learned table can be extended, this block's position is {self.spec.position.kind!r}"
-            )
-        old = self.position_embeddings[...]
-        table = extend_table(np.asarray(old), num_positions, method=method, offset=self.spec.position.offset)
+        spec, params = extend_input(self.spec, self.params(), num_positions, method=method)
         graphdef, state = nnx.split(self)
         grown = nnx.merge(graphdef, state)  # a new module; arrays are immutable, so nothing is copied
-        grown.position_embeddings = _param(jnp.asarray(table, old.dtype), AXES["position_embeddings"])
-        grown.spec = dataclasses.replace(
-            self.spec, position=dataclasses.replace(self.spec.position, num_positions=num_positions)
+        old = self.position_embeddings[...]
+        grown.position_embeddings = _param(
+            jnp.asarray(params["position_embeddings"], old.dtype), AXES["position_embeddings"]
         )
+        grown.spec = spec
         return grown
 
     @classmethod
@@ -373,7 +348,9 @@ class TransformerInput(nnx.Module):
           family: force a family instead of detecting it.
           dtype, param_dtype: computation and storage dtypes.
           rngs: the ``dropout`` stream when ``dropout_rate > 0`` (default ``nnx.Rngs(0)``).
-          overrides: other constructor arguments (``dropout_rate``, ``on_overflow``, ...).
+          overrides: module arguments (``dropout_rate``, ``deterministic``, ``embedding_init``)
+            or flat spec arguments (``on_overflow``, ``position_name``, ...) replacing the
+            checkpoint's (see :meth:`InputSpec.replace <flax_posenc.block.InputSpec.replace>`).
 
         Returns:
           A :class:`TransformerInput` whose output equals Hugging Face's embedding output for
@@ -386,12 +363,13 @@ class TransformerInput(nnx.Module):
         block.spec.position.num_positions
         1024
         """
-        from flax_posenc.pretrained import module_arguments
+        from flax_posenc.pretrained import load_pretrained
 
-        kwargs, params = module_arguments(source, family=family)
-        kwargs.update(overrides)
+        spec, params = load_pretrained(source, family=family)
+        spec_overrides, module_overrides = block.split_spec_arguments(overrides)
+        spec = spec.replace(dtype=dtype, **spec_overrides)
         # abstract first: no random initialisation of tables about to be overwritten
-        module = nnx.eval_shape(lambda: cls(**kwargs, dtype=dtype, param_dtype=param_dtype, rngs=nnx.Rngs(0)))
+        module = nnx.eval_shape(lambda: cls(spec, param_dtype=param_dtype, rngs=nnx.Rngs(0), **module_overrides))
         _assign(module, params, param_dtype)
         if module.dropout.rate > 0:  # the abstract build left it no usable random stream
             module.dropout = nnx.Dropout(

@@ -1,16 +1,21 @@
-"""From checkpoints to module arguments: what ``from_pretrained`` and ``flax-posenc convert`` share.
+"""From checkpoints to input-block specs: what ``from_pretrained`` and ``flax-posenc convert`` share.
 
-:func:`module_arguments` turns a SOURCE into ``TransformerInput`` constructor arguments and its
-parameters (a nested dict of numpy arrays, named as in :mod:`flax_posenc.block`). A SOURCE is a
-Hugging Face checkpoint (see :mod:`flax_posenc.conversion`) or a ``.msgpack`` file written by
-:func:`save_converted` (``flax-posenc convert``): Flax's own serialization of
-``{"config": kwargs, "params": params}``.
+:func:`load_pretrained` turns a SOURCE into the :class:`~flax_posenc.block.InputSpec` of its
+``TransformerInput`` and its parameters (a nested dict of numpy arrays, named as in
+:mod:`flax_posenc.block`); both shells' ``from_pretrained`` go through it. A SOURCE is a Hugging
+Face checkpoint (see :mod:`flax_posenc.conversion`) or a ``.msgpack`` file written by
+:func:`save_converted` (``flax-posenc convert``): Flax's own serialization of ::
+
+    {"format": "flax-posenc/input-spec", "version": 2, "spec": InputSpec.to_dict(), "params": params}
+
+Files of version 1 (written before the spec was stored: ``{"config": flat constructor
+arguments, "params": params}``, no ``format`` or ``version``) still load.
 
 Example::
 
     import flax_posenc as fp
-    kwargs, params = module_arguments("path/to/bert")
-    block = fp.linen.TransformerInput(**kwargs)
+    spec, params = load_pretrained("path/to/bert")
+    block = fp.linen.TransformerInput(spec)
 """
 
 from __future__ import annotations
@@ -22,13 +27,18 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc.block import InputSpec, PositionSpec
 from flax_posenc.errors import CheckpointError
 
 CONVERTED_SUFFIX = ".msgpack"
+#: the ``format`` field of a converted file, the version written, and the versions read.
+CONVERTED_FORMAT = "flax-posenc/input-spec"
+CONVERTED_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
-def arguments_from_weights(weights) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Constructor arguments and nested parameters for an ``InputBlockWeights``.
+def spec_from_weights(weights) -> tuple[InputSpec, dict[str, Any]]:
+    """The :class:`~flax_posenc.block.InputSpec` and nested parameters of an ``InputBlockWeights``.
 
     Raises:
       ValueError: the position table and the word embeddings differ in width.
@@ -41,26 +51,29 @@ def arguments_from_weights(weights) -> tuple[dict[str, Any], dict[str, Any]]:
             f"embeddings have dim {words.shape[1]}"
         )
     types = weights.token_type_embeddings
-    kwargs = dict(
-        vocab_size=int(words.shape[0]),
-        dim=int(words.shape[1]),
-        num_positions=int(table.max_length),
-        position="learned",
-        position_offset=int(table.offset),
+    position = PositionSpec(
+        "learned",
+        int(words.shape[1]),
+        int(table.max_length),
+        offset=int(table.offset),
+        name=f"{table.family} position table ({table.key})",
+    )
+    spec = InputSpec(
+        int(words.shape[0]),
+        position,
         positions_from=weights.positions_from,
         pad_token_id=None if weights.pad_token_id is None else int(weights.pad_token_id),
         embed_scale=float(weights.embed_scale),
         type_vocab_size=0 if types is None else int(types.shape[0]),
         layer_norm=weights.layer_norm_scale is not None,
         layer_norm_eps=float(weights.layer_norm_eps),
-        position_name=f"{table.family} position table ({table.key})",
     )
     params: dict[str, Any] = {"word_embeddings": words, "position_embeddings": table.weights}
     if types is not None:
         params["token_type_embeddings"] = types
     if weights.layer_norm_scale is not None:
         params["layer_norm"] = {"scale": weights.layer_norm_scale, "bias": weights.layer_norm_bias}
-    return kwargs, params
+    return spec, params
 
 
 def _is_converted(source) -> bool:
@@ -72,7 +85,7 @@ _REQUIRED_PARAMS = ("word_embeddings", "position_embeddings")
 _OPTIONAL_PARAMS = ("token_type_embeddings", "layer_norm")
 
 
-def _check_converted(path: Path, kwargs: dict[str, Any], params: Any) -> None:
+def _check_converted(path: Path, spec: InputSpec, params: Any) -> None:
     """Refuse a converted file with missing/extra parameters, wrong shapes or NaN/Inf values."""
 
     def bad(expected: str, found: str) -> CheckpointError:
@@ -106,19 +119,39 @@ def _check_converted(path: Path, kwargs: dict[str, Any], params: Any) -> None:
     dim = params["word_embeddings"].shape[1]
     if any(v.shape[-1] != dim for v in leaves.values()):
         raise bad(f"every parameter of width {dim}", str({k: v.shape for k, v in leaves.items()}))
-    for key in ("vocab_size", "dim", "num_positions"):
-        if not isinstance(kwargs.get(key), int) or isinstance(kwargs.get(key), bool) or kwargs[key] < 1:
-            raise bad(f"config {key} as a positive integer", repr(kwargs.get(key))[:80])
-    rows = params["position_embeddings"].shape[0]
-    if (
-        kwargs["dim"] != dim
-        or kwargs["vocab_size"] != params["word_embeddings"].shape[0]
-        or kwargs["num_positions"] + int(kwargs.get("position_offset") or 0) != rows
-    ):
-        raise bad("config sizes that match the parameters", f"config {kwargs!r}"[:200])
+    expected = spec.param_shapes() if spec.position.kind == "learned" else None
+    found = {k: {n: w.shape for n, w in v.items()} if isinstance(v, dict) else v.shape for k, v in params.items()}
+    if expected != found:
+        raise bad(
+            f"a spec that matches the parameters (a learned table; parameter shapes {expected})",
+            f"parameter shapes {found}"[:300],
+        )
 
 
-def _load_converted(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _spec_of(path: Path, blob: dict) -> InputSpec:
+    """The spec stored in a converted file's ``blob``, by version (see this module's docstring)."""
+    version = blob.get("version", 1)  # version 1 files carry no version field
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise CheckpointError(
+            f"{path}: expected a flax-posenc msgpack of version {' or '.join(map(str, READABLE_VERSIONS))}, "
+            f"found version {version!r}"
+        )
+    field = "config" if version == 1 else "spec"
+    if version == 2 and blob.get("format") != CONVERTED_FORMAT:
+        raise CheckpointError(f"{path}: expected format {CONVERTED_FORMAT!r}, found {blob.get('format')!r}")
+    stored = blob.get(field)
+    if not isinstance(stored, dict):
+        raise CheckpointError(f"{path}: expected a {field!r} dict (version {version}), found {type(stored).__name__}")
+    try:  # version 1 stored the flat constructor arguments; InputSpec is the one place that reads them
+        return InputSpec.from_arguments(**stored) if version == 1 else InputSpec.from_dict(stored)
+    except (TypeError, ValueError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(
+            f"{path}: expected a valid {field!r} (version {version}), found {message}"[:300]
+        ) from None
+
+
+def _load_converted(path: Path) -> tuple[InputSpec, dict[str, Any]]:
     from flax import serialization
 
     from flax_posenc.conversion.safety import regular_file
@@ -126,20 +159,23 @@ def _load_converted(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     regular_file(path, what="a file written by 'flax-posenc convert'")
     try:
         blob = serialization.msgpack_restore(path.read_bytes())
-        kwargs, params = dict(blob["config"]), blob["params"]
+        params = blob["params"]
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise CheckpointError(
-            f"{path}: expected a flax-posenc msgpack with 'config' and 'params', found unreadable data ({type(exc).__name__})"
+            f"{path}: expected a flax-posenc msgpack with 'params' and a 'spec' (or, version 1, 'config'), "
+            f"found unreadable data ({type(exc).__name__})"
         ) from None
-    _check_converted(path, kwargs, params)
-    return kwargs, params
+    spec = _spec_of(path, blob)
+    _check_converted(path, spec, params)
+    return spec, params
 
 
 def converted_position_table(path: str | os.PathLike):
     """The position table inside a file written by ``flax-posenc convert`` (``inspect``/``check`` read it).
 
-    The family and key come from the stored table name (``"bert position table
-    (embeddings.position_embeddings.weight)"``); reading the file imports flax.
+    Reads every version :func:`load_pretrained` reads. The family and key come from the stored
+    table name (``"bert position table (embeddings.position_embeddings.weight)"``); reading the
+    file imports flax.
 
     Raises:
       CheckpointError: the file is not a valid converted file (one line naming it).
@@ -148,31 +184,37 @@ def converted_position_table(path: str | os.PathLike):
 
     from flax_posenc.conversion.table import PositionTable
 
-    kwargs, params = _load_converted(Path(path))
-    name = str(kwargs.get("position_name", ""))
-    match = re.fullmatch(r"(\S+) position table \((.+)\)", name)
+    spec, params = _load_converted(Path(path))
+    match = re.fullmatch(r"(\S+) position table \((.+)\)", spec.position.name)
     family, key = match.groups() if match else ("converted", "position_embeddings")
     return PositionTable(
         np.asarray(params["position_embeddings"]),
         family=family,
         key=key,
-        offset=int(kwargs.get("position_offset", 0)),
+        offset=spec.position.offset,
         source=str(path),
-        config=dict(kwargs),
+        config=spec.to_dict(),
     )
 
 
-def module_arguments(source, *, family: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(kwargs, params)`` for ``TransformerInput`` from a checkpoint or a converted file."""
+def load_pretrained(source, *, family: str | None = None) -> tuple[InputSpec, dict[str, Any]]:
+    """``(spec, params)`` of SOURCE's input block: a checkpoint or a converted ``.msgpack``.
+
+    ``TransformerInput(spec)`` (NNX with ``rngs``, or Linen) holding ``params`` reproduces the
+    checkpoint's embedding output; both shells' ``from_pretrained`` call this.
+
+    Raises:
+      CheckpointError: SOURCE cannot be read (one line naming it, expected and found).
+    """
     if _is_converted(source):
         return _load_converted(Path(source))
     from flax_posenc.conversion import load_input_block
 
-    return arguments_from_weights(load_input_block(source, family=family))
+    return spec_from_weights(load_input_block(source, family=family))
 
 
 def save_converted(source, out, *, family: str | None = None, overwrite: bool = False) -> Path:
-    """Write the Flax parameters and arguments of SOURCE's input block to ``out`` (``.msgpack``).
+    """Write the spec and Flax parameters of SOURCE's input block to ``out`` (``.msgpack``, version 2).
 
     Atomic and exclusive: written to a temporary file beside ``out`` and linked into place only if
     nothing is there (``os.link``; with ``overwrite``, renamed over it); SIGTERM/SIGINT remove the
@@ -193,8 +235,15 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
         raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
     if os.path.isdir(out):
         raise CheckpointError(f"{out}: expected a file path for the converted parameters, found a directory")
-    kwargs, params = module_arguments(source, family=family)
-    blob = serialization.msgpack_serialize({"config": kwargs, "params": _numpy_tree(params)})
+    spec, params = load_pretrained(source, family=family)
+    blob = serialization.msgpack_serialize(
+        {
+            "format": CONVERTED_FORMAT,
+            "version": CONVERTED_VERSION,
+            "spec": spec.to_dict(),
+            "params": _numpy_tree(params),
+        }
+    )
     from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
 
     tmp: str | None = None
@@ -224,4 +273,12 @@ def _numpy_tree(params):
     return np.asarray(params)
 
 
-__all__ = ["arguments_from_weights", "module_arguments", "save_converted"]
+__all__ = [
+    "CONVERTED_FORMAT",
+    "CONVERTED_VERSION",
+    "READABLE_VERSIONS",
+    "converted_position_table",
+    "load_pretrained",
+    "save_converted",
+    "spec_from_weights",
+]

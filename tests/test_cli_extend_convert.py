@@ -128,7 +128,7 @@ def test_convert_bad_output_names(tiny_checkpoint, tmp_path):
 def test_converted_garbage_is_a_checkpoint_error(tmp_path):
     bad = tmp_path / "bad.msgpack"
     bad.write_bytes(b"\x00\x01garbage")
-    with pytest.raises(CheckpointError, match="bad.msgpack: expected a flax-posenc msgpack with 'config' and 'params'"):
+    with pytest.raises(CheckpointError, match="bad.msgpack: expected a flax-posenc msgpack with 'params' and a 'spec'"):
         fp.nnx.TransformerInput.from_pretrained(bad)
 
 

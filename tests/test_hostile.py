@@ -623,7 +623,7 @@ def _converted(tmp_path: Path, mutate) -> Path:
 
 @pytest.mark.parametrize("case", ["nan", "inf", "missing", "extra", "wrong width", "config lies", "not float"])
 def test_converted_msgpack_is_checked(tmp_path, case):
-    from flax_posenc.pretrained import module_arguments
+    from flax_posenc.pretrained import load_pretrained
 
     def mutate(blob):
         p = blob["params"]
@@ -640,13 +640,13 @@ def test_converted_msgpack_is_checked(tmp_path, case):
         elif case == "wrong width":
             p["position_embeddings"] = np.zeros((12, DIM + 1), np.float32)
         elif case == "config lies":
-            blob["config"]["num_positions"] = 10**6
+            blob["spec"]["position"]["num_positions"] = 10**6
         else:
             p["word_embeddings"] = p["word_embeddings"].astype(np.int32)
 
     path = _converted(tmp_path, mutate)
     with pytest.raises(CheckpointError) as info:
-        module_arguments(path)
+        load_pretrained(path)
     assert str(path) in one_line_error(info.value)
 
 

@@ -196,7 +196,7 @@ def test_incremental_decoding_matches_hf_positions(tiny_checkpoint):
 def test_dim_mismatch_is_refused(tmp_path):
     """A table whose width differs from the word embeddings cannot make an input block."""
     from flax_posenc.conversion.table import InputBlockWeights, PositionTable
-    from flax_posenc.pretrained import arguments_from_weights
+    from flax_posenc.pretrained import spec_from_weights
 
     weights = InputBlockWeights(
         position=PositionTable(np.zeros((8, 4), np.float32), "gpt2", "wpe.weight", source="x/model.safetensors"),
@@ -206,4 +206,4 @@ def test_dim_mismatch_is_refused(tmp_path):
         ValueError,
         match=r"x/model.safetensors: position table wpe.weight has dim 4, but the word embeddings have dim 6",
     ):
-        arguments_from_weights(weights)
+        spec_from_weights(weights)

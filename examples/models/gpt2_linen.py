@@ -160,7 +160,9 @@ def generate(module: GPT2, variables: dict, prompt_ids, max_new_tokens: int) -> 
     Raises ``PositionLimitError`` when prompt + new tokens exceed ``n_positions``.
     """
     prompt = jnp.asarray(prompt_ids, jnp.int32)
-    common.check_generation_length(prompt.shape[1], max_new_tokens, module.position_limit, module.embed.position_name)
+    common.check_generation_length(
+        prompt.shape[1], max_new_tokens, module.position_limit, module.embed.spec.position.name
+    )
     return _generate(module, variables, prompt, max_new_tokens)
 
 
