@@ -78,7 +78,10 @@ def renamed_position_name(position_name: str, old_value: str | None, old: str) -
 
 
 def _split_arguments(arguments: Mapping) -> tuple[dict, dict]:
-    """Flat arguments -> (PositionSpec fields, InputSpec fields)."""
+    """Flat arguments -> (PositionSpec fields, InputSpec fields); an unknown name is a TypeError."""
+    unknown = sorted(set(arguments) - SPEC_ARGUMENTS)
+    if unknown:
+        raise TypeError(f"InputSpec: unknown argument {unknown}, expected some of {sorted(SPEC_ARGUMENTS)}")
     position = {POSITION_ARGUMENTS[k]: v for k, v in arguments.items() if k in POSITION_ARGUMENTS}
     rest = {k: v for k, v in arguments.items() if k not in POSITION_ARGUMENTS}
     return position, rest

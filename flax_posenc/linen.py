@@ -239,10 +239,13 @@ def _flat_arguments_build_the_spec(fields_init):
 
     @functools.wraps(fields_init)
     def __init__(self, *args, **kwargs):
-        if "spec" not in kwargs and not (args and isinstance(args[0], InputSpec)):
-            module_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in module_fields}
-            args, kwargs = (InputSpec.of(*args, **kwargs),), module_kwargs
-        fields_init(self, *args, **kwargs)
+        flat = {k: v for k, v in kwargs.items() if k not in module_fields}
+        if set(flat) == {"spec"} or (not flat and args and isinstance(args[0], InputSpec)):
+            return fields_init(self, *args, **kwargs)  # the dataclass fields themselves
+        if "spec" in flat:
+            args = (flat.pop("spec"), *args)
+        module_kwargs = {k: v for k, v in kwargs.items() if k in module_fields}
+        fields_init(self, InputSpec.of(*args, **flat), **module_kwargs)
 
     return __init__
 
