@@ -10,6 +10,10 @@ Parameter names (identical in NNX and Linen, and the target of checkpoint conver
     position_embeddings    (offset + num_positions, dim)  logical axes (None, "embed")   [learned]
     token_type_embeddings  (type_vocab_size, dim)         logical axes (None, "embed")   [if any]
     layer_norm/scale, layer_norm/bias  (dim,)             logical axes ("embed",)        [if any]
+
+Both shells' ``TransformerInput`` are built from an :class:`InputSpec`; their flat arguments
+(``TransformerInput(vocab_size, dim, num_positions=..., ...)``) are a convenience that
+:meth:`InputSpec.from_arguments` turns into one -- the only place that knows the flat names.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ def renamed_position_name(position_name: str, old_value: str | None, old: str) -
     """``position_name``, or the value of its deprecated former keyword ``old`` (with a DeprecationWarning).
 
     The position modules once called it ``name`` (NNX) and ``table_name`` (Linen).
+
+    >>> renamed_position_name("position table", None, "name")
+    'position table'
     """
     if old_value is None:
         return position_name
@@ -91,7 +98,10 @@ def _normalized(fields: dict) -> dict:
     """Numbers stored as floats whatever the caller typed (``embed_scale=1`` equals ``1.0`` in the spec)."""
     for key in ("embed_scale", "layer_norm_eps"):
         if key in fields:
-            fields[key] = float(fields[key])
+            try:
+                fields[key] = float(fields[key])
+            except (TypeError, ValueError):
+                raise ValueError(f"{key}: expected a number, got {fields[key]!r}") from None
     return fields
 
 
@@ -107,7 +117,7 @@ class PositionSpec:
       offset: reserved leading rows of a learned table (2 for RoBERTa/OPT/BART).
       base, layout, endpoint: the sinusoidal convention (see :mod:`flax_posenc.sinusoidal`).
       on_overflow: policy for traced positions (see :mod:`flax_posenc.overflow`).
-      name: the table's name in error messages.
+      name: the table's name in error messages (the modules' ``position_name`` argument).
     """
 
     kind: PositionKind = "learned"
@@ -293,6 +303,7 @@ class InputSpec:
         True
         """
         if isinstance(spec, InputSpec):
+            _split_arguments(arguments)  # an unknown name is named as such
             if dim is not None or arguments:
                 given = (["dim"] if dim is not None else []) + sorted(arguments)
                 raise TypeError(
@@ -325,8 +336,8 @@ class InputSpec:
         >>> spec = InputSpec.from_arguments(100, 16, num_positions=32, dtype=jnp.bfloat16)
         >>> d = spec.to_dict(); d["dtype"], d["position"]["num_positions"]
         ('bfloat16', 32)
-        >>> InputSpec.from_dict(d) == spec
-        True
+        >>> back = InputSpec.from_dict(d); back == spec, hash(back) == hash(spec)
+        (True, True)
         """
         out = dataclasses.asdict(self)
         out["dtype"] = None if self.dtype is None else jnp.dtype(self.dtype).name
@@ -344,7 +355,8 @@ class InputSpec:
         if not isinstance(position, Mapping):
             raise TypeError(f"position: expected a mapping of PositionSpec fields, got {type(position).__name__}")
         dtype = data.pop("dtype", None)
-        return cls(position=PositionSpec(**position), dtype=None if dtype is None else jnp.dtype(dtype), **data)
+        dtype = None if dtype is None else jnp.dtype(dtype).type  # the scalar type: equal and hashed as jnp.float32
+        return cls(position=PositionSpec(**position), dtype=dtype, **data)
 
     @property
     def dim(self) -> int:

@@ -82,6 +82,8 @@ def test_spec_and_flat_arguments_together_are_refused():
         fp.nnx.TransformerInput(VOCAB, DIM, vocab_size=VOCAB, rngs=nnx.Rngs(0))
     with pytest.raises(TypeError, match=r"InputSpec: unknown argument \['num_position'\], expected some of \["):
         fp.linen.TransformerInput(VOCAB, DIM, num_position=6)
+    with pytest.raises(TypeError, match=r"unknown argument \['num_position'\]"):  # a typo is named, even beside a spec
+        fp.nnx.TransformerInput(spec, num_position=6, rngs=nnx.Rngs(0))
 
 
 def test_old_name_keywords_warn_and_still_name_the_table():
