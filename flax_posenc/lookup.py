@@ -13,6 +13,7 @@ how padding tokens reach it (see :func:`padding_aware_positions`).
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +49,10 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
     XLA's CPU gather converts 2-byte floats (bfloat16, float16) to float32 element by element
     inside the gather loop; gathering the raw bits (``uint16``) and bit-casting back skips that
     and checks the index once per row instead of once per element (about 0.75x the time of
-    ``jnp.take`` for a bfloat16 GPT-2 block, see docs/benchmarks.md). 4-byte and integer tables
+    ``jnp.take`` for a bfloat16 GPT-2 block, see docs/benchmarks.md). Large unchecked 2-byte
+    gathers (``SPLIT_ELEMENTS`` output elements or more) test once whether every index is in
+    range and then take the plain row gather in a ``lax.cond``, which XLA does not fuse into the
+    consumer's add (the fused loop is slower; about 0.6x the block's time). 4-byte and integer tables
     take the plain gather (the bit path gains nothing there and splits XLA's decode-step fusion). The
     values, the ``NaN`` rows of out-of-range indices (``jnp.take``'s ``"fill"`` mode, negative
     indices counting from the end) and the gradients (a plain ``jnp.take`` of the tangent) are
@@ -75,16 +79,35 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
     return _take_bits(table, indices, in_bounds)
 
 
+# Unchecked 2-byte gathers of at least this many elements run as lax.cond(all indices in range,
+# plain row gather, general gather): the conditional keeps XLA from fusing the gather into its
+# consumer (the add of position rows), and the gather followed by a separate add is faster than
+# their fused element-by-element loop (docs/benchmarks.md, "bfloat16 block: the gather unfused").
+# Smaller gathers (a decode step, a short prompt) stay one fusion: no reduction, no conditional.
+SPLIT_ELEMENTS = 1 << 20
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _take_bits(table, indices, in_bounds):
-    bits = jax.lax.bitcast_convert_type(table, jnp.uint16)
     rows = table.shape[0]
-    if in_bounds:
+    # The bit-cast stays inside each branch: as an operand of the conditional it would be a copy.
+
+    def plain():  # 0 <= indices < rows
+        bits = jax.lax.bitcast_convert_type(table, jnp.uint16)
         return jax.lax.bitcast_convert_type(bits.at[indices].get(mode="promise_in_bounds"), table.dtype)
-    valid = (indices >= -rows) & (indices < rows)
-    got = bits.at[jnp.where(indices < 0, indices + rows, indices)].get(mode="promise_in_bounds")
-    nan = jax.lax.bitcast_convert_type(jnp.array(jnp.nan, table.dtype), bits.dtype)
-    return jax.lax.bitcast_convert_type(jnp.where(valid[..., None], got, nan), table.dtype)
+
+    def general():  # jnp.take's fill mode: negative indices wrap once, the rest are NaN rows
+        bits = jax.lax.bitcast_convert_type(table, jnp.uint16)
+        valid = (indices >= -rows) & (indices < rows)
+        got = bits.at[jnp.where(indices < 0, indices + rows, indices)].get(mode="promise_in_bounds")
+        nan = jax.lax.bitcast_convert_type(jnp.array(jnp.nan, table.dtype), bits.dtype)
+        return jax.lax.bitcast_convert_type(jnp.where(valid[..., None], got, nan), table.dtype)
+
+    if in_bounds:
+        return plain()
+    if indices.size * math.prod(table.shape[1:]) >= SPLIT_ELEMENTS:
+        return jax.lax.cond(jnp.all((indices >= 0) & (indices < rows)), plain, general)
+    return general()
 
 
 @_take_bits.defjvp

@@ -25,6 +25,7 @@ from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb as gptj_
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as llama_apply
 
 import flax_posenc as fp
+from flax_posenc import lookup
 from flax_posenc.lookup import take_rows
 
 RNG = np.random.default_rng(16)
@@ -70,6 +71,44 @@ def test_take_rows_derivatives_are_jnp_take_ones(dtype):
     np.testing.assert_array_equal(bits(t_ours), bits(jnp.take(tangent, ids, axis=0)))
 
 
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_take_rows_split_gather_is_jnp_take_bit_for_bit(dtype, monkeypatch):
+    """Large gathers (here: every gather) run as lax.cond(all in range, plain, general): both
+    branches give jnp.take's bits, under jit, vmap, scan, and grad/jvp are jnp.take's."""
+    monkeypatch.setattr(lookup, "SPLIT_ELEMENTS", 1)
+    table = jnp.asarray(RNG.standard_normal((29, 5)), dtype)
+    inside = jnp.asarray(RNG.integers(0, 29, (3, 7)), jnp.int32)
+    outside = inside.at[0, :3].set(jnp.array([-1, 29, -40]))  # wrap, past the end, past the start
+    assert "conditional" in jax.jit(take_rows).lower(table, inside).compile().as_text()
+    for ids in (inside, outside):
+        want = bits(jnp.take(table, ids, axis=0))
+        for got in (
+            jax.jit(take_rows)(table, ids),
+            jax.vmap(lambda i: take_rows(table, i))(ids),
+            jax.lax.scan(lambda c, i: (c, take_rows(table, i)), 0, ids)[1],
+        ):
+            np.testing.assert_array_equal(bits(got), want)
+    weight = jnp.asarray(RNG.standard_normal((3, 7, 5)), jnp.float32)
+
+    def loss(gather, t):
+        return jnp.sum(gather(t, inside).astype(jnp.float32) * weight)
+
+    ours = jax.jit(jax.grad(functools.partial(loss, take_rows)))(table)
+    plain = jax.jit(jax.grad(functools.partial(loss, lambda t, i: jnp.take(t, i, axis=0))))(table)
+    np.testing.assert_array_equal(bits(ours), bits(plain))
+    tangent = jnp.asarray(RNG.standard_normal((29, 5)), dtype)
+    _, t_ours = jax.jvp(lambda t: take_rows(t, outside), (table,), (tangent,))
+    np.testing.assert_array_equal(bits(t_ours), bits(jnp.take(tangent, outside, axis=0)))
+
+
+def test_split_gather_threshold_keeps_small_gathers_fused():
+    table = jnp.zeros((50, 8), jnp.bfloat16)
+    small = jnp.zeros((1, 1), jnp.int32)  # a decode step: no reduction, no conditional
+    large = jnp.zeros((lookup.SPLIT_ELEMENTS // 8,), jnp.int32)
+    assert "conditional" not in jax.jit(take_rows).lower(table, small).compile().as_text()
+    assert "conditional" in jax.jit(take_rows).lower(table, large).compile().as_text()
+
+
 def test_bfloat16_block_matches_a_numpy_reference():
     block = fp.nnx.TransformerInput(
         300, 16, num_positions=64, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0)
@@ -80,6 +119,10 @@ def test_bfloat16_block_matches_a_numpy_reference():
     want = (word[ids] + wpe[:40]).astype(ml_dtypes.bfloat16)  # exact float32 sum, rounded once
     graphdef, state = nnx.split(block)
     got = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x))(state, ids)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    with pytest.MonkeyPatch.context() as patch:  # the large-block path: the word gather unfused
+        patch.setattr(lookup, "SPLIT_ELEMENTS", 1)
+        got = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x))(state, ids)
     np.testing.assert_array_equal(bits(got), bits(want))
     bad = ids.copy()
     bad[0, 0] = 300
