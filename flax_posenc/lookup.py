@@ -27,8 +27,11 @@ from flax_posenc.overflow import (
     check_policy,
     fill_invalid,
     guard_positions,
+    guard_start,
     is_traced,
 )
+
+FAST_START = True
 
 __all__ = [
     "OVERFLOW_POLICIES",
@@ -188,6 +191,10 @@ def slice_positions(
     if length == 0:  # nothing asked for, whatever the start
         return table[:0]
     if is_traced(start):
+        if FAST_START:
+            first = guard_start(start, length, Limit(table.shape[0], offset, name), on_overflow)
+            if first is not None:  # "error": two scalar compares on start, then a slice
+                return jax.lax.dynamic_slice_in_dim(table, first + offset, length, axis=0)
         return lookup_positions(table, start + jnp.arange(length), offset=offset, on_overflow=on_overflow, name=name)
     start = int(start)
     check_positions(start, start + length - 1, rows=table.shape[0], offset=offset, name=name)

@@ -67,6 +67,7 @@ __all__ = [
     "check_policy",
     "fill_invalid",
     "guard_positions",
+    "guard_start",
     "is_traced",
     "position_errors",
 ]
@@ -248,6 +249,71 @@ def guard_positions(
     if zero is True:
         return clipped, ~inside
     return clipped + zero, None
+
+
+def _raise_on_host_start(start, *, limit: Limit, length: int) -> np.ndarray:
+    # For positions start .. start + length - 1; start is a scalar, or the batch under vmap (where
+    # the conditional became a select and this runs for every step): re-check each start here.
+    starts = [int(s) for s in np.ravel(start)]
+    bad = [s for s in starts if s < limit.lowest or s + length - 1 > limit.highest]
+    if bad:
+        limit.check(min(bad), max(bad) + length - 1)
+    return np.zeros(np.shape(start), np.int32)
+
+
+def guard_start(start: jax.Array, length: int, limit: Limit, on_overflow: OverflowPolicy = "error") -> jax.Array | None:
+    """The decode-step form of :func:`guard_positions` for positions ``start .. start + length - 1``.
+
+    With a traced scalar ``start`` and ``on_overflow="error"`` the check is two scalar
+    comparisons on ``start`` (no positions array, no reduction) feeding the same ``lax.cond`` and
+    host callback, with the same message. Callers slice ``length`` rows from the returned start
+    (``lax.dynamic_slice``) instead of gathering them.
+
+    Args:
+      start: traced integer scalar, the first position.
+      length: static number of positions (``>= 1``).
+      limit: the valid range (:class:`Limit`).
+      on_overflow: the policy; only ``"error"`` has this form.
+
+    Returns:
+      int32 ``start`` clamped into ``limit.lowest .. limit.highest - length + 1`` (so the slice is
+      in bounds), carrying the check's dependency; ``None`` where the general
+      :func:`guard_positions` applies (``"clip"``/``"fill"``, a non-scalar start, inside
+      :func:`checkify_errors`, a backend without host callbacks, bounds the dtype cannot hold).
+
+    >>> import jax, jax.numpy as jnp
+    >>> step = jax.jit(lambda t: guard_start(t, 2, Limit(8)))
+    >>> step(jnp.int32(6))
+    Array(6, dtype=int32)
+    >>> position_errors(step)(jnp.int32(7))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: position table holds 8 positions (0..7); asked for position 8, 1 past the end
+    """
+    check_policy(on_overflow)
+    start = jnp.asarray(start)
+    if (
+        on_overflow != "error"
+        or start.ndim
+        or not jnp.issubdtype(start.dtype, jnp.integer)
+        or _use_checkify.get()
+        or jax.default_backend() not in _CALLBACK_PLATFORMS
+    ):
+        return None
+    info = jnp.iinfo(start.dtype)
+    lo, hi = limit.lowest, limit.highest - (length - 1)
+    if not int(info.min) <= lo <= hi <= int(info.max):
+        return None
+    # Two scalar compares in start's own dtype (no wrap-around), computed straight as the int32
+    # branch index (one fusion; a bool predicate would cost a separate convert before the branch).
+    index = (start < lo).astype(jnp.int32) | (start > hi).astype(jnp.int32)
+    callback = functools.partial(_raise_on_host_start, limit=limit, length=length)
+
+    def report(s):  # the host re-checks s itself, so the branch needs nothing else
+        return jax.pure_callback(callback, jax.ShapeDtypeStruct((), jnp.int32), s, vmap_method="expand_dims")
+
+    zero = jax.lax.switch(index, [lambda s: jnp.zeros((), jnp.int32), report], start)
+    return jnp.clip(start, lo, hi).astype(jnp.int32) + zero  # the zero keeps the check alive
 
 
 def fill_invalid(values: jax.Array, invalid: jax.Array | None) -> jax.Array:

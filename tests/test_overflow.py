@@ -176,3 +176,71 @@ class TestModules:
             PositionLimitError, match=r"holds 6 positions \(0\.\.5\) after 2 reserved rows; asked for position 6"
         ):
             f(state, jnp.full((1, 7), 5))
+
+
+class TestScalarStartGuard:
+    """A traced scalar start under "error" (the decode step): two scalar compares on start, then a
+    slice; the same values, the same messages, no reduction over positions."""
+
+    def test_values_and_errors_under_jit(self):
+        f = fp.position_errors(jax.jit(lambda s: fp.lookup.slice_positions(TABLE, 2, start=s)))
+        for s in (0, 5, 8):
+            np.testing.assert_array_equal(f(jnp.int32(s)), np.arange(40.0).reshape(10, 4)[s : s + 2])
+        with pytest.raises(
+            PositionLimitError,
+            match=r"^position table holds 10 positions \(0\.\.9\); asked for position 10, 1 past the end$",
+        ):
+            f(jnp.int32(9))
+        with pytest.raises(PositionLimitError, match=r"asked for position -1, below the first row$"):
+            f(jnp.int32(-1))
+        with pytest.raises(PositionLimitError, match=r"asked for position 2147483648, 2147483639 past the end$"):
+            f(jnp.int32(2**31 - 1))  # start + 1 would wrap in int32; the check compares start alone
+
+    def test_no_reduction_and_one_callback_in_the_compiled_step(self):
+        text = jax.jit(lambda s: fp.lookup.slice_positions(TABLE, 3, start=s)).lower(jnp.int32(0)).compile().as_text()
+        ops = [line.split(" = ", 1)[1] for line in text.splitlines() if " = " in line and line.lstrip().startswith("%")]
+        assert any("callback" in op for op in ops) and any(" conditional(" in op for op in ops)
+        assert not any(f" {name}(" in op for op in ops for name in ("reduce", "gather"))  # compares + a slice
+
+    def test_reserved_rows_and_padding_row(self):
+        table = jnp.arange(48.0).reshape(12, 4)  # 2 reserved rows: positions -1 .. 9
+        f = fp.position_errors(jax.jit(lambda s: fp.lookup.slice_positions(table, 2, start=s, offset=2)))
+        np.testing.assert_array_equal(f(jnp.int32(-1)), np.arange(48.0).reshape(12, 4)[1:3])
+        with pytest.raises(PositionLimitError, match="after 2 reserved rows; asked for position 10, 1 past the end"):
+            f(jnp.int32(9))
+
+    def test_vmap_scan_and_block(self):
+        f = jax.jit(jax.vmap(lambda s: fp.lookup.slice_positions(TABLE, 1, start=s)))
+        want = np.arange(40.0).reshape(10, 4)
+        np.testing.assert_array_equal(f(jnp.array([0, 9], jnp.int32))[:, 0], want[[0, 9]])  # no false alarm
+        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
+            fp.position_errors(f)(jnp.array([3, 10], jnp.int32))
+
+        def loop(start):
+            return jax.lax.scan(lambda t, _: (t + 1, fp.lookup.slice_positions(TABLE, 1, start=t)), start, None, 4)[1]
+
+        np.testing.assert_array_equal(jax.jit(loop)(jnp.int32(6))[:, 0], want[6:10])
+        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
+            fp.position_errors(jax.jit(loop))(jnp.int32(7))
+        block = fp.nnx.TransformerInput(50, 4, num_positions=10, rngs=nnx.Rngs(0))
+        step = fp.position_errors(jax.jit(lambda p, ids, t: fp.block.transformer_input(block.spec, p, ids, start=t)))
+        params = block.params()
+        ids = jnp.array([[3]], jnp.int32)
+        np.testing.assert_array_equal(
+            step(params, ids, jnp.int32(9))[0, 0], params["word_embeddings"][3] + params["position_embeddings"][9]
+        )
+        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
+            step(params, ids, jnp.int32(10))
+
+    def test_other_policies_and_dtypes_take_the_general_path(self):
+        limit = fp.overflow.Limit(10)
+        traced = []
+        jax.jit(lambda s: traced.append(fp.overflow.guard_start(s, 1, limit, "clip")) or s)(jnp.int32(0))
+        jax.jit(lambda s: traced.append(fp.overflow.guard_start(s, 1, limit)) or s)(jnp.zeros((2,), jnp.int32))
+        assert traced == [None, None]
+        f = jax.jit(lambda s: fp.lookup.slice_positions(TABLE, 2, start=s, on_overflow="clip"))
+        np.testing.assert_array_equal(f(jnp.int32(9)), np.arange(40.0).reshape(10, 4)[[9, 9]])  # per position
+        g = fp.position_errors(jax.jit(lambda s: fp.lookup.slice_positions(TABLE, 2, start=s)))
+        np.testing.assert_array_equal(g(jnp.uint8(3)), np.arange(40.0).reshape(10, 4)[3:5])
+        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
+            g(jnp.uint8(9))
