@@ -31,7 +31,8 @@ from flax_posenc.overflow import (
     is_traced,
 )
 
-FAST_START = True
+# False: traced starts take the general guard (benchmarks/gather_variants.py compares the two).
+SCALAR_START_GUARD = True
 
 __all__ = [
     "OVERFLOW_POLICIES",
@@ -191,7 +192,7 @@ def slice_positions(
     if length == 0:  # nothing asked for, whatever the start
         return table[:0]
     if is_traced(start):
-        if FAST_START:
+        if SCALAR_START_GUARD:
             first = guard_start(start, length, Limit(table.shape[0], offset, name), on_overflow)
             if first is not None:  # "error": two scalar compares on start, then a slice
                 return jax.lax.dynamic_slice_in_dim(table, first + offset, length, axis=0)

@@ -209,7 +209,7 @@ class TestScalarStartGuard:
         with pytest.raises(PositionLimitError, match="after 2 reserved rows; asked for position 10, 1 past the end"):
             f(jnp.int32(9))
 
-    def test_vmap_scan_and_block(self):
+    def test_vmap_and_scan(self):  # the block's decode step: test_fast_paths.py, test_guard_matrix.py
         f = jax.jit(jax.vmap(lambda s: fp.lookup.slice_positions(TABLE, 1, start=s)))
         want = np.arange(40.0).reshape(10, 4)
         np.testing.assert_array_equal(f(jnp.array([0, 9], jnp.int32))[:, 0], want[[0, 9]])  # no false alarm
@@ -222,15 +222,6 @@ class TestScalarStartGuard:
         np.testing.assert_array_equal(jax.jit(loop)(jnp.int32(6))[:, 0], want[6:10])
         with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
             fp.position_errors(jax.jit(loop))(jnp.int32(7))
-        block = fp.nnx.TransformerInput(50, 4, num_positions=10, rngs=nnx.Rngs(0))
-        step = fp.position_errors(jax.jit(lambda p, ids, t: fp.block.transformer_input(block.spec, p, ids, start=t)))
-        params = block.params()
-        ids = jnp.array([[3]], jnp.int32)
-        np.testing.assert_array_equal(
-            step(params, ids, jnp.int32(9))[0, 0], params["word_embeddings"][3] + params["position_embeddings"][9]
-        )
-        with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
-            step(params, ids, jnp.int32(10))
 
     def test_other_policies_and_dtypes_take_the_general_path(self):
         limit = fp.overflow.Limit(10)
