@@ -304,15 +304,14 @@ def guard_start(start: jax.Array, length: int, limit: Limit, on_overflow: Overfl
     lo, hi = limit.lowest, limit.highest - (length - 1)
     if not int(info.min) <= lo <= hi <= int(info.max):
         return None
-    # Two scalar compares in start's own dtype (no wrap-around), computed straight as the int32
-    # branch index (one fusion; a bool predicate would cost a separate convert before the branch).
-    index = (start < lo).astype(jnp.int32) | (start > hi).astype(jnp.int32)
+    bad = (start < lo) | (start > hi)  # two scalar compares in start's own dtype (no wrap-around)
     callback = functools.partial(_raise_on_host_start, limit=limit, length=length)
 
-    def report(s):  # the host re-checks s itself, so the branch needs nothing else
+    def report(s):  # the host re-checks s itself: the branch needs only start, so the predicate
+        # and its conversion to the branch index stay one fusion feeding the conditional
         return jax.pure_callback(callback, jax.ShapeDtypeStruct((), jnp.int32), s, vmap_method="expand_dims")
 
-    zero = jax.lax.switch(index, [lambda s: jnp.zeros((), jnp.int32), report], start)
+    zero = jax.lax.cond(bad, report, lambda s: jnp.zeros((), jnp.int32), start)
     return jnp.clip(start, lo, hi).astype(jnp.int32) + zero  # the zero keeps the check alive
 
 
