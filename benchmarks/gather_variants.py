@@ -106,7 +106,7 @@ def main() -> None:
 
     plain_add = jax.jit(lambda w, p, x: jnp.take(w, x, axis=0) + p[: x.shape[-1]])
     fns = {"plain jnp.take": plain_add}
-    fns["take_rows, one fusion with the add (before)"] = traced_with(
+    fns["take_rows without the split (one fusion)"] = traced_with(
         "SPLIT_ELEMENTS", 1 << 62, jax.jit(lambda w, p, x: take_rows(w, x) + p[: x.shape[-1]]), word, wpe, ids[0]
     )
     fns["take_rows now (2-byte: lax.cond split)"] = jax.jit(lambda w, p, x: take_rows(w, x) + p[: x.shape[-1]])
