@@ -298,7 +298,11 @@ def is_buffer(key: str) -> bool:
     (True, True, False)
     """
     # the last dot-separated components of key equal the suffix's: key is it or ends in "." + it
-    return any(key == s or key.endswith("." + s) for s in BUFFER_SUFFIXES)
+    return key in _BUFFER_NAMES or key.endswith(_DOTTED_BUFFER_SUFFIXES)
+
+
+_BUFFER_NAMES = frozenset(BUFFER_SUFFIXES)
+_DOTTED_BUFFER_SUFFIXES = tuple("." + s for s in BUFFER_SUFFIXES)
 
 
 # ----------------------------------------------------------------------------- detection

@@ -3,10 +3,10 @@
 Three readers share one small interface (:class:`TensorReader`): ``keys()``, ``info(key)``
 (dtype name and shape, from the header only) and ``read(key)`` (that one tensor as numpy):
 
-- :class:`SafetensorsReader`: ``safetensors.safe_open(..., framework="numpy")``; the file is
-  memory-mapped and only the requested tensor's bytes are copied out. bfloat16 tensors, which
-  numpy cannot hold, are read from their raw bytes (the header gives their byte range) and
-  upcast *exactly* to float32 (a bfloat16 is the top half of a float32).
+- :class:`SafetensorsReader`: the header is parsed and checked as ``safetensors`` checks it
+  (bounded JSON, every entry inside the file, tensors back to back), then only the requested
+  tensor's byte range is read, straight into the returned array. bfloat16 tensors, which
+  numpy cannot hold, are upcast *exactly* to float32 (a bfloat16 is the top half of a float32).
 - :class:`TorchBinReader`: ``torch.load(path, map_location="cpu", weights_only=True,
   mmap=True)``, only when torch is importable; a pickle that would run code is refused by
   torch's weights-only unpickler and reported as :class:`CheckpointError`.
@@ -25,7 +25,6 @@ r.info("wpe.weight"), r.read("wpe.weight").shape
 
 from __future__ import annotations
 
-import math
 import os
 import struct
 import warnings
@@ -139,35 +138,93 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
         raise fail(path, "a JSON object as safetensors header", type(header).__name__)
     data_start = 8 + n
     data_len = size - data_start
+    spans = []
     for name, entry in header.items():
         if name == "__metadata__":
             continue
+        # json.loads makes only plain dict/list/int/str/bool: ``type(x) is int`` is "an int, not a bool"
+        dtype = entry.get("dtype") if type(entry) is dict else None
+        shape = entry.get("shape") if dtype is not None else None
+        offsets = entry.get("data_offsets") if dtype is not None else None
         ok = (
-            isinstance(entry, dict)
-            and entry.get("dtype") in HEADER_ITEMSIZE
-            and isinstance(entry.get("shape"), list)
-            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry["shape"])
-            and isinstance(entry.get("data_offsets"), list)
-            and len(entry["data_offsets"]) == 2
-            and all(isinstance(o, int) and not isinstance(o, bool) for o in entry["data_offsets"])
+            type(dtype) is str
+            and dtype in HEADER_ITEMSIZE
+            and type(shape) is list
+            and type(offsets) is list
+            and len(offsets) == 2
+            and type(offsets[0]) is int
+            and type(offsets[1]) is int
         )
+        if ok:
+            count = 1
+            for d in shape:  # safetensors (Rust) counts elements in 64 bits, overflow refused
+                count *= d if type(d) is int and 0 <= d < _U64 else -1
+                if not 0 <= count < _U64:
+                    ok = False
+                    break
         if not ok:
             raise fail(path, "header entries {dtype, shape, data_offsets}", f"{name!r}: {str(entry)[:120]}")
-        b, e = entry["data_offsets"]
-        want = math.prod(entry["shape"]) * HEADER_ITEMSIZE[entry["dtype"]]  # exact ints
+        b, e = offsets
+        want = count * HEADER_ITEMSIZE[dtype]  # exact ints
         if not (0 <= b <= e <= data_len) or e - b != want:
             raise fail(
                 path,
                 f"{name!r} to occupy {want} bytes inside the {data_len} data bytes (truncated file?)",
                 f"data_offsets [{b}, {e}]",
             )
+        spans.append((b, e, name))
+    _check_layout(path, header, spans, data_len)
     return header, data_start
 
 
-class SafetensorsReader:
-    """One ``.safetensors`` file, opened with ``safe_open(framework="numpy")`` (memory-mapped).
+_U64 = 1 << 64
 
-    ``read(key)`` copies out only that tensor. Float dtypes come back as stored (float16,
+
+def _check_layout(path: Path, header: dict, spans: list[tuple[int, int, str]], data_len: int) -> None:
+    """What ``safetensors`` itself checks beyond each entry's own range (so that we need not
+    open the file a second time with it): tensors back to back in offset order with neither gap
+    nor overlap, together covering the data bytes exactly, and ``__metadata__`` null or a
+    ``{str: str}`` object. ``tests/test_fast_paths.py`` checks that these decisions are
+    ``safetensors.safe_open``'s on crafted headers."""
+    meta = header.get("__metadata__")
+    if meta is not None and (type(meta) is not dict or any(type(v) is not str for v in meta.values())):
+        raise fail(path, "a safetensors __metadata__ of string values (or null)", str(meta)[:120])
+    spans.sort()
+    end = 0
+    for b, e, name in spans:
+        if b != end:
+            raise fail(
+                path,
+                f"tensors stored back to back ({name!r} to begin at data byte {end}, where the previous one ends)",
+                f"data_offsets [{b}, {e}]",
+            )
+        end = e
+    if end != data_len:
+        raise fail(path, f"tensor data covering all {data_len} data bytes", f"{data_len - end} bytes no tensor holds")
+
+
+def read_into(path: Path, offset: int, out: np.ndarray) -> int:
+    """Read ``out.nbytes`` bytes of ``path`` from byte ``offset`` straight into the C-contiguous
+    ``out`` (one buffer, no intermediate copy); returns the bytes read (fewer: the file ended)."""
+    view = memoryview(out.reshape(-1).view(np.uint8))
+    done = 0
+    with open(path, "rb", buffering=0) as f:
+        f.seek(offset)
+        while done < len(view):
+            got = f.readinto(view[done:])
+            if not got:
+                break
+            done += got
+    return done
+
+
+class SafetensorsReader:
+    """One ``.safetensors`` file: its header parsed and checked once, then each tensor read on
+    demand with one positioned read of its byte range into the returned array.
+
+    The checks are ``safetensors``' own (each entry well formed and inside the file, tensors
+    back to back covering the data exactly, string metadata), so the file is not opened a
+    second time with ``safetensors.safe_open``. Float dtypes come back as stored (float16,
     float32, float64) except bfloat16, which comes back as float32 (exact upcast).
 
     Raises:
@@ -176,21 +233,8 @@ class SafetensorsReader:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        # Our own header check first: precise messages, and no reliance on the Rust side for
-        # malformed input. Then safetensors validates again and maps the file.
         self._header, self._data_start = read_safetensors_header(self.path)
         self._header.pop("__metadata__", None)
-        try:
-            from safetensors import safe_open
-
-            self._handle = safe_open(str(self.path), framework="numpy")
-            names = list(self._handle.keys())
-        except BaseException as e:  # SafetensorError, OSError, and pyo3 PanicException
-            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                raise
-            raise fail(self.path, "a valid safetensors file", f"{type(e).__name__}: {e}") from None
-        if set(names) != set(self._header):
-            raise fail(self.path, "a consistent safetensors header", "keys that safetensors lists differently")
 
     def keys(self) -> list[str]:
         return list(self._header)
@@ -220,27 +264,20 @@ class SafetensorsReader:
             )
         dtype = SAFETENSORS_DTYPES[entry["dtype"]]
         b, e = entry["data_offsets"]
+        arr = np.empty((e - b) // dtype.itemsize, dtype=dtype)
         try:
-            arr = np.fromfile(self.path, dtype=dtype, count=(e - b) // dtype.itemsize, offset=self._data_start + b)
+            got = read_into(self.path, self._data_start + b, arr)
         except (OSError, ValueError) as err:
             raise fail(f"{self.path}:{key}", f"{e - b} readable bytes", f"{type(err).__name__}: {err}") from None
-        if arr.size * dtype.itemsize != e - b:
-            raise fail(f"{self.path}:{key}", f"{e - b} bytes", f"{arr.size * dtype.itemsize} (truncated file)")
+        if got != e - b:
+            raise fail(f"{self.path}:{key}", f"{e - b} bytes", f"{got} (truncated file)")
         return arr.reshape(entry["shape"])
 
     def read(self, key: str) -> np.ndarray:
-        dtype_name, _ = self.info(key)
-        if dtype_name == "BF16":
-            return bf16_bits_to_float32(self.read_raw(key))
-        if dtype_name not in SAFETENSORS_DTYPES:
-            self.read_raw(key)  # raises: a dtype we do not read
-        try:
-            arr = self._handle.get_tensor(key)
-        except BaseException as e:
-            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                raise
-            raise fail(f"{self.path}:{key}", "a readable tensor", f"{type(e).__name__}: {e}") from None
-        return np.asarray(arr)
+        arr = self.read_raw(key)
+        if self._header[key]["dtype"] == "BF16":
+            return bf16_bits_to_float32(arr)
+        return arr
 
 
 # ----------------------------------------------------------------------------- torch .bin
@@ -626,8 +663,13 @@ def read_float(
 
 
 def _count_nonfinite(arr: np.ndarray, chunk_rows: int = 4096) -> int:
+    """How many NaN/Inf values ``arr`` holds (0 for a finite array), in chunks of rows."""
     flat = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
-    return int(sum((~np.isfinite(flat[i : i + chunk_rows])).sum() for i in range(0, flat.shape[0], chunk_rows)))
+    chunks = [flat[i : i + chunk_rows] for i in range(0, flat.shape[0], chunk_rows)]
+    # fast path: ``isfinite(...).all()`` stops at nothing but skips the count's integer sum
+    if all(np.isfinite(c).all() for c in chunks):
+        return 0
+    return int(sum(int(np.count_nonzero(~np.isfinite(c))) for c in chunks))
 
 
 def nearest_keys(wanted: str, keys: Iterable[str], n: int = 5) -> list[str]:

@@ -139,6 +139,21 @@ def _bad_int(text: str) -> int:
 #: a run of more digits than any accepted integer has; without one, no integer can break the bound,
 #: so the per-integer Python hook is skipped (same decisions, the C parser's speed).
 _LONG_DIGITS = re.compile("[0-9]{" + str(MAX_INT_DIGITS + 1) + "}")
+#: bytes.translate table: ASCII digits -> b"0", every other byte -> b" " (UTF-8 multi-byte
+#: characters never contain the bytes 0x30-0x39, so a digit run in the bytes is one in the text).
+_DIGITS_TO_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * (MAX_INT_DIGITS + 1)
+
+
+def _has_long_digit_run(raw: bytes | str) -> bool:
+    """Whether ``raw`` holds more than :data:`MAX_INT_DIGITS` ASCII digits in a row.
+
+    ``_LONG_DIGITS.search`` decides the same; for bytes, one ``translate`` and one substring
+    search in C are ~10x faster than the regular expression, which tries every position.
+    """
+    if isinstance(raw, (bytes, bytearray)):
+        return _LONG_RUN in raw.translate(_DIGITS_TO_ZERO)
+    return _LONG_DIGITS.search(raw) is not None
 
 
 def _no_constant(text: str) -> Any:
@@ -150,26 +165,35 @@ class _JsonLimit(ValueError):
 
 
 def _depth(value: Any) -> int:
-    """Nesting depth of parsed JSON, iteratively (no recursion)."""
-    if not isinstance(value, (dict, list)):
+    """Nesting depth of parsed JSON, level by level (no recursion; stops past the bound).
+
+    Each level is one list comprehension over the containers' children that keeps only the
+    containers: a header's thousands of leaves cost one ``isinstance`` each, in C loops.
+    """
+    if not isinstance(value, _CONTAINERS):
         return 0
-    deepest, stack = 1, [(value, 1)]
-    while stack:  # only containers are pushed: a header's thousands of leaves cost one isinstance each
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        if level > MAX_JSON_DEPTH:
+    level, nodes = 1, [value]
+    while level <= MAX_JSON_DEPTH:
+        nodes = [
+            child
+            for node in nodes
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, _CONTAINERS)
+        ]
+        if not nodes:
             return level
-        for child in node.values() if isinstance(node, dict) else node:
-            if isinstance(child, (dict, list)):
-                stack.append((child, level + 1))
-    return deepest
+        level += 1
+    return level
+
+
+_CONTAINERS = (dict, list)
 
 
 def parse_json(raw: bytes | str, *, where: object, what: str, allow_constants: bool = False) -> Any:
     """Parse JSON text with the bounds above; any failure is one CheckpointError line."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
-        hooks: dict[str, Any] = {"parse_int": _bad_int} if _LONG_DIGITS.search(text) else {}
+        hooks: dict[str, Any] = {"parse_int": _bad_int} if _has_long_digit_run(raw) else {}
         if not allow_constants:
             hooks["parse_constant"] = _no_constant
         value = json.loads(text, **hooks)
