@@ -50,7 +50,7 @@ from flax_posenc.rope_config import (
     RopeLayout,
     rope_inverse_frequencies,
 )
-from flax_posenc.sinusoidal import _exact_cos_sin
+from flax_posenc.sinusoidal import exact_cos_sin
 
 __all__ = [
     "ROPE_LAYOUTS",
@@ -171,7 +171,7 @@ def rotary_cos_sin(
         angle = host.astype(np.float64)[..., None] * inv_freq
         scale = np.float64(attention)
         return jnp.asarray((np.cos(angle) * scale).astype(dtype)), jnp.asarray((np.sin(angle) * scale).astype(dtype))
-    cos, sin = _exact_cos_sin(positions, inv_freq)
+    cos, sin = exact_cos_sin(positions, inv_freq, bounds=(limit.lowest, limit.highest))  # the guard's range
     if attention != 1.0:
         cos, sin = cos * np.float32(attention), sin * np.float32(attention)
     return overflow.fill_invalid(cos, invalid).astype(dtype), overflow.fill_invalid(sin, invalid).astype(dtype)

@@ -21,10 +21,12 @@ Odd widths (``odd_dim``) and tensor2tensor/flax's ``min_timescale`` are options 
 options reproduce which library is in ``docs/conventions.md``, each row tested.
 
 Precision. :func:`sinusoidal_table` computes in float64 on the host and rounds once to the
-requested dtype (the numpy math lives in :mod:`flax_posenc.sinusoid_math`, which imports no jax). :func:`sinusoidal_encoding` runs on device, under ``jit``, for positions that
-are only known at run time; it never forms a large angle. A position is split into four 8-bit
-digits, ``p = d0 + 256 d1 + 256**2 d2 + 256**3 d3``, the rotation ``exp(i * d_k 256**k w)`` of each
-digit is read from a small table computed in float64 on the host, and the four rotations are
+requested dtype (the numpy math lives in :mod:`flax_posenc.sinusoid_math`, which imports no jax).
+:func:`sinusoidal_encoding` runs on device, under ``jit``, for positions that are only known at
+run time; it never forms a large angle. A position is split into at most four digits of at most
+8 bits, ``p = d0 + 256 d1 + 256**2 d2 + 256**3 d3`` (fewer and narrower when a limit bounds the
+positions: ``p = d0 + 32 d1`` below 1024), the rotation ``exp(i * d_k 256**k w)`` of each digit
+is read from a small table computed in float64 on the host, and the rotations are
 composed by angle addition -- the lesson's hour hand and minute hand. Every float32 result is
 within 2e-6 of the float64 value for ``|p| < 2**24`` at any ``dim`` (measured: about 3e-7), where
 the naive float32 ``sin(p * w)`` is off by ~0.07 near ``2**20`` and by ~1 near ``2**24``.
@@ -52,9 +54,12 @@ from flax_posenc.sinusoid_math import (
 )
 
 __all__ = [
+    "INT32_RANGE",
     "LAYOUTS",
     "ODD_DIMS",
     "check_sinusoid_options",
+    "digit_plan",
+    "exact_cos_sin",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "sinusoidal_table",
@@ -120,65 +125,102 @@ def sinusoidal_table(
     return jnp.asarray(table)
 
 
+#: the int32 range: what :func:`exact_cos_sin` covers when no narrower range is known.
+INT32_RANGE: tuple[int, int] = (-(2**31), 2**31 - 1)
+
+
+def digit_plan(lowest: int, highest: int) -> tuple[int, int]:
+    """``(digits, bits)``: how :func:`exact_cos_sin` splits positions in ``lowest .. highest``.
+
+    The fewest digits of at most 8 bits that hold every ``|p|``, the bits shared evenly among
+    them: ``0 .. 1023`` -> 2 digits of 5 bits (two 32-row tables), ``0 .. 2**16 - 1`` -> 2 x 8,
+    ``0 .. 2**24 - 1`` -> 3 x 8, the int32 range -> 4 x 8. Fewer digits mean fewer angle
+    additions (less rounding) and smaller constants (faster compiles).
+
+    >>> digit_plan(0, 1023), digit_plan(0, 1024), digit_plan(*INT32_RANGE)
+    ((2, 5), (2, 6), (4, 8))
+    """
+    bits = max(abs(int(lowest)), abs(int(highest)), 1).bit_length()
+    digits = -(-bits // _DIGIT_BITS)
+    return digits, -(-bits // digits)
+
+
 @functools.lru_cache(maxsize=64)
-def _digit_rotations_for(frequencies: bytes) -> np.ndarray:
-    """``(DIGITS, 256, 2 * n)`` float32: ``[cos | sin]`` of ``d * 256**k * w``, float64-exact.
+def _digit_rotations_for(frequencies: bytes, digits: int = _DIGITS, bits: int = _DIGIT_BITS) -> np.ndarray:
+    """``(digits, 2**bits, 2 * n)`` float32: ``[cos | sin]`` of ``d * 2**(bits k) * w``, float64-exact.
 
     ``frequencies`` is the raw bytes of a float64 array of ``n`` angular frequencies ``w`` (in
     radians per position), so any frequencies can be cached (sinusoids, RoPE, scaled RoPE).
-    ``d * 256**k`` is an exact integer in float64, so each angle carries a single float64
+    ``d * 2**(bits k)`` is an exact integer in float64, so each angle carries a single float64
     rounding, and numpy's float64 ``sin``/``cos`` reduce large arguments correctly.
     """
     w = np.frombuffer(frequencies, dtype=np.float64)
-    digit = np.arange(1 << _DIGIT_BITS, dtype=np.float64)
-    place = np.float64(1 << _DIGIT_BITS) ** np.arange(_DIGITS)
-    angles = (place[:, None, None] * digit[None, :, None]) * w  # (DIGITS, 256, n)
+    digit = np.arange(1 << bits, dtype=np.float64)
+    place = np.float64(1 << bits) ** np.arange(digits)
+    angles = (place[:, None, None] * digit[None, :, None]) * w  # (digits, 2**bits, n)
     table = np.concatenate([np.cos(angles), np.sin(angles)], axis=-1).astype(np.float32)
     table.flags.writeable = False
     return table
 
 
-def _digit_rotations(dim: int, base: float, endpoint: bool) -> np.ndarray:
+def _digit_rotations(dim: int, base: float, endpoint: bool, digits: int = _DIGITS, bits: int = _DIGIT_BITS):
     """The digit rotations of the sinusoidal frequencies (see :func:`_digit_rotations_for`)."""
     w = sinusoidal_frequencies(dim, base=base, endpoint=endpoint)
-    return _digit_rotations_for(np.ascontiguousarray(w, dtype=np.float64).tobytes())
+    return _digit_rotations_for(np.ascontiguousarray(w, dtype=np.float64).tobytes(), digits, bits)
 
 
-def _exact_cos_sin(positions: jax.Array, frequencies: np.ndarray) -> tuple[jax.Array, jax.Array]:
+def exact_cos_sin(
+    positions: jax.Array, frequencies: np.ndarray, *, bounds: tuple[int, int] = INT32_RANGE
+) -> tuple[jax.Array, jax.Array]:
     """``cos(p * w)`` and ``sin(p * w)`` in float32 for integer ``p`` (traced or not), exactly.
 
-    The shared exact-angle machinery of :func:`sinusoidal_encoding` and
-    :func:`flax_posenc.rope.rotary_cos_sin`: ``p`` is split into four 8-bit digits, the
-    rotation of each digit is read from a float64-exact host table, and the four rotations are
-    composed by angle addition. For ``|p| < 2**24`` every result is within 2e-6 of the float64
-    value of ``cos``/``sin`` of the float64 angle ``p * w`` (measured: ~3e-7).
+    The exact-angle machinery of :func:`sinusoidal_encoding` and
+    :func:`flax_posenc.rope.rotary_cos_sin`: ``p`` is split into at most four digits of at most
+    8 bits (:func:`digit_plan`), the rotation of each digit is read from a float64-exact host
+    table (one gather for all digits), and the rotations are composed by angle addition. For
+    ``|p| < 2**24`` every result is within 2e-6 of the float64 value of ``cos``/``sin`` of the
+    float64 angle ``p * w`` (measured: ~3e-7).
 
     Args:
-      positions: integer array, any shape (int32 range).
+      positions: integer array, any shape, every value inside ``bounds``.
       frequencies: host float64 array of ``n`` angular frequencies (radians per position).
+      bounds: ``(lowest, highest)`` that the positions are known to lie in (default: the int32
+        range). Narrower bounds (a table's ``0 .. num_positions - 1``, enforced by
+        :func:`flax_posenc.overflow.guard_positions`) need fewer and smaller digit tables.
+        Positions outside them are not checked here: their high bits are dropped (wrong values).
 
     Returns:
       ``(cos, sin)``, each float32 of shape ``positions.shape + (n,)``.
 
     >>> import numpy as np, jax.numpy as jnp
-    >>> cos, sin = _exact_cos_sin(jnp.array([0, 3]), np.array([1.0, 0.5]))
+    >>> cos, sin = exact_cos_sin(jnp.array([0, 3]), np.array([1.0, 0.5]), bounds=(0, 3))
     >>> cos.shape, round(float(sin[1, 0]), 6)
     ((2, 2), 0.14112)
     """
+    lowest, highest = int(bounds[0]), int(bounds[1])
+    if not INT32_RANGE[0] <= lowest <= highest <= INT32_RANGE[1]:
+        raise ValueError(f"bounds: expected (lowest, highest) inside the int32 range, lowest <= highest; got {bounds!r}")
+    digits, bits = digit_plan(lowest, highest)
     w = np.ascontiguousarray(np.asarray(frequencies, dtype=np.float64).reshape(-1))
     n = w.shape[0]
-    rotations = jnp.asarray(_digit_rotations_for(w.tobytes()))
-    magnitude = jnp.abs(positions.astype(jnp.int32)).astype(jnp.uint32)  # |-2**31| fits uint32
-    cos = sin = None
-    for k in range(_DIGITS):
-        digit = (magnitude >> (_DIGIT_BITS * k)) & ((1 << _DIGIT_BITS) - 1)
-        rot = rotations[k].at[digit.astype(jnp.int32)].get(mode="promise_in_bounds")
-        c, s = rot[..., :n], rot[..., n:]
-        if cos is None:
-            cos, sin = c, s
-        else:  # angle addition: exp(i(a + b)) = exp(ia) exp(ib)
-            cos, sin = cos * c - sin * s, sin * c + cos * s
-    sin = jnp.where((positions < 0)[..., None], -sin, sin)
+    rows = 1 << bits
+    # one (digits * rows, 2n) constant and one gather for all digits: each gather is its own
+    # loop for XLA, and compile time grows with their count (docs/benchmarks.md)
+    table = jnp.asarray(_digit_rotations_for(w.tobytes(), digits, bits).reshape(digits * rows, 2 * n))
+    signed = lowest < 0
+    p = positions.astype(jnp.int32)
+    magnitude = (jnp.abs(p) if signed else p).astype(jnp.uint32)  # |-2**31| fits uint32
+    lead = (digits,) + (1,) * p.ndim  # digits first: digit k's rotations are one contiguous block
+    shifts = (np.arange(digits, dtype=np.uint32) * np.uint32(bits)).reshape(lead)
+    first_row = (np.arange(digits, dtype=np.int32) * np.int32(rows)).reshape(lead)  # digit k: rows k * rows ..
+    index = ((magnitude[None] >> shifts) & np.uint32(rows - 1)).astype(jnp.int32) + first_row
+    rot = table.at[index].get(mode="promise_in_bounds")  # (digits, ..., 2n)
+    cos, sin = rot[0, ..., :n], rot[0, ..., n:]
+    for k in range(1, digits):  # angle addition: exp(i(a + b)) = exp(ia) exp(ib)
+        c, s = rot[k, ..., :n], rot[k, ..., n:]
+        cos, sin = cos * c - sin * s, sin * c + cos * s
+    if signed:
+        sin = jnp.where((p < 0)[..., None], -sin, sin)
     return cos, sin
 
 
@@ -240,5 +282,5 @@ def sinusoidal_encoding(
     w = sinusoidal_frequencies(
         dim, base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim
     )
-    cos, sin = _exact_cos_sin(positions, w)
+    cos, sin = exact_cos_sin(positions, w, bounds=(limit.lowest, limit.highest))  # the guard's range
     return overflow.fill_invalid(arrange_sin_cos(sin, cos, layout, dim, xp=jnp).astype(dtype), invalid)

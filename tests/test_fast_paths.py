@@ -8,6 +8,9 @@
   against transformers' PyTorch ``apply_rotary_pos_emb`` (Llama, half layout; GPT-J, interleaved).
 - the functional decode path ``jax.jit(partial(fp.block.transformer_input, spec))(params, ids,
   start=t)`` (docs/benchmarks.md's recommended call) equals the module call, guard included.
+- ``sinusoidal.exact_cos_sin`` with bounded positions (fewer, narrower digits: ``digit_plan``)
+  against float64 numpy at ``limit - 1`` / ``limit`` for every overflow policy, under jit, vmap
+  and scan; the table loader's safetensors checks decide as ``safetensors.safe_open`` does.
 """
 
 from __future__ import annotations
@@ -235,3 +238,134 @@ def test_json_integer_bound_with_and_without_long_digit_runs():
         safety.parse_json('{"a": %s}' % ("1" * (n + 1)), where="h", what="x")
     with pytest.raises(CheckpointError, match="digits"):
         safety.parse_json('{{"a": "{}", "b": {}}}'.format("1" * (n + 5), "2" * (n + 1)), where="h", what="x")
+
+
+def test_digit_plan_is_the_fewest_digits_of_at_most_8_bits():
+    from flax_posenc.sinusoidal import INT32_RANGE, digit_plan
+
+    for lo, hi in [(0, 0), (0, 1), (0, 255), (0, 256), (0, 1023), (0, 1024), (0, 2**16 - 1), (0, 2**16)]:
+        need = max(abs(lo), abs(hi), 1).bit_length()  # bits of the largest magnitude
+        digits, width = digit_plan(lo, hi)
+        assert digits == min(k for k in range(1, 5) if 8 * k >= need), (lo, hi)
+        assert width == min(b for b in range(1, 9) if digits * b >= need), (lo, hi)
+    assert digit_plan(*INT32_RANGE) == (4, 8)  # |-2**31| needs 32 bits
+    assert digit_plan(0, 2**31 - 1) == (4, 8)
+    with pytest.raises(ValueError, match="bounds"):
+        fp.sinusoidal.exact_cos_sin(jnp.zeros(2, jnp.int32), np.ones(2), bounds=(0, 2**31))
+
+
+def _float64_cos_sin(positions, w):
+    angle = np.asarray(positions, np.float64)[..., None] * w
+    return np.cos(angle), np.sin(angle)
+
+
+@pytest.mark.parametrize("limit", [1, 33, 1024, 1025, 2**16 + 1])
+def test_bounded_digits_exact_at_the_limit_under_every_policy(limit):
+    """Positions clipped by the guard lie in 0 .. limit - 1: the digits the limit needs suffice."""
+    dim = 64
+    w = fp.sinusoidal_frequencies(dim)
+    inside = np.unique(np.clip([0, 1, limit // 2, limit - 2, limit - 1], 0, limit - 1))
+    past = np.array([limit, limit + 7, 2**31 - 1, -1, -(2**31)])
+
+    @jax.jit
+    def enc(p):
+        return {
+            policy: fp.sinusoidal_encoding(p, dim, num_positions=limit, on_overflow=policy, layout="concatenated")
+            for policy in ("clip", "fill")
+        }
+
+    got = enc(jnp.asarray(np.concatenate([inside, past]), jnp.int32))
+    cos, sin = _float64_cos_sin(inside, w)
+    tol = 2.5e-7  # two float32 ulps of 1: the error of the unbounded 4-digit path (benchmarks/exactness.py)
+    for policy in ("clip", "fill"):
+        ours = np.asarray(got[policy], np.float64)
+        np.testing.assert_allclose(ours[: len(inside)], np.concatenate([sin, cos], -1), rtol=0, atol=tol)
+    clipped = np.clip(past, 0, limit - 1)
+    cos, sin = _float64_cos_sin(clipped, w)
+    np.testing.assert_allclose(
+        np.asarray(got["clip"], np.float64)[len(inside) :], np.concatenate([sin, cos], -1), rtol=0, atol=tol
+    )
+    assert np.isnan(np.asarray(got["fill"])[len(inside) :]).all()
+
+
+def test_bounded_rope_exact_at_the_limit_and_exact_cos_sin_under_vmap_and_scan():
+    limit = 4096
+    cfg = fp.RopeConfig(head_dim=16, max_position_embeddings=limit)
+    w = fp.rope_inverse_frequencies(cfg)[0]
+    positions = np.array([0, 1, 2047, 2048, limit - 1, limit, limit + 100])
+    cos, sin = jax.jit(lambda p: fp.rotary_cos_sin(p, cfg, on_overflow="clip"))(jnp.asarray(positions, jnp.int32))
+    ref_cos, ref_sin = _float64_cos_sin(np.clip(positions, 0, limit - 1), w)
+    np.testing.assert_allclose(np.asarray(cos, np.float64), ref_cos, rtol=0, atol=2.5e-7)
+    np.testing.assert_allclose(np.asarray(sin, np.float64), ref_sin, rtol=0, atol=2.5e-7)
+
+    exact = functools.partial(fp.sinusoidal.exact_cos_sin, frequencies=w, bounds=(-300, 300))
+    grid = np.arange(-300, 300).reshape(3, 200)
+    ref_cos, ref_sin = _float64_cos_sin(grid, w)
+    for c, s in (
+        jax.jit(jax.vmap(exact))(jnp.asarray(grid, jnp.int32)),
+        jax.lax.scan(lambda carry, p: (carry, exact(p)), 0, jnp.asarray(grid, jnp.int32))[1],
+    ):
+        np.testing.assert_allclose(np.asarray(c, np.float64), ref_cos, rtol=0, atol=2.5e-7)
+        np.testing.assert_allclose(np.asarray(s, np.float64), ref_sin, rtol=0, atol=2.5e-7)
+
+
+def _safetensors_cases():
+    def e(shape, offsets, dtype="F32"):
+        return {"dtype": dtype, "shape": shape, "data_offsets": offsets}
+
+    return {
+        "valid": ({"a": e([2], [0, 8]), "b": e([1], [8, 12])}, 12),
+        "unsorted in the JSON": ({"b": e([1], [8, 12]), "a": e([2], [0, 8])}, 12),
+        "gap": ({"a": e([1], [0, 4]), "b": e([1], [8, 12])}, 12),
+        "overlap": ({"a": e([2], [0, 8]), "b": e([1], [4, 8])}, 8),
+        "trailing bytes": ({"a": e([2], [0, 8])}, 12),
+        "zero-size tensors": ({"z": e([0], [0, 0]), "a": e([1], [0, 4]), "y": e([0, 3], [4, 4])}, 4),
+        "no tensors": ({}, 0),
+        "no tensors, data": ({}, 4),
+        "string metadata": ({"__metadata__": {"format": "pt"}, "a": e([1], [0, 4])}, 4),
+        "null metadata": ({"__metadata__": None, "a": e([1], [0, 4])}, 4),
+        "integer metadata": ({"__metadata__": {"x": 1}, "a": e([1], [0, 4])}, 4),
+        "list metadata": ({"__metadata__": [], "a": e([1], [0, 4])}, 4),
+        "nested metadata": ({"__metadata__": {"x": {"y": "z"}}, "a": e([1], [0, 4])}, 4),
+        "extra entry field": ({"a": {**e([1], [0, 4]), "extra": [1]}}, 4),
+        "dimension past 64 bits": ({"a": e([0, 2**64], [0, 0])}, 0),
+        "element count past 64 bits": ({"a": e([2**40, 2**40, 0], [0, 0])}, 0),
+        "dimension numpy cannot index": ({"a": e([0, 2**63], [0, 0])}, 0),
+        "three offsets": ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 4]}}, 4),
+        "bool dimension": ({"a": e([True], [0, 4])}, 4),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_safetensors_cases()))
+def test_safetensors_checks_decide_as_safe_open(tmp_path, case):
+    """``SafetensorsReader`` no longer opens the file a second time with ``safe_open``: its own
+    checks must refuse exactly the files safetensors refuses (and read the same values)."""
+    import json
+    import struct
+
+    from safetensors import safe_open
+
+    from flax_posenc.conversion.readers import SafetensorsReader
+    from flax_posenc.errors import CheckpointError
+
+    header, data_len = _safetensors_cases()[case]
+    raw = json.dumps(header).encode()
+    data = np.arange(data_len, dtype=np.uint8).tobytes()
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            theirs = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception:
+        theirs = None
+    try:
+        reader = SafetensorsReader(path)
+        ours = {k: reader.read(k) for k in reader.keys()}
+    except CheckpointError:
+        ours = None
+    assert (ours is None) == (theirs is None), (case, ours, theirs)
+    if ours is not None:
+        assert sorted(ours) == sorted(theirs)
+        for k in ours:
+            np.testing.assert_array_equal(ours[k], theirs[k])
+            assert ours[k].dtype == theirs[k].dtype and ours[k].shape == theirs[k].shape

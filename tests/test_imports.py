@@ -54,14 +54,11 @@ def test_numpy_only_modules_and_sinusoidal_sources_import_no_jax():
 
 
 def test_modules_use_each_others_public_names_only():
-    """No ``from flax_posenc.x import _private`` and no ``module._private`` across flax_posenc/.
-
-    ``_exact_cos_sin`` (sinusoidal -> rope) is the one known exception, about to become public.
-    """
+    """No ``from flax_posenc.x import _private`` and no ``module._private`` across flax_posenc/."""
     import ast
     from pathlib import Path
 
-    allowed = {"_exact_cos_sin"}
+    allowed: set[str] = set()
     root = Path(__file__).resolve().parents[1] / "flax_posenc"
     found = []
     for path in sorted(root.rglob("*.py")):

@@ -158,10 +158,10 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
         if ok:
             count = 1
             for d in shape:  # safetensors (Rust) counts elements in 64 bits, overflow refused
-                count *= d if type(d) is int and 0 <= d < _U64 else -1
-                if not 0 <= count < _U64:
+                if type(d) is not int or not 0 <= d < _U64 or count * d >= _U64:
                     ok = False
                     break
+                count *= d
         if not ok:
             raise fail(path, "header entries {dtype, shape, data_offsets}", f"{name!r}: {str(entry)[:120]}")
         b, e = offsets
@@ -271,7 +271,10 @@ class SafetensorsReader:
             raise fail(f"{self.path}:{key}", f"{e - b} readable bytes", f"{type(err).__name__}: {err}") from None
         if got != e - b:
             raise fail(f"{self.path}:{key}", f"{e - b} bytes", f"{got} (truncated file)")
-        return arr.reshape(entry["shape"])
+        try:
+            return arr.reshape(entry["shape"])
+        except ValueError as err:  # a (zero-size) shape with a dimension numpy cannot index
+            raise fail(f"{self.path}:{key}", "a shape numpy can hold", f"{entry['shape']} ({err})") from None
 
     def read(self, key: str) -> np.ndarray:
         arr = self.read_raw(key)
