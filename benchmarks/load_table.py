@@ -48,7 +48,7 @@ _CHILD = textwrap.dedent(
     which, path, steady = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if which == "flax_posenc":
         from flax_posenc.conversion import load_position_table
-        import safetensors  # imported lazily by the reader; import it up front like transformers
+        import safetensors  # the reader no longer needs it; imported up front as in round one (same fresh-process work)
         load = lambda: load_position_table(path).weights
     else:
         import logging, transformers
@@ -149,16 +149,16 @@ def main(argv: list[str] | None = None) -> None:
         for which in ("flax_posenc", "transformers"):
             runs = [run(which, path, args.steady) for _ in range(args.repeats)]
             results[which] = {k: _median(r[k] for r in runs) for k in runs[0]}
-        print(f"\n{'loader':<40}{'median s':>10}{'tracemalloc MiB':>17}{'RSS growth MiB':>16}{'in-process s':>14}")
+        print(f"\n{'loader':<40}{'median s':>10}{'tracemalloc MiB':>17}{'RSS growth MiB':>16}{'in-process ms':>15}")
         labels = {
             "flax_posenc": "flax_posenc load_position_table",
             "transformers": "transformers AutoModel.from_pretrained",
         }
         for which, r in results.items():
-            steady = "n/a" if r["steady_seconds"] is None else f"{r['steady_seconds']:.4f}"
+            steady = "n/a" if r["steady_seconds"] is None else f"{r['steady_seconds'] * 1e3:.3f}"
             print(
                 f"{labels[which]:<40}{r['seconds']:>10.4f}{mib(r['tracemalloc_peak']):>17}"
-                f"{mib(r['rss_peak_growth']):>16}{steady:>14}"
+                f"{mib(r['rss_peak_growth']):>16}{steady:>15}"
             )
         ratio = results["transformers"]["seconds"] / results["flax_posenc"]["seconds"]
         print(f"\nspeed-up, first load in a fresh process (median transformers / median flax_posenc): {ratio:.0f}x")
