@@ -369,3 +369,34 @@ def test_safetensors_checks_decide_as_safe_open(tmp_path, case):
         for k in ours:
             np.testing.assert_array_equal(ours[k], theirs[k])
             assert ours[k].dtype == theirs[k].dtype and ours[k].shape == theirs[k].shape
+
+
+def test_checked_header_cache_is_keyed_by_file_identity(tmp_path):
+    """A header is reused only for the same, unchanged file: a rewrite of the same size with its
+    mtime set back (ctime moves), a truncation or a replacement is parsed and checked again."""
+    import os
+    import time
+
+    from safetensors.numpy import save_file
+
+    from flax_posenc.conversion import readers
+    from flax_posenc.errors import CheckpointError
+
+    path = tmp_path / "model.safetensors"
+    save_file({"a": np.zeros((2, 3), np.float32), "b": np.ones(4, np.float32)}, str(path))
+    first = readers.SafetensorsReader(path)
+    assert readers.SafetensorsReader(path).info("a") == first.info("a") == ("F32", (2, 3))
+    before = os.stat(path)
+    raw = path.read_bytes()
+    swapped = raw.replace(b'"a"', b'"c"')  # same size, another tensor name
+    assert len(swapped) == len(raw) and swapped != raw
+    time.sleep(0.02)  # past the file system's timestamp granularity (jiffies on Linux)
+    path.write_bytes(swapped)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime set back: ctime still moves
+    assert os.stat(path).st_mtime_ns == before.st_mtime_ns
+    again = readers.SafetensorsReader(path)
+    assert sorted(again.keys()) == ["b", "c"]
+    path.write_bytes(raw[:-4])  # truncated: refused, never served from the cache
+    with pytest.raises(CheckpointError, match="data bytes|covering"):
+        readers.SafetensorsReader(path)
+    assert len(readers._CHECKED_HEADERS) <= readers._CHECKED_HEADERS_MAX

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 import numpy as np
@@ -107,14 +110,43 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
     """Parse a safetensors header without reading any tensor data.
 
     Returns ``(header, data_start)``: the JSON header (``{name: {"dtype", "shape",
-    "data_offsets"}, "__metadata__": {...}}``) and the byte where tensor data begins. Checks
-    that the header is a JSON object of well-formed entries whose byte ranges fit the file.
+    "data_offsets"}, "__metadata__": {...}}``, a new dict the caller may change; its entries are
+    shared and must not be changed) and the byte where tensor data begins. Checks that the header
+    is a JSON object of well-formed entries whose byte ranges fit the file, as ``safetensors``
+    does. A file whose identity (device, inode, size, mtime, ctime: one ``stat`` per call) is
+    that of a file already checked in this process is not parsed again (see ``_CHECKED_HEADERS``).
 
     Raises:
       CheckpointError: the file is shorter than its header says, or the header is malformed.
     """
     path = Path(path)
-    size = regular_file(path, what="a safetensors file").st_size
+    st = regular_file(path, what="a safetensors file")
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    with _CHECKED_LOCK:
+        known = _CHECKED_HEADERS.get(identity)
+        if known is not None:  # this very file, unchanged since its header passed every check below
+            _CHECKED_HEADERS.move_to_end(identity)
+            return dict(known[0]), known[1]
+    header, data_start = _read_and_check_header(path, st.st_size)
+    with _CHECKED_LOCK:
+        _CHECKED_HEADERS[identity] = (MappingProxyType(dict(header)), data_start)
+        while len(_CHECKED_HEADERS) > _CHECKED_HEADERS_MAX:
+            _CHECKED_HEADERS.popitem(last=False)
+    return header, data_start
+
+
+#: headers that passed :func:`read_safetensors_header`'s checks in this process, keyed by the
+#: file's identity ``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` from the ``stat``
+#: made on every call: a file replaced, rewritten, truncated or touched (even with its mtime set
+#: back, which moves ctime) is a new key and is parsed and checked again. Only the header is
+#: kept; tensor bytes are read, and checked for NaN/Inf, on every call.
+_CHECKED_HEADERS: OrderedDict[tuple[int, ...], tuple[MappingProxyType, int]] = OrderedDict()
+_CHECKED_HEADERS_MAX = 32
+_CHECKED_LOCK = threading.Lock()
+
+
+def _read_and_check_header(path: Path, size: int) -> tuple[dict, int]:
+    """The parsing and checking of :func:`read_safetensors_header` (no cache)."""
     try:
         with open(path, "rb") as f:
             head = f.read(8)
