@@ -199,7 +199,9 @@ def exact_cos_sin(
     """
     lowest, highest = int(bounds[0]), int(bounds[1])
     if not INT32_RANGE[0] <= lowest <= highest <= INT32_RANGE[1]:
-        raise ValueError(f"bounds: expected (lowest, highest) inside the int32 range, lowest <= highest; got {bounds!r}")
+        raise ValueError(
+            f"bounds: expected (lowest, highest) inside the int32 range, lowest <= highest; got {bounds!r}"
+        )
     digits, bits = digit_plan(lowest, highest)
     w = np.ascontiguousarray(np.asarray(frequencies, dtype=np.float64).reshape(-1))
     n = w.shape[0]
