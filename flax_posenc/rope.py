@@ -19,8 +19,9 @@ extrapolation, plus an attention factor that multiplies ``cos`` and ``sin``), ``
 (Llama 3.1's smoothed band) and ``longrope`` (per-frequency factors, short or long).
 
 Precision. :func:`rotary_cos_sin` never forms a large float32 angle: the inverse frequencies
-are computed in float64 on the host and the angles are composed on device from four 8-bit
-digits of the position (the exact-angle arithmetic of :func:`~flax_posenc.sinusoidal_encoding`).
+are computed in float64 on the host and the angles are composed on device from at most four
+digits of the position, fewer below ``max_position_embeddings`` (the exact-angle arithmetic of
+:func:`flax_posenc.sinusoidal.exact_cos_sin`).
 Every ``cos``/``sin`` is within 2e-6 of the float64 value for positions below ``2**24``
 (measured: ~4e-7), where the float32 ``cos(p * w)`` that transformers computes is off by ~1
 near ``2**24`` (and by ~1e-3 at 8192).
