@@ -118,6 +118,12 @@ class PositionSpec:
       base, layout, endpoint: the sinusoidal convention (see :mod:`flax_posenc.sinusoidal`).
       on_overflow: policy for traced positions (see :mod:`flax_posenc.overflow`).
       name: the table's name in error messages (the modules' ``position_name`` argument).
+
+    RoBERTa's table: 514 rows, of which the first 2 are reserved (the padding row is row 1):
+
+    >>> spec = PositionSpec("learned", dim=768, num_positions=512, offset=2)
+    >>> spec.rows, spec.table_shape
+    (514, (514, 768))
     """
 
     kind: PositionKind = "learned"
@@ -183,6 +189,16 @@ def encode_positions(
     Returns:
       ``positions.shape + (dim,)`` or ``(length, dim)``, in ``dtype`` (default: the table's
       dtype, float32 for sinusoids).
+
+    Raises:
+      PositionLimitError: a known position past ``num_positions`` (traced ones follow
+        ``spec.on_overflow``).
+
+    >>> table = jnp.arange(8.0).reshape(4, 2)  # 4 positions of width 2
+    >>> encode_positions(PositionSpec(dim=2, num_positions=4), table, length=2, start=1).tolist()
+    [[2.0, 3.0], [4.0, 5.0]]
+    >>> encode_positions(PositionSpec("sinusoidal", dim=2), positions=jnp.array([0])).tolist()  # [sin 0, cos 0]
+    [[0.0, 1.0]]
     """
     if (positions is None) == (length is None):
         raise ValueError("give exactly one of positions (an integer array) or length (an int)")
@@ -235,6 +251,10 @@ class InputSpec:
       layer_norm: LayerNorm after the sum (BERT, RoBERTa, BART).
       layer_norm_eps: its epsilon.
       dtype: computation and output dtype (``None``: the word table's dtype).
+
+    >>> spec = InputSpec(30522, PositionSpec(dim=384, num_positions=512), type_vocab_size=2, layer_norm=True)
+    >>> spec.dim, spec.param_shapes()["token_type_embeddings"]
+    (384, (2, 384))
     """
 
     vocab_size: int
@@ -391,7 +411,14 @@ def split_spec_arguments(arguments: Mapping) -> tuple[dict, dict]:
 
 
 def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float) -> jax.Array:
-    """LayerNorm over the last axis, computed in float32 (two-pass mean/variance, as PyTorch)."""
+    """LayerNorm over the last axis, computed in float32 (two-pass mean/variance, as PyTorch).
+
+    ``x``: ``(..., dim)``; ``scale``, ``bias``: ``(dim,)``; returns ``x``'s shape and dtype.
+
+    >>> x = jnp.array([[1.0, 3.0]])  # mean 2, variance 1
+    >>> layer_norm(x, jnp.ones(2), jnp.zeros(2), eps=0.0).tolist()
+    [[-1.0, 1.0]]
+    """
     x32 = x.astype(jnp.float32)
     mean = x32.mean(-1, keepdims=True)
     centered = x32 - mean
@@ -445,6 +472,16 @@ def transformer_input(
 
     Raises:
       PositionLimitError: a known position past the table (see :mod:`flax_posenc.overflow`).
+
+    Two tokens of a 3-word vocabulary, width 2: word row + position row.
+
+    >>> spec = InputSpec(3, PositionSpec(dim=2, num_positions=4))
+    >>> params = {"word_embeddings": jnp.array([[0.0, 0.0], [10.0, 10.0], [20.0, 20.0]]),
+    ...           "position_embeddings": jnp.array([[0.0, 1.0], [0.0, 2.0], [0.0, 3.0], [0.0, 4.0]])}
+    >>> transformer_input(spec, params, jnp.array([[2, 1]])).tolist()
+    [[[20.0, 21.0], [10.0, 12.0]]]
+    >>> transformer_input(spec, params, jnp.array([[2]]), start=3).tolist()  # the 4th position
+    [[[20.0, 24.0]]]
     """
     input_ids = jnp.asarray(input_ids)
     if not jnp.issubdtype(input_ids.dtype, jnp.integer) or input_ids.ndim < 1:
@@ -509,6 +546,10 @@ def attend(spec: InputSpec, word_embeddings: jax.Array, query: jax.typing.ArrayL
 
     Returns:
       ``(..., vocab_size)`` logits.
+
+    >>> spec = InputSpec(3, PositionSpec(dim=2, num_positions=4))
+    >>> attend(spec, jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), jnp.array([2.0, 3.0])).tolist()
+    [2.0, 3.0, 5.0]
     """
     query = jnp.asarray(query)
     if query.shape[-1:] != word_embeddings.shape[-1:]:

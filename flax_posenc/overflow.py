@@ -82,12 +82,22 @@ _warned_poison = False
 
 
 def is_traced(x) -> bool:
-    """True for a value known only at run time (a tracer under ``jit``/``vmap``/``scan``)."""
+    """True for a value known only at run time (a tracer under ``jit``/``vmap``/``scan``).
+
+    >>> is_traced(3), jax.jit(lambda t: is_traced(t))(3)
+    (False, Array(True, dtype=bool))
+    """
     return isinstance(x, jax.core.Tracer)
 
 
 def check_policy(on_overflow: str) -> None:
-    """``ValueError`` unless ``on_overflow`` is one of :data:`OVERFLOW_POLICIES`."""
+    """``ValueError`` unless ``on_overflow`` is one of :data:`OVERFLOW_POLICIES`.
+
+    >>> check_policy("clamp")
+    Traceback (most recent call last):
+    ...
+    ValueError: on_overflow: expected one of ('error', 'clip', 'fill'), got 'clamp'
+    """
     if on_overflow not in OVERFLOW_POLICIES:
         raise ValueError(f"on_overflow: expected one of {OVERFLOW_POLICIES}, got {on_overflow!r}")
 
@@ -101,6 +111,16 @@ class Limit:
       offset: reserved leading rows; position ``-1`` reaches the padding row ``offset - 1``.
       name: how the table is named in messages (``"gpt2 position table (wpe.weight)"``).
       signed: positions ``-rows .. rows - 1`` are valid (relative offsets; no table, no offset).
+
+    RoBERTa's 514 rows, 2 reserved: positions -1 (padding) to 511.
+
+    >>> limit = Limit(514, offset=2, name="roberta position table")
+    >>> limit.lowest, limit.highest
+    (-1, 511)
+    >>> limit.check(0, 512)
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: roberta position table holds 512 positions (0..511) after 2 reserved rows; asked for position 512, 1 past the end
     """
 
     rows: int
@@ -316,7 +336,11 @@ def guard_start(start: jax.Array, length: int, limit: Limit, on_overflow: Overfl
 
 
 def fill_invalid(values: jax.Array, invalid: jax.Array | None) -> jax.Array:
-    """NaN where ``invalid`` (shape ``values.shape[:invalid.ndim]``); ``values`` when ``None``."""
+    """NaN where ``invalid`` (shape ``values.shape[:invalid.ndim]``); ``values`` when ``None``.
+
+    >>> fill_invalid(jnp.ones((2, 3)), jnp.array([False, True])).tolist()
+    [[1.0, 1.0, 1.0], [nan, nan, nan]]
+    """
     if invalid is None:
         return values
     mask = invalid.reshape(invalid.shape + (1,) * (values.ndim - invalid.ndim))
