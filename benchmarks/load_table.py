@@ -45,7 +45,7 @@ _CHILD = textwrap.dedent(
         except OSError:
             return None
 
-    which, path, steady = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    which, path, steady, quick = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
     if which == "flax_posenc":
         from flax_posenc.conversion import load_position_table
         import safetensors  # the reader no longer needs it; imported up front as in round one (same fresh-process work)
@@ -55,6 +55,8 @@ _CHILD = textwrap.dedent(
         logging.getLogger("transformers").setLevel(logging.ERROR)
         transformers.utils.logging.disable_progress_bar()
         load = lambda: transformers.AutoModel.from_pretrained(path)
+        if quick:  # smoke test: import the model code first (~30 s under tracemalloc otherwise)
+            transformers.GPT2Model
     try:  # reset the peak-RSS mark so it measures the load alone
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -101,9 +103,12 @@ def build_checkpoint(path: Path, quick: bool = False) -> None:
     model.save_pretrained(path)
 
 
-def run(which: str, path: Path, steady: int = 3) -> dict:
+def run(which: str, path: Path, steady: int = 3, quick: bool = False) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, which, str(path), str(steady)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _CHILD, which, str(path), str(steady), str(int(quick))],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -123,10 +128,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", type=Path, default=None, help="reuse/build the checkpoint here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary checkpoint")
     ap.add_argument("--steady", type=int, default=3, help="further loads in the same process (in-process steady state)")
-    ap.add_argument("--quick", action="store_true", help="smoke test: a tiny checkpoint, one run each")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: a tiny checkpoint, one run and one steady load each, transformers' model code imported "
+        "before the timed load (its numbers mean nothing)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
-        args.repeats = 1
+        args.repeats, args.steady = 1, 1
 
     tmp = None
     path = args.dir
@@ -138,8 +148,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"building a GPT2Config() checkpoint in {path} ...", flush=True)
             build_checkpoint(path, quick=args.quick)
         size = (path / "model.safetensors").stat().st_size
+        config = json.loads((path / "config.json").read_text())
         print(
-            f"checkpoint: {path} ({size / 2**20:.0f} MiB); table 1024 x {'64' if args.quick else '768'} float32; "
+            f"checkpoint: {path} ({size / 2**20:.0f} MiB); table {config['n_positions']} x {config['n_embd']} float32; "
             f"{args.repeats} runs each, fresh process per run, warm page cache"
         )
         with open(path / "model.safetensors", "rb") as f:  # warm the page cache for both
@@ -147,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
                 pass
         results = {}
         for which in ("flax_posenc", "transformers"):
-            runs = [run(which, path, args.steady) for _ in range(args.repeats)]
+            runs = [run(which, path, args.steady, args.quick) for _ in range(args.repeats)]
             results[which] = {k: _median(r[k] for r in runs) for k in runs[0]}
         print(f"\n{'loader':<40}{'median s':>10}{'tracemalloc MiB':>17}{'RSS growth MiB':>16}{'in-process ms':>15}")
         labels = {

@@ -1,7 +1,7 @@
 """Side-by-side benchmark: input block, decode step, training step, sinusoids, RoPE, compile time, cost curves.
 
     python benchmarks/run.py            # both malloc settings, all sections (~15 min on 2 loaded cores)
-    python benchmarks/run.py --quick    # smoke run: tiny sizes, one environment, 3 short rounds
+    python benchmarks/run.py --quick    # smoke run: tiny sizes, default environment in-process, 3 short rounds
     python benchmarks/run.py --single   # default environment only (GPU runs: benchmarks/device.sh)
     python benchmarks/run.py --figure docs/figures/cost_curves.png   # also draw the cost curves
 
@@ -558,6 +558,10 @@ SECTIONS = ("block", "decode", "training", "sinusoid", "rope", "compile", "curve
 
 
 def child(quick: bool, rounds: int, sections) -> None:
+    print(json.dumps(run_sections(quick, rounds, sections)))
+
+
+def run_sections(quick: bool, rounds: int, sections) -> list[dict]:
     funcs = dict(
         block=block_section,
         decode=decode_section,
@@ -570,7 +574,7 @@ def child(quick: bool, rounds: int, sections) -> None:
     rows = []
     for name in sections:
         rows += funcs[name](quick, rounds)
-    print(json.dumps(rows))
+    return rows
 
 
 def machine() -> str:
@@ -843,6 +847,10 @@ def main() -> None:
     single = args.quick or args.single
     envs = {"default malloc": {}} if single else {"default malloc": {}, "MALLOC_* opt-in": MALLOC_OPT_IN}
     results = {}
+    if args.quick:  # one environment, the default one: no child process needed, no settling pauses
+        global SETTLE_S
+        SETTLE_S = 0.0
+        envs, results["default malloc"] = {}, run_sections(True, args.rounds, sections)
     for name, extra in envs.items():
         env = {**os.environ, **extra}
         cmd = [sys.executable, __file__, "--child", "--rounds", str(args.rounds), "--sections", ",".join(sections)]

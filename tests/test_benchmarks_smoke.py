@@ -51,12 +51,27 @@ def test_run_quick_reports_every_section_and_target(tmp_path):
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_table_loading_benchmark_runs():
+def test_table_loading_benchmark_reports_both_loaders(tiny_checkpoint):
+    ckpt = tiny_checkpoint("gpt2")  # already built for other tests: the script does not import torch
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "load_table.py"), "--quick"],
+        [sys.executable, str(ROOT / "benchmarks" / "load_table.py"), "--quick", "--dir", str(ckpt.path)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "speed-up" in out.stdout
+    lines = out.stdout.splitlines()
+    assert any("table 32 x 16 float32; 1 runs each" in line for line in lines), out.stdout
+    rows = {}
+    for label in ("flax_posenc load_position_table", "transformers AutoModel.from_pretrained"):
+        (line,) = [line for line in lines if line.startswith(label)]
+        seconds, traced_mib, rss_mib, steady = line[len(label) :].split()
+        rows[label] = float(seconds)
+        assert float(seconds) > 0 and float(traced_mib) >= 0 and float(steady) > 0, line
+        assert rss_mib == "n/a" or float(rss_mib) >= 0, line
+    # the printed ratio is the table's (times printed to 4 decimals, the ratio to an integer)
+    t, f = rows["transformers AutoModel.from_pretrained"], rows["flax_posenc load_position_table"]
+    (first,) = [line for line in lines if line.startswith("speed-up, first load")]
+    printed = float(first.rsplit(": ", 1)[1].removesuffix("x"))
+    assert (t - 5e-5) / (f + 5e-5) - 0.5 <= printed <= (t + 5e-5) / max(f - 5e-5, 1e-9) + 0.5, (first, t, f)
+    assert any(line.startswith("speed-up, in-process steady state") for line in lines), out.stdout
