@@ -1,4 +1,13 @@
-"""The input block sharded over 8 host devices: data parallel and tensor parallel (subprocess)."""
+"""Sharding on 8 host devices, in one subprocess (XLA_FLAGS=--xla_force_host_platform_device_count=8;
+XLA's default passes: the data-parallel block must equal the eager one bit for bit):
+
+- the input block, data parallel and tensor parallel (tests/scripts/sharded_block.py);
+- every reference model of examples/models, data parallel and tensor parallel, sharded by the
+  logical axis names of its parameters (tests/scripts/sharded_models.py): outputs equal the
+  unsharded model to float32 rounding (within 64 float32 ulps of the output scale: a different
+  split of the batch or of a matmul changes XLA's summation order, and two layers accumulate it;
+  measured up to 34 ulps, Llama's 1.6e-5 at logits of 7.4, see docs/models.md).
+"""
 
 from __future__ import annotations
 
@@ -8,20 +17,38 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from model_checkpoints import build
 
-SCRIPT = Path(__file__).parent / "scripts" / "sharded_block.py"
+SCRIPT = Path(__file__).parent / "scripts" / "sharded_models.py"
+MODELS = ("gpt2", "llama", "bloom", "bert")
 
 
 @pytest.fixture(scope="module")
-def results():
-    out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
+def all_results(tmp_path_factory):
+    paths = {}
+    for name in MODELS:
+        paths[name] = str(tmp_path_factory.mktemp(f"sharded-{name}"))
+        build(name, Path(paths[name]))
+    cmd = [sys.executable, str(SCRIPT), json.dumps(paths), "--block"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def results(all_results):
+    """The input block's results."""
+    return all_results["block"]
 
 
 def test_eight_devices(results):
     assert results["devices"] == 8
+    dp, tp = results["data_parallel"], results["tensor_parallel"]
+    # every device holds a piece of the output: batch 8 over 2 data shards, width 64 over 4 model shards
+    assert dp["out_devices"] == tp["out_devices"] == 8
+    assert dp["out_shard_shape"] == [4, 128, 64] and tp["out_shard_shape"] == [4, 128, 16]
 
 
 @pytest.mark.parametrize("layer_norm", ["", "_layernorm"])
@@ -61,3 +88,15 @@ def test_pretrained_block_shards_by_its_logical_axes(results, framework):
     r = results[f"pretrained_{framework}"]
     assert r["word_table_shard_shape"] == [30522, 96]  # 384 / 4 model shards
     assert r["max_abs_diff"] < 1e-5  # LayerNorm statistics reduced across shards
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_models_data_and_tensor_parallel_equal_one_device(all_results, name):
+    assert all_results["devices"] == 8
+    dp, tp = all_results[f"{name}/data_parallel"], all_results[f"{name}/tensor_parallel"]
+    for r in (dp, tp):
+        assert r["max_abs_diff"] < 64 * np.spacing(np.float32(max(1.0, r["scale"])))
+    assert dp["out_batch_shard"][0] == 1 and tp["out_batch_shard"][0] == 4  # batch 8 over 8 or 2 devices
+    assert dp["mlp_kernel_shard"] == dp["mlp_kernel"]  # replicated
+    width_axis = dp["mlp_kernel"].index(max(dp["mlp_kernel"]))  # the MLP's hidden width (2-4x the model's)
+    assert tp["mlp_kernel_shard"][width_axis] * 4 == tp["mlp_kernel"][width_axis]  # split over 4 devices

@@ -1,7 +1,10 @@
 """Run each reference model of examples/models on 8 host devices, data parallel and tensor
 parallel; print a JSON verdict (run in a subprocess by tests/test_models_sharding.py).
 
-Usage: python sharded_models.py '{"gpt2": DIR, "llama": DIR, "bloom": DIR, "bert": DIR}'
+Usage: python sharded_models.py '{"gpt2": DIR, "llama": DIR, "bloom": DIR, "bert": DIR}' [--block]
+
+``--block``: also run sharded_block.py's checks of the input block in the same process (one jax
+start-up for both), under the key ``"block"``.
 """
 
 import json
@@ -62,5 +65,10 @@ def main(paths: dict) -> dict:
 
 
 if __name__ == "__main__":  # (pytest's --doctest-modules imports this file: nothing runs then)
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"  # before jax starts a backend
-    print(json.dumps(main(json.loads(sys.argv[1]))))
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    results = main(json.loads(sys.argv[1]))
+    if sys.argv[2:] == ["--block"]:
+        import sharded_block
+
+        results["block"] = sharded_block.main()
+    print(json.dumps(results))
