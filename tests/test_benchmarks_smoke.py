@@ -1,4 +1,5 @@
-"""The benchmarks run (tiny sizes); no time is asserted, only the structure of what they report."""
+"""The benchmarks run (tiny sizes; run.py with XLA's cheap backend passes, helpers.FAST_XLA: it is
+compile-bound); no time is asserted, only the structure of what they report."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+from helpers import fast_xla_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (
@@ -23,7 +26,7 @@ SECTIONS = (
 def test_run_quick_reports_every_section_and_target(tmp_path):
     raw, fig = tmp_path / "rows.json", tmp_path / "curves.png"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--json", str(raw), "--figure", str(fig)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=fast_xla_env())
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads(raw.read_text())
     rows = data["results"]["default malloc"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -16,14 +15,12 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import fast_xla_env
 
 import flax_posenc as fp
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "extrapolation_text.py"
-# the quick run is compile-bound; XLA's cheapest backend passes halve its time (numbers change only
-# in the last bits, and the quick numbers are not published)
-FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 
 def _load():
@@ -40,7 +37,7 @@ et = _load()
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("extrapolation_text")
-    env = {**os.environ, "XLA_FLAGS": FAST_XLA, "PYTHONPATH": str(ROOT)}
+    env = fast_xla_env(PYTHONPATH=str(ROOT))  # compile-bound; the quick numbers are not published
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
         capture_output=True,
@@ -105,7 +102,7 @@ def test_add_reproduces_an_encoding_of_the_full_run(quick, tmp_path):
     for seed in saved["per_seed"]:
         seed.pop("t5")
     (tmp_path / "figures" / "extrapolation_text.json").write_text(json.dumps(saved))
-    env = {**os.environ, "XLA_FLAGS": FAST_XLA, "PYTHONPATH": str(ROOT)}
+    env = fast_xla_env(PYTHONPATH=str(ROOT))  # compile-bound; the quick numbers are not published
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--add", "t5", "--out", str(tmp_path)],
         capture_output=True,
