@@ -225,6 +225,8 @@ def main() -> None:
             jax.jit(jax.value_and_grad(loss_ours)),
             (params, ids, pos),
         )
+        runs[f"guard alone, {name}"] = (jax.jit(lambda q: overflow.guard_positions(q, limit)[0]), (pos,))
+        jax.block_until_ready(runs[f"guard alone, {name}"][0](pos))
         jax.block_until_ready(runs[f"sinusoidal block, traced, {name}"][0](sin_params, ids, pos))
         jax.block_until_ready(runs[f"training step (value_and_grad), guard {name}"][0](params, ids, pos))
     use(LIBRARY)
@@ -264,6 +266,8 @@ def main() -> None:
     for k, v in rtimes.items():
         if k.startswith("training"):
             base = rtimes["training step (value_and_grad), hand-written take + add"]
+        elif k.startswith("guard alone"):
+            base = rtimes["guard alone, before"]
         else:
             base = rtimes["sinusoidal block, traced, before"]
         print(f"| {k} | {summary(v, base)} |")
