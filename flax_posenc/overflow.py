@@ -169,22 +169,42 @@ def _host_bounds(positions) -> tuple[int, int]:
     return int(host.min()), int(host.max())
 
 
-def _raise_on_host(bad, lowest, highest, *, limit: Limit) -> np.ndarray:
-    # Called with the batch under vmap (where lax.cond became select): re-check the predicate.
-    if np.any(bad):
-        limit.check(int(np.min(lowest)), int(np.max(highest)))
-    return np.zeros(np.shape(bad), np.int32)
+def _min_max(positions: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The lowest and the highest entry of ``positions`` (any shape, size >= 1), in its dtype.
+
+    One variadic reduction: XLA compiles it as one loop, where ``jnp.min`` and ``jnp.max`` (or
+    ``jnp.all`` of a comparison) are each split by XLA CPU into a windowed pass and a final pass,
+    two kernels apiece; the guard's compile time is mostly its kernel count
+    (``benchmarks/guard_compile.py``).
+    """
+    info = jnp.iinfo(positions.dtype)
+    init = (jnp.array(info.max, positions.dtype), jnp.array(info.min, positions.dtype))
+    lowest, highest = jax.lax.reduce(
+        (positions, positions),
+        init,
+        lambda a, b: (jax.lax.min(a[0], b[0]), jax.lax.max(a[1], b[1])),
+        tuple(range(positions.ndim)),
+    )
+    return lowest, highest
 
 
-def _runtime_error(bad: jax.Array, positions: jax.Array, limit: Limit):
+def _raise_on_host(lowest, highest, *, limit: Limit) -> np.ndarray:
+    # Scalars, or one per vmapped entry (vmap turned lax.cond into a select, so this runs on
+    # every call there): the limit is checked on the bounds of them all, so an in-range batch
+    # passes and an out-of-range entry anywhere raises with the worst position of the batch.
+    limit.check(int(np.min(lowest)), int(np.max(highest)))
+    return np.zeros(np.shape(lowest), np.int32)
+
+
+def _runtime_error(bad: jax.Array, lowest: jax.Array, highest: jax.Array, limit: Limit):
     """Fail the running computation with the limit's message when ``bad`` (a scalar) is true.
 
-    Returns an int32 zero to add to the positions (the dependency that keeps the check alive),
-    ``None`` under :func:`checkify_errors`, or ``True`` (poison with NaN) on a backend that
-    cannot call back to the host.
+    ``lowest``/``highest`` are the positions' bounds (:func:`_min_max`), reported in the message.
+    Returns an int32 scalar zero to add to the positions (the dependency that keeps the check
+    alive; a constant zero under :func:`checkify_errors`), or ``True`` (poison with NaN) on a
+    backend that cannot call back to the host.
     """
     if _use_checkify.get():
-        lowest, highest = jnp.min(positions), jnp.max(positions)
         message = f"{limit.describe()}; asked for positions from {{lo}} to {{hi}}"
         checkify.check(~bad, message, lo=lowest, hi=highest)
         return jnp.zeros((), jnp.int32)
@@ -200,17 +220,15 @@ def _runtime_error(bad: jax.Array, positions: jax.Array, limit: Limit):
             _warned_poison = True
         return True
     # A pure callback (no effect: jit keeps its fast C++ dispatch path) whose int32 zero result
-    # is added to the positions, so it is never dead code. lax.cond runs it only on overflow; the
-    # min/max it reports are computed on that branch alone.
+    # is added to the positions, so it is never dead code. lax.cond runs it only on overflow; its
+    # operands are the bounds already computed for the predicate, so the branch holds nothing
+    # but the callback (no reduction of its own to compile).
     callback = functools.partial(_raise_on_host, limit=limit)
 
-    def report():
-        shape = jax.ShapeDtypeStruct(bad.shape, jnp.int32)
-        return jax.pure_callback(
-            callback, shape, bad, jnp.min(positions), jnp.max(positions), vmap_method="expand_dims"
-        )
+    def report(lo, hi):
+        return jax.pure_callback(callback, jax.ShapeDtypeStruct((), jnp.int32), lo, hi, vmap_method="expand_dims")
 
-    return jax.lax.cond(bad, report, lambda: jnp.zeros(bad.shape, jnp.int32))
+    return jax.lax.cond(bad, report, lambda lo, hi: jnp.zeros((), jnp.int32), lowest, highest)
 
 
 def guard_positions(
@@ -259,16 +277,15 @@ def guard_positions(
     info = jnp.iinfo(positions.dtype)
     if lo == info.min and hi == info.max:  # the dtype cannot hold an out-of-range value
         return positions.astype(jnp.int32), None
-    inside = (positions >= lo) & (positions <= hi)
     clipped = jnp.clip(positions, lo, hi).astype(jnp.int32)
     if on_overflow == "clip":
         return clipped, None
-    if on_overflow == "fill":
-        return clipped, ~inside
-    zero = _runtime_error(~jnp.all(inside), positions, limit)
-    if zero is True:
-        return clipped, ~inside
-    return clipped + zero, None
+    if on_overflow == "error":
+        lowest, highest = _min_max(positions)  # one reduction gives the predicate and the message
+        zero = _runtime_error((lowest < lo) | (highest > hi), lowest, highest, limit)
+        if zero is not True:
+            return clipped + zero, None
+    return clipped, (positions < lo) | (positions > hi)  # "fill", or the poison fallback
 
 
 def _raise_on_host_start(start, *, limit: Limit, length: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from jax.experimental import checkify
 
 import flax_posenc as fp
 from flax_posenc import PositionLimitError
+from flax_posenc.limits import check_positions
 
 # what jax raises for a host callback's exception: JaxRuntimeError, or ValueError on its fast path
 RUNTIME_ERRORS = (jax.errors.JaxRuntimeError, ValueError)
@@ -235,3 +236,42 @@ class TestScalarStartGuard:
         np.testing.assert_array_equal(g(jnp.uint8(3)), np.arange(40.0).reshape(10, 4)[3:5])
         with pytest.raises(PositionLimitError, match="asked for position 10, 1 past the end"):
             g(jnp.uint8(9))
+
+
+class TestOneReductionGuard:
+    """The traced check's single variadic min/max reduction (``overflow._min_max``) in every width."""
+
+    DTYPES = [jnp.int8, jnp.uint8, jnp.int16, jnp.uint16, jnp.int32, jnp.uint32]
+
+    @pytest.mark.parametrize("dtype", DTYPES)
+    def test_min_max_matches_numpy_at_the_extremes(self, dtype):
+        info = np.iinfo(dtype)
+        rng = np.random.default_rng(0)
+        for shape in [(1,), (3, 37), (2, 5, 7)]:
+            host = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+            host.flat[0], host.flat[-1] = info.max, info.min
+            lo, hi = jax.jit(fp.overflow._min_max)(jnp.asarray(host))
+            assert (int(lo), int(hi)) == (int(host.min()), int(host.max()))
+            assert lo.dtype == hi.dtype == dtype
+
+    @pytest.mark.parametrize("dtype", [jnp.int8, jnp.uint16, jnp.int32])
+    def test_worst_position_as_the_host_check_names_it(self, dtype):
+        """jit and jit(vmap): no false alarm in range; out of range, the message the host check
+        (``limits.check_positions``) gives for numpy's bounds of the whole batch."""
+        limit = fp.overflow.Limit(100, offset=2, name="t")  # positions -1 .. 97
+        guard = jax.jit(lambda p: fp.overflow.guard_positions(p, limit)[0])
+        batched = jax.jit(jax.vmap(lambda p: fp.overflow.guard_positions(p, limit)[0]))
+        signed = np.iinfo(dtype).min < 0
+        inside = np.array([[-1 if signed else 0, 5, 97], [3, 4, 0]], dtype)
+        np.testing.assert_array_equal(guard(inside), inside.astype(np.int32))
+        np.testing.assert_array_equal(batched(inside), inside.astype(np.int32))
+        cases = [np.array([[0, 98, 3], [120, 1, 2]], dtype)]
+        if signed:
+            cases.append(np.array([[0, 98, 3], [120, -2, -100]], dtype))  # below beats past the end
+        for positions in cases:
+            with pytest.raises(PositionLimitError) as expected:
+                check_positions(int(positions.min()), int(positions.max()), rows=100, offset=2, name="t")
+            for f in (guard, batched):
+                with pytest.raises(PositionLimitError) as got:
+                    fp.position_errors(f)(positions)
+                assert str(got.value) == str(expected.value)

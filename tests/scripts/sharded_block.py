@@ -58,6 +58,9 @@ def main() -> dict:
                 "out_shard_shape": list(out.addressable_shards[0].data.shape),
                 "word_table_shard_shape": list(sharded_state["word_embeddings"][...].addressable_shards[0].data.shape),
                 "all_gather": "all-gather" in hlo,
+                # the guard's variadic min/max reduction: each shard's bounds gathered (one scalar per
+                # shard and bound), never a table or an activation
+                "all_gather_shapes": re.findall(r"= (\S+) all-gather(?:-start)?\(", hlo),
                 "all_reduce": "all-reduce" in hlo,
                 # result shapes of the all-reduces: the overflow guard's run-time check on traced
                 # token_type_ids reduces one scalar predicate and the ids' min/max (scalars)
