@@ -438,7 +438,7 @@ def rope_section(quick: bool, rounds: int) -> list[dict]:
 
 
 def compile_section(quick: bool, rounds: int) -> list[dict]:
-    """Seconds to lower + compile a fresh jit of each function (no cache), per round."""
+    """Seconds to lower + compile a fresh jit of each function (no cache): median of 5 per round."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -500,7 +500,10 @@ def compile_section(quick: bool, rounds: int) -> list[dict]:
 
         return run
 
-    times = interleaved({k: (fresh(f), [None], lambda _: None) for k, f in cands.items()}, rounds=rounds, calls=1)
+    # A single compile varies by up to 2x from one to the next on the same input (allocator and
+    # thread-pool state), so a round's time is the median of 5 fresh compiles (1 with --quick).
+    calls = 1 if quick else 5
+    times = interleaved({k: (fresh(f), [None], lambda _: None) for k, f in cands.items()}, rounds=rounds, calls=calls)
     return [
         dict(r, dtype="float32")
         for r in rows_for("compile time (lower + compile, fresh jit)", times, (load0, loadavg()))
