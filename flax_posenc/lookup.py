@@ -56,7 +56,7 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
     ``jnp.take`` for a bfloat16 GPT-2 block, see docs/benchmarks.md). Large unchecked 2-byte
     gathers (``SPLIT_ELEMENTS`` output elements or more) test once whether every index is in
     range and then take the plain row gather in a ``lax.cond``, which XLA does not fuse into the
-    consumer's add (the fused loop is slower; about 0.6x the block's time). 4-byte and integer tables
+    consumer's add (0.55-0.85x the fused block's time on a loaded machine; no gain on a quiet one, docs/benchmarks.md). 4-byte and integer tables
     take the plain gather (the bit path gains nothing there and splits XLA's decode-step fusion). The
     values, the ``NaN`` rows of out-of-range indices (``jnp.take``'s ``"fill"`` mode, negative
     indices counting from the end) and the gradients (a plain ``jnp.take`` of the tangent) are
@@ -85,8 +85,8 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
 
 # Unchecked 2-byte gathers of at least this many elements run as lax.cond(all indices in range,
 # plain row gather, general gather): the conditional keeps XLA from fusing the gather into its
-# consumer (the add of position rows), and the gather followed by a separate add is faster than
-# their fused element-by-element loop (docs/benchmarks.md, "bfloat16 block: the gather unfused").
+# consumer (the add of position rows); the gather followed by a separate add measured faster than
+# their fused loop under load, not on a quiet machine (docs/benchmarks.md, bfloat16 block, item 2).
 # Smaller gathers (a decode step, a short prompt) stay one fusion: no reduction, no conditional.
 SPLIT_ELEMENTS = 1 << 20
 
