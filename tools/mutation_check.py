@@ -29,15 +29,20 @@ MUTANTS = [
     ("flax_posenc/limits.py", "return -1 if offset else 0", "return -offset", CORE),
     (
         "flax_posenc/overflow.py",
-        "inside = (positions >= lo) & (positions <= hi)",
-        "inside = (positions >= lo) & (positions < hi)",
+        "zero = _runtime_error((lowest < lo) | (highest > hi), lowest, highest, limit)",
+        "zero = _runtime_error((lowest < lo) | (highest >= hi), lowest, highest, limit)",
         CORE,
     ),
-    ("flax_posenc/overflow.py", "    if np.any(bad):\n        limit.check", "    if False:\n        limit.check", CORE),
     (
         "flax_posenc/overflow.py",
-        '    if on_overflow == "fill":\n        return clipped, ~inside',
-        '    if on_overflow == "fill":\n        return clipped, None',
+        "        if positions.size:\n            limit.check(*_host_bounds(positions))",
+        "        if False:\n            limit.check(*_host_bounds(positions))",
+        CORE,
+    ),
+    (
+        "flax_posenc/overflow.py",
+        '    return clipped, (positions < lo) | (positions > hi)  # "fill", or the poison fallback',
+        '    return clipped, None  # "fill", or the poison fallback',
         CORE,
     ),
     ("flax_posenc/overflow.py", "    return clipped + zero, None", "    return clipped, None", CORE),
@@ -79,8 +84,8 @@ MUTANTS = [
     ),
     (
         "flax_posenc/sinusoidal.py",
-        "    sin = jnp.where((positions < 0)[..., None], -sin, sin)",
-        "    sin = sin",
+        "        sin = jnp.where((p < 0)[..., None], -sin, sin)",
+        "        sin = sin",
         "tests/test_sinusoidal.py " + CORE,
     ),
     (
