@@ -24,6 +24,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from compile_baselines import fresh_compile_times, plain_embed_block, summary
+from compile_baselines import naive_rope as make_naive_rope
 from flax import nnx
 
 import flax_posenc as fp
@@ -71,14 +73,6 @@ def before(f):
     return run
 
 
-def summary(values, base=None) -> str:
-    text = f"{statistics.median(values) * 1e3:8.2f} ms [{min(values) * 1e3:.2f}-{max(values) * 1e3:.2f}]"
-    if base is not None:
-        r = [a / b for a, b in zip(values, base)]
-        text += f"   ratio {statistics.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]"
-    return text
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -93,19 +87,8 @@ def main() -> None:
     pos = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
     qk = jnp.asarray(np.random.default_rng(0).standard_normal((batch, seq, heads, head_dim)), jnp.float32)
     cfg = fp.RopeConfig(head_dim=head_dim)
-    wte, wpe = nnx.Embed(vocab, dim, rngs=nnx.Rngs(0)), nnx.Embed(positions, dim, rngs=nnx.Rngs(1))
-    graph, state = nnx.split(nnx.List([wte, wpe]))
-
-    def plain(s, x):
-        te, pe = nnx.merge(graph, s)
-        return te(x) + pe(jnp.arange(x.shape[-1]))
-
-    def naive_rope(x):
-        inv = jnp.asarray(fp.rope_inverse_frequencies(cfg)[0], jnp.float32)
-        angle = jnp.arange(seq, dtype=jnp.float32)[:, None] * inv
-        cos, sin = jnp.cos(angle)[:, None, :], jnp.sin(angle)[:, None, :]
-        x1, x2 = x[..., : head_dim // 2], x[..., head_dim // 2 :]
-        return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    plain, state = plain_embed_block(vocab, dim, positions)
+    naive_rope = make_naive_rope(cfg, seq)
 
     block = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, position="sinusoidal", rngs=nnx.Rngs(0))
     spec, params = block.spec, block.params()
@@ -135,18 +118,12 @@ def main() -> None:
         "apply_rope, traced, now": lambda: jax.jit(rope).lower(qk, pos[0]).compile(),
     }
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
-    times = {k: [] for k in compiles}
-    for _ in range(rounds):
-        for k, f in compiles.items():
-            jax.clear_caches()
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
+    times = fresh_compile_times(compiles, rounds)
     print("\n| compile (lower + compile, fresh jit) | time | ratio to plain nnx.Embed block / naive RoPE |")
     print("|---|---|---|")
     for k, v in times.items():
         base = times["naive RoPE" if "RoPE" in k or "rope" in k else "plain nnx.Embed block"]
-        print(f"| {k} | {summary(v, base).replace('   ratio', ' |')} |")
+        print(f"| {k} | {summary(v, base)} |")
 
     runs = {}
     for name, use_before in (("before", True), ("now", False)):
@@ -182,7 +159,7 @@ def main() -> None:
     print("|---|---|---|")
     for k, v in rtimes.items():
         base = rtimes[k.replace("now", "before")] if k.endswith("now") else None
-        print(f"| {k} | {summary(v, base).replace('   ratio', ' |')} |")
+        print(f"| {k} | {summary(v, base)} |")
     print(f"\nload average at end: {open('/proc/loadavg').read().split()[:3]}")
 
 

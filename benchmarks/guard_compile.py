@@ -34,6 +34,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from compile_baselines import fresh_compile_times, plain_embed_block, summary
 from flax import nnx
 
 import flax_posenc as fp
@@ -124,14 +125,6 @@ def use(guard):
     overflow.guard_positions = lookup.guard_positions = guard
 
 
-def summary(values, base=None) -> str:
-    text = f"{statistics.median(values) * 1e3:.2f} ms [{min(values) * 1e3:.2f}-{max(values) * 1e3:.2f}]"
-    if base is not None:
-        r = [a / b for a, b in zip(values, base)]
-        text += f" | {statistics.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]"
-    return text
-
-
 def loadavg() -> str:
     return " ".join(open("/proc/loadavg").read().split()[:3])
 
@@ -145,12 +138,7 @@ def main() -> None:
     rounds = 1 if args.quick else args.rounds
     ids = jnp.asarray(np.random.default_rng(0).integers(0, vocab, (batch, seq)), jnp.int32)
     pos = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
-    wte, wpe = nnx.Embed(vocab, dim, rngs=nnx.Rngs(0)), nnx.Embed(positions, dim, rngs=nnx.Rngs(1))
-    graph, state = nnx.split(nnx.List([wte, wpe]))
-
-    def plain(s, x):
-        te, pe = nnx.merge(graph, s)
-        return te(x) + pe(jnp.arange(x.shape[-1]))
+    plain, state = plain_embed_block(vocab, dim, positions)
 
     sin_block = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, position="sinusoidal", rngs=nnx.Rngs(0))
     learned = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
@@ -201,16 +189,7 @@ def main() -> None:
             name, lambda: jax.jit(lambda q: overflow.guard_positions(q, limit)[0]).lower(pos).compile()
         )
     print(f"load average at start: {loadavg()}")
-    for f in compiles.values():  # untimed warm-up round (first-use imports and caches)
-        jax.clear_caches()
-        f()
-    times = {k: [] for k in compiles}
-    for _ in range(rounds):
-        for k, f in compiles.items():
-            jax.clear_caches()
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
+    times = fresh_compile_times(compiles, rounds, warmup=True)
     print("\n| compile (lower + compile, fresh jit) | time | / plain nnx.Embed block |")
     print("|---|---|---|")
     for k, v in times.items():

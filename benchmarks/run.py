@@ -464,20 +464,11 @@ def compile_section(quick: bool, rounds: int) -> list[dict]:
             )
         return lambda: jax.jit(lambda p, x: fp.block.transformer_input(spec, p, x)).lower(params, ids).compile()
 
-    wte = nnx.Embed(vocab, dim, rngs=nnx.Rngs(0))
-    wpe = nnx.Embed(positions, dim, rngs=nnx.Rngs(1))
-    g2, s2 = nnx.split(nnx.List([wte, wpe]))
+    from compile_baselines import naive_rope as make_naive_rope
+    from compile_baselines import plain_embed_block
 
-    def plain(s, x):
-        te, pe = nnx.merge(g2, s)
-        return te(x) + pe(jnp.arange(x.shape[-1]))
-
-    def naive_rope(x):
-        inv = jnp.asarray(fp.rope_inverse_frequencies(cfg)[0], jnp.float32)
-        angle = jnp.arange(seq, dtype=jnp.float32)[:, None] * inv
-        cos, sin = jnp.cos(angle)[:, None, :], jnp.sin(angle)[:, None, :]
-        x1, x2 = x[..., : head_dim // 2], x[..., head_dim // 2 :]
-        return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    plain, s2 = plain_embed_block(vocab, dim, positions)
+    naive_rope = make_naive_rope(cfg, seq)
 
     cands = {
         "flax-posenc block, learned": block_fn("learned", False),
