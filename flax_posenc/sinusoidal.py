@@ -56,6 +56,7 @@ from flax_posenc.sinusoid_math import (
 __all__ = [
     "INT32_RANGE",
     "LAYOUTS",
+    "TABLE_GATHER_ELEMENTS",
     "ODD_DIMS",
     "check_sinusoid_options",
     "digit_plan",
@@ -67,6 +68,12 @@ __all__ = [
 
 _DIGIT_BITS = 8
 _DIGITS = 4  # 4 x 8 bits: every int32 position
+
+#: :func:`sinusoidal_encoding` with a ``num_positions`` limit reads rows of the float64-exact
+#: ``(num_positions, dim)`` table (a compile-time constant) when it has at most this many entries
+#: (4 MiB of float32: GPT-2's 1024 x 768 is 0.75 Mi); larger ones use :func:`exact_cos_sin`, whose
+#: compile time does not grow with the limit (``python benchmarks/sinusoid_paths.py``).
+TABLE_GATHER_ELEMENTS = 2**20
 
 
 def sinusoidal_table(
@@ -132,32 +139,42 @@ INT32_RANGE: tuple[int, int] = (-(2**31), 2**31 - 1)
 def digit_plan(lowest: int, highest: int) -> tuple[int, int]:
     """``(digits, bits)``: how :func:`exact_cos_sin` splits positions in ``lowest .. highest``.
 
-    The fewest digits of at most 8 bits that hold every ``|p|``, the bits shared evenly among
-    them: ``0 .. 1023`` -> 2 digits of 5 bits (two 32-row tables), ``0 .. 2**16 - 1`` -> 2 x 8,
+    The fewest digits of at most 8 bits that hold every position (in two's complement when
+    ``lowest < 0``: the top digit is then signed), the bits shared evenly among them:
+    ``0 .. 1023`` -> 2 digits of 5 bits (two 32-row tables), ``0 .. 2**16 - 1`` -> 2 x 8,
     ``0 .. 2**24 - 1`` -> 3 x 8, the int32 range -> 4 x 8. Fewer digits mean fewer angle
-    additions (less rounding) and smaller constants (faster compiles).
+    additions (less rounding) and smaller constants.
 
-    >>> digit_plan(0, 1023), digit_plan(0, 1024), digit_plan(*INT32_RANGE)
-    ((2, 5), (2, 6), (4, 8))
+    >>> digit_plan(0, 1023), digit_plan(0, 1024), digit_plan(-1024, 1023), digit_plan(*INT32_RANGE)
+    ((2, 5), (2, 6), (2, 6), (4, 8))
     """
-    bits = max(abs(int(lowest)), abs(int(highest)), 1).bit_length()
+    lowest, highest = int(lowest), int(highest)
+    bits = max(highest.bit_length(), 1)
+    if lowest < 0:  # two's complement: a sign bit above the widest magnitude
+        bits = max((-lowest - 1).bit_length(), highest.bit_length()) + 1
     digits = -(-bits // _DIGIT_BITS)
     return digits, -(-bits // digits)
 
 
 @functools.lru_cache(maxsize=64)
-def _digit_rotations_for(frequencies: bytes, digits: int = _DIGITS, bits: int = _DIGIT_BITS) -> np.ndarray:
+def _digit_rotations_for(
+    frequencies: bytes, digits: int = _DIGITS, bits: int = _DIGIT_BITS, signed: bool = False
+) -> np.ndarray:
     """``(digits, 2**bits, 2 * n)`` float32: ``[cos | sin]`` of ``d * 2**(bits k) * w``, float64-exact.
 
     ``frequencies`` is the raw bytes of a float64 array of ``n`` angular frequencies ``w`` (in
     radians per position), so any frequencies can be cached (sinusoids, RoPE, scaled RoPE).
+    Row ``d`` of digit ``k`` is the digit value ``d``, except for the top digit when ``signed``:
+    rows ``2**(bits-1) ..`` hold the negative values ``d - 2**bits`` (two's complement).
     ``d * 2**(bits k)`` is an exact integer in float64, so each angle carries a single float64
     rounding, and numpy's float64 ``sin``/``cos`` reduce large arguments correctly.
     """
     w = np.frombuffer(frequencies, dtype=np.float64)
-    digit = np.arange(1 << bits, dtype=np.float64)
+    digit = np.broadcast_to(np.arange(1 << bits, dtype=np.float64), (digits, 1 << bits)).copy()
+    if signed:
+        digit[-1] = np.where(digit[-1] >= 1 << (bits - 1), digit[-1] - (1 << bits), digit[-1])
     place = np.float64(1 << bits) ** np.arange(digits)
-    angles = (place[:, None, None] * digit[None, :, None]) * w  # (digits, 2**bits, n)
+    angles = (place[:, None, None] * digit[:, :, None]) * w  # (digits, 2**bits, n)
     table = np.concatenate([np.cos(angles), np.sin(angles)], axis=-1).astype(np.float32)
     table.flags.writeable = False
     return table
@@ -167,6 +184,21 @@ def _digit_rotations(dim: int, base: float, endpoint: bool, digits: int = _DIGIT
     """The digit rotations of the sinusoidal frequencies (see :func:`_digit_rotations_for`)."""
     w = sinusoidal_frequencies(dim, base=base, endpoint=endpoint)
     return _digit_rotations_for(np.ascontiguousarray(w, dtype=np.float64).tobytes(), digits, bits)
+
+
+@functools.lru_cache(maxsize=16)
+def _limited_table(num_positions, dim, base, layout, endpoint, min_timescale, odd_dim, dtype_name) -> np.ndarray:
+    """The read-only ``(num_positions, dim)`` table :func:`sinusoidal_encoding` gathers from."""
+    options = dict(base=base, layout=layout, endpoint=endpoint, min_timescale=min_timescale, odd_dim=odd_dim)
+    table = sinusoidal_table_np(num_positions, dim, dtype=jnp.dtype(dtype_name), **options)
+    table.flags.writeable = False
+    return table
+
+
+def _rotate(a, b):
+    """Compose two rotations given as ``(cos, sin)`` pairs: the angle-addition formulas."""
+    (ca, sa), (cb, sb) = a, b
+    return ca * cb - sa * sb, sa * cb + ca * sb
 
 
 def exact_cos_sin(
@@ -208,21 +240,20 @@ def exact_cos_sin(
     rows = 1 << bits
     # one (digits * rows, 2n) constant and one gather for all digits: each gather is its own
     # loop for XLA, and compile time grows with their count (docs/benchmarks.md)
-    table = jnp.asarray(_digit_rotations_for(w.tobytes(), digits, bits).reshape(digits * rows, 2 * n))
     signed = lowest < 0
+    table = jnp.asarray(_digit_rotations_for(w.tobytes(), digits, bits, signed).reshape(digits * rows, 2 * n))
+    # digit k of the int32 two's complement: (p >> bits k) & mask; the arithmetic shift carries
+    # the sign into the top digit, whose rows hold the negative values (no abs, no sign select)
     p = positions.astype(jnp.int32)
-    magnitude = (jnp.abs(p) if signed else p).astype(jnp.uint32)  # |-2**31| fits uint32
     lead = (digits,) + (1,) * p.ndim  # digits first: digit k's rotations are one contiguous block
-    shifts = (np.arange(digits, dtype=np.uint32) * np.uint32(bits)).reshape(lead)
+    shifts = (np.arange(digits, dtype=np.int32) * np.int32(bits)).reshape(lead)
     first_row = (np.arange(digits, dtype=np.int32) * np.int32(rows)).reshape(lead)  # digit k: rows k * rows ..
-    index = ((magnitude[None] >> shifts) & np.uint32(rows - 1)).astype(jnp.int32) + first_row
+    index = ((p[None] >> shifts) & np.int32(rows - 1)) + first_row
     rot = table.at[index].get(mode="promise_in_bounds")  # (digits, ..., 2n)
-    cos, sin = rot[0, ..., :n], rot[0, ..., n:]
-    for k in range(1, digits):  # angle addition: exp(i(a + b)) = exp(ia) exp(ib)
-        c, s = rot[k, ..., :n], rot[k, ..., n:]
-        cos, sin = cos * c - sin * s, sin * c + cos * s
-    if signed:
-        sin = jnp.where((p < 0)[..., None], -sin, sin)
+    # angle addition exp(i(a + b)) = exp(ia) exp(ib) over the digits, as one variadic reduction:
+    # XLA compiles a reduction loop in a fraction of the time of the unrolled products
+    # (benchmarks/exact_angles.py), and it runs no slower
+    cos, sin = jax.lax.reduce((rot[..., :n], rot[..., n:]), (np.float32(1), np.float32(0)), _rotate, dimensions=(0,))
     return cos, sin
 
 
@@ -281,6 +312,11 @@ def sinusoidal_encoding(
     else:
         limit = overflow.Limit(int(num_positions), name=name)
     positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
+    if num_positions is not None and int(num_positions) * dim <= TABLE_GATHER_ELEMENTS:
+        # a small table: gather its rows (positions are inside it now), like a learned table
+        options = (float(base), layout, bool(endpoint), float(min_timescale), odd_dim, jnp.dtype(dtype).name)
+        table = jnp.asarray(_limited_table(int(num_positions), dim, *options))
+        return overflow.fill_invalid(table.at[positions].get(mode="promise_in_bounds"), invalid)
     w = sinusoidal_frequencies(
         dim, base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim
     )

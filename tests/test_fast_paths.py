@@ -243,15 +243,38 @@ def test_json_integer_bound_with_and_without_long_digit_runs():
 def test_digit_plan_is_the_fewest_digits_of_at_most_8_bits():
     from flax_posenc.sinusoidal import INT32_RANGE, digit_plan
 
-    for lo, hi in [(0, 0), (0, 1), (0, 255), (0, 256), (0, 1023), (0, 1024), (0, 2**16 - 1), (0, 2**16)]:
-        need = max(abs(lo), abs(hi), 1).bit_length()  # bits of the largest magnitude
+    cases = [(0, 0), (0, 1), (0, 255), (0, 256), (0, 1023), (0, 1024), (0, 2**16 - 1), (0, 2**16)]
+    cases += [(-1, 0), (-1, 1), (-5, 1023), (-1024, 1023), (-1025, 1023), (-1024, 1024), (-(2**23), 2**23 - 1)]
+    for lo, hi in cases:
+        # bits of a two's complement integer holding lo .. hi (sign bit included when lo < 0)
+        need = next(b for b in range(1, 33) if (-(2 ** (b - 1)) if lo < 0 else 0) <= lo and hi < 2 ** (b - (lo < 0)))
         digits, width = digit_plan(lo, hi)
         assert digits == min(k for k in range(1, 5) if 8 * k >= need), (lo, hi)
         assert width == min(b for b in range(1, 9) if digits * b >= need), (lo, hi)
-    assert digit_plan(*INT32_RANGE) == (4, 8)  # |-2**31| needs 32 bits
+    assert digit_plan(*INT32_RANGE) == (4, 8)  # the int32 range: 32 bits, the top digit signed
     assert digit_plan(0, 2**31 - 1) == (4, 8)
     with pytest.raises(ValueError, match="bounds"):
         fp.sinusoidal.exact_cos_sin(jnp.zeros(2, jnp.int32), np.ones(2), bounds=(0, 2**31))
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [(0, 0), (0, 32), (0, 1023), (0, 1024), (0, 2**16), (-1, 0), (-5, 1023), (-1024, 1023), (-(2**20), 2**20)]
+    + [(-(2**31), 2**31 - 1)],
+)
+def test_exact_cos_sin_at_the_edges_of_every_digit_plan(bounds):
+    """Each plan (signed top digit included) is exact at its bounds and between, under jit."""
+    lo, hi = bounds
+    w = fp.sinusoidal_frequencies(64)
+    rng = np.random.default_rng(abs(lo) + hi)
+    positions = np.unique(np.concatenate([[lo, lo + 1, -1, 0, 1, hi - 1, hi], rng.integers(lo, hi + 1, 200)]))
+    positions = positions[(positions >= lo) & (positions <= hi)]
+    cos, sin = jax.jit(lambda p: fp.sinusoidal.exact_cos_sin(p, w, bounds=bounds))(jnp.asarray(positions, jnp.int32))
+    ref_cos, ref_sin = _float64_cos_sin(positions, w)
+    # 3 float32 ulps of 1 (float64 itself is off by ~p * 1e-16 rad: 2e-7 at 2**31)
+    tol = 3 * 2.0**-23 if max(abs(lo), hi) < 2**24 else 2e-6
+    np.testing.assert_allclose(np.asarray(cos, np.float64), ref_cos, rtol=0, atol=tol)
+    np.testing.assert_allclose(np.asarray(sin, np.float64), ref_sin, rtol=0, atol=tol)
 
 
 def _float64_cos_sin(positions, w):

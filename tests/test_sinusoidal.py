@@ -163,6 +163,39 @@ class TestEncoding:
         tol = float(jnp.finfo(dtype).eps)  # one rounding: half an ulp of values <= 1, plus slack
         assert np.abs(np.asarray(got, np.float64) - ref).max() <= tol
 
+    @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+    def test_limited_encoding_is_the_correctly_rounded_table(self, dtype):
+        """With a small limit (GPT-2's 1024 x 768), traced rows are float64 rounded once to dtype."""
+        positions = jnp.asarray(np.random.default_rng(0).integers(0, 1024, (2, 300)), jnp.int32)
+        enc = jax.jit(lambda p: fp.sinusoidal_encoding(p, 768, num_positions=1024, dtype=dtype))
+        got = np.asarray(enc(positions))
+        assert got.dtype == jnp.dtype(dtype)
+        ref = reference(np.asarray(positions), 768)
+        # the nearest representable value: no other value of that dtype is closer to ref
+        up = np.nextafter(got, np.array(np.inf, dtype=got.dtype)).astype(np.float64)
+        down = np.nextafter(got, np.array(-np.inf, dtype=got.dtype)).astype(np.float64)
+        err = np.abs(got.astype(np.float64) - ref)
+        assert np.all(err <= np.abs(up - ref)) and np.all(err <= np.abs(down - ref))
+        step = lambda c, p: (c, fp.sinusoidal_encoding(p, 768, num_positions=1024, dtype=dtype))  # noqa: E731
+        np.testing.assert_array_equal(np.asarray(jax.lax.scan(step, 0, positions)[1]), got)  # same rows in scan
+
+    def test_table_or_exact_angles_by_size(self):
+        """Up to TABLE_GATHER_ELEMENTS entries the rows are gathered from the (limit, dim) table, a
+        constant; one row more and the exact-angle digits take over (no such constant)."""
+        from flax_posenc.sinusoidal import TABLE_GATHER_ELEMENTS
+
+        dim = 256
+        rows = TABLE_GATHER_ELEMENTS // dim
+        for limit, table in ((rows, True), (rows + 1, False)):
+            enc = lambda p: fp.sinusoidal_encoding(p, dim, num_positions=limit)  # noqa: E731
+            consts = jax.make_jaxpr(enc)(jnp.zeros(4, jnp.int32)).consts
+            assert any(np.shape(c) == (limit, dim) for c in consts) == table, (limit, [np.shape(c) for c in consts])
+            positions = np.array([0, 1, limit // 2, limit - 1])
+            got = jax.jit(enc)(jnp.asarray(positions, jnp.int32))
+            np.testing.assert_allclose(
+                np.asarray(got, np.float64), reference(positions, dim), rtol=0, atol=3 * 2.0**-23
+            )
+
     def test_rejects_float_positions(self):
         with pytest.raises(TypeError, match="positions: expected an integer array, got dtype float32"):
             fp.sinusoidal_encoding(jnp.array([1.0]), 4)

@@ -84,8 +84,8 @@ MUTANTS = [
     ),
     (
         "flax_posenc/sinusoidal.py",
-        "        sin = jnp.where((p < 0)[..., None], -sin, sin)",
-        "        sin = sin",
+        "        digit[-1] = np.where(digit[-1] >= 1 << (bits - 1), digit[-1] - (1 << bits), digit[-1])",
+        "        digit[-1] = digit[-1]",
         "tests/test_sinusoidal.py " + CORE,
     ),
     (
