@@ -23,11 +23,14 @@ options reproduce which library is in ``docs/conventions.md``, each row tested.
 Precision. :func:`sinusoidal_table` computes in float64 on the host and rounds once to the
 requested dtype (the numpy math lives in :mod:`flax_posenc.sinusoid_math`, which imports no jax).
 :func:`sinusoidal_encoding` runs on device, under ``jit``, for positions that are only known at
-run time; it never forms a large angle. A position is split into at most four digits of at most
-8 bits, ``p = d0 + 256 d1 + 256**2 d2 + 256**3 d3`` (fewer and narrower when a limit bounds the
-positions: ``p = d0 + 32 d1`` below 1024), the rotation ``exp(i * d_k 256**k w)`` of each digit
-is read from a small table computed in float64 on the host, and the rotations are
-composed by angle addition -- the lesson's hour hand and minute hand. Every float32 result is
+run time; it never forms a large angle. With a small limit (``num_positions * dim`` at most
+:data:`TABLE_GATHER_ELEMENTS`, GPT-2's 1024 x 768 included) it gathers rows of that float64 table,
+rounded once, as a learned table would. Otherwise (:func:`exact_cos_sin`) a position is split into
+at most four digits of at most 8 bits, ``p = d0 + 256 d1 + 256**2 d2 + 256**3 d3`` (two's
+complement, the top digit signed; fewer and narrower when a limit bounds the positions:
+``p = d0 + 32 d1`` below 1024), the rotation ``exp(i * d_k 256**k w)`` of each digit is read
+from a small table computed in float64 on the host, and the rotations are composed by angle
+addition -- the lesson's hour hand and minute hand. Every float32 result is
 within 2e-6 of the float64 value for ``|p| < 2**24`` at any ``dim`` (measured: about 3e-7), where
 the naive float32 ``sin(p * w)`` is off by ~0.07 near ``2**20`` and by ~1 near ``2**24``.
 No float64 is needed on device (TPUs have none).
@@ -208,8 +211,10 @@ def exact_cos_sin(
 
     The exact-angle machinery of :func:`sinusoidal_encoding` and
     :func:`flax_posenc.rope.rotary_cos_sin`: ``p`` is split into at most four digits of at most
-    8 bits (:func:`digit_plan`), the rotation of each digit is read from a float64-exact host
-    table (one gather for all digits), and the rotations are composed by angle addition. For
+    8 bits (:func:`digit_plan`; two's complement, so a negative position has a negative top
+    digit), the rotation of each digit is read from a float64-exact host table (one gather for
+    all digits), and the rotations are composed by angle addition (one variadic reduction over
+    the digits, which XLA compiles and runs faster than the unrolled products). For
     ``|p| < 2**24`` every result is within 2e-6 of the float64 value of ``cos``/``sin`` of the
     float64 angle ``p * w`` (measured: ~3e-7).
 
@@ -275,7 +280,10 @@ def sinusoidal_encoding(
 
     Exact-angle arithmetic: results are within 2e-6 of the float64 value (then rounded once to
     ``dtype``) for every ``|position| < 2**24``, and within ~1e-6 up to ``2**31``. Negative
-    positions are allowed (``sin`` is odd, ``cos`` even): relative offsets encode as well.
+    positions are allowed (``sin`` is odd, ``cos`` even): relative offsets encode as well. With
+    a ``num_positions`` limit whose table has at most :data:`TABLE_GATHER_ELEMENTS` entries the
+    rows are gathered from that table (a compile-time constant): each value is then the float64
+    value rounded once to ``dtype``, the same bits as :func:`sinusoidal_table`.
 
     Args:
       positions: integer array, any shape and integer dtype (offsets while decoding, packed
