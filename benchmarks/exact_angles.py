@@ -2,9 +2,12 @@
 
     python benchmarks/exact_angles.py [--rounds 5]
 
-"before": the round-one layout of ``exact_cos_sin`` (always four 8-bit digits, one gather per
-digit), kept here verbatim; "now": ``flax_posenc.sinusoidal.exact_cos_sin`` (digits sized by the
-guard's bounds, ``digit_plan``; one gather for all digits). Both are swapped into the library
+Three forms of ``exact_cos_sin``: "round one" (always four 8-bit digits of ``|p|``, one gather per
+digit) and "fourth pass" (digits of ``|p|`` sized by the guard's bounds, one gather, unrolled
+angle-addition products, a sign select), both kept here verbatim, and "now" (the library:
+two's-complement digits with a signed top digit, one gather, the angle additions as one
+variadic ``lax.reduce``; a limited table of at most ``TABLE_GATHER_ELEMENTS`` entries is gathered
+directly). Each is swapped into the library
 (``sinusoidal``/``rope`` module attribute) so the block and ``apply_rope`` are timed as users
 call them. Same shapes as ``benchmarks/run.py``'s compile section (B16 x T1024 x D768 block with
 1024 positions; RoPE 16 heads x 128, no limit). Compile: lower + compile of a fresh jit after
@@ -34,7 +37,7 @@ from flax_posenc import rope as rope_module
 from flax_posenc import sinusoidal as sin_module
 
 NOW = sin_module.exact_cos_sin
-USE_BEFORE = {"on": False}
+FORM = {"form": "now"}  # which exact_cos_sin the library calls: "round one", "fourth pass" or "now"
 
 
 def before_exact_cos_sin(positions, frequencies):
@@ -56,21 +59,66 @@ def before_exact_cos_sin(positions, frequencies):
     return cos, sin
 
 
+def fourth_pass_exact_cos_sin(positions, frequencies, *, bounds=sin_module.INT32_RANGE):
+    """The fourth pass's ``exact_cos_sin``: digits of ``|p|`` sized by the bounds, one gather,
+    unrolled angle-addition products, a sign select for negative positions (verbatim but for names)."""
+    lowest, highest = int(bounds[0]), int(bounds[1])
+    bits_needed = max(abs(lowest), abs(highest), 1).bit_length()
+    digits = -(-bits_needed // 8)
+    bits = -(-bits_needed // digits)
+    w = np.ascontiguousarray(np.asarray(frequencies, dtype=np.float64).reshape(-1))
+    n = w.shape[0]
+    rows = 1 << bits
+    table = jnp.asarray(sin_module._digit_rotations_for(w.tobytes(), digits, bits).reshape(digits * rows, 2 * n))
+    signed = lowest < 0
+    p = positions.astype(jnp.int32)
+    magnitude = (jnp.abs(p) if signed else p).astype(jnp.uint32)
+    lead = (digits,) + (1,) * p.ndim
+    shifts = (np.arange(digits, dtype=np.uint32) * np.uint32(bits)).reshape(lead)
+    first_row = (np.arange(digits, dtype=np.int32) * np.int32(rows)).reshape(lead)
+    index = ((magnitude[None] >> shifts) & np.uint32(rows - 1)).astype(jnp.int32) + first_row
+    rot = table.at[index].get(mode="promise_in_bounds")
+    cos, sin = rot[0, ..., :n], rot[0, ..., n:]
+    for k in range(1, digits):
+        c, s = rot[k, ..., :n], rot[k, ..., n:]
+        cos, sin = cos * c - sin * s, sin * c + cos * s
+    if signed:
+        sin = jnp.where((p < 0)[..., None], -sin, sin)
+    return cos, sin
+
+
 def switch(positions, frequencies, *, bounds=sin_module.INT32_RANGE):
-    if USE_BEFORE["on"]:
+    if FORM["form"] == "round one":
         return before_exact_cos_sin(positions, frequencies)
+    if FORM["form"] == "fourth pass":
+        return fourth_pass_exact_cos_sin(positions, frequencies, bounds=bounds)
     return NOW(positions, frequencies, bounds=bounds)
 
 
-def before(f):
-    def run():
-        USE_BEFORE["on"] = True
+TABLE_GATHER_ELEMENTS = sin_module.TABLE_GATHER_ELEMENTS
+
+
+def set_form(form):
+    """Select the form; the earlier forms had no table-gather path for limited sinusoids."""
+    FORM["form"] = form
+    sin_module.TABLE_GATHER_ELEMENTS = TABLE_GATHER_ELEMENTS if form == "now" else -1
+
+
+def using(form, f):
+    """``f`` run with the library calling the ``form`` of ``exact_cos_sin``."""
+
+    def run(*args):
+        set_form(form)
         try:
-            return f()
+            return f(*args)
         finally:
-            USE_BEFORE["on"] = False
+            set_form("now")
 
     return run
+
+
+def before(f):
+    return using("round one", f)
 
 
 def main() -> None:
@@ -105,46 +153,76 @@ def main() -> None:
     def rope(x, p):
         return fp.apply_rope(x, cfg, p)
 
+    inv = fp.rope_inverse_frequencies(cfg)[0]
+
+    def naive_cos_sin(q):
+        angle = q.astype(jnp.float32)[:, None] * jnp.asarray(inv, jnp.float32)
+        return jnp.cos(angle), jnp.sin(angle)
+
+    def unbounded_blk(p, x, q):  # no limit: the int32 plan (4 x 8 digits, signed)
+        return jnp.take(p["word_embeddings"], x, axis=0) + fp.sinusoidal_encoding(q, dim)
+
+    forms = ("round one", "fourth pass", "now")
     compiles = {
         "plain nnx.Embed block": lambda: jax.jit(plain).lower(state, ids).compile(),
-        "sinusoidal block, traced, before": before(lambda: jax.jit(blk).lower(params, ids, pos).compile()),
-        "sinusoidal block, traced, now": lambda: jax.jit(blk).lower(params, ids, pos).compile(),
-        "sinusoidal block, traced, now, on_overflow=clip": lambda: jax.jit(blk_clip).lower(params, ids, pos).compile(),
+        "naive RoPE": lambda: jax.jit(naive_rope).lower(qk).compile(),
+        "naive float32 cos/sin, 1024 positions": lambda: jax.jit(naive_cos_sin).lower(pos_shape).compile(),
         "guard alone (on_overflow=error)": lambda: (
             jax.jit(lambda q: overflow.guard_positions(q, limit, "error")[0]).lower(pos).compile()
         ),
         "elementwise q + 1": lambda: jax.jit(lambda q: q + 1).lower(pos).compile(),
-        "naive RoPE": lambda: jax.jit(naive_rope).lower(qk).compile(),
-        "apply_rope, traced, before": before(lambda: jax.jit(rope).lower(qk, pos_shape).compile()),
-        "apply_rope, traced, now": lambda: jax.jit(rope).lower(qk, pos_shape).compile(),
+        "sinusoidal block, traced, now, on_overflow=clip": lambda: jax.jit(blk_clip).lower(params, ids, pos).compile(),
     }
+    for form in forms:
+        compiles[f"exact_cos_sin alone, int32 positions, {form}"] = using(
+            form, lambda: jax.jit(lambda q: sin_module.exact_cos_sin(q, inv)).lower(pos_shape).compile()
+        )
+        compiles[f"sinusoidal block, traced, {form}"] = using(
+            form, lambda: jax.jit(blk).lower(params, ids, pos).compile()
+        )
+        compiles[f"apply_rope, traced, {form}"] = using(form, lambda: jax.jit(rope).lower(qk, pos_shape).compile())
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
     times = fresh_compile_times(compiles, rounds)
-    print("\n| compile (lower + compile, fresh jit) | time | ratio to plain nnx.Embed block / naive RoPE |")
+    print(
+        "\n| compile (lower + compile, fresh jit) | time | ratio to plain nnx.Embed block / naive RoPE / naive cos/sin |"
+    )
     print("|---|---|---|")
     for k, v in times.items():
-        base = times["naive RoPE" if "RoPE" in k or "rope" in k else "plain nnx.Embed block"]
+        if "RoPE" in k or "rope" in k:
+            base = times["naive RoPE"]
+        elif "exact_cos_sin" in k or "cos/sin" in k:
+            base = times["naive float32 cos/sin, 1024 positions"]
+        else:
+            base = times["plain nnx.Embed block"]
         print(f"| {k} | {summary(v, base)} |")
 
     runs = {}
-    for name, use_before in (("before", True), ("now", False)):
-        USE_BEFORE["on"] = use_before
+    for form in forms:
+        set_form(form)
         jax.clear_caches()
-        runs[f"sinusoidal block, traced, {name}"] = (jax.jit(blk).lower(params, ids, pos).compile(), (params, ids, pos))
-        runs[f"apply_rope, traced, {name}"] = (jax.jit(rope).lower(qk, pos[0] + 5000).compile(), (qk, pos[0] + 5000))
+        runs[f"sinusoidal block, traced, limit {positions}, {form}"] = (
+            jax.jit(blk).lower(params, ids, pos).compile(),
+            (params, ids, pos),
+        )
+        runs[f"sinusoidal block, traced, no limit, {form}"] = (
+            jax.jit(unbounded_blk).lower(params, ids, pos).compile(),
+            (params, ids, pos),
+        )
+        runs[f"apply_rope, traced, {form}"] = (jax.jit(rope).lower(qk, pos[0] + 5000).compile(), (qk, pos[0] + 5000))
 
         def step(p, x, t):
             return fp.block.transformer_input(spec, p, x, position_ids=jnp.full((1, 1), t, jnp.int32))
 
-        runs[f"decode step (batch 1, traced position), {name}"] = (
+        runs[f"decode step (batch 1, traced position), {form}"] = (
             jax.jit(step).lower(params, ids[:1, :1], jnp.int32(5)).compile(),
             (params, ids[:1, :1], jnp.int32(5)),
         )
-    USE_BEFORE["on"] = False
-    for k in [k for k in runs if k.endswith("now")]:
+    set_form("now")
+    for k in [k for k in runs if k.endswith(", now")]:
         a = np.asarray(runs[k][0](*runs[k][1]))
-        b = np.asarray(runs[k.replace("now", "before")][0](*runs[k][1]))
-        print(f"\n{k}: max |now - before| = {np.abs(a - b).max():.2e}", end="")
+        for form in forms[:-1]:
+            b = np.asarray(runs[k.replace(", now", f", {form}")][0](*runs[k][1]))
+            print(f"\n{k}: max |now - {form}| = {np.abs(a - b).max():.2e}", end="")
     print()
     rtimes = {k: [] for k in runs}
     for _ in range(rounds):
@@ -156,10 +234,10 @@ def main() -> None:
                 per[k].append(time.perf_counter() - t0)
         for k in runs:
             rtimes[k].append(statistics.median(per[k]))
-    print("\n| run time | time | now / before |")
+    print("\n| run time | time | ratio to round one |")
     print("|---|---|---|")
     for k, v in rtimes.items():
-        base = rtimes[k.replace("now", "before")] if k.endswith("now") else None
+        base = rtimes[k.rsplit(", ", 1)[0] + ", round one"]
         print(f"| {k} | {summary(v, base)} |")
     print(f"\nload average at end: {open('/proc/loadavg').read().split()[:3]}")
 
