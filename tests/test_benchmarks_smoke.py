@@ -78,3 +78,46 @@ def test_table_loading_benchmark_reports_both_loaders(tiny_checkpoint):
     printed = float(first.rsplit(": ", 1)[1].removesuffix("x"))
     assert (t - 5e-5) / (f + 5e-5) - 0.5 <= printed <= (t + 5e-5) / max(f - 5e-5, 1e-9) + 0.5, (first, t, f)
     assert any(line.startswith("speed-up, in-process steady state") for line in lines), out.stdout
+
+
+def test_verdicts_table_applies_the_range_rule(tmp_path):
+    """benchmarks/verdicts.py: met only when every cell's whole range is on the right side."""
+
+    def target(met, median=1.0):
+        return {
+            "median": median,
+            "min": median - 0.1,
+            "max": median + 0.1,
+            "target": "" if met is None else "<= 2",
+            "met": met,
+        }
+
+    rows = {  # label -> (default cells of runs A, B; opt-in cells of runs A, B)
+        "everywhere": ((True, True), (True, True)),
+        "default only": ((True, True), (True, False)),
+        "one default miss": ((True, False), (True, True)),
+        "reported row": ((None, None), (None, None)),
+    }
+    paths = []
+    for k, name in enumerate("AB"):
+        targets = {
+            env: {label: target(cells[e][k]) for label, cells in rows.items()}
+            for e, env in enumerate(("default malloc", "MALLOC_* opt-in"))
+        }
+        paths.append(tmp_path / f"x-run{name}.json")
+        paths[-1].write_text(json.dumps({"results": [], "targets": targets}))
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "verdicts.py"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == "| target | A default | B default | A opt-in | B opt-in | verdict |"
+    verdict = {line.split(" | ")[0].lstrip("| "): line.rsplit(" | ", 1)[1].rstrip(" |") for line in out[2:]}
+    assert verdict == {
+        "everywhere": "**met**",
+        "default only": "**met in the default environment**",
+        "one default miss": "**not met**",
+        "reported row": "reported",
+    }
+    assert "1.00 [0.90-1.10] ✗" in out[4] and "1.00 [0.90-1.10]" in out[5] and "✓" not in out[5]
