@@ -183,12 +183,6 @@ def _digit_rotations_for(
     return table
 
 
-def _digit_rotations(dim: int, base: float, endpoint: bool, digits: int = _DIGITS, bits: int = _DIGIT_BITS):
-    """The digit rotations of the sinusoidal frequencies (see :func:`_digit_rotations_for`)."""
-    w = sinusoidal_frequencies(dim, base=base, endpoint=endpoint)
-    return _digit_rotations_for(np.ascontiguousarray(w, dtype=np.float64).tobytes(), digits, bits)
-
-
 @functools.lru_cache(maxsize=16)
 def _limited_table(num_positions, dim, base, layout, endpoint, min_timescale, odd_dim, dtype_name) -> np.ndarray:
     """The read-only ``(num_positions, dim)`` table :func:`sinusoidal_encoding` gathers from."""

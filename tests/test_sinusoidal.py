@@ -178,6 +178,8 @@ class TestEncoding:
         assert np.all(err <= np.abs(up - ref)) and np.all(err <= np.abs(down - ref))
         step = lambda c, p: (c, fp.sinusoidal_encoding(p, 768, num_positions=1024, dtype=dtype))  # noqa: E731
         np.testing.assert_array_equal(np.asarray(jax.lax.scan(step, 0, positions)[1]), got)  # same rows in scan
+        in_vmap = jax.vmap(lambda p: fp.sinusoidal_encoding(p, 768, num_positions=1024, dtype=dtype))(positions)
+        np.testing.assert_array_equal(np.asarray(in_vmap), got)  # and under vmap
 
     def test_table_or_exact_angles_by_size(self):
         """Up to TABLE_GATHER_ELEMENTS entries the rows are gathered from the (limit, dim) table, a
