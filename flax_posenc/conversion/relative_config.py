@@ -54,7 +54,7 @@ from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
 from flax_posenc.errors import CheckpointError
-from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, scaling_of
+from flax_posenc.rope_config import ROPE_PARAMETERS, ROPE_TYPES, RopeConfig, scaling_of
 
 Scheme = Literal["rope", "alibi"]
 
@@ -100,6 +100,27 @@ class RelativeFamily:
     alibi_bias_max_field: str | None = None
     alibi_bias_max_default: float = 8.0
     rope_type_aliases: tuple[tuple[str, str], ...] = ()
+    rope_head_dim_field: str | None = None
+    layout_flag: str | None = None
+
+
+#: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
+#: per layer type with ``layer_types``), ``head_dim`` (else ``hidden_size // num_attention_heads``),
+#: ``partial_rotary_factor``, ``max_position_embeddings``, half layout, NoPE layers from
+#: ``no_rope_layers``. Each is verified by ``tests/test_conformance.py`` against a tiny checkpoint
+#: built by its own transformers classes; adding a model type here adds its conformance case.
+STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = ('afmoe', 'apertus', 'apertus1p5_text', 'arcee', 'aria_text', 'axk1', 'axk2', 'bamba', 'beam', 'bitnet', 'cwm', 'deepseek_v3', 'deepseek_v32', 'diffllama', 'doge', 'dory', 'dots1', 'eurobert', 'exaone', 'exaone4', 'exaone_moe', 'falcon_h1', 'flex_olmo', 'flint', 'gemma', 'gemma2', 'gemma3_text', 'glm4_moe', 'glm4_moe_lite', 'glm_moe_dsa', 'gpt_neox_japanese', 'gpt_oss', 'granite', 'granite_docling_text', 'granite_swa', 'granitemoe', 'granitemoe_swa', 'granitemoeshared', 'gte', 'hrm_text', 'hunyuan_v1_dense', 'hunyuan_v1_moe', 'hy_v3', 'hy_v4', 'hyperclovax', 'internlm3', 'iquestcoder', 'jais2', 'jetmoe', 'jina_embeddings_v3', 'kolibri1', 'laguna', 'lara_mini', 'lfm2', 'lfm3', 'longcat_flash', 'mellum', 'mimo_v2_flash', 'minicpm3', 'minimax', 'minimax_m2', 'minimax_m3_vl_text', 'ministral', 'ministral3', 'mistral_large4_text', 'modernbert', 'modernbert-decoder', 'molmo2_text', 'muse_glimmer_text', 'muse_spark_text', 'nemotron', 'neomme', 'nomic_bert', 'olmo', 'olmo2', 'olmo3', 'olmo_hybrid', 'olmoe', 'persimmon', 'phi', 'phimoe', 'qwen3_5_moe_text', 'qwen3_5_text', 'qwen3_next', 'qwen3_vl_moe_text', 'qwen3_vl_text', 'recurrent_gemma', 'sarvam_mla', 'sarvam_moe', 'seed_oss', 'smollm3', 'solar_open', 'stablelm', 'starcoder2', 'ultrabert', 'vaultgemma', 'youtu')
+
+#: ``layer_types`` entries of layers without attention (convolutions, MLP-only, state-space and
+#: linear-attention mixers): they see no position encoding.
+NON_ATTENTION_LAYER_TYPES: tuple[str, ...] = ("conv", "mlp", "mamba", "linear_attention", "recurrent")
+
+#: DeepSeek-style multi-head latent attention: RoPE on the ``qk_rope_head_dim`` rope head only,
+#: interleaved when ``rope_interleave`` is true.
+MLA_ROPE_MODEL_TYPES: tuple[str, ...] = ('deepseek_v2',)
+
+#: Standard RoPE model types whose pairs are interleaved (``x[2i]`` with ``x[2i + 1]``).
+INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = ('openai_privacy_filter', 'cohere', 'cohere2', 'cohere2_moe', 'ernie4_5', 'ernie4_5_moe', 'glm', 'glm4', 'helium')
 
 
 RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
@@ -107,6 +128,14 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
         f.name: f
         for f in (
             RelativeFamily("llama", ("llama",), limit_default=2048),
+            RelativeFamily("rope", STANDARD_ROPE_MODEL_TYPES),
+            RelativeFamily("rope_interleaved", INTERLEAVED_ROPE_MODEL_TYPES, layout="interleaved"),
+            RelativeFamily(
+                "mla",
+                MLA_ROPE_MODEL_TYPES,
+                rope_head_dim_field="qk_rope_head_dim",
+                layout_flag="rope_interleave",
+            ),
             RelativeFamily("mistral", ("mistral",), limit_default=4096 * 32),
             RelativeFamily("mixtral", ("mixtral",), theta_default=1e6, limit_default=4096 * 32),
             RelativeFamily("qwen2", ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"), limit_default=32768),
@@ -180,6 +209,8 @@ class RelativeConfig:
       rope: the :class:`~flax_posenc.RopeConfig` (``None`` for ALiBi).
       alibi: the :class:`~flax_posenc.AlibiConfig` (``None`` for RoPE).
       num_heads: attention heads.
+      layer_type: the ``layer_types`` entry this record serves (``None``: not per layer type).
+      layers: the layers it serves (``None``: every layer).
     """
 
     source: str
@@ -190,6 +221,8 @@ class RelativeConfig:
     num_heads: int
     rope: RopeConfig | None = None
     alibi: AlibiConfig | None = None
+    layer_type: str | None = None
+    layers: tuple[int, ...] | None = None
 
     key = None  # a config holds no tensor (the :class:`~flax_posenc.conversion.SourceRecord` field)
 
@@ -200,7 +233,7 @@ class RelativeConfig:
 
     def describe_limit(self) -> str:
         """One phrase naming the limit and where it comes from."""
-        name = f"{self.family} {self.scheme_name} of {self.source}"
+        name = f"{self.family} {self.label} of {self.source}"
         if self.rope is not None:
             r = self.rope
             if r.no_limit_reason is not None:
@@ -209,8 +242,9 @@ class RelativeConfig:
                 return f"{name} has no configured limit"
             parts = [f"max_position_embeddings {r.max_position_embeddings}"] if r.max_position_embeddings else []
             if r.scaled_limit is not None:
-                parts.append(f"scaled limit {r.scaled_limit} = {r.effective_factor:g} x {r.trained_length}")
-            return f"{name} holds {r.limit} positions (0..{r.limit - 1}; {', '.join(parts)})"
+                parts.append(f"scaled {r.effective_factor:g} x {r.trained_length} = {r.scaled_limit}")
+            why = parts[0] if len(parts) == 1 else f"the larger of {' and '.join(parts)}"
+            return f"{name} holds {r.limit} positions (0..{r.limit - 1}; {why})"
         if self.alibi.max_positions is None:
             return f"{name} has no configured limit (ALiBi extrapolates)"
         return f"{name} holds {self.limit} positions (0..{self.limit - 1}; configured, ALiBi itself has none)"
@@ -218,6 +252,11 @@ class RelativeConfig:
     @property
     def scheme_name(self) -> str:
         return f"{self.rope.rope_type} RoPE" if self.rope is not None else "ALiBi"
+
+    @property
+    def label(self) -> str:
+        """``"default RoPE"``, ``"default RoPE (sliding_attention layers 0, 1, 3)"``, ``"ALiBi"``."""
+        return self.scheme_name + _layers_phrase(self.layer_type, self.layers)
 
     def check_length(self, length: int) -> tuple[bool, str]:
         """Whether ``length`` positions fit, and one line saying so (the CLI's ``check``)."""
@@ -235,6 +274,10 @@ class RelativeConfig:
             "num_heads": self.num_heads,
             "limit": self.limit,
         }
+        if self.layer_type is not None:
+            out["layer_type"] = self.layer_type
+        if self.layers is not None:
+            out["layers"] = list(self.layers)
         out[self.scheme] = (self.rope or self.alibi).to_dict()
         return out
 
@@ -242,7 +285,7 @@ class RelativeConfig:
         lines = [
             f"source:      {self.source}",
             f"family:      {self.family} ({self.model_type})",
-            f"scheme:      {self.scheme_name}",
+            f"scheme:      {self.label}",
             f"heads:       {self.num_heads}",
         ]
         if self.rope is not None:
@@ -259,6 +302,59 @@ class RelativeConfig:
             lines.append(f"slopes:      {slopes[0]:.4g} .. {min(slopes):.4g} (max_bias {self.alibi.max_bias:g})")
         lines.append(f"limit:       {self.describe_limit()}")
         return "\n".join(lines)
+
+
+def _layers_phrase(layer_type: str | None, layers: tuple[int, ...] | None) -> str:
+    if layer_type is None and layers is None:
+        return ""
+    where = [layer_type] if layer_type else []
+    if layers is not None:
+        shown = ", ".join(map(str, layers[:8])) + (", ..." if len(layers) > 8 else "")
+        where.append(f"layer{'s' if len(layers) != 1 else ''} {shown}")
+    return f" ({' '.join(where)})"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoPositionLayers:
+    """Layers that see no position encoding at all (NoPE): SmolLM3's and Llama 4's
+    ``no_rope_layers`` zeros, a layer type whose ``rope_parameters`` are ``null``.
+
+    They impose no limit (``limit`` is ``None``); the model's other mechanisms do.
+    """
+
+    source: str
+    family: str
+    model_type: str
+    layers: tuple[int, ...] | None
+    layer_type: str | None = None
+
+    scheme = "nope"
+    key = None
+
+    @property
+    def limit(self) -> None:
+        return None
+
+    @property
+    def label(self) -> str:
+        return "NoPE" + _layers_phrase(self.layer_type, self.layers)
+
+    def describe_limit(self) -> str:
+        return f"{self.family} {self.label} of {self.source} has no limit (no position encoding)"
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        from flax_posenc.limits import verdict_line
+
+        return verdict_line(length, None, self.describe_limit())
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": self.source, "family": self.family, "model_type": self.model_type}
+        out.update(scheme="nope", layer_type=self.layer_type, limit=None)
+        out["layers"] = None if self.layers is None else list(self.layers)
+        return out
+
+    def __str__(self) -> str:
+        return f"scheme:      {self.label}\nlimit:       {self.describe_limit()}"
 
 
 def _get(config: Mapping[str, Any], dotted: str) -> Any:
@@ -350,17 +446,42 @@ def config_path_of(source: str | os.PathLike) -> Path | None:
 def relative_config_from_dict(
     config: Mapping[str, Any], *, source: str = "config", path: Path | None = None
 ) -> RelativeConfig:
-    """Build the :class:`RelativeConfig` of a parsed ``config.json``.
+    """Build the :class:`RelativeConfig` of a parsed ``config.json`` whose layers share one scheme.
+
+    A config with one RoPE per layer type, or with NoPE layers, has several records: read it with
+    :func:`relative_configs_from_dict`.
 
     Raises:
       CheckpointError: not a RoPE/ALiBi family (the known ones are listed), a missing field,
-        or parameters :class:`~flax_posenc.RopeConfig` rejects (one line naming the file).
+        parameters :class:`~flax_posenc.RopeConfig` rejects, or several per-layer schemes (one
+        line naming the file).
+    """
+    records = relative_configs_from_dict(config, source=source, path=path)
+    if len(records) != 1:
+        kinds = ", ".join(r.label for r in records)
+        raise fail(path or source, "one rope_parameters dict for all layers", f"per-layer schemes: {kinds}")
+    return records[0]
+
+
+def relative_configs_from_dict(
+    config: Mapping[str, Any], *, source: str = "config", path: Path | None = None
+) -> tuple[RelativeConfig | NoPositionLayers, ...]:
+    """Every relative position scheme of a parsed ``config.json``: one record per layer type.
+
+    One :class:`RelativeConfig` when all layers share one RoPE (or ALiBi); one per layer type
+    when ``rope_parameters`` holds a dict per ``layer_types`` entry (Gemma 3, ModernBERT); and a
+    :class:`NoPositionLayers` for the layers without any (``no_rope_layers`` zeros: SmolLM3,
+    Llama 4; a layer type whose parameters are ``null``).
+
+    Raises:
+      CheckpointError: as :func:`relative_config_from_dict`; also per-layer lists of the wrong
+        length, ``layer_types`` entries without parameters, or parameters for no layer type.
     """
     where = path or source
     family = family_for(config)
     if family is None:
         known = sorted(t for f in RELATIVE_FAMILIES.values() for t in f.model_types)
-        raise fail(where, f"a RoPE/ALiBi model_type ({', '.join(known)})", repr(config.get("model_type")))
+        raise fail(where, f"a RoPE/ALiBi model_type ({len(known)} known)", repr(config.get("model_type")))
     heads = _int_field(
         where, f"a positive head count in {' or '.join(family.heads_fields)}", _first(config, family.heads_fields)
     )
@@ -373,6 +494,8 @@ def relative_config_from_dict(
     limit = family.limit_default if limit is None and family.limit_fields else limit
     if limit is not None:
         limit = _int_field(where, " or ".join(family.limit_fields), limit)
+    model_type = str(config.get("model_type"))
+    common = dict(source=source, config_path=Path(where), family=family.name, model_type=model_type, num_heads=heads)
     try:
         if scheme == "alibi":
             bias_max = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
@@ -381,20 +504,96 @@ def relative_config_from_dict(
                 if bias_max is None
                 else _number_field(where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
             )
-            alibi = AlibiConfig(heads, float(bias_max), limit)
-            return RelativeConfig(
-                source, Path(where), family.name, str(config.get("model_type")), "alibi", heads, alibi=alibi
-            )
-        rope = _rope_from(config, family, heads, limit, where)
+            return (RelativeConfig(scheme="alibi", alibi=AlibiConfig(heads, float(bias_max), limit), **common),)
+        groups = _layer_groups(config, where)
+        records: list[RelativeConfig | NoPositionLayers] = []
+        for layer_type, layers, parameters in groups:
+            if parameters is None:
+                records.append(NoPositionLayers(source, family.name, model_type, layers, layer_type))
+                continue
+            rope = _rope_from(config, family, heads, limit, where, parameters)
+            records.append(RelativeConfig(scheme="rope", rope=rope, layer_type=layer_type, layers=layers, **common))
     except CheckpointError:
         raise
     except (ValueError, TypeError, ArithmeticError) as e:  # RopeConfig / AlibiConfig validation: one line
         raise fail(where, f"valid {family.name} {scheme} parameters", f"{type(e).__name__}: {e}"[:200]) from None
-    return RelativeConfig(source, Path(where), family.name, str(config.get("model_type")), "rope", heads, rope=rope)
+    return tuple(records)
 
 
-def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, limit: int | None, where) -> RopeConfig:
-    head_dim = config.get(family.head_dim_field) if family.head_dim_field else None
+def _layer_count(config: Mapping[str, Any], where: object, field: str, value: Any) -> int | None:
+    """``num_hidden_layers`` when the config has it; a per-layer list must have that length."""
+    count = config.get("num_hidden_layers")
+    if count is None:
+        return None
+    count = _int_field(where, "num_hidden_layers", count)
+    if not isinstance(value, list) or len(value) != count:
+        found = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
+        raise fail(where, f"{field} as a list of num_hidden_layers = {count} entries", found)
+    return count
+
+
+def _layer_groups(
+    config: Mapping[str, Any], where: object
+) -> list[tuple[str | None, tuple[int, ...] | None, dict[str, Any] | None]]:
+    """``(layer_type, layers, rope parameters or None for NoPE)`` groups of a config.
+
+    ``layers`` is ``None`` when a group covers every layer.
+    """
+    parameters = config.get("rope_parameters")
+    per_type = isinstance(parameters, Mapping) and any(isinstance(v, Mapping) for v in parameters.values())
+    no_rope = config.get("no_rope_layers")
+    if per_type:
+        layer_types = config.get("layer_types")
+        if not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types):
+            raise fail(where, "layer_types as a list of strings (rope_parameters is per layer type)", repr(layer_types)[:80])
+        _layer_count(config, where, "layer_types", layer_types)
+        not_dicts = sorted(k for k, v in parameters.items() if v is not None and not isinstance(v, Mapping))
+        if not_dicts:
+            raise fail(where, "rope_parameters: one dict per layer type", f"plain keys {', '.join(not_dicts)}"[:200])
+        unknown = sorted(set(layer_types) - set(parameters) - set(NON_ATTENTION_LAYER_TYPES))
+        if unknown:
+            raise fail(
+                where,
+                f"rope_parameters for every layer_types entry (read: {', '.join(sorted(parameters))})",
+                f"none for {', '.join(unknown)}"[:200],
+            )
+        groups = []
+        for layer_type in sorted(set(layer_types)):
+            layers = tuple(i for i, t in enumerate(layer_types) if t == layer_type)
+            value = parameters.get(layer_type)
+            groups.append((layer_type, layers, None if value is None else dict(value)))
+        return groups
+    single = dict(parameters) if isinstance(parameters, Mapping) else None
+    if parameters is not None and not isinstance(parameters, Mapping):
+        raise fail(where, "rope_parameters as a JSON object", type(parameters).__name__)
+    if no_rope is None:
+        return [(None, None, single or {})]
+    _layer_count(config, where, "no_rope_layers", no_rope)
+    if not isinstance(no_rope, list) or not all(v in (0, 1) and not isinstance(v, float) for v in no_rope):
+        raise fail(where, "no_rope_layers as a list of 0 (NoPE) and 1 (RoPE) per layer", repr(no_rope)[:80])
+    rope_layers = tuple(i for i, v in enumerate(no_rope) if v)
+    nope_layers = tuple(i for i, v in enumerate(no_rope) if not v)
+    groups = [(None, rope_layers, single or {})] if rope_layers else []
+    return groups + ([(None, nope_layers, None)] if nope_layers else [])
+
+
+def _present(config: Mapping[str, Any], fields: tuple[str, ...], default: Any) -> Any:
+    """The first of ``fields`` the config holds (``0`` included: a present value is never swapped
+    for the default), else ``default``."""
+    value = _first(config, fields)
+    return default if value is None else value
+
+
+def _rope_from(
+    config: Mapping[str, Any],
+    family: RelativeFamily,
+    heads: int,
+    limit: int | None,
+    where,
+    parameters: Mapping[str, Any],
+) -> RopeConfig:
+    head_field = family.rope_head_dim_field or family.head_dim_field
+    head_dim = config.get(head_field) if head_field else None
     if head_dim is None:
         hidden = _int_field(
             where,
@@ -408,32 +607,36 @@ def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, li
                 f"{hidden} (head width {hidden / heads:g})",
             )
         head_dim = hidden // heads
-    head_dim = _int_field(where, "head_dim", head_dim)
+    head_dim = _int_field(where, head_field or "head_dim", head_dim)
     params: dict[str, Any] = {
-        "rope_theta": _first(config, family.theta_fields) or family.theta_default,
-        "partial_rotary_factor": _first(config, family.partial_fields) or family.partial_default,
+        "rope_theta": _present(config, family.theta_fields, family.theta_default),
+        "partial_rotary_factor": _present(config, family.partial_fields, family.partial_default),
     }
     if family.rotary_dim_field and config.get(family.rotary_dim_field) is not None:
         rotary = _int_field(where, family.rotary_dim_field, config[family.rotary_dim_field])
         if rotary > head_dim:
             raise fail(where, f"{family.rotary_dim_field} at most the head width {head_dim}", str(rotary))
         params["partial_rotary_factor"] = rotary / head_dim
-    for key in ("rope_scaling", "rope_parameters"):  # 4.x, then 5.x (wins)
-        value = config.get(key)
+    scaling_dict = config.get("rope_scaling")  # 4.x, then 5.x's rope_parameters (wins)
+    for key, value in (("rope_scaling", scaling_dict), ("rope_parameters", parameters)):
         if value is None:
             continue
         if not isinstance(value, Mapping):
             raise fail(where, f"{key} as a JSON object", type(value).__name__)
         nested = sorted(k for k, v in value.items() if isinstance(v, Mapping))
         if nested:
-            raise fail(where, f"one {key} dict for all layers", f"per-layer parameters for {', '.join(nested)}")
+            raise fail(where, f"one {key} dict per layer type", f"nested parameters for {', '.join(nested)}")
         params.update({k: v for k, v in value.items() if v is not None})
     kind = params.get("rope_type", params.get("type")) or "default"
+    if not isinstance(kind, str):
+        raise fail(where, "rope_type as a string", repr(kind)[:80])
     kind = dict(family.rope_type_aliases).get(kind, kind)
     params["rope_type"] = kind
     params.pop("type", None)
     _check_rope_params(where, params)
-    scaling = scaling_of(kind)  # an unknown type: ValueError, one line listing the known ones
+    if kind not in ROPE_TYPES:
+        raise fail(where, f"rope_type one of {', '.join(ROPE_TYPES)}", repr(kind)[:80])
+    scaling = scaling_of(kind)
     trained = scaling.trained_length_field
     if trained is not None and trained != "max_position_embeddings" and config.get(trained) is not None:
         params[trained] = _int_field(where, trained, config[trained])  # top-level wins (Phi-3), as transformers
@@ -444,9 +647,13 @@ def _rope_from(config: Mapping[str, Any], family: RelativeFamily, heads: int, li
             f"{', '.join(missing)} in rope_parameters (rope_type {kind!r} needs {', '.join(scaling.required)})",
             "none" if len(missing) == 1 else "none of them",
         )
-    return RopeConfig.from_rope_parameters(
-        params, head_dim=int(head_dim), max_position_embeddings=limit, layout=family.layout
-    )
+    layout = family.layout
+    if family.layout_flag is not None and config.get(family.layout_flag) is not None:
+        flag = config[family.layout_flag]
+        if not isinstance(flag, bool):
+            raise fail(where, f"{family.layout_flag} as true or false", repr(flag)[:80])
+        layout = "interleaved" if flag else "half"
+    return RopeConfig.from_rope_parameters(params, head_dim=int(head_dim), max_position_embeddings=limit, layout=layout)
 
 
 def read_relative_config(source: str | os.PathLike) -> RelativeConfig:
@@ -478,12 +685,18 @@ def relative_source(source: str | os.PathLike) -> RelativeConfig | None:
 
 
 __all__ = [
+    "INTERLEAVED_ROPE_MODEL_TYPES",
+    "MLA_ROPE_MODEL_TYPES",
+    "NON_ATTENTION_LAYER_TYPES",
+    "NoPositionLayers",
     "RELATIVE_FAMILIES",
+    "STANDARD_ROPE_MODEL_TYPES",
     "RelativeConfig",
     "RelativeFamily",
     "config_path_of",
     "family_for",
     "read_relative_config",
     "relative_config_from_dict",
+    "relative_configs_from_dict",
     "relative_source",
 ]

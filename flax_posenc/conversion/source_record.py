@@ -156,32 +156,49 @@ def which_family(model_type: str) -> FamilyMatch | None:
 
 
 def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> SourceRecord:
-    """The :class:`SourceRecord` of SOURCE (any kind); what ``inspect``/``check``/``plot`` read.
+    """Every position mechanism of SOURCE, as a :class:`~flax_posenc.conversion.models.ModelRecord`.
 
-    A checkpoint whose ``config.json`` names a T5-like/MPNet family gives a
-    :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource`, a RoPE/ALiBi family a
-    :class:`~flax_posenc.conversion.relative_config.RelativeConfig`; anything else (learned-table
-    checkpoints, weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` written by
-    ``flax-posenc convert``) a :class:`LearnedTableSource`.
-    ``family`` forces a learned-table family (for a ``model_type`` the registry does not know).
+    A checkpoint (or ``config.json``) whose ``model_type`` is in the model registry
+    (:data:`~flax_posenc.conversion.models.MODEL_MECHANISMS`) gets each of its mechanisms read:
+    learned tables, RoPE per layer type and NoPE layers, ALiBi, relative biases. Anything else
+    (weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` written by ``flax-posenc
+    convert``, a checkpoint of an unknown type whose keys name a learned-table family) is read as
+    one learned table. ``family`` forces a learned-table family.
+
+    ``.limit`` is the smallest limit among the mechanisms; ``.check_length(n)`` fails when any
+    refuses; ``.mechanisms`` lists them.
 
     Raises:
-      CheckpointError: SOURCE cannot be read (one line naming it, expected and found).
+      CheckpointError: SOURCE cannot be read, or its model type's mechanisms are not read (one
+        line naming the file, the model type and the mechanism).
     """
     from flax_posenc.conversion.load import load_position_table
-    from flax_posenc.conversion.relative_bias import relative_bias_source
-    from flax_posenc.conversion.relative_config import relative_source
+    from flax_posenc.conversion.models import Mechanism, ModelRecord, read_model, refusal
+    from flax_posenc.conversion.readers import fail
+    from flax_posenc.conversion.relative_config import config_path_of
+    from flax_posenc.conversion.sources import read_config
+    from flax_posenc.errors import CheckpointError
+
+    def one(record) -> ModelRecord:
+        return ModelRecord(os.fspath(source), getattr(record, "model_type", None), (Mechanism.of(record),))
 
     if str(source).endswith(".msgpack"):  # written by `flax-posenc convert`
         from flax_posenc.pretrained import converted_position_table
 
-        return LearnedTableSource(converted_position_table(source))
+        return one(LearnedTableSource(converted_position_table(source)))
     if family is not None:
-        return LearnedTableSource(load_position_table(source, family=family))
-    relative = relative_bias_source(source) or relative_source(source)
-    if relative is not None:
-        return relative
-    return LearnedTableSource(load_position_table(source))
+        return one(LearnedTableSource(load_position_table(source, family=family)))
+    path = config_path_of(source)
+    if path is None:
+        return one(LearnedTableSource(load_position_table(source)))
+    config = read_config(path)
+    record = read_model(source, config, path)
+    if record is not None:
+        return record
+    try:  # an unknown model type whose tensors name a learned-table family
+        return one(LearnedTableSource(load_position_table(source)))
+    except CheckpointError:
+        raise fail(path, "a model type whose position mechanisms are read", refusal(config.get("model_type"))) from None
 
 
 def verdict(record: SourceRecord, length: int) -> dict[str, Any]:

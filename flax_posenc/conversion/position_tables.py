@@ -1,0 +1,115 @@
+"""Learned absolute position tables read for their limit and values only, one row per family.
+
+:data:`~flax_posenc.conversion.families.FAMILIES` describes whole input blocks (word, position
+and token-type tables, LayerNorm, the position rule) that ``TransformerInput`` reproduces. Many
+more model types keep a learned position table whose *limit* and *rows* are all a limit checker
+needs; :data:`TABLE_FAMILIES` lists them: the tensor (a key suffix, found under whatever prefix
+the checkpoint uses), the reserved leading rows, and whether they come from ``pad_token_id``
+(RoBERTa-style ``padding_idx + 1``). A model type listed here is read by
+:func:`~flax_posenc.conversion.inspect_source` and verified by the conformance suite
+(``tests/test_conformance.py``: the rows equal the checkpoint's, a forward pass of ``limit``
+tokens works in transformers and one of ``limit + 1`` fails).
+
+>>> TABLE_FAMILIES["albert"].key_suffix
+'embeddings.position_embeddings.weight'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from flax_posenc.conversion.readers import fail, read_float
+from flax_posenc.conversion.sources import open_checkpoint
+from flax_posenc.conversion.table import PositionTable
+
+__all__ = ["TABLE_FAMILIES", "TableFamily", "read_position_table"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TableFamily:
+    """One family's learned position table, as data.
+
+    Attributes:
+      name: our name for the family; model_types: ``config.json`` values that mean it.
+      key_suffix: the tensor's name without the checkpoint's prefix.
+      offset: reserved leading rows; offset_from_pad: they are ``pad_token_id + 1`` instead.
+      default_pad_token_id: the pad id when the config has none.
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    key_suffix: str = "embeddings.position_embeddings.weight"
+    offset: int = 0
+    offset_from_pad: bool = False
+    default_pad_token_id: int = 1
+
+
+TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
+    {
+        row.name: row
+        for row in (
+            TableFamily(
+                "bert_like",
+                (
+                    "albert",
+                    "bert-generation",
+                    "big_bird",
+                    "convbert",
+                    "ernie",
+                    "fnet",
+                    "megatron-bert",
+                    "mobilebert",
+                    "rembert",
+                    "roc_bert",
+                    "splinter",
+                    "squeezebert",
+                    "visual_bert",
+                ),
+            ),
+            TableFamily(
+                "roberta_like",
+                ("camembert", "data2vec-text", "roberta-prelayernorm", "xlm-roberta-xl", "longformer"),
+                offset_from_pad=True,
+            ),
+            TableFamily("bert_offset2", ("mra", "nystromformer", "yoso"), offset=2),
+            TableFamily("clip_text", ("clip_text_model",), key_suffix="embeddings.position_embedding.weight"),
+            TableFamily("gpt2_like", ("gpt-sw3", "gpt_bigcode"), key_suffix="wpe.weight"),
+            TableFamily("openai_gpt", ("openai-gpt",), key_suffix="positions_embed.weight"),
+            TableFamily("biogpt", ("biogpt",), key_suffix="embed_positions.weight", offset=2),
+        )
+    }
+)
+
+
+def _pad_offset(family: TableFamily, config: Mapping[str, Any], where: object) -> int:
+    if not family.offset_from_pad:
+        return family.offset
+    pad = config.get("pad_token_id")
+    pad = family.default_pad_token_id if pad is None else pad
+    if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
+        raise fail(where, "pad_token_id as a non-negative integer (or null)", repr(pad)[:80])
+    return pad + 1
+
+
+def read_position_table(source: str | os.PathLike, family: str, config: Mapping[str, Any]) -> PositionTable:
+    """The :data:`TABLE_FAMILIES` ``family`` table of SOURCE (only that tensor is read).
+
+    Raises:
+      CheckpointError: no tensor ends with the family's key, or several do, or it is not a finite
+        2-D float table with more rows than reserved ones (one line naming the file).
+    """
+    row = TABLE_FAMILIES[family]
+    ckpt = open_checkpoint(source)
+    keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
+    if len(keys) != 1:
+        found = "none" if not keys else ", ".join(keys[:4])
+        raise fail(ckpt.weights_path, f"one {row.name} position table *{row.key_suffix}", found)
+    weights = read_float(ckpt.reader, keys[0], ndim=2, what=f"{row.name} position table")
+    offset = _pad_offset(row, config, ckpt.weights_path)
+    if weights.shape[0] <= offset:
+        raise fail(ckpt.weights_path, f"a position table with more than its {offset} reserved rows", f"{weights.shape[0]} rows")
+    return PositionTable(weights, family=row.name, key=keys[0], offset=offset, source=os.fspath(source), config=dict(config))

@@ -1,0 +1,249 @@
+"""Does our reading of a model type agree with transformers' own classes? Limit and values.
+
+:func:`conformance_problems` builds a tiny random checkpoint of a model type with transformers
+(:mod:`conformance.tiny`), saves it, reads it back with
+:func:`flax_posenc.conversion.inspect_source`, and compares every mechanism with what the model's
+own modules hold and do:
+
+- RoPE: ``inv_freq`` (within 4 float32 ulps of transformers' float32 value) and the attention
+  scaling of the model's own rotary module for every layer type; ``cos``/``sin`` from that
+  module's forward at positions ``0 .. limit - 1`` (float32 rounding of transformers' own angle:
+  ``|d| <= 2**-22 * (1 + angle)``); the rotation itself: the modeling file's own
+  ``apply_rotary_pos_emb`` against :func:`flax_posenc.apply_rope_qk` on random ``q``/``k``
+  (layout and partial rotary, ``1e-5`` absolute); NoPE layers against the attention modules'
+  ``use_rope``. The limit: ``max_position_embeddings`` (transformers declares it, does not
+  enforce it).
+- Learned tables: the rows (bit-equal) and the limit transformers enforces: a forward pass of
+  ``limit`` tokens works and one of ``limit + 1`` fails.
+- A mechanism in the model that we did not report (a rotary module, a position table) is a problem.
+
+An empty list means the model type conforms.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from conformance.tiny import quiet, tiny_model
+
+#: Positions compared for cos/sin (past the tiny limit nothing is compared).
+MAX_POSITIONS = 64
+
+
+def _rotary_modules(model):
+    return [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+
+
+def _inv_freq(module, layer_type):
+    for name in ([f"{layer_type}_inv_freq"] if layer_type else []) + ["inv_freq"]:
+        if hasattr(module, name):
+            scaling_name = name.replace("inv_freq", "attention_scaling")
+            return getattr(module, name), float(getattr(module, scaling_name, 1.0))
+    return None, None
+
+
+def _call_rotary(module, x, positions, layer_type):
+    params = inspect.signature(module.forward).parameters
+    if "layer_type" in params and layer_type is not None:
+        return module(x, positions, layer_type=layer_type)
+    return module(x, positions)
+
+
+def _apply_fn(model):
+    module = sys.modules[type(model).__module__]
+    return getattr(module, "apply_rotary_pos_emb", None)
+
+
+def _rope_problems(model, mech, module, label) -> list[str]:
+    import jax
+    import torch
+
+    import flax_posenc as fp
+    from flax_posenc.rope_config import rope_inverse_frequencies
+
+    problems = []
+    rope = mech.rope
+    ref_inv, ref_scale = _inv_freq(module, mech.layer_type)
+    if ref_inv is None:
+        return [f"{label}: the rotary module {type(module).__name__} holds no inv_freq"]
+    ref_inv = ref_inv.detach().double().numpy()
+    ours, scale = rope_inverse_frequencies(rope)
+    if ref_inv.shape != ours.shape:
+        return [f"{label}: inv_freq shape {ours.shape}, transformers {ref_inv.shape}"]
+    if not np.allclose(ours, ref_inv, rtol=2**-21, atol=0):
+        return [f"{label}: inv_freq differs by up to {np.max(np.abs(ours / ref_inv - 1)):.3g} (relative)"]
+    if not np.isclose(scale, ref_scale, rtol=1e-6):
+        problems.append(f"{label}: attention scaling {scale} vs transformers {ref_scale}")
+    n = min(MAX_POSITIONS, rope.limit or MAX_POSITIONS)
+    positions = torch.arange(n)[None]
+    x = torch.zeros(1, n, model.config.hidden_size if hasattr(model.config, "hidden_size") else 8)
+    with torch.no_grad():
+        cos, sin = _call_rotary(module, x, positions, mech.layer_type)
+    cos, sin = cos.double().numpy()[0], sin.double().numpy()[0]
+    angles = np.arange(n)[:, None] * ours[None, :]
+    half = np.concatenate([angles, angles], -1)
+    inter = np.repeat(angles, 2, -1)
+    # The module's expansion of the angles (concatenated, interleaved, or none) is its own business:
+    # which pairs rotate together is checked below, through the modeling file's apply_rotary_pos_emb.
+    forms = [f for f in (half, inter, angles) if f.shape == cos.shape]
+    if not forms:
+        return problems + [f"{label}: cos is {cos.shape[-1]} wide, {angles.shape[-1]} angles"]
+
+    def err(form):
+        tol = scale * 2.0**-22 * (1 + np.abs(form))
+        return max(
+            float(np.max(np.abs(cos - scale * np.cos(form)) - tol)), float(np.max(np.abs(sin - scale * np.sin(form)) - tol))
+        )
+
+    worst = min(err(f) for f in forms)
+    if worst > 0:
+        problems.append(f"{label}: cos/sin differ from float32 rounding of the angle by up to {worst:.3g}")
+    apply = _apply_fn(model)
+    if apply is None or problems:
+        return problems
+    heads = 2
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, heads, n, rope.head_dim)).astype(np.float32)
+    k = rng.standard_normal((1, heads, n, rope.head_dim)).astype(np.float32)
+    tq, tk = torch.from_numpy(q), torch.from_numpy(k)
+    ref = None
+    try:
+        with torch.no_grad():
+            out = apply(tq, tk, torch.from_numpy(cos.astype(np.float32))[None], torch.from_numpy(sin.astype(np.float32))[None])
+        if out[0].shape == tq.shape:
+            ref = (out[0].numpy(), out[1].numpy())
+    except Exception:  # noqa: BLE001 - some modeling files rotate only the rotary slice
+        ref = None
+    if ref is None:
+        r = rope.rotary_dim
+        try:
+            with torch.no_grad():
+                out = apply(tq[..., :r].contiguous(), tk[..., :r].contiguous(), torch.from_numpy(cos.astype(np.float32))[None], torch.from_numpy(sin.astype(np.float32))[None])
+            ref = (np.concatenate([out[0].numpy(), q[..., r:]], -1), np.concatenate([out[1].numpy(), k[..., r:]], -1))
+        except Exception as e:  # noqa: BLE001
+            return [f"{label}: apply_rotary_pos_emb could not be called: {type(e).__name__}: {e}"[:200]]
+    oq, ok = jax.jit(lambda a, b: fp.apply_rope_qk(a, b, rope, seq_axis=-2))(q, k)
+    for name, a, b in (("q", oq, ref[0]), ("k", ok, ref[1])):
+        err = float(np.max(np.abs(np.asarray(a) - b)))
+        if not err <= 1e-5:
+            problems.append(f"{label}: apply_rotary_pos_emb({name}) differs by {err:.3g} (layout {rope.layout})")
+    return problems
+
+
+def _sincos_problems(model, mech) -> list[str]:
+    """GPT-J-style attention holding ``embed_positions`` = ``[sin | cos]`` of the angles."""
+    from flax_posenc.rope_config import rope_inverse_frequencies
+
+    buffers = [m.embed_positions for m in model.modules() if hasattr(m, "embed_positions")]
+    if not buffers:
+        return ["we report RoPE; the model has no rotary module"]
+    table = buffers[0].detach().double().numpy()
+    ours, _ = rope_inverse_frequencies(mech.rope)
+    angles = np.arange(table.shape[0])[:, None] * ours[None, :]
+    expected = np.concatenate([np.sin(angles), np.cos(angles)], -1)
+    if table.shape != expected.shape:
+        return [f"embed_positions {table.shape}, ours {expected.shape}"]
+    worst = float(np.max(np.abs(table - expected) - 2.0**-22 * (1 + np.abs(np.concatenate([angles, angles], -1)))))
+    problems = [] if worst <= 0 else [f"embed_positions differ by up to {worst:.3g}"]
+    if mech.limit != table.shape[0]:
+        problems.append(f"limit {mech.limit}, embed_positions rows {table.shape[0]}")
+    return problems
+
+
+def _nope_problems(model, record) -> list[str]:
+    flags = {}
+    for name, m in model.named_modules():
+        if hasattr(m, "use_rope") and isinstance(getattr(m, "use_rope"), (bool, int)):
+            idx = getattr(m, "layer_idx", None)
+            if idx is not None:
+                flags[int(idx)] = bool(m.use_rope)
+    if not flags:
+        return []
+    ours_nope = set()
+    for mech in record.mechanisms:
+        if mech.kind == "nope":
+            ours_nope |= set(mech.layers or ())
+    theirs = {i for i, v in flags.items() if not v}
+    return [] if theirs == ours_nope else [f"NoPE layers {sorted(ours_nope)}, transformers {sorted(theirs)}"]
+
+
+def _learned_problems(model, mech, directory: Path) -> list[str]:
+    import torch
+    from safetensors.numpy import load_file
+
+    table = mech.table
+    files = sorted(directory.glob("*.safetensors"))
+    state = {}
+    for f in files:
+        state.update(load_file(f))
+    keys = [k for k in state if k.endswith(table.key)]
+    problems = []
+    if not keys:
+        return [f"table {table.key} not in the saved checkpoint"]
+    if not np.array_equal(state[keys[0]], np.asarray(table.weights)):
+        problems.append(f"table {table.key} rows differ from the checkpoint's")
+    limit = mech.limit
+    vocab = int(getattr(model.config, "vocab_size", 100) or 100)
+    ids = lambda n: torch.full((1, n), min(5, vocab - 1), dtype=torch.long)  # noqa: E731
+
+    def runs(n: int) -> bool:
+        try:
+            with torch.no_grad():
+                kwargs = {}
+                if "decoder_input_ids" in inspect.signature(model.forward).parameters:
+                    kwargs["decoder_input_ids"] = ids(n)
+                model(input_ids=ids(n), **kwargs)
+            return True
+        except (IndexError, RuntimeError, ValueError):
+            return False
+
+    with quiet():
+        ok_at, ok_past = runs(limit), runs(limit + 1)
+    if not ok_at:
+        problems.append(f"a forward pass of {limit} tokens (our limit) fails in transformers")
+    if ok_past:
+        problems.append(f"a forward pass of {limit + 1} tokens works in transformers (our limit is {limit})")
+    return problems
+
+
+def conformance_problems(model_type: str, directory: Path) -> list[str]:
+    """What disagrees between transformers' tiny ``model_type`` and our reading ([] = conforms)."""
+    from flax_posenc.conversion import inspect_source
+
+    model = tiny_model(model_type)
+    with quiet():
+        model.save_pretrained(directory)
+    record = inspect_source(directory)
+    problems: list[str] = []
+    rotary = _rotary_modules(model)
+    ropes = [m for m in record.mechanisms if m.kind == "rope"]
+    if rotary and not ropes:
+        problems.append(f"the model has {type(rotary[0]).__name__}; we report no RoPE")
+    if ropes and not rotary:
+        return problems + [p for mech in ropes for p in _sincos_problems(model, mech)]
+    for mech in ropes:
+        label = f"RoPE {mech.layer_type or ''}".strip()
+        modules = [m for m in rotary if _inv_freq(m, mech.layer_type)[0] is not None]
+        if not modules:
+            problems += _sincos_problems(model, mech)
+            continue
+        for module in modules[:1]:
+            problems += _rope_problems(model, mech, module, label)
+        mpe = getattr(model.config, "max_position_embeddings", None)
+        if mech.limit != mpe and mech.rope.rope_type == "default":
+            problems.append(f"{label}: limit {mech.limit}, max_position_embeddings {mpe}")
+    problems += _nope_problems(model, record)
+    if any(m.kind == "none" for m in record.mechanisms):
+        import torch
+
+        tables = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding) and "pos" in n.lower()]
+        if tables or rotary:
+            problems.append(f"we report no position encoding; the model has {(tables or rotary)[0]}")
+    for mech in record.mechanisms:
+        if mech.kind == "learned":
+            problems += _learned_problems(model, mech, directory)
+    return problems

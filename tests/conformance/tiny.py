@@ -1,0 +1,112 @@
+"""Tiny random checkpoints of any transformers model type, built by transformers' own classes.
+
+What the conformance suite (``tests/test_conformance.py``) and ``benchmarks/coverage.py`` build:
+a config with small sizes (only fields the model type's config has are set), the model type's
+base model from ``AutoModel``, float32, seeded. Per-type overrides are data in :data:`OVERRIDES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from typing import Any
+
+#: Small sizes, set only where the model type's config has the field.
+SMALL: dict[str, Any] = {
+    "vocab_size": 128,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 64,
+    "num_hidden_layers": 4,
+    "max_position_embeddings": 64,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+    "sliding_window": 16,
+    "embedding_size": 64,
+    "d_model": 64,
+    "d_ff": 64,
+    "d_kv": 16,
+    "num_heads": 4,
+    "num_layers": 2,
+    "num_decoder_layers": 2,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "n_embd": 64,
+    "n_head": 4,
+    "n_layer": 2,
+    "n_positions": 64,
+    "n_inner": 64,
+    "ffn_dim": 64,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+}
+
+#: Per-model-type field overrides (applied after :data:`SMALL`).
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "gptj": {"rotary_dim": 8},
+    "codegen": {"rotary_dim": 8},
+    "mimo_v2_flash": {"head_dim": 48},
+}
+
+
+@contextlib.contextmanager
+def quiet():
+    """transformers' warnings and logs off (they are about random weights, not positions)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(logging.NOTSET)
+            hf_logging.set_verbosity(level)
+
+
+def tiny_config(model_type: str):
+    """The model type's config class with :data:`SMALL` sizes where it has the fields."""
+    from transformers import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    with quiet():
+        base = cls().to_dict()
+    aliases = set(getattr(cls, "attribute_map", {}) or {})
+    kwargs = {k: v for k, v in SMALL.items() if k in base or k in aliases}
+    kwargs.update(OVERRIDES.get(model_type, {}))
+    with quiet():
+        return cls(**kwargs)
+
+
+def tiny_model(model_type: str, seed: int = 0):
+    """``AutoModel.from_config(tiny_config(model_type))``, float32, eval mode, seeded."""
+    import torch
+    from transformers import AutoModel
+
+    config = tiny_config(model_type)
+    torch.manual_seed(seed)
+    with quiet():
+        model = AutoModel.from_config(config, torch_dtype=torch.float32)
+    return model.eval()
