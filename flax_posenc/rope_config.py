@@ -111,6 +111,8 @@ class RopeScaling:
       no_limit: ``None`` (the limit is the larger of the declared and the scaled one), or why the
         type has no position limit at all: a phrase formatted with the config's fields.
       check: further validation of a config of this type (raises a one-line ``ValueError``).
+      full_width: the rotation spans the whole head, ``partial_rotary_factor`` choosing how many
+        of its frequencies are non-zero (``proportional``), instead of rotating a leading slice.
 
     >>> ROPE_SCALINGS["linear"].trained_length_field, ROPE_SCALINGS["dynamic"].needs_length
     ('max_position_embeddings', True)
@@ -125,6 +127,7 @@ class RopeScaling:
     needs_length: bool = False
     no_limit: str | None = None
     check: Callable[[RopeConfig], None] | None = None
+    full_width: bool = False
 
     def missing(self, parameters: Mapping[str, Any], *, max_position_embeddings: int | None = None) -> tuple[str, ...]:
         """The :attr:`required` keys that ``parameters`` lacks (or holds as ``None``).
@@ -228,6 +231,8 @@ class RopeConfig:
         if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0 < p <= 1:
             _fail(f"partial_rotary_factor: expected a fraction in (0, 1], got {p!r}")
         rotated = int(self.head_dim * p + 1e-9)
+        if scaling_of(self.rope_type).full_width:
+            rotated = self.head_dim
         if rotated < 2 or rotated % 2:
             _fail(
                 f"partial_rotary_factor: {p} of head_dim {self.head_dim} rotates int({self.head_dim * p:g}) = "
@@ -296,6 +301,8 @@ class RopeConfig:
         >>> RopeConfig(head_dim=64, partial_rotary_factor=0.25).rotary_dim
         16
         """
+        if self.scaling.full_width:
+            return self.head_dim
         return int(self.head_dim * self.partial_rotary_factor + 1e-9)
 
     @property
@@ -450,6 +457,17 @@ def _linear(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]
     return _geometric(config.rotary_dim, float(config.rope_theta)) / config.effective_factor, 1.0
 
 
+def _proportional(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
+    """Gemma 4's proportional RoPE: ``int(partial_rotary_factor * head_dim // 2)`` frequencies
+    ``base ** (-2i / head_dim)``, the rest of the head's ``head_dim // 2`` zero (no rotation), all
+    divided by ``factor`` (default 1)."""
+    dim = config.head_dim
+    angles = int(config.partial_rotary_factor * dim // 2)
+    inv = np.zeros(dim // 2, np.float64)
+    inv[:angles] = 1.0 / float(config.rope_theta) ** (np.arange(0, 2 * angles, 2, dtype=np.float64) / dim)
+    return inv / (config.factor if config.factor is not None else 1.0), 1.0
+
+
 def _dynamic(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
     dim, factor = config.rotary_dim, config.effective_factor
     reference = config.max_position_embeddings
@@ -548,6 +566,7 @@ ROPE_SCALINGS: Mapping[str, RopeScaling] = MappingProxyType(
         for row in (
             RopeScaling("default", _default, uses_factor=False),
             RopeScaling("linear", _linear, ("factor",), trained_length_field="max_position_embeddings"),
+            RopeScaling("proportional", _proportional, full_width=True),
             RopeScaling(
                 "dynamic",
                 _dynamic,

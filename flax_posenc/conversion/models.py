@@ -64,7 +64,16 @@ _REGISTRIES: tuple[tuple[str, Mapping[str, Any]], ...] = (
 
 #: Model types with no position encoding at all (recurrent and state-space models): nothing
 #: limits their length.
-NO_POSITION_MODEL_TYPES: tuple[str, ...] = ("mamba", "falcon_mamba", "rwkv", "xlstm")
+NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
+    "mamba",
+    "falcon_mamba",
+    "rwkv",
+    "xlstm",
+    "jamba",
+    "granitemoehybrid",
+    "kimi_linear",
+    "nemotron_h",
+)
 
 
 def _model_mechanisms() -> Mapping[str, tuple[tuple[str, str], ...]]:
@@ -86,7 +95,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "gemma3n_text": "per-layer AltUp inputs are not read",
         "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
-        "transfo-xl": "Transformer-XL's recurrence-relative sinusoids are not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
         "deberta": "DeBERTa's disentangled relative positions are not read as a mechanism yet",
         "deberta-v2": "DeBERTa-v2's log-bucket relative positions are not read as a mechanism yet",

@@ -59,6 +59,7 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                     "bert-generation",
                     "big_bird",
                     "convbert",
+                    "dpr",
                     "ernie",
                     "fnet",
                     "megatron-bert",
@@ -72,10 +73,42 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
             ),
             TableFamily(
                 "roberta_like",
-                ("camembert", "data2vec-text", "roberta-prelayernorm", "xlm-roberta-xl", "longformer"),
+                (
+                    "camembert",
+                    "data2vec-text",
+                    "roberta-prelayernorm",
+                    "xlm-roberta-xl",
+                    "longformer",
+                    "luke",
+                    "markuplm",
+                    "ibert",
+                ),
                 offset_from_pad=True,
             ),
             TableFamily("bert_offset2", ("mra", "nystromformer", "yoso"), offset=2),
+            TableFamily("xlm_like", ("flaubert", "xlm"), key_suffix="position_embeddings.weight"),
+            TableFamily(
+                "bart_like_encoder",
+                ("mbart", "mvp", "plbart"),
+                key_suffix="encoder.embed_positions.weight",
+                offset=2,
+            ),
+            TableFamily(
+                "bart_like_decoder",
+                ("mbart", "mvp", "plbart"),
+                key_suffix="decoder.embed_positions.weight",
+                offset=2,
+            ),
+            TableFamily(
+                "seq2seq_encoder",
+                ("blenderbot", "blenderbot-small", "marian", "pegasus"),
+                key_suffix="encoder.embed_positions.weight",
+            ),
+            TableFamily(
+                "seq2seq_decoder",
+                ("blenderbot", "blenderbot-small", "marian", "pegasus"),
+                key_suffix="decoder.embed_positions.weight",
+            ),
             TableFamily("clip_text", ("clip_text_model",), key_suffix="embeddings.position_embedding.weight"),
             TableFamily("gpt2_like", ("gpt-sw3", "gpt_bigcode"), key_suffix="wpe.weight"),
             TableFamily("openai_gpt", ("openai-gpt",), key_suffix="positions_embed.weight"),
@@ -111,5 +144,9 @@ def read_position_table(source: str | os.PathLike, family: str, config: Mapping[
     weights = read_float(ckpt.reader, keys[0], ndim=2, what=f"{row.name} position table")
     offset = _pad_offset(row, config, ckpt.weights_path)
     if weights.shape[0] <= offset:
-        raise fail(ckpt.weights_path, f"a position table with more than its {offset} reserved rows", f"{weights.shape[0]} rows")
-    return PositionTable(weights, family=row.name, key=keys[0], offset=offset, source=os.fspath(source), config=dict(config))
+        raise fail(
+            ckpt.weights_path, f"a position table with more than its {offset} reserved rows", f"{weights.shape[0]} rows"
+        )
+    return PositionTable(
+        weights, family=row.name, key=keys[0], offset=offset, source=os.fspath(source), config=dict(config)
+    )

@@ -109,18 +109,129 @@ class RelativeFamily:
 #: ``partial_rotary_factor``, ``max_position_embeddings``, half layout, NoPE layers from
 #: ``no_rope_layers``. Each is verified by ``tests/test_conformance.py`` against a tiny checkpoint
 #: built by its own transformers classes; adding a model type here adds its conformance case.
-STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = ('afmoe', 'apertus', 'apertus1p5_text', 'arcee', 'aria_text', 'axk1', 'axk2', 'bamba', 'beam', 'bitnet', 'cwm', 'deepseek_v3', 'deepseek_v32', 'diffllama', 'doge', 'dory', 'dots1', 'eurobert', 'exaone', 'exaone4', 'exaone_moe', 'falcon_h1', 'flex_olmo', 'flint', 'gemma', 'gemma2', 'gemma3_text', 'glm4_moe', 'glm4_moe_lite', 'glm_moe_dsa', 'gpt_neox_japanese', 'gpt_oss', 'granite', 'granite_docling_text', 'granite_swa', 'granitemoe', 'granitemoe_swa', 'granitemoeshared', 'gte', 'hrm_text', 'hunyuan_v1_dense', 'hunyuan_v1_moe', 'hy_v3', 'hy_v4', 'hyperclovax', 'internlm3', 'iquestcoder', 'jais2', 'jetmoe', 'jina_embeddings_v3', 'kolibri1', 'laguna', 'lara_mini', 'lfm2', 'lfm3', 'longcat_flash', 'mellum', 'mimo_v2_flash', 'minicpm3', 'minimax', 'minimax_m2', 'minimax_m3_vl_text', 'ministral', 'ministral3', 'mistral_large4_text', 'modernbert', 'modernbert-decoder', 'molmo2_text', 'muse_glimmer_text', 'muse_spark_text', 'nemotron', 'neomme', 'nomic_bert', 'olmo', 'olmo2', 'olmo3', 'olmo_hybrid', 'olmoe', 'persimmon', 'phi', 'phimoe', 'qwen3_5_moe_text', 'qwen3_5_text', 'qwen3_next', 'qwen3_vl_moe_text', 'qwen3_vl_text', 'recurrent_gemma', 'sarvam_mla', 'sarvam_moe', 'seed_oss', 'smollm3', 'solar_open', 'stablelm', 'starcoder2', 'ultrabert', 'vaultgemma', 'youtu')
+STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
+    "lfm3",
+    "afmoe",
+    "apertus",
+    "apertus1p5_text",
+    "arcee",
+    "aria_text",
+    "bamba",
+    "beam",
+    "bitnet",
+    "cwm",
+    "diffllama",
+    "doge",
+    "dory",
+    "dots1",
+    "eurobert",
+    "exaone",
+    "exaone4",
+    "exaone_moe",
+    "falcon_h1",
+    "flex_olmo",
+    "flint",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "glm4_moe",
+    "gpt_neox_japanese",
+    "gpt_oss",
+    "granite",
+    "granite_docling_text",
+    "granite_swa",
+    "granitemoe",
+    "granitemoe_swa",
+    "granitemoeshared",
+    "gte",
+    "hrm_text",
+    "hunyuan_v1_dense",
+    "hunyuan_v1_moe",
+    "hy_v3",
+    "hyperclovax",
+    "internlm3",
+    "iquestcoder",
+    "jais2",
+    "jetmoe",
+    "jina_embeddings_v3",
+    "kolibri1",
+    "laguna",
+    "lara_mini",
+    "lfm2",
+    "lfm3",
+    "mellum",
+    "mimo_v2_flash",
+    "minimax",
+    "minimax_m2",
+    "minimax_m3_vl_text",
+    "ministral",
+    "ministral3",
+    "modernbert",
+    "modernbert-decoder",
+    "molmo2_text",
+    "muse_glimmer_text",
+    "muse_spark_text",
+    "nemotron",
+    "neomme",
+    "nomic_bert",
+    "olmo",
+    "olmo2",
+    "olmo3",
+    "olmo_hybrid",
+    "olmoe",
+    "persimmon",
+    "phi",
+    "phimoe",
+    "qwen3_5_moe_text",
+    "qwen3_5_text",
+    "qwen3_next",
+    "qwen3_vl_moe_text",
+    "qwen3_vl_text",
+    "recurrent_gemma",
+    "sarvam_moe",
+    "seed_oss",
+    "smollm3",
+    "solar_open",
+    "stablelm",
+    "starcoder2",
+    "ultrabert",
+    "vaultgemma",
+)
 
 #: ``layer_types`` entries of layers without attention (convolutions, MLP-only, state-space and
 #: linear-attention mixers): they see no position encoding.
 NON_ATTENTION_LAYER_TYPES: tuple[str, ...] = ("conv", "mlp", "mamba", "linear_attention", "recurrent")
 
-#: DeepSeek-style multi-head latent attention: RoPE on the ``qk_rope_head_dim`` rope head only,
-#: interleaved when ``rope_interleave`` is true.
-MLA_ROPE_MODEL_TYPES: tuple[str, ...] = ('deepseek_v2',)
+#: DeepSeek-style multi-head latent attention: RoPE on the rope head only (``head_dim``, which
+#: transformers v5 sets to ``qk_rope_head_dim``; older configs hold only the latter), interleaved
+#: when ``rope_interleave`` is true.
+MLA_ROPE_MODEL_TYPES: tuple[str, ...] = (
+    "axk1",
+    "axk2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm4_moe_lite",
+    "glm_moe_dsa",
+    "hy_v4",
+    "longcat_flash",
+    "minicpm3",
+    "mistral_large4_text",
+    "sarvam_mla",
+    "youtu",
+)
 
 #: Standard RoPE model types whose pairs are interleaved (``x[2i]`` with ``x[2i + 1]``).
-INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = ('openai_privacy_filter', 'cohere', 'cohere2', 'cohere2_moe', 'ernie4_5', 'ernie4_5_moe', 'glm', 'glm4', 'helium')
+INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = (
+    "openai_privacy_filter",
+    "cohere",
+    "cohere2",
+    "cohere2_moe",
+    "ernie4_5",
+    "ernie4_5_moe",
+    "glm",
+    "glm4",
+    "helium",
+)
 
 
 RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
@@ -545,7 +656,9 @@ def _layer_groups(
     if per_type:
         layer_types = config.get("layer_types")
         if not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types):
-            raise fail(where, "layer_types as a list of strings (rope_parameters is per layer type)", repr(layer_types)[:80])
+            raise fail(
+                where, "layer_types as a list of strings (rope_parameters is per layer type)", repr(layer_types)[:80]
+            )
         _layer_count(config, where, "layer_types", layer_types)
         not_dicts = sorted(k for k, v in parameters.items() if v is not None and not isinstance(v, Mapping))
         if not_dicts:
@@ -592,8 +705,11 @@ def _rope_from(
     where,
     parameters: Mapping[str, Any],
 ) -> RopeConfig:
-    head_field = family.rope_head_dim_field or family.head_dim_field
+    head_field = family.head_dim_field
     head_dim = config.get(head_field) if head_field else None
+    if head_dim is None and family.rope_head_dim_field is not None:  # MLA: the rope head (v5 writes head_dim too)
+        head_field = family.rope_head_dim_field
+        head_dim = config.get(head_field)
     if head_dim is None:
         hidden = _int_field(
             where,

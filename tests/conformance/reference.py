@@ -55,11 +55,12 @@ def _call_rotary(module, x, positions, layer_type):
 
 def _apply_fn(model):
     module = sys.modules[type(model).__module__]
+    if getattr(model.config, "rope_interleave", False) and hasattr(module, "apply_rotary_pos_emb_interleave"):
+        return module.apply_rotary_pos_emb_interleave  # what MLA attention calls when the flag is set
     return getattr(module, "apply_rotary_pos_emb", None)
 
 
 def _rope_problems(model, mech, module, label) -> list[str]:
-    import jax
     import torch
 
     import flax_posenc as fp
@@ -96,7 +97,8 @@ def _rope_problems(model, mech, module, label) -> list[str]:
     def err(form):
         tol = scale * 2.0**-22 * (1 + np.abs(form))
         return max(
-            float(np.max(np.abs(cos - scale * np.cos(form)) - tol)), float(np.max(np.abs(sin - scale * np.sin(form)) - tol))
+            float(np.max(np.abs(cos - scale * np.cos(form)) - tol)),
+            float(np.max(np.abs(sin - scale * np.sin(form)) - tol)),
         )
 
     worst = min(err(f) for f in forms)
@@ -113,7 +115,9 @@ def _rope_problems(model, mech, module, label) -> list[str]:
     ref = None
     try:
         with torch.no_grad():
-            out = apply(tq, tk, torch.from_numpy(cos.astype(np.float32))[None], torch.from_numpy(sin.astype(np.float32))[None])
+            out = apply(
+                tq, tk, torch.from_numpy(cos.astype(np.float32))[None], torch.from_numpy(sin.astype(np.float32))[None]
+            )
         if out[0].shape == tq.shape:
             ref = (out[0].numpy(), out[1].numpy())
     except Exception:  # noqa: BLE001 - some modeling files rotate only the rotary slice
@@ -122,11 +126,22 @@ def _rope_problems(model, mech, module, label) -> list[str]:
         r = rope.rotary_dim
         try:
             with torch.no_grad():
-                out = apply(tq[..., :r].contiguous(), tk[..., :r].contiguous(), torch.from_numpy(cos.astype(np.float32))[None], torch.from_numpy(sin.astype(np.float32))[None])
+                out = apply(
+                    tq[..., :r].contiguous(),
+                    tk[..., :r].contiguous(),
+                    torch.from_numpy(cos.astype(np.float32))[None],
+                    torch.from_numpy(sin.astype(np.float32))[None],
+                )
             ref = (np.concatenate([out[0].numpy(), q[..., r:]], -1), np.concatenate([out[1].numpy(), k[..., r:]], -1))
         except Exception as e:  # noqa: BLE001
             return [f"{label}: apply_rotary_pos_emb could not be called: {type(e).__name__}: {e}"[:200]]
-    oq, ok = jax.jit(lambda a, b: fp.apply_rope_qk(a, b, rope, seq_axis=-2))(q, k)
+    oq, ok = fp.apply_rope_qk(q, k, rope, seq_axis=-2)  # eager: primitives compiled once per shape
+    if getattr(apply, "__name__", "").endswith("_interleave"):
+        # DeepSeek's MLA de-interleaves q and k before rotating, so its output lists the pairs' first
+        # members, then their second ones (a permutation that leaves every q . k unchanged).
+        r = rope.rotary_dim
+        order = np.r_[np.arange(0, r, 2), np.arange(1, r, 2), np.arange(r, rope.head_dim)]
+        oq, ok = np.asarray(oq)[..., order], np.asarray(ok)[..., order]
     for name, a, b in (("q", oq, ref[0]), ("k", ok, ref[1])):
         err = float(np.max(np.abs(np.asarray(a) - b)))
         if not err <= 1e-5:
