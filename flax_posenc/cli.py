@@ -289,6 +289,26 @@ def cmd_convert(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- tour
 
 
+def cmd_families(args: argparse.Namespace) -> int:
+    from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
+
+    if args.json:
+        read = {t: [{"registry": r, "family": f} for r, f in rows] for t, rows in MODEL_MECHANISMS.items()}
+        print(dumps_json({"read": read, "refused": dict(REFUSED_MODEL_TYPES)}, indent=2))
+        return EXIT_OK
+    width = max(map(len, MODEL_MECHANISMS))
+    for model_type, rows in MODEL_MECHANISMS.items():
+        print(f"{model_type:<{width}}  " + " + ".join(f"{r}:{f}" for r, f in rows))
+    print(f"# {len(MODEL_MECHANISMS)} model types read; refused with a reason:")
+    for model_type, why in REFUSED_MODEL_TYPES.items():
+        print(f"{model_type:<{width}}  refused: {why}")
+    return EXIT_OK
+
+
+def _configure_families(p: argparse.ArgumentParser) -> None:
+    _add_json(p, "the registry")
+
+
 def cmd_tour(args: argparse.Namespace) -> int:
     """``flax-posenc tour``: the demo lives in :mod:`flax_posenc.tour`."""
     from flax_posenc import tour
@@ -430,6 +450,12 @@ COMMANDS: dict[str, Command] = {
         f"{PROG} convert path/to/bert --out bert-input.msgpack",
         _configure_convert,
         cmd_convert,
+    ),
+    "families": Command(
+        "list every model type read and its position mechanisms (and the known refusals)",
+        f"{PROG} families\n  {PROG} families --json | jq 'keys | length'",
+        _configure_families,
+        cmd_families,
     ),
     "tour": Command(
         "inspect, check and plot the real BERT (512) and a GPT-2-shaped (1024) table",

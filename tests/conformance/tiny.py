@@ -66,7 +66,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
     "codegen": {"rotary_dim": 8},
     "mimo_v2_flash": {"head_dim": 48},
-    "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]]},
+    "gpt_neo": {"attention_types": [[["global", "local"], 2]]},
 }
 
 
