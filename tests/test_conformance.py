@@ -9,9 +9,9 @@ the values (:mod:`conformance.reference` says exactly what and to which toleranc
 from __future__ import annotations
 
 import pytest
-
 from conformance.catalog import all_model_types, text_model_types
 from conformance.reference import conformance_problems
+
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 
 #: Registry model types that transformers no longer (or never) registers under that name: the

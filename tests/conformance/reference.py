@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from conformance.tiny import quiet, tiny_model
 
 #: Positions compared for cos/sin (past the tiny limit nothing is compared).
@@ -171,8 +170,8 @@ def _sincos_problems(model, mech) -> list[str]:
 
 def _nope_problems(model, record) -> list[str]:
     flags = {}
-    for name, m in model.named_modules():
-        if hasattr(m, "use_rope") and isinstance(getattr(m, "use_rope"), (bool, int)):
+    for m in model.modules():
+        if hasattr(m, "use_rope") and isinstance(m.use_rope, (bool, int)):
             idx = getattr(m, "layer_idx", None)
             if idx is not None:
                 flags[int(idx)] = bool(m.use_rope)
