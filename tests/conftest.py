@@ -12,6 +12,8 @@ Checkpoint fixtures (all session-scoped, each model built once):
 - ``gpt2_full_size``: a GPT-2 with the real shapes (vocab 50257, 1024 x 768) but one layer.
 - ``fake_hub_cache(hf_home, repo_id, files)``: lays files out as huggingface_hub's cache does,
   so a Hub id resolves offline (set ``HF_HOME=hf_home`` and ``HF_HUB_OFFLINE=1``).
+- ``hub_server``: a real HTTP server on 127.0.0.1 standing in for the Hub (``tests/hub_server.py``:
+  ``add(repo_id, files)``, ``env(hf_home, offline=)``, the request ``log``), one per test.
 
 transformers 5.x ``save_pretrained`` writes safetensors only (no ``safe_serialization``
 switch); ``.bin`` checkpoints are written with ``torch.save(model.state_dict(), ...)``.
@@ -322,6 +324,18 @@ def fake_hub_cache() -> Callable[[Path, str, list], Path]:
         return snap
 
     return make
+
+
+@pytest.fixture
+def hub_server():
+    """A :class:`hub_server.FakeHub` serving on 127.0.0.1 for this test (see ``tests/hub_server.py``)."""
+    from hub_server import FakeHub
+
+    hub = FakeHub().start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
 
 
 @pytest.fixture

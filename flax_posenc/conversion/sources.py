@@ -14,6 +14,11 @@ A SOURCE is, in the order tried:
 
 Anything else is a one-line :class:`~flax_posenc.errors.CheckpointError`.
 
+Every file of a Hub repository, the config, the weights and each shard, goes through one
+resolver, :func:`resolve_hub_file` (cache, then one ``hf_hub_download`` of that file alone).
+:func:`config_json_path` asks it for ``config.json`` only: what a RoPE/ALiBi SOURCE needs, no
+weights fetched.
+
 from flax_posenc.conversion.sources import open_checkpoint
 ckpt = open_checkpoint("path/to/all-MiniLM-L6-v2")
 ckpt.config["model_type"], ckpt.weights_path.name
@@ -190,6 +195,45 @@ def looks_like_repo_id(source: str) -> bool:
     )
 
 
+def config_json_path(source: str | os.PathLike) -> Path | None:
+    """The ``config.json`` of SOURCE, without reading any weights; ``None`` when SOURCE has none.
+
+    - an existing directory: its ``config.json`` when it holds one (a link leading out of the
+      checkpoint is refused, as :func:`open_directory` does), else ``None``;
+    - an existing file named ``*.json`` (not ``*.index.json``): the file itself, else ``None``
+      (a weights file, a shard index);
+    - a Hub model id (a ``str`` that is no existing path, see :func:`looks_like_repo_id`): the
+      cached ``config.json`` (:func:`resolve_hub_file`); when online and not cached, that one
+      file is downloaded into the cache, never the weights;
+    - ``sinusoidal:LENGTH:DIM``, a missing path, anything else: ``None`` (the caller's other
+      readers say what is wrong with it).
+
+    Nothing is read or written outside the given path and the Hugging Face cache folder.
+
+    Raises:
+      CheckpointError: a Hub id not in the cache while ``HF_HUB_OFFLINE=1``; the Hub unreachable
+        or not answering as a Hub; no such repository; no ``config.json`` in it; SOURCE not a
+        str/PathLike. Each one line naming SOURCE.
+    """
+    text = source_text(source)
+    if text.startswith(SINUSOIDAL_PREFIX):
+        return None
+    path = Path(text).expanduser()
+    if path.is_dir():
+        config = path / CONFIG_NAME
+        if not config.is_file():
+            return None
+        return contained(checkpoint_boundary(path), config, what=CONFIG_NAME)
+    if path.is_file():
+        return path if path.suffix == ".json" and not path.name.endswith(".index.json") else None
+    if os.path.lexists(path) or not isinstance(source, str) or not looks_like_repo_id(text):
+        return None
+    found = resolve_hub_file(text, (CONFIG_NAME,), what=CONFIG_NAME)
+    if found is None:
+        raise fail(text, f"{CONFIG_NAME} in the Hub repository", "not in the repository")
+    return found
+
+
 def open_checkpoint(source: str | os.PathLike, *, require_config: bool = True) -> Checkpoint:
     """Resolve SOURCE (directory, weights file or Hub id) into a :class:`Checkpoint`.
 
@@ -316,30 +360,59 @@ def _unreachable(repo_id: str, why: str) -> CheckpointError:
     return fail(
         repo_id,
         "a Hub model id in the local cache or a reachable Hugging Face Hub",
-        f"not cached, and the Hub is {why}; set HF_HUB_OFFLINE=1 to use the cache only, or pass a local directory",
+        f"not cached, and {why}; set HF_HUB_OFFLINE=1 to use the cache only, or pass a local directory",
     )
 
 
-def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
-    """Download one file (progress bar from huggingface_hub); ``None`` if the repo lacks it."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+def _no_answer(error: BaseException | None, endpoint: str) -> str:
+    """Why ``hf_hub_download`` got no file metadata (the cause of its ``LocalEntryNotFoundError``)."""
+    from huggingface_hub.errors import FileMetadataError, HfHubHTTPError
 
+    if isinstance(error, FileMetadataError):
+        return f"{endpoint} answered without the Hub's X-Repo-Commit/ETag headers (is HF_ENDPOINT a Hub?)"
+    if isinstance(error, HfHubHTTPError):
+        status = getattr(getattr(error, "response", None), "status_code", None)
+        return f"{endpoint} answered HTTP {status}"
+    if error is None or any(w in type(error).__name__ for w in ("Connect", "Timeout", "Network", "Protocol")):
+        return f"the Hub is unreachable ({type(error).__name__ if error else 'no connection'})"
+    return f"the Hub could not be asked ({type(error).__name__}: {one_line(error)[:120]})"
+
+
+def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
+    """Download one file (progress bar from huggingface_hub) into the cache; ``None`` if the repo lacks it.
+
+    The Hub's address is :func:`hub_endpoint` *now* (huggingface_hub reads ``HF_ENDPOINT`` only
+    at import), the same address :func:`hub_reachable` probed.
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
+
+    endpoint = hub_endpoint()
     try:
-        got = Path(hf_hub_download(repo_id, filename, cache_dir=str(cache_dir)))
-    except RepositoryNotFoundError:
+        got = Path(hf_hub_download(repo_id, filename, cache_dir=str(cache_dir), endpoint=endpoint))
+    except RepositoryNotFoundError:  # GatedRepoError included
         raise fail(
             repo_id,
-            "a Hugging Face model id (or a local path)",
+            f"a Hugging Face model id on {endpoint} (or a local path)",
             "no such repository on the Hub (or it is private/gated)",
         ) from None
-    except LocalEntryNotFoundError:  # before EntryNotFoundError: it is a subclass (connection failed)
-        raise _unreachable(repo_id, "unreachable") from None
-    except EntryNotFoundError:
+    except LocalEntryNotFoundError as e:  # before EntryNotFoundError (a subclass): no metadata, nothing cached
+        raise _unreachable(repo_id, _no_answer(e.__cause__ or e.__context__, endpoint)) from None
+    except EntryNotFoundError:  # the repository answered: it has no such file
         return None
+    except HfHubHTTPError as e:  # the metadata came, the download itself failed (e.g. HTTP 500)
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        raise fail(
+            f"{repo_id}/{filename}", "a file downloadable from the Hugging Face Hub", f"HTTP {status} from {endpoint}"
+        ) from None
     except Exception as e:
         if any(w in type(e).__name__ for w in ("Connect", "Timeout")):
-            raise _unreachable(repo_id, f"unreachable ({type(e).__name__})") from None
+            raise _unreachable(repo_id, f"the Hub is unreachable ({type(e).__name__})") from None
         raise fail(
             f"{repo_id}/{filename}",
             "a file downloadable from the Hugging Face Hub",
@@ -348,10 +421,48 @@ def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
     return contained(repo_folder(repo_id, cache_dir), got, what=f"the downloaded {filename} of {repo_id}")
 
 
+def resolve_hub_file(repo_id: str, names: tuple[str, ...], *, what: str) -> Path | None:
+    """THE Hub resolver: a local path for one file of a Hub model repository.
+
+    The first of ``names`` (most preferred first) already in the local cache; else, online only,
+    the first the repository has, downloaded alone with ``hf_hub_download`` (nothing else of the
+    repository is fetched). Every path returned lies inside the repository's cache folder.
+
+    Args:
+      repo_id: ``"org/name"`` (or ``"name"``).
+      names: file names inside the repository, e.g. ``("config.json",)`` or :data:`WEIGHT_NAMES`.
+      what: what they are, for messages (``"config.json"``, ``"weights"``, ``"shard x"``).
+
+    Returns:
+      The file's path, or ``None`` when online and the repository holds none of ``names``.
+
+    Raises:
+      CheckpointError (one line naming ``repo_id``): none cached while ``HF_HUB_OFFLINE=1``; the
+        Hub unreachable (within :data:`HUB_CONNECT_TIMEOUT` s) or answering as no Hub does
+        (an HTTP error, no ``X-Repo-Commit``); no such repository; a download that fails.
+    """
+    cache = hub_cache_dir()
+    for name in names:
+        hit = _cached(repo_id, name, cache)
+        if hit is not None:
+            return hit
+    if hub_offline():
+        raise fail(
+            repo_id,
+            f"a Hub model id already in the local cache ({cache}) because HF_HUB_OFFLINE=1",
+            f"no cached {what}; run once online, unset HF_HUB_OFFLINE, or pass a local directory",
+        )
+    why = hub_reachable()
+    if why is not None:
+        raise _unreachable(repo_id, f"the Hub is {why}")
+    return next((p for name in names if (p := _download(repo_id, name, cache)) is not None), None)
+
+
 def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
     """Resolve a Hub model id: local cache first, then (online only) download what is missing.
 
-    Only ``config.json`` and the weights file (or shard index; shards on first use) are fetched.
+    Only ``config.json`` and the weights file (or shard index; shards on first use) are fetched,
+    each through :func:`resolve_hub_file`.
 
     Three failures are told apart: not cached while ``HF_HUB_OFFLINE=1``; not cached and the
     Hub unreachable (one line within :data:`HUB_CONNECT_TIMEOUT` s, naming ``HF_HUB_OFFLINE``);
@@ -360,51 +471,27 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
     Raises:
       CheckpointError: offline and not cached; Hub unreachable; no such repository; no weights in it.
     """
-    cache = hub_cache_dir()
-    offline = hub_offline()
-    config = _cached(repo_id, CONFIG_NAME, cache)
-    weights = next((p for n in WEIGHT_NAMES if (p := _cached(repo_id, n, cache)) is not None), None)
-    if config is None or weights is None:
-        if offline:
-            missing = CONFIG_NAME if config is None else "weights"
-            raise fail(
-                repo_id,
-                f"a Hub model id already in the local cache ({cache}) because HF_HUB_OFFLINE=1",
-                f"no cached {missing}; run once online, unset HF_HUB_OFFLINE, or pass a local directory",
-            )
-        why = hub_reachable()
-        if why is not None:
-            raise _unreachable(repo_id, why)
-        if config is None:
-            config = _download(repo_id, CONFIG_NAME, cache)
-            if config is None and require_config:
-                raise fail(repo_id, f"{CONFIG_NAME} in the Hub repository", "not in the repository")
-        if weights is None:
-            weights = next((p for n in WEIGHT_NAMES if (p := _download(repo_id, n, cache)) is not None), None)
-            if weights is None:
-                raise fail(
-                    repo_id,
-                    f"weights ({' or '.join(WEIGHT_NAMES)}) in the Hub repository",
-                    "none of them in the repository",
-                )
+    config = resolve_hub_file(repo_id, (CONFIG_NAME,), what=CONFIG_NAME)
+    if config is None and require_config:
+        raise fail(repo_id, f"{CONFIG_NAME} in the Hub repository", "not in the repository")
+    weights = resolve_hub_file(repo_id, WEIGHT_NAMES, what="weights")
+    if weights is None:
+        raise fail(
+            repo_id,
+            f"weights ({' or '.join(WEIGHT_NAMES)}) in the Hub repository",
+            "none of them in the repository",
+        )
 
     def resolve_shard(name: str) -> Path:
-        hit = _cached(repo_id, name, cache)
-        if hit is not None:
-            return hit
-        if offline:
-            raise fail(f"{repo_id}/{name}", "a cached shard (HF_HUB_OFFLINE=1)", "not in the local cache")
-        why = hub_reachable()
-        if why is not None:
-            raise _unreachable(f"{repo_id}/{name}", why)
-        got = _download(repo_id, name, cache)
+        got = resolve_hub_file(repo_id, (name,), what=f"shard {name}")
         if got is None:
             raise fail(f"{repo_id}/{name}", "a shard listed in the index", "not in the Hub repository")
         return got
 
-    reader = open_weights(weights, resolve_shard, repo_folder(repo_id, cache))
+    boundary = repo_folder(repo_id, hub_cache_dir())
+    reader = open_weights(weights, resolve_shard, boundary)
     cfg = read_config(config) if config is not None else {}
-    return Checkpoint(repo_id, weights, reader, cfg, config, weights.parent, repo_folder(repo_id, cache))
+    return Checkpoint(repo_id, weights, reader, cfg, config, weights.parent, boundary)
 
 
 def snapshot_directory(repo_id: str) -> Path:
@@ -417,9 +504,13 @@ def snapshot_directory(repo_id: str) -> Path:
             try:  # a complete cached snapshot still serves
                 return Path(snapshot_download(repo_id, cache_dir=str(hub_cache_dir()), local_files_only=True))
             except Exception:
-                raise _unreachable(repo_id, why) from None
+                raise _unreachable(repo_id, f"the Hub is {why}") from None
     try:
-        return Path(snapshot_download(repo_id, cache_dir=str(hub_cache_dir()), local_files_only=hub_offline()))
+        return Path(
+            snapshot_download(
+                repo_id, cache_dir=str(hub_cache_dir()), local_files_only=hub_offline(), endpoint=hub_endpoint()
+            )
+        )
     except Exception as e:
         raise fail(
             repo_id, "a Hub model id (cached, or downloadable when online)", f"{type(e).__name__}: {one_line(e)[:200]}"
