@@ -280,36 +280,15 @@ def test_cli_check_hub_id_learned_table(hub_server, tmp_path):
     assert hub_server.log == [] and hub_server.connections == 0
 
 
-# WIRING PENDING: this test targets config_json_path + relative_config_from_dict directly, because today
-# inspect_source (source_record.py -> relative_config.config_path_of) does not call config_json_path, so
-# `flax-posenc check meta-llama/Llama-3.1-8B` reads a RoPE Hub id as a learned table (and fetches the
-# weights index). Once relative_config_path_of/relative_source call config_json_path, replace ROPE_CHECK
-# by the command line:
-#     proc = cli(hub_server, hf_home, "check", LLAMA, "--length", str(n), offline=offline)
-#     code, line = proc.returncode, (proc.stdout or proc.stderr).strip()
-# and the assertions below stay as they are (exit 0 "ok: ..." / exit 1 "... 1 past the limit").
-ROPE_CHECK = """
-import sys
-from flax_posenc.conversion.relative_config import relative_config_from_dict
-from flax_posenc.conversion.sources import config_json_path, read_config
-path = config_json_path(sys.argv[1])
-fits, line = relative_config_from_dict(read_config(path), source=sys.argv[1], path=path).check_length(int(sys.argv[2]))
-print(line)
-sys.exit(0 if fits else 1)
-"""
-
-
 def test_cli_check_hub_id_rope_config(hub_server, tmp_path):
     """A RoPE Hub id: only config.json is fetched; its limit is max_position_embeddings (131072)."""
     hub_server.add(LLAMA, {"config.json": LLAMA31_CONFIG, **LLAMA_WEIGHTS})
     cwd = tmp_path / "cwd"
-    cwd.mkdir()
 
     def check(n: int, offline: bool = False) -> tuple[int, str]:
-        env = hub_server.env(tmp_path / "hf", offline=offline)
-        proc = run_python(ROPE_CHECK, LLAMA, str(n), env=env, cwd=cwd)
+        proc = cli(hub_server, tmp_path / "hf", "check", LLAMA, "--length", str(n), offline=offline)
         assert "Traceback" not in proc.stderr, proc.stderr
-        return proc.returncode, proc.stdout.strip()
+        return proc.returncode, (proc.stdout or proc.stderr).strip()
 
     limit = LLAMA31_CONFIG["max_position_embeddings"]
     code, line = check(limit)

@@ -306,8 +306,12 @@ def _rope_alibi(config: Mapping[str, Any], source: str, path: Path) -> list[Any]
     return list(relative_configs_from_dict(config, source=source, path=path))
 
 
-def _relative_bias(source: str | os.PathLike) -> list[Any]:
-    record = relative_bias_source(source)
+def _relative_bias(source: str | os.PathLike, config_path: Path) -> list[Any]:
+    from flax_posenc.conversion.relative_config import config_path_of
+
+    record = relative_bias_source(
+        source if config_path_of(source) is not None else config_path
+    )  # a Hub id: its snapshot
     return [] if record is None else [record]
 
 
@@ -364,7 +368,7 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
         elif registry == "rope_alibi":
             records += _rope_alibi(config, text, config_path)
         else:
-            records += _relative_bias(source)
+            records += _relative_bias(source, config_path)
     if not records:
         raise fail(config_path, f"the position mechanisms of {config.get('model_type')}", "none readable")
     return ModelRecord(text, str(config.get("model_type")), tuple(Mechanism.of(r) for r in records))

@@ -175,8 +175,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     from flax_posenc.conversion.load import load_position_table
     from flax_posenc.conversion.models import Mechanism, ModelRecord, read_model, refusal
     from flax_posenc.conversion.readers import fail
-    from flax_posenc.conversion.relative_config import config_path_of
-    from flax_posenc.conversion.sources import read_config
+    from flax_posenc.conversion.sources import config_json_path, read_config
     from flax_posenc.errors import CheckpointError
 
     def one(record) -> ModelRecord:
@@ -188,7 +187,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
         return one(LearnedTableSource(converted_position_table(source)))
     if family is not None:
         return one(LearnedTableSource(load_position_table(source, family=family)))
-    path = config_path_of(source)
+    path = config_json_path(source)  # a directory's, a .json path, or a Hub id's (config.json only)
     if path is None:
         return one(LearnedTableSource(load_position_table(source)))
     config = read_config(path)
