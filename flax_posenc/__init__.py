@@ -46,6 +46,8 @@ _EXPORTS = {
     "relative_position_bucket": "flax_posenc.relative_bias",
     "relative_position_bias": "flax_posenc.relative_bias",
     "BucketConfig": "flax_posenc.relative_bias_config",
+    "deberta_relative_positions": "flax_posenc.deberta",
+    "DebertaRelativeConfig": "flax_posenc.deberta_config",
 }
 _SUBMODULES = {
     "nnx",
@@ -66,6 +68,8 @@ _SUBMODULES = {
     "limits",
     "relative_bias",
     "relative_bias_config",
+    "deberta",
+    "deberta_config",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -90,6 +94,8 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc import conversion, linen, nnx  # noqa: F401
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
+    from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
+    from flax_posenc.deberta_config import DebertaRelativeConfig  # noqa: F401
     from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
     from flax_posenc.lookup import (  # noqa: F401
         lookup_positions,
