@@ -73,6 +73,10 @@ NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
     "granitemoehybrid",
     "kimi_linear",
     "nemotron_h",
+    "mamba2",
+    "inkling_text",
+    "inkling2_text",
+    "inkling2_loop_text",
 )
 
 

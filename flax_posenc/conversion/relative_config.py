@@ -110,7 +110,6 @@ class RelativeFamily:
 #: ``no_rope_layers``. Each is verified by ``tests/test_conformance.py`` against a tiny checkpoint
 #: built by its own transformers classes; adding a model type here adds its conformance case.
 STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
-    "lfm3",
     "afmoe",
     "apertus",
     "apertus1p5_text",
@@ -124,6 +123,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "doge",
     "dory",
     "dots1",
+    "esmc",
     "eurobert",
     "exaone",
     "exaone4",
@@ -196,6 +196,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "starcoder2",
     "ultrabert",
     "vaultgemma",
+    "zaya",
 )
 
 #: ``layer_types`` entries of layers without attention (convolutions, MLP-only, state-space and
@@ -222,15 +223,17 @@ MLA_ROPE_MODEL_TYPES: tuple[str, ...] = (
 
 #: Standard RoPE model types whose pairs are interleaved (``x[2i]`` with ``x[2i + 1]``).
 INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = (
-    "openai_privacy_filter",
     "cohere",
     "cohere2",
     "cohere2_moe",
+    "deepseek_v2",
     "ernie4_5",
     "ernie4_5_moe",
     "glm",
     "glm4",
     "helium",
+    "llama4_text",
+    "openai_privacy_filter",
 )
 
 
@@ -266,7 +269,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
             ),
             RelativeFamily(
                 "gptj",
-                ("gptj",),
+                ("gptj", "codegen"),
                 heads_fields=("n_head", "num_attention_heads"),
                 hidden_fields=("n_embd", "hidden_size"),
                 head_dim_field=None,

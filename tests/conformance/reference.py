@@ -82,7 +82,9 @@ def _rope_problems(model, mech, module, label) -> list[str]:
     positions = torch.arange(n)[None]
     x = torch.zeros(1, n, model.config.hidden_size if hasattr(model.config, "hidden_size") else 8)
     with torch.no_grad():
-        cos, sin = _call_rotary(module, x, positions, mech.layer_type)
+        out = _call_rotary(module, x, positions, mech.layer_type)
+    complex_form = torch.is_tensor(out) and out.is_complex()  # Llama 4, DeepSeek-V2: freqs_cis
+    cos, sin = (out.real, out.imag) if complex_form else out
     cos, sin = cos.double().numpy()[0], sin.double().numpy()[0]
     angles = np.arange(n)[:, None] * ours[None, :]
     half = np.concatenate([angles, angles], -1)
@@ -103,6 +105,8 @@ def _rope_problems(model, mech, module, label) -> list[str]:
     worst = min(err(f) for f in forms)
     if worst > 0:
         problems.append(f"{label}: cos/sin differ from float32 rounding of the angle by up to {worst:.3g}")
+    if complex_form:
+        return problems + _complex_apply_problems(model, rope, out, label)
     apply = _apply_fn(model)
     if apply is None or problems:
         return problems
@@ -146,6 +150,36 @@ def _rope_problems(model, mech, module, label) -> list[str]:
         if not err <= 1e-5:
             problems.append(f"{label}: apply_rotary_pos_emb({name}) differs by {err:.3g} (layout {rope.layout})")
     return problems
+
+
+def _complex_apply_problems(model, rope, freqs_cis, label) -> list[str]:
+    """The modeling file's ``apply_rotary_emb(xq, xk, freqs_cis)`` (complex pairs) against ours."""
+    import torch
+
+    import flax_posenc as fp
+
+    apply = getattr(sys.modules[type(model).__module__], "apply_rotary_emb", None)
+    if apply is None:
+        return [f"{label}: complex freqs_cis but no apply_rotary_emb in the modeling file"]
+    n = freqs_cis.shape[1]
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, n, rope.head_dim)).astype(np.float32)  # (batch, heads, seq, dim)
+    k = rng.standard_normal((1, 2, n, rope.head_dim)).astype(np.float32)
+    oq, ok = fp.apply_rope_qk(q, k, rope, seq_axis=-2)
+    for seq_axis in (2, 1):  # DeepSeek-V2 takes (batch, heads, seq, dim), Llama 4 (batch, seq, heads, dim)
+        tq, tk = (torch.from_numpy(a).transpose(1, 2) if seq_axis == 1 else torch.from_numpy(a) for a in (q, k))
+        try:
+            with torch.no_grad():
+                rq, rk = apply(tq, tk, freqs_cis)
+        except RuntimeError:
+            continue
+        if seq_axis == 1:
+            rq, rk = rq.transpose(1, 2), rk.transpose(1, 2)
+        err = max(
+            float(np.max(np.abs(np.asarray(oq) - rq.numpy()))), float(np.max(np.abs(np.asarray(ok) - rk.numpy())))
+        )
+        return [] if err <= 1e-5 else [f"{label}: apply_rotary_emb differs by {err:.3g} (layout {rope.layout})"]
+    return [f"{label}: apply_rotary_emb could not be called"]
 
 
 def _sincos_problems(model, mech) -> list[str]:

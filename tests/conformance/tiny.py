@@ -66,6 +66,10 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
     "codegen": {"rotary_dim": 8},
     "mimo_v2_flash": {"head_dim": 48},
+    "dots3_note_text": {"num_key_value_heads": 4},
+    "esmc": {"num_key_value_heads": 4},
+    "zaya": {"num_experts_per_tok": 1},
+    "mamba2": {"head_dim": 32},
     "gpt_neo": {"attention_types": [[["global", "local"], 2]]},
 }
 
