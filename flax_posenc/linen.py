@@ -284,18 +284,33 @@ def _boxed_as_init(module: TransformerInput, params: dict) -> dict:
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding of queries or keys (see the NNX module of the same name).
 
+    ``config`` ``None`` is the identity (a NoPE layer): the input comes back unchanged.
+
     >>> import jax.numpy as jnp
     >>> import flax_posenc as fp
     >>> fp.linen.RotaryEmbedding(8).apply({}, jnp.ones((2, 4, 3, 8))).shape
     (2, 4, 3, 8)
     """
 
-    config: RopeConfig | int
+    config: RopeConfig | int | None
     on_overflow: str = "error"
     seq_axis: int = -3
 
+    @classmethod
+    def from_pretrained(cls, source, *, layer: int = 0, on_overflow: str = "error", seq_axis: int = -3):
+        """``(module, variables)`` for layer ``layer`` of a checkpoint (see the NNX ``from_pretrained``).
+
+        RoPE has no parameters: ``variables`` is ``{}``, and ``module.apply(variables, x)`` rotates
+        ``x`` as that layer does; a NoPE layer's module (``config`` ``None``) returns ``x`` unchanged.
+        """
+        from flax_posenc.conversion.layer_rope import rope_for_layer
+
+        return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis), {}
+
     @nn.compact
     def __call__(self, x, positions=None, *, start=0, seq_len: int | None = None) -> jax.Array:
+        if self.config is None:
+            return jnp.asarray(x)
         return rope.apply_rope(
             x,
             RopeConfig.coerce(self.config),
@@ -308,6 +323,8 @@ class RotaryEmbedding(nn.Module):
 
     def rotate_qk(self, q, k, positions=None, *, start=0, seq_len: int | None = None):
         """``(q, k)`` rotated at the same positions (``apply({}, q, k, method="rotate_qk")``)."""
+        if self.config is None:
+            return jnp.asarray(q), jnp.asarray(k)
         return rope.apply_rope_qk(
             q,
             k,

@@ -398,7 +398,9 @@ class RotaryEmbedding(nnx.Module):
 
     Args:
       config: a :class:`~flax_posenc.RopeConfig` (e.g. from
-        :func:`flax_posenc.conversion.relative_config.read_relative_config`) or a ``head_dim``.
+        :func:`flax_posenc.conversion.relative_config.read_relative_config`), a ``head_dim``, or
+        ``None``: the identity (a NoPE layer, see :meth:`from_pretrained`): ``x`` (and ``q``,
+        ``k``) come back unchanged, whatever the positions.
       on_overflow: policy for traced positions past ``config.limit`` (see :mod:`flax_posenc.overflow`).
       seq_axis: ``-3`` for ``(..., seq, heads, head_dim)`` (default), ``-2`` for Hugging Face's
         ``(..., heads, seq, head_dim)``.
@@ -408,12 +410,36 @@ class RotaryEmbedding(nnx.Module):
     >>> rope = fp.nnx.RotaryEmbedding(fp.RopeConfig(head_dim=8, max_position_embeddings=16))
     >>> rope(jnp.ones((2, 4, 3, 8))).shape          # (batch, seq, heads, head_dim)
     (2, 4, 3, 8)
+    >>> bool((fp.nnx.RotaryEmbedding(None)(jnp.ones((2, 4, 3, 8))) == 1).all())   # NoPE: the identity
+    True
     """
 
-    def __init__(self, config: RopeConfig | int, *, on_overflow: str = "error", seq_axis: int = -3):
-        self.config = RopeConfig.coerce(config)
+    def __init__(self, config: RopeConfig | int | None, *, on_overflow: str = "error", seq_axis: int = -3):
+        self.config = None if config is None else RopeConfig.coerce(config)
         self.on_overflow = on_overflow
         self.seq_axis = seq_axis
+
+    @classmethod
+    def from_pretrained(
+        cls, source, *, layer: int = 0, on_overflow: str = "error", seq_axis: int = -3
+    ) -> RotaryEmbedding:
+        """The RoPE of layer ``layer`` of a checkpoint (its ``config.json``; no weights are read).
+
+        Each layer gets its own: Gemma 3's sliding and full attention layers their own
+        ``rope_parameters``, DeepSeek's MLA its rope head (``head_dim``); a NoPE layer (SmolLM3's,
+        Llama 4's ``no_rope_layers`` zeros) gives the identity (``config`` ``None``). Equals the
+        model's own rotary module and ``apply_rotary_pos_emb`` for that layer (within 1e-5).
+
+        Raises:
+          CheckpointError: ``layer`` not an integer or out of range (the number of layers is
+            named), a source without RoPE (its mechanisms are named), or an unreadable source;
+            see :func:`~flax_posenc.conversion.layer_rope.rope_for_layer`.
+
+        rope = RotaryEmbedding.from_pretrained("path/to/gemma-3-1b", layer=5)
+        """
+        from flax_posenc.conversion.layer_rope import rope_for_layer
+
+        return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis)
 
     def __call__(
         self,
@@ -426,7 +452,10 @@ class RotaryEmbedding(nnx.Module):
         """Rotate ``x`` of shape ``(..., seq, heads, head_dim)``; positions default to ``start + arange(seq)``.
 
         Raises :class:`~flax_posenc.PositionLimitError` for a known position past ``config.limit``.
+        With ``config`` ``None`` (NoPE), ``x`` unchanged.
         """
+        if self.config is None:
+            return jnp.asarray(x)
         return rope.apply_rope(
             x,
             self.config,
@@ -438,7 +467,12 @@ class RotaryEmbedding(nnx.Module):
         )
 
     def rotate_qk(self, q, k, positions=None, *, start: int | jax.Array = 0, seq_len: int | None = None):
-        """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`)."""
+        """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`).
+
+        With ``config`` ``None`` (NoPE), ``(q, k)`` unchanged.
+        """
+        if self.config is None:
+            return jnp.asarray(q), jnp.asarray(k)
         return rope.apply_rope_qk(
             q,
             k,

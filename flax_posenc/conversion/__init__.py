@@ -15,6 +15,7 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
 - :func:`load_relative_bias` -- a T5/mT5/UMT5/LongT5/MPNet learned relative position bias
   table and its buckets (:class:`RelativeBiasTable`).
 - :func:`export_position_table` -- write a new table into a copy of the checkpoint.
+- :func:`rope_for_layer` -- the :class:`~flax_posenc.RopeConfig` one layer uses (``None``: NoPE).
 - :data:`FAMILIES` -- the known families, one data row each; :func:`detect_family`.
 
 A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
+from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.conversion.load import load_input_block, load_position_table
 from flax_posenc.conversion.relative_bias import RelativeBiasTable, load_relative_bias
 from flax_posenc.conversion.source_record import (
@@ -59,5 +61,6 @@ __all__ = [
     "load_input_block",
     "load_position_table",
     "load_relative_bias",
+    "rope_for_layer",
     "which_family",
 ]

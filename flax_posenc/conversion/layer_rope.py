@@ -1,0 +1,87 @@
+"""The RoPE one layer of a checkpoint uses (numpy only, reads ``config.json``, never the weights).
+
+A model can give its layers different RoPEs (Gemma 3 and ModernBERT: one ``rope_parameters``
+dict per ``layer_types`` entry), none at all (SmolLM3 and Llama 4: ``no_rope_layers`` zeros) or
+one for every layer. :func:`rope_for_layer` picks layer ``layer``'s out of the
+:class:`~flax_posenc.conversion.models.ModelRecord` that
+:func:`~flax_posenc.conversion.inspect_source` reads: its
+:class:`~flax_posenc.RopeConfig`, or ``None`` for a layer without position encoding (NoPE, or a
+non-attention layer such as a convolution). ``RotaryEmbedding.from_pretrained`` (NNX and Linen)
+is built on it.
+
+>>> import json, tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (d / "config.json").write_text(json.dumps({"model_type": "smollm3", "hidden_size": 64,
+...     "num_attention_heads": 4, "num_hidden_layers": 4, "max_position_embeddings": 64,
+...     "no_rope_layers": [1, 1, 1, 0]}))
+>>> rope_for_layer(d, 0).head_dim, rope_for_layer(d, 3) is None
+(16, True)
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from flax_posenc.errors import CheckpointError
+from flax_posenc.rope_config import RopeConfig
+
+__all__ = ["rope_for_layer"]
+
+
+def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
+    """The :class:`~flax_posenc.RopeConfig` layer ``layer`` of SOURCE uses; ``None`` for a NoPE layer.
+
+    SOURCE is anything :func:`~flax_posenc.conversion.inspect_source` reads (a checkpoint
+    directory or its ``config.json``). Without per-layer information (one RoPE mechanism for
+    every layer), every layer in range gets that RoPE. The range is ``0 .. num_hidden_layers - 1``
+    from the config; a config without ``num_hidden_layers`` bounds it by the layers its
+    mechanisms list, or not at all when they list none.
+
+    Raises:
+      CheckpointError: ``layer`` not an integer (a bool is not one) or out of range (the message
+        names the number of layers), SOURCE without a RoPE mechanism (the message names the
+        mechanisms it has), or SOURCE unreadable -- each one line naming SOURCE.
+    """
+    from flax_posenc.conversion.models import mechanisms_of
+    from flax_posenc.conversion.readers import fail
+    from flax_posenc.conversion.relative_config import config_path_of
+    from flax_posenc.conversion.source_record import inspect_source
+    from flax_posenc.conversion.sources import read_config
+
+    text = os.fspath(source)
+    if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)):
+        raise fail(text, "an integer layer", f"{layer!r} ({type(layer).__name__})")
+    layer = int(layer)
+    path = config_path_of(source)
+    config = read_config(path) if path is not None else {}
+    try:
+        record = inspect_source(source)
+    except CheckpointError:
+        plan = mechanisms_of(config.get("model_type"))
+        if plan is None or any(registry == "rope_alibi" for registry, _ in plan):
+            raise
+        # a RoPE-less model type whose other mechanisms cannot be read here (a config.json
+        # without its weights): the registry alone says there is no RoPE
+        have = ", ".join(f"{registry} ({name})" for registry, name in plan)
+        raise fail(
+            text, "a checkpoint with a RoPE mechanism", f"model_type {config['model_type']!r} with: {have}"
+        ) from None
+    mechanisms = record.mechanisms
+    if not any(m.kind == "rope" for m in mechanisms):
+        have = ", ".join(dict.fromkeys(m.kind for m in mechanisms))
+        raise fail(text, "a checkpoint with a RoPE mechanism", f"model_type {record.model_type!r} with: {have}")
+    count, counted = config.get("num_hidden_layers"), "num_hidden_layers"
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        listed = [i for m in mechanisms if m.layers for i in m.layers]
+        count, counted = (max(listed) + 1 if listed else None), "as the config's per-layer lists hold"
+    if layer < 0 or (count is not None and layer >= count):
+        bound = f"0..{count - 1} ({count} layers, {counted})" if count is not None else "0 or more"
+        raise fail(text, f"layer in {bound}", f"layer={layer}")
+    listed = [m for m in mechanisms if m.kind in ("rope", "nope") and m.layers is not None and layer in m.layers]
+    every = [m for m in mechanisms if m.kind == "rope" and m.layers is None]
+    serving = listed or every
+    if not serving:
+        raise fail(text, f"a RoPE or NoPE mechanism serving layer {layer}", "none")
+    return serving[0].rope if serving[0].kind == "rope" else None
