@@ -32,8 +32,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
+from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
-from flax_posenc.conversion.position_tables import TABLE_FAMILIES, read_position_table
+from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
 from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
@@ -51,14 +53,25 @@ __all__ = [
 ]
 
 #: The kinds a :class:`Mechanism` can be, in the order a record lists them.
-MECHANISM_KINDS: tuple[str, ...] = ("learned", "sinusoidal", "rope", "nope", "alibi", "relative_bias", "none")
+MECHANISM_KINDS: tuple[str, ...] = (
+    "learned",
+    "sinusoidal",
+    "rope",
+    "nope",
+    "alibi",
+    "relative_bias",
+    "deberta_relative",
+    "none",
+)
 
 #: ``registry -> {family name: row}``, in the order a model type's mechanisms are read.
 _REGISTRIES: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("learned", FAMILIES),
     ("table", TABLE_FAMILIES),
+    ("computed_sinusoid", COMPUTED_SINUSOID_FAMILIES),
     ("rope_alibi", RELATIVE_FAMILIES),
     ("relative_bias", RELATIVE_BIAS_FAMILIES),
+    ("deberta_relative", DEBERTA_FAMILIES),
 )
 
 
@@ -100,8 +113,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
-        "deberta": "DeBERTa's disentangled relative positions are not read as a mechanism yet",
-        "deberta-v2": "DeBERTa-v2's log-bucket relative positions are not read as a mechanism yet",
         "qwen2_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "qwen2_5_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "qwen3_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
@@ -140,7 +151,12 @@ def refusal(model_type: object) -> str:
     )
 
 
-_KIND_OF_SCHEME = {"learned": "learned", "sinusoidal": "sinusoidal", "bucketed": "relative_bias"}
+_KIND_OF_SCHEME = {
+    "learned": "learned",
+    "sinusoidal": "sinusoidal",
+    "sinusoidal_computed": "sinusoidal",
+    "bucketed": "relative_bias",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +219,7 @@ class Mechanism:
 
 
 def _details(m: Mechanism) -> dict[str, Any]:
-    if m.kind in ("learned", "sinusoidal"):
+    if m.table is not None:
         t = m.table
         return {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset}
     return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "config", "limit")}
@@ -366,7 +382,12 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
         elif registry == "table":
             from flax_posenc.conversion.source_record import LearnedTableSource
 
-            records.append(LearnedTableSource(read_position_table(source, name, config)))
+            if has_table(name, config, config_path):
+                records.append(LearnedTableSource(read_position_table(source, name, config)))
+        elif registry == "computed_sinusoid":
+            records.append(computed_sinusoid_from_dict(config, name, text, config_path))
+        elif registry == "deberta_relative":
+            records += deberta_relative_from_dict(config, text, config_path)
         elif registry == "none":
             records.append(NoPositionEncoding(text, str(config.get("model_type"))))
         elif registry == "rope_alibi":

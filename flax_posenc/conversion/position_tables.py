@@ -26,7 +26,7 @@ from flax_posenc.conversion.readers import fail, read_float
 from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.conversion.table import PositionTable
 
-__all__ = ["TABLE_FAMILIES", "TableFamily", "read_position_table"]
+__all__ = ["TABLE_FAMILIES", "TableFamily", "has_table", "read_position_table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +38,8 @@ class TableFamily:
       key_suffix: the tensor's name without the checkpoint's prefix.
       offset: reserved leading rows; offset_from_pad: they are ``pad_token_id + 1`` instead.
       default_pad_token_id: the pad id when the config has none.
+      present_flag, present_default: a config flag without which the model has no such table
+        (DeBERTa's ``position_biased_input``) and its default.
     """
 
     name: str
@@ -46,6 +48,8 @@ class TableFamily:
     offset: int = 0
     offset_from_pad: bool = False
     default_pad_token_id: int = 1
+    present_flag: str | None = None
+    present_default: bool = True
 
 
 TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
@@ -86,6 +90,7 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 offset_from_pad=True,
             ),
             TableFamily("bert_offset2", ("mra", "nystromformer", "yoso"), offset=2),
+            TableFamily("deberta", ("deberta", "deberta-v2"), present_flag="position_biased_input"),
             TableFamily("xlm_like", ("flaubert", "xlm"), key_suffix="position_embeddings.weight"),
             TableFamily(
                 "bart_like_encoder",
@@ -101,12 +106,12 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
             ),
             TableFamily(
                 "seq2seq_encoder",
-                ("blenderbot", "blenderbot-small", "marian", "pegasus"),
+                ("blenderbot", "blenderbot-small", "marian", "pegasus", "bigbird_pegasus"),
                 key_suffix="encoder.embed_positions.weight",
             ),
             TableFamily(
                 "seq2seq_decoder",
-                ("blenderbot", "blenderbot-small", "marian", "pegasus"),
+                ("blenderbot", "blenderbot-small", "marian", "pegasus", "bigbird_pegasus"),
                 key_suffix="decoder.embed_positions.weight",
             ),
             TableFamily("clip_text", ("clip_text_model",), key_suffix="embeddings.position_embedding.weight"),
@@ -126,6 +131,17 @@ def _pad_offset(family: TableFamily, config: Mapping[str, Any], where: object) -
     if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
         raise fail(where, "pad_token_id as a non-negative integer (or null)", repr(pad)[:80])
     return pad + 1
+
+
+def has_table(family: str, config: Mapping[str, Any], where: object) -> bool:
+    """Whether a model of ``family`` with this config has the table (its ``present_flag``)."""
+    row = TABLE_FAMILIES[family]
+    if row.present_flag is None:
+        return True
+    flag = config.get(row.present_flag, row.present_default)
+    if not isinstance(flag, bool):
+        raise fail(where, f"{row.present_flag} as true or false", repr(flag)[:80])
+    return flag
 
 
 def read_position_table(source: str | os.PathLike, family: str, config: Mapping[str, Any]) -> PositionTable:

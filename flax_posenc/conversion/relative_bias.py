@@ -84,7 +84,7 @@ RELATIVE_BIAS_FAMILIES: Mapping[str, RelativeBiasFamily] = MappingProxyType(
     {
         f.name: f
         for f in (
-            RelativeBiasFamily("t5", ("t5",), _T5_KEYS),
+            RelativeBiasFamily("t5", ("t5", "switch_transformers"), _T5_KEYS),
             RelativeBiasFamily("mt5", ("mt5",), _T5_KEYS),
             RelativeBiasFamily("umt5", ("umt5",), _T5_KEYS, per_layer=True),
             RelativeBiasFamily(

@@ -123,6 +123,8 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "doge",
     "dory",
     "dots1",
+    "dots3_note_text",
+    "embedding_gemma2_text",
     "esmc",
     "eurobert",
     "exaone",
@@ -134,6 +136,8 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "gemma",
     "gemma2",
     "gemma3_text",
+    "gemma4_text",
+    "gemma4_unified_text",
     "glm4_moe",
     "gpt_neox_japanese",
     "gpt_oss",
@@ -619,13 +623,19 @@ def relative_configs_from_dict(
                 else _number_field(where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
             )
             return (RelativeConfig(scheme="alibi", alibi=AlibiConfig(heads, float(bias_max), limit), **common),)
-        groups = _layer_groups(config, where)
+        groups = _split_by_overrides(_layer_groups(config, where), config, where)
         records: list[RelativeConfig | NoPositionLayers] = []
-        for layer_type, layers, parameters in groups:
+        for layer_type, layers, parameters, overrides in groups:
             if parameters is None:
                 records.append(NoPositionLayers(source, family.name, model_type, layers, layer_type))
                 continue
-            rope = _rope_from(config, family, heads, limit, where, parameters)
+            layer_config = {**config, **overrides}
+            layer_heads = (
+                heads
+                if not overrides
+                else _int_field(where, "num_attention_heads", _first(layer_config, family.heads_fields))
+            )
+            rope = _rope_from(layer_config, family, layer_heads, limit, where, parameters)
             records.append(RelativeConfig(scheme="rope", rope=rope, layer_type=layer_type, layers=layers, **common))
     except CheckpointError:
         raise
@@ -644,6 +654,41 @@ def _layer_count(config: Mapping[str, Any], where: object, field: str, value: An
         found = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
         raise fail(where, f"{field} as a list of num_hidden_layers = {count} entries", found)
     return count
+
+
+#: The fields a ``per_layer_config`` override may change that RoPE depends on.
+_ROPE_LAYER_FIELDS = ("head_dim", "qk_rope_head_dim", "hidden_size", "num_attention_heads", "partial_rotary_factor")
+
+
+def _split_by_overrides(groups, config: Mapping[str, Any], where: object):
+    """Split ``(layer_type, layers, parameters)`` groups by transformers v5's ``per_layer_config``
+    (a sparse ``{layer index: {field: value}}``; Gemma 4's full-attention layers have their own
+    ``head_dim``): ``(layer_type, layers, parameters, overrides)``, one per distinct override of
+    :data:`_ROPE_LAYER_FIELDS`."""
+    raw = config.get("per_layer_config")
+    if raw is None:
+        return [(*g, {}) for g in groups]
+    if not isinstance(raw, Mapping) or not all(isinstance(v, Mapping) for v in raw.values()):
+        raise fail(where, "per_layer_config as {layer index: {field: value}}", repr(raw)[:80])
+    count = config.get("num_hidden_layers")
+    count = _int_field(where, "num_hidden_layers (per_layer_config is set)", count)
+    overrides: dict[int, dict[str, Any]] = {}
+    for key, value in raw.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) < count):
+            raise fail(where, f"per_layer_config keys layer indices 0..{count - 1}", repr(key)[:80])
+        overrides[int(key)] = {k: v for k, v in value.items() if k in _ROPE_LAYER_FIELDS}
+    out = []
+    for layer_type, layers, parameters in groups:
+        members = range(count) if layers is None else layers
+        split: dict[str, list[int]] = {}
+        for i in members:
+            split.setdefault(repr(sorted(overrides.get(i, {}).items())), []).append(i)
+        if len(split) == 1 and layers is None:
+            out.append((layer_type, None, parameters, overrides.get(0, {})))
+            continue
+        for indices in split.values():
+            out.append((layer_type, tuple(indices), parameters, overrides.get(indices[0], {})))
+    return out
 
 
 def _layer_groups(

@@ -110,6 +110,9 @@ def _rope_problems(model, mech, module, label) -> list[str]:
     apply = _apply_fn(model)
     if apply is None or problems:
         return problems
+    if list(inspect.signature(apply).parameters)[1] == "cos":  # Gemma 4: apply(x, cos, sin), once per tensor
+        one = apply
+        apply = lambda q, k, cos, sin: (one(q, cos, sin), one(k, cos, sin))  # noqa: E731
     heads = 2
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, heads, n, rope.head_dim)).astype(np.float32)
@@ -258,6 +261,116 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
     return problems
 
 
+def _computed_sinusoid_problems(model, mech) -> list[str]:
+    """The model's own sinusoid buffers (every ``embed_positions.weights``) against ours, row by row
+    (float32 rounding of transformers' own angle), and no limit: a forward pass twice the declared
+    length works."""
+    import torch
+
+    rec = mech.record
+    buffers = [m.weights for m in model.modules() if type(m).__name__.endswith("SinusoidalPositionalEmbedding")]
+    if not buffers:
+        return ["we report computed sinusoids; the model has no sinusoidal module"]
+    problems = []
+    for weights in buffers:
+        theirs = weights.detach().double().numpy()
+        rows = np.arange(theirs.shape[0])
+        ours = rec.values(rows)
+        ours[rec.offset - 1] = 0.0  # the padding row
+        freqs = np.exp(-np.arange(rec.dim // 2) * np.log(10000.0) / (rec.dim // 2 - 1))
+        angle = np.concatenate([rows[:, None] * freqs[None, :]] * 2, -1)
+        worst = float(np.max(np.abs(theirs - ours) - 2.0**-22 * (1 + angle)))
+        if worst > 0:
+            problems.append(f"sinusoid rows differ by up to {worst:.3g}")
+    n = 2 * int(getattr(model.config, "max_position_embeddings", 64))
+    ids = torch.full((1, n), 5, dtype=torch.long)
+    kwargs = {"decoder_input_ids": ids} if "decoder_input_ids" in inspect.signature(model.forward).parameters else {}
+    try:
+        with torch.no_grad(), quiet():
+            model(input_ids=ids, **kwargs)
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of {n} tokens fails ({type(e).__name__}); we report no limit")
+    return problems
+
+
+def _deberta_problems(model, mech) -> list[str]:
+    """Relative positions equal the modeling file's own ``build_relative_position``; rows equal
+    ``rel_embeddings``."""
+    import torch
+
+    module = sys.modules[type(model).__module__]
+    cfg = mech.record.config
+    n = 48
+    hidden = torch.zeros(1, n, 4)
+    params = inspect.signature(module.build_relative_position).parameters
+    kwargs = {"bucket_size": cfg.position_buckets, "max_position": cfg.max_position} if "bucket_size" in params else {}
+    theirs = module.build_relative_position(hidden, hidden, **kwargs).numpy().reshape(n, n)
+    problems = []
+    if not np.array_equal(cfg.relative_positions_np(n, n), theirs):
+        problems.append("DeBERTa relative positions differ from build_relative_position")
+    rows = model.encoder.rel_embeddings.weight.shape[0]
+    if rows != cfg.rows:
+        problems.append(f"DeBERTa rel_embeddings rows {rows}, ours {cfg.rows}")
+    return problems
+
+
+def _bias_modules(model, stack: str, layer: int):
+    """The attention modules of ``stack`` holding a relative-attention bias, in layer order."""
+    found = []
+    for name, m in model.named_modules():
+        if hasattr(m, "relative_attention_bias") and hasattr(m, "compute_bias"):
+            if getattr(m, "has_relative_attention_bias", True) and (
+                f"{stack}." in f".{name}" or stack == "encoder" and not name.startswith("decoder")
+            ):
+                found.append(m)
+    return found
+
+
+def _bucket_problems(module, table, n: int) -> list[str]:
+    """The module's own ``_relative_position_bucket`` and weights against ours (LongT5's local attention)."""
+    import torch
+
+    rp = torch.arange(-4 * n, 4 * n + 1)
+    b = table.buckets
+    theirs = module._relative_position_bucket(
+        rp, bidirectional=b.bidirectional, num_buckets=b.num_buckets, max_distance=b.max_distance
+    )
+    problems = []
+    if not np.array_equal(theirs.numpy(), table.buckets.buckets(rp.numpy())):
+        problems.append(f"{table.stack} buckets differ from the model's _relative_position_bucket")
+    if not np.array_equal(module.relative_attention_bias.weight.detach().numpy(), np.asarray(table.weights)):
+        problems.append(f"{table.stack} bias table differs from the model's")
+    return problems
+
+
+def _relative_bias_problems(model, mech) -> list[str]:
+    """Every bias table's values: ours ``weights[bucket(k - q)]`` equals the model's own computed bias."""
+    import torch
+
+    n = 40
+    problems = []
+    for table in mech.record.tables:
+        q = np.arange(n)[:, None]
+        ours = np.asarray(table.weights, np.float64)[table.buckets.buckets(np.arange(n)[None, :] - q)]  # (q, k, heads)
+        ours = np.moveaxis(ours, -1, 0)
+        with torch.no_grad():
+            if hasattr(model, "encoder") and hasattr(model.encoder, "compute_position_bias"):  # MPNet
+                theirs = model.encoder.compute_position_bias(torch.zeros(1, n, 4))[0]
+            else:
+                modules = _bias_modules(model, table.stack, table.layer)
+                if not modules:
+                    problems.append(f"{table.stack} bias: no attention module with a relative bias")
+                    continue
+                module = modules[table.layer if len(modules) > 1 else 0]
+                if len(inspect.signature(module.compute_bias).parameters) == 1:  # LongT5's local blocks
+                    problems += _bucket_problems(module, table, n)
+                    continue
+                theirs = module.compute_bias(n, n)[0]
+        if theirs.shape != ours.shape or not np.array_equal(theirs.double().numpy(), ours):
+            problems.append(f"{table.stack} relative bias differs from the model's compute_bias")
+    return problems
+
+
 def conformance_problems(model_type: str, directory: Path) -> list[str]:
     """What disagrees between transformers' tiny ``model_type`` and our reading ([] = conforms)."""
     from flax_posenc.conversion import inspect_source
@@ -294,4 +407,10 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
     for mech in record.mechanisms:
         if mech.kind == "learned":
             problems += _learned_problems(model, mech, directory)
+        elif mech.kind == "sinusoidal" and mech.table is None:
+            problems += _computed_sinusoid_problems(model, mech)
+        elif mech.kind == "relative_bias":
+            problems += _relative_bias_problems(model, mech)
+        elif mech.kind == "deberta_relative":
+            problems += _deberta_problems(model, mech)
     return problems

@@ -70,6 +70,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
     "zaya": {"num_experts_per_tok": 1},
     "mamba2": {"head_dim": 32},
+    "deberta": {"relative_attention": True, "max_relative_positions": 16, "pos_att_type": ["p2c", "c2p"]},
+    "deberta-v2": {
+        "relative_attention": True,
+        "position_buckets": 8,
+        "max_relative_positions": 16,
+        "pos_att_type": ["p2c", "c2p"],
+    },
     "gpt_neo": {"attention_types": [[["global", "local"], 2]]},
 }
 
