@@ -1,6 +1,6 @@
 """Sinusoids a model computes instead of storing (fairseq / tensor2tensor style), numpy only.
 
-M2M-100, NLLB-MoE and XGLM build ``[sin | cos]`` tables at load time: ``d_model // 2``
+M2M-100, NLLB-MoE, XGLM and FSMT build ``[sin | cos]`` tables at load time: ``d_model // 2``
 frequencies ``exp(-i * ln(10000) / (d_model // 2 - 1))`` (the *endpoint* spacing, so the last
 one is exactly ``1/10000``), positions counted from ``pad_token_id + 1`` (the padding row is
 zero), and the table grows whenever a longer sequence comes: there is no limit. Nothing is read
@@ -42,7 +42,7 @@ class ComputedSinusoidFamily:
 
 
 COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyType(
-    {row.name: row for row in (ComputedSinusoidFamily("fairseq_sinusoid", ("m2m_100", "nllb-moe", "xglm")),)}
+    {row.name: row for row in (ComputedSinusoidFamily("fairseq_sinusoid", ("m2m_100", "nllb-moe", "xglm", "fsmt")),)}
 )
 
 

@@ -268,7 +268,11 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
     import torch
 
     rec = mech.record
-    buffers = [m.weights for m in model.modules() if type(m).__name__.endswith("SinusoidalPositionalEmbedding")]
+    buffers = [
+        m.weights if hasattr(m, "weights") else m.weight
+        for m in model.modules()
+        if type(m).__name__.endswith("SinusoidalPositionalEmbedding")
+    ]
     if not buffers:
         return ["we report computed sinusoids; the model has no sinusoidal module"]
     problems = []
