@@ -768,6 +768,10 @@ def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str =
 # --------------------------------------------------------------------------- any SOURCE record
 
 
+#: Mechanism kinds with figures: tables, RoPE, ALiBi and relative biases.
+_PLOTTED_KINDS = ("learned", "sinusoidal", "rope", "alibi", "relative_bias")
+
+
 def figure_jobs(
     record: Any, out_dir: str | Path, *, dims: Sequence[int] | None = None, prefix: str = ""
 ) -> list[tuple[str, Callable[[], list[Path]]]]:
@@ -786,6 +790,23 @@ def figure_jobs(
     >>> [label for label, _ in figure_jobs(inspect_source("sinusoidal:8:4"), tempfile.mkdtemp())]
     ['heatmap', 'waves', 'similarity_vs_offset', 'similarity_matrix']
     """
+    mechanisms = getattr(record, "mechanisms", None)
+    if mechanisms is not None:  # a ModelRecord: every mechanism that has figures, each under its own prefix
+        plottable = [
+            m for m in mechanisms if m.kind in _PLOTTED_KINDS and (m.kind != "sinusoidal" or m.table is not None)
+        ]
+        if not plottable:
+            kinds = ", ".join(m.kind for m in mechanisms)
+            raise ValueError(f"{record.source}: nothing to plot (mechanisms: {kinds}; none has figures)")
+        jobs = []
+        for i, m in enumerate(plottable):
+            sub = (
+                prefix
+                if len(plottable) == 1
+                else f"{prefix}{i + 1}_{m.kind}{'_' + m.layer_type if m.layer_type else ''}_"
+            )
+            jobs += figure_jobs(m.record, out_dir, dims=dims if m.table is not None else None, prefix=sub)
+        return jobs
     table = getattr(record, "table", None)
     if table is None:
         return [("figures", lambda: plot_relative(record, out_dir, prefix=prefix))]

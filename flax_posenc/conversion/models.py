@@ -115,8 +115,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
         "qwen2_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "qwen2_5_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "qwen3_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "qwen3_vl_moe_text": "multimodal 3-D RoPE (mrope_section) is not read",
     }
 )
 

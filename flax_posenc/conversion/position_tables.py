@@ -38,6 +38,7 @@ class TableFamily:
       key_suffix: the tensor's name without the checkpoint's prefix.
       offset: reserved leading rows; offset_from_pad: they are ``pad_token_id + 1`` instead.
       default_pad_token_id: the pad id when the config has none.
+      length_field: the config field declaring the table's length (checked against its rows).
       present_flag, present_default: a config flag without which the model has no such table
         (DeBERTa's ``position_biased_input``) and its default.
     """
@@ -50,6 +51,12 @@ class TableFamily:
     default_pad_token_id: int = 1
     present_flag: str | None = None
     present_default: bool = True
+    length_field: str = "max_position_embeddings"
+
+    def expected_rows(self, declared: int) -> int:
+        """The rows a table must have for ``length_field`` = ``declared``: the field counts the
+        reserved rows for RoBERTa-style tables, not for fixed offsets (BART: ``declared + 2``)."""
+        return declared if self.offset_from_pad else declared + self.offset
 
 
 TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
@@ -115,8 +122,8 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 key_suffix="decoder.embed_positions.weight",
             ),
             TableFamily("clip_text", ("clip_text_model",), key_suffix="embeddings.position_embedding.weight"),
-            TableFamily("gpt2_like", ("gpt-sw3", "gpt_bigcode"), key_suffix="wpe.weight"),
-            TableFamily("openai_gpt", ("openai-gpt",), key_suffix="positions_embed.weight"),
+            TableFamily("gpt2_like", ("gpt-sw3", "gpt_bigcode"), key_suffix="wpe.weight", length_field="n_positions"),
+            TableFamily("openai_gpt", ("openai-gpt",), key_suffix="positions_embed.weight", length_field="n_positions"),
             TableFamily("biogpt", ("biogpt",), key_suffix="embed_positions.weight", offset=2),
         )
     }
@@ -162,6 +169,13 @@ def read_position_table(source: str | os.PathLike, family: str, config: Mapping[
     if weights.shape[0] <= offset:
         raise fail(
             ckpt.weights_path, f"a position table with more than its {offset} reserved rows", f"{weights.shape[0]} rows"
+        )
+    declared = config.get(row.length_field)
+    if isinstance(declared, int) and not isinstance(declared, bool) and row.expected_rows(declared) != weights.shape[0]:
+        raise fail(
+            ckpt.weights_path,
+            f"{keys[0]} of {row.expected_rows(declared)} rows ({row.length_field} {declared} in config.json)",
+            f"{weights.shape[0]} rows",
         )
     return PositionTable(
         weights, family=row.name, key=keys[0], offset=offset, source=os.fspath(source), config=dict(config)
