@@ -200,3 +200,32 @@ def test_plot_writes_a_figure_for_every_plottable_mechanism(mpnet, tmp_path):
     names = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert any("heatmap" in n for n in names)  # the learned table
     assert any("bucket" in n or "bias" in n for n in names), names  # the relative bias
+
+
+def test_every_rope_type_transformers_registers_is_known():
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from flax_posenc.rope_config import ROPE_TYPES
+
+    assert set(ROPE_INIT_FUNCTIONS) <= set(ROPE_TYPES)
+
+
+@pytest.mark.parametrize("partial, factor", [(0.25, None), (0.5, 2.0), (1.0, None)])
+def test_proportional_rope_equals_transformers(partial, factor):
+    """Gemma 4's proportional RoPE: leading frequencies over the whole head width, the rest zero."""
+    import numpy as np
+    from transformers import Gemma4TextConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
+
+    params = {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": partial}
+    if factor is not None:
+        params["factor"] = factor
+    with quiet():
+        config = Gemma4TextConfig(head_dim=64, num_hidden_layers=2, layer_types=["sliding_attention"] * 2)
+        config.rope_parameters = {"full_attention": params, "sliding_attention": params}
+        theirs, scale = ROPE_INIT_FUNCTIONS["proportional"](config, None, layer_type="sliding_attention")
+    ours, our_scale = rope_inverse_frequencies(RopeConfig.from_rope_parameters(params, head_dim=64))
+    assert ours.shape == tuple(theirs.shape) and our_scale == scale
+    np.testing.assert_allclose(ours, theirs.double().numpy(), rtol=2**-21)
