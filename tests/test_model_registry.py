@@ -120,6 +120,14 @@ def test_rope_per_layer_type(tmp_path):
     assert rec.limit == 64
 
 
+def test_legacy_per_layer_type_config_is_refused_not_read_with_one_theta(tmp_path):
+    """A 4.x Gemma 3 config (rope_theta + rope_local_base_freq, no per-type rope_parameters)."""
+    legacy = {k: v for k, v in GEMMA3.items() if k != "rope_parameters"}
+    with pytest.raises(CheckpointError) as e:
+        inspect_source(write(tmp_path, {**legacy, "rope_theta": 1e6, "rope_local_base_freq": 1e4}))
+    assert "\n" not in str(e.value) and "re-save the config with transformers >= 5" in str(e.value)
+
+
 def test_nope_layers(tmp_path):
     config = {
         "model_type": "smollm3",
@@ -164,6 +172,10 @@ def test_bad_per_layer_configs_get_one_line(tmp_path, change, words):
         ({"model_type": "gpt_neox", "rotary_emb_base": 0}, "rope_theta"),
         ({"model_type": "smollm3", "no_rope_layers": [1, 0]}, "no_rope_layers as a list of num_hidden_layers = 4"),
         ({"model_type": "smollm3", "no_rope_layers": [1, 1, 2, 0]}, "no_rope_layers as a list of 0 (NoPE) and 1"),
+        ({"model_type": "granite_swa", "rope_parameters": {"rope_theta": 1e4}, "layer_rope_theta": [1e4, 1e6, 1e4, 1e4]},
+         "layer_rope_theta all equal to rope_theta"),
+        ({"model_type": "molmo2_text", "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
+          "rope_scaling_layers": [0, 1]}, "rope_scaling_layers naming every layer"),
     ],
 )  # fmt: skip
 def test_a_present_value_is_used_or_refused_never_swapped(tmp_path, config, field):

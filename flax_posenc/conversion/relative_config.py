@@ -78,6 +78,10 @@ class RelativeFamily:
       limit_fields, limit_default: fields holding the length limit and the model's default
         (``None``: no limit).
       alibi_bias_max_field, alibi_bias_max_default: ALiBi's ``max_bias`` (MPT) and its default.
+      rope_head_dim_field: the MLA rope head's field, read when ``head_dim`` is absent.
+      layout_flag: a config boolean choosing the interleaved layout (DeepSeek's ``rope_interleave``).
+      per_layer_type: the family's configs hold one ``rope_parameters`` per layer type; one
+        without them is refused.
       rope_type_aliases: ``(old, new)`` spellings of ``rope_type``/``type`` that transformers
         rewrites for this family (Phi-3's legacy ``"su"`` and ``"yarn"`` mean ``"longrope"``).
     """
@@ -102,6 +106,7 @@ class RelativeFamily:
     rope_type_aliases: tuple[tuple[str, str], ...] = ()
     rope_head_dim_field: str | None = None
     layout_flag: str | None = None
+    per_layer_type: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -116,15 +121,11 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "arcee",
     "aria_text",
     "bamba",
-    "beam",
     "bitnet",
     "cwm",
     "diffllama",
     "doge",
-    "dory",
     "dots1",
-    "dots3_note_text",
-    "embedding_gemma2_text",
     "esmc",
     "eurobert",
     "exaone",
@@ -135,9 +136,6 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "flint",
     "gemma",
     "gemma2",
-    "gemma3_text",
-    "gemma4_text",
-    "gemma4_unified_text",
     "glm4_moe",
     "gpt_neox_japanese",
     "gpt_oss",
@@ -159,28 +157,20 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "jetmoe",
     "jina_embeddings_v3",
     "kolibri1",
-    "laguna",
     "lara_mini",
     "lfm2",
-    "lfm3",
-    "mellum",
-    "mimo_v2_flash",
     "minimax",
     "minimax_m2",
     "minimax_m3_vl_text",
     "ministral",
     "ministral3",
-    "modernbert",
-    "modernbert-decoder",
     "molmo2_text",
     "muse_glimmer_text",
     "muse_spark_text",
     "nemotron",
-    "neomme",
     "nomic_bert",
     "olmo",
     "olmo2",
-    "olmo3",
     "olmo_hybrid",
     "olmoe",
     "persimmon",
@@ -198,9 +188,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "solar_open",
     "stablelm",
     "starcoder2",
-    "ultrabert",
     "vaultgemma",
-    "zaya",
 )
 
 #: ``layer_types`` entries of layers without attention (convolutions, MLP-only, state-space and
@@ -225,6 +213,29 @@ MLA_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "youtu",
 )
 
+#: Standard RoPE model types whose transformers 5 config always holds one ``rope_parameters`` per
+#: layer type (Gemma 3/4, ModernBERT, OLMo 3, ...). A config without them (4.x fields such as
+#: ``rope_local_base_freq`` or ``global_rope_theta``) is refused rather than read with one theta.
+PER_LAYER_TYPE_ROPE_MODEL_TYPES: tuple[str, ...] = (
+    "beam",
+    "dory",
+    "dots3_note_text",
+    "embedding_gemma2_text",
+    "gemma3_text",
+    "gemma4_text",
+    "gemma4_unified_text",
+    "laguna",
+    "lfm3",
+    "mellum",
+    "mimo_v2_flash",
+    "modernbert",
+    "modernbert-decoder",
+    "neomme",
+    "olmo3",
+    "ultrabert",
+    "zaya",
+)
+
 #: Standard RoPE model types whose pairs are interleaved (``x[2i]`` with ``x[2i + 1]``).
 INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "cohere",
@@ -247,6 +258,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
         for f in (
             RelativeFamily("llama", ("llama",), limit_default=2048),
             RelativeFamily("rope", STANDARD_ROPE_MODEL_TYPES),
+            RelativeFamily("rope_per_layer_type", PER_LAYER_TYPE_ROPE_MODEL_TYPES, per_layer_type=True),
             RelativeFamily("rope_interleaved", INTERLEAVED_ROPE_MODEL_TYPES, layout="interleaved"),
             RelativeFamily(
                 "mla",
@@ -623,6 +635,13 @@ def relative_configs_from_dict(
                 else _number_field(where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
             )
             return (RelativeConfig(scheme="alibi", alibi=AlibiConfig(heads, float(bias_max), limit), **common),)
+        _refuse_unread_per_layer_fields(config, where)
+        if family.per_layer_type and not _is_per_layer_type(config):
+            raise fail(
+                where,
+                f"rope_parameters per layer type with layer_types, as transformers 5 writes a {model_type} config",
+                "one set for all layers (re-save the config with transformers >= 5)",
+            )
         groups = _split_by_overrides(_layer_groups(config, where), config, where)
         records: list[RelativeConfig | NoPositionLayers] = []
         for layer_type, layers, parameters, overrides in groups:
@@ -654,6 +673,34 @@ def _layer_count(config: Mapping[str, Any], where: object, field: str, value: An
         found = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
         raise fail(where, f"{field} as a list of num_hidden_layers = {count} entries", found)
     return count
+
+
+def _refuse_unread_per_layer_fields(config: Mapping[str, Any], where: object) -> None:
+    """Per-layer RoPE fields this reader does not split layers by: accepted only while they change
+    nothing (Granite-SWA's ``layer_rope_theta`` all equal to ``rope_theta``; Molmo 2's
+    ``rope_scaling_layers`` with an unscaled RoPE or naming every layer), else one line."""
+    thetas = config.get("layer_rope_theta")
+    if thetas is not None:
+        params = config.get("rope_parameters")
+        theta = params.get("rope_theta") if isinstance(params, Mapping) else config.get("rope_theta")
+        if not isinstance(thetas, list) or any(t != theta for t in thetas):
+            raise fail(
+                where,
+                f"layer_rope_theta all equal to rope_theta {theta} (per-layer thetas are not read)",
+                repr(thetas)[:80],
+            )
+    scaled = config.get("rope_scaling_layers")
+    if scaled is not None:
+        params = config.get("rope_parameters")
+        kind = params.get("rope_type", "default") if isinstance(params, Mapping) else "default"
+        count = config.get("num_hidden_layers")
+        every = isinstance(count, int) and scaled == list(range(count))
+        if kind != "default" and not every:
+            raise fail(
+                where,
+                "rope_scaling_layers naming every layer (a scaled RoPE on some layers is not read)",
+                repr(scaled)[:80],
+            )
 
 
 #: The fields a ``per_layer_config`` override may change that RoPE depends on.
@@ -689,6 +736,11 @@ def _split_by_overrides(groups, config: Mapping[str, Any], where: object):
         for indices in split.values():
             out.append((layer_type, tuple(indices), parameters, overrides.get(indices[0], {})))
     return out
+
+
+def _is_per_layer_type(config: Mapping[str, Any]) -> bool:
+    parameters = config.get("rope_parameters")
+    return isinstance(parameters, Mapping) and any(isinstance(v, Mapping) for v in parameters.values())
 
 
 def _layer_groups(
@@ -853,6 +905,7 @@ __all__ = [
     "MLA_ROPE_MODEL_TYPES",
     "NON_ATTENTION_LAYER_TYPES",
     "NoPositionLayers",
+    "PER_LAYER_TYPE_ROPE_MODEL_TYPES",
     "RELATIVE_FAMILIES",
     "STANDARD_ROPE_MODEL_TYPES",
     "RelativeConfig",

@@ -396,7 +396,7 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
         if not modules:
             problems += _sincos_problems(model, mech)
             continue
-        for module in modules[:1]:
+        for module in modules:  # every rotary module of the model (Granite-SWA, Molmo 2 have two)
             problems += _rope_problems(model, mech, module, label)
         mpe = getattr(model.config, "max_position_embeddings", None)
         if mech.limit != mpe and mech.rope.rope_type == "default":
