@@ -184,3 +184,80 @@ def test_limit_counts_real_tokens_before_compiling(kind, models):
     assert ours.generate(ids, 5, attention_mask=mask).shape == (2, 67)  # positions 0..63: fits exactly
     with pytest.raises(fp.PositionLimitError, match=r"holds 64 positions \(0\.\.63\); a prompt of 59 tokens plus "):
         ours.generate(ids, 6, attention_mask=mask)
+
+
+# ----------------------------------------------------------------------------- command line: text in, text out
+
+CHAT = "{% for m in messages %}w3 {{ m['content'] }} w4 {% endfor %}{% if add_generation_prompt %}w5{% endif %}"
+
+
+def word_tokenizer(path):
+    """A word-level tokenizer for the tiny vocabulary (``w0`` .. ``w999``) with a chat template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel({f"w{i}": i for i in range(1000)}, unk_token="w0"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="w0", eos_token="w999", pad_token="w999")
+    tokenizer.chat_template = CHAT
+    tokenizer.save_pretrained(path)
+    return tokenizer
+
+
+@pytest.fixture(scope="module")
+def chat_checkpoint(checkpoints, tmp_path_factory):
+    import shutil
+
+    path = tmp_path_factory.mktemp("gpt2-chat")
+    for file in checkpoints["gpt2"][0].iterdir():
+        shutil.copy(file, path / file.name)
+    return path, word_tokenizer(path)
+
+
+def run_cli(kind, argv, capsys):
+    example = load_example(kind)
+    if kind == "gpt2_linen":
+        example.main(argv)
+    else:
+        example.common.cli(example.__doc__, example.from_pretrained, argv)
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("kind", ("gpt2", "gpt2_linen"))
+def test_command_line_text_in_text_out(kind, checkpoints, chat_checkpoint, capsys):
+    path, tokenizer = chat_checkpoint
+    lines = run_cli(kind, [str(path), "--prompt", "w12 w40 w7", "--prompt", "w8", "--max-new-tokens", "6"], capsys)
+    # the chat template by hand: w3 <text> w4 w5; left-padded with the pad id 999; config eos 999
+    ids = np.array([[3, 12, 40, 7, 4, 5], [999, 999, 3, 8, 4, 5]])
+    mask = np.array([[1] * 6, [0, 0, 1, 1, 1, 1]])
+    expected = hf_generate(checkpoints["gpt2"][1], ids, mask, 6, eos_token_id=999, pad_token_id=999)
+    assert lines == [tokenizer.decode(row[6:], skip_special_tokens=True) for row in expected]
+    assert all(line.startswith("w") for line in lines)
+
+
+def test_command_line_token_ids_old_and_new_flag(checkpoints, capsys):
+    path = str(checkpoints["gpt2"][0])
+    expected = hf_generate(checkpoints["gpt2"][1], [[5, 6, 7]], [[1, 1, 1]], 4, eos_token_id=999, pad_token_id=999)
+    old = run_cli("gpt2", [path, "--prompt", "5,6,7", "--max-new-tokens", "4"], capsys)  # the old --prompt IDS
+    new = run_cli("gpt2", [path, "--prompt-ids", "5,6,7", "--max-new-tokens", "4"], capsys)
+    assert old == new == [",".join(map(str, expected[0]))]
+    ragged = run_cli("gpt2", [path, "--prompt-ids", "5,6,7", "--prompt-ids", "8", "--max-new-tokens", "4"], capsys)
+    batch = hf_generate(
+        checkpoints["gpt2"][1],
+        [[5, 6, 7], [999, 999, 8]],
+        [[1, 1, 1], [0, 0, 1]],
+        4,
+        eos_token_id=999,
+        pad_token_id=999,
+    )
+    assert ragged == [",".join(map(str, batch[0])), ",".join(map(str, batch[1][2:]))]
+
+
+def test_command_line_text_without_tokenizer_is_one_line(checkpoints):
+    path = checkpoints["gpt2"][0]
+    with pytest.raises(SystemExit) as info:
+        common.cli("gpt2", load_example("gpt2").from_pretrained, [str(path), "--prompt", "hello"])
+    assert str(info.value) == (
+        f"error: --prompt: {path} has no tokenizer (tokenizer.json, tokenizer_config.json, vocab.json, "
+        "tokenizer.model, spiece.model); pass --prompt-ids"
+    )
