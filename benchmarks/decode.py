@@ -70,6 +70,10 @@ def build(config: dict, path: Path):
     return model
 
 
+def progress(line: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
 def ragged(batch: int, prompt: int, vocab: int, seed: int = 0):
     import numpy as np
 
@@ -119,6 +123,7 @@ def main(argv=None) -> str:
         theirs = build(config, Path(tmp))
         ours = llama.from_pretrained(tmp)
     ids, mask = ragged(args.batch, args.prompt, config["vocab_size"])
+    progress("models built and loaded")
 
     def run_ours(ids, mask, new):
         return np.asarray(llama.generate(ours, ids, new, attention_mask=mask))
@@ -147,6 +152,7 @@ def main(argv=None) -> str:
         i, m = ragged(args.batch, length, config["vocab_size"], seed=length)
         run_ours(i, m, new)
     per_bucket = len(compiles) - before
+    progress(f"first call {first_call:.1f} s; {per_bucket} compilation(s) for the bucket")
     same = np.array_equal(run_ours(ids, mask, args.new), run_theirs(ids, mask, args.new))
     run_theirs(ids, mask, args.new)  # warm-up
     run_ours(ids, mask, 1), run_theirs(ids, mask, 1)  # the (prompt bucket, 1 new token) program, compiled once
@@ -165,6 +171,7 @@ def main(argv=None) -> str:
             fn(i, m, 1)
             rounds[name].append(time.perf_counter() - t0)
         assert len(compiles) == before, "a new prompt length inside the bucket compiled"
+        progress(f"round {r + 1}/{args.rounds} done")
     jax.monitoring.unregister_event_duration_listener(listener)
     load_end = os.getloadavg()
 
