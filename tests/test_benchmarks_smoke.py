@@ -121,3 +121,21 @@ def test_verdicts_table_applies_the_range_rule(tmp_path):
         "reported row": "reported",
     }
     assert "1.00 [0.90-1.10] ✗" in out[4] and "1.00 [0.90-1.10]" in out[5] and "✓" not in out[5]
+
+
+def test_decode_benchmark_quick_reports_its_table(tmp_path):
+    """benchmarks/decode.py --quick: ours and transformers' generate, compilations per bucket, time
+    to first token; the report goes to --out (docs/ untouched without --write-docs)."""
+    out = tmp_path / "decode.md"
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "decode.py"), "--quick", "--rounds", "1", "--batch", "2"]
+    proc = subprocess.run(
+        [*cmd, "--prompt", "8", "--new", "8", "--out", str(out)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = out.read_text()
+    assert report in proc.stdout and (ROOT / "docs" / "benchmarks.md").read_text() == docs
+    for row in ("| tokens/s, steady state |", "| time to first token,", "| XLA compilations for 4 calls in one bucket"):
+        assert row in report, row
+    assert "| 1 (first call" in report  # four calls of one bucket: one compilation
+    assert "| same ids as transformers | yes |" in report

@@ -11,12 +11,13 @@ the head tied to the word embeddings.
 
     model = from_pretrained("path/to/bloom")            # config.json + model.safetensors
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
-    out = generate(model, [[59414, 15]], 20)             # greedy, KV cache, one jitted scan
+    out = generate(model, ids, 20, attention_mask=mask, eos_token_id=2)  # greedy, KV cache, bucketed
 
 Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
 Tested in ``tests/test_models_bloom.py``; numbers in ``docs/models.md``.
 
-    python examples/models/bloom.py PATH --prompt 59414,15 --max-new-tokens 20
+    python examples/models/bloom.py PATH --prompt "Hello" --max-new-tokens 20
+    python examples/models/bloom.py PATH --prompt-ids 59414,15 --max-new-tokens 20
 """
 
 from __future__ import annotations
@@ -46,12 +47,14 @@ class Attention(nnx.Module):
         self.attention_dropout = nnx.Dropout(attention_dropout, rngs=rngs)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
 
-    def __call__(self, x, *, mask, layer_cache=None, start=0):
+    def __call__(self, x, *, mask, layer_cache=None, start=0, positions=None, key_positions=None):
         b, s, _ = x.shape
         qkv = self.query_key_value(x).reshape(b, s, self.heads, 3, self.head_dim)
         q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
-        bias = fp.alibi_bias_from_positions(self.alibi, start + jnp.arange(s), jnp.arange(k.shape[1]))
+        queries = start + jnp.arange(s) if positions is None else positions
+        keys = jnp.arange(k.shape[1]) if key_positions is None else key_positions
+        bias = fp.alibi_bias_from_positions(self.alibi, queries, keys)
         y = common.attention(q, k, v, mask=mask, bias=bias, dropout=self.attention_dropout).reshape(b, s, -1)
         return self.dropout(self.dense(y)), layer_cache
 
@@ -72,8 +75,15 @@ class Block(nnx.Module):
         self.dense_4h_to_h = Linear(4 * dim, dim, ("mlp", "embed"), rngs=rngs)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
 
-    def __call__(self, x, *, mask, layer_cache=None, start=0):
-        a, layer_cache = self.self_attention(self.input_layernorm(x), mask=mask, layer_cache=layer_cache, start=start)
+    def __call__(self, x, *, mask, layer_cache=None, start=0, positions=None, key_positions=None):
+        a, layer_cache = self.self_attention(
+            self.input_layernorm(x),
+            mask=mask,
+            layer_cache=layer_cache,
+            start=start,
+            positions=positions,
+            key_positions=key_positions,
+        )
         x = x + a
         h = common.gelu_tanh(self.dense_h_to_4h(self.post_attention_layernorm(x)))
         return x + self.dropout(self.dense_4h_to_h(h)), layer_cache
@@ -90,25 +100,49 @@ class Bloom(nnx.Module):
         )
         self.h = nnx.List([Block(config, alibi, rngs=rngs) for _ in range(config["n_layer"])])
         self.ln_f = LayerNorm(dim, eps)
+        self.dtype = jnp.dtype(jnp.float32)  # of the parameters and the KV cache (common.set_dtype)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.embed.vocab_size
 
     position_limit = None  # ALiBi: no table, no limit (MPT's max_seq_len would be alibi.max_positions)
     limit_name = "bloom ALiBi"
 
     def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        return common.init_cache(len(self.h), batch, max_len, self.alibi.num_heads, self.h[0].self_attention.head_dim)
+        heads, head_dim = self.alibi.num_heads, self.h[0].self_attention.head_dim
+        return common.init_cache(len(self.h), batch, max_len, heads, head_dim, self.dtype)
 
-    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0):
-        """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at positions
-        ``start ..`` (a Python int or traced). See ``gpt2.GPT2.__call__`` for the arguments."""
+    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
+        """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at cache slots
+        ``start ..`` (a Python int or traced). See ``gpt2.GPT2.__call__`` for the arguments.
+
+        As transformers' ``build_alibi_tensor``, an ``attention_mask`` gives the keys positions
+        that skip the padding (:func:`flax_posenc.padding_aware_positions`; padding at 0, masked);
+        queries sit at ``positions`` (default ``start ..``): ALiBi's bias differs from transformers'
+        ``m * key_position`` by a constant per query, which the softmax removes."""
         input_ids = jnp.asarray(input_ids)
         x = self.embed(input_ids)
-        x, new_cache = common.run_layers(self.h, x, input_ids, cache=cache, start=start, attention_mask=attention_mask)
+        key_positions = None
+        if attention_mask is not None:
+            key_positions = jnp.maximum(fp.padding_aware_positions(attention_mask), 0)
+        x, new_cache = common.run_layers(
+            self.h,
+            x,
+            input_ids,
+            cache=cache,
+            start=start,
+            attention_mask=attention_mask,
+            positions=positions,
+            key_positions=key_positions,
+        )
         logits = self.embed.attend(self.ln_f(x))  # the tied head
         return logits if cache is None else (logits, new_cache)
 
 
-def from_pretrained(path, *, seed: int = 0) -> Bloom:
-    """A :class:`Bloom` holding every weight of a Hugging Face BLOOM checkpoint directory."""
+def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Bloom:
+    """A :class:`Bloom` holding every weight of a Hugging Face BLOOM checkpoint directory;
+    ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
     w = Weights(path, prefixes=("transformer.", ""), probe="word_embeddings.weight")
     model = Bloom(w.config, relative_config_from_dict(w.config, source=str(path)).alibi, rngs=nnx.Rngs(seed))
     common.assign(model.embed.word_embeddings, w("word_embeddings.weight"), "word_embeddings.weight")
@@ -126,12 +160,24 @@ def from_pretrained(path, *, seed: int = 0) -> Bloom:
         block.dense_4h_to_h.load(w, p + "mlp.dense_4h_to_h")
     model.ln_f.load(w, "ln_f")
     model.eval()
-    return model
+    return common.set_dtype(model, dtype)
 
 
-def generate(model: Bloom, prompt_ids, max_new_tokens: int) -> jax.Array:
-    """Greedy ids ``(batch, prompt + max_new_tokens)``; see :func:`common.generate`."""
-    return common.generate(model, prompt_ids, max_new_tokens)
+def generate(
+    model: Bloom, prompt_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, pad_token_id=None
+) -> jax.Array:
+    """Greedy ids ``(batch, prompt_len + steps)``, equal to transformers' ``generate(do_sample=False)``;
+    ragged batches left-padded with ``attention_mask``, rows stopping at ``eos_token_id``; see
+    :func:`common.generate`.
+    """
+    return common.generate(
+        model,
+        prompt_ids,
+        max_new_tokens,
+        attention_mask=attention_mask,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
 
 
 if __name__ == "__main__":

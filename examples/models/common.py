@@ -1,5 +1,5 @@
 """Pieces the reference models share: reading a checkpoint, layers, attention, the KV cache,
-greedy decoding and one training step.
+greedy decoding (ragged batches, stopping, length buckets), one training step and the command line.
 
 Everything here is either a pure function of arrays (attention, masks, norms, the cache update:
 usable from NNX and Linen alike) or a small NNX module holding parameters with logical axis
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 
 import jax
@@ -147,17 +148,21 @@ def gelu_exact(x: jax.Array) -> jax.Array:
 # ----------------------------------------------------------------------------- attention
 
 
-def run_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=None):
+def run_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=None, **layer_kwargs):
     """Run decoder ``layers`` over ``x`` with the causal mask; ``(x, new_cache)``.
 
-    ``cache`` is one ``{"k", "v"}`` dict per layer (or ``None`` without a cache); positions start
-    at ``start`` (a Python int or traced), keys may be masked with ``attention_mask``.
+    ``cache`` is one ``{"k", "v"}`` dict per layer (or ``None`` without a cache); the tokens are
+    written at cache slot ``start`` (a Python int or traced), keys may be masked with
+    ``attention_mask`` ``(batch, keys)``; ``layer_kwargs`` (per-row ``positions``, ALiBi's
+    ``key_positions``) go to every layer.
     """
     k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
     mask = causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
     new_cache = []
     for i, layer in enumerate(layers):
-        x, layer_cache = layer(x, mask=mask, layer_cache=None if cache is None else cache[i], start=start)
+        x, layer_cache = layer(
+            x, mask=mask, layer_cache=None if cache is None else cache[i], start=start, **layer_kwargs
+        )
         new_cache.append(layer_cache)
     return x, new_cache
 
@@ -233,9 +238,9 @@ def cache_update(layer_cache: dict | None, k: jax.Array, v: jax.Array, start: in
 
 
 def check_generation_length(prompt_len: int, max_new_tokens: int, limit: int | None, what: str) -> None:
-    """Raise :class:`~flax_posenc.PositionLimitError` at trace time unless the whole sequence
-    (prompt + new tokens) fits ``limit`` positions (``None``: no limit)."""
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+    """Raise :class:`~flax_posenc.PositionLimitError` before compiling unless the whole sequence
+    (the longest real prompt + new tokens) fits ``limit`` positions (``None``: no limit)."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: expected a positive Python integer, got {max_new_tokens!r}")
     if limit is not None and prompt_len + max_new_tokens > limit:
         total = prompt_len + max_new_tokens
@@ -245,59 +250,213 @@ def check_generation_length(prompt_len: int, max_new_tokens: int, limit: int | N
         )
 
 
-def generate(model, prompt_ids, max_new_tokens: int) -> jax.Array:
-    """Greedy decoding with a KV cache, all in one jitted function (prefill + ``lax.scan``).
+def bucket(n: int, minimum: int = 8) -> int:
+    """The length bucket of ``n``: the smallest power of two ``>= max(n, minimum)``.
 
-    ``model`` offers ``model(ids, cache=cache, start=start) -> (logits, cache)``,
-    ``model.init_cache(batch, max_len)`` and ``model.position_limit`` / ``model.limit_name``.
-    Inside the scan the position is the traced ``start`` of each step.
+    >>> [bucket(n) for n in (1, 8, 9, 100)]
+    [8, 8, 16, 128]
+    """
+    return max(minimum, 1 << (int(n) - 1).bit_length())
+
+
+def _token_id(value, name: str, vocab_size: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < vocab_size:
+        raise ValueError(f"{name}: expected a token id in 0..{vocab_size - 1} (the vocabulary), got {value!r}")
+    return int(value)
+
+
+class Request:
+    """A validated greedy-decoding request, laid out on the host (numpy) for the bucketed program.
+
+    The prompt is left-padded further to its bucket ``prompt_bucket`` (:func:`bucket`), the new
+    tokens get ``new_bucket`` cache slots; ``max_new_tokens``, ``eos_token_id`` and
+    ``pad_token_id`` travel as arrays, so one compiled program serves every prompt length and
+    every ``max_new_tokens`` of a bucket. Every check here is on the host, before compiling.
+    """
+
+    def __init__(
+        self, prompt_ids, max_new_tokens, *, attention_mask, eos_token_id, pad_token_id, vocab_size, limit, what
+    ):
+        prompt = _as_prompt(prompt_ids, attention_mask)
+        batch, length = prompt.shape
+        if attention_mask is None:
+            mask = np.ones((batch, length), bool)
+        else:
+            mask = _left_padded_mask(attention_mask, prompt.shape)
+        if prompt.size and (prompt.min() < 0 or prompt.max() >= vocab_size):
+            bad = prompt[(prompt < 0) | (prompt >= vocab_size)][0]
+            raise ValueError(f"prompt_ids: expected token ids in 0..{vocab_size - 1} (the vocabulary), found {bad}")
+        eos = _token_id(eos_token_id, "eos_token_id", vocab_size)
+        pad = _token_id(pad_token_id, "pad_token_id", vocab_size)
+        pad = eos if pad is None else pad  # transformers: pad_token_id defaults to eos_token_id
+        self.lengths = mask.sum(axis=1)
+        check_generation_length(int(self.lengths.max()), max_new_tokens, limit, what)
+        self.prompt, self.mask, self.max_new_tokens = prompt, mask, int(max_new_tokens)
+        self.prompt_bucket, self.new_bucket = bucket(length), bucket(max_new_tokens)
+        extra = self.prompt_bucket - length
+        fill = 0 if pad is None else pad
+        self.padded_prompt = np.pad(prompt, ((0, 0), (extra, 0)), constant_values=fill).astype(np.int32)
+        self.padded_mask = np.pad(mask, ((0, 0), (extra, 0)))
+        self.scalars = (
+            np.int32(self.max_new_tokens),
+            np.int32(-1 if eos is None else eos),  # -1: no token stops a row
+            np.int32(fill),
+        )
+
+    def result(self, new_tokens, steps) -> jax.Array:
+        """The prompt as given followed by the ``steps`` new tokens: ``(batch, prompt_len + steps)``."""
+        new = np.asarray(new_tokens)[:, : int(steps)]
+        return jax.device_put(np.concatenate([self.prompt, new], axis=1).astype(np.int32))  # no compilation
+
+
+def _as_prompt(prompt_ids, attention_mask) -> np.ndarray:
+    if isinstance(prompt_ids, (list, tuple)) and prompt_ids and all(isinstance(r, (list, tuple)) for r in prompt_ids):
+        lengths = sorted({len(r) for r in prompt_ids})
+        if len(lengths) > 1:
+            raise ValueError(
+                f"attention_mask: a ragged batch (prompt_ids rows of {lengths[0]} to {lengths[-1]} tokens) needs "
+                "left padding to one length and an attention_mask (1 for real tokens, 0 for padding)"
+            )
+    prompt = np.asarray(prompt_ids)
+    if prompt.ndim != 2 or prompt.shape[1] == 0 or not np.issubdtype(prompt.dtype, np.integer):
+        raise ValueError(
+            f"prompt_ids: expected integer token ids of shape (batch, prompt_len), got dtype {prompt.dtype}, "
+            f"shape {tuple(prompt.shape)}"
+        )
+    return prompt.astype(np.int64)
+
+
+def _left_padded_mask(attention_mask, shape) -> np.ndarray:
+    mask = np.asarray(attention_mask)
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"attention_mask: expected shape {tuple(shape)} like prompt_ids, got {tuple(mask.shape)}")
+    if not np.isin(mask, (0, 1)).all():
+        raise ValueError(
+            f"attention_mask: expected 0 (padding) or 1 (real token), found {mask[~np.isin(mask, (0, 1))][0]!r}"
+        )
+    mask = mask.astype(bool)
+    for row, m in enumerate(mask):
+        if not m.any():
+            raise ValueError(f"attention_mask: row {row} has no real token (all 0)")
+        if (np.diff(m.astype(np.int8)) < 0).any():
+            raise ValueError(
+                f"attention_mask: expected left padding (0s, then 1s) in every row; row {row} is "
+                f"{''.join('1' if v else '0' for v in m)} (a 0 after a 1)"
+            )
+    return mask
+
+
+def generate(model, prompt_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, pad_token_id=None):
+    """Greedy decoding with a KV cache: one compiled program per length bucket (NNX models).
+
+    ``model`` offers ``model(ids, attention_mask, cache=, start=, positions=) -> (logits, cache)``,
+    ``model.init_cache(batch, max_len)`` (the cache in the model's dtype), ``model.vocab_size``
+    and ``model.position_limit`` / ``model.limit_name``.
 
     Args:
-      prompt_ids: ``(batch, prompt_len)`` integers (no padding).
-      max_new_tokens: a Python int.
+      prompt_ids: ``(batch, prompt_len)`` token ids; a ragged batch left-padded to one length.
+      max_new_tokens: a Python int, the most new tokens per row.
+      attention_mask: ``(batch, prompt_len)``, 1 for real tokens, 0 for the left padding (required
+        for a ragged batch). Positions come from it (:func:`flax_posenc.padding_aware_positions`):
+        each row's first real token is position 0.
+      eos_token_id: a row stops after producing it (the whole call stops when every row has).
+      pad_token_id: what follows a stopped row's ``eos_token_id`` (default: ``eos_token_id``).
 
     Returns:
-      ``(batch, prompt_len + max_new_tokens)`` int32: the prompt followed by the new tokens.
+      ``(batch, prompt_len + steps)`` int: the prompt as given, then the new tokens; ``steps`` is
+      ``max_new_tokens``, or fewer when every row stopped earlier. Equal to transformers'
+      ``generate(do_sample=False, ...)`` with the same arguments.
 
     Raises:
-      PositionLimitError: prompt + new tokens past the model's limit, while tracing, before
-        anything runs. (Each traced ``start`` inside the loop is also guarded by the library:
-        a position past the limit there would fail at run time, never clamp.)
+      ValueError: a ragged batch without ``attention_mask``, a mask that is not left padding,
+        a token id outside the vocabulary (one line naming the argument).
+      PositionLimitError: the longest prompt + ``max_new_tokens`` past the model's limit, before
+        compiling; the traced positions inside the loop are guarded by the library at run time.
     """
-    prompt = jnp.asarray(prompt_ids, jnp.int32)
-    if prompt.ndim != 2:
-        raise ValueError(f"prompt_ids: expected shape (batch, prompt_len), got {tuple(prompt.shape)}")
-    check_generation_length(prompt.shape[1], max_new_tokens, model.position_limit, model.limit_name)
-    graphdef, state = nnx.split(model)
-    return _generate(graphdef, state, prompt, max_new_tokens)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 3))
-def _generate(graphdef, state, prompt, max_new_tokens):
-    model = nnx.merge(graphdef, state)
-    return greedy_decode(
-        lambda ids, cache, start: model(ids, cache=cache, start=start), model.init_cache, prompt, max_new_tokens
+    request = Request(
+        prompt_ids,
+        max_new_tokens,
+        attention_mask=attention_mask,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        vocab_size=model.vocab_size,
+        limit=model.position_limit,
+        what=model.limit_name,
     )
+    graphdef, state = nnx.split(model)
+    new, steps = _generate_nnx(
+        graphdef, request.new_bucket, state, request.padded_prompt, request.padded_mask, *request.scalars
+    )
+    return request.result(new, steps)
 
 
-def greedy_decode(forward, init_cache, prompt: jax.Array, max_new_tokens: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _generate_nnx(graphdef, new_bucket, state, prompt, mask, max_new_tokens, eos, pad):
+    model = nnx.merge(graphdef, state)
+
+    def forward(ids, key_mask, cache, start, positions):
+        return model(ids, key_mask, cache=cache, start=start, positions=positions)
+
+    return greedy_decode(forward, model.init_cache, prompt, mask, max_new_tokens, eos, pad, new_bucket)
+
+
+def greedy_decode(forward, init_cache, prompt, mask, max_new_tokens, eos, pad, new_bucket: int):
     """The decoding loop itself, for any framework (call it inside ``jax.jit``).
 
-    ``forward(ids, cache, start) -> (logits, cache)`` and ``init_cache(batch, max_len)``: one
-    prefill of the prompt at ``start=0``, then a ``lax.scan`` of ``max_new_tokens - 1`` steps, each
-    feeding the last token at the traced position ``start``. Returns prompt + new tokens.
+    Args:
+      forward: ``forward(ids, key_mask, cache, start, positions) -> (logits, cache)``: ``ids``
+        written at cache slot ``start`` (traced), at per-row ``positions`` ``(batch, len)``,
+        attending to the cache slots where ``key_mask`` ``(batch, slots)`` is true.
+      init_cache: ``init_cache(batch, slots)``.
+      prompt, mask: ``(batch, prompt_bucket)`` left-padded ids and their mask.
+      max_new_tokens, eos, pad: traced int32 scalars (``eos`` -1: never stop).
+      new_bucket: static, the cache slots for new tokens (``>= max_new_tokens``).
+
+    One prefill of the prompt (positions from the mask), then a ``lax.while_loop`` feeding the
+    last token of every row at slot ``prompt_bucket + i - 1`` and position ``row_length + i - 1``
+    until ``max_new_tokens`` tokens or every row has produced ``eos``; a stopped row gets ``pad``.
+
+    Returns:
+      ``(new_tokens (batch, new_bucket), steps)``: the first ``steps`` columns are the output.
     """
     batch, prompt_len = prompt.shape
-    logits, cache = forward(prompt, init_cache(batch, prompt_len + max_new_tokens), 0)
+    key_mask = jnp.concatenate([mask, jnp.ones((batch, new_bucket), bool)], axis=1)
+    positions = jnp.maximum(fp.padding_aware_positions(mask), 0)  # padding: position 0, as transformers
+    logits, cache = forward(prompt, key_mask, init_cache(batch, prompt_len + new_bucket), 0, positions)
+    lengths = mask.sum(axis=1, dtype=jnp.int32)[:, None]  # real tokens per row: the next position
     first = jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32)
+    out = jnp.full((batch, new_bucket), pad, jnp.int32).at[:, 0].set(first)
 
-    def step(carry, _):
-        token, cache, start = carry  # start: a traced int32, the position of `token`
-        logits, cache = forward(token[:, None], cache, start)
-        return (jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache, start + 1), token
+    def keep_going(carry):
+        i, _, _, _, done = carry
+        return (i < max_new_tokens) & ~done.all()
 
-    (last, _, _), tokens = jax.lax.scan(step, (first, cache, jnp.int32(prompt_len)), None, length=max_new_tokens - 1)
-    return jnp.concatenate([prompt, tokens.T, last[:, None]], axis=1)
+    def step(carry):
+        i, token, cache, out, done = carry  # token: the new token i - 1 of every row
+        where = fp.padding_aware_positions(jnp.ones((batch, 1), jnp.int32), start=lengths + i - 1)
+        logits, cache = forward(token[:, None], key_mask, cache, prompt_len + i - 1, where)
+        token = jnp.where(done, pad, jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32))
+        out = jax.lax.dynamic_update_slice(out, token[:, None], (0, i))
+        return i + 1, token, cache, out, done | (token == eos)
+
+    carry = (jnp.int32(1), first, cache, out, first == eos)
+    steps, _, _, out, _ = jax.lax.while_loop(keep_going, step, carry)
+    return out, steps
+
+
+def cast_floats(tree, dtype):
+    """Every floating array of ``tree`` (an ``nnx.State`` or a variables dict) cast to ``dtype``."""
+    dtype = jnp.dtype(dtype)
+    return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
+
+
+def set_dtype(model, dtype):
+    """Cast an NNX model's floating parameters to ``dtype`` in place; its cache follows (``model.dtype``)."""
+    nnx.update(model, cast_floats(nnx.state(model), dtype))
+    model.dtype = jnp.dtype(dtype)
+    return model
 
 
 # ----------------------------------------------------------------------------- training
@@ -323,25 +482,131 @@ def train_step(model, optimizer, ids):
 
 
 def ids_argument(text: str) -> list[int]:
-    """Parse ``"15496,11,995"`` (the ``--prompt`` of the model scripts) into token ids."""
+    """Parse ``"15496,11,995"`` (``--prompt-ids``, and the old ``--prompt``) into token ids."""
     try:
         return [int(t) for t in text.replace(" ", ",").split(",") if t]
     except ValueError:
-        raise SystemExit(f"--prompt: expected comma-separated token ids such as 15496,11,995, got {text!r}") from None
+        raise SystemExit(
+            f"--prompt-ids: expected comma-separated token ids such as 15496,11,995, got {text!r}"
+        ) from None
 
 
-def cli(description: str, load, argv=None) -> None:
-    """The shared ``python examples/models/<model>.py PATH --prompt IDS --max-new-tokens N``."""
+def looks_like_ids(text: str) -> bool:
+    """True for the old ``--prompt`` form: comma-separated integers only (``"15496,11,995"``, ``"0"``)."""
+    return bool(re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", text))
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
+
+
+def load_tokenizer(path):
+    """The checkpoint's own tokenizer (``transformers.AutoTokenizer``), or ``None`` when the
+    directory holds no tokenizer file."""
+    if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def encode_prompts(tokenizer, texts: list[str], *, chat: bool = True) -> list[list[int]]:
+    """Token ids of each text; through the tokenizer's chat template (one user turn and the
+    generation prompt) when it has one and ``chat``."""
+    rows = []
+    for text in texts:
+        if chat and getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+            )
+            rows.append(list(tokenizer(text, add_special_tokens=False)["input_ids"]))
+        else:
+            rows.append(list(tokenizer(text)["input_ids"]))
+    return rows
+
+
+def left_pad(rows: list[list[int]], pad_token_id: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, attention_mask)`` of a ragged list of rows, left-padded to the longest."""
+    length = max(len(r) for r in rows)
+    ids = np.full((len(rows), length), 0 if pad_token_id is None else pad_token_id, np.int64)
+    mask = np.zeros((len(rows), length), np.int64)
+    for i, row in enumerate(rows):
+        if row:
+            ids[i, length - len(row) :], mask[i, length - len(row) :] = row, 1
+    return ids, mask
+
+
+def special_ids(path, tokenizer) -> tuple[int | None, int | None]:
+    """``(eos_token_id, pad_token_id)`` of a checkpoint: ``generation_config.json``, then
+    ``config.json``, then the tokenizer (a list of eos ids: the first)."""
+    import json
+
+    found = {}
+    for name in ("generation_config.json", "config.json"):
+        file = Path(path) / name
+        if file.is_file():
+            data = json.loads(file.read_text())
+            for key in ("eos_token_id", "pad_token_id"):
+                if found.get(key) is None and data.get(key) is not None:
+                    value = data[key]
+                    found[key] = value[0] if isinstance(value, list) and value else value
+    if tokenizer is not None:
+        for key in ("eos_token_id", "pad_token_id"):
+            if found.get(key) is None:
+                found[key] = getattr(tokenizer, key, None)
+    return found.get("eos_token_id"), found.get("pad_token_id")
+
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def cli(description: str, load, argv=None, *, run=None) -> None:
+    """The shared ``python examples/models/<model>.py PATH --prompt TEXT --max-new-tokens N``.
+
+    ``load(path, dtype=...)`` builds the model; ``run(model, ids, max_new_tokens, **kwargs)``
+    decodes (default :func:`generate`). Text goes through the checkpoint's tokenizer (its chat
+    template when it has one); ``--prompt-ids`` (or an old-style ``--prompt 15496,11,995``)
+    takes token ids and prints ids. Several ``--prompt`` make one left-padded batch.
+    """
     import argparse
 
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path, help="Hugging Face checkpoint directory (config.json + model.safetensors)")
-    parser.add_argument("--prompt", default="0", help="prompt token ids, comma-separated (default: 0)")
+    parser.add_argument(
+        "--prompt",
+        action="append",
+        help="prompt text, tokenized by the checkpoint's tokenizer (chat template when it has one); repeat for a "
+        "batch. A value of comma-separated integers only (the old form, e.g. 15496,11,995) is read as token ids",
+    )
+    parser.add_argument("--prompt-ids", action="append", help="prompt token ids, comma-separated; repeat for a batch")
     parser.add_argument("--max-new-tokens", type=int, default=20, help="tokens to generate greedily (default: 20)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="parameters and KV cache dtype")
+    parser.add_argument("--no-chat-template", action="store_true", help="tokenize the text as is")
+    parser.add_argument("--no-eos", action="store_true", help="do not stop at the checkpoint's eos_token_id")
     args = parser.parse_args(argv)
+    texts = [p for p in args.prompt or [] if not looks_like_ids(p)]
+    id_rows = [ids_argument(p) for p in (args.prompt_ids or []) + [p for p in args.prompt or [] if looks_like_ids(p)]]
+    if texts and id_rows:
+        parser.error("--prompt: give either text or token ids, not both")
+    if not texts and not id_rows:
+        id_rows = [[0]]
+    run = run or generate
     try:
-        model = load(args.path)
-        ids = generate(model, [ids_argument(args.prompt)], args.max_new_tokens)
-    except (fp.PositionLimitError, fp.CheckpointError, ValueError) as e:
+        tokenizer = load_tokenizer(args.path)
+        if texts and tokenizer is None:
+            raise ValueError(
+                f"--prompt: {args.path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); pass --prompt-ids"
+            )
+        eos, pad = special_ids(args.path, tokenizer)
+        eos = None if args.no_eos else eos
+        rows = encode_prompts(tokenizer, texts, chat=not args.no_chat_template) if texts else id_rows
+        ids, mask = left_pad(rows, pad if pad is not None else eos)
+        model = load(args.path, dtype=DTYPES[args.dtype])
+        out = run(model, ids, args.max_new_tokens, attention_mask=mask, eos_token_id=eos, pad_token_id=pad)
+    except (fp.PositionLimitError, fp.CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
-    print(",".join(str(int(t)) for t in ids[0]))
+    out = np.asarray(out)
+    for row, new in zip(rows, out[:, ids.shape[1] :]):
+        if texts:
+            print(tokenizer.decode([int(t) for t in new], skip_special_tokens=True))
+        else:
+            print(",".join(str(int(t)) for t in [*row, *new]))

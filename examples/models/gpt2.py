@@ -7,12 +7,13 @@ with ``from_pretrained``: its 1024-row table is the context limit, and a positio
 
     model = from_pretrained("path/to/gpt2")             # config.json + model.safetensors
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
-    out = generate(model, [[15496, 11, 995]], 20)        # greedy, KV cache, one jitted scan
+    out = generate(model, ids, 20, attention_mask=mask, eos_token_id=50256)  # greedy, KV cache, bucketed
 
 Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
 Tested against transformers in ``tests/test_models_gpt2.py``; numbers in ``docs/models.md``.
 
-    python examples/models/gpt2.py PATH --prompt 15496,11,995 --max-new-tokens 20
+    python examples/models/gpt2.py PATH --prompt "Hello, world" --max-new-tokens 20
+    python examples/models/gpt2.py PATH --prompt-ids 15496,11,995 --max-new-tokens 20
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ class GPT2(nnx.Module):
         self.embed_dropout = nnx.Dropout(config.get("embd_pdrop", 0.1), rngs=rngs)
         self.h = nnx.List([Block(config, rngs=rngs) for _ in range(config["n_layer"])])
         self.ln_f = LayerNorm(dim, config.get("layer_norm_epsilon", 1e-5))
+        self.dtype = jnp.dtype(jnp.float32)  # of the parameters and the KV cache (common.set_dtype)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.embed.vocab_size
 
     @property
     def position_limit(self) -> int:
@@ -104,18 +110,23 @@ class GPT2(nnx.Module):
         return self.embed.spec.position.name
 
     def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        return common.init_cache(len(self.h), batch, max_len, self.heads, self.head_dim)
+        return common.init_cache(len(self.h), batch, max_len, self.heads, self.head_dim, self.dtype)
 
-    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0):
+    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
         """Logits ``(batch, seq, vocab)`` of ``input_ids`` ``(batch, seq)``.
 
-        With ``cache`` (from :meth:`init_cache`) the tokens sit at positions ``start ..`` (a
-        Python int or a traced scalar) and ``(logits, new_cache)`` is returned.
+        With ``cache`` (from :meth:`init_cache`) the tokens are written at cache slots ``start ..``
+        (a Python int or a traced scalar) and ``(logits, new_cache)`` is returned.
         ``attention_mask`` ``(batch, keys)``: 1 for real tokens (keys = the cache length with one).
-        A known position past ``n_positions`` raises ``PositionLimitError`` while tracing.
+        ``positions`` ``(batch, seq)``: per-row positions (a left-padded batch: from the mask);
+        default ``start ..``. A known position past ``n_positions`` raises ``PositionLimitError``
+        while tracing, a traced one fails at run time.
         """
         input_ids = jnp.asarray(input_ids)
-        x = self.embed_dropout(self.embed(input_ids, start=start))
+        embedded = (
+            self.embed(input_ids, start=start) if positions is None else self.embed(input_ids, position_ids=positions)
+        )
+        x = self.embed_dropout(embedded)
         x, new_cache = common.run_layers(self.h, x, input_ids, cache=cache, start=start, attention_mask=attention_mask)
         logits = self.embed.attend(self.ln_f(x))  # the tied head
         return logits if cache is None else (logits, new_cache)
@@ -125,11 +136,12 @@ class GPT2(nnx.Module):
         self.embed = self.embed.extend_positions(num_positions, method=method)
 
 
-def from_pretrained(path, *, seed: int = 0) -> GPT2:
+def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> GPT2:
     """A :class:`GPT2` holding every weight of a Hugging Face GPT-2 checkpoint.
 
     ``path``: a directory with ``config.json`` and ``model.safetensors`` (``GPT2Model`` or
-    ``GPT2LMHeadModel``). Raises ``CheckpointError`` (one line) for a missing or malformed tensor.
+    ``GPT2LMHeadModel``); ``dtype``: of the parameters, the computation and the KV cache (e.g.
+    ``jnp.bfloat16``). Raises ``CheckpointError`` (one line) for a missing or malformed tensor.
     """
     w = Weights(path, prefixes=("transformer.", ""), probe="wte.weight")
     model = GPT2(w.config, fp.nnx.TransformerInput.from_pretrained(path), rngs=nnx.Rngs(seed))
@@ -143,15 +155,26 @@ def from_pretrained(path, *, seed: int = 0) -> GPT2:
         block.c_proj.load(w, p + "mlp.c_proj", transpose=False)
     model.ln_f.load(w, "ln_f")
     model.eval()
-    return model
+    return common.set_dtype(model, dtype)
 
 
-def generate(model: GPT2, prompt_ids, max_new_tokens: int) -> jax.Array:
-    """Greedy ids ``(batch, prompt + max_new_tokens)``; see :func:`common.generate`.
+def generate(
+    model: GPT2, prompt_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, pad_token_id=None
+) -> jax.Array:
+    """Greedy ids ``(batch, prompt_len + steps)``, equal to transformers' ``generate(do_sample=False)``;
+    ragged batches left-padded with ``attention_mask``, rows stopping at ``eos_token_id``; see
+    :func:`common.generate`.
 
-    Raises ``PositionLimitError`` when prompt + new tokens exceed ``n_positions``.
+    Raises ``PositionLimitError`` when the longest prompt + new tokens exceed ``n_positions``.
     """
-    return common.generate(model, prompt_ids, max_new_tokens)
+    return common.generate(
+        model,
+        prompt_ids,
+        max_new_tokens,
+        attention_mask=attention_mask,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
 
 
 if __name__ == "__main__":

@@ -4,14 +4,15 @@ Same architecture, same checkpoint, same numbers as the NNX version; the Linen w
 are descriptions, parameters live in a ``variables`` dict, and ``from_pretrained`` returns
 ``(module, variables)`` like :meth:`flax_posenc.linen.TransformerInput.from_pretrained`.
 The KV cache is passed in and returned (no mutable collection), so the decoding loop is the
-same pure :func:`common.greedy_decode` the NNX models use.
+same pure :func:`common.greedy_decode` (and host-side :class:`common.Request`) the NNX models use.
 
     module, variables = from_pretrained("path/to/gpt2")
     logits = module.apply(variables, ids)                          # (batch, seq, vocab)
-    out = generate(module, variables, [[15496, 11, 995]], 20)      # greedy, KV cache, jitted scan
+    out = generate(module, variables, ids, 20, attention_mask=mask, eos_token_id=50256)  # bucketed
     # training: module.apply(variables, ids, deterministic=False, rngs={"dropout": key})
 
-    python examples/models/gpt2_linen.py PATH --prompt 15496,11,995 --max-new-tokens 20
+    python examples/models/gpt2_linen.py PATH --prompt "Hello, world" --max-new-tokens 20
+    python examples/models/gpt2_linen.py PATH --prompt-ids 15496,11,995 --max-new-tokens 20
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -86,19 +88,23 @@ class GPT2(nn.Module):
     eps: float = 1e-5
     dropout: float = 0.1
     attn_dropout: float = 0.1
+    dtype: Any = jnp.float32  # of the KV cache (from_pretrained casts the parameters to it)
 
     @property
     def position_limit(self) -> int:
         return self.embed.num_positions
 
     def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        return common.init_cache(self.layers, batch, max_len, self.heads, self.embed.dim // self.heads)
+        return common.init_cache(self.layers, batch, max_len, self.heads, self.embed.dim // self.heads, self.dtype)
 
     @nn.compact
-    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, deterministic=True):
+    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None, deterministic=True):
         """Logits, or ``(logits, new_cache)`` with ``cache``: see ``gpt2.GPT2.__call__``."""
         input_ids = jnp.asarray(input_ids)
-        x = nn.Dropout(self.dropout, deterministic=deterministic)(self.embed(input_ids, start=start))
+        embedded = (
+            self.embed(input_ids, start=start) if positions is None else self.embed(input_ids, position_ids=positions)
+        )
+        x = nn.Dropout(self.dropout, deterministic=deterministic)(embedded)
         k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
         mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
         new_cache = []
@@ -115,8 +121,9 @@ class GPT2(nn.Module):
         return logits if cache is None else (logits, new_cache)
 
 
-def from_pretrained(path) -> tuple[GPT2, dict]:
-    """``(module, variables)`` holding every weight of a Hugging Face GPT-2 checkpoint."""
+def from_pretrained(path, *, dtype=jnp.float32) -> tuple[GPT2, dict]:
+    """``(module, variables)`` holding every weight of a Hugging Face GPT-2 checkpoint; ``dtype``:
+    of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
     w = Weights(path, prefixes=("transformer.", ""), probe="wte.weight")
     embed, embed_variables = fp.linen.TransformerInput.from_pretrained(path)
     c = w.config
@@ -128,6 +135,7 @@ def from_pretrained(path) -> tuple[GPT2, dict]:
         c.get("layer_norm_epsilon", 1e-5),
         c.get("resid_pdrop", 0.1),
         c.get("attn_pdrop", 0.1),
+        jnp.dtype(dtype),
     )
 
     def linear(key):  # Conv1D weights are already (in, out)
@@ -151,43 +159,55 @@ def from_pretrained(path) -> tuple[GPT2, dict]:
     boxes = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 1), jnp.int32))["params"]
     is_box = lambda x: isinstance(x, nn.LogicallyPartitioned)  # noqa: E731
     params = jax.tree.map(lambda box, value: box.replace_boxed(value), boxes, params, is_leaf=is_box)
-    return module, {"params": params}
+    return module, common.cast_floats({"params": params}, dtype)
 
 
-def generate(module: GPT2, variables: dict, prompt_ids, max_new_tokens: int) -> jax.Array:
-    """Greedy ids ``(batch, prompt + max_new_tokens)``, as ``gpt2.generate``.
+def generate(
+    module: GPT2,
+    variables: dict,
+    prompt_ids,
+    max_new_tokens: int,
+    *,
+    attention_mask=None,
+    eos_token_id=None,
+    pad_token_id=None,
+) -> jax.Array:
+    """Greedy ids ``(batch, prompt_len + steps)``, as ``gpt2.generate`` (same arguments, same
+    buckets: :class:`common.Request` on the host, :func:`common.greedy_decode` on device).
 
-    Raises ``PositionLimitError`` when prompt + new tokens exceed ``n_positions``.
+    Raises ``PositionLimitError`` when the longest prompt + new tokens exceed ``n_positions``.
     """
-    prompt = jnp.asarray(prompt_ids, jnp.int32)
-    common.check_generation_length(
-        prompt.shape[1], max_new_tokens, module.position_limit, module.embed.spec.position.name
+    request = common.Request(
+        prompt_ids,
+        max_new_tokens,
+        attention_mask=attention_mask,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        vocab_size=module.embed.spec.vocab_size,
+        limit=module.position_limit,
+        what=module.embed.spec.position.name,
     )
-    return _generate(module, variables, prompt, max_new_tokens)
+    new, steps = _generate(
+        module, request.new_bucket, variables, request.padded_prompt, request.padded_mask, *request.scalars
+    )
+    return request.result(new, steps)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3))
-def _generate(module, variables, prompt, max_new_tokens):
-    forward = lambda ids, cache, start: module.apply(variables, ids, cache=cache, start=start)  # noqa: E731
-    return common.greedy_decode(forward, module.init_cache, prompt, max_new_tokens)
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _generate(module, new_bucket, variables, prompt, mask, max_new_tokens, eos, pad):
+    def forward(ids, key_mask, cache, start, positions):
+        return module.apply(variables, ids, key_mask, cache=cache, start=start, positions=positions)
+
+    return common.greedy_decode(forward, module.init_cache, prompt, mask, max_new_tokens, eos, pad, new_bucket)
 
 
 def main(argv=None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "path", type=Path, help="Hugging Face GPT-2 checkpoint directory (config.json + model.safetensors)"
+    common.cli(
+        __doc__,
+        from_pretrained,
+        argv,
+        run=lambda loaded, ids, n, **kwargs: generate(*loaded, ids, n, **kwargs),
     )
-    parser.add_argument("--prompt", default="0", help="prompt token ids, comma-separated (default: 0)")
-    parser.add_argument("--max-new-tokens", type=int, default=20, help="tokens to generate greedily (default: 20)")
-    args = parser.parse_args(argv)
-    try:
-        module, variables = from_pretrained(args.path)
-        ids = generate(module, variables, [common.ids_argument(args.prompt)], args.max_new_tokens)
-    except (fp.PositionLimitError, fp.CheckpointError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
-    print(",".join(str(int(t)) for t in ids[0]))
 
 
 if __name__ == "__main__":

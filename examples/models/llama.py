@@ -12,12 +12,13 @@ SiLU-gated MLP, a final RMSNorm and the ``lm_head`` (tied when ``tie_word_embedd
 
     model = from_pretrained("path/to/llama")            # config.json + model.safetensors
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
-    out = generate(model, [[1, 15043]], 20)              # greedy, KV cache, one jitted scan
+    out = generate(model, ids, 20, attention_mask=mask, eos_token_id=2)  # greedy, KV cache, bucketed
 
 Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
 Tested in ``tests/test_models_llama.py``; numbers in ``docs/models.md``.
 
-    python examples/models/llama.py PATH --prompt 1,15043 --max-new-tokens 20
+    python examples/models/llama.py PATH --prompt "What is RoPE?" --max-new-tokens 20
+    python examples/models/llama.py PATH --prompt-ids 1,15043 --max-new-tokens 20
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ class Attention(nnx.Module):
         self.v_proj = Linear(dim, kv_heads * head_dim, ("embed", "kv"), bias=bias, rngs=rngs)
         self.o_proj = Linear(heads * head_dim, dim, ("heads", "embed"), bias=bias, rngs=rngs)
 
-    def __call__(self, x, *, mask, layer_cache=None, start=0):
+    def __call__(self, x, *, mask, layer_cache=None, start=0, positions=None):
         b, s, _ = x.shape
         q = self.q_proj(x).reshape(b, s, self.heads, self.head_dim)
         k = self.k_proj(x).reshape(b, s, self.kv_heads, self.head_dim)
         v = self.v_proj(x).reshape(b, s, self.kv_heads, self.head_dim)
-        q, k = fp.apply_rope_qk(q, k, self.rope, start=start)  # one cos/sin for both
+        q, k = fp.apply_rope_qk(q, k, self.rope, positions, start=start)  # one cos/sin for both
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
         return self.o_proj(common.attention(q, k, v, mask=mask).reshape(b, s, -1)), layer_cache
 
@@ -79,8 +80,10 @@ class Block(nnx.Module):
         self.up_proj = Linear(dim, inner, ("embed", "mlp"), bias=bias, rngs=rngs)
         self.down_proj = Linear(inner, dim, ("mlp", "embed"), bias=bias, rngs=rngs)
 
-    def __call__(self, x, *, mask, layer_cache=None, start=0):
-        a, layer_cache = self.self_attn(self.input_layernorm(x), mask=mask, layer_cache=layer_cache, start=start)
+    def __call__(self, x, *, mask, layer_cache=None, start=0, positions=None):
+        a, layer_cache = self.self_attn(
+            self.input_layernorm(x), mask=mask, layer_cache=layer_cache, start=start, positions=positions
+        )
         x = x + a
         h = self.post_attention_layernorm(x)
         return x + self.down_proj(jax.nn.silu(self.gate_proj(h)) * self.up_proj(h)), layer_cache
@@ -102,6 +105,11 @@ class Llama(nnx.Module):
         self.norm = LayerNorm(dim, config.get("rms_norm_eps", 1e-6), rms=True)
         tied = config.get("tie_word_embeddings", False)
         self.lm_head = None if tied else Linear(dim, vocab, ("embed", "vocab"), bias=False, rngs=rngs)
+        self.dtype = jnp.dtype(jnp.float32)  # of the parameters and the KV cache (common.set_dtype)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.embed.vocab_size
 
     @property
     def position_limit(self) -> int | None:
@@ -112,23 +120,25 @@ class Llama(nnx.Module):
         return f"llama {self.rope.rope_type} RoPE"
 
     def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        return common.init_cache(len(self.layers), batch, max_len, self.kv_heads, self.rope.head_dim)
+        return common.init_cache(len(self.layers), batch, max_len, self.kv_heads, self.rope.head_dim, self.dtype)
 
-    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0):
-        """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at positions
-        ``start ..`` (a Python int or traced). See ``gpt2.GPT2.__call__`` for the arguments."""
+    def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
+        """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at cache slots
+        ``start ..`` (a Python int or traced), per-row RoPE ``positions`` ``(batch, seq)`` (default
+        ``start ..``). See ``gpt2.GPT2.__call__`` for the arguments."""
         input_ids = jnp.asarray(input_ids)
         x = self.embed(input_ids)
         x, new_cache = common.run_layers(
-            self.layers, x, input_ids, cache=cache, start=start, attention_mask=attention_mask
+            self.layers, x, input_ids, cache=cache, start=start, attention_mask=attention_mask, positions=positions
         )
         x = self.norm(x)
         logits = self.embed.attend(x) if self.lm_head is None else self.lm_head(x)
         return logits if cache is None else (logits, new_cache)
 
 
-def from_pretrained(path, *, seed: int = 0) -> Llama:
-    """A :class:`Llama` holding every weight of a Hugging Face Llama checkpoint directory."""
+def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Llama:
+    """A :class:`Llama` holding every weight of a Hugging Face Llama checkpoint directory;
+    ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
     w = Weights(path, prefixes=("model.", ""), probe="embed_tokens.weight")
     rope = relative_config_from_dict(w.config, source=str(path)).rope
     model = Llama(w.config, rope, rngs=nnx.Rngs(seed))
@@ -144,15 +154,26 @@ def from_pretrained(path, *, seed: int = 0) -> Llama:
     model.norm.load(w, "norm")
     if model.lm_head is not None:
         common.assign(model.lm_head.kernel, w("lm_head.weight", transpose=True, prefixed=False), "lm_head.weight")
-    return model
+    return common.set_dtype(model, dtype)
 
 
-def generate(model: Llama, prompt_ids, max_new_tokens: int) -> jax.Array:
-    """Greedy ids ``(batch, prompt + max_new_tokens)``; see :func:`common.generate`.
+def generate(
+    model: Llama, prompt_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, pad_token_id=None
+) -> jax.Array:
+    """Greedy ids ``(batch, prompt_len + steps)``, equal to transformers' ``generate(do_sample=False)``;
+    ragged batches left-padded with ``attention_mask``, rows stopping at ``eos_token_id``; see
+    :func:`common.generate`.
 
-    Raises ``PositionLimitError`` when prompt + new tokens exceed the RoPE limit.
+    Raises ``PositionLimitError`` when the longest prompt + new tokens exceed the RoPE limit.
     """
-    return common.generate(model, prompt_ids, max_new_tokens)
+    return common.generate(
+        model,
+        prompt_ids,
+        max_new_tokens,
+        attention_mask=attention_mask,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
 
 
 if __name__ == "__main__":
