@@ -69,14 +69,17 @@ def limit_name(config: RopeConfig) -> str:
     """``"llama3 RoPE (max_position_embeddings 131072)"``: the limit's name in error messages.
 
     >>> limit_name(RopeConfig(head_dim=8, rope_type="linear", factor=2.0, max_position_embeddings=16))
-    'linear RoPE (max_position_embeddings 16, scaled limit 32)'
+    'linear RoPE (the larger of max_position_embeddings 16 and scaled limit 32)'
     """
     parts = []
     if config.max_position_embeddings is not None:
         parts.append(f"max_position_embeddings {config.max_position_embeddings}")
     if config.scaled_limit is not None:
         parts.append(f"scaled limit {config.scaled_limit}")
-    return f"{config.rope_type} RoPE ({', '.join(parts)})" if parts else f"{config.rope_type} RoPE"
+    if not parts:
+        return f"{config.rope_type} RoPE"
+    why = parts[0] if len(parts) == 1 else f"the larger of {' and '.join(parts)}"
+    return f"{config.rope_type} RoPE ({why})"
 
 
 def default_positions(length: int, start: int | jax.Array = 0):

@@ -155,7 +155,7 @@ def scaling_of(rope_type: str) -> RopeScaling:
     >>> scaling_of("ntk")
     Traceback (most recent call last):
     ...
-    ValueError: rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope
+    ValueError: rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope, proportional
     """
     row = ROPE_SCALINGS.get(rope_type) if isinstance(rope_type, str) else None
     if row is None:
@@ -566,7 +566,6 @@ ROPE_SCALINGS: Mapping[str, RopeScaling] = MappingProxyType(
         for row in (
             RopeScaling("default", _default, uses_factor=False),
             RopeScaling("linear", _linear, ("factor",), trained_length_field="max_position_embeddings"),
-            RopeScaling("proportional", _proportional, full_width=True),
             RopeScaling(
                 "dynamic",
                 _dynamic,
@@ -594,6 +593,7 @@ ROPE_SCALINGS: Mapping[str, RopeScaling] = MappingProxyType(
                 needs_length=True,
                 check=_check_longrope,
             ),
+            RopeScaling("proportional", _proportional, full_width=True),
         )
     }
 )

@@ -149,7 +149,7 @@ def test_nope_layers(tmp_path):
         ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types as a list of num_hidden_layers = 4 entries"),
         ({"layer_types": ["sliding_attention", "full_attention", "global", "full_attention"]}, "none for global"),
         ({"rope_parameters": {"sliding_attention": {"rope_type": "spiral", "rope_theta": 1e4},
-                              "full_attention": {"rope_theta": 1e6}}}, "rope_type one of"),
+                              "full_attention": {"rope_theta": 1e6}}}, "unknown scaling type 'spiral'"),
         ({"rope_parameters": {"sliding_attention": {"rope_theta": 0}, "full_attention": {"rope_theta": 1e6}}},
          "rope_theta"),
         ({"per_layer_config": {"9": {"head_dim": 8}}}, "per_layer_config keys layer indices 0..3"),

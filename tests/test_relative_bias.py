@@ -347,7 +347,12 @@ def test_cli_inspect_check_plot(ckpts, tmp_path, capsys):
     assert verdict["fits"] is True and verdict["family"] == "t5"
     assert main(["plot", str(ckpts["mpnet"][1]), "--out", str(tmp_path / "figs")]) == 0
     names = sorted(p.name for p in (tmp_path / "figs").iterdir())
-    assert names == ["encoder_bias.png", "encoder_buckets.png"]
+    # MPNet has two mechanisms: its learned table's figures, then its relative bias's, each under its prefix
+    assert [n for n in names if n.startswith("2_relative_bias_")] == [
+        "2_relative_bias_encoder_bias.png",
+        "2_relative_bias_encoder_buckets.png",
+    ]
+    assert "1_learned_heatmap.png" in names
 
 
 # --------------------------------------------------------------------------- the example model

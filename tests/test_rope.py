@@ -226,7 +226,7 @@ def test_dynamic_needs_static_length_when_traced():
         ),
         (
             dict(head_dim=64, rope_type="ntk"),
-            r"^rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope$",
+            r"^rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope, proportional$",
         ),
         (
             dict(head_dim=64, rope_type="linear", factor=0.0),
@@ -257,7 +257,7 @@ def test_positions_past_the_limit_raise():
     fp.rotary_cos_sin(jnp.arange(32), cfg)
     with pytest.raises(
         PositionLimitError,
-        match=r"^linear RoPE \(max_position_embeddings 16, scaled limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
+        match=r"^linear RoPE \(the larger of max_position_embeddings 16 and scaled limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
     ):
         fp.rotary_cos_sin(jnp.arange(33), cfg)
     with pytest.raises(TypeError, match="positions: expected an integer array"):

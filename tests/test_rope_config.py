@@ -204,7 +204,7 @@ def test_alibi_families(tmp_path):
     [
         (
             {"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "ntk", "factor": 2.0}},
-            "rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope",
+            "rope_type: unknown scaling type 'ntk'; known types: default, linear, dynamic, yarn, llama3, longrope, proportional",
         ),
         (
             {"model_type": "llama", **SMALL, "rope_scaling": {"rope_type": "linear", "factor": -1.0}},
@@ -375,4 +375,4 @@ def test_rope_audit_lists_what_is_read():
     audit = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "rope_audit.py"))["audit"]
     _, read, unread = audit()
     assert set(read) <= {t for f in RELATIVE_FAMILIES.values() for t in f.model_types}
-    assert {"phi3", "llama", "bloom", "mpt"} <= set(read) and "gemma" in unread and not set(read) & set(unread)
+    assert {"phi3", "llama", "bloom", "mpt", "gemma", "gemma2", "qwen3"} <= set(read) and not set(read) & set(unread)

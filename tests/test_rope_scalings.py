@@ -89,7 +89,7 @@ def test_a_registered_scaling_type_works_end_to_end(with_foo):
         max_position_embeddings=128,
         original_max_position_embeddings=16,
     )
-    assert rc.limit == 128 and "scaled limit 64 = 4 x 16" in rc.describe_limit()
+    assert rc.limit == 128 and "the larger of max_position_embeddings 128 and scaled 4 x 16 = 64" in rc.describe_limit()
     np.testing.assert_allclose(fp.rope_inverse_frequencies(rc.rope)[0], reference(8, 100.0, 4.0), rtol=1e-15)
 
 

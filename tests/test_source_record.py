@@ -59,7 +59,7 @@ def sources(tmp_path_factory):
 )
 def test_every_kind_implements_the_protocol(sources, kind, cls, limit):
     rec = inspect_source(sources[kind])
-    assert isinstance(rec, cls) and isinstance(rec, SourceRecord)
+    assert isinstance(rec.mechanisms[0].record, cls) and isinstance(rec, SourceRecord)
     assert rec.limit == limit and rec.source == sources[kind]
     phrase = rec.describe_limit()
     assert sources[kind] in phrase

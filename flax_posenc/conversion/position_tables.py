@@ -10,7 +10,7 @@ the checkpoint uses), the reserved leading rows, and whether they come from ``pa
 (``tests/test_conformance.py``: the rows equal the checkpoint's, a forward pass of ``limit``
 tokens works in transformers and one of ``limit + 1`` fails).
 
->>> TABLE_FAMILIES["albert"].key_suffix
+>>> TABLE_FAMILIES["bert_like"].key_suffix
 'embeddings.position_embeddings.weight'
 """
 
