@@ -52,11 +52,15 @@ from flax_posenc.sinusoid_math import (
     OddDim,
     arrange_sin_cos,
     check_sinusoid_options,
+    frequency_turns,
+    round_once,
     sinusoidal_frequencies,
     sinusoidal_table_np,
+    sinusoidal_values,
 )
 
 __all__ = [
+    "HOST_CONSTANT_BYTES",
     "INT32_RANGE",
     "LAYOUTS",
     "TABLE_GATHER_ELEMENTS",
@@ -67,6 +71,7 @@ __all__ = [
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "sinusoidal_table",
+    "turn_cos_sin",
 ]
 
 _DIGIT_BITS = 8
@@ -77,6 +82,13 @@ _DIGITS = 4  # 4 x 8 bits: every int32 position
 #: (4 MiB of float32: GPT-2's 1024 x 768 is 0.75 Mi); larger ones use :func:`exact_cos_sin`, whose
 #: compile time does not grow with the limit (``python benchmarks/sinusoid_paths.py``).
 TABLE_GATHER_ELEMENTS = 2**20
+
+#: known (static) positions whose encoding (RoPE: ``cos`` and ``sin``) takes at most this many
+#: bytes are computed in float64 on the host and embedded in the program, rounded once; larger
+#: ones are computed on device by :func:`turn_cos_sin` from an iota (``overflow.known_positions``),
+#: so the program's size and compile time do not grow with the sequence (docs/benchmarks.md,
+#: "Program size and compile time at static positions").
+HOST_CONSTANT_BYTES = 64 * 1024
 
 
 def sinusoidal_table(
@@ -94,9 +106,11 @@ def sinusoidal_table(
     """The ``(length, dim)`` table of positions ``start .. start + length - 1``.
 
     Computed in float64 on the host and rounded once to ``dtype``: every entry is the
-    correctly rounded value of ``sin``/``cos`` of the float64 angle. Use it for static lengths
-    (it becomes a compile-time constant under ``jit``); for positions known only at run time
-    use :func:`sinusoidal_encoding`.
+    correctly rounded value of ``sin``/``cos`` of the float64 angle. Under ``jit`` it is a
+    compile-time constant of ``length * dim`` values, which grows the program with the length;
+    :func:`sinusoidal_encoding` of ``np.arange(start, start + length)`` gives the same values
+    within 1e-7 from a program whose size does not depend on the length, and takes positions
+    known only at run time.
 
     Args:
       length: number of positions (rows), ``>= 0``.
@@ -256,6 +270,75 @@ def exact_cos_sin(
     return cos, sin
 
 
+# sin and cos on [-pi/4, pi/4]: Cephes' sinf/cosf minimax coefficients (float32, ~1 ulp)
+_SIN = (-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4)
+_COS = (4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5)
+_RAD_PER_UNIT = 2 * np.pi / 2**32  # radians per 2**-32 turn, as float32 high and low parts
+_RAD_HI = np.float32(_RAD_PER_UNIT)
+_RAD_LO = np.float32(_RAD_PER_UNIT - float(_RAD_HI))
+
+
+def _mul_high(a: jax.Array, b: jax.Array) -> jax.Array:
+    """The high 32 bits of the 64-bit product of uint32 ``a`` and ``b`` (16-bit halves; no uint64)."""
+    mask = np.uint32(0xFFFF)
+    a0, a1, b0, b1 = a & mask, a >> 16, b & mask, b >> 16
+    middle = a1 * b0 + ((a0 * b0) >> 16)  # < 2**32: no carry lost
+    middle2 = a0 * b1 + (middle & mask)
+    return a1 * b1 + (middle >> 16) + (middle2 >> 16)
+
+
+def turn_cos_sin(positions: jax.Array, frequencies: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """``cos(p * w)`` and ``sin(p * w)`` in float32 for int32 ``p``, from the angle in fixed-point turns.
+
+    The static-position path of :func:`sinusoidal_encoding` and :func:`flax_posenc.rope.rotary_cos_sin`
+    (traced positions use :func:`exact_cos_sin`). Each frequency is held as ``frac(w / 2pi)`` in
+    64-bit fixed point (:func:`~flax_posenc.sinusoid_math.frequency_turns`, computed on the
+    host from the float64 ``w``); ``p * w / 2pi mod 1`` is then an integer product modulo
+    ``2**64``, computed exactly in uint32 arithmetic (two's complement ``p``: a negative ``p``
+    subtracts ``2**32`` times the fraction). Its top two bits (rounded) pick the quadrant, the
+    rest is a float32 angle ``|x| <= pi/4`` (one rounding) whose ``sin``/``cos`` are polynomials,
+    then swapped and signed by the quadrant. No table, no gather: the program holds two uint32
+    words per frequency, whatever the positions. Every result is within 1e-7 of the float64
+    value of ``cos``/``sin`` of the float64 angle for ``|p| < 2**24`` (measured: 9.3e-8; above
+    that float64's own rounding of ``p * w`` grows to 1e-7 at ``2**31``); the digits of
+    :func:`exact_cos_sin` give 1.9e-7.
+
+    Args:
+      positions: integer array, any shape, values in the int32 range.
+      frequencies: host float64 array of ``n`` angular frequencies (radians per position).
+
+    Returns:
+      ``(cos, sin)``, each float32 of shape ``positions.shape + (n,)``.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> cos, sin = turn_cos_sin(jnp.array([0, 3, -3]), np.array([1.0, 0.5]))
+    >>> [round(float(v), 6) for v in sin[:, 0]], round(float(cos[2, 1]), 6)
+    ([0.0, 0.14112, -0.14112], 0.070737)
+    """
+    high, low = frequency_turns(frequencies)
+    p = jnp.asarray(positions).astype(jnp.int32)[..., None]
+    u = jax.lax.bitcast_convert_type(p, jnp.uint32)
+    # frac(p w / 2pi) * 2**64 = top * 2**32 + rest (mod 2**64); p = u - 2**32 when p < 0
+    top = u * high + _mul_high(u, low) - jnp.where(p < 0, low, np.uint32(0))
+    rest = u * low
+    # the nearest quarter turn: q's top two bits; its other 30 bits, less 2**29, are the remainder
+    q = top + np.uint32(1 << 29)
+    units = jax.lax.bitcast_convert_type(q & np.uint32(0x3FFFFFFF), jnp.int32) - np.int32(1 << 29)
+    coarse = units.astype(jnp.float32)  # the remainder in 2**-32 turns: |units| <= 2**29
+    fine = (units - coarse.astype(jnp.int32)).astype(jnp.float32) + rest.astype(jnp.float32) * np.float32(2.0**-32)
+    x = coarse * _RAD_HI + (coarse * _RAD_LO + fine * _RAD_HI)  # radians, |x| <= pi/4, one rounding
+    z = x * x
+    s3, s5, s7 = (np.float32(c) for c in _SIN)
+    c4, c6, c8 = (np.float32(c) for c in _COS)
+    sin_x = x + x * z * (s3 + z * (s5 + z * s7))
+    cos_x = np.float32(1) - np.float32(0.5) * z + z * z * (c4 + z * (c6 + z * c8))
+    odd = (q & np.uint32(1 << 30)) != 0  # quarter 1 or 3: sin and cos swap
+    sign = np.uint32(1 << 31)
+    sin_bits = jax.lax.bitcast_convert_type(jnp.where(odd, cos_x, sin_x), jnp.uint32) ^ (q & sign)  # quarters 2, 3
+    cos_bits = jax.lax.bitcast_convert_type(jnp.where(odd, sin_x, cos_x), jnp.uint32) ^ ((q ^ (q << 1)) & sign)  # 1, 2
+    return jax.lax.bitcast_convert_type(cos_bits, jnp.float32), jax.lax.bitcast_convert_type(sin_bits, jnp.float32)
+
+
 def sinusoidal_encoding(
     positions: jax.typing.ArrayLike,
     dim: int,
@@ -277,7 +360,11 @@ def sinusoidal_encoding(
     positions are allowed (``sin`` is odd, ``cos`` even): relative offsets encode as well. With
     a ``num_positions`` limit whose table has at most :data:`TABLE_GATHER_ELEMENTS` entries the
     rows are gathered from that table (a compile-time constant): each value is then the float64
-    value rounded once to ``dtype``, the same bits as :func:`sinusoidal_table`.
+    value rounded once to ``dtype``, the same bits as :func:`sinusoidal_table`. Known (not
+    traced) positions are checked while tracing; an encoding of at most
+    :data:`HOST_CONSTANT_BYTES` is then the float64 value rounded once (a constant), a larger one
+    comes from :func:`turn_cos_sin` (within 1e-7 of float64 below ``2**24``) on an iota when the
+    positions form runs, so the program does not grow with them.
 
     Args:
       positions: integer array, any shape and integer dtype (offsets while decoding, packed
@@ -313,7 +400,10 @@ def sinusoidal_encoding(
         limit = overflow.Limit(2**31, name=f"{name} (int32 positions)", signed=True)
     else:
         limit = overflow.Limit(int(num_positions), name=name)
+    host = None if overflow.is_traced(positions) else np.asarray(positions)
     positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
+    if host is not None:  # known positions, checked while tracing
+        return _known_encoding(host, positions, dim, base, layout, endpoint, min_timescale, odd_dim, dtype)
     if num_positions is not None and int(num_positions) * dim <= TABLE_GATHER_ELEMENTS:
         # a small table: gather its rows (positions are inside it now), like a learned table
         options = (float(base), layout, bool(endpoint), float(min_timescale), odd_dim, jnp.dtype(dtype).name)
@@ -324,3 +414,14 @@ def sinusoidal_encoding(
     )
     cos, sin = exact_cos_sin(positions, w, bounds=(limit.lowest, limit.highest))  # the guard's range
     return overflow.fill_invalid(arrange_sin_cos(sin, cos, layout, dim, xp=jnp).astype(dtype), invalid)
+
+
+def _known_encoding(host, positions, dim, base, layout, endpoint, min_timescale, odd_dim, dtype) -> jax.Array:
+    """Known positions: float64 on the host, rounded once, when the result is at most
+    :data:`HOST_CONSTANT_BYTES`; otherwise :func:`turn_cos_sin` on the guard's int32 positions
+    (an iota for runs), so the program does not grow with the positions."""
+    options = dict(base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim)
+    if host.size * dim * jnp.dtype(dtype).itemsize <= HOST_CONSTANT_BYTES:
+        return jnp.asarray(round_once(sinusoidal_values(host, dim, layout=layout, **options), jnp.dtype(dtype)))
+    cos, sin = turn_cos_sin(positions, sinusoidal_frequencies(dim, **options))
+    return arrange_sin_cos(sin, cos, layout, dim, xp=jnp).astype(dtype)
