@@ -43,6 +43,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from flax_posenc import overflow
 from flax_posenc.sinusoid_math import (
@@ -72,6 +73,7 @@ __all__ = [
     "sinusoidal_frequencies",
     "sinusoidal_table",
     "turn_cos_sin",
+    "turn_sin",
 ]
 
 _DIGIT_BITS = 8
@@ -85,7 +87,7 @@ TABLE_GATHER_ELEMENTS = 2**20
 
 #: known (static) positions whose encoding (RoPE: ``cos`` and ``sin``) takes at most this many
 #: bytes are computed in float64 on the host and embedded in the program, rounded once; larger
-#: ones are computed on device by :func:`turn_cos_sin` from an iota (``overflow.known_positions``),
+#: ones are computed on device by :func:`turn_sin` from an iota (``overflow.known_positions``),
 #: so the program's size and compile time do not grow with the sequence (docs/benchmarks.md,
 #: "Program size and compile time at static positions").
 HOST_CONSTANT_BYTES = 64 * 1024
@@ -270,73 +272,96 @@ def exact_cos_sin(
     return cos, sin
 
 
-# sin and cos on [-pi/4, pi/4]: Cephes' sinf/cosf minimax coefficients (float32, ~1 ulp)
-_SIN = (-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4)
-_COS = (4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5)
 _RAD_PER_UNIT = 2 * np.pi / 2**32  # radians per 2**-32 turn, as float32 high and low parts
 _RAD_HI = np.float32(_RAD_PER_UNIT)
 _RAD_LO = np.float32(_RAD_PER_UNIT - float(_RAD_HI))
 
 
-def _mul_high(a: jax.Array, b: jax.Array) -> jax.Array:
-    """The high 32 bits of the 64-bit product of uint32 ``a`` and ``b`` (16-bit halves; no uint64)."""
-    mask = np.uint32(0xFFFF)
-    a0, a1, b0, b1 = a & mask, a >> 16, b & mask, b >> 16
-    middle = a1 * b0 + ((a0 * b0) >> 16)  # < 2**32: no carry lost
-    middle2 = a0 * b1 + (middle & mask)
-    return a1 * b1 + (middle >> 16) + (middle2 >> 16)
+def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.ndarray | int = 0) -> jax.Array:
+    """``sin(p * w + q * pi/2)`` in float32 for int32 ``p``, from the angle in fixed-point turns.
 
-
-def turn_cos_sin(positions: jax.Array, frequencies: np.ndarray) -> tuple[jax.Array, jax.Array]:
-    """``cos(p * w)`` and ``sin(p * w)`` in float32 for int32 ``p``, from the angle in fixed-point turns.
-
-    The static-position path of :func:`sinusoidal_encoding` and :func:`flax_posenc.rope.rotary_cos_sin`
-    (traced positions use :func:`exact_cos_sin`). Each frequency is held as ``frac(w / 2pi)`` in
-    64-bit fixed point (:func:`~flax_posenc.sinusoid_math.frequency_turns`, computed on the
-    host from the float64 ``w``); ``p * w / 2pi mod 1`` is then an integer product modulo
-    ``2**64``, computed exactly in uint32 arithmetic (two's complement ``p``: a negative ``p``
-    subtracts ``2**32`` times the fraction). Its top two bits (rounded) pick the quadrant, the
-    rest is a float32 angle ``|x| <= pi/4`` (one rounding) whose ``sin``/``cos`` are polynomials,
-    then swapped and signed by the quadrant. No table, no gather: the program holds two uint32
-    words per frequency, whatever the positions. Every result is within 1e-7 of the float64
-    value of ``cos``/``sin`` of the float64 angle for ``|p| < 2**24`` (measured: 9.3e-8; above
-    that float64's own rounding of ``p * w`` grows to 1e-7 at ``2**31``); the digits of
-    :func:`exact_cos_sin` give 1.9e-7.
+    Each column ``j`` has a frequency ``w_j`` and a whole number of quarter turns ``q_j``:
+    ``q = 1`` gives ``cos(p * w)``, so a sinusoid or RoPE's ``[cos | sin]`` is one elementwise
+    pass over its columns (one loop for XLA). Each frequency is held as ``frac(w / 2pi)`` in
+    64-bit fixed point (:func:`~flax_posenc.sinusoid_math.frequency_turns`, computed on the host
+    from the float64 ``w``); ``p * w / 2pi mod 1`` is then an integer product, computed in uint32
+    arithmetic to a few units of ``2**-32`` turn (two's complement ``p``: a negative ``p``
+    subtracts the fraction ``2**32`` times). Its top two bits pick the quadrant; the rest, reflected
+    in odd quadrants, is a float32 angle in ``[0, pi/2]`` (one rounding) whose ``sin`` (XLA's)
+    is signed by the quadrant. No table, no gather: the program holds three uint32 words per
+    column, whatever the positions, and compiles to one loop. Every result is within 1e-7 of the
+    float64 value of ``sin`` of the float64 angle for ``|p| < 2**24`` (measured: 6.3e-8; the
+    digits of :func:`exact_cos_sin` give 1.9e-7); above that float64's own rounding of ``p * w``
+    dominates the difference (1.5e-7 on random int32 positions).
 
     Args:
       positions: integer array, any shape, values in the int32 range.
       frequencies: host float64 array of ``n`` angular frequencies (radians per position).
+      quarter_turns: host integers, broadcast against ``frequencies``.
 
     Returns:
-      ``(cos, sin)``, each float32 of shape ``positions.shape + (n,)``.
+      float32 of shape ``positions.shape + (n,)``.
 
     >>> import numpy as np, jax.numpy as jnp
-    >>> cos, sin = turn_cos_sin(jnp.array([0, 3, -3]), np.array([1.0, 0.5]))
-    >>> [round(float(v), 6) for v in sin[:, 0]], round(float(cos[2, 1]), 6)
-    ([0.0, 0.14112, -0.14112], 0.070737)
+    >>> [round(float(v), 6) for v in turn_sin(jnp.array([3, -3, 3]), np.array([1.0]))[:, 0]]
+    [0.14112, -0.14112, 0.14112]
+    >>> round(float(turn_sin(jnp.array([3]), np.array([0.5]), 1)[0, 0]), 6)   # cos(1.5)
+    0.070737
     """
-    high, low = frequency_turns(frequencies)
-    p = jnp.asarray(positions).astype(jnp.int32)[..., None]
-    u = jax.lax.bitcast_convert_type(p, jnp.uint32)
-    # frac(p w / 2pi) * 2**64 = top * 2**32 + rest (mod 2**64); p = u - 2**32 when p < 0
-    top = u * high + _mul_high(u, low) - jnp.where(p < 0, low, np.uint32(0))
-    rest = u * low
-    # the nearest quarter turn: q's top two bits; its other 30 bits, less 2**29, are the remainder
-    q = top + np.uint32(1 << 29)
-    units = jax.lax.bitcast_convert_type(q & np.uint32(0x3FFFFFFF), jnp.int32) - np.int32(1 << 29)
-    coarse = units.astype(jnp.float32)  # the remainder in 2**-32 turns: |units| <= 2**29
-    fine = (units - coarse.astype(jnp.int32)).astype(jnp.float32) + rest.astype(jnp.float32) * np.float32(2.0**-32)
-    x = coarse * _RAD_HI + (coarse * _RAD_LO + fine * _RAD_HI)  # radians, |x| <= pi/4, one rounding
-    z = x * x
-    s3, s5, s7 = (np.float32(c) for c in _SIN)
-    c4, c6, c8 = (np.float32(c) for c in _COS)
-    sin_x = x + x * z * (s3 + z * (s5 + z * s7))
-    cos_x = np.float32(1) - np.float32(0.5) * z + z * z * (c4 + z * (c6 + z * c8))
-    odd = (q & np.uint32(1 << 30)) != 0  # quarter 1 or 3: sin and cos swap
-    sign = np.uint32(1 << 31)
-    sin_bits = jax.lax.bitcast_convert_type(jnp.where(odd, cos_x, sin_x), jnp.uint32) ^ (q & sign)  # quarters 2, 3
-    cos_bits = jax.lax.bitcast_convert_type(jnp.where(odd, sin_x, cos_x), jnp.uint32) ^ ((q ^ (q << 1)) & sign)  # 1, 2
-    return jax.lax.bitcast_convert_type(cos_bits, jnp.float32), jax.lax.bitcast_convert_type(sin_bits, jnp.float32)
+    w = np.asarray(frequencies, dtype=np.float64).reshape(-1)
+    high, low = frequency_turns(w)
+    quarters = np.broadcast_to(np.asarray(quarter_turns, dtype=np.int64), w.shape) % 4
+    p = jnp.asarray(positions)
+    shape = (*p.shape, w.shape[0])
+    last = (len(shape) - 1,)
+
+    def columns(c):  # a (n,) host uint32 constant, broadcast over the positions
+        return lax.broadcast_in_dim(np.ascontiguousarray(c, dtype=np.uint32), shape, last)
+
+    # lax operations throughout: jnp's operators each cost a dispatch while tracing (half of the
+    # compile time of a short encoding), and every operation here is one more for XLA to compile
+    u = lax.broadcast_in_dim(lax.bitcast_convert_type(p.astype(jnp.int32), jnp.uint32), shape, tuple(range(p.ndim)))
+    # frac(p w / 2pi) * 2**32 = u * high + (u * low) // 2**32 (mod 2**32); the high half of the
+    # 64-bit u * low from 16-bit halves, without the low halves' product and carries (under 3 units
+    # of 2**-32 turn, 4.4e-9 rad); a negative p is u - 2**32: less low
+    sixteen = np.uint32(16)
+    u0, u1 = lax.bitwise_and(u, np.uint32(0xFFFF)), lax.shift_right_logical(u, sixteen)
+    l0, l1 = columns(low & np.uint32(0xFFFF)), columns(low >> np.uint32(16))
+    cross = lax.add(
+        lax.shift_right_logical(lax.mul(u1, l0), sixteen), lax.shift_right_logical(lax.mul(u0, l1), sixteen)
+    )
+    sign_mask = lax.bitcast_convert_type(
+        lax.shift_right_arithmetic(lax.bitcast_convert_type(u, jnp.int32), np.int32(31)), jnp.uint32
+    )
+    top = lax.add(lax.mul(u, columns(high)), lax.add(lax.mul(u1, l1), cross))
+    top = lax.sub(top, lax.bitwise_and(columns(low), sign_mask))
+    # q: the turn (plus the phase) in 2**-32 units; its top two bits are the quadrant, the other 30
+    # the angle r into it, reflected (2**30 - r) in quadrants 1 and 3, so that the result is
+    # sin(+-x) for a float32 x in [0, pi/2]: sin(k pi/2 + y) is sin y, cos y = sin(pi/2 - y), -sin y, -cos y
+    q = lax.add(top, columns(quarters.astype(np.uint32) << np.uint32(30)))
+    r = lax.bitwise_and(q, np.uint32(0x3FFFFFFF))
+    odd = lax.ne(lax.bitwise_and(q, np.uint32(1 << 30)), np.uint32(0))
+    r = lax.bitcast_convert_type(lax.select(odd, lax.sub(np.uint32(1 << 30), r), r), jnp.int32)
+    coarse = lax.convert_element_type(r, jnp.float32)  # r <= 2**30: rounded to 24 bits
+    fine = lax.convert_element_type(lax.sub(r, lax.convert_element_type(coarse, jnp.int32)), jnp.float32)
+    # radians in [0, pi/2], one rounding; sin of it is XLA's own (cheap to compile, ~3e-8 there)
+    x = lax.add(lax.mul(coarse, _RAD_HI), lax.add(lax.mul(coarse, _RAD_LO), lax.mul(fine, _RAD_HI)))
+    sign = lax.bitwise_and(q, np.uint32(1 << 31))  # quadrants 2 and 3: negative
+    bits = lax.bitwise_xor(lax.bitcast_convert_type(lax.sin(x), jnp.uint32), sign)
+    return lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def turn_cos_sin(positions: jax.Array, frequencies: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """``(cos(p * w), sin(p * w))`` in float32 from :func:`turn_sin` (``cos`` is a quarter turn
+    ahead): the static-position path of :func:`flax_posenc.rope.rotary_cos_sin` (traced
+    positions use :func:`exact_cos_sin`).
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> cos, sin = turn_cos_sin(jnp.array([0, 3]), np.array([1.0, 0.5]))
+    >>> cos.shape, round(float(sin[1, 0]), 6), round(float(cos[1, 1]), 6)
+    ((2, 2), 0.14112, 0.070737)
+    """
+    return turn_sin(positions, frequencies, 1), turn_sin(positions, frequencies, 0)
 
 
 def sinusoidal_encoding(
@@ -363,7 +388,7 @@ def sinusoidal_encoding(
     value rounded once to ``dtype``, the same bits as :func:`sinusoidal_table`. Known (not
     traced) positions are checked while tracing; an encoding of at most
     :data:`HOST_CONSTANT_BYTES` is then the float64 value rounded once (a constant), a larger one
-    comes from :func:`turn_cos_sin` (within 1e-7 of float64 below ``2**24``) on an iota when the
+    comes from :func:`turn_sin` (within 1e-7 of float64 below ``2**24``) on an iota when the
     positions form runs, so the program does not grow with them.
 
     Args:
@@ -418,10 +443,12 @@ def sinusoidal_encoding(
 
 def _known_encoding(host, positions, dim, base, layout, endpoint, min_timescale, odd_dim, dtype) -> jax.Array:
     """Known positions: float64 on the host, rounded once, when the result is at most
-    :data:`HOST_CONSTANT_BYTES`; otherwise :func:`turn_cos_sin` on the guard's int32 positions
+    :data:`HOST_CONSTANT_BYTES`; otherwise :func:`turn_sin` over the columns on the guard's int32 positions
     (an iota for runs), so the program does not grow with the positions."""
     options = dict(base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim)
     if host.size * dim * jnp.dtype(dtype).itemsize <= HOST_CONSTANT_BYTES:
         return jnp.asarray(round_once(sinusoidal_values(host, dim, layout=layout, **options), jnp.dtype(dtype)))
-    cos, sin = turn_cos_sin(positions, sinusoidal_frequencies(dim, **options))
-    return arrange_sin_cos(sin, cos, layout, dim, xp=jnp).astype(dtype)
+    w = sinusoidal_frequencies(dim, **options)  # each column: sin of w (0 quarter turns) or cos (1)
+    columns = arrange_sin_cos(w, w, layout, dim)  # the zero column of odd_dim="zero": sin(0 p) = 0
+    quarters = arrange_sin_cos(np.zeros(w.shape, np.int64), np.ones(w.shape, np.int64), layout, dim)
+    return turn_sin(positions, columns, quarters).astype(dtype)
