@@ -26,12 +26,13 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from flax_posenc import lookup, overflow
 from flax_posenc.errors import PositionLimitError
 from flax_posenc.limits import check_positions
 from flax_posenc.sinusoid_math import LAYOUTS, check_sinusoid_options
-from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table
+from flax_posenc.sinusoidal import sinusoidal_encoding
 
 PositionKind = Literal["learned", "sinusoidal", "none"]
 POSITION_KINDS: tuple[str, ...] = ("learned", "sinusoidal", "none")
@@ -184,7 +185,8 @@ def encode_positions(
 
     Exactly one of ``positions`` (an integer array, any shape) or ``length`` (a Python int)
     is given. With ``length`` and a static ``start`` the limit is checked at trace time and the
-    vectors are a slice of the table (learned) or a float64-exact constant (sinusoidal).
+    vectors are a slice of the table (learned) or, for sinusoids, the float64 values rounded once
+    (up to 64 KiB) or computed on device within 1e-7 of them (see :func:`sinusoidal_encoding`).
 
     Returns:
       ``positions.shape + (dim,)`` or ``(length, dim)``, in ``dtype`` (default: the table's
@@ -221,8 +223,10 @@ def encode_positions(
         start = int(start)
         if length and spec.num_positions is not None:
             check_positions(start, start + length - 1, rows=spec.num_positions, name=spec.name)
-        return sinusoidal_table(length, spec.dim, start=start, dtype=dtype, **sinusoid)
-    if length is not None:
+        # known positions: a small encoding is the float64 table rounded once, a long one is
+        # computed on device from an iota (the program does not grow with the length)
+        positions = np.arange(start, start + length, dtype=np.int64)
+    elif length is not None:
         positions = lookup.sequential_positions(length, start=start)
     return sinusoidal_encoding(
         positions,

@@ -63,8 +63,10 @@ class _PositionShell(nnx.Module):
 class SinusoidalPositionalEncoding(_PositionShell):
     """Vaswani et al.'s fixed encoding; no parameters.
 
-    A static ``length`` gives a float64-exact constant table (computed once at trace time); traced
-    positions use exact-angle arithmetic on device (:func:`~flax_posenc.sinusoidal_encoding`).
+    A static ``length`` is checked at trace time; its encoding is the float64 table rounded once
+    (a constant, up to 64 KiB) or, longer, computed on device within 1e-7 of it from an iota, so
+    the program does not grow with the length; traced positions use exact-angle arithmetic on
+    device (:func:`~flax_posenc.sinusoidal_encoding`).
 
     Args:
       dim: encoding width (even).

@@ -69,6 +69,7 @@ __all__ = [
     "guard_positions",
     "guard_start",
     "is_traced",
+    "known_positions",
     "position_errors",
 ]
 
@@ -231,6 +232,35 @@ def _runtime_error(bad: jax.Array, lowest: jax.Array, highest: jax.Array, limit:
     return jax.lax.cond(bad, report, lambda lo, hi: jnp.zeros((), jnp.int32), lowest, highest)
 
 
+#: known positions with at least this many entries are examined for runs (see :func:`known_positions`)
+RUN_MIN_SIZE = 1024
+
+
+def known_positions(positions) -> jax.Array:
+    """Known (checked) positions as int32 on device, without a constant that grows with the length.
+
+    When every row along the last axis is a run ``first, first + 1, ...`` (default positions, a
+    static ``start``, ``np.arange``, batches of offset rows) the result is an iota plus the first
+    position of each row: the program holds one integer per row, not one per position, so its
+    size and compile time do not grow with the sequence. Other arrays (and small ones, fewer than
+    :data:`RUN_MIN_SIZE` entries) become an int32 constant, as ``jnp.asarray(p, jnp.int32)``.
+    The values are the same either way.
+
+    >>> import jax
+    >>> jax.make_jaxpr(lambda: known_positions(np.arange(5, 5 + 4096)))().consts
+    []
+    """
+    host = np.asarray(positions)
+    if host.ndim and host.size >= RUN_MIN_SIZE and host.shape[-1] > 1:
+        first = host[..., :1].astype(np.int64)
+        if np.array_equal(host - first, np.broadcast_to(np.arange(host.shape[-1]), host.shape)):
+            iota = jax.lax.broadcasted_iota(jnp.int32, host.shape, host.ndim - 1)
+            if np.all(first == first.flat[0]):  # one start for every row: a scalar
+                return iota + np.int32(first.flat[0])
+            return iota + jnp.asarray(first, dtype=jnp.int32)
+    return jnp.asarray(host).astype(jnp.int32)
+
+
 def guard_positions(
     positions: jax.typing.ArrayLike,
     limit: Limit,
@@ -270,7 +300,7 @@ def guard_positions(
     if not traced:
         if positions.size:
             limit.check(*_host_bounds(positions))
-        return jnp.asarray(positions).astype(jnp.int32), None
+        return known_positions(positions), None
     if positions.size == 0:
         return positions.astype(jnp.int32), None
     lo, hi = _bounds_in(positions.dtype, limit)

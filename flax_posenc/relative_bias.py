@@ -88,8 +88,12 @@ def _buckets(rp: jax.Array, cfg: BucketConfig) -> jax.Array:
         base = jnp.zeros_like(rp)
         n = jnp.maximum(-rp, 0)
     edges = cfg.log_edges()
+    # "compare_all": one comparison per edge (at most num_buckets of them) and a sum, which XLA
+    # compiles ~5x faster than the default binary search's while loop (benchmarks/program_size.py)
     large = cfg.max_exact + (
-        jnp.searchsorted(jnp.asarray(edges, jnp.int32), n, side="right").astype(jnp.int32) if edges.size else 0
+        jnp.searchsorted(jnp.asarray(edges, jnp.int32), n, side="right", method="compare_all").astype(jnp.int32)
+        if edges.size
+        else 0
     )
     return (base + jnp.where(n < cfg.max_exact, n, large)).astype(jnp.int32)
 

@@ -51,7 +51,7 @@ from flax_posenc.rope_config import (
     RopeLayout,
     rope_inverse_frequencies,
 )
-from flax_posenc.sinusoidal import exact_cos_sin
+from flax_posenc.sinusoidal import HOST_CONSTANT_BYTES, exact_cos_sin, turn_cos_sin
 
 __all__ = [
     "ROPE_LAYOUTS",
@@ -116,9 +116,15 @@ def rotary_cos_sin(
     """``cos`` and ``sin`` of the rotation angles ``p * w_i``, times the attention factor.
 
     Known positions (default positions, a static ``start``, a concrete array: a prefill) are
-    computed in float64 on the host and rounded once to ``dtype``: a compile-time constant under
-    ``jit``. Traced positions (decoding) use the exact-angle arithmetic of the module docstring:
-    within 2e-6 of float64 for every position below ``2**24``, then rounded once to ``dtype``.
+    checked while tracing. When ``cos`` and ``sin`` take at most
+    :data:`~flax_posenc.sinusoidal.HOST_CONSTANT_BYTES` (64 KiB: a decode step, a short prompt)
+    they are computed in float64 on the host and rounded once to ``dtype`` (a constant under
+    ``jit``); longer ones on device from the angle in fixed-point turns
+    (:func:`~flax_posenc.sinusoidal.turn_cos_sin`, within 1e-7 of float64 below ``2**24``) and
+    positions that form runs become an iota, so the program's size and compile time do not grow
+    with the sequence. Traced positions (decoding) use the exact-angle arithmetic of the module
+    docstring: within 2e-6 of float64 for every position below ``2**24``, then rounded once to
+    ``dtype``.
     Like Hugging Face's rotary embedding classes, ``cos`` and ``sin`` are multiplied by the
     scheme's attention factor (YaRN, LongRoPE; 1 otherwise).
 
@@ -171,11 +177,15 @@ def rotary_cos_sin(
     host = None if traced else np.asarray(positions)
     positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
     inv_freq, attention = rope_inverse_frequencies(config, seq_len=seq_len)
-    if host is not None:  # known positions (prefill): float64 on the host, rounded once, a constant
+    if host is not None and 2 * host.size * inv_freq.size * jnp.dtype(dtype).itemsize <= HOST_CONSTANT_BYTES:
+        # a few known positions (a decode step at a static start): float64 on the host, rounded once
         angle = host.astype(np.float64)[..., None] * inv_freq
         scale = np.float64(attention)
         return jnp.asarray((np.cos(angle) * scale).astype(dtype)), jnp.asarray((np.sin(angle) * scale).astype(dtype))
-    cos, sin = exact_cos_sin(positions, inv_freq, bounds=(limit.lowest, limit.highest))  # the guard's range
+    if host is not None:  # known positions (prefill): from an iota on device, the program does not grow
+        cos, sin = turn_cos_sin(positions, inv_freq)
+    else:
+        cos, sin = exact_cos_sin(positions, inv_freq, bounds=(limit.lowest, limit.highest))  # the guard's range
     if attention != 1.0:
         cos, sin = cos * np.float32(attention), sin * np.float32(attention)
     return overflow.fill_invalid(cos, invalid).astype(dtype), overflow.fill_invalid(sin, invalid).astype(dtype)

@@ -16,6 +16,8 @@ array([[ 0.    ,  1.    ,  0.    ,  1.    ],
 
 from __future__ import annotations
 
+import functools
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -228,11 +230,65 @@ def sinusoidal_table_np(
     return round_once(values, dtype)
 
 
+@functools.lru_cache(maxsize=1)
+def _two_pi_reciprocal_256() -> int:
+    """``floor(2**256 / (2 pi))``, from Machin's formula in integer arithmetic (no float)."""
+    prec = 256 + 64  # guard bits for the series' truncations
+    one = 1 << prec
+
+    def arctan_inv(x: int) -> int:  # arctan(1/x) * 2**prec
+        total, term, k, sign = 0, one // x, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= x * x
+            k, sign = k + 2, -sign
+        return total
+
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))  # pi * 2**prec, off by a few units
+    return (one << 256) // (2 * pi)
+
+
+@functools.lru_cache(maxsize=64)
+def _turn_words(frequencies: bytes) -> tuple[np.ndarray, np.ndarray]:
+    fixed = []
+    for w in np.frombuffer(frequencies, dtype=np.float64):
+        ratio = Fraction(float(w))  # the float64 frequency, exactly
+        turns = ratio.numerator * _two_pi_reciprocal_256() // ratio.denominator  # w / (2 pi) * 2**256
+        fixed.append(((turns + (1 << 191)) >> 192) & ((1 << 64) - 1))  # frac(w / 2pi) * 2**64, rounded
+    high = np.array([f >> 32 for f in fixed], dtype=np.uint32)
+    low = np.array([f & 0xFFFFFFFF for f in fixed], dtype=np.uint32)
+    high.flags.writeable = low.flags.writeable = False
+    return high, low
+
+
+def frequency_turns(frequencies: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The fractional turns ``frac(w / (2 pi))`` of each angular frequency ``w``, in 64-bit fixed point.
+
+    Returns ``(high, low)``, two uint32 arrays: ``frac(w / 2pi) * 2**64 = high * 2**32 + low``,
+    rounded to the nearest integer from the exact float64 ``w`` and ``1 / (2 pi)`` to 256 bits
+    (integer arithmetic only). ``p * w / (2 pi) mod 1`` for an integer ``p`` is then a product of
+    integers modulo ``2**64``: :func:`flax_posenc.sinusoidal.turn_cos_sin` computes it on device
+    with uint32 arithmetic. The rounding of the fixed point costs at most ``|p| * 2**-65`` turns
+    (3e-12 rad below ``2**24``).
+
+    >>> high, low = frequency_turns(np.array([np.pi, 1.0]))
+    >>> int(high[0]) * 2**32 + int(low[0]) - 2**63   # float64 pi is 1.22e-16 rad short of half a turn
+    -360
+    >>> round((int(high[1]) * 2**32 + int(low[1])) / 2**64, 12)   # 1 rad = 0.159154943092 turns
+    0.159154943092
+    """
+    w = np.ascontiguousarray(np.asarray(frequencies, dtype=np.float64).reshape(-1))
+    if not np.all(np.isfinite(w)):
+        raise ValueError("frequencies: expected finite numbers")
+    return _turn_words(w.tobytes())
+
+
 __all__ = [
     "LAYOUTS",
     "ODD_DIMS",
     "arrange_sin_cos",
     "check_sinusoid_options",
+    "frequency_turns",
     "round_once",
     "sinusoidal_frequencies",
     "sinusoidal_table_np",

@@ -43,6 +43,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from flax_posenc import overflow
 from flax_posenc.sinusoid_math import (
@@ -52,11 +53,15 @@ from flax_posenc.sinusoid_math import (
     OddDim,
     arrange_sin_cos,
     check_sinusoid_options,
+    frequency_turns,
+    round_once,
     sinusoidal_frequencies,
     sinusoidal_table_np,
+    sinusoidal_values,
 )
 
 __all__ = [
+    "HOST_CONSTANT_BYTES",
     "INT32_RANGE",
     "LAYOUTS",
     "TABLE_GATHER_ELEMENTS",
@@ -67,6 +72,8 @@ __all__ = [
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "sinusoidal_table",
+    "turn_cos_sin",
+    "turn_sin",
 ]
 
 _DIGIT_BITS = 8
@@ -77,6 +84,13 @@ _DIGITS = 4  # 4 x 8 bits: every int32 position
 #: (4 MiB of float32: GPT-2's 1024 x 768 is 0.75 Mi); larger ones use :func:`exact_cos_sin`, whose
 #: compile time does not grow with the limit (``python benchmarks/sinusoid_paths.py``).
 TABLE_GATHER_ELEMENTS = 2**20
+
+#: known (static) positions whose encoding (RoPE: ``cos`` and ``sin``) takes at most this many
+#: bytes are computed in float64 on the host and embedded in the program, rounded once; larger
+#: ones are computed on device by :func:`turn_sin` from an iota (``overflow.known_positions``),
+#: so the program's size and compile time do not grow with the sequence (docs/benchmarks.md,
+#: "Program size and compile time at static positions").
+HOST_CONSTANT_BYTES = 64 * 1024
 
 
 def sinusoidal_table(
@@ -94,9 +108,11 @@ def sinusoidal_table(
     """The ``(length, dim)`` table of positions ``start .. start + length - 1``.
 
     Computed in float64 on the host and rounded once to ``dtype``: every entry is the
-    correctly rounded value of ``sin``/``cos`` of the float64 angle. Use it for static lengths
-    (it becomes a compile-time constant under ``jit``); for positions known only at run time
-    use :func:`sinusoidal_encoding`.
+    correctly rounded value of ``sin``/``cos`` of the float64 angle. Under ``jit`` it is a
+    compile-time constant of ``length * dim`` values, which grows the program with the length;
+    :func:`sinusoidal_encoding` of ``np.arange(start, start + length)`` gives the same values
+    within 1e-7 from a program whose size does not depend on the length, and takes positions
+    known only at run time.
 
     Args:
       length: number of positions (rows), ``>= 0``.
@@ -256,6 +272,105 @@ def exact_cos_sin(
     return cos, sin
 
 
+_RAD_PER_UNIT = 2 * np.pi / 2**32  # radians per 2**-32 turn, as float32 high and low parts
+_RAD_HI = np.float32(_RAD_PER_UNIT)
+_RAD_LO = np.float32(_RAD_PER_UNIT - float(_RAD_HI))
+
+
+def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.ndarray | int = 0) -> jax.Array:
+    """``sin(p * w + q * pi/2)`` in float32 for int32 ``p``, from the angle in fixed-point turns.
+
+    Each column ``j`` has a frequency ``w_j`` and a whole number of quarter turns ``q_j``:
+    ``q = 1`` gives ``cos(p * w)``, so a sinusoid or RoPE's ``[cos | sin]`` is one elementwise
+    pass over its columns (one loop for XLA). Each frequency is held as ``frac(w / 2pi)`` in
+    64-bit fixed point (:func:`~flax_posenc.sinusoid_math.frequency_turns`, computed on the host
+    from the float64 ``w``); ``p * w / 2pi mod 1`` is then an integer product, computed in uint32
+    arithmetic to a few units of ``2**-32`` turn (two's complement ``p``: a negative ``p``
+    subtracts the fraction ``2**32`` times). Its top two bits pick the quadrant; the rest, reflected
+    in odd quadrants, is a float32 angle in ``[0, pi/2]`` (one rounding) whose ``sin`` (XLA's)
+    is signed by the quadrant. No table, no gather: the program holds three uint32 words per
+    column, whatever the positions; the values are materialized by a two-lane reduction (one lane
+    of zeros) so that consumers that broadcast them do not recompute them. Every result is within 1e-7 of the
+    float64 value of ``sin`` of the float64 angle for ``|p| < 2**24`` (measured: 6.3e-8; the
+    digits of :func:`exact_cos_sin` give 1.9e-7); above that float64's own rounding of ``p * w``
+    dominates the difference (1.5e-7 on random int32 positions).
+
+    Args:
+      positions: integer array, any shape, values in the int32 range.
+      frequencies: host float64 array of ``n`` angular frequencies (radians per position).
+      quarter_turns: host integers, broadcast against ``frequencies``.
+
+    Returns:
+      float32 of shape ``positions.shape + (n,)``.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> [round(float(v), 6) for v in turn_sin(jnp.array([3, -3, 3]), np.array([1.0]))[:, 0]]
+    [0.14112, -0.14112, 0.14112]
+    >>> round(float(turn_sin(jnp.array([3]), np.array([0.5]), 1)[0, 0]), 6)   # cos(1.5)
+    0.070737
+    """
+    w = np.asarray(frequencies, dtype=np.float64).reshape(-1)
+    quarters = np.broadcast_to(np.asarray(quarter_turns, dtype=np.int64), w.shape) % 4
+    high, low = (np.stack([words, np.zeros_like(words)]) for words in frequency_turns(w))
+    quarters = np.stack([quarters, np.zeros_like(quarters)])
+    p = jnp.asarray(positions)
+    # two lanes, the values and zeros (frequency 0, phase 0: sin 0 = +0), or-ed together at the end:
+    # XLA does not fuse a reduction into its consumers, so the values are computed once and read
+    # from memory, not computed again for every head, half or batch row that reads them (without
+    # it a RoPE prefill with 16 heads ran 4-5x slower). A bitwise or, not a float add: XLA CPU hands
+    # float sums to its YNNPACK fusion; this stays an XLA loop
+    shape = (*p.shape, 2, w.shape[0])  # lanes next to last: XLA CPU reduces them fastest
+    last = (len(shape) - 2, len(shape) - 1)
+
+    def columns(c):  # a (2, n) host uint32 constant, broadcast over the positions
+        return lax.broadcast_in_dim(np.ascontiguousarray(c, dtype=np.uint32), shape, last)
+
+    # lax operations throughout: jnp's operators each cost a dispatch while tracing (half of the
+    # compile time of a short encoding), and every operation here is one more for XLA to compile
+    u = lax.broadcast_in_dim(lax.bitcast_convert_type(p.astype(jnp.int32), jnp.uint32), shape, tuple(range(p.ndim)))
+    # frac(p w / 2pi) * 2**32 = u * high + (u * low) // 2**32 (mod 2**32); the high half of the
+    # 64-bit u * low from 16-bit halves, without the low halves' product and carries (under 3 units
+    # of 2**-32 turn, 4.4e-9 rad); a negative p is u - 2**32: less low
+    sixteen = np.uint32(16)
+    u0, u1 = lax.bitwise_and(u, np.uint32(0xFFFF)), lax.shift_right_logical(u, sixteen)
+    l0, l1 = columns(low & np.uint32(0xFFFF)), columns(low >> np.uint32(16))
+    cross = lax.add(
+        lax.shift_right_logical(lax.mul(u1, l0), sixteen), lax.shift_right_logical(lax.mul(u0, l1), sixteen)
+    )
+    sign_mask = lax.bitcast_convert_type(
+        lax.shift_right_arithmetic(lax.bitcast_convert_type(u, jnp.int32), np.int32(31)), jnp.uint32
+    )
+    top = lax.add(lax.mul(u, columns(high)), lax.add(lax.mul(u1, l1), cross))
+    top = lax.sub(top, lax.bitwise_and(columns(low), sign_mask))
+    # q: the turn (plus the phase) in 2**-32 units; its top two bits are the quadrant, the other 30
+    # the angle r into it, reflected (2**30 - r) in quadrants 1 and 3, so that the result is
+    # sin(+-x) for a float32 x in [0, pi/2]: sin(k pi/2 + y) is sin y, cos y = sin(pi/2 - y), -sin y, -cos y
+    q = lax.add(top, columns(quarters.astype(np.uint32) << np.uint32(30)))
+    r = lax.bitwise_and(q, np.uint32(0x3FFFFFFF))
+    odd = lax.ne(lax.bitwise_and(q, np.uint32(1 << 30)), np.uint32(0))
+    r = lax.bitcast_convert_type(lax.select(odd, lax.sub(np.uint32(1 << 30), r), r), jnp.int32)
+    coarse = lax.convert_element_type(r, jnp.float32)  # r <= 2**30: rounded to 24 bits
+    fine = lax.convert_element_type(lax.sub(r, lax.convert_element_type(coarse, jnp.int32)), jnp.float32)
+    # radians in [0, pi/2], one rounding; sin of it is XLA's own (cheap to compile, ~3e-8 there)
+    x = lax.add(lax.mul(coarse, _RAD_HI), lax.add(lax.mul(coarse, _RAD_LO), lax.mul(fine, _RAD_HI)))
+    sign = lax.bitwise_and(q, np.uint32(1 << 31))  # quadrants 2 and 3: negative
+    bits = lax.bitwise_xor(lax.bitcast_convert_type(lax.sin(x), jnp.uint32), sign)
+    return lax.bitcast_convert_type(lax.reduce(bits, np.uint32(0), lax.bitwise_or, (len(shape) - 2,)), jnp.float32)
+
+
+def turn_cos_sin(positions: jax.Array, frequencies: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """``(cos(p * w), sin(p * w))`` in float32 from :func:`turn_sin` (``cos`` is a quarter turn
+    ahead): the static-position path of :func:`flax_posenc.rope.rotary_cos_sin` (traced
+    positions use :func:`exact_cos_sin`).
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> cos, sin = turn_cos_sin(jnp.array([0, 3]), np.array([1.0, 0.5]))
+    >>> cos.shape, round(float(sin[1, 0]), 6), round(float(cos[1, 1]), 6)
+    ((2, 2), 0.14112, 0.070737)
+    """
+    return turn_sin(positions, frequencies, 1), turn_sin(positions, frequencies, 0)
+
+
 def sinusoidal_encoding(
     positions: jax.typing.ArrayLike,
     dim: int,
@@ -277,7 +392,11 @@ def sinusoidal_encoding(
     positions are allowed (``sin`` is odd, ``cos`` even): relative offsets encode as well. With
     a ``num_positions`` limit whose table has at most :data:`TABLE_GATHER_ELEMENTS` entries the
     rows are gathered from that table (a compile-time constant): each value is then the float64
-    value rounded once to ``dtype``, the same bits as :func:`sinusoidal_table`.
+    value rounded once to ``dtype``, the same bits as :func:`sinusoidal_table`. Known (not
+    traced) positions are checked while tracing; an encoding of at most
+    :data:`HOST_CONSTANT_BYTES` is then the float64 value rounded once (a constant), a larger one
+    comes from :func:`turn_sin` (within 1e-7 of float64 below ``2**24``) on an iota when the
+    positions form runs, so the program does not grow with them.
 
     Args:
       positions: integer array, any shape and integer dtype (offsets while decoding, packed
@@ -313,7 +432,10 @@ def sinusoidal_encoding(
         limit = overflow.Limit(2**31, name=f"{name} (int32 positions)", signed=True)
     else:
         limit = overflow.Limit(int(num_positions), name=name)
+    host = None if overflow.is_traced(positions) else np.asarray(positions)
     positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
+    if host is not None:  # known positions, checked while tracing
+        return _known_encoding(host, positions, dim, base, layout, endpoint, min_timescale, odd_dim, dtype)
     if num_positions is not None and int(num_positions) * dim <= TABLE_GATHER_ELEMENTS:
         # a small table: gather its rows (positions are inside it now), like a learned table
         options = (float(base), layout, bool(endpoint), float(min_timescale), odd_dim, jnp.dtype(dtype).name)
@@ -324,3 +446,16 @@ def sinusoidal_encoding(
     )
     cos, sin = exact_cos_sin(positions, w, bounds=(limit.lowest, limit.highest))  # the guard's range
     return overflow.fill_invalid(arrange_sin_cos(sin, cos, layout, dim, xp=jnp).astype(dtype), invalid)
+
+
+def _known_encoding(host, positions, dim, base, layout, endpoint, min_timescale, odd_dim, dtype) -> jax.Array:
+    """Known positions: float64 on the host, rounded once, when the result is at most
+    :data:`HOST_CONSTANT_BYTES`; otherwise :func:`turn_sin` over the columns on the guard's int32 positions
+    (an iota for runs), so the program does not grow with the positions."""
+    options = dict(base=float(base), endpoint=bool(endpoint), min_timescale=float(min_timescale), odd_dim=odd_dim)
+    if host.size * dim * jnp.dtype(dtype).itemsize <= HOST_CONSTANT_BYTES:
+        return jnp.asarray(round_once(sinusoidal_values(host, dim, layout=layout, **options), jnp.dtype(dtype)))
+    w = sinusoidal_frequencies(dim, **options)  # each column: sin of w (0 quarter turns) or cos (1)
+    columns = arrange_sin_cos(w, w, layout, dim)  # the zero column of odd_dim="zero": sin(0 p) = 0
+    quarters = arrange_sin_cos(np.zeros(w.shape, np.int64), np.ones(w.shape, np.int64), layout, dim)
+    return turn_sin(positions, columns, quarters).astype(dtype)

@@ -139,3 +139,18 @@ def test_decode_benchmark_quick_reports_its_table(tmp_path):
         assert row in report, row
     assert "| 1 (first call" in report  # four calls of one bucket: one compilation
     assert "| same ids as transformers | yes |" in report
+
+
+def test_program_size_quick_writes_its_table_and_leaves_docs_alone(tmp_path):
+    """benchmarks/program_size.py at a tiny length: one row per encoding, written to --out only."""
+    out_file = tmp_path / "table.md"
+    docs = (ROOT / "docs" / "benchmarks.md").read_bytes()
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "program_size.py"), "--lengths", "256", "--rounds", "1"]
+    out = subprocess.run(
+        cmd + ["--out", str(out_file)], capture_output=True, text=True, timeout=300, env=fast_xla_env()
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line for line in out_file.read_text().splitlines() if line.startswith("| ") and "| 256 |" in line]
+    assert len(rows) == 7, rows  # RoPE x3, sinusoids x2, ALiBi, T5
+    assert out.stdout == out_file.read_text()
+    assert (ROOT / "docs" / "benchmarks.md").read_bytes() == docs
