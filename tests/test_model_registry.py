@@ -128,6 +128,18 @@ def test_legacy_per_layer_type_config_is_refused_not_read_with_one_theta(tmp_pat
     assert "\n" not in str(e.value) and "re-save the config with transformers >= 5" in str(e.value)
 
 
+def test_layer_rope_theta_sets_each_layers_base_and_zero_means_nope(tmp_path):
+    base = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4, "max_position_embeddings": 64}
+    granite = {**base, "model_type": "granite_swa", "rope_parameters": {"rope_theta": 1e4}}
+    rec = inspect_source(write(tmp_path, {**granite, "layer_rope_theta": [1e4, 1e6, 0, 1e6]}))
+    got = sorted((m.kind, m.layers, m.rope.rope_theta if m.rope else None) for m in rec.mechanisms)
+    assert got == [("nope", (2,), None), ("rope", (0,), 1e4), ("rope", (1, 3), 1e6)]
+    muse = {**base, "model_type": "muse_spark_text", "rope_parameters": {"rope_theta": 5e5}}
+    rec = inspect_source(write(tmp_path, {**muse, "layer_rope_theta": [5e5, 1.0, 5e5, 0]}))
+    got = sorted((m.kind, m.layers, m.rope.rope_theta if m.rope else None) for m in rec.mechanisms)
+    assert got == [("nope", (3,), None), ("rope", (0, 1, 2), 5e5)]
+
+
 def test_nope_layers(tmp_path):
     config = {
         "model_type": "smollm3",
@@ -172,8 +184,8 @@ def test_bad_per_layer_configs_get_one_line(tmp_path, change, words):
         ({"model_type": "gpt_neox", "rotary_emb_base": 0}, "rope_theta"),
         ({"model_type": "smollm3", "no_rope_layers": [1, 0]}, "no_rope_layers as a list of num_hidden_layers = 4"),
         ({"model_type": "smollm3", "no_rope_layers": [1, 1, 2, 0]}, "no_rope_layers as a list of 0 (NoPE) and 1"),
-        ({"model_type": "granite_swa", "rope_parameters": {"rope_theta": 1e4}, "layer_rope_theta": [1e4, 1e6, 1e4, 1e4]},
-         "layer_rope_theta all equal to rope_theta"),
+        ({"model_type": "granite_swa", "rope_parameters": {"rope_theta": 1e4}, "layer_rope_theta": [1e4, -1, 1e4, 1e4]},
+         "layer_rope_theta as a list of non-negative numbers"),
         ({"model_type": "molmo2_text", "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
           "rope_scaling_layers": [0, 1]}, "rope_scaling_layers naming every layer"),
     ],

@@ -82,6 +82,11 @@ class RelativeFamily:
       layout_flag: a config boolean choosing the interleaved layout (DeepSeek's ``rope_interleave``).
       per_layer_type: the family's configs hold one ``rope_parameters`` per layer type; one
         without them is refused.
+      top_level_original_wins: a top-level ``original_max_position_embeddings`` overrides the one
+        in ``rope_scaling`` (Phi-3, as ``Phi3Config`` does); elsewhere it only fills a missing one.
+      layer_theta_field: a per-layer list of thetas, ``0`` meaning a NoPE layer (Granite-SWA's and
+        Muse's ``layer_rope_theta``); layer_theta_is_flag: its non-zero values only switch RoPE on
+        (Muse applies the one ``rope_theta``), else each is that layer's base (Granite-SWA).
       rope_type_aliases: ``(old, new)`` spellings of ``rope_type``/``type`` that transformers
         rewrites for this family (Phi-3's legacy ``"su"`` and ``"yarn"`` mean ``"longrope"``).
     """
@@ -107,6 +112,9 @@ class RelativeFamily:
     rope_head_dim_field: str | None = None
     layout_flag: str | None = None
     per_layer_type: bool = False
+    top_level_original_wins: bool = False
+    layer_theta_field: str | None = None
+    layer_theta_is_flag: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -141,9 +149,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "gpt_oss",
     "granite",
     "granite_docling_text",
-    "granite_swa",
     "granitemoe",
-    "granitemoe_swa",
     "granitemoeshared",
     "gte",
     "hrm_text",
@@ -165,8 +171,6 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "ministral",
     "ministral3",
     "molmo2_text",
-    "muse_glimmer_text",
-    "muse_spark_text",
     "nemotron",
     "nomic_bert",
     "olmo",
@@ -259,6 +263,13 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
             RelativeFamily("llama", ("llama",), limit_default=2048),
             RelativeFamily("rope", STANDARD_ROPE_MODEL_TYPES),
             RelativeFamily("rope_per_layer_type", PER_LAYER_TYPE_ROPE_MODEL_TYPES, per_layer_type=True),
+            RelativeFamily("rope_layer_theta", ("granite_swa", "granitemoe_swa"), layer_theta_field="layer_rope_theta"),
+            RelativeFamily(
+                "rope_layer_flag",
+                ("muse_glimmer_text", "muse_spark_text"),
+                layer_theta_field="layer_rope_theta",
+                layer_theta_is_flag=True,
+            ),
             RelativeFamily("rope_interleaved", INTERLEAVED_ROPE_MODEL_TYPES, layout="interleaved"),
             RelativeFamily(
                 "mla",
@@ -274,6 +285,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 ("phi3",),
                 limit_default=4096,
                 rope_type_aliases=(("su", "longrope"), ("yarn", "longrope")),
+                top_level_original_wins=True,
             ),
             RelativeFamily(
                 "gpt_neox",
@@ -642,7 +654,9 @@ def relative_configs_from_dict(
                 f"rope_parameters per layer type with layer_types, as transformers 5 writes a {model_type} config",
                 "one set for all layers (re-save the config with transformers >= 5)",
             )
-        groups = _split_by_overrides(_layer_groups(config, where), config, where)
+        groups = _split_by_overrides(
+            _split_by_layer_theta(_layer_groups(config, where), family, config, where), config, where
+        )
         records: list[RelativeConfig | NoPositionLayers] = []
         for layer_type, layers, parameters, overrides in groups:
             if parameters is None:
@@ -677,18 +691,7 @@ def _layer_count(config: Mapping[str, Any], where: object, field: str, value: An
 
 def _refuse_unread_per_layer_fields(config: Mapping[str, Any], where: object) -> None:
     """Per-layer RoPE fields this reader does not split layers by: accepted only while they change
-    nothing (Granite-SWA's ``layer_rope_theta`` all equal to ``rope_theta``; Molmo 2's
-    ``rope_scaling_layers`` with an unscaled RoPE or naming every layer), else one line."""
-    thetas = config.get("layer_rope_theta")
-    if thetas is not None:
-        params = config.get("rope_parameters")
-        theta = params.get("rope_theta") if isinstance(params, Mapping) else config.get("rope_theta")
-        if not isinstance(thetas, list) or any(t != theta for t in thetas):
-            raise fail(
-                where,
-                f"layer_rope_theta all equal to rope_theta {theta} (per-layer thetas are not read)",
-                repr(thetas)[:80],
-            )
+    nothing (Molmo 2's ``rope_scaling_layers`` with an unscaled RoPE or naming every layer), else one line."""
     scaled = config.get("rope_scaling_layers")
     if scaled is not None:
         params = config.get("rope_parameters")
@@ -735,6 +738,37 @@ def _split_by_overrides(groups, config: Mapping[str, Any], where: object):
             continue
         for indices in split.values():
             out.append((layer_type, tuple(indices), parameters, overrides.get(indices[0], {})))
+    return out
+
+
+def _split_by_layer_theta(groups, family: RelativeFamily, config: Mapping[str, Any], where: object):
+    """Split RoPE groups by the family's per-layer theta list: zeros are NoPE layers; non-zero
+    values each set their layers' ``rope_theta`` (or, for a flag list, only switch RoPE on)."""
+    field = family.layer_theta_field
+    thetas = None if field is None else config.get(field)
+    if thetas is None:
+        return groups
+    count = _layer_count(config, where, field, thetas)
+    if count is None or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in thetas):
+        raise fail(where, f"{field} as a list of non-negative numbers, one per layer", repr(thetas)[:80])
+    out = []
+    for layer_type, layers, parameters in groups:
+        members = range(count) if layers is None else layers
+        if parameters is None:
+            out.append((layer_type, layers, parameters))
+            continue
+        split: dict[float, list[int]] = {}
+        for i in members:
+            key = 0.0 if not thetas[i] else (1.0 if family.layer_theta_is_flag else float(thetas[i]))
+            split.setdefault(key, []).append(i)
+        for theta, indices in split.items():
+            if theta == 0.0:
+                out.append((layer_type, tuple(indices), None))
+            elif family.layer_theta_is_flag:
+                out.append((layer_type, tuple(indices) if len(indices) < count else layers, parameters))
+            else:
+                whole = len(split) == 1 and layers is None
+                out.append((layer_type, None if whole else tuple(indices), {**parameters, "rope_theta": theta}))
     return out
 
 
@@ -853,7 +887,8 @@ def _rope_from(
     scaling = scaling_of(kind)  # an unknown type: ValueError, one line listing the registered ones
     trained = scaling.trained_length_field
     if trained is not None and trained != "max_position_embeddings" and config.get(trained) is not None:
-        params[trained] = _int_field(where, trained, config[trained])  # top-level wins (Phi-3), as transformers
+        if family.top_level_original_wins or params.get(trained) is None:  # as transformers: Phi-3's top level wins
+            params[trained] = _int_field(where, trained, config[trained])
     missing = scaling.missing({**params, "max_position_embeddings": limit}, max_position_embeddings=limit)
     if missing:
         raise fail(
