@@ -445,6 +445,23 @@ def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
     return positions, bounds
 
 
+def _like_input_ids(name: str, value, input_ids: jax.Array):
+    """``value`` as an integer array whose shape broadcasts to ``input_ids``' (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    value = jnp.asarray(value)
+    shape = tuple(input_ids.shape)
+    if not jnp.issubdtype(value.dtype, jnp.integer):
+        raise TypeError(f"{name}: expected an integer array, got dtype {value.dtype}")
+    try:
+        fits = jnp.broadcast_shapes(tuple(value.shape), shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name}: expected a shape that broadcasts to input_ids' {shape}, found {tuple(value.shape)}")
+    return value
+
+
 def transformer_input(
     spec: InputSpec,
     params: Mapping[str, jax.Array],
@@ -489,9 +506,14 @@ def transformer_input(
             f"input_ids: expected an integer array of shape (..., seq_len), "
             f"got dtype {input_ids.dtype} and shape {tuple(input_ids.shape)}"
         )
+    position_ids = _like_input_ids("position_ids", position_ids, input_ids)
+    token_type_ids = _like_input_ids("token_type_ids", token_type_ids, input_ids)
+    # The user's policy governs every table: word ids, positions and token types alike.
+    policy = spec.position.on_overflow
     word = params["word_embeddings"]
     dtype = spec.dtype or word.dtype
-    x = lookup.take_rows(word, input_ids).astype(dtype)  # jnp.take, bit for bit, faster for bfloat16
+    words = overflow.Limit(word.shape[0], name="word embedding table", unit="id", argument="input_ids")
+    x = lookup.lookup_rows(word, input_ids, words, policy).astype(dtype)
     if spec.embed_scale != 1.0:
         x = x * jnp.asarray(spec.embed_scale, dtype)
 
@@ -523,10 +545,8 @@ def transformer_input(
         if token_type_ids is None:
             x = x + types[0].astype(dtype)
         else:
-            limit = overflow.Limit(spec.type_vocab_size, name="token type table")
-            type_ids, invalid = overflow.guard_positions(token_type_ids, limit, pos.on_overflow)
-            rows = lookup.take_rows(types, type_ids, in_bounds=True)
-            x = x + overflow.fill_invalid(rows, invalid).astype(dtype)
+            limit = overflow.Limit(types.shape[0], name="token type table", unit="type", argument="token_type_ids")
+            x = x + lookup.lookup_rows(types, token_type_ids, limit, policy).astype(dtype)
     elif token_type_ids is not None:
         raise ValueError("token_type_ids: this block has no token-type embedding (type_vocab_size=0)")
 
