@@ -53,6 +53,24 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def _is_int(value) -> bool:
+    """A Python integer, not a bool (``num_positions=True`` is not a one-row table)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _float_dtype(dtype):
+    """``None`` or a floating dtype's scalar type; ``ValueError`` naming ``dtype`` otherwise."""
+    if dtype is None:
+        return None
+    try:
+        resolved = jnp.dtype(dtype)
+    except (TypeError, ValueError):
+        raise ValueError(f"dtype: expected a floating dtype (float32, bfloat16, ...) or None, got {dtype!r}") from None
+    if not jnp.issubdtype(resolved, jnp.floating):
+        raise ValueError(f"dtype: expected a floating dtype (float32, bfloat16, ...) or None, got {resolved.name}")
+    return dtype
+
+
 #: flat ``TransformerInput`` argument -> :class:`PositionSpec` field; every other flat argument
 #: is an :class:`InputSpec` field of the same name.
 POSITION_ARGUMENTS = {
@@ -94,10 +112,16 @@ def _split_arguments(arguments: Mapping) -> tuple[dict, dict]:
     return position, rest
 
 
+def _is_real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _normalized(fields: dict) -> dict:
     """Numbers stored as floats whatever the caller typed (``embed_scale=1`` equals ``1.0`` in the spec)."""
     for key in ("embed_scale", "layer_norm_eps"):
         if key in fields:
+            if isinstance(fields[key], (bool, str, bytes)):
+                raise ValueError(f"{key}: expected a number, got {fields[key]!r}")
             try:
                 fields[key] = float(fields[key])
             except (TypeError, ValueError):
@@ -138,19 +162,19 @@ class PositionSpec:
 
     def __post_init__(self):
         _require(self.kind in POSITION_KINDS, f"position: expected one of {POSITION_KINDS}, got {self.kind!r}")
-        _require(isinstance(self.dim, int) and self.dim > 0, f"dim: expected a positive integer, got {self.dim!r}")
+        _require(_is_int(self.dim) and self.dim > 0, f"dim: expected a positive integer, got {self.dim!r}")
         if self.kind == "learned":
             _require(
-                isinstance(self.num_positions, int) and self.num_positions > 0,
+                _is_int(self.num_positions) and self.num_positions > 0,
                 f"num_positions: a learned table needs a positive integer, got {self.num_positions!r}",
             )
         elif self.num_positions is not None:
             _require(
-                isinstance(self.num_positions, int) and self.num_positions > 0,
+                _is_int(self.num_positions) and self.num_positions > 0,
                 f"num_positions: expected a positive integer or None, got {self.num_positions!r}",
             )
         _require(
-            isinstance(self.offset, int) and self.offset >= 0,
+            _is_int(self.offset) and self.offset >= 0,
             f"offset: expected a non-negative integer, got {self.offset!r}",
         )
         _require(self.layout in LAYOUTS, f"layout: expected one of {LAYOUTS}, got {self.layout!r}")
@@ -269,7 +293,7 @@ class InputSpec:
 
     def __post_init__(self):
         _require(
-            isinstance(self.vocab_size, int) and self.vocab_size > 0,
+            _is_int(self.vocab_size) and self.vocab_size > 0,
             f"vocab_size: expected a positive integer, got {self.vocab_size!r}",
         )
         _require(
@@ -281,6 +305,10 @@ class InputSpec:
                 self.pad_token_id is not None,
                 "pad_token_id: positions_from='non_padding_ids' needs the padding id, got None",
             )
+        _require(
+            self.pad_token_id is None or _is_int(self.pad_token_id),
+            f"pad_token_id: expected an integer or None, got {self.pad_token_id!r}",
+        )
         if self.positions_from != "index" and self.position.kind == "learned":
             _require(
                 self.position.offset >= 1,
@@ -288,10 +316,19 @@ class InputSpec:
                 f"so a learned table needs offset >= 1, got {self.position.offset}",
             )
         _require(
-            isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
+            _is_int(self.type_vocab_size) and self.type_vocab_size >= 0,
             f"type_vocab_size: expected a non-negative integer, got {self.type_vocab_size!r}",
         )
-        _require(math.isfinite(self.embed_scale), f"embed_scale: expected a finite number, got {self.embed_scale!r}")
+        _require(
+            _is_real(self.embed_scale) and math.isfinite(self.embed_scale),
+            f"embed_scale: expected a finite number, got {self.embed_scale!r}",
+        )
+        _require(
+            _is_real(self.layer_norm_eps) and math.isfinite(self.layer_norm_eps) and self.layer_norm_eps >= 0,
+            f"layer_norm_eps: expected a finite non-negative number, got {self.layer_norm_eps!r}",
+        )
+        _require(isinstance(self.layer_norm, bool), f"layer_norm: expected True or False, got {self.layer_norm!r}")
+        _float_dtype(self.dtype)
 
     @classmethod
     def from_arguments(cls, vocab_size: int, dim: int, **arguments) -> InputSpec:
@@ -374,7 +411,7 @@ class InputSpec:
         position = data.pop("position", None)
         if not isinstance(position, Mapping):
             raise TypeError(f"position: expected a mapping of PositionSpec fields, got {type(position).__name__}")
-        dtype = data.pop("dtype", None)
+        dtype = _float_dtype(data.pop("dtype", None))
         dtype = None if dtype is None else jnp.dtype(dtype).type  # the scalar type: equal and hashed as jnp.float32
         return cls(position=PositionSpec(**position), dtype=dtype, **data)
 

@@ -307,6 +307,21 @@ def test_special_sources_are_named_for_what_they_are(tmp_path, capsys, kind, fou
     assert code == 2 and found in err
 
 
+@pytest.mark.parametrize("target", ["/proc/version", "/proc/self/status"])
+def test_a_virtual_file_named_safetensors_is_named_for_what_it_is(tmp_path, capsys, target):
+    src = tmp_path / "model.safetensors"
+    src.symlink_to(target)  # stat says 0 bytes, reading gives more
+    message = (
+        f"{src}: expected a safetensors file whose size is known (a regular file on disk), "
+        "found a file that reports 0 bytes but holds more (a virtual file, such as under /proc?)"
+    )
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    assert one_line_error(info.value) == message
+    code, _, err = run_cli(capsys, "inspect", str(src))
+    assert code == 2 and "-8 bytes" not in err and "a virtual file" in err
+
+
 # --------------------------------------------------------------------------- 4. bounded JSON
 
 DEEP_OBJ = '{"a":' * 5000 + "1" + "}" * 5000
@@ -925,3 +940,104 @@ def test_fuzzed_shard_names_never_leave_the_checkpoint(tmp_path_factory, parts):
         export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), base / "out")
     one_line_error(info.value)
     assert snapshot(base) == before and sorted(p.name for p in base.iterdir()) == ["outside", "src"]
+
+
+# --------------------------------------------------------------------------- accepted values that poison the output
+# A value that would give NaN, all zeros, a truncated rotation or a one-row table is refused where
+# it is given (Python arguments) or read (a converted .msgpack's stored spec), in one line.
+
+POISON_ARGUMENTS = [
+    ({"layer_norm_eps": float("nan")}, "layer_norm_eps: expected a finite non-negative number, got nan"),
+    ({"layer_norm_eps": -1e-5}, "layer_norm_eps: expected a finite non-negative number, got -1e-05"),
+    ({"layer_norm_eps": float("inf")}, "layer_norm_eps: expected a finite non-negative number, got inf"),
+    ({"layer_norm_eps": "1e-5"}, "layer_norm_eps: expected a number, got '1e-5'"),
+    ({"layer_norm_eps": True}, "layer_norm_eps: expected a number, got True"),
+    ({"embed_scale": float("nan")}, "embed_scale: expected a finite number, got nan"),
+    ({"dtype": "int32"}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got int32"),
+    ({"dtype": bool}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got bool"),
+    ({"dtype": "complex64"}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got complex64"),
+    ({"dtype": object}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got object"),
+    ({"dtype": "nonsense"}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got 'nonsense'"),
+    ({"num_positions": True}, "num_positions: a learned table needs a positive integer, got True"),
+    ({"type_vocab_size": True}, "type_vocab_size: expected a non-negative integer, got True"),
+    ({"position_offset": True}, "offset: expected a non-negative integer, got True"),
+    ({"pad_token_id": "1"}, "pad_token_id: expected an integer or None, got '1'"),
+    ({"pad_token_id": True}, "pad_token_id: expected an integer or None, got True"),
+    ({"layer_norm": "yes"}, "layer_norm: expected True or False, got 'yes'"),
+]
+
+
+@pytest.mark.parametrize("patch, message", POISON_ARGUMENTS, ids=lambda p: str(p)[:40])
+@pytest.mark.parametrize("via", ["spec", "nnx", "linen"])
+def test_poisoning_arguments_are_refused_when_given(patch, message, via):
+    import flax_posenc as fp
+    from flax_posenc.block import InputSpec
+
+    arguments = {"num_positions": ROWS, **patch}
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        if via == "spec":
+            InputSpec.from_arguments(VOCAB, DIM, **arguments)
+        elif via == "nnx":
+            from flax import nnx
+
+            fp.nnx.TransformerInput(VOCAB, DIM, rngs=nnx.Rngs(0), **arguments)
+        else:
+            fp.linen.TransformerInput(VOCAB, DIM, **arguments)
+
+
+STORED_POISON = [
+    (("layer_norm_eps",), float("nan"), "layer_norm_eps: expected a finite non-negative number, got nan"),
+    (("layer_norm_eps",), -1.0, "layer_norm_eps: expected a finite non-negative number, got -1.0"),
+    (("layer_norm_eps",), float("inf"), "layer_norm_eps: expected a finite non-negative number, got inf"),
+    (("layer_norm_eps",), "1e-5", "layer_norm_eps: expected a finite non-negative number, got '1e-5'"),
+    (("dtype",), "int32", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got int32"),
+    (("dtype",), "bool", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got bool"),
+    (("dtype",), "complex64", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got complex64"),
+    (("dtype",), "object", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got object"),
+    (("position", "num_positions"), True, "num_positions: a learned table needs a positive integer, got True"),
+    (("pad_token_id",), "1", "pad_token_id: expected an integer or None, got '1'"),
+]
+
+
+@pytest.mark.parametrize("keys, value, message", STORED_POISON, ids=lambda p: str(p)[:30])
+def test_poisoning_values_stored_in_a_msgpack_are_refused_when_read(tmp_path, keys, value, message):
+    from flax_posenc.pretrained import load_pretrained
+
+    def mutate(blob):
+        where = blob["spec"]
+        for key in keys[:-1]:
+            where = where[key]
+        where[keys[-1]] = value
+
+    path = _converted(tmp_path, mutate)
+    with pytest.raises(CheckpointError) as info:
+        load_pretrained(path)
+    assert one_line_error(info.value) == f"{path}: expected a valid 'spec' (version 2), found {message}"
+
+
+@pytest.mark.parametrize(
+    "call", ["apply_rope", "apply_rope_qk q", "apply_rope_qk k", "apply_rotary", "module", "rotate_qk"]
+)
+def test_rope_refuses_integer_queries_and_keys(call):
+    import jax.numpy as jnp
+    from flax import nnx
+
+    import flax_posenc as fp
+
+    good, bad = jnp.ones((1, 4, 2, 8)), jnp.ones((1, 4, 2, 8), jnp.int32)
+    cos, sin = fp.rotary_cos_sin(jnp.arange(4), 8)
+    name = {"apply_rope_qk q": "q", "apply_rope_qk k": "k", "rotate_qk": "q"}.get(call, "x")
+    with pytest.raises(TypeError, match=f"^{name}: expected a floating array \\(queries or keys\\), got dtype int32$"):
+        if call == "apply_rope":
+            fp.apply_rope(bad, 8)
+        elif call == "apply_rope_qk q":
+            fp.apply_rope_qk(bad, good, 8)
+        elif call == "apply_rope_qk k":
+            fp.apply_rope_qk(good, bad, 8)
+        elif call == "apply_rotary":
+            fp.apply_rotary(bad, cos[:, None], sin[:, None])
+        elif call == "module":
+            fp.nnx.RotaryEmbedding(8)(bad)
+        else:
+            fp.nnx.RotaryEmbedding(8).rotate_qk(bad, good)
+    del nnx
