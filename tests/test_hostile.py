@@ -1041,3 +1041,171 @@ def test_rope_refuses_integer_queries_and_keys(call):
         else:
             fp.nnx.RotaryEmbedding(8).rotate_qk(bad, good)
     del nnx
+
+
+# --------------------------------------------------------------------------- sizes bounded before allocation
+# Every size a config.json or a tensor header can carry is checked against its bound
+# (flax_posenc/bounds.py) before anything is allocated: one line through the API
+# (CheckpointError naming the file), exit 2 in the CLI for inspect, check and plot -- never
+# MemoryError, never exit 3, never minutes of CPU.
+
+HUGE = 10**12
+T5_KEY = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+OVERSIZED = {
+    "bloom heads": (
+        {"model_type": "bloom", "n_head": HUGE, "hidden_size": HUGE * 64},
+        None,
+        "num_heads: expected at most 65536 ALiBi heads",
+    ),
+    "mpt heads": (
+        {"model_type": "mpt", "n_heads": HUGE, "d_model": HUGE * 64},
+        None,
+        "num_heads: expected at most 65536 ALiBi heads",
+    ),
+    "falcon heads": (
+        {"model_type": "falcon", "num_attention_heads": HUGE, "hidden_size": HUGE * 64, "alibi": True},
+        None,
+        "num_heads: expected at most 65536 ALiBi heads",
+    ),
+    "rope head_dim": (
+        {**SMALL_LLAMA, "hidden_size": 2**41, "num_attention_heads": 2},
+        None,
+        "head_dim: expected at most 65536 (checked before the frequencies are allocated), got 1099511627776",
+    ),
+    "rope declared limit": (
+        {**SMALL_LLAMA, "max_position_embeddings": 2**62},
+        None,
+        "max_position_embeddings: expected at most 1099511627776 positions, got 4611686018427387904",
+    ),
+    "rope scaled limit": (
+        {**SMALL_LLAMA, "max_position_embeddings": 2**30, "rope_scaling": {"rope_type": "linear", "factor": 1e6}},
+        None,
+        "factor: expected a scaled limit (factor * max_position_embeddings 1073741824) of at most 1099511627776 positions",
+    ),
+    "llama3 original": (
+        {
+            **SMALL_LLAMA,
+            "rope_scaling": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 2**62,
+            },
+        },
+        None,
+        "original_max_position_embeddings: expected at most 1099511627776 positions",
+    ),
+    "t5 max_distance": (
+        {"model_type": "t5", "relative_attention_num_buckets": 32, "relative_attention_max_distance": HUGE},
+        (32, 2),
+        "max_distance: expected at most 1048576 (checked before the bucket edges are computed), got 1000000000000",
+    ),
+    "t5 buckets": (
+        {"model_type": "t5", "relative_attention_num_buckets": 2**20, "relative_attention_max_distance": 2**20},
+        (2**20, 1),  # a 2 MB float16 table
+        "num_buckets: expected at most 65536 (checked before the bucket edges are computed), got 1048576",
+    ),
+}
+
+
+def _sized_source(tmp_path: Path, config: dict, table: tuple | None) -> Path:
+    src = tmp_path / "m"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps(config))
+    if table is not None:
+        save_file({T5_KEY: np.zeros(table, np.float16)}, str(src / "model.safetensors"))
+    return src
+
+
+@pytest.mark.parametrize("name", list(OVERSIZED))
+def test_sizes_from_a_file_are_bounded_before_allocation(tmp_path, capsys, name):
+    from flax_posenc.conversion import inspect_source
+
+    config, table, message = OVERSIZED[name]
+    src = _sized_source(tmp_path, config, table)
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as info:
+        inspect_source(str(src))
+    line = one_line_error(info.value)
+    assert str(src) in line and message in line
+    for argv in (
+        ["inspect", str(src)],
+        ["check", str(src), "--length", "16"],
+        ["plot", str(src), "--out", str(tmp_path / "p")],
+    ):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and message in err and "\n" not in err.strip(), (argv, code, err)
+    assert not list((tmp_path / "p").iterdir())  # plot proves the folder writable first; it writes nothing
+    assert time.perf_counter() - started < 60  # minutes of CPU (or an out-of-memory kill) before the bound
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda fp: fp.AlibiConfig(HUGE),
+            r"num_heads: expected at most 65536 ALiBi heads \(one slope each\), got 1000000000000$",
+        ),
+        (
+            lambda fp: fp.alibi_slopes(2**20),
+            r"num_heads: expected at most 65536 ALiBi heads \(one slope each\), got 1048576$",
+        ),
+        (lambda fp: fp.AlibiConfig(4, max_positions=2**62), "max_positions: expected at most 1099511627776 positions"),
+        (lambda fp: fp.RopeConfig(head_dim=2**40), "head_dim: expected at most 65536"),
+        (lambda fp: fp.RopeConfig(8, max_position_embeddings=10**30), "max_position_embeddings: expected at most"),
+        (
+            lambda fp: fp.RopeConfig(8, rope_type="yarn", factor=1e300, original_max_position_embeddings=4096),
+            r"factor: expected a scaled limit \(factor \* original_max_position_embeddings 4096\) of at most "
+            r"1099511627776 positions, got 1e\+300 \* 4096 = 4.096e\+303",
+        ),
+        (lambda fp: fp.relative_position_bucket(0, num_buckets=2**20), "num_buckets: expected at most 65536"),
+        (lambda fp: fp.relative_position_bucket(0, max_distance=HUGE), "max_distance: expected at most 1048576"),
+    ],
+)
+def test_sizes_from_arguments_are_bounded_before_allocation(make, message):
+    import flax_posenc as fp
+
+    with pytest.raises(ValueError, match=message):
+        make(fp)
+
+
+def test_largest_allowed_sizes_are_fast(tmp_path):
+    """At the bounds themselves, the reports and figures stay bounded: sampled curves, one pass for the edges."""
+    import flax_posenc as fp
+    from flax_posenc import plots
+    from flax_posenc.relative_bias_config import BucketConfig
+
+    started = time.perf_counter()
+    buckets = BucketConfig(2**16, 2**20)
+    assert buckets.describe() and len(buckets.log_edges()) == 2**15 - 2**14 - 1
+    plots.plot_bucket_map(buckets, tmp_path / "b.png")
+    plots.plot_alibi_bias(fp.AlibiConfig(2**16), tmp_path / "a.png")
+    assert time.perf_counter() - started < 60
+    with pytest.raises(ValueError, match="^length: expected at most 2048 positions per matrix, got 4096$"):
+        plots.plot_alibi_bias(fp.AlibiConfig(8), tmp_path / "c.png", length=4096)
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+
+
+@pytest.mark.parametrize(
+    "field, value", [("beta_fast", -5), ("beta_slow", 0), ("beta_fast", "32"), ("beta_slow", -1.0)]
+)
+def test_yarn_betas_are_checked_when_read(tmp_path, capsys, field, value):
+    """beta_fast=-5 once passed inspect and failed in plot with 'math domain error', naming nothing."""
+    src = _sized_source(tmp_path, {**SMALL_LLAMA, "rope_scaling": {**YARN, field: value}}, None)
+    for argv in (
+        ["inspect", str(src)],
+        ["check", str(src), "--length", "16"],
+        ["plot", str(src), "--out", str(tmp_path / "p")],
+    ):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2 and str(src) in err and field in err and "domain" not in err, (argv, err)
+
+
+def test_yarn_beta_fast_below_beta_slow_warns_as_transformers_does():
+    import flax_posenc as fp
+
+    with pytest.warns(UserWarning, match=r"^beta_fast: expected at least beta_slow \(32\), got 1 "):
+        fp.RopeConfig(8, rope_type="yarn", factor=4.0, beta_fast=1, beta_slow=32, original_max_position_embeddings=16)
