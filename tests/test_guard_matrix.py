@@ -643,3 +643,50 @@ def test_block_arguments_are_named_in_their_errors(kwargs, error, message, mode)
     with pytest.raises(error) as info:
         call()
     assert re.match(message, str(info.value).splitlines()[0])  # (jax appends its traceback note under jit)
+
+
+# ----------------------------------------------------------------------------- sinusoids: decoding and padding
+
+
+@pytest.mark.parametrize("positions_from", POSITIONS_FROM)
+def test_sinusoidal_block_decodes_with_a_static_start(positions_from):
+    """Step by step with a static start (the constant path) and a traced one: word row + sin(start)."""
+    block = fp.nnx.TransformerInput(
+        6, DIM, position="sinusoidal", num_positions=8, positions_from=positions_from, pad_token_id=1, rngs=nnx.Rngs(0)
+    )
+    words = np.asarray(block.word_embeddings[...], np.float64)
+    traced = nnx.jit(lambda m, i, s: m(i, start=s))
+    for s in range(8):
+        ids = jnp.array([[2 + s % 3]])
+        expected = words[2 + s % 3] + _sinusoid64([s])[0]
+        static = nnx.jit(lambda m, i, s=s: m(i, start=s))(block, ids)  # start closed over: static
+        np.testing.assert_allclose(np.asarray(static)[0, 0], expected, atol=2e-6)
+        np.testing.assert_allclose(np.asarray(traced(block, ids, s))[0, 0], expected, atol=2e-6)
+    with pytest.raises(PositionLimitError, match="position table holds 8 positions"):
+        nnx.jit(lambda m, i: m(i, start=8))(block, jnp.array([[2]]))
+
+
+@pytest.mark.parametrize("positions_from", ["non_padding_ids", "attention_mask"])
+@pytest.mark.parametrize("mode", ["static", "traced", "vmap"])
+def test_sinusoidal_block_with_padding_aware_positions_is_never_overrun(positions_from, mode):
+    block = fp.nnx.TransformerInput(
+        6, DIM, position="sinusoidal", num_positions=8, positions_from=positions_from, pad_token_id=1, rngs=nnx.Rngs(0)
+    )
+    ids = jnp.array([[2, 3, 4]])
+    message = "^position table holds 8 positions \\(0\\.\\.7\\); asked for position 8, 1 past the end"
+    if mode == "static":
+        nnx.jit(lambda m, i: m(i, start=5))(block, ids)  # positions 5..7: fits
+        with pytest.raises(PositionLimitError, match=message):
+            nnx.jit(lambda m, i: m(i, start=6))(block, ids)  # position 8
+    elif mode == "traced":
+        f = fp.position_errors(nnx.jit(lambda m, i, s: m(i, start=s)))
+        f(block, ids, 5)
+        with pytest.raises(PositionLimitError, match=message):
+            f(block, ids, 6)
+    else:
+        f = fp.position_errors(
+            nnx.jit(lambda m, i, s: nnx.vmap(lambda m, i, s: m(i, start=s), in_axes=(None, 0, 0))(m, i, s))
+        )
+        f(block, jnp.stack([ids, ids]), jnp.array([0, 5]))
+        with pytest.raises(PositionLimitError, match=message):
+            f(block, jnp.stack([ids, ids]), jnp.array([0, 6]))

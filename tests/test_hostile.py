@@ -1209,3 +1209,59 @@ def test_yarn_beta_fast_below_beta_slow_warns_as_transformers_does():
 
     with pytest.warns(UserWarning, match=r"^beta_fast: expected at least beta_slow \(32\), got 1 "):
         fp.RopeConfig(8, rope_type="yarn", factor=4.0, beta_fast=1, beta_slow=32, original_max_position_embeddings=16)
+
+
+# --------------------------------------------------------------------------- gaps: nesting, sibling folders, --json exits
+
+
+def _nested(kind: str, depth: int) -> str:
+    opening, closing = ('{"a":', "}") if kind == "object" else ("[", "]")
+    return opening * depth + "1" + closing * depth
+
+
+@pytest.mark.parametrize("kind", ["object", "list"])
+@pytest.mark.parametrize("where", ["config", "index", "header"])
+def test_json_nesting_is_refused_for_its_depth(tmp_path, kind, where):
+    """65 levels are refused as too deep (naming the bound); 64 levels are not refused for depth."""
+    from flax_posenc.conversion.safety import MAX_JSON_DEPTH, parse_json
+
+    assert MAX_JSON_DEPTH == 64
+    parse_json(_nested(kind, 64), where="x", what="a test document")  # parses: depth 64 is allowed
+    src = write_ckpt(tmp_path / "src")
+    _place_json(src, where, _nested(kind, 65))
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    assert one_line_error(info.value).endswith("(JSON nested at most 64 deep), found deeper nesting")
+
+
+@pytest.mark.parametrize("how", ["index", "weights link", "config link"])
+@pytest.mark.parametrize("sibling", ["src2", "src-evil", "src.bak"])
+def test_containment_refuses_a_sibling_whose_name_starts_with_the_checkpoints(tmp_path, capsys, how, sibling):
+    """A prefix check on path strings would let /x/src2 pass as inside /x/src."""
+    src = write_ckpt(tmp_path / "src")
+    other = write_ckpt(tmp_path / sibling, tensors=gpt2_tensors(rows=ROWS + 4))
+    if how == "index":
+        (src / "model.safetensors").unlink()
+        weight_map = {k: f"../{sibling}/model.safetensors" for k in gpt2_tensors()}
+        (src / INDEX).write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}))
+    else:
+        name = "model.safetensors" if how == "weights link" else "config.json"
+        (src / name).unlink()
+        (src / name).symlink_to(other / name)
+    before = snapshot(tmp_path)
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    line = one_line_error(info.value)
+    assert str(src) in line and "inside" in line, line
+    code, _, err = run_cli(capsys, "check", str(src), "--length", "4")
+    assert code == 2 and "inside" in err
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("length, code, fits", [(ROWS, 0, True), (ROWS + 1, 1, False)])
+def test_check_json_exit_codes_match_the_verdict(world, capsys, length, code, fits):
+    _, _, src = world
+    got, out, err = run_cli(capsys, "check", str(src), "--length", str(length), "--json")
+    verdict = json.loads(out)
+    assert got == code and verdict["fits"] is fits and err == ""
+    assert verdict["excess"] == max(0, length - ROWS)
