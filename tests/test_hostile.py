@@ -1170,6 +1170,33 @@ def test_sizes_from_arguments_are_bounded_before_allocation(make, message):
         make(fp)
 
 
+def test_each_bound_is_exact():
+    """One past each bound is refused, the bound itself is accepted (the comparison is not loose)."""
+    import flax_posenc as fp
+    from flax_posenc.bounds import MAX_BUCKETS, MAX_DISTANCE, MAX_HEAD_DIM, MAX_HEADS, MAX_POSITIONS, check_bound
+    from flax_posenc.relative_bias_config import BucketConfig
+
+    for bound in (MAX_BUCKETS, MAX_DISTANCE, MAX_HEAD_DIM, MAX_HEADS, MAX_POSITIONS):
+        assert check_bound("x", bound, bound) == bound
+        with pytest.raises(ValueError, match=f"^x: expected at most {bound}, got {bound + 1}$"):
+            check_bound("x", bound + 1, bound)
+    assert fp.AlibiConfig(MAX_HEADS).num_heads == MAX_HEADS
+    with pytest.raises(ValueError, match="^num_heads: expected at most 65536"):
+        fp.AlibiConfig(MAX_HEADS + 1)
+    with pytest.raises(ValueError, match="^head_dim: expected at most 65536"):
+        fp.RopeConfig(head_dim=MAX_HEAD_DIM + 2)
+    assert (
+        fp.RopeConfig(8, rope_type="linear", factor=2.0, max_position_embeddings=MAX_POSITIONS // 2).limit
+        == MAX_POSITIONS
+    )
+    with pytest.raises(ValueError, match="^factor: expected a scaled limit"):
+        fp.RopeConfig(8, rope_type="linear", factor=2.0, max_position_embeddings=MAX_POSITIONS // 2 + 1)
+    with pytest.raises(ValueError, match="num_buckets: expected at most 65536"):
+        BucketConfig(MAX_BUCKETS + 2, MAX_DISTANCE)
+    with pytest.raises(ValueError, match="max_distance: expected at most 1048576"):
+        BucketConfig(32, MAX_DISTANCE + 1)
+
+
 def test_largest_allowed_sizes_are_fast(tmp_path):
     """At the bounds themselves, the reports and figures stay bounded: sampled curves, one pass for the edges."""
     import flax_posenc as fp
