@@ -266,6 +266,14 @@ class RopeConfig:
                 UserWarning,
                 stacklevel=3,
             )
+        low, high = self.low_freq_factor, self.high_freq_factor
+        if low is not None and high is not None and high < low:
+            warnings.warn(  # transformers warns too (the smoothing band is then empty)
+                f"high_freq_factor: expected more than low_freq_factor ({low}), got {high} (as transformers, the "
+                "values are used as given: no frequency is smoothed)",
+                UserWarning,
+                stacklevel=3,
+            )
         trained, factor = self.trained_length, self.effective_factor
         if trained is not None and factor is not None and factor * trained > MAX_POSITIONS:
             _fail(

@@ -1292,3 +1292,17 @@ def test_check_json_exit_codes_match_the_verdict(world, capsys, length, code, fi
     verdict = json.loads(out)
     assert got == code and verdict["fits"] is fits and err == ""
     assert verdict["excess"] == max(0, length - ROWS)
+
+
+def test_llama3_high_freq_factor_below_low_warns_as_transformers_does():
+    import flax_posenc as fp
+
+    with pytest.warns(UserWarning, match=r"^high_freq_factor: expected more than low_freq_factor \(4.0\), got 1.0 "):
+        fp.RopeConfig(
+            16,
+            rope_type="llama3",
+            factor=8.0,
+            low_freq_factor=4.0,
+            high_freq_factor=1.0,
+            original_max_position_embeddings=8192,
+        )
