@@ -1,9 +1,9 @@
 """Do absolute position encodings extrapolate? Train at lengths <= 64, test up to 256.
 
-Reproduce (5.3 min measured on 2 shared CPU cores, 3 seeds; writes ``docs/extrapolation.md`` and
-``docs/figures/extrapolation.png``)::
+Reproduce (5.3 min measured on 2 shared CPU cores, 3 seeds; ``--docs`` rewrites ``docs/extrapolation.md``
+and ``docs/figures/extrapolation.png``; without it they go to ``out/extrapolation/`` or ``--out``)::
 
-    .venv/bin/python examples/extrapolation.py
+    .venv/bin/python examples/extrapolation.py --docs
     .venv/bin/python examples/extrapolation.py --quick --out /tmp/x   # smoke run, a few seconds
 
 The task: **copy the token K places back.** Input: ``L`` random tokens from a vocabulary of
@@ -73,6 +73,9 @@ import flax_posenc as fp
 from flax_posenc.extend import extend_table
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # output_folder.py, also when a test imports this file
+import output_folder  # noqa: E402
+
 COMMAND = ".venv/bin/python examples/extrapolation.py"
 
 
@@ -635,23 +638,21 @@ def run(cfg: Config, out: Path, command: str) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (numbers meaningless)")
-    parser.add_argument(
-        "--out", type=Path, default=ROOT / "docs", help="directory for extrapolation.md and figures/ (default: docs/)"
-    )
+    output_folder.add_arguments(parser, what="extrapolation.md and figures/")
     parser.add_argument(
         "--report-only",
         action="store_true",
         help="re-render the report from OUT/figures/extrapolation.json without training",
     )
     args = parser.parse_args(argv)
+    out = output_folder.resolve(parser, args, "extrapolation")
     if args.report_only:
-        report(json.loads((args.out / "figures" / "extrapolation.json").read_text()), args.out)
-        print(f"wrote {args.out / 'extrapolation.md'} from the saved results")
+        report(json.loads((out / "figures" / "extrapolation.json").read_text()), out)
+        print(f"wrote {out / 'extrapolation.md'} from the saved results")
         return
     cfg = QUICK if args.quick else Config()
-    command = COMMAND + (" --quick" if args.quick else "")
-    args.out.mkdir(parents=True, exist_ok=True)
-    run(cfg, args.out, command)
+    command = COMMAND + (" --quick" if args.quick else "") + (" --docs" if args.docs else "")
+    run(cfg, out, command)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Do position encodings extrapolate on real text? Train a byte-level LM at 128, test up to 2048.
 
 The ALiBi paper's Figure 1 (Press et al., 2022) and the Position Interpolation result (Chen et
-al., 2023), at a scale two CPU cores allow. Reproduce (writes ``docs/extrapolation-text.md``,
-``docs/figures/extrapolation_text.{png,json}``)::
+al., 2023), at a scale two CPU cores allow. Reproduce (``--docs`` rewrites ``docs/extrapolation-text.md``,
+``docs/figures/extrapolation_text.{png,json}``; without it they go to ``out/extrapolation_text/`` or ``--out``)::
 
-    nice -n 15 .venv/bin/python examples/extrapolation_text.py      # 31.9 min measured (28.9 + 3.0 for t5), 2 shared cores
+    nice -n 15 .venv/bin/python examples/extrapolation_text.py --docs   # 31.9 min measured (28.9 + 3.0 for t5), 2 shared cores
     .venv/bin/python examples/extrapolation_text.py --quick --out /tmp/x    # smoke run, seconds
-    .venv/bin/python examples/extrapolation_text.py --report-only           # re-render from the JSON
-    nice -n 15 .venv/bin/python examples/extrapolation_text.py --add t5     # one encoding, merged into the JSON
+    .venv/bin/python examples/extrapolation_text.py --report-only --docs    # re-render docs/ from its JSON
+    nice -n 15 .venv/bin/python examples/extrapolation_text.py --add t5 --docs   # one encoding, merged into the JSON
 
 Corpus: the Python standard library's own top-level ``.py`` files (``sysconfig`` ``stdlib`` path,
 ``*.py`` directly in it, sorted by name), read as bytes. Split by file: every 10th file in that
@@ -61,6 +61,7 @@ import json
 import math
 import os
 import platform
+import sys
 import sysconfig
 import time
 from pathlib import Path
@@ -74,6 +75,9 @@ from flax import nnx
 import flax_posenc as fp
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # output_folder.py, also when a test imports this file
+import output_folder  # noqa: E402
+
 COMMAND = "nice -n 15 .venv/bin/python examples/extrapolation_text.py"
 LN2 = math.log(2.0)
 
@@ -974,12 +978,7 @@ def report(results: dict, out: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (numbers meaningless)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=ROOT / "docs",
-        help="directory for extrapolation-text.md and figures/ (default: docs/)",
-    )
+    output_folder.add_arguments(parser, what="extrapolation-text.md and figures/")
     parser.add_argument(
         "--report-only",
         action="store_true",
@@ -994,13 +993,13 @@ def main(argv: list[str] | None = None) -> None:
         "results of the same config (an encoding that landed after the full run)",
     )
     args = parser.parse_args(argv)
+    args.out = output_folder.resolve(parser, args, "extrapolation_text")
     if args.report_only:
         report(json.loads((args.out / "figures" / "extrapolation_text.json").read_text()), args.out)
         print(f"wrote {args.out / 'extrapolation-text.md'} from the saved results")
         return
     cfg = QUICK if args.quick else Config()
-    command = COMMAND + (" --quick" if args.quick else "")
-    args.out.mkdir(parents=True, exist_ok=True)
+    command = COMMAND + (" --quick" if args.quick else "") + (" --docs" if args.docs else "")
     log = lambda m: print(m, flush=True)  # noqa: E731
     if args.add:
         saved = args.out / "figures" / "extrapolation_text.json"

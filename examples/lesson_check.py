@@ -8,7 +8,7 @@ value, a verdict, and the right value where the lesson is wrong.
 
 Regenerate::
 
-    .venv/bin/python examples/lesson_check.py            # writes docs/lesson-check.md
+    .venv/bin/python examples/lesson_check.py --docs     # writes docs/lesson-check.md (else out/lesson_check/)
     .venv/bin/python examples/lesson_check.py --stdout   # print the markdown only
 
 :func:`compute` returns the raw numbers (``tests/test_lesson_check.py`` checks them against
@@ -28,8 +28,11 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))  # output_folder.py, also when a test imports this file
+import output_folder  # noqa: E402
+
 DOC = ROOT / "docs" / "lesson-check.md"
-COMMAND = ".venv/bin/python examples/lesson_check.py"
+COMMAND = ".venv/bin/python examples/lesson_check.py --docs"
 
 D_MODEL = 512  # the lesson's d_model
 MAX_LEN = 128  # the lesson's sinusoidal_pe(max_len=128, d_model=512)
@@ -452,20 +455,18 @@ def render_markdown(items: list[Claim]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--out", type=Path, default=DOC, help=f"markdown file to write (default {DOC.relative_to(ROOT)})"
-    )
+    output_folder.add_arguments(parser, what="lesson-check.md")
     parser.add_argument("--stdout", action="store_true", help="print the markdown instead of writing it")
     args = parser.parse_args(argv)
     text = render_markdown(claims(compute()))
     if args.stdout:
         print(text)
         return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".md.tmp")
+    path = output_folder.resolve(parser, args, "lesson_check", docs=DOC.parent) / DOC.name
+    tmp = path.with_suffix(".md.tmp")
     tmp.write_text(text, encoding="utf-8")
-    tmp.replace(args.out)
-    print(f"wrote {args.out}")
+    tmp.replace(path)
+    print(f"wrote {path}")
     return 0
 
 

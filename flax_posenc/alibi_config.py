@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc.bounds import MAX_HEADS, MAX_POSITIONS, check_bound
+
 
 def _is_positive_int(x: Any) -> bool:
     return not isinstance(x, bool) and isinstance(x, (int, np.integer)) and x >= 1
@@ -37,7 +39,8 @@ class AlibiConfig:
       max_positions: a configured limit (MPT's ``max_seq_len``), or ``None``: ALiBi itself has none.
 
     Raises:
-      ValueError: one line naming the field (a head count < 1, ``max_bias <= 0``, ...).
+      ValueError: one line naming the field (a head count < 1 or above
+        :data:`~flax_posenc.bounds.MAX_HEADS`, ``max_bias <= 0``, ...).
 
     >>> AlibiConfig(num_heads=8, max_positions=2048).limit
     2048
@@ -54,11 +57,14 @@ class AlibiConfig:
     def __post_init__(self):
         if not _is_positive_int(self.num_heads):
             raise ValueError(f"num_heads: expected a positive integer, got {self.num_heads!r}")
+        check_bound("num_heads", int(self.num_heads), MAX_HEADS, "ALiBi heads (one slope each)")
         b = self.max_bias
         if isinstance(b, bool) or not isinstance(b, (int, float, np.number)) or not math.isfinite(b) or b <= 0:
             raise ValueError(f"max_bias: expected a finite number > 0, got {b!r}")
         if self.max_positions is not None and not _is_positive_int(self.max_positions):
             raise ValueError(f"max_positions: expected a positive integer or None, got {self.max_positions!r}")
+        if self.max_positions is not None:
+            check_bound("max_positions", int(self.max_positions), MAX_POSITIONS, "positions")
 
     @classmethod
     def coerce(cls, config: AlibiConfig | int) -> AlibiConfig:

@@ -54,6 +54,24 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def _is_int(value) -> bool:
+    """A Python integer, not a bool (``num_positions=True`` is not a one-row table)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _float_dtype(dtype):
+    """``None`` or a floating dtype's scalar type; ``ValueError`` naming ``dtype`` otherwise."""
+    if dtype is None:
+        return None
+    try:
+        resolved = jnp.dtype(dtype)
+    except (TypeError, ValueError):
+        raise ValueError(f"dtype: expected a floating dtype (float32, bfloat16, ...) or None, got {dtype!r}") from None
+    if not jnp.issubdtype(resolved, jnp.floating):
+        raise ValueError(f"dtype: expected a floating dtype (float32, bfloat16, ...) or None, got {resolved.name}")
+    return dtype
+
+
 #: flat ``TransformerInput`` argument -> :class:`PositionSpec` field; every other flat argument
 #: is an :class:`InputSpec` field of the same name.
 POSITION_ARGUMENTS = {
@@ -95,10 +113,16 @@ def _split_arguments(arguments: Mapping) -> tuple[dict, dict]:
     return position, rest
 
 
+def _is_real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _normalized(fields: dict) -> dict:
     """Numbers stored as floats whatever the caller typed (``embed_scale=1`` equals ``1.0`` in the spec)."""
     for key in ("embed_scale", "layer_norm_eps"):
         if key in fields:
+            if isinstance(fields[key], (bool, str, bytes)):
+                raise ValueError(f"{key}: expected a number, got {fields[key]!r}")
             try:
                 fields[key] = float(fields[key])
             except (TypeError, ValueError):
@@ -139,19 +163,19 @@ class PositionSpec:
 
     def __post_init__(self):
         _require(self.kind in POSITION_KINDS, f"position: expected one of {POSITION_KINDS}, got {self.kind!r}")
-        _require(isinstance(self.dim, int) and self.dim > 0, f"dim: expected a positive integer, got {self.dim!r}")
+        _require(_is_int(self.dim) and self.dim > 0, f"dim: expected a positive integer, got {self.dim!r}")
         if self.kind == "learned":
             _require(
-                isinstance(self.num_positions, int) and self.num_positions > 0,
+                _is_int(self.num_positions) and self.num_positions > 0,
                 f"num_positions: a learned table needs a positive integer, got {self.num_positions!r}",
             )
         elif self.num_positions is not None:
             _require(
-                isinstance(self.num_positions, int) and self.num_positions > 0,
+                _is_int(self.num_positions) and self.num_positions > 0,
                 f"num_positions: expected a positive integer or None, got {self.num_positions!r}",
             )
         _require(
-            isinstance(self.offset, int) and self.offset >= 0,
+            _is_int(self.offset) and self.offset >= 0,
             f"offset: expected a non-negative integer, got {self.offset!r}",
         )
         _require(self.layout in LAYOUTS, f"layout: expected one of {LAYOUTS}, got {self.layout!r}")
@@ -273,7 +297,7 @@ class InputSpec:
 
     def __post_init__(self):
         _require(
-            isinstance(self.vocab_size, int) and self.vocab_size > 0,
+            _is_int(self.vocab_size) and self.vocab_size > 0,
             f"vocab_size: expected a positive integer, got {self.vocab_size!r}",
         )
         _require(
@@ -285,6 +309,10 @@ class InputSpec:
                 self.pad_token_id is not None,
                 "pad_token_id: positions_from='non_padding_ids' needs the padding id, got None",
             )
+        _require(
+            self.pad_token_id is None or _is_int(self.pad_token_id),
+            f"pad_token_id: expected an integer or None, got {self.pad_token_id!r}",
+        )
         if self.positions_from != "index" and self.position.kind == "learned":
             _require(
                 self.position.offset >= 1,
@@ -292,10 +320,19 @@ class InputSpec:
                 f"so a learned table needs offset >= 1, got {self.position.offset}",
             )
         _require(
-            isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
+            _is_int(self.type_vocab_size) and self.type_vocab_size >= 0,
             f"type_vocab_size: expected a non-negative integer, got {self.type_vocab_size!r}",
         )
-        _require(math.isfinite(self.embed_scale), f"embed_scale: expected a finite number, got {self.embed_scale!r}")
+        _require(
+            _is_real(self.embed_scale) and math.isfinite(self.embed_scale),
+            f"embed_scale: expected a finite number, got {self.embed_scale!r}",
+        )
+        _require(
+            _is_real(self.layer_norm_eps) and math.isfinite(self.layer_norm_eps) and self.layer_norm_eps >= 0,
+            f"layer_norm_eps: expected a finite non-negative number, got {self.layer_norm_eps!r}",
+        )
+        _require(isinstance(self.layer_norm, bool), f"layer_norm: expected True or False, got {self.layer_norm!r}")
+        _float_dtype(self.dtype)
 
     @classmethod
     def from_arguments(cls, vocab_size: int, dim: int, **arguments) -> InputSpec:
@@ -378,7 +415,7 @@ class InputSpec:
         position = data.pop("position", None)
         if not isinstance(position, Mapping):
             raise TypeError(f"position: expected a mapping of PositionSpec fields, got {type(position).__name__}")
-        dtype = data.pop("dtype", None)
+        dtype = _float_dtype(data.pop("dtype", None))
         dtype = None if dtype is None else jnp.dtype(dtype).type  # the scalar type: equal and hashed as jnp.float32
         return cls(position=PositionSpec(**position), dtype=dtype, **data)
 
@@ -449,6 +486,23 @@ def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
     return positions, bounds
 
 
+def _like_input_ids(name: str, value, input_ids: jax.Array):
+    """``value`` as an integer array whose shape broadcasts to ``input_ids``' (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    value = jnp.asarray(value)
+    shape = tuple(input_ids.shape)
+    if not jnp.issubdtype(value.dtype, jnp.integer):
+        raise TypeError(f"{name}: expected an integer array, got dtype {value.dtype}")
+    try:
+        fits = jnp.broadcast_shapes(tuple(value.shape), shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name}: expected a shape that broadcasts to input_ids' {shape}, found {tuple(value.shape)}")
+    return value
+
+
 def transformer_input(
     spec: InputSpec,
     params: Mapping[str, jax.Array],
@@ -493,9 +547,14 @@ def transformer_input(
             f"input_ids: expected an integer array of shape (..., seq_len), "
             f"got dtype {input_ids.dtype} and shape {tuple(input_ids.shape)}"
         )
+    position_ids = _like_input_ids("position_ids", position_ids, input_ids)
+    token_type_ids = _like_input_ids("token_type_ids", token_type_ids, input_ids)
+    # The user's policy governs every table: word ids, positions and token types alike.
+    policy = spec.position.on_overflow
     word = params["word_embeddings"]
     dtype = spec.dtype or word.dtype
-    x = lookup.take_rows(word, input_ids).astype(dtype)  # jnp.take, bit for bit, faster for bfloat16
+    words = overflow.Limit(word.shape[0], name="word embedding table", unit="id", argument="input_ids")
+    x = lookup.lookup_rows(word, input_ids, words, policy).astype(dtype)
     if spec.embed_scale != 1.0:
         x = x * jnp.asarray(spec.embed_scale, dtype)
 
@@ -527,10 +586,8 @@ def transformer_input(
         if token_type_ids is None:
             x = x + types[0].astype(dtype)
         else:
-            limit = overflow.Limit(spec.type_vocab_size, name="token type table")
-            type_ids, invalid = overflow.guard_positions(token_type_ids, limit, pos.on_overflow)
-            rows = lookup.take_rows(types, type_ids, in_bounds=True)
-            x = x + overflow.fill_invalid(rows, invalid).astype(dtype)
+            limit = overflow.Limit(types.shape[0], name="token type table", unit="type", argument="token_type_ids")
+            x = x + lookup.lookup_rows(types, token_type_ids, limit, policy).astype(dtype)
     elif token_type_ids is not None:
         raise ValueError("token_type_ids: this block has no token-type embedding (type_vocab_size=0)")
 

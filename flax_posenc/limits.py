@@ -15,23 +15,29 @@ from flax_posenc.errors import PositionLimitError
 __all__ = ["check_positions", "describe_limit", "length_verdict", "lowest_position", "verdict_line"]
 
 
-def describe_limit(name: str, rows: int, offset: int = 0) -> str:
+def describe_limit(name: str, rows: int, offset: int = 0, *, unit: str = "position") -> str:
     """``"<name> holds 1024 positions (0..1023)"``, with reserved rows mentioned.
 
     Args:
       name: the table's name (family, key), as it should appear to a user.
       rows: stored rows, reserved rows included.
       offset: reserved leading rows (RoBERTa/OPT's 2), reached only by negative positions.
+      unit: what a row is called (singular): ``"position"``, ``"type"`` (token types),
+        ``"id"`` (word ids).
 
     >>> describe_limit("roberta position table", 514, 2)
     'roberta position table holds 512 positions (0..511) after 2 reserved rows'
+    >>> describe_limit("token type table", 2, unit="type")
+    'token type table holds 2 types (0..1)'
     """
     usable = rows - offset
     reserved = f" after {offset} reserved rows" if offset else ""
-    return f"{name} holds {usable} positions (0..{usable - 1}){reserved}"
+    return f"{name} holds {usable} {unit}{'' if usable == 1 else 's'} (0..{usable - 1}){reserved}"
 
 
-def check_positions(lowest: int, highest: int, *, rows: int, offset: int = 0, name: str = "position table") -> None:
+def check_positions(
+    lowest: int, highest: int, *, rows: int, offset: int = 0, name: str = "position table", unit: str = "position"
+) -> None:
     """Raise :class:`PositionLimitError` unless rows ``offset + lowest .. offset + highest`` exist.
 
     Position ``-1`` reaches the padding row ``offset - 1`` of a table with reserved rows (the
@@ -45,14 +51,13 @@ def check_positions(lowest: int, highest: int, *, rows: int, offset: int = 0, na
     ...
     flax_posenc.errors.PositionLimitError: gpt2 position table (wpe.weight) holds 1024 positions (0..1023); asked for position 1024, 1 past the end
     """
+    holds = describe_limit(name, rows, offset, unit=unit)
     if lowest < lowest_position(offset):
         where = "below the padding row (position -1)" if offset else "below the first row"
-        raise PositionLimitError(f"{describe_limit(name, rows, offset)}; asked for position {lowest}, {where}")
+        raise PositionLimitError(f"{holds}; asked for {unit} {lowest}, {where}")
     if offset + highest >= rows:
         excess = offset + highest - rows + 1
-        raise PositionLimitError(
-            f"{describe_limit(name, rows, offset)}; asked for position {highest}, {excess} past the end"
-        )
+        raise PositionLimitError(f"{holds}; asked for {unit} {highest}, {excess} past the end")
 
 
 def lowest_position(offset: int) -> int:

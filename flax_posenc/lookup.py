@@ -26,9 +26,10 @@ from flax_posenc.overflow import (
     OverflowPolicy,
     check_policy,
     fill_invalid,
-    guard_positions,
+    guard_indices,
     guard_start,
     is_traced,
+    keep_check,
 )
 
 # False: traced starts take the general guard (benchmarks/gather_variants.py compares the two).
@@ -40,6 +41,7 @@ __all__ = [
     "check_positions",
     "describe_limit",
     "lookup_positions",
+    "lookup_rows",
     "padding_aware_positions",
     "sequential_positions",
     "slice_positions",
@@ -159,9 +161,38 @@ def lookup_positions(
     ...
     flax_posenc.errors.PositionLimitError: position table holds 4 positions (0..3); asked for position 4, 1 past the end
     """
-    positions, invalid = guard_positions(positions, Limit(table.shape[0], offset, name), on_overflow)
-    rows = take_rows(table, positions + offset, in_bounds=True)  # the guard kept them in bounds
-    return fill_invalid(rows, invalid)
+    return lookup_rows(table, positions, Limit(table.shape[0], offset, name), on_overflow)
+
+
+def lookup_rows(table: jax.Array, indices: jax.typing.ArrayLike, limit: Limit, on_overflow: OverflowPolicy = "error"):
+    """THE guarded table lookup: rows ``table[limit.offset + indices]`` (positions, token types, word ids).
+
+    Every table the library gathers from (learned positions, token types, word embeddings) is read
+    here, so one guard and one policy govern them all. The run-time check survives every table
+    shape: a one-row table's gather (or one from a constant table) does not depend on the index,
+    so XLA would drop the guard's check along with it; here the rows carry it
+    (:func:`~flax_posenc.overflow.keep_check`).
+
+    Args:
+      table: ``(limit.rows, dim)``.
+      indices: integer array, any shape (``limit.argument`` names it in a type error).
+      limit: the valid range and the table's name and unit (:class:`~flax_posenc.overflow.Limit`).
+      on_overflow: policy for traced indices: ``"error"``, ``"clip"`` or ``"fill"``.
+
+    Returns:
+      ``indices.shape + (dim,)``, in the table's dtype.
+
+    >>> import jax.numpy as jnp
+    >>> lookup_rows(jnp.zeros((2, 3)), jnp.array([2]), Limit(2, name="token type table", unit="type"))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: token type table holds 2 types (0..1); asked for type 2, 1 past the end
+    """
+    indices, invalid, check = guard_indices(indices, limit, on_overflow)
+    rows = take_rows(table, indices + limit.offset, in_bounds=True)  # the guard kept them in bounds
+    # XLA drops the index of a gather that cannot depend on it (a one-row table, a table that is a
+    # broadcast constant), and the check riding on the index with it: the rows carry it instead.
+    return fill_invalid(keep_check(rows, check), invalid)
 
 
 def slice_positions(
@@ -193,9 +224,11 @@ def slice_positions(
         return table[:0]
     if is_traced(start):
         if SCALAR_START_GUARD:
-            first = guard_start(start, length, Limit(table.shape[0], offset, name), on_overflow)
-            if first is not None:  # "error": two scalar compares on start, then a slice
-                return jax.lax.dynamic_slice_in_dim(table, first + offset, length, axis=0)
+            guarded = guard_start(start, length, Limit(table.shape[0], offset, name), on_overflow, with_check=True)
+            if guarded is not None:  # "error": two scalar compares on start, then a slice
+                first, check = guarded  # the rows carry the check (a slice of the whole table, or of
+                # a constant one, ignores its start, and XLA would drop the check with it)
+                return keep_check(jax.lax.dynamic_slice_in_dim(table, first + offset, length, axis=0), check)
         return lookup_positions(table, start + jnp.arange(length), offset=offset, on_overflow=on_overflow, name=name)
     start = int(start)
     check_positions(start, start + length - 1, rows=table.shape[0], offset=offset, name=name)

@@ -121,7 +121,8 @@ class LearnedPositionalEmbedding(_PositionShell):
       dtype: computation/output dtype (``None``: ``param_dtype``).
       param_dtype: dtype the table is stored in.
       embedding_init: initializer ``(key, shape, dtype) -> array``.
-      on_overflow: ``"error"`` (checkify), ``"clip"`` or ``"fill"`` for traced positions.
+      on_overflow: ``"error"`` (fails at run time under plain ``jit``, see :mod:`flax_posenc.overflow`), ``"clip"``
+        or ``"fill"`` for traced positions.
       position_name: the table's name in error messages (``name``: its deprecated former name).
       rngs: ``nnx.Rngs`` with a ``params`` stream.
 

@@ -66,9 +66,11 @@ __all__ = [
     "checkify_errors",
     "check_policy",
     "fill_invalid",
+    "guard_indices",
     "guard_positions",
     "guard_start",
     "is_traced",
+    "keep_check",
     "known_positions",
     "position_errors",
 ]
@@ -112,6 +114,10 @@ class Limit:
       offset: reserved leading rows; position ``-1`` reaches the padding row ``offset - 1``.
       name: how the table is named in messages (``"gpt2 position table (wpe.weight)"``).
       signed: positions ``-rows .. rows - 1`` are valid (relative offsets; no table, no offset).
+      unit: what one row is called in messages (singular): ``"position"``, ``"type"`` for token
+        types, ``"id"`` for word ids.
+      argument: the argument the indices come from, named when they are not integers
+        (``"positions"``, ``"token_type_ids"``, ``"input_ids"``).
 
     RoBERTa's 514 rows, 2 reserved: positions -1 (padding) to 511.
 
@@ -128,11 +134,13 @@ class Limit:
     offset: int = 0
     name: str = "position table"
     signed: bool = False
+    unit: str = "position"
+    argument: str = "positions"
 
     def __post_init__(self):
         if self.rows - self.offset < 1 or self.offset < 0:
             raise ValueError(
-                f"{self.name}: expected at least one usable position after {self.offset} reserved rows, "
+                f"{self.name}: expected at least one usable {self.unit} after {self.offset} reserved rows, "
                 f"found {self.rows} rows"
             )
 
@@ -147,16 +155,16 @@ class Limit:
     def describe(self) -> str:
         """``"<name> holds N positions (0..N-1)"`` (see :func:`flax_posenc.limits.describe_limit`)."""
         if self.signed:
-            return f"{self.name} accepts positions {self.lowest}..{self.highest}"
-        return describe_limit(self.name, self.rows, self.offset)
+            return f"{self.name} accepts {self.unit}s {self.lowest}..{self.highest}"
+        return describe_limit(self.name, self.rows, self.offset, unit=self.unit)
 
     def check(self, lowest: int, highest: int) -> None:
         """Host check of known bounds; raises :class:`PositionLimitError`."""
         if not self.signed:
-            check_positions(lowest, highest, rows=self.rows, offset=self.offset, name=self.name)
+            check_positions(lowest, highest, rows=self.rows, offset=self.offset, name=self.name, unit=self.unit)
         elif lowest < self.lowest or highest > self.highest:
             worst = lowest if lowest < self.lowest else highest
-            raise PositionLimitError(f"{self.describe()}; asked for position {worst}")
+            raise PositionLimitError(f"{self.describe()}; asked for {self.unit} {worst}")
 
 
 def _bounds_in(dtype, limit: Limit) -> tuple[int, int]:
@@ -206,7 +214,7 @@ def _runtime_error(bad: jax.Array, lowest: jax.Array, highest: jax.Array, limit:
     backend that cannot call back to the host.
     """
     if _use_checkify.get():
-        message = f"{limit.describe()}; asked for positions from {{lo}} to {{hi}}"
+        message = f"{limit.describe()}; asked for {limit.unit}s from {{lo}} to {{hi}}"
         checkify.check(~bad, message, lo=lowest, hi=highest)
         return jnp.zeros((), jnp.int32)
     if jax.default_backend() not in _CALLBACK_PLATFORMS:
@@ -277,11 +285,13 @@ def guard_positions(
       ``(positions, invalid)``: int32 positions inside ``limit.lowest .. limit.highest`` (clamped
       when traced, so any gather is in bounds), and for ``"fill"`` (or the NaN poison of a
       backend without callbacks) a boolean mask of the out-of-range entries whose outputs the
-      caller sets to NaN with :func:`fill_invalid`; ``None`` otherwise.
+      caller sets to NaN with :func:`fill_invalid`; ``None`` otherwise. The run-time check rides
+      on the returned positions: a result that does not depend on them (a gather from a one-row
+      table) must use :func:`guard_indices` and :func:`keep_check` instead.
 
     Raises:
       PositionLimitError: known positions outside the limit (at trace time, any policy).
-      TypeError: ``positions`` is not an integer array.
+      TypeError: ``positions`` is not an integer array (named by ``limit.argument``).
 
     >>> import jax.numpy as jnp
     >>> guard_positions(jnp.array([0, 3]), Limit(4))
@@ -291,31 +301,69 @@ def guard_positions(
     ...
     flax_posenc.errors.PositionLimitError: position table holds 4 positions (0..3); asked for position -1, below the first row
     """
+    positions, invalid, _ = guard_indices(positions, limit, on_overflow)
+    return positions, invalid
+
+
+def guard_indices(
+    indices: jax.typing.ArrayLike,
+    limit: Limit,
+    on_overflow: OverflowPolicy = "error",
+) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
+    """:func:`guard_positions`, also returning the run-time check itself: ``(indices, invalid, check)``.
+
+    ``check`` is the int32 scalar zero that carries the run-time check under ``"error"`` (already
+    added to ``indices``), or ``None`` when there is none (known indices, ``"clip"``, ``"fill"``).
+    A caller whose result may not depend on the indices (XLA drops the index of a gather from a
+    one-row table, and the check with it) passes its result through :func:`keep_check`.
+
+    >>> import jax, jax.numpy as jnp
+    >>> guard_indices(jnp.array([0]), Limit(1))[2] is None  # known: checked on the host
+    True
+    """
     check_policy(on_overflow)
+    positions = indices
     traced = is_traced(positions)
     if not traced:
         positions = np.asarray(positions) if not isinstance(positions, jax.Array) else positions
     if not jnp.issubdtype(positions.dtype, jnp.integer):
-        raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
+        raise TypeError(f"{limit.argument}: expected an integer array, got dtype {positions.dtype}")
     if not traced:
         if positions.size:
             limit.check(*_host_bounds(positions))
-        return known_positions(positions), None
+        return known_positions(positions), None, None
     if positions.size == 0:
-        return positions.astype(jnp.int32), None
+        return positions.astype(jnp.int32), None, None
     lo, hi = _bounds_in(positions.dtype, limit)
     info = jnp.iinfo(positions.dtype)
     if lo == info.min and hi == info.max:  # the dtype cannot hold an out-of-range value
-        return positions.astype(jnp.int32), None
+        return positions.astype(jnp.int32), None, None
     clipped = jnp.clip(positions, lo, hi).astype(jnp.int32)
     if on_overflow == "clip":
-        return clipped, None
+        return clipped, None, None
     if on_overflow == "error":
         lowest, highest = _min_max(positions)  # one reduction gives the predicate and the message
         zero = _runtime_error((lowest < lo) | (highest > hi), lowest, highest, limit)
         if zero is not True:
-            return clipped + zero, None
-    return clipped, (positions < lo) | (positions > hi)  # "fill", or the poison fallback
+            return clipped + zero, None, zero
+    return clipped, (positions < lo) | (positions > hi), None  # "fill", or the poison fallback
+
+
+def keep_check(values: jax.Array, check: jax.Array | None) -> jax.Array:
+    """``values``, made to depend on the run-time ``check`` of :func:`guard_indices` (bit for bit).
+
+    ``check`` is a zero the compiler cannot see through; subtracting it changes no value (``-0.0``
+    stays ``-0.0``), but keeps the check alive where the result would otherwise not depend on
+    the guarded indices.
+
+    >>> keep_check(jnp.array([-0.0, 1.0]), jnp.zeros((), jnp.int32)).tolist()
+    [-0.0, 1.0]
+    """
+    if check is None:
+        return values
+    if values.dtype == jnp.bool_:
+        return values & (check == 0)
+    return values - check.astype(values.dtype)
 
 
 def _raise_on_host_start(start, *, limit: Limit, length: int) -> np.ndarray:
@@ -328,7 +376,9 @@ def _raise_on_host_start(start, *, limit: Limit, length: int) -> np.ndarray:
     return np.zeros(np.shape(start), np.int32)
 
 
-def guard_start(start: jax.Array, length: int, limit: Limit, on_overflow: OverflowPolicy = "error") -> jax.Array | None:
+def guard_start(
+    start: jax.Array, length: int, limit: Limit, on_overflow: OverflowPolicy = "error", *, with_check: bool = False
+):
     """The decode-step form of :func:`guard_positions` for positions ``start .. start + length - 1``.
 
     With a traced scalar ``start`` and ``on_overflow="error"`` the check is two scalar
@@ -341,6 +391,8 @@ def guard_start(start: jax.Array, length: int, limit: Limit, on_overflow: Overfl
       length: static number of positions (``>= 1``).
       limit: the valid range (:class:`Limit`).
       on_overflow: the policy; only ``"error"`` has this form.
+      with_check: return ``(start, check)``, ``check`` being the run-time check's int32 zero for
+        :func:`keep_check` (a result that may not depend on ``start`` must carry it).
 
     Returns:
       int32 ``start`` clamped into ``limit.lowest .. limit.highest - length + 1`` (so the slice is
@@ -379,7 +431,8 @@ def guard_start(start: jax.Array, length: int, limit: Limit, on_overflow: Overfl
         return jax.pure_callback(callback, jax.ShapeDtypeStruct((), jnp.int32), s, vmap_method="expand_dims")
 
     zero = jax.lax.cond(bad, report, lambda s: jnp.zeros((), jnp.int32), start)
-    return jnp.clip(start, lo, hi).astype(jnp.int32) + zero  # the zero keeps the check alive
+    first = jnp.clip(start, lo, hi).astype(jnp.int32) + zero  # the zero keeps the check alive
+    return (first, zero) if with_check else first
 
 
 def fill_invalid(values: jax.Array, invalid: jax.Array | None) -> jax.Array:

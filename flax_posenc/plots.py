@@ -56,12 +56,16 @@ from typing import Any
 import numpy as np
 
 from flax_posenc import analysis
+from flax_posenc.bounds import MAX_PLOT_LINES, check_bound
 
 __all__ = [
     "DownsampledWarning",
     "MAX_HEATMAP_CELLS",
     "MAX_MATRIX_ROWS",
     "MAX_CURVE_POINTS",
+    "MAX_ALIBI_PANELS",
+    "MAX_ALIBI_LENGTH",
+    "line_sample",
     "default_dims",
     "model_name",
     "figure_path",
@@ -90,6 +94,8 @@ MAX_HEATMAP_CELLS = (2048, 1024)  # (positions, dims) drawn at most
 MAX_MATRIX_ROWS = 4096  # similarity matrix computed from at most this many rows (then block-averaged)
 MATRIX_BLOCKS = 320  # similarity matrix drawn as at most this many blocks a side (< the axes' pixels)
 MAX_CURVE_POINTS = 4096  # points per curve
+MAX_ALIBI_PANELS = 8  # heads drawn as bias matrices
+MAX_ALIBI_LENGTH = 2048  # positions per ALiBi bias matrix (length x length)
 MIN_PAIRS = 32  # similarity vs offset stops where fewer pairs (p, p + k) remain
 CURVE_PIXELS = 1000  # about the width of a wave panel, in pixels
 MIN_PERIOD_PIXELS = 10  # a wave faster than this is drawn as its envelope, never aliased
@@ -613,6 +619,8 @@ def plot_alibi_bias(
     picks = (
         list(heads) if heads is not None else sorted({0, cfg.num_heads // 3, 2 * cfg.num_heads // 3, cfg.num_heads - 1})
     )
+    check_bound("heads", len(picks), MAX_ALIBI_PANELS, "heads drawn as matrices")
+    check_bound("length", length, MAX_ALIBI_LENGTH, "positions per matrix")
     i = np.arange(length)
     distance = i[:, None] - i[None, :]
     lowest = -float(np.max(slopes[picks])) * (length - 1)
@@ -630,7 +638,7 @@ def plot_alibi_bias(
     fig.colorbar(im, ax=top, shrink=0.8, label="bias (one scale for all heads)")
     ax = fig.add_subplot(grid[1, :])
     cmap = colormaps["viridis"]
-    for h in range(cfg.num_heads):
+    for h in line_sample(cfg.num_heads, keep=picks):  # at most MAX_PLOT_LINES curves (+ the picks)
         colour = cmap(h / max(cfg.num_heads - 1, 1))
         named = h in picks or cfg.num_heads <= 12
         ax.plot(
@@ -643,11 +651,12 @@ def plot_alibi_bias(
     ax.set_xlabel("distance i - j (positions)")
     ax.set_ylabel("bias added to the score")
     ax.grid(alpha=0.3)
-    hidden = cfg.num_heads - len(ax.get_legend_handles_labels()[1])
+    hidden = cfg.num_heads - len(ax.get_legend_handles_labels()[1])  # undrawn or unnamed
     ax.legend(
         loc="lower left", ncol=2, fontsize=8, title=f"+ {hidden} more heads, coloured by index" if hidden else None
     )
-    ax.set_title(f"bias vs distance, all {cfg.num_heads} heads (max_bias {cfg.max_bias:g})")
+    drawn = "all" if cfg.num_heads <= MAX_PLOT_LINES else f"{MAX_PLOT_LINES} evenly spaced of"
+    ax.set_title(f"bias vs distance, {drawn} {cfg.num_heads} heads (max_bias {cfg.max_bias:g})")
     _title(fig, title or f"ALiBi: {cfg.num_heads} heads, causal bias -m_h (i - j)")
     return _save(fig, path)
 
@@ -694,8 +703,29 @@ def plot_relative(relative: Any, out_dir: str | Path, *, prefix: str = "") -> li
 
 
 def _bucket_span(buckets: Any, span: int | None) -> np.ndarray:
+    """Relative positions ``-reach .. reach``: all of them up to ``MAX_CURVE_POINTS``, else an even
+    sample plus every bucket's first distance and the one before it (the steps stay exact)."""
     reach = span or 2 * buckets.max_distance
-    return np.arange(-reach, reach + 1)
+    if 2 * reach + 1 <= MAX_CURVE_POINTS:
+        return np.arange(-reach, reach + 1)
+    edges = np.concatenate([np.arange(buckets.max_exact + 1), buckets.log_edges()])
+    edges = edges[edges <= reach]
+    near = np.concatenate([edges, edges - 1])
+    grid = np.linspace(-reach, reach, MAX_CURVE_POINTS).round().astype(np.int64)
+    return np.unique(np.clip(np.concatenate([grid, near, -near, [-reach, reach]]), -reach, reach))
+
+
+def line_sample(count: int, keep: Sequence[int] = ()) -> list[int]:
+    """Which of ``count`` curves a figure draws: all up to :data:`~flax_posenc.bounds.MAX_PLOT_LINES`,
+    else that many evenly spaced (first and last included) plus ``keep``.
+
+    >>> line_sample(3), len(line_sample(10**6)), line_sample(10**6)[-1]
+    ([0, 1, 2], 64, 999999)
+    """
+    if count <= MAX_PLOT_LINES:
+        return list(range(count))
+    even = np.linspace(0, count - 1, MAX_PLOT_LINES).round().astype(np.int64)
+    return sorted({int(h) for h in even} | {int(h) for h in keep})
 
 
 def plot_bucket_map(buckets: Any, path: str | Path, *, span: int | None = None, title: str | None = None) -> Path:
@@ -733,7 +763,7 @@ def plot_relative_bias_heads(
     values = analysis.as_float64(table.weights)[b.buckets(rp)]  # (positions, heads)
     fig = _figure(10, 4.5)
     ax = fig.add_subplot()
-    for h in range(values.shape[1]):
+    for h in line_sample(values.shape[1]):
         ax.plot(rp, values[:, h], lw=0.9, drawstyle="steps-mid", label=f"head {h}" if values.shape[1] <= 12 else None)
     for sign in (-1, 1) if b.bidirectional else (-1,):
         ax.axvline(sign * b.saturation_distance, color="C3", ls="--", lw=0.8)

@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc.bounds import MAX_BUCKETS, MAX_DISTANCE, check_bound
+
 #: T5's (and MPNet's) defaults.
 DEFAULT_NUM_BUCKETS = 32
 DEFAULT_MAX_DISTANCE = 128
@@ -60,7 +62,9 @@ def _log_edges(per_direction: int, max_distance: int) -> tuple[int, ...]:
     bucket = np.minimum(max_exact + np.trunc(scaled).astype(np.int64), per_direction - 1)
     if np.any(np.diff(bucket) < 0) or bucket[-1] != per_direction - 1:  # pragma: no cover - math guard
         raise AssertionError("relative position buckets are not monotone in the distance")
-    return tuple(int(n[np.argmax(bucket >= b)]) for b in range(max_exact + 1, per_direction))
+    # monotone: the first distance of bucket b is found by bisection (one pass, not one per bucket)
+    first = np.searchsorted(bucket, np.arange(max_exact + 1, per_direction), side="left")
+    return tuple(int(d) for d in n[first])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +77,8 @@ class BucketConfig:
       bidirectional: encoder (both directions) or causal decoder (only ``key <= query``).
 
     Raises:
-      ValueError: ``num_buckets`` leaves fewer than 2 buckets per direction, or
+      ValueError: ``num_buckets`` above :data:`~flax_posenc.bounds.MAX_BUCKETS` or ``max_distance``
+        above :data:`~flax_posenc.bounds.MAX_DISTANCE`, ``num_buckets`` leaves fewer than 2 buckets per direction, or
         ``max_distance <= max_exact`` (no room for the log bins).
 
     T5's defaults: distances 0..7 get a bucket each, the sign adds 16, and every distance from 91
@@ -93,6 +98,11 @@ class BucketConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
                 raise ValueError(f"BucketConfig: expected an integer {name}, found {value!r}")
+            bound = MAX_BUCKETS if name == "num_buckets" else MAX_DISTANCE
+            try:
+                check_bound(name, int(value), bound, "(checked before the bucket edges are computed)")
+            except ValueError as e:
+                raise ValueError(f"BucketConfig: {e}") from None
         if self.per_direction < 2:
             least = 4 if self.bidirectional else 2
             raise ValueError(

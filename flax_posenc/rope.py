@@ -217,6 +217,7 @@ def apply_rotary(
 
     Raises:
       ValueError: unknown layout, ``cos``/``sin`` shapes differ, or more rotated dims than ``x`` has.
+      TypeError: ``x`` is not a floating array (a rotation of integers would truncate).
 
     >>> import jax.numpy as jnp
     >>> x = jnp.array([1.0, 0.0, 0.0, 0.0])
@@ -225,7 +226,7 @@ def apply_rotary(
     """
     if layout not in ROPE_LAYOUTS:
         raise ValueError(f"layout: expected one of {ROPE_LAYOUTS}, got {layout!r}")
-    x, cos, sin = jnp.asarray(x), jnp.asarray(cos), jnp.asarray(sin)
+    x, cos, sin = _floating("x", x), jnp.asarray(cos), jnp.asarray(sin)
     if cos.shape != sin.shape:
         raise ValueError(f"cos and sin: expected the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
     half = cos.shape[-1]
@@ -239,6 +240,14 @@ def apply_rotary(
     if rot == x.shape[-1]:
         return rotated
     return jnp.concatenate([rotated, x[..., rot:]], axis=-1)
+
+
+def _floating(name: str, x) -> jax.Array:
+    """``x`` as an array; ``TypeError`` naming ``name`` unless it is floating (rotated integers truncate)."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"{name}: expected a floating array (queries or keys), got dtype {x.dtype}")
+    return x
 
 
 def _rotate_pairs(x: jax.Array, cos: jax.Array, sin: jax.Array, *, pair_axis: int) -> jax.Array:
@@ -299,7 +308,7 @@ def apply_rope(
     flax_posenc.errors.PositionLimitError: default RoPE (max_position_embeddings 16) holds 16 positions (0..15); asked for position 16, 1 past the end
     """
     config = RopeConfig.coerce(config)
-    x = jnp.asarray(x)
+    x = _floating("x", x)
     cos, sin = _cos_sin_for(
         x, config, positions, start=start, seq_len=seq_len, on_overflow=on_overflow, seq_axis=seq_axis
     )
@@ -328,7 +337,7 @@ def apply_rope_qk(
     ((1, 4, 8, 16), (1, 4, 2, 16))
     """
     config = RopeConfig.coerce(config)
-    q, k = jnp.asarray(q), jnp.asarray(k)
+    q, k = _floating("q", q), _floating("k", k)
     if q.ndim >= 3 and k.ndim >= 3 and q.shape[seq_axis] != k.shape[seq_axis]:
         raise ValueError(
             f"q and k: expected the same sequence length on axis {seq_axis}, got shapes {tuple(q.shape)} and {tuple(k.shape)}"

@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
+
+from flax_posenc.bounds import MAX_HEAD_DIM, MAX_POSITIONS, check_bound
 
 RopeLayout = Literal["half", "interleaved"]
 ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
@@ -226,6 +229,7 @@ class RopeConfig:
                 object.__setattr__(self, name, tuple(float(v) for v in value))
         if not _is_int(self.head_dim) or self.head_dim < 2 or self.head_dim % 2:
             _fail(f"head_dim: expected a positive even integer (rotations act on pairs), got {self.head_dim!r}")
+        check_bound("head_dim", int(self.head_dim), MAX_HEAD_DIM, "(checked before the frequencies are allocated)")
         _positive_number("rope_theta", self.rope_theta)
         p = self.partial_rotary_factor
         if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0 < p <= 1:
@@ -245,6 +249,8 @@ class RopeConfig:
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 _fail(f"{name}: expected a positive integer, got {value!r}")
+            if value is not None:
+                check_bound(name, int(value), MAX_POSITIONS, "positions")
         if (
             scaling.trained_length_field == _ORIGINAL
             and self.original_max_position_embeddings is None
@@ -255,9 +261,30 @@ class RopeConfig:
             _fail(f"{name}: rope_type {self.rope_type!r} needs it (a Hugging Face rope_parameters key), got None")
         if scaling.uses_factor and self.factor is not None:
             _positive_number("factor", self.factor, f"a scaling factor > 0 for rope_type {self.rope_type!r}")
-        for name in ("attention_factor", "low_freq_factor", "high_freq_factor"):
+        for name in ("attention_factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow"):
             if getattr(self, name) is not None:
                 _positive_number(name, getattr(self, name))
+        if self.beta_fast is not None and self.beta_slow is not None and self.beta_fast < self.beta_slow:
+            warnings.warn(  # transformers warns too (and then uses the values as given)
+                f"beta_fast: expected at least beta_slow ({self.beta_slow}), got {self.beta_fast} (as transformers, "
+                "the values are used as given: the YaRN ramp runs backwards)",
+                UserWarning,
+                stacklevel=3,
+            )
+        low, high = self.low_freq_factor, self.high_freq_factor
+        if low is not None and high is not None and high < low:
+            warnings.warn(  # transformers warns too (the smoothing band is then empty)
+                f"high_freq_factor: expected more than low_freq_factor ({low}), got {high} (as transformers, the "
+                "values are used as given: no frequency is smoothed)",
+                UserWarning,
+                stacklevel=3,
+            )
+        trained, factor = self.trained_length, self.effective_factor
+        if trained is not None and factor is not None and factor * trained > MAX_POSITIONS:
+            _fail(
+                f"factor: expected a scaled limit (factor * {self.scaling.trained_length_field} {trained}) of at most "
+                f"{MAX_POSITIONS} positions, got {factor!r} * {trained} = {factor * trained:.6g}"
+            )
         if scaling.check is not None:
             scaling.check(self)
 

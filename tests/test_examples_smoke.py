@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import fast_xla_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,10 @@ def test_extrapolation_quick(tmp_path, capsys):
     # second jax start-up)
     (tmp_path / "extrapolation.md").unlink()
     load_example("extrapolation").main(["--report-only", "--out", str(tmp_path)])
-    assert capsys.readouterr().out == f"wrote {tmp_path / 'extrapolation.md'} from the saved results\n"
+    assert capsys.readouterr().out.splitlines() == [
+        f"writing into {tmp_path} (pass --docs to regenerate docs/)",
+        f"wrote {tmp_path / 'extrapolation.md'} from the saved results",
+    ]
     assert (tmp_path / "extrapolation.md").read_text() == doc
 
 
@@ -99,3 +103,55 @@ def test_finetune_row_mask_keeps_old_rows_under_weight_decay():
     old, got = params["position_embeddings"], new["position_embeddings"]
     assert got[:5].tobytes() == old[:5].tobytes()
     assert bool((got[5:] != old[5:]).all())
+
+
+# ----------------------------------------------------------------------------- where examples write
+# Only an explicit --docs writes into docs/; quick and default runs write into an output folder
+# (out/<example>/ by default, ignored by git) and say where.
+
+WRITERS = ["extrapolation", "extrapolation_text", "finetune_extended", "lesson_check"]
+
+
+@pytest.mark.parametrize("name", WRITERS)
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--out", "docs"], "--out: expected a folder outside docs/ (pass --docs to regenerate docs/), found docs"),
+        (["--out", "docs/figures"], "--out: expected a folder outside docs/"),
+        (["--docs", "--out", "x"], "--docs and --out: expected one of them, found both"),
+        (["--docs", "--quick"], "--docs: expected a full run (a --quick run's numbers are meaningless), found --quick"),
+    ],
+)
+def test_only_an_explicit_flag_writes_into_docs(name, argv, message, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    module = load_example(name)
+    if "--quick" in argv and name == "lesson_check":  # no quick run: nothing to refuse
+        argv = ["--docs", "--out", "x"]
+        message = "--docs and --out: expected one of them, found both"
+    before = _docs_state()
+    with pytest.raises(SystemExit) as info:
+        module.main(argv)
+    assert info.value.code == 2 and message in capsys.readouterr().err
+    assert _docs_state() == before
+
+
+def _docs_state() -> dict:
+    return {p: p.stat().st_mtime_ns for p in (ROOT / "docs").rglob("*") if p.is_file()}
+
+
+def test_default_run_writes_outside_docs_and_says_where(tmp_path, monkeypatch, capsys):
+    """The default destination is out/<example>/ under the repository (git ignores /out/)."""
+    module = load_example("lesson_check")
+    monkeypatch.setattr(module.output_folder, "ROOT", tmp_path)  # out/ of a scratch repository
+    before = _docs_state()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert module.main([]) == 0
+    out = tmp_path / "out" / "lesson_check"
+    assert capsys.readouterr().out.splitlines() == [
+        f"writing into {out} (pass --docs to regenerate docs/)",
+        f"wrote {out / 'lesson-check.md'}",
+    ]
+    assert (out / "lesson-check.md").read_text().startswith("# ")
+    assert _docs_state() == before
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout == status
+    assert "/out/" in (ROOT / ".gitignore").read_text().splitlines()

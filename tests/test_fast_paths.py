@@ -126,7 +126,15 @@ def test_bfloat16_block_matches_a_numpy_reference():
     np.testing.assert_array_equal(bits(got), bits(want))
     bad = ids.copy()
     bad[0, 0] = 300
-    out = np.asarray(block(bad).astype(jnp.float32))
+    with pytest.raises(
+        fp.PositionLimitError, match=r"^word embedding table holds 300 ids \(0\.\.299\); asked for id 300"
+    ):
+        block(bad)  # an id past the vocabulary is an error (issue 24), NaN only when asked for
+    filling = fp.nnx.TransformerInput(
+        300, 16, num_positions=64, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, on_overflow="fill", rngs=nnx.Rngs(0)
+    )
+    fill_def, fill_state = nnx.split(filling)
+    out = np.asarray(jax.jit(lambda s, x: nnx.merge(fill_def, s)(x))(fill_state, bad)).astype(np.float32)
     assert np.isnan(out[0, 0]).all() and not np.isnan(out[0, 1:]).any()
 
 

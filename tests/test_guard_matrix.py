@@ -28,7 +28,7 @@ from helpers import sinusoid
 from jax.experimental import checkify
 
 import flax_posenc as fp
-from flax_posenc import PositionLimitError
+from flax_posenc import PositionLimitError, lookup
 
 # what jax raises for a host callback's exception: JaxRuntimeError, or ValueError on its fast path
 RUNTIME_ERRORS = (jax.errors.JaxRuntimeError, ValueError)
@@ -301,12 +301,12 @@ def test_token_type_ids_past_the_table_follow_the_guard():
     ids = jnp.zeros((1, 3), jnp.int32)
     with pytest.raises(
         PositionLimitError,
-        match=r"^token type table holds 2 positions \(0\.\.1\); asked for position 2, 1 past the end$",
+        match=r"^token type table holds 2 types \(0\.\.1\); asked for type 2, 1 past the end$",
     ):
         block(ids, token_type_ids=jnp.array([[0, 1, 2]]))
     f = fp.position_errors(nnx.jit(lambda m, t: m(ids, token_type_ids=t)))
     f(block, jnp.array([[0, 1, 1]]))
-    with pytest.raises(PositionLimitError, match="token type table holds 2 positions"):
+    with pytest.raises(PositionLimitError, match="token type table holds 2 types"):
         f(block, jnp.array([[0, 1, 2]]))
 
 
@@ -348,21 +348,23 @@ def test_without_host_callbacks_the_error_policy_poisons_with_nan(monkeypatch):
 
 
 def test_static_checks_cost_nothing_at_run_time():
-    """Default positions and static starts compile to no callback (the check ran while tracing)."""
+    """Default positions and static starts compile to no position callback (checked while tracing).
+
+    The traced word ids keep their own run-time check (the same as a block without positions).
+    """
+
+    def callbacks(block, call, *args):
+        graphdef, state = nnx.split(block)
+        return jax.jit(lambda s, *a: call(nnx.merge(graphdef, s), *a)).lower(state, *args).as_text().count("callback")
+
+    ids = jnp.zeros((1, 6), jnp.int32)
     block = fp.nnx.TransformerInput(20, DIM, num_positions=8, rngs=nnx.Rngs(0))
-    graphdef, state = nnx.split(block)
-    hlo = (
-        jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids, start=2))
-        .lower(state, jnp.zeros((1, 6), jnp.int32))
-        .as_text()
-    )
-    assert "callback" not in hlo
-    traced = (
-        jax.jit(lambda s, ids, t: nnx.merge(graphdef, s)(ids, start=t))
-        .lower(state, jnp.zeros((1, 6), jnp.int32), 2)
-        .as_text()
-    )
-    assert "callback" in traced  # the traced start is checked at run time
+    bare = fp.nnx.TransformerInput(20, DIM, position="none", rngs=nnx.Rngs(0))
+    words_only = callbacks(bare, lambda m, i: m(i), ids)
+    assert words_only > 0  # traced word ids are checked at run time
+    assert callbacks(block, lambda m, i: m(i, start=2), ids) == words_only
+    traced = callbacks(block, lambda m, i, t: m(i, start=t), ids, 2)
+    assert traced > words_only  # the traced start is checked at run time
 
 
 # ----------------------------------------------------------------------------- NNX and Linen idioms
@@ -485,3 +487,206 @@ def test_pretrained_block_trains_with_dropout(minilm_dir):
     dropped = np.asarray(noisy) == 0
     assert 0.3 < dropped.mean() < 0.7  # about half the units dropped, the rest scaled by 2
     assert_ulps(np.asarray(noisy)[~dropped], 2 * np.asarray(clean)[~dropped], ulps=8)  # jit vs eager LayerNorm
+
+
+# ----------------------------------------------------------------------------- every table, one guard
+# Word ids, token types and positions are all table lookups: the user's policy governs each, the
+# run-time check survives every table shape (XLA drops the index of a gather from a one-row
+# table, and would drop a check riding on it), and each message names the table and its unit.
+
+
+def _block(positions_from="index", type_vocab_size=2, vocab=6, policy="error"):
+    return fp.nnx.TransformerInput(
+        vocab,
+        DIM,
+        num_positions=8,
+        position_offset=2,
+        positions_from=positions_from,
+        pad_token_id=1,
+        type_vocab_size=type_vocab_size,
+        on_overflow=policy,
+        rngs=nnx.Rngs(0),
+    )
+
+
+POSITIONS_FROM = ("index", "non_padding_ids", "attention_mask")
+
+
+@pytest.mark.parametrize("positions_from", POSITIONS_FROM)
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize("bad", [5, -1])
+def test_token_types_follow_the_users_policy_under_jit(positions_from, rows, bad):
+    ids = jnp.array([[3, 4, 2]])
+    types = jnp.array([[0, 0, bad]])
+    where = "below the first row" if bad < 0 else f"{bad - rows + 1} past the end"
+    noun = "type" if rows == 1 else "types"
+    message = f"^token type table holds {rows} {noun} \\(0\\.\\.{rows - 1}\\); asked for type {bad}, {where}$"
+    block = _block(positions_from, rows)
+    with pytest.raises(PositionLimitError, match=message):  # eager: known ids
+        block(ids, token_type_ids=types)
+    f = fp.position_errors(nnx.jit(lambda m, t: m(ids, token_type_ids=t)))
+    f(block, jnp.zeros_like(types))  # in range: no false alarm
+    with pytest.raises(PositionLimitError, match=message):
+        f(block, types)
+    table = np.asarray(block.token_type_embeddings[...])
+    clip = nnx.jit(lambda m, t: m(ids, token_type_ids=t))(_block(positions_from, rows, policy="clip"), types)
+    fill = nnx.jit(lambda m, t: m(ids, token_type_ids=t))(_block(positions_from, rows, policy="fill"), types)
+    assert np.isfinite(np.asarray(clip)).all() and table.shape == (rows, DIM)
+    assert np.isnan(np.asarray(fill)[0, 2]).all() and np.isfinite(np.asarray(fill)[0, :2]).all()
+
+
+@pytest.mark.parametrize("positions_from", POSITIONS_FROM)
+@pytest.mark.parametrize("vocab", [1, 6])
+@pytest.mark.parametrize("bad", ["vocab", -1])
+@pytest.mark.parametrize("mode", ["eager", "jit", "vmap"])
+def test_word_ids_outside_the_vocabulary_are_an_error(positions_from, vocab, bad, mode):
+    bad = vocab if bad == "vocab" else bad
+    block = _block(positions_from, vocab=vocab)
+    ids = jnp.array([[0, 0, bad]])
+    where = "below the first row" if bad < 0 else "1 past the end"
+    noun = "id" if vocab == 1 else "ids"
+    message = f"^word embedding table holds {vocab} {noun} \\(0\\.\\.{vocab - 1}\\); asked for id {bad}, {where}$"
+    call = {
+        "eager": lambda i: block(i),
+        "jit": fp.position_errors(nnx.jit(lambda m, i: m(i))).__get__(block),
+        "vmap": fp.position_errors(nnx.jit(lambda m, i: nnx.vmap(lambda m, r: m(r), in_axes=(None, 0))(m, i))).__get__(
+            block
+        ),
+    }[mode]
+    call(jnp.zeros_like(ids))  # in range: no false alarm
+    with pytest.raises(PositionLimitError, match=message):
+        call(ids)
+
+
+@pytest.mark.parametrize("policy", ["clip", "fill"])
+def test_word_ids_follow_the_opt_in_policies(policy):
+    block = _block(policy=policy)
+    out = np.asarray(nnx.jit(lambda m, i: m(i))(block, jnp.array([[0, 6]])))
+    if policy == "fill":
+        assert np.isnan(out[0, 1]).all() and np.isfinite(out[0, 0]).all()
+    else:
+        same = np.asarray(nnx.jit(lambda m, i: m(i))(block, jnp.array([[0, 5]])))
+        np.testing.assert_array_equal(out, same)  # clamped to the last row, as asked
+
+
+ONE_ROW_LOOKUPS = {
+    "lookup_positions": lambda p: fp.lookup_positions(jnp.ones((1, 3)), p),
+    "lookup_positions offset": lambda p: fp.lookup_positions(jnp.ones((3, 3)), p, offset=2),
+    "slice_positions start": lambda p: lookup.slice_positions(jnp.ones((1, 3)), 1, start=p[0]),
+    "slice whole table": lambda p: lookup.slice_positions(jnp.ones((2, 3)), 2, start=p[0]),
+    "constant 4-row table": lambda p: fp.lookup_positions(jnp.zeros((4, 3)), p * 4),
+    "slice of a constant table": lambda p: lookup.slice_positions(jnp.zeros((8, 3)), 2, start=p[0] * 7),
+    "module": lambda p: fp.nnx.LearnedPositionalEmbedding(1, 3, rngs=nnx.Rngs(0))(p),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_ROW_LOOKUPS))
+@pytest.mark.parametrize("bad", [1, 5, -3])
+def test_one_row_tables_keep_their_run_time_check(name, bad):
+    f = fp.position_errors(jax.jit(ONE_ROW_LOOKUPS[name]))
+    f(jnp.array([0]))  # in range
+    with pytest.raises(PositionLimitError, match="asked for position"):
+        f(jnp.array([bad]))
+
+
+def test_zero_row_tables_are_refused_in_one_line():
+    with pytest.raises(
+        ValueError, match=r"^position table: expected at least one usable position after 0 reserved rows, found 0 rows$"
+    ):
+        fp.lookup_positions(jnp.ones((0, 3)), jnp.array([0]))
+    with pytest.raises(ValueError, match=r"^type_vocab_size: expected a non-negative integer, got -1$"):
+        fp.nnx.TransformerInput(6, DIM, num_positions=8, type_vocab_size=-1, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match=r"^token_type_ids: this block has no token-type embedding"):
+        _block(type_vocab_size=0)(jnp.array([[0]]), token_type_ids=jnp.array([[0]]))
+    with pytest.raises(ValueError, match=r"^vocab_size: expected a positive integer, got 0$"):
+        fp.nnx.TransformerInput(0, DIM, num_positions=8, rngs=nnx.Rngs(0))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (
+            {"token_type_ids": jnp.zeros((1, 3))},
+            TypeError,
+            "^token_type_ids: expected an integer array, got dtype float32$",
+        ),
+        (
+            {"position_ids": jnp.zeros((1, 3))},
+            TypeError,
+            "^position_ids: expected an integer array, got dtype float32$",
+        ),
+        (
+            {"position_ids": jnp.zeros((1, 4), jnp.int32)},
+            ValueError,
+            r"^position_ids: expected a shape that broadcasts to input_ids' \(1, 3\), found \(1, 4\)$",
+        ),
+        (
+            {"position_ids": jnp.zeros((2, 3), jnp.int32)},
+            ValueError,
+            r"^position_ids: expected a shape that broadcasts to input_ids' \(1, 3\), found \(2, 3\)$",
+        ),
+        (
+            {"token_type_ids": jnp.zeros((5,), jnp.int32)},
+            ValueError,
+            r"^token_type_ids: expected a shape that broadcasts to input_ids' \(1, 3\), found \(5,\)$",
+        ),
+    ],
+)
+@pytest.mark.parametrize("mode", ["eager", "jit"])
+def test_block_arguments_are_named_in_their_errors(kwargs, error, message, mode):
+    block = _block()
+    call = (
+        (lambda: block(jnp.array([[0, 1, 2]]), **kwargs))
+        if mode == "eager"
+        else (lambda: nnx.jit(lambda m, kw: m(jnp.array([[0, 1, 2]]), **kw))(block, kwargs))
+    )
+    with pytest.raises(error) as info:
+        call()
+    assert re.match(message, str(info.value).splitlines()[0])  # (jax appends its traceback note under jit)
+
+
+# ----------------------------------------------------------------------------- sinusoids: decoding and padding
+
+
+@pytest.mark.parametrize("positions_from", POSITIONS_FROM)
+def test_sinusoidal_block_decodes_with_a_static_start(positions_from):
+    """Step by step with a static start (the constant path) and a traced one: word row + sin(start)."""
+    block = fp.nnx.TransformerInput(
+        6, DIM, position="sinusoidal", num_positions=8, positions_from=positions_from, pad_token_id=1, rngs=nnx.Rngs(0)
+    )
+    words = np.asarray(block.word_embeddings[...], np.float64)
+    traced = nnx.jit(lambda m, i, s: m(i, start=s))
+    for s in range(8):
+        ids = jnp.array([[2 + s % 3]])
+        expected = words[2 + s % 3] + _sinusoid64([s])[0]
+        static = nnx.jit(lambda m, i, s=s: m(i, start=s))(block, ids)  # start closed over: static
+        np.testing.assert_allclose(np.asarray(static)[0, 0], expected, atol=2e-6)
+        np.testing.assert_allclose(np.asarray(traced(block, ids, s))[0, 0], expected, atol=2e-6)
+    with pytest.raises(PositionLimitError, match="position table holds 8 positions"):
+        nnx.jit(lambda m, i: m(i, start=8))(block, jnp.array([[2]]))
+
+
+@pytest.mark.parametrize("positions_from", ["non_padding_ids", "attention_mask"])
+@pytest.mark.parametrize("mode", ["static", "traced", "vmap"])
+def test_sinusoidal_block_with_padding_aware_positions_is_never_overrun(positions_from, mode):
+    block = fp.nnx.TransformerInput(
+        6, DIM, position="sinusoidal", num_positions=8, positions_from=positions_from, pad_token_id=1, rngs=nnx.Rngs(0)
+    )
+    ids = jnp.array([[2, 3, 4]])
+    message = "^position table holds 8 positions \\(0\\.\\.7\\); asked for position 8, 1 past the end"
+    if mode == "static":
+        nnx.jit(lambda m, i: m(i, start=5))(block, ids)  # positions 5..7: fits
+        with pytest.raises(PositionLimitError, match=message):
+            nnx.jit(lambda m, i: m(i, start=6))(block, ids)  # position 8
+    elif mode == "traced":
+        f = fp.position_errors(nnx.jit(lambda m, i, s: m(i, start=s)))
+        f(block, ids, 5)
+        with pytest.raises(PositionLimitError, match=message):
+            f(block, ids, 6)
+    else:
+        f = fp.position_errors(
+            nnx.jit(lambda m, i, s: nnx.vmap(lambda m, i, s: m(i, start=s), in_axes=(None, 0, 0))(m, i, s))
+        )
+        f(block, jnp.stack([ids, ids]), jnp.array([0, 5]))
+        with pytest.raises(PositionLimitError, match=message):
+            f(block, jnp.stack([ids, ids]), jnp.array([0, 6]))

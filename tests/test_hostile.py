@@ -307,6 +307,21 @@ def test_special_sources_are_named_for_what_they_are(tmp_path, capsys, kind, fou
     assert code == 2 and found in err
 
 
+@pytest.mark.parametrize("target", ["/proc/version", "/proc/self/status"])
+def test_a_virtual_file_named_safetensors_is_named_for_what_it_is(tmp_path, capsys, target):
+    src = tmp_path / "model.safetensors"
+    src.symlink_to(target)  # stat says 0 bytes, reading gives more
+    message = (
+        f"{src}: expected a safetensors file whose size is known (a regular file on disk), "
+        "found a file that reports 0 bytes but holds more (a virtual file, such as under /proc?)"
+    )
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    assert one_line_error(info.value) == message
+    code, _, err = run_cli(capsys, "inspect", str(src))
+    assert code == 2 and "-8 bytes" not in err and "a virtual file" in err
+
+
 # --------------------------------------------------------------------------- 4. bounded JSON
 
 DEEP_OBJ = '{"a":' * 5000 + "1" + "}" * 5000
@@ -925,3 +940,369 @@ def test_fuzzed_shard_names_never_leave_the_checkpoint(tmp_path_factory, parts):
         export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), base / "out")
     one_line_error(info.value)
     assert snapshot(base) == before and sorted(p.name for p in base.iterdir()) == ["outside", "src"]
+
+
+# --------------------------------------------------------------------------- accepted values that poison the output
+# A value that would give NaN, all zeros, a truncated rotation or a one-row table is refused where
+# it is given (Python arguments) or read (a converted .msgpack's stored spec), in one line.
+
+POISON_ARGUMENTS = [
+    ({"layer_norm_eps": float("nan")}, "layer_norm_eps: expected a finite non-negative number, got nan"),
+    ({"layer_norm_eps": -1e-5}, "layer_norm_eps: expected a finite non-negative number, got -1e-05"),
+    ({"layer_norm_eps": float("inf")}, "layer_norm_eps: expected a finite non-negative number, got inf"),
+    ({"layer_norm_eps": "1e-5"}, "layer_norm_eps: expected a number, got '1e-5'"),
+    ({"layer_norm_eps": True}, "layer_norm_eps: expected a number, got True"),
+    ({"embed_scale": float("nan")}, "embed_scale: expected a finite number, got nan"),
+    ({"dtype": "int32"}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got int32"),
+    ({"dtype": bool}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got bool"),
+    ({"dtype": "complex64"}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got complex64"),
+    ({"dtype": object}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got object"),
+    ({"dtype": "nonsense"}, r"dtype: expected a floating dtype \(float32, bfloat16, ...\) or None, got 'nonsense'"),
+    ({"num_positions": True}, "num_positions: a learned table needs a positive integer, got True"),
+    ({"type_vocab_size": True}, "type_vocab_size: expected a non-negative integer, got True"),
+    ({"position_offset": True}, "offset: expected a non-negative integer, got True"),
+    ({"pad_token_id": "1"}, "pad_token_id: expected an integer or None, got '1'"),
+    ({"pad_token_id": True}, "pad_token_id: expected an integer or None, got True"),
+    ({"layer_norm": "yes"}, "layer_norm: expected True or False, got 'yes'"),
+]
+
+
+@pytest.mark.parametrize("patch, message", POISON_ARGUMENTS, ids=lambda p: str(p)[:40])
+@pytest.mark.parametrize("via", ["spec", "nnx", "linen"])
+def test_poisoning_arguments_are_refused_when_given(patch, message, via):
+    import flax_posenc as fp
+    from flax_posenc.block import InputSpec
+
+    arguments = {"num_positions": ROWS, **patch}
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        if via == "spec":
+            InputSpec.from_arguments(VOCAB, DIM, **arguments)
+        elif via == "nnx":
+            from flax import nnx
+
+            fp.nnx.TransformerInput(VOCAB, DIM, rngs=nnx.Rngs(0), **arguments)
+        else:
+            fp.linen.TransformerInput(VOCAB, DIM, **arguments)
+
+
+STORED_POISON = [
+    (("layer_norm_eps",), float("nan"), "layer_norm_eps: expected a finite non-negative number, got nan"),
+    (("layer_norm_eps",), -1.0, "layer_norm_eps: expected a finite non-negative number, got -1.0"),
+    (("layer_norm_eps",), float("inf"), "layer_norm_eps: expected a finite non-negative number, got inf"),
+    (("layer_norm_eps",), "1e-5", "layer_norm_eps: expected a finite non-negative number, got '1e-5'"),
+    (("dtype",), "int32", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got int32"),
+    (("dtype",), "bool", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got bool"),
+    (("dtype",), "complex64", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got complex64"),
+    (("dtype",), "object", "dtype: expected a floating dtype (float32, bfloat16, ...) or None, got object"),
+    (("position", "num_positions"), True, "num_positions: a learned table needs a positive integer, got True"),
+    (("pad_token_id",), "1", "pad_token_id: expected an integer or None, got '1'"),
+]
+
+
+@pytest.mark.parametrize("keys, value, message", STORED_POISON, ids=lambda p: str(p)[:30])
+def test_poisoning_values_stored_in_a_msgpack_are_refused_when_read(tmp_path, keys, value, message):
+    from flax_posenc.pretrained import load_pretrained
+
+    def mutate(blob):
+        where = blob["spec"]
+        for key in keys[:-1]:
+            where = where[key]
+        where[keys[-1]] = value
+
+    path = _converted(tmp_path, mutate)
+    with pytest.raises(CheckpointError) as info:
+        load_pretrained(path)
+    assert one_line_error(info.value) == f"{path}: expected a valid 'spec' (version 2), found {message}"
+
+
+@pytest.mark.parametrize(
+    "call", ["apply_rope", "apply_rope_qk q", "apply_rope_qk k", "apply_rotary", "module", "rotate_qk"]
+)
+def test_rope_refuses_integer_queries_and_keys(call):
+    import jax.numpy as jnp
+    from flax import nnx
+
+    import flax_posenc as fp
+
+    good, bad = jnp.ones((1, 4, 2, 8)), jnp.ones((1, 4, 2, 8), jnp.int32)
+    cos, sin = fp.rotary_cos_sin(jnp.arange(4), 8)
+    name = {"apply_rope_qk q": "q", "apply_rope_qk k": "k", "rotate_qk": "q"}.get(call, "x")
+    with pytest.raises(TypeError, match=f"^{name}: expected a floating array \\(queries or keys\\), got dtype int32$"):
+        if call == "apply_rope":
+            fp.apply_rope(bad, 8)
+        elif call == "apply_rope_qk q":
+            fp.apply_rope_qk(bad, good, 8)
+        elif call == "apply_rope_qk k":
+            fp.apply_rope_qk(good, bad, 8)
+        elif call == "apply_rotary":
+            fp.apply_rotary(bad, cos[:, None], sin[:, None])
+        elif call == "module":
+            fp.nnx.RotaryEmbedding(8)(bad)
+        else:
+            fp.nnx.RotaryEmbedding(8).rotate_qk(bad, good)
+    del nnx
+
+
+# --------------------------------------------------------------------------- sizes bounded before allocation
+# Every size a config.json or a tensor header can carry is checked against its bound
+# (flax_posenc/bounds.py) before anything is allocated: one line through the API
+# (CheckpointError naming the file), exit 2 in the CLI for inspect, check and plot -- never
+# MemoryError, never exit 3, never minutes of CPU.
+
+HUGE = 10**12
+T5_KEY = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+OVERSIZED = {
+    "bloom heads": (
+        {"model_type": "bloom", "n_head": HUGE, "hidden_size": HUGE * 64},
+        None,
+        "num_heads: expected at most 65536 ALiBi heads",
+    ),
+    "mpt heads": (
+        {"model_type": "mpt", "n_heads": HUGE, "d_model": HUGE * 64},
+        None,
+        "num_heads: expected at most 65536 ALiBi heads",
+    ),
+    "falcon heads": (
+        {"model_type": "falcon", "num_attention_heads": HUGE, "hidden_size": HUGE * 64, "alibi": True},
+        None,
+        "num_heads: expected at most 65536 ALiBi heads",
+    ),
+    "rope head_dim": (
+        {**SMALL_LLAMA, "hidden_size": 2**41, "num_attention_heads": 2},
+        None,
+        "head_dim: expected at most 65536 (checked before the frequencies are allocated), got 1099511627776",
+    ),
+    "rope declared limit": (
+        {**SMALL_LLAMA, "max_position_embeddings": 2**62},
+        None,
+        "max_position_embeddings: expected at most 1099511627776 positions, got 4611686018427387904",
+    ),
+    "rope scaled limit": (
+        {**SMALL_LLAMA, "max_position_embeddings": 2**30, "rope_scaling": {"rope_type": "linear", "factor": 1e6}},
+        None,
+        "factor: expected a scaled limit (factor * max_position_embeddings 1073741824) of at most 1099511627776 positions",
+    ),
+    "llama3 original": (
+        {
+            **SMALL_LLAMA,
+            "rope_scaling": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 2**62,
+            },
+        },
+        None,
+        "original_max_position_embeddings: expected at most 1099511627776 positions",
+    ),
+    "t5 max_distance": (
+        {"model_type": "t5", "relative_attention_num_buckets": 32, "relative_attention_max_distance": HUGE},
+        (32, 2),
+        "max_distance: expected at most 1048576 (checked before the bucket edges are computed), got 1000000000000",
+    ),
+    "t5 buckets": (
+        {"model_type": "t5", "relative_attention_num_buckets": 2**20, "relative_attention_max_distance": 2**20},
+        (2**20, 1),  # a 2 MB float16 table
+        "num_buckets: expected at most 65536 (checked before the bucket edges are computed), got 1048576",
+    ),
+}
+
+
+def _sized_source(tmp_path: Path, config: dict, table: tuple | None) -> Path:
+    src = tmp_path / "m"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps(config))
+    if table is not None:
+        save_file({T5_KEY: np.zeros(table, np.float16)}, str(src / "model.safetensors"))
+    return src
+
+
+@pytest.mark.parametrize("name", list(OVERSIZED))
+def test_sizes_from_a_file_are_bounded_before_allocation(tmp_path, capsys, name):
+    from flax_posenc.conversion import inspect_source
+
+    config, table, message = OVERSIZED[name]
+    src = _sized_source(tmp_path, config, table)
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as info:
+        inspect_source(str(src))
+    line = one_line_error(info.value)
+    assert str(src) in line and message in line
+    for argv in (
+        ["inspect", str(src)],
+        ["check", str(src), "--length", "16"],
+        ["plot", str(src), "--out", str(tmp_path / "p")],
+    ):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and message in err and "\n" not in err.strip(), (argv, code, err)
+    assert not list((tmp_path / "p").iterdir())  # plot proves the folder writable first; it writes nothing
+    assert time.perf_counter() - started < 60  # minutes of CPU (or an out-of-memory kill) before the bound
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda fp: fp.AlibiConfig(HUGE),
+            r"num_heads: expected at most 65536 ALiBi heads \(one slope each\), got 1000000000000$",
+        ),
+        (
+            lambda fp: fp.alibi_slopes(2**20),
+            r"num_heads: expected at most 65536 ALiBi heads \(one slope each\), got 1048576$",
+        ),
+        (lambda fp: fp.AlibiConfig(4, max_positions=2**62), "max_positions: expected at most 1099511627776 positions"),
+        (lambda fp: fp.RopeConfig(head_dim=2**40), "head_dim: expected at most 65536"),
+        (lambda fp: fp.RopeConfig(8, max_position_embeddings=10**30), "max_position_embeddings: expected at most"),
+        (
+            lambda fp: fp.RopeConfig(8, rope_type="yarn", factor=1e300, original_max_position_embeddings=4096),
+            r"factor: expected a scaled limit \(factor \* original_max_position_embeddings 4096\) of at most "
+            r"1099511627776 positions, got 1e\+300 \* 4096 = 4.096e\+303",
+        ),
+        (lambda fp: fp.relative_position_bucket(0, num_buckets=2**20), "num_buckets: expected at most 65536"),
+        (lambda fp: fp.relative_position_bucket(0, max_distance=HUGE), "max_distance: expected at most 1048576"),
+    ],
+)
+def test_sizes_from_arguments_are_bounded_before_allocation(make, message):
+    import flax_posenc as fp
+
+    with pytest.raises(ValueError, match=message):
+        make(fp)
+
+
+def test_each_bound_is_exact():
+    """One past each bound is refused, the bound itself is accepted (the comparison is not loose)."""
+    import flax_posenc as fp
+    from flax_posenc.bounds import MAX_BUCKETS, MAX_DISTANCE, MAX_HEAD_DIM, MAX_HEADS, MAX_POSITIONS, check_bound
+    from flax_posenc.relative_bias_config import BucketConfig
+
+    for bound in (MAX_BUCKETS, MAX_DISTANCE, MAX_HEAD_DIM, MAX_HEADS, MAX_POSITIONS):
+        assert check_bound("x", bound, bound) == bound
+        with pytest.raises(ValueError, match=f"^x: expected at most {bound}, got {bound + 1}$"):
+            check_bound("x", bound + 1, bound)
+    assert fp.AlibiConfig(MAX_HEADS).num_heads == MAX_HEADS
+    with pytest.raises(ValueError, match="^num_heads: expected at most 65536"):
+        fp.AlibiConfig(MAX_HEADS + 1)
+    with pytest.raises(ValueError, match="^head_dim: expected at most 65536"):
+        fp.RopeConfig(head_dim=MAX_HEAD_DIM + 2)
+    assert (
+        fp.RopeConfig(8, rope_type="linear", factor=2.0, max_position_embeddings=MAX_POSITIONS // 2).limit
+        == MAX_POSITIONS
+    )
+    with pytest.raises(ValueError, match="^factor: expected a scaled limit"):
+        fp.RopeConfig(8, rope_type="linear", factor=2.0, max_position_embeddings=MAX_POSITIONS // 2 + 1)
+    with pytest.raises(ValueError, match="num_buckets: expected at most 65536"):
+        BucketConfig(MAX_BUCKETS + 2, MAX_DISTANCE)
+    with pytest.raises(ValueError, match="max_distance: expected at most 1048576"):
+        BucketConfig(32, MAX_DISTANCE + 1)
+
+
+def test_largest_allowed_sizes_are_fast(tmp_path):
+    """At the bounds themselves, the reports and figures stay bounded: sampled curves, one pass for the edges."""
+    import flax_posenc as fp
+    from flax_posenc import plots
+    from flax_posenc.relative_bias_config import BucketConfig
+
+    started = time.perf_counter()
+    buckets = BucketConfig(2**16, 2**20)
+    assert buckets.describe() and len(buckets.log_edges()) == 2**15 - 2**14 - 1
+    plots.plot_bucket_map(buckets, tmp_path / "b.png")
+    plots.plot_alibi_bias(fp.AlibiConfig(2**16), tmp_path / "a.png")
+    assert time.perf_counter() - started < 60
+    with pytest.raises(ValueError, match="^length: expected at most 2048 positions per matrix, got 4096$"):
+        plots.plot_alibi_bias(fp.AlibiConfig(8), tmp_path / "c.png", length=4096)
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+
+
+@pytest.mark.parametrize(
+    "field, value", [("beta_fast", -5), ("beta_slow", 0), ("beta_fast", "32"), ("beta_slow", -1.0)]
+)
+def test_yarn_betas_are_checked_when_read(tmp_path, capsys, field, value):
+    """beta_fast=-5 once passed inspect and failed in plot with 'math domain error', naming nothing."""
+    src = _sized_source(tmp_path, {**SMALL_LLAMA, "rope_scaling": {**YARN, field: value}}, None)
+    for argv in (
+        ["inspect", str(src)],
+        ["check", str(src), "--length", "16"],
+        ["plot", str(src), "--out", str(tmp_path / "p")],
+    ):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2 and str(src) in err and field in err and "domain" not in err, (argv, err)
+
+
+def test_yarn_beta_fast_below_beta_slow_warns_as_transformers_does():
+    import flax_posenc as fp
+
+    with pytest.warns(UserWarning, match=r"^beta_fast: expected at least beta_slow \(32\), got 1 "):
+        fp.RopeConfig(8, rope_type="yarn", factor=4.0, beta_fast=1, beta_slow=32, original_max_position_embeddings=16)
+
+
+# --------------------------------------------------------------------------- gaps: nesting, sibling folders, --json exits
+
+
+def _nested(kind: str, depth: int) -> str:
+    opening, closing = ('{"a":', "}") if kind == "object" else ("[", "]")
+    return opening * depth + "1" + closing * depth
+
+
+@pytest.mark.parametrize("kind", ["object", "list"])
+@pytest.mark.parametrize("where", ["config", "index", "header"])
+def test_json_nesting_is_refused_for_its_depth(tmp_path, kind, where):
+    """65 levels are refused as too deep (naming the bound); 64 levels are not refused for depth."""
+    from flax_posenc.conversion.safety import MAX_JSON_DEPTH, parse_json
+
+    assert MAX_JSON_DEPTH == 64
+    parse_json(_nested(kind, 64), where="x", what="a test document")  # parses: depth 64 is allowed
+    src = write_ckpt(tmp_path / "src")
+    _place_json(src, where, _nested(kind, 65))
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    assert one_line_error(info.value).endswith("(JSON nested at most 64 deep), found deeper nesting")
+
+
+@pytest.mark.parametrize("how", ["index", "weights link", "config link"])
+@pytest.mark.parametrize("sibling", ["src2", "src-evil", "src.bak"])
+def test_containment_refuses_a_sibling_whose_name_starts_with_the_checkpoints(tmp_path, capsys, how, sibling):
+    """A prefix check on path strings would let /x/src2 pass as inside /x/src."""
+    src = write_ckpt(tmp_path / "src")
+    other = write_ckpt(tmp_path / sibling, tensors=gpt2_tensors(rows=ROWS + 4))
+    if how == "index":
+        (src / "model.safetensors").unlink()
+        weight_map = {k: f"../{sibling}/model.safetensors" for k in gpt2_tensors()}
+        (src / INDEX).write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}))
+    else:
+        name = "model.safetensors" if how == "weights link" else "config.json"
+        (src / name).unlink()
+        (src / name).symlink_to(other / name)
+    before = snapshot(tmp_path)
+    with pytest.raises(CheckpointError) as info:
+        load_position_table(src)
+    line = one_line_error(info.value)
+    assert str(src) in line and "inside" in line, line
+    code, _, err = run_cli(capsys, "check", str(src), "--length", "4")
+    assert code == 2 and "inside" in err
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("length, code, fits", [(ROWS, 0, True), (ROWS + 1, 1, False)])
+def test_check_json_exit_codes_match_the_verdict(world, capsys, length, code, fits):
+    _, _, src = world
+    got, out, err = run_cli(capsys, "check", str(src), "--length", str(length), "--json")
+    verdict = json.loads(out)
+    assert got == code and verdict["fits"] is fits and err == ""
+    assert verdict["excess"] == max(0, length - ROWS)
+
+
+def test_llama3_high_freq_factor_below_low_warns_as_transformers_does():
+    import flax_posenc as fp
+
+    with pytest.warns(UserWarning, match=r"^high_freq_factor: expected more than low_freq_factor \(4.0\), got 1.0 "):
+        fp.RopeConfig(
+            16,
+            rope_type="llama3",
+            factor=8.0,
+            low_freq_factor=4.0,
+            high_freq_factor=1.0,
+            original_max_position_embeddings=8192,
+        )

@@ -311,3 +311,74 @@ def test_bfloat16_inputs_keep_their_dtype():
     x = jnp.ones((4, 2, 8), jnp.bfloat16)
     cos, sin = fp.rotary_cos_sin(jnp.arange(4), 8)
     assert fp.apply_rotary(x, cos[:, None], sin[:, None]).dtype == jnp.bfloat16
+
+
+# ----------------------------------------------------------------------------- traced vs host, decoding
+
+
+def _limited(name: str) -> RopeConfig:
+    return ours(dict(hf_config(name)[1]))  # declared limit MAX_POS; scaled limits where the type has one
+
+
+@pytest.mark.parametrize("name", list(SCALINGS))
+def test_traced_and_host_cos_sin_agree_with_the_attention_factor(name):
+    """The host path (known positions: float64, validated against transformers above) and the traced
+    path (exact-angle arithmetic under jit) give the same cos/sin, attention factor included."""
+    cfg = _limited(name)
+    top = cfg.limit or 4 * MAX_POS
+    for seq_len in sorted({MAX_POS // 2, top}):  # LongRoPE: short factors, then long ones
+        positions = np.arange(seq_len)
+        host = fp.rotary_cos_sin(positions, cfg, seq_len=seq_len)
+        traced = jax.jit(lambda p, n=seq_len: fp.rotary_cos_sin(p, cfg, seq_len=n))(jnp.asarray(positions))
+        attention = fp.rope_inverse_frequencies(cfg, seq_len=seq_len)[1]
+        np.testing.assert_allclose(np.asarray(host[0][0]), attention, rtol=1e-6)  # cos(0) = 1, times the factor
+        for h, t in zip(host, traced):
+            assert np.abs(np.asarray(h) - np.asarray(t)).max() <= 4e-6 * attention, (name, seq_len)
+    if name.startswith("yarn") or name == "longrope":
+        assert attention != 1.0  # the factor is really exercised
+
+
+@pytest.mark.parametrize("name", ["default", "dynamic", "longrope", "yarn", "llama3"])
+def test_decoding_with_a_static_start_equals_transformers_step_by_step(name):
+    """One token per step at a static start s: Hugging Face's step sees positions [s] and sequence
+    length s + 1 (dynamic and LongRoPE recompute their frequencies from it)."""
+    config, params = hf_config(name)
+    cfg = ours(params, max_pos=MAX_POS if name == "dynamic" else None)
+    x = jnp.asarray(RNG.standard_normal((1, 1, 2, HD)), jnp.float32)
+    traced = jax.jit(lambda x, s, n: fp.apply_rope(x, cfg, start=s, seq_len=n), static_argnums=2)
+    for s in (0, 3, MAX_POS - 1, MAX_POS, 3 * MAX_POS):  # dynamic and LongRoPE switch at MAX_POS
+        emb = LlamaRotaryEmbedding(config)  # fresh: HF's dynamic cache keeps the longest length seen
+        with torch.no_grad():
+            cos_hf, sin_hf = emb(torch.zeros(1), torch.arange(s + 1)[None])
+        q = torch.from_numpy(np.array(x).transpose(0, 2, 1, 3))  # HF: (batch, heads, seq, dim)
+        expected, _ = llama_apply(q, q, cos_hf[:, -1:], sin_hf[:, -1:])
+        expected = expected.numpy().transpose(0, 2, 1, 3)
+        static = fp.apply_rope(x, cfg, start=s)
+        assert np.abs(np.asarray(static) - expected).max() <= TOL, (name, s)
+        assert np.abs(np.asarray(traced(x, s, s + 1)) - expected).max() <= TOL, (name, s)
+
+
+@pytest.mark.parametrize("module", ["nnx", "linen"])
+def test_rotate_qk_rotates_both_at_the_same_positions(module):
+    cfg = RopeConfig(head_dim=16, max_position_embeddings=32)
+    q = jnp.asarray(RNG.standard_normal((2, 5, 4, 16)), jnp.float32)
+    k = jnp.asarray(RNG.standard_normal((2, 5, 2, 16)), jnp.float32)  # GQA: fewer key heads
+    positions = jnp.array([[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]])
+    if module == "nnx":
+        rope = fp.nnx.RotaryEmbedding(cfg)
+        got = rope.rotate_qk(q, k, positions)
+        at_start = rope.rotate_qk(q, k, start=7)
+        jitted = nnx.jit(lambda m, q, k, s: m.rotate_qk(q, k, start=s))(rope, q, k, 7)
+    else:
+        rope = fp.linen.RotaryEmbedding(cfg)
+        got = rope.apply({}, q, k, positions, method="rotate_qk")
+        at_start = rope.apply({}, q, k, start=7, method="rotate_qk")
+        jitted = jax.jit(lambda q, k, s: rope.apply({}, q, k, start=s, method="rotate_qk"))(q, k, 7)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(fp.apply_rope(q, cfg, positions)))
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(fp.apply_rope(k, cfg, positions)))
+    for a, b in zip(at_start, (fp.apply_rope(q, cfg, start=7), fp.apply_rope(k, cfg, start=7))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(jitted, at_start):
+        assert np.abs(np.asarray(a) - np.asarray(b)).max() <= 1e-5
+    with pytest.raises(PositionLimitError, match="holds 32 positions"):
+        rope.rotate_qk(q, k, start=28) if module == "nnx" else rope.apply({}, q, k, start=28, method="rotate_qk")

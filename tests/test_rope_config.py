@@ -376,3 +376,47 @@ def test_rope_audit_lists_what_is_read():
     _, read, unread = audit()
     assert set(read) <= {t for f in RELATIVE_FAMILIES.values() for t in f.model_types}
     assert {"phi3", "llama", "bloom", "mpt", "gemma", "gemma2", "qwen3"} <= set(read) and not set(read) & set(unread)
+
+
+# original_max_position_embeddings given twice, with different values: the value the reader keeps
+# decides the scaled limit and the frequencies. transformers' own rotary embedding is the reference.
+TWICE = {
+    "phi3 longrope": (
+        "phi3",
+        {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8},
+    ),
+    "llama yarn": ("llama", {"rope_type": "yarn", "factor": 4.0}),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "phi3 longrope",
+        "llama yarn",  # transformers reads rope_scaling's value (32); only Phi-3's top level wins
+    ],
+)
+def test_original_max_position_embeddings_at_top_level_and_in_rope_scaling(tmp_path, name):
+    from transformers import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
+
+    model_type, scaling = TWICE[name]
+    raw = {
+        "model_type": model_type,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 256,
+        "original_max_position_embeddings": 64,
+        "rope_theta": 10000.0,
+        "rope_scaling": {**scaling, "original_max_position_embeddings": 32},
+    }
+    rc = read_relative_config(write(tmp_path, raw))
+    config_cls, emb_cls = (
+        (Phi3Config, Phi3RotaryEmbedding) if model_type == "phi3" else (LlamaConfig, LlamaRotaryEmbedding)
+    )
+    config = config_cls(**{k: v for k, v in raw.items() if k != "model_type"})
+    used = config.rope_parameters["original_max_position_embeddings"]
+    assert rc.rope.original_max_position_embeddings == used
+    for positions in (np.arange(30), np.arange(200)):  # below both originals, past both
+        assert rope_matches(rc, emb_cls(config), positions) <= 1e-4

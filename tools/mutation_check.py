@@ -41,8 +41,8 @@ MUTANTS = [
     ),
     (
         "flax_posenc/overflow.py",
-        '    return clipped, (positions < lo) | (positions > hi)  # "fill", or the poison fallback',
-        '    return clipped, None  # "fill", or the poison fallback',
+        '    return clipped, (positions < lo) | (positions > hi), None  # "fill", or the poison fallback',
+        '    return clipped, None, None  # "fill", or the poison fallback',
         CORE,
     ),
     ("flax_posenc/overflow.py", "    return clipped + zero, None", "    return clipped, None", CORE),
@@ -60,8 +60,8 @@ MUTANTS = [
     ),
     (
         "flax_posenc/lookup.py",
-        "    rows = take_rows(table, positions + offset, in_bounds=True)",
-        "    rows = take_rows(table, positions, in_bounds=True)",
+        "    rows = take_rows(table, indices + limit.offset, in_bounds=True)",
+        "    rows = take_rows(table, indices, in_bounds=True)",
         CORE,
     ),
     (
@@ -102,8 +102,8 @@ MUTANTS = [
     ),
     (
         "flax_posenc/block.py",
-        "            type_ids, invalid = overflow.guard_positions(token_type_ids, limit, pos.on_overflow)",
-        "            type_ids, invalid = jnp.asarray(token_type_ids), None",
+        "            x = x + lookup.lookup_rows(types, token_type_ids, limit, policy).astype(dtype)",
+        "            x = x + lookup.lookup_rows(types, token_type_ids, limit, 'clip').astype(dtype)",
         CORE,
     ),
     (
@@ -166,6 +166,61 @@ MUTANTS = [
         "        for extra in fam.extra_length_fields:",
         "        for extra in ():",
         "tests/test_conversion_export.py tests/test_cli_extend_convert.py",
+    ),
+    # issue 24: every table lookup, the user's policy, checks that survive every table shape, bounds
+    (  # M27 token types take the policy the block switched its own positions to (item 1)
+        "flax_posenc/block.py",
+        "    policy = spec.position.on_overflow\n",
+        "    policy = spec.position.on_overflow if spec.positions_from == 'index' else 'clip'\n",
+        CORE,
+    ),
+    (  # M28 word ids bypass the guard (item 3: NaN rows, -1 reads the last row)
+        "flax_posenc/block.py",
+        "    x = lookup.lookup_rows(word, input_ids, words, policy).astype(dtype)",
+        "    x = lookup.take_rows(word, input_ids).astype(dtype)",
+        CORE,
+    ),
+    (  # M29 the rows no longer carry the check: XLA drops it with a one-row gather (item 2)
+        "flax_posenc/lookup.py",
+        "    return fill_invalid(keep_check(rows, check), invalid)",
+        "    return fill_invalid(rows, invalid)",
+        CORE,
+    ),
+    (  # M30 a slice of a whole or constant table drops its check (item 2)
+        "flax_posenc/lookup.py",
+        "                return keep_check(jax.lax.dynamic_slice_in_dim(table, first + offset, length, axis=0), check)",
+        "                return jax.lax.dynamic_slice_in_dim(table, first + offset, length, axis=0)",
+        CORE,
+    ),
+    (  # M31 layer_norm_eps accepted when negative (item 4)
+        "flax_posenc/block.py",
+        "math.isfinite(self.layer_norm_eps) and self.layer_norm_eps >= 0,",
+        "math.isfinite(self.layer_norm_eps),",
+        "tests/test_hostile.py",
+    ),
+    (  # M32 a bool accepted as an integer (num_positions=True: a one-row table) (item 4)
+        "flax_posenc/block.py",
+        "    return isinstance(value, int) and not isinstance(value, bool)",
+        "    return isinstance(value, int)",
+        "tests/test_hostile.py",
+    ),
+    (  # M33 ALiBi heads unbounded (item 7: BLOOM/MPT/Falcon with 10**12 heads ran out of memory)
+        "flax_posenc/alibi_config.py",
+        '        check_bound("num_heads", int(self.num_heads), MAX_HEADS, "ALiBi heads (one slope each)")\n',
+        "",
+        "tests/test_hostile.py",
+    ),
+    (  # M34 the bound helper off by its comparison (every size check at once)
+        "flax_posenc/bounds.py",
+        "    if value > bound:",
+        "    if value > bound * 2:",
+        "tests/test_hostile.py",
+    ),
+    (  # M35 the scaled RoPE limit unchecked (item 7)
+        "flax_posenc/rope_config.py",
+        "factor * trained > MAX_POSITIONS:",
+        "factor * trained > MAX_POSITIONS * 2**30:",
+        "tests/test_hostile.py",
     ),
 ]
 

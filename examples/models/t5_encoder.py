@@ -21,6 +21,8 @@ from flax import nnx
 import flax_posenc as fp
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import open_checkpoint
+from flax_posenc.lookup import lookup_rows
+from flax_posenc.overflow import Limit
 
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
@@ -69,7 +71,10 @@ class T5Encoder(nnx.Module):
         return h @ layer["wo"][...].T
 
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array | None = None) -> jax.Array:
-        x = self.embed[...][input_ids]
+        words = Limit(
+            self.embed.shape[0], name="t5 word embedding table (shared.weight)", unit="id", argument="input_ids"
+        )
+        x = lookup_rows(self.embed[...], input_ids, words)  # the library's guard: an id past the vocabulary is an error
         s = input_ids.shape[1]
         bias = self.bias(s, s)[None]  # (1, heads, s, s): computed once, shared by every layer
         if attention_mask is not None:

@@ -154,6 +154,12 @@ def _read_and_check_header(path: Path, size: int) -> tuple[dict, int]:
                 raise fail(
                     path, "a safetensors file (8-byte header length, JSON header, data)", f"only {len(head)} bytes"
                 )
+            if size < 8:  # it reports fewer bytes than it just gave: a /proc or other virtual file
+                raise fail(
+                    path,
+                    "a safetensors file whose size is known (a regular file on disk)",
+                    f"a file that reports {size} bytes but holds more (a virtual file, such as under /proc?)",
+                )
             (n,) = struct.unpack("<Q", head)
             if n > MAX_HEADER_BYTES or 8 + n > size:
                 raise fail(
