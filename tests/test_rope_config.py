@@ -393,7 +393,7 @@ TWICE = {
     "name",
     [
         "phi3 longrope",
-        "llama yarn",  # transformers reads rope_scaling's value (32); only Phi-3's top level wins
+        "llama yarn",
     ],
 )
 def test_original_max_position_embeddings_at_top_level_and_in_rope_scaling(tmp_path, name):
@@ -416,7 +416,9 @@ def test_original_max_position_embeddings_at_top_level_and_in_rope_scaling(tmp_p
         (Phi3Config, Phi3RotaryEmbedding) if model_type == "phi3" else (LlamaConfig, LlamaRotaryEmbedding)
     )
     config = config_cls(**{k: v for k, v in raw.items() if k != "model_type"})
+    embedding = emb_cls(config)  # its rope init re-standardizes the config: the top-level value wins
     used = config.rope_parameters["original_max_position_embeddings"]
+    assert used == 64
     assert rc.rope.original_max_position_embeddings == used
     for positions in (np.arange(30), np.arange(200)):  # below both originals, past both
-        assert rope_matches(rc, emb_cls(config), positions) <= 1e-4
+        assert rope_matches(rc, embedding, positions) <= 1e-4

@@ -82,8 +82,6 @@ class RelativeFamily:
       layout_flag: a config boolean choosing the interleaved layout (DeepSeek's ``rope_interleave``).
       per_layer_type: the family's configs hold one ``rope_parameters`` per layer type; one
         without them is refused.
-      top_level_original_wins: a top-level ``original_max_position_embeddings`` overrides the one
-        in ``rope_scaling`` (Phi-3, as ``Phi3Config`` does); elsewhere it only fills a missing one.
       layer_theta_field: a per-layer list of thetas, ``0`` meaning a NoPE layer (Granite-SWA's and
         Muse's ``layer_rope_theta``); layer_theta_is_flag: its non-zero values only switch RoPE on
         (Muse applies the one ``rope_theta``), else each is that layer's base (Granite-SWA).
@@ -112,7 +110,6 @@ class RelativeFamily:
     rope_head_dim_field: str | None = None
     layout_flag: str | None = None
     per_layer_type: bool = False
-    top_level_original_wins: bool = False
     layer_theta_field: str | None = None
     layer_theta_is_flag: bool = False
 
@@ -285,7 +282,6 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 ("phi3",),
                 limit_default=4096,
                 rope_type_aliases=(("su", "longrope"), ("yarn", "longrope")),
-                top_level_original_wins=True,
             ),
             RelativeFamily(
                 "gpt_neox",
@@ -887,8 +883,9 @@ def _rope_from(
     scaling = scaling_of(kind)  # an unknown type: ValueError, one line listing the registered ones
     trained = scaling.trained_length_field
     if trained is not None and trained != "max_position_embeddings" and config.get(trained) is not None:
-        if family.top_level_original_wins or params.get(trained) is None:  # as transformers: Phi-3's top level wins
-            params[trained] = _int_field(where, trained, config[trained])
+        # a top-level value wins over rope_scaling's, as transformers computes it (its rotary
+        # classes re-standardize the config: tests/test_rope_config.py checks Phi-3 and Llama)
+        params[trained] = _int_field(where, trained, config[trained])
     missing = scaling.missing({**params, "max_position_embeddings": limit}, max_position_embeddings=limit)
     if missing:
         raise fail(
