@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from flax_posenc.errors import PositionLimitError
 
-__all__ = ["check_positions", "describe_limit", "length_verdict", "lowest_position", "verdict_line"]
+__all__ = ["NoLimit", "check_positions", "describe_limit", "length_verdict", "lowest_position", "verdict_line"]
 
 
 def describe_limit(name: str, rows: int, offset: int = 0, *, unit: str = "position") -> str:
@@ -78,6 +78,21 @@ def length_verdict(length: int, *, rows: int, offset: int = 0, name: str = "posi
     (False, 'bert position table holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit')
     """
     return verdict_line(length, rows - offset, describe_limit(name, rows, offset))
+
+
+class NoLimit:
+    """A source record whose mechanism refuses no length: ``limit`` is ``None`` and
+    ``check_length(n)`` always fits, saying why in the record's own ``describe_limit()``.
+
+    (NoPE layers, models without positions, DeBERTa's relative positions, computed sinusoids.)
+    """
+
+    @property
+    def limit(self) -> None:
+        return None
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        return verdict_line(length, None, self.describe_limit())  # type: ignore[attr-defined]
 
 
 def verdict_line(length: int, limit: int | None, holds: str) -> tuple[bool, str]:

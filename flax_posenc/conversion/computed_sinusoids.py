@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from flax_posenc.conversion.readers import fail
+from flax_posenc.limits import NoLimit
 from flax_posenc.sinusoid_math import sinusoidal_values
 
 __all__ = ["COMPUTED_SINUSOID_FAMILIES", "ComputedSinusoid", "ComputedSinusoidFamily", "computed_sinusoid_from_dict"]
@@ -47,7 +48,7 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
 
 
 @dataclasses.dataclass(frozen=True)
-class ComputedSinusoid:
+class ComputedSinusoid(NoLimit):
     """A computed, growing sinusoid table: a :class:`~flax_posenc.conversion.SourceRecord` with no limit.
 
     Row ``r`` of the model's table is :meth:`values` ``(r)``; position ``p`` of a sequence uses row
@@ -64,10 +65,6 @@ class ComputedSinusoid:
     key = None
     family = "fairseq_sinusoid"
 
-    @property
-    def limit(self) -> None:
-        return None
-
     def values(self, rows: Any) -> np.ndarray:
         """Float64 rows ``rows`` of the table (``[sin | cos]``, endpoint frequencies)."""
         return sinusoidal_values(np.asarray(rows), self.dim, layout="concatenated", endpoint=True)
@@ -77,11 +74,6 @@ class ComputedSinusoid:
             f"{self.model_type} computed sinusoids of {self.source} have no limit (the table grows past "
             f"max_position_embeddings {self.max_position_embeddings} on demand)"
         )
-
-    def check_length(self, length: int) -> tuple[bool, str]:
-        from flax_posenc.limits import verdict_line
-
-        return verdict_line(length, None, self.describe_limit())
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,7 @@ from typing import Any
 
 from flax_posenc.conversion.readers import fail
 from flax_posenc.deberta_config import DebertaRelativeConfig
+from flax_posenc.limits import NoLimit
 
 __all__ = ["DEBERTA_FAMILIES", "DebertaFamily", "DebertaRelative", "deberta_relative_from_dict"]
 
@@ -40,8 +41,9 @@ DEBERTA_FAMILIES: Mapping[str, DebertaFamily] = MappingProxyType(
 
 
 @dataclasses.dataclass(frozen=True)
-class DebertaRelative:
-    """DeBERTa relative positions of one checkpoint: a :class:`~flax_posenc.conversion.SourceRecord`."""
+class DebertaRelative(NoLimit):
+    """DeBERTa relative positions of one checkpoint: a :class:`~flax_posenc.conversion.SourceRecord`
+    with no limit (every distance has a relative position; far ones share the last bucket)."""
 
     source: str
     model_type: str
@@ -51,20 +53,10 @@ class DebertaRelative:
     key = None
     family = "deberta"
 
-    @property
-    def limit(self) -> None:
-        """``None``: every distance has a relative position (far ones share the last bucket)."""
-        return None
-
     def describe_limit(self) -> str:
         c = self.config
         buckets = f"{c.span} log buckets each side" if c.log_buckets else f"distances clamped at {c.span}"
         return f"{self.model_type} DeBERTa relative positions of {self.source} have no limit ({buckets})"
-
-    def check_length(self, length: int) -> tuple[bool, str]:
-        from flax_posenc.limits import verdict_line
-
-        return verdict_line(length, None, self.describe_limit())
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "model_type": self.model_type, "scheme": self.scheme, **self.config.to_dict()}

@@ -39,7 +39,7 @@ from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, re
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
 from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
-from flax_posenc.limits import verdict_line
+from flax_posenc.limits import NoLimit
 
 __all__ = [
     "MECHANISM_KINDS",
@@ -334,7 +334,7 @@ def _relative_bias(source: str | os.PathLike, config_path: Path) -> list[Any]:
 
 
 @dataclasses.dataclass(frozen=True)
-class NoPositionEncoding:
+class NoPositionEncoding(NoLimit):
     """A model without any position encoding (a recurrent or state-space model): no limit."""
 
     source: str
@@ -344,15 +344,8 @@ class NoPositionEncoding:
     key = None
     family = "recurrent"
 
-    @property
-    def limit(self) -> None:
-        return None
-
     def describe_limit(self) -> str:
         return f"{self.model_type} model {self.source} has no limit (no position encoding: a recurrent state)"
-
-    def check_length(self, length: int) -> tuple[bool, str]:
-        return verdict_line(length, None, self.describe_limit())
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "model_type": self.model_type, "scheme": "none", "limit": None}

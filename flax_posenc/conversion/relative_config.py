@@ -54,6 +54,7 @@ from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
 from flax_posenc.errors import CheckpointError
+from flax_posenc.limits import NoLimit
 from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, scaling_of
 
 Scheme = Literal["rope", "alibi"]
@@ -453,7 +454,7 @@ def _layers_phrase(layer_type: str | None, layers: tuple[int, ...] | None) -> st
 
 
 @dataclasses.dataclass(frozen=True)
-class NoPositionLayers:
+class NoPositionLayers(NoLimit):
     """Layers that see no position encoding at all (NoPE): SmolLM3's and Llama 4's
     ``no_rope_layers`` zeros, a layer type whose ``rope_parameters`` are ``null``.
 
@@ -470,20 +471,11 @@ class NoPositionLayers:
     key = None
 
     @property
-    def limit(self) -> None:
-        return None
-
-    @property
     def label(self) -> str:
         return "NoPE" + _layers_phrase(self.layer_type, self.layers)
 
     def describe_limit(self) -> str:
         return f"{self.family} {self.label} of {self.source} has no limit (no position encoding)"
-
-    def check_length(self, length: int) -> tuple[bool, str]:
-        from flax_posenc.limits import verdict_line
-
-        return verdict_line(length, None, self.describe_limit())
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"source": self.source, "family": self.family, "model_type": self.model_type}
