@@ -9,7 +9,12 @@ each with its own limit:
   (:data:`~flax_posenc.conversion.relative_config.RELATIVE_FAMILIES`, transformers v5's
   ``rope_parameters``);
 - ``relative_bias``: T5-style buckets, per stack
-  (:data:`~flax_posenc.conversion.relative_bias.RELATIVE_BIAS_FAMILIES`).
+  (:data:`~flax_posenc.conversion.relative_bias.RELATIVE_BIAS_FAMILIES`);
+- ``learned`` tables read for their limit and rows only
+  (:data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES`), ``sinusoidal`` tables a model
+  computes (:data:`~flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES`),
+  ``deberta_relative`` (:data:`~flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES`) and
+  ``none`` (:data:`NO_POSITION_MODEL_TYPES`: recurrent and state-space models).
 
 :data:`MODEL_MECHANISMS` is derived from those registries (a model type listed in two of them,
 like MPNet's learned table and relative bias, has two mechanisms): adding a model type is adding
@@ -103,7 +108,8 @@ def _model_mechanisms() -> Mapping[str, tuple[tuple[str, str], ...]]:
 
 
 #: ``model_type -> ((registry, family), ...)``: every model type read, and where each of its
-#: mechanisms is described. Derived from the three registries.
+#: mechanisms is described. Derived from the mechanism registries (``_REGISTRIES``) and
+#: :data:`NO_POSITION_MODEL_TYPES`.
 MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _model_mechanisms()
 
 #: Model types known to carry a position mechanism this library does not read, and which.
