@@ -196,17 +196,17 @@ def decode_section(quick: bool, rounds: int) -> list[dict]:
     params = block.params()
     word, wpe = params["word_embeddings"], params["position_embeddings"]
     merged = jax.jit(lambda s, ids, t: nnx.merge(graphdef, s)(ids, start=t))
-    functional = jax.jit(functools.partial(fp.block.transformer_input, block.spec))  # the recommended decode path
+    functional = jax.jit(functools.partial(fp.block.transformer_input, block.spec))  # the README's decode path (step 4)
     by_hand = jax.jit(lambda p, ids, t: p["word_embeddings"][ids] + p["position_embeddings"][t])
     by_hand_const = jax.jit(lambda ids, t: word[ids] + wpe[t])  # tables closed over (baked in)
     steps = [(jnp.array([[42 + i]], jnp.int32), jnp.int32(100 + i)) for i in range(4)]
     cands = {
-        "flax-posenc nnx.merge under jax.jit (README path)": (
+        "flax-posenc nnx.merge under jax.jit": (
             looped(lambda a: merged(state, a[0], a[1]), inner),
             steps,
             _jsync,
         ),
-        "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)": (
+        "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...) (README path)": (
             looped(lambda a: functional(params, a[0], start=a[1]), inner),
             steps,
             _jsync,
@@ -642,19 +642,19 @@ TARGETS = (  # (label, numerator, denominator, target) — the ratio numerator/d
     ),
     (
         "decode: functional / hand-written, tables as arguments (<= 1.15)",
-        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)"),
+        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...) (README path)"),
         ("decode", "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)"),
         "<= 1.15",
     ),
     (
         "decode: functional / hand-written, tables closed over",
-        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...)"),
+        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...) (README path)"),
         ("decode", "hand-written word[ids] + wpe[t], tables closed over (jax.jit)"),
         "",
     ),
     (
         "decode: nnx.merge path / hand-written, tables as arguments",
-        ("decode", "flax-posenc nnx.merge under jax.jit (README path)"),
+        ("decode", "flax-posenc nnx.merge under jax.jit"),
         ("decode", "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)"),
         "",
     ),
