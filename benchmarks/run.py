@@ -642,13 +642,19 @@ TARGETS = (  # (label, numerator, denominator, target) — the ratio numerator/d
     ),
     (
         "decode: functional / hand-written, tables as arguments (<= 1.15)",
-        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...) (README path)"),
+        (
+            "decode",
+            "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...) (README path)",
+        ),
         ("decode", "hand-written word[ids] + wpe[t], tables as arguments (jax.jit)"),
         "<= 1.15",
     ),
     (
         "decode: functional / hand-written, tables closed over",
-        ("decode", "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...) (README path)"),
+        (
+            "decode",
+            "flax-posenc functional: jax.jit(partial(fp.block.transformer_input, spec))(params, ...) (README path)",
+        ),
         ("decode", "hand-written word[ids] + wpe[t], tables closed over (jax.jit)"),
         "",
     ),
