@@ -253,3 +253,14 @@ def test_proportional_rope_equals_transformers(partial, factor):
     ours, our_scale = rope_inverse_frequencies(RopeConfig.from_rope_parameters(params, head_dim=64))
     assert ours.shape == tuple(theirs.shape) and our_scale == scale
     np.testing.assert_allclose(ours, theirs.double().numpy(), rtol=2**-21)
+
+
+def test_a_refused_model_type_is_refused_even_with_a_table_in_its_weights(tmp_path):
+    """RoFormer keeps a sinusoid table under a learned-looking key: it is refused, not guessed as a table."""
+    with quiet():
+        tiny_model("roformer").save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError) as e:
+        inspect_source(tmp_path)
+    assert "\n" not in str(e.value) and "roformer: RoFormer's sinusoidal rotary table is not read" in str(e.value)
+    proc = cli("check", str(tmp_path), "--length", "8")
+    assert proc.returncode == 2 and "RoFormer's sinusoidal rotary table is not read" in proc.stderr

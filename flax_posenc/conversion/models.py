@@ -50,6 +50,7 @@ __all__ = [
     "MECHANISM_KINDS",
     "MODEL_MECHANISMS",
     "REFUSED_MODEL_TYPES",
+    "is_refused",
     "Mechanism",
     "ModelRecord",
     "mechanisms_of",
@@ -121,6 +122,29 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
         "qwen2_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "qwen2_5_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "glm4v_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "glm4v_moe_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "glm_image_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "glm_ocr_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "hunyuan_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "hy_v4_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "cosmos3_edge_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "bailing_hybrid": "its limit field (model_max_length) and hybrid MLA/linear layers are not read",
+        "bros": "BROS's 2-D bounding-box position encodings are not read",
+        "canine": "CANINE's character positions under downsampling are not read",
+        "cpmant": "CPM-Ant's segment relative position bias is not read",
+        "ctrl": "CTRL's computed sinusoid table (pos_encoding) is not read",
+        "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
+        "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
+        "led": "LED's encoder and decoder tables under attention-window padding are not read",
+        "lilt": "LiLT's layout (bounding-box) position embeddings are not read",
+        "lxmert": "LXMERT's positions are not verified (its forward needs visual features)",
+        "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
+        "pegasus_x": "PEGASUS-X's computed sinusoids are not read",
+        "prophetnet": "ProphetNet's n-gram stream positions are not read",
+        "roformer": "RoFormer's sinusoidal rotary table is not read",
+        "xmod": "X-MOD's positions are not verified (its forward needs language ids)",
+        "vilt": "ViLT's positions are not verified (its forward needs pixel values)",
     }
 )
 
@@ -137,6 +161,11 @@ def mechanisms_of(model_type: str | None) -> tuple[tuple[str, str], ...] | None:
         if spelling in MODEL_MECHANISMS:
             return MODEL_MECHANISMS[spelling]
     return None
+
+
+def is_refused(model_type: object) -> bool:
+    """Whether ``model_type`` (any ``-``/``_`` spelling) is in :data:`REFUSED_MODEL_TYPES`."""
+    return isinstance(model_type, str) and any(s in REFUSED_MODEL_TYPES for s in model_type_spellings(model_type))
 
 
 def refusal(model_type: object) -> str:

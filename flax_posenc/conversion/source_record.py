@@ -173,7 +173,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
         line naming the file, the model type and the mechanism).
     """
     from flax_posenc.conversion.load import load_position_table
-    from flax_posenc.conversion.models import Mechanism, ModelRecord, read_model, refusal
+    from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
     from flax_posenc.conversion.readers import fail
     from flax_posenc.conversion.sources import config_json_path, read_config
     from flax_posenc.errors import CheckpointError
@@ -194,6 +194,8 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     record = read_model(source, config, path)
     if record is not None:
         return record
+    if is_refused(config.get("model_type")):  # a mechanism known not to be read: never guess a table
+        raise fail(path, "a model type whose position mechanisms are read", refusal(config.get("model_type")))
     try:  # an unknown model type whose tensors name a learned-table family
         return one(LearnedTableSource(load_position_table(source)))
     except CheckpointError:
