@@ -256,3 +256,27 @@ class TestProperties:
         assert count == 1024 * 768
         assert fp.nnx.SinusoidalPositionalEncoding(768)(length=1024).shape == (1024, 768)
         assert not jax.tree.leaves(nnx.state(fp.nnx.SinusoidalPositionalEncoding(768), nnx.Param))
+
+
+def test_traced_negative_positions_are_exact():
+    """Negative traced positions use the signed top digit of the exact-angle tables (mutant M12)."""
+    from flax_posenc.sinusoid_math import sinusoidal_values
+
+    p = np.array([-1, -5, -1000, -(2**20), -(2**24) + 1, 3, 2**23], np.int32)
+    got = np.asarray(jax.jit(lambda q: fp.sinusoidal_encoding(q, 64))(p))
+    assert np.abs(got - sinusoidal_values(p, 64)).max() <= 2e-6
+
+
+def test_bfloat16_tables_round_once_not_twice():
+    """float64 -> bfloat16 through float32 rounds twice; round_once rounds once (mutant M22).
+
+    1 + 2**-8 is the midpoint between bfloat16 1 and 1 + 2**-7; 2**-30 above it is lost in float32,
+    whose tie then goes to even (1.0): the correct bfloat16 value is 1 + 2**-7.
+    """
+    import ml_dtypes
+
+    from flax_posenc.sinusoid_math import round_once
+
+    x = np.array([1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30)])
+    assert x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64).tolist() == [1.0, -1.0]  # the trap
+    assert round_once(x, ml_dtypes.bfloat16).astype(np.float64).tolist() == [1 + 2**-7, -(1 + 2**-7)]

@@ -48,8 +48,8 @@ MUTANTS = [
     ("flax_posenc/overflow.py", "    return clipped + zero, None", "    return clipped, None", CORE),
     (
         "flax_posenc/overflow.py",
-        "        return jnp.asarray(positions).astype(jnp.int32), None",
-        "        return jnp.asarray(positions).astype(jnp.int32) % limit.rows, None",
+        "        return known_positions(positions), None, None",
+        "        return known_positions(positions) % limit.rows, None, None",
         CORE,
     ),
     (
