@@ -28,6 +28,19 @@ def plain_embed_block(vocab: int, dim: int, positions: int):
     return plain, state
 
 
+#: Llama-3.1-8B's RoPE (llama3 scaling, 131072 positions): the long-context benchmarks' config.
+LLAMA31 = fp.RopeConfig(
+    head_dim=128,
+    rope_theta=500000.0,
+    rope_type="llama3",
+    factor=8.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=8192,
+    max_position_embeddings=131072,
+)
+
+
 def naive_rope(cfg: fp.RopeConfig, seq: int):
     """RoPE as written by hand: float32 ``cos``/``sin`` of ``p * w`` on device, half layout."""
     half = cfg.rotary_dim // 2

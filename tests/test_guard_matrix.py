@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import sinusoid
+from helpers import LLAMA31, sinusoid
 from jax.experimental import checkify
 
 import flax_posenc as fp
@@ -214,17 +214,6 @@ def test_one_past_the_limit(policy, encoding, mode):
 
 
 # ----------------------------------------------------------------------------- real configs under jit
-
-LLAMA31 = fp.RopeConfig(
-    head_dim=128,
-    rope_theta=500000.0,
-    rope_type="llama3",
-    factor=8.0,
-    low_freq_factor=1.0,
-    high_freq_factor=4.0,
-    original_max_position_embeddings=8192,
-    max_position_embeddings=131072,
-)
 
 
 def test_llama3_rope_jits_and_equals_eager():

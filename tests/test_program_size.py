@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import sinusoid
+from helpers import LLAMA31, sinusoid
 
 import flax_posenc as fp
 from flax_posenc import PositionLimitError
@@ -21,16 +21,6 @@ from flax_posenc.block import InputSpec, PositionSpec, transformer_input
 from flax_posenc.overflow import known_positions
 from flax_posenc.sinusoidal import turn_cos_sin, turn_sin
 
-LLAMA31 = fp.RopeConfig(
-    head_dim=128,
-    rope_theta=500000.0,
-    rope_type="llama3",
-    factor=8.0,
-    low_freq_factor=1.0,
-    high_freq_factor=4.0,
-    original_max_position_embeddings=8192,
-    max_position_embeddings=131072,
-)
 MB = 1_000_000
 GROWTH = 4096  # bytes: the shapes' digits (1024 -> 32768) in every line that prints a shape
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from flax import nnx
+from helpers import LLAMA31
 from transformers import GPTNeoXConfig, LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
@@ -265,17 +266,7 @@ def test_positions_past_the_limit_raise():
 
 
 def test_limits_of_scaling_types():
-    llama31 = RopeConfig(
-        head_dim=128,
-        rope_theta=500000.0,
-        rope_type="llama3",
-        factor=8.0,
-        low_freq_factor=1.0,
-        high_freq_factor=4.0,
-        original_max_position_embeddings=8192,
-        max_position_embeddings=131072,
-    )
-    assert (llama31.scaled_limit, llama31.limit) == (65536, 131072)
+    assert (LLAMA31.scaled_limit, LLAMA31.limit) == (65536, 131072)
     yarn = RopeConfig(
         head_dim=128,
         rope_type="yarn",
