@@ -295,3 +295,19 @@ def test_config_module_imports_no_jax():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "HEAVY []" in run.stdout, run.stdout
+
+
+def test_in_a_scanned_decoding_loop():
+    """One query per step under ``lax.scan`` (traced position) equals the rows of the whole matrix."""
+    n = 24
+
+    def step(t, _):
+        row = fp.deberta_relative_positions(
+            1, n, position_buckets=8, max_relative_positions=16, query_positions=t[None], key_positions=jnp.arange(n)
+        )
+        return t + 1, row[0]
+
+    _, rows = jax.jit(lambda: jax.lax.scan(step, jnp.int32(0), None, length=n))()
+    whole = fp.deberta_relative_positions(n, n, position_buckets=8, max_relative_positions=16)
+    np.testing.assert_array_equal(np.asarray(rows), np.asarray(whole))
+    np.testing.assert_array_equal(np.asarray(whole), hf_build(n, n, 8, 16))

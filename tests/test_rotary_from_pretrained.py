@@ -309,3 +309,17 @@ def test_identity_module_directly():
     q, k = fp.linen.RotaryEmbedding(None).apply({}, x, x + 1, method="rotate_qk")
     np.testing.assert_array_equal(np.asarray(q), np.asarray(x))
     np.testing.assert_array_equal(np.asarray(k), np.asarray(x + 1))
+
+
+@pytest.mark.parametrize("layer", [0, 3], ids=["rope", "nope"])
+def test_in_a_scanned_decoding_loop(checkpoints, layer):
+    """One token per step under ``lax.scan`` (a traced position per step) equals the whole sequence at once."""
+    directory, _ = checkpoints["smollm3"]
+    rope = fp.nnx.RotaryEmbedding.from_pretrained(directory, layer=layer)
+    x = jnp.asarray(np.random.default_rng(2).standard_normal((2, SEQ, HEADS, 16)), jnp.float32)
+
+    def step(t, token):  # token: (batch, heads, head_dim) at position t
+        return t + 1, rope(token[:, None], start=t)[:, 0]
+
+    _, steps = jax.jit(lambda x: jax.lax.scan(step, jnp.int32(START), jnp.swapaxes(x, 0, 1)))(x)
+    np.testing.assert_allclose(np.swapaxes(np.asarray(steps), 0, 1), np.asarray(rope(x, start=START)), atol=1e-6)
