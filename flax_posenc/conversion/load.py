@@ -21,6 +21,7 @@ from flax_posenc.conversion.families import (
     known_families,
     resolve_relative,
 )
+from flax_posenc.conversion.gguf_source import gguf_position_table, is_gguf_source
 from flax_posenc.conversion.readers import fail, nearest_keys, read_float
 from flax_posenc.conversion.sources import CONFIG_NAME, Checkpoint, open_checkpoint, parse_sinusoidal, source_text
 from flax_posenc.conversion.table import InputBlockWeights, PositionTable
@@ -137,7 +138,9 @@ def load_position_table(
     Args:
       source: a checkpoint directory (``config.json`` + ``model.safetensors`` / shard index /
         ``pytorch_model.bin``), a ``.safetensors`` or ``.bin`` file, a Hub model id (local cache
-        first; offline-safe) or ``"sinusoidal:LENGTH:DIM"``.
+        first; offline-safe), ``"sinusoidal:LENGTH:DIM"`` or a ``.gguf`` file (GPT-2's
+        ``position_embd.weight``, quantized storage dequantized; needs the ``gguf`` extra, see
+        :mod:`flax_posenc.conversion.gguf_source`).
       family: force a family (one of :data:`~flax_posenc.conversion.FAMILIES`) instead of
         reading ``model_type`` from ``config.json`` or guessing from key names.
       key: force the tensor name (e.g. BART's ``"model.decoder.embed_positions.weight"``; the
@@ -159,6 +162,8 @@ def load_position_table(
     ((16, 8), 16)
     """
     text = source_text(source)
+    if is_gguf_source(text):  # llama.cpp's format, read with the optional gguf package
+        return gguf_position_table(source, family=family, key=key)
     sin = parse_sinusoidal(text) if isinstance(source, str) else None
     if sin is not None:
         if key not in (None, "sinusoidal") or family not in (None, "sinusoidal"):

@@ -163,7 +163,9 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     learned tables, RoPE per layer type and NoPE layers, ALiBi, relative biases. Anything else
     (weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` written by ``flax-posenc
     convert``, a checkpoint of an unknown type whose keys name a learned-table family) is read as
-    one learned table. ``family`` forces a learned-table family.
+    one learned table. A ``.gguf`` file is read by
+    :func:`~flax_posenc.conversion.gguf_source.inspect_gguf` (its RoPE metadata, or GPT-2's
+    table). ``family`` forces a learned-table family.
 
     ``.limit`` is the smallest limit among the mechanisms; ``.check_length(n)`` fails when any
     refuses; ``.mechanisms`` lists them.
@@ -181,6 +183,10 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     def one(record) -> ModelRecord:
         return ModelRecord(os.fspath(source), getattr(record, "model_type", None), (Mechanism.of(record),))
 
+    from flax_posenc.conversion.gguf_source import inspect_gguf, is_gguf_source
+
+    if is_gguf_source(source):  # llama.cpp's format: metadata (RoPE) or position_embd.weight (GPT-2)
+        return inspect_gguf(source, family=family)
     if str(source).endswith(".msgpack"):  # written by `flax-posenc convert`
         from flax_posenc.pretrained import converted_position_table
 
