@@ -44,6 +44,7 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
         names the number of layers), SOURCE without a RoPE mechanism (the message names the
         mechanisms it has), or SOURCE unreadable -- each one line naming SOURCE.
     """
+    from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf
     from flax_posenc.conversion.models import mechanisms_of
     from flax_posenc.conversion.readers import fail
     from flax_posenc.conversion.relative_config import config_path_of
@@ -56,6 +57,8 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
     layer = int(layer)
     path = config_path_of(source)
     config = read_config(path) if path is not None else {}
+    if is_gguf_source(source):  # its metadata as config fields (num_hidden_layers from block_count)
+        config = hf_config(open_gguf(source))
     try:
         record = inspect_source(source)
     except CheckpointError:

@@ -1,0 +1,433 @@
+"""GGUF files (llama.cpp's format), read through the gguf package.
+
+Every file here is written by ``gguf.GGUFWriter`` (llama.cpp's own writer); the reference is
+transformers 5.24.0's GGUF loader (``AutoConfig.from_pretrained(dir, gguf_file=...)`` and
+``load_gguf_checkpoint``) and its own ``LlamaRotaryEmbedding`` / ``Qwen2RotaryEmbedding``.
+Hostile files are written byte by byte.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from pathlib import Path
+
+import gguf
+import jax
+import numpy as np
+import pytest
+import torch
+from transformers import AutoConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig
+from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
+
+import flax_posenc as fp
+from flax_posenc.cli import main
+from flax_posenc.conversion import inspect_source, load_position_table, rope_for_layer
+from flax_posenc.conversion.gguf_source import GGUF_EXTRA_HINT, MAX_METADATA_ITEMS
+from flax_posenc.errors import CheckpointError
+from flax_posenc.rope_config import rope_inverse_frequencies
+
+Q = gguf.GGMLQuantizationType
+HIDDEN, HEADS, KV_HEADS, CONTEXT, THETA = 64, 4, 2, 256, 50000.0
+VOCAB = 32
+#: only names matter: transformers' loader maps GGUF tensor names onto this model's parameters
+TINY_GPT2 = GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=VOCAB, n_positions=64)
+
+
+def _finish(w: gguf.GGUFWriter) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def _tokenizer(w: gguf.GGUFWriter, model: str) -> None:
+    """The tokenizer metadata transformers' loader reads to find vocab_size."""
+    w.add_tokenizer_model(model)
+    w.add_token_list([f"t{i}".encode() for i in range(VOCAB)])
+    w.add_token_scores([0.0] * VOCAB)
+    w.add_token_types([1] * VOCAB)
+
+
+def write_rope(path: Path, arch: str = "llama", *, scaling: dict | None = None, dims: int | None = 16) -> Path:
+    """A tiny Llama/Qwen2-style GGUF: metadata and the token embeddings only."""
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name("tiny")
+    w.add_context_length(CONTEXT)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(2)
+    w.add_feed_forward_length(128)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    if dims is not None:
+        w.add_rope_dimension_count(dims)
+    w.add_rope_freq_base(THETA)
+    w.add_layer_norm_rms_eps(1e-5)
+    for key, value in (scaling or {}).items():
+        if key == "type":
+            w.add_rope_scaling_type(gguf.RopeScalingType(value))
+        elif key == "factor":
+            w.add_rope_scaling_factor(value)
+        elif key == "original_context_length":
+            w.add_rope_scaling_orig_ctx_len(value)
+        else:
+            w.add_float32(f"{arch}.rope.scaling.{key}", value)
+    _tokenizer(w, "llama")
+    w.add_tensor("token_embd.weight", np.zeros((VOCAB, HIDDEN), np.float32))
+    _finish(w)
+    return path
+
+
+def gpt2_table(rows: int = 64, dim: int = 32) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((rows, dim)).astype(np.float32)
+
+
+def write_gpt2(path: Path, qtype=Q.F32, *, table: np.ndarray | None = None, context: int | None = None) -> Path:
+    """A tiny GPT-2-style GGUF with its position table stored as ``qtype``."""
+    table = gpt2_table() if table is None else table
+    w = gguf.GGUFWriter(str(path), "gpt2")
+    w.add_context_length(table.shape[0] if context is None else context)
+    w.add_embedding_length(table.shape[1])
+    w.add_block_count(1)
+    w.add_head_count(2)
+    w.add_feed_forward_length(4 * table.shape[1])
+    w.add_layer_norm_eps(1e-5)
+    _tokenizer(w, "gpt2")
+    w.add_tensor("position_embd.weight", gguf.quants.quantize(table, qtype), raw_dtype=qtype)
+    w.add_tensor("token_embd.weight", np.zeros((VOCAB, table.shape[1]), np.float32))
+    _finish(w)
+    return path
+
+
+def transformers_config(path: Path):
+    return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+def hf_inv_freq(config) -> np.ndarray:
+    rotary = (Qwen2RotaryEmbedding if config.model_type == "qwen2" else LlamaRotaryEmbedding)(config)
+    return rotary.inv_freq.double().numpy(), float(rotary.attention_scaling)
+
+
+def one_line(excinfo, *fragments: str) -> str:
+    message = str(excinfo.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+# ----------------------------------------------------------------------------- RoPE parity
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_unscaled_rope_equals_transformers_gguf_loader(tmp_path, arch):
+    path = write_rope(tmp_path / f"{arch}.gguf", arch)
+    record = inspect_source(path)
+    assert record.model_type == arch and [m.kind for m in record.mechanisms] == ["rope"]
+    ours = record.mechanisms[0].rope
+    config = transformers_config(path)  # transformers' own GGUF loader
+    assert config.model_type == arch
+    inv, scale = rope_inverse_frequencies(ours)
+    inv_hf, scale_hf = hf_inv_freq(config)
+    np.testing.assert_allclose(inv, inv_hf, rtol=1e-6, atol=0)  # theirs is float32
+    assert scale == scale_hf
+    assert record.limit == ours.limit == config.max_position_embeddings == CONTEXT
+    assert ours.rope_theta == config.rope_parameters["rope_theta"] == THETA
+    assert ours.head_dim == HIDDEN // HEADS and ours.rotary_dim == 16
+
+
+@pytest.mark.parametrize(
+    "scaling,limit",
+    [
+        ({"type": "linear", "factor": 4.0}, 4 * CONTEXT),
+        ({"type": "yarn", "factor": 4.0, "original_context_length": 64}, CONTEXT),
+        ({"type": "yarn", "factor": 8.0, "original_context_length": 64, "yarn_beta_fast": 16.0}, 512),
+    ],
+    ids=["linear", "yarn", "yarn-beta"],
+)
+def test_scaled_rope_equals_transformers_given_the_file_scaling(tmp_path, scaling, limit):
+    path = write_rope(tmp_path / "scaled.gguf", scaling=scaling)
+    ours = inspect_source(path).mechanisms[0].rope
+    loaded = transformers_config(path)
+    # transformers 5.24.0's GGUF loader drops llama.rope.scaling.* (it reads it for gpt-oss only);
+    # llama.cpp applies it, and so do we: the reference is transformers given the file's scaling
+    assert loaded.rope_parameters == {"rope_theta": THETA, "rope_type": "default"}
+    hf_scaling = {"rope_type": scaling["type"], "factor": scaling["factor"]}
+    if "original_context_length" in scaling:
+        hf_scaling["original_max_position_embeddings"] = scaling["original_context_length"]
+    if "yarn_beta_fast" in scaling:
+        hf_scaling["beta_fast"] = scaling["yarn_beta_fast"]
+    reference = LlamaConfig(**{**loaded.to_dict(), "rope_parameters": {"rope_theta": THETA, **hf_scaling}})
+    inv, scale = rope_inverse_frequencies(ours)
+    inv_hf, scale_hf = hf_inv_freq(reference)
+    np.testing.assert_allclose(inv, inv_hf, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(scale, scale_hf, rtol=1e-6)
+    assert ours.rope_type == scaling["type"] and ours.limit == limit
+    # and the unscaled part is what transformers' loader read
+    assert ours.rope_theta == loaded.rope_parameters["rope_theta"]
+    assert ours.max_position_embeddings == loaded.max_position_embeddings
+
+
+def test_partial_rotary_from_dimension_count(tmp_path):
+    path = write_rope(tmp_path / "partial.gguf", dims=8)
+    ours = inspect_source(path).mechanisms[0].rope
+    assert (ours.head_dim, ours.rotary_dim) == (16, 8)
+    # float64 numpy reference: llama.cpp's theta_i = base^(-2i/n_rot) over the n_rot rotated dims
+    expected = THETA ** (-np.arange(0, 8, 2, dtype=np.float64) / 8)
+    np.testing.assert_allclose(rope_inverse_frequencies(ours)[0], expected, rtol=1e-12)
+
+
+def test_rotary_embedding_from_a_gguf_under_jit(tmp_path):
+    """What users call: RotaryEmbedding.from_pretrained(x.gguf) under jax.jit, against transformers' rotation."""
+    path = write_rope(tmp_path / "llama.gguf")
+    rope = fp.nnx.RotaryEmbedding.from_pretrained(path, layer=1, seq_axis=-2)
+    assert rope.config == rope_for_layer(path, 1) == inspect_source(path).mechanisms[0].rope
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, HEADS, 12, 16)).astype(np.float32)
+    positions = np.arange(100, 112)
+    ours = np.asarray(jax.jit(lambda x, p: rope(x, p))(q, positions))
+    config = transformers_config(path)
+    cos, sin = LlamaRotaryEmbedding(config)(torch.zeros(1, 12, HIDDEN), torch.from_numpy(positions)[None])
+    ref, _ = apply_rotary_pos_emb(torch.from_numpy(q), torch.from_numpy(q), cos, sin)
+    np.testing.assert_allclose(ours, ref.numpy(), atol=1e-5, rtol=0)
+    with pytest.raises(CheckpointError) as e:
+        rope_for_layer(path, 2)  # llama.block_count = 2
+    one_line(e, "0..1", "2 layers")
+
+
+# ----------------------------------------------------------------------------- GPT-2 tables
+
+
+@pytest.mark.parametrize("qtype", [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0], ids=lambda q: q.name)
+def test_gpt2_table_equals_transformers_gguf_loader(tmp_path, qtype):
+    path = write_gpt2(tmp_path / f"gpt2-{qtype.name}.gguf", qtype)
+    table = load_position_table(path)
+    assert (table.family, table.key, table.offset, table.max_length) == ("gpt2", "position_embd.weight", 0, 64)
+    config = transformers_config(path)
+    parsed = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=GPT2LMHeadModel(TINY_GPT2))
+    theirs = parsed["tensors"]["transformer.wpe.weight"].numpy()
+    np.testing.assert_array_equal(table.weights.astype(np.float32), theirs)  # the same dequantization
+    assert table.weights.dtype == (np.float16 if qtype == Q.F16 else np.float32)
+    assert config.n_ctx == table.max_length  # transformers reads context_length as n_ctx
+    error = {Q.F32: 0, Q.F16: 1e-3, Q.BF16: 1e-2, Q.Q8_0: 3e-2, Q.Q4_0: 0.5}[qtype]
+    assert np.abs(table.weights.astype(np.float64) - gpt2_table()).max() <= error  # still the written table
+
+
+def test_gpt2_inspect_check_plot_cli(tmp_path, capsys):
+    path = write_gpt2(tmp_path / "gpt2.gguf", Q.Q8_0)
+    record = inspect_source(path)
+    assert record.limit == 64 and record.key == "position_embd.weight" and record.model_type == "gpt2"
+    assert main(["inspect", str(path)]) == 0
+    assert "position_embd.weight" in capsys.readouterr().out
+    assert main(["check", str(path), "--length", "64"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(path), "--length", "65"]) == 1
+    assert "1 past the limit" in capsys.readouterr().err
+    assert main(["plot", str(path), "--out", str(tmp_path / "figs")]) == 0
+    assert any(p.suffix == ".png" for p in (tmp_path / "figs").iterdir())
+
+
+def test_rope_inspect_check_plot_cli(tmp_path, capsys):
+    path = write_rope(tmp_path / "llama.gguf", scaling={"type": "linear", "factor": 2.0})
+    assert main(["inspect", str(path), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"rope_type": "linear"' in out and '"limit": 512' in out
+    assert main(["check", str(path), "--length", "512"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(path), "--length", "513"]) == 1
+    capsys.readouterr()
+    assert main(["plot", str(path), "--out", str(tmp_path / "figs")]) == 0
+    assert any(p.suffix == ".png" for p in (tmp_path / "figs").iterdir())
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_without_gguf_installed_one_line_naming_the_extra(tmp_path, monkeypatch, capsys):
+    path = write_gpt2(tmp_path / "gpt2.gguf")
+    monkeypatch.setitem(sys.modules, "gguf", None)  # `import gguf` raises ImportError
+    with pytest.raises(CheckpointError) as e:
+        load_position_table(path)
+    one_line(e, str(path), GGUF_EXTRA_HINT, "gguf is not installed")
+    assert main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and GGUF_EXTRA_HINT in err and "Traceback" not in err
+
+
+def _header(kvs: list[bytes], tensors: list[bytes], *, n_tensors=None, n_kv=None) -> bytes:
+    n_tensors = len(tensors) if n_tensors is None else n_tensors
+    n_kv = len(kvs) if n_kv is None else n_kv
+    return b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + b"".join(kvs) + b"".join(tensors)
+
+
+def _s(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _kv_str(key: str, value: str) -> bytes:
+    return _s(key) + struct.pack("<I", 8) + _s(value)
+
+
+def _kv_u32(key: str, value: int) -> bytes:
+    return _s(key) + struct.pack("<II", 4, value)
+
+
+def _cli_one_line(path: Path, capsys) -> str:
+    assert main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and str(path) in err, err
+    return err
+
+
+def _refused(path: Path, capsys, *fragments: str) -> str:
+    tracemalloc.start()
+    try:
+        with pytest.raises(CheckpointError) as e:
+            inspect_source(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak  # never a large allocation
+    message = one_line(e, str(path), *fragments)
+    _cli_one_line(path, capsys)
+    return message
+
+
+@pytest.mark.parametrize("cut", [3, 20, 40, 0.5, -8])
+def test_truncated_file(tmp_path, capsys, cut):
+    whole = write_gpt2(tmp_path / "whole.gguf").read_bytes()
+    end = int(len(whole) * cut) if isinstance(cut, float) else cut
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(whole[:end])
+    _refused(path, capsys, "expected")
+
+
+def test_lying_tensor_count(tmp_path, capsys):
+    path = tmp_path / "lying.gguf"
+    path.write_bytes(_header([_kv_str("general.architecture", "gpt2")], [], n_tensors=1 << 40))
+    _refused(path, capsys, "1099511627776 tensors", "lying count")
+    whole = bytearray(write_gpt2(tmp_path / "whole.gguf").read_bytes())
+    whole[8:16] = struct.pack("<Q", 3)  # one more tensor than it holds: the data is read as a tensor info
+    path.write_bytes(bytes(whole))
+    _refused(path, capsys, "expected")
+
+
+def test_lying_kv_count(tmp_path, capsys):
+    whole = bytearray(write_gpt2(tmp_path / "whole.gguf").read_bytes())
+    whole[16:24] = struct.pack("<Q", struct.unpack_from("<Q", whole, 16)[0] + 3)  # three more keys than it holds
+    path = tmp_path / "lying.gguf"
+    path.write_bytes(bytes(whole))
+    _refused(path, capsys, "expected")
+
+
+@pytest.mark.parametrize("itype,count", [(4, 1 << 60), (8, 1 << 40), (4, MAX_METADATA_ITEMS + 1)])
+def test_huge_declared_array(tmp_path, capsys, itype, count):
+    arch = _kv_str("general.architecture", "llama")
+    array = _s("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, itype, count)
+    path = tmp_path / "huge.gguf"
+    payload = b"\0" * ((MAX_METADATA_ITEMS + 1) * 4 if count == MAX_METADATA_ITEMS + 1 else 64)
+    path.write_bytes(_header([arch, array], []) + payload)
+    _refused(path, capsys, "tokenizer.ggml.tokens")
+
+
+def test_huge_declared_string(tmp_path, capsys):
+    path = tmp_path / "string.gguf"
+    path.write_bytes(_header([_s("general.architecture") + struct.pack("<IQ", 8, 1 << 62)], []))
+    _refused(path, capsys, "general.architecture", "4611686018427387904")
+
+
+def test_tensor_data_outside_the_file(tmp_path, capsys):
+    info = _s("position_embd.weight") + struct.pack("<IQQIQ", 2, 32, 1 << 40, 0, 0)
+    path = tmp_path / "outside.gguf"
+    path.write_bytes(_header([_kv_str("general.architecture", "gpt2")], [info]) + b"\0" * 64)
+    _refused(path, capsys, "position_embd.weight", "inside the")
+
+
+@pytest.mark.parametrize(
+    "kvs,fragments",
+    [
+        ([], ["general.architecture", "no such key"]),
+        ([_kv_str("general.architecture", "mamba")], ["general.architecture='mamba'", "llama, qwen2, gpt2"]),
+        ([_kv_str("general.architecture", "llama")], ["llama.context_length", "no such key"]),
+        (
+            [_kv_str("general.architecture", "llama"), _kv_u32("llama.context_length", 64)],
+            ["llama.embedding_length", "no such key"],
+        ),
+        (
+            [_kv_str("general.architecture", "llama"), _kv_str("llama.context_length", "long")],
+            ["llama.context_length as an int", "'long'"],
+        ),
+        ([_kv_str("general.architecture", "gpt2"), _kv_u32("gpt2.context_length", 64)], ["'position_embd.weight'"]),
+    ],
+    ids=["no-arch", "unknown-arch", "no-context", "no-width", "context-as-text", "no-table"],
+)
+def test_missing_or_mistyped_keys(tmp_path, capsys, kvs, fragments):
+    path = tmp_path / "missing.gguf"
+    path.write_bytes(_header(kvs, []) + b"\0" * 32)
+    _refused(path, capsys, *fragments)
+
+
+def test_context_length_disagreeing_with_the_table(tmp_path, capsys):
+    path = write_gpt2(tmp_path / "gpt2.gguf", context=128)
+    _refused(path, capsys, "gpt2.context_length=64 to match position_embd.weight (64 rows)", "=128")
+
+
+@pytest.mark.parametrize(
+    "scaling,fragments",
+    [
+        ({"type": "longrope", "factor": 2.0}, ["rope.scaling.type one of none, linear, yarn", "'longrope'"]),
+        ({"type": "yarn", "factor": 4.0, "attn_factor": 0.5}, ["attn_factor at its neutral value 1", "0.5"]),
+        ({"type": "linear", "factor": 2.0, "mystery": 1.0}, ["keys that are read", "rope.scaling.mystery"]),
+        ({"type": "yarn"}, ["rope.scaling.factor for yarn scaling", "no such key"]),
+    ],
+    ids=["longrope", "attn-factor", "unknown-key", "no-factor"],
+)
+def test_unread_scaling_is_one_line(tmp_path, capsys, scaling, fragments):
+    path = write_rope(tmp_path / "scaling.gguf", scaling=scaling)
+    _refused(path, capsys, *fragments)
+
+
+def test_not_a_gguf_and_not_a_file(tmp_path, capsys):
+    path = tmp_path / "text.gguf"
+    path.write_bytes(b"this is not a gguf file at all, just text")
+    _refused(path, capsys, "magic bytes 'GGUF'")
+    with pytest.raises(CheckpointError) as e:
+        load_position_table(tmp_path / "absent.gguf")  # never mistaken for a Hub id
+    one_line(e, "absent.gguf", "no such file")
+    (tmp_path / "dir.gguf").mkdir()
+    with pytest.raises(CheckpointError) as e:
+        inspect_source(tmp_path / "dir.gguf")
+    one_line(e, "a directory")
+
+
+def test_family_and_rope_mismatches(tmp_path):
+    with pytest.raises(CheckpointError) as e:
+        load_position_table(write_gpt2(tmp_path / "gpt2.gguf"), family="bert")
+    one_line(e, "family='gpt2'", "family='bert'")
+    with pytest.raises(CheckpointError) as e:
+        load_position_table(write_rope(tmp_path / "llama.gguf"))
+    one_line(e, "learned position table", "llama (RoPE: no table)")
+
+
+def test_gguf_is_imported_only_to_read_a_gguf_and_pulls_in_no_framework(tmp_path):
+    llama, gpt2 = write_rope(tmp_path / "llama.gguf"), write_gpt2(tmp_path / "gpt2.gguf", Q.Q8_0)
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import flax_posenc, flax_posenc.conversion as c
+        before = "gguf" in sys.modules
+        assert c.inspect_source({str(llama)!r}).limit == {CONTEXT}
+        assert c.load_position_table({str(gpt2)!r}).max_length == 64
+        heavy = sorted(m for m in ("jax", "torch", "transformers", "flax") if m in sys.modules)
+        print("BEFORE", before, "HEAVY", heavy)
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "BEFORE False HEAVY []" in run.stdout, run.stdout
