@@ -20,6 +20,8 @@ import jax
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from transformers import AutoConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig
 from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
@@ -431,3 +433,31 @@ def test_gguf_is_imported_only_to_read_a_gguf_and_pulls_in_no_framework(tmp_path
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "BEFORE False HEAVY []" in run.stdout, run.stdout
+
+
+@pytest.fixture(scope="module")
+def valid_files(tmp_path_factory) -> dict[str, bytes]:
+    d = tmp_path_factory.mktemp("valid")
+    return {
+        "gpt2": write_gpt2(d / "gpt2.gguf", Q.Q8_0).read_bytes(),
+        "llama": write_rope(d / "llama.gguf", scaling={"type": "yarn", "factor": 4.0}).read_bytes(),
+    }
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_corrupted_files_raise_only_checkpoint_error(valid_files, tmp_path, data):
+    """Byte flips and cuts anywhere in a valid file: a record or one CheckpointError line, nothing else."""
+    raw = bytearray(valid_files[data.draw(st.sampled_from(sorted(valid_files)))])
+    for _ in range(data.draw(st.integers(1, 6))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    raw = raw[: data.draw(st.integers(0, len(raw)))] if data.draw(st.booleans()) else raw
+    path = tmp_path / "fuzz.gguf"
+    path.write_bytes(bytes(raw))
+    try:
+        record = inspect_source(path)
+    except CheckpointError as e:
+        assert "\n" not in str(e) and str(path) in str(e)
+    else:
+        assert record.limit is None or record.limit > 0

@@ -343,7 +343,11 @@ def _scan(buf: Any, size: int, path: Path, quant_sizes: Mapping[int, tuple[int, 
 
 @dataclasses.dataclass(frozen=True)
 class GGUFFile:
-    """An opened GGUF file: its checked header, its architecture row and ``gguf``'s reader."""
+    """An opened GGUF file: its checked header, ``gguf.GGUFReader`` over it and its architecture row.
+
+    Metadata values are read from the reader's fields (``reader.fields``); the header scan only
+    decides whether the reader may see the file.
+    """
 
     path: Path
     source: str
@@ -351,30 +355,39 @@ class GGUFFile:
     architecture: GGUFArchitecture
     reader: Any
 
-    def field(self, suffix: str, kind: Literal["int", "float", "str", "bool"], *, required: bool = False) -> Any:
+    def field(self, suffix: str, kind: Literal["int", "float", "str"], *, required: bool = False) -> Any:
         """``{arch}.<suffix>`` as a Python value of ``kind`` (``None`` when absent and not required)."""
         key = f"{self.architecture.arch}.{suffix}"
-        return metadata_value(self.header, key, kind, self.path, required=required)
+        return metadata_value(self.reader.fields, key, kind, self.path, required=required)
+
+    def keys(self) -> list[str]:
+        """Every metadata key of the file."""
+        return list(self.reader.fields)
 
 
 def metadata_value(
-    header: ScannedHeader, key: str, kind: Literal["int", "float", "str", "bool"], where: object, *, required: bool
+    fields: Mapping[str, Any], key: str, kind: Literal["int", "float", "str"], where: object, *, required: bool
 ) -> Any:
-    """One scalar metadata value of the expected kind, else one CheckpointError line."""
-    if key not in header.metadata:
+    """One scalar metadata value of ``gguf.GGUFReader``'s ``fields`` of the expected kind (an
+    integer type for ``"int"``, a float or integer type for ``"float"``, a string for ``"str"``),
+    else one CheckpointError line; ``None`` when absent and not ``required``."""
+    field = fields.get(key)
+    if field is None:
         if required:
             raise fail(where, f"the GGUF metadata key {key}", "no such key")
         return None
-    value, vtype = header.metadata[key], header.types[key]
+    vtype = int(field.types[0]) if field.types else -1
     ok = {
         "int": vtype in _INT_TYPES,
         "float": vtype in _FLOAT_TYPES or vtype in _INT_TYPES,
         "str": vtype == _STRING,
-        "bool": vtype == 7,
     }[kind]
     if not ok:
-        shown = f"an array of {value[2]} items" if isinstance(value, tuple) else f"{value!r} (GGUF type {vtype})"
+        shown = (
+            f"an array of {len(field.data)} items" if vtype == _ARRAY else f"{field.contents()!r} (GGUF type {vtype})"
+        )
         raise fail(where, f"{key} as {'an' if kind == 'int' else 'a'} {kind}", shown[:120])
+    value = field.contents()
     return float(value) if kind == "float" else value
 
 
@@ -391,7 +404,11 @@ def open_gguf(source: str | os.PathLike) -> GGUFFile:
     gguf = import_gguf(path)
     sizes = {int(k): (int(b), int(n)) for k, (b, n) in gguf.GGML_QUANT_SIZES.items()}
     header = scan_header(path, sizes)
-    arch = metadata_value(header, "general.architecture", "str", path, required=True)
+    try:
+        reader = gguf.GGUFReader(path)
+    except Exception as e:  # the header passed our checks; anything gguf still refuses: one line
+        raise fail(path, "a GGUF file gguf.GGUFReader reads", f"{type(e).__name__}: {one_line(e)[:160]}") from None
+    arch = metadata_value(reader.fields, "general.architecture", "str", path, required=True)
     row = GGUF_ARCHITECTURES.get(arch)
     if row is None:
         raise fail(
@@ -399,10 +416,6 @@ def open_gguf(source: str | os.PathLike) -> GGUFFile:
             f"a GGUF architecture whose positions are read ({', '.join(GGUF_ARCHITECTURES)})",
             f"general.architecture={arch!r}",
         )
-    try:
-        reader = gguf.GGUFReader(path)
-    except Exception as e:  # the header passed our checks; anything gguf still refuses: one line
-        raise fail(path, "a GGUF file gguf.GGUFReader reads", f"{type(e).__name__}: {one_line(e)[:160]}") from None
     return GGUFFile(path, text, header, row, reader)
 
 
@@ -418,7 +431,7 @@ def rope_scaling(g: GGUFFile) -> dict[str, Any] | None:
         non-neutral value, a key of the wrong type.
     """
     prefix = f"{g.architecture.arch}.rope.scaling."
-    present = sorted(k[len(prefix) :] for k in g.header.metadata if k.startswith(prefix))
+    present = sorted(k[len(prefix) :] for k in g.keys() if k.startswith(prefix))
     if not present:
         return None
     kind = g.field("rope.scaling.type", "str")
@@ -526,8 +539,8 @@ def read_tensor(g: GGUFFile, name: str) -> np.ndarray:
 
     found = next((t for t in g.reader.tensors if t.name == name), None)
     if found is None:
-        split = g.header.metadata.get("split.count")
-        hint = f" (this file is one of {split} splits: pass the one holding it)" if isinstance(split, int) else ""
+        split = metadata_value(g.reader.fields, "split.count", "int", g.path, required=False)
+        hint = f" (this file is one of {split} splits: pass the one holding it)" if split else ""
         near = [t for t in g.header.tensors if "position" in t or "pos" in t][:5]
         raise fail(g.path, f"the tensor {name!r}", f"no such tensor{hint}; position-like tensors: {near or 'none'}")
     kind = gguf.GGMLQuantizationType(found.tensor_type)
