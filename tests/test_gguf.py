@@ -56,7 +56,9 @@ def _tokenizer(w: gguf.GGUFWriter, model: str) -> None:
     w.add_token_types([1] * VOCAB)
 
 
-def write_rope(path: Path, arch: str = "llama", *, scaling: dict | None = None, dims: int | None = 16) -> Path:
+def write_rope(
+    path: Path, arch: str = "llama", *, scaling: dict | None = None, dims: int | None = 16, extra: dict | None = None
+) -> Path:
     """A tiny Llama/Qwen2-style GGUF: metadata and the token embeddings only."""
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name("tiny")
@@ -81,6 +83,8 @@ def write_rope(path: Path, arch: str = "llama", *, scaling: dict | None = None, 
             w.add_float32(f"{arch}.rope.scaling.{key}", value)
     _tokenizer(w, "llama")
     w.add_tensor("token_embd.weight", np.zeros((VOCAB, HIDDEN), np.float32))
+    for name, value in (extra or {}).items():
+        w.add_tensor(name, value)
     _finish(w)
     return path
 
@@ -393,6 +397,12 @@ def test_context_length_disagreeing_with_the_table(tmp_path, capsys):
 def test_unread_scaling_is_one_line(tmp_path, capsys, scaling, fragments):
     path = write_rope(tmp_path / "scaling.gguf", scaling=scaling)
     _refused(path, capsys, *fragments)
+
+
+def test_frequency_factor_tensor_is_refused_not_ignored(tmp_path, capsys):
+    """Llama 3.1 GGUFs carry llama3 scaling as rope_freqs.weight; transformers' loader ignores it."""
+    path = write_rope(tmp_path / "llama31.gguf", extra={"rope_freqs.weight": np.ones(8, np.float32)})
+    _refused(path, capsys, "rope_freqs.weight", "not read")
 
 
 def test_not_a_gguf_and_not_a_file(tmp_path, capsys):

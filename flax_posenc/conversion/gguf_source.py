@@ -132,6 +132,13 @@ SCALING_KEYS: Mapping[str, str] = MappingProxyType(
 SCALING_NEUTRAL: Mapping[str, tuple[float, ...]] = MappingProxyType(
     {"attn_factor": (1.0,), "yarn_attn_factor": (1.0,), "yarn_ext_factor": (-1.0, 1.0), "yarn_log_multiplier": (0.0,)}
 )
+#: Tensors holding per-dimension RoPE frequency factors (llama.cpp's ``LLM_TENSOR_ROPE_FREQS``,
+#: ``ROPE_FACTORS_LONG/SHORT``): a file with one is refused, never read as unscaled.
+FREQUENCY_FACTOR_TENSORS: tuple[str, ...] = (
+    "rope_freqs.weight",
+    "rope_factors_long.weight",
+    "rope_factors_short.weight",
+)
 #: ``rope.scaling`` keys that do not change the rotation.
 SCALING_IGNORED: tuple[str, ...] = ("finetuned",)
 
@@ -626,6 +633,14 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None):
     else:
         if family is not None:
             raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
+        factors = [name for name in FREQUENCY_FACTOR_TENSORS if name in g.header.tensors]
+        if factors:  # llama.cpp divides each frequency by these: a rotation no metadata key states
+            raise fail(
+                g.path,
+                "RoPE frequencies stated by metadata alone",
+                f"the tensor {factors[0]} (per-dimension frequency factors, e.g. Llama 3.1's llama3 "
+                "scaling or LongRoPE), which is not read",
+            )
         records = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
 
