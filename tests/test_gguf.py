@@ -8,6 +8,7 @@ Hostile files are written byte by byte.
 
 from __future__ import annotations
 
+import math
 import struct
 import subprocess
 import sys
@@ -399,10 +400,83 @@ def test_unread_scaling_is_one_line(tmp_path, capsys, scaling, fragments):
     _refused(path, capsys, *fragments)
 
 
-def test_frequency_factor_tensor_is_refused_not_ignored(tmp_path, capsys):
-    """Llama 3.1 GGUFs carry llama3 scaling as rope_freqs.weight; transformers' loader ignores it."""
-    path = write_rope(tmp_path / "llama31.gguf", extra={"rope_freqs.weight": np.ones(8, np.float32)})
-    _refused(path, capsys, "rope_freqs.weight", "not read")
+def llama_cpp_rope_freqs(dim: int, base: float, factor: float, low: float, high: float, old: int) -> np.ndarray:
+    """``rope_freqs.weight`` as llama.cpp's convert_hf_to_gguf.py writes it for a llama3 rope_scaling."""
+    freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.asarray(out, np.float32)
+
+
+def write_llama3(path: Path, factors: np.ndarray, *, theta: float = 500000.0, scaling: dict | None = None) -> Path:
+    """A Llama-3.1-style GGUF: head_dim 64, llama3 scaling stored as rope_freqs.weight only."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(4096)
+    w.add_embedding_length(128)
+    w.add_head_count(2)
+    w.add_head_count_kv(2)
+    w.add_block_count(1)
+    w.add_rope_dimension_count(64)
+    w.add_rope_freq_base(theta)
+    if scaling:
+        w.add_rope_scaling_type(gguf.RopeScalingType(scaling["type"]))
+        w.add_rope_scaling_factor(scaling["factor"])
+    _tokenizer(w, "llama")
+    w.add_tensor("rope_freqs.weight", factors)
+    _finish(w)
+    return path
+
+
+@pytest.mark.parametrize("factor,high,old", [(8.0, 4.0, 512), (32.0, 4.0, 1024), (4.0, 2.5, 300)])
+def test_rope_freqs_read_as_llama3_like_transformers(tmp_path, factor, high, old):
+    """Llama 3.x GGUFs hold llama3 scaling as rope_freqs.weight; transformers' loader ignores that tensor."""
+    path = write_llama3(tmp_path / "llama3.gguf", llama_cpp_rope_freqs(64, 500000.0, factor, 1.0, high, old))
+    ours = inspect_source(path).mechanisms[0].rope
+    loaded = transformers_config(path)
+    assert loaded.rope_parameters == {"rope_theta": 500000.0, "rope_type": "default"}  # dropped there
+    params = {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": high}
+    params["original_max_position_embeddings"] = old
+    reference = LlamaConfig(**{**loaded.to_dict(), "rope_parameters": {"rope_theta": 500000.0, **params}})
+    inv_hf, scale_hf = hf_inv_freq(reference)
+    inv, scale = rope_inverse_frequencies(ours)
+    np.testing.assert_allclose(inv, inv_hf, rtol=1e-5, atol=0)
+    assert scale == scale_hf == 1.0
+    assert ours.rope_type == "llama3" and ours.factor == factor and ours.low_freq_factor == 1.0
+    assert ours.high_freq_factor == pytest.approx(high, rel=1e-5)
+    assert ours.original_max_position_embeddings == old and ours.limit == max(4096, int(factor * old))
+
+
+@pytest.mark.parametrize(
+    "factors,scaling,fragments",
+    [
+        (np.full(32, 2.0, np.float32), None, ["at least two dims between 1 and the largest"]),
+        (np.linspace(1, 3, 32).astype(np.float32)[::-1].copy(), None, ["llama3 frequency factors"]),
+        (np.ones(16, np.float32), None, ["32 finite frequency factors >= 1", "16 values"]),
+        (np.full(32, 0.5, np.float32), None, ["finite frequency factors >= 1"]),
+        (np.ones(32, np.float32), {"type": "linear", "factor": 2.0}, ["rope_freqs.weight and llama.rope.scaling"]),
+    ],
+    ids=["no-medium-dims", "not-llama3", "wrong-length", "below-one", "with-metadata-scaling"],
+)
+def test_rope_freqs_that_are_not_llama3_are_refused(tmp_path, capsys, factors, scaling, fragments):
+    _refused(write_llama3(tmp_path / "odd.gguf", factors, scaling=scaling), capsys, "rope_freqs.weight", *fragments)
+
+
+def test_all_ones_rope_freqs_is_no_scaling(tmp_path):
+    ours = inspect_source(write_llama3(tmp_path / "ones.gguf", np.ones(32, np.float32))).mechanisms[0].rope
+    assert ours.rope_type == "default" and ours.limit == 4096
+
+
+def test_longrope_factor_tensors_are_refused(tmp_path, capsys):
+    path = write_rope(tmp_path / "long.gguf", extra={"rope_factors_long.weight": np.ones(8, np.float32)})
+    _refused(path, capsys, "rope_factors_long.weight", "not read")
 
 
 def test_not_a_gguf_and_not_a_file(tmp_path, capsys):
@@ -451,6 +525,7 @@ def valid_files(tmp_path_factory) -> dict[str, bytes]:
     return {
         "gpt2": write_gpt2(d / "gpt2.gguf", Q.Q8_0).read_bytes(),
         "llama": write_rope(d / "llama.gguf", scaling={"type": "yarn", "factor": 4.0}).read_bytes(),
+        "llama3": write_llama3(d / "llama3.gguf", llama_cpp_rope_freqs(64, 5e5, 8.0, 1.0, 4.0, 512)).read_bytes(),
     }
 
 

@@ -13,7 +13,9 @@ What is read, per architecture (:data:`GGUF_ARCHITECTURES`, one row each):
   default the head dim), ``{arch}.attention.key_length`` (the head dim; default
   ``embedding_length / head_count``) and ``{arch}.rope.scaling.*`` (``type`` ``none``/``linear``/
   ``yarn``, ``factor``, ``original_context_length``, ``yarn_beta_fast``, ``yarn_beta_slow``),
-  turned into the Hugging Face config fields a :class:`~flax_posenc.RopeConfig` is read from.
+  turned into the Hugging Face config fields a :class:`~flax_posenc.RopeConfig` is read from;
+  Llama 3.x's ``llama3`` scaling, which llama.cpp stores as the tensor ``rope_freqs.weight``,
+  is read back from it (:func:`llama3_from_rope_freqs`).
 - A learned table (``gpt2``): the ``position_embd.weight`` tensor (F32/F16/F64 as stored, every
   other storage -- BF16, Q8_0, Q4_0, K-quants, ... -- dequantized to float32), whose rows must
   equal ``{arch}.context_length``.
@@ -134,6 +136,7 @@ SCALING_NEUTRAL: Mapping[str, tuple[float, ...]] = MappingProxyType(
 )
 #: Tensors holding per-dimension RoPE frequency factors (llama.cpp's ``LLM_TENSOR_ROPE_FREQS``,
 #: ``ROPE_FACTORS_LONG/SHORT``): a file with one is refused, never read as unscaled.
+ROPE_FREQS = "rope_freqs.weight"
 FREQUENCY_FACTOR_TENSORS: tuple[str, ...] = (
     "rope_freqs.weight",
     "rope_factors_long.weight",
@@ -526,9 +529,80 @@ def hf_config(g: GGUFFile) -> dict[str, Any]:
             )
         config["partial_rotary_factor"] = rotated / head_dim
     scaling = rope_scaling(g)
+    factors = next((name for name in FREQUENCY_FACTOR_TENSORS if name in g.header.tensors), None)
+    if factors is not None:  # llama.cpp divides each frequency by these: no metadata key states them
+        if factors != ROPE_FREQS or scaling is not None:
+            raise fail(
+                g.path,
+                "RoPE frequencies stated by metadata, or by rope_freqs.weight alone (Llama 3's llama3 scaling)",
+                f"the tensor {factors}"
+                + (f" and {row.arch}.rope.scaling.*" if scaling is not None else "")
+                + " (not read)",
+            )
+        scaling = llama3_from_rope_freqs(g, config)
     if scaling is not None:
         config["rope_scaling"] = scaling
     return config
+
+
+def llama3_from_rope_freqs(g: GGUFFile, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``llama3`` scaling that ``rope_freqs.weight`` holds (how llama.cpp stores Llama 3.1/3.2's).
+
+    llama.cpp's converter writes ``f_i = 1`` for high frequencies, ``factor`` for low ones and
+    ``1 / ((1 - s_i) / factor + s_i)`` between, with ``s_i = (L / wavelen_i - low) / (high -
+    low)``; it divides frequency ``i`` by ``f_i``. ``factor`` is the largest ``f_i``; the
+    frequencies depend on ``L``, ``low`` and ``high`` only through their ratios, so
+    ``low_freq_factor`` is taken as 1 (every Llama 3.x has it) and ``high_freq_factor`` and
+    ``original_max_position_embeddings`` are fitted to the medium dims (at least two needed).
+    The fit is accepted only when the :class:`~flax_posenc.RopeConfig` it makes divides every
+    frequency by ``f_i`` to within 1e-5 (float32 storage); all-ones factors are no scaling.
+
+    Raises:
+      CheckpointError: factors that are not ``rotary_dim / 2`` finite numbers >= 1, fewer than two
+        medium dims, or factors that no ``llama3`` scaling gives (one line each).
+    """
+    from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
+
+    where = f"{g.path}:{ROPE_FREQS}"
+    f = read_tensor(g, ROPE_FREQS).astype(np.float64).reshape(-1)
+    head_dim = int(config["head_dim"])
+    rotary = int(round(head_dim * config.get("partial_rotary_factor", 1.0)))
+    if f.shape[0] != rotary // 2 or not np.isfinite(f).all() or f.min() < 1 - 1e-6:
+        raise fail(where, f"{rotary // 2} finite frequency factors >= 1 (rotary_dim / 2)", f"{f.shape[0]} values")
+    factor = float(f.max())
+    if factor <= 1 + 1e-6:
+        return None
+    theta = float(config["rope_theta"])
+    inv = theta ** (-np.arange(0, rotary, 2, dtype=np.float64) / rotary)
+    x = inv / (2 * np.pi)  # 1 / wavelength
+    medium = (f > 1 + 1e-5) & (f < factor * (1 - 1e-5))
+    not_llama3 = f"factors no llama3 scaling gives ({np.array2string(f[:6], precision=4)}...)"
+    if int(medium.sum()) < 2:
+        raise fail(where, "llama3 factors with at least two dims between 1 and the largest (to fit them)", not_llama3)
+    s = (1 / f[medium] - 1 / factor) / (1 - 1 / factor)  # = (L x - 1) / (high - 1) = a x - b
+    (a, b), *_ = np.linalg.lstsq(np.stack([x[medium], -np.ones(int(medium.sum()))], 1), s, rcond=None)
+    if not (a > 0 and b > 0 and np.isfinite(a / b)):
+        raise fail(where, "llama3 frequency factors", not_llama3)
+    params = {
+        "rope_type": "llama3",
+        "factor": float(f"{factor:.7g}"),
+        "low_freq_factor": 1.0,
+        "high_freq_factor": float(f"{1 + 1 / b:.6g}"),
+        "original_max_position_embeddings": int(round(a / b)),
+    }
+    try:
+        candidate = RopeConfig(
+            head_dim=rotary,
+            rope_theta=theta,
+            **{k: v for k, v in params.items() if k != "rope_type"},
+            rope_type="llama3",
+        )
+        got = rope_inverse_frequencies(candidate)[0]
+    except (ValueError, TypeError, ArithmeticError):
+        raise fail(where, "llama3 frequency factors", not_llama3) from None
+    if not np.allclose(got, inv / f, rtol=1e-5, atol=0):
+        raise fail(where, "llama3 frequency factors", not_llama3)
+    return params
 
 
 # ----------------------------------------------------------------------------- learned tables
@@ -633,14 +707,6 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None):
     else:
         if family is not None:
             raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
-        factors = [name for name in FREQUENCY_FACTOR_TENSORS if name in g.header.tensors]
-        if factors:  # llama.cpp divides each frequency by these: a rotation no metadata key states
-            raise fail(
-                g.path,
-                "RoPE frequencies stated by metadata alone",
-                f"the tensor {factors[0]} (per-dimension frequency factors, e.g. Llama 3.1's llama3 "
-                "scaling or LongRoPE), which is not read",
-            )
         records = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
 
@@ -657,6 +723,7 @@ __all__ = [
     "import_gguf",
     "inspect_gguf",
     "is_gguf_source",
+    "llama3_from_rope_freqs",
     "open_gguf",
     "rope_scaling",
     "scan_header",
