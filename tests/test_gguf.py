@@ -239,6 +239,19 @@ def test_gpt2_inspect_check_plot_cli(tmp_path, capsys):
     assert any(p.suffix == ".png" for p in (tmp_path / "figs").iterdir())
 
 
+def test_convert_and_extend_refuse_a_gguf_in_one_line(tmp_path, capsys):
+    """Writing a GGUF back (extend) or converting its whole model is not supported: one line, exit 2."""
+    path = write_gpt2(tmp_path / "gpt2.gguf")
+    for argv in (
+        ["convert", str(path), "--out", str(tmp_path / "out.msgpack")],
+        ["extend", str(path), "--length", "128", "--out", str(tmp_path / "longer")],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "gpt2.gguf" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out.msgpack").exists() and not (tmp_path / "longer").exists()
+
+
 def test_rope_inspect_check_plot_cli(tmp_path, capsys):
     path = write_rope(tmp_path / "llama.gguf", scaling={"type": "linear", "factor": 2.0})
     assert main(["inspect", str(path), "--json"]) == 0
