@@ -559,3 +559,20 @@ def test_corrupted_files_raise_only_checkpoint_error(valid_files, tmp_path, data
         assert "\n" not in str(e) and str(path) in str(e)
     else:
         assert record.limit is None or record.limit > 0
+
+
+def test_gguf_read_benchmark_runs_small():
+    root = Path(__file__).resolve().parents[1]
+    cmd = [
+        sys.executable,
+        str(root / "benchmarks" / "gguf_read.py"),
+        "--vocab",
+        "64",
+        "--merges",
+        "64",
+        "--repeats",
+        "1",
+    ]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "| gguf.GGUFReader(path) |" in run.stdout and "| inspect_source(path) |" in run.stdout
