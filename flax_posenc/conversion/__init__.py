@@ -19,7 +19,8 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
 - :data:`FAMILIES` -- the known families, one data row each; :func:`detect_family`.
 
 A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
-model id (local cache first, offline-safe) or ``sinusoidal:LENGTH:DIM``.
+model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gguf`` file
+(llama.cpp's format, with the optional ``gguf`` package: :mod:`~flax_posenc.conversion.gguf_source`).
 
 >>> from flax_posenc.conversion import load_position_table
 >>> t = load_position_table("sinusoidal:8:4")
