@@ -54,7 +54,7 @@ SOURCE_HELP = (
     "a checkpoint directory, a .safetensors or .bin file, a Hugging Face model id "
     "(local cache first), sinusoidal:LENGTH:DIM, or a .msgpack written by convert; for RoPE/ALiBi "
     "models (Llama, Mistral, Qwen2, GPT-NeoX, GPT-J, Falcon, BLOOM, MPT) and T5/MPNet relative "
-    "bias a checkpoint directory or its config.json"
+    "bias a checkpoint directory or its config.json; a .gguf file (llama.cpp; pip install 'flax-posenc[gguf]')"
 )
 #: what extend and convert accept: a learned absolute table with its Hugging Face layout
 LEARNED_SOURCE_HELP = (
