@@ -58,7 +58,13 @@ def _tokenizer(w: gguf.GGUFWriter, model: str) -> None:
 
 
 def write_rope(
-    path: Path, arch: str = "llama", *, scaling: dict | None = None, dims: int | None = 16, extra: dict | None = None
+    path: Path,
+    arch: str = "llama",
+    *,
+    scaling: dict | None = None,
+    dims: int | None = 16,
+    extra: dict | None = None,
+    extra_kv: dict | None = None,
 ) -> Path:
     """A tiny Llama/Qwen2-style GGUF: metadata and the token embeddings only."""
     w = gguf.GGUFWriter(str(path), arch)
@@ -73,6 +79,8 @@ def write_rope(
         w.add_rope_dimension_count(dims)
     w.add_rope_freq_base(THETA)
     w.add_layer_norm_rms_eps(1e-5)
+    for key, value in (extra_kv or {}).items():
+        w.add_uint32(key, value)
     for key, value in (scaling or {}).items():
         if key == "type":
             w.add_rope_scaling_type(gguf.RopeScalingType(value))
@@ -115,7 +123,7 @@ def transformers_config(path: Path):
     return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
-def hf_inv_freq(config) -> np.ndarray:
+def hf_inv_freq(config) -> tuple[np.ndarray, float]:
     rotary = (Qwen2RotaryEmbedding if config.model_type == "qwen2" else LlamaRotaryEmbedding)(config)
     return rotary.inv_freq.double().numpy(), float(rotary.attention_scaling)
 
@@ -131,9 +139,14 @@ def one_line(excinfo, *fragments: str) -> str:
 # ----------------------------------------------------------------------------- RoPE parity
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_unscaled_rope_equals_transformers_gguf_loader(tmp_path, arch):
-    path = write_rope(tmp_path / f"{arch}.gguf", arch)
+@pytest.mark.parametrize(
+    "arch,dims,key_length",
+    [("llama", 16, None), ("llama", None, None), ("llama", 32, 32), ("qwen2", 16, None), ("qwen2", None, None)],
+)
+def test_unscaled_rope_equals_transformers_gguf_loader(tmp_path, arch, dims, key_length):
+    extra_kv = {f"{arch}.attention.key_length": key_length} if key_length else {}
+    path = write_rope(tmp_path / f"{arch}.gguf", arch, dims=dims, extra_kv=extra_kv)
+    head_dim = key_length or HIDDEN // HEADS
     record = inspect_source(path)
     assert record.model_type == arch and [m.kind for m in record.mechanisms] == ["rope"]
     ours = record.mechanisms[0].rope
@@ -145,7 +158,7 @@ def test_unscaled_rope_equals_transformers_gguf_loader(tmp_path, arch):
     assert scale == scale_hf
     assert record.limit == ours.limit == config.max_position_embeddings == CONTEXT
     assert ours.rope_theta == config.rope_parameters["rope_theta"] == THETA
-    assert ours.head_dim == HIDDEN // HEADS and ours.rotary_dim == 16
+    assert ours.head_dim == ours.rotary_dim == head_dim == getattr(config, "head_dim", head_dim)
 
 
 @pytest.mark.parametrize(
