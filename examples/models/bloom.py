@@ -13,8 +13,9 @@ the head tied to the word embeddings.
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
     out = generate(model, ids, 20, attention_mask=mask, eos_token_id=2)  # greedy, KV cache, bucketed
 
-Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
-Tested in ``tests/test_models_bloom.py``; numbers in ``docs/models.md``.
+Weights are read with :func:`flax_posenc.conversion.open_checkpoint` (numpy), never transformers;
+tested in ``tests/test_models_bloom.py`` against transformers (ALiBi needs no table: 80 positions
+decode past the 64 of the other tiny models); numbers in ``docs/models.md``.
 
     python examples/models/bloom.py PATH --prompt "Hello" --max-new-tokens 20
     python examples/models/bloom.py PATH --prompt-ids 59414,15 --max-new-tokens 20

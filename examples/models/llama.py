@@ -14,8 +14,9 @@ SiLU-gated MLP, a final RMSNorm and the ``lm_head`` (tied when ``tie_word_embedd
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
     out = generate(model, ids, 20, attention_mask=mask, eos_token_id=2)  # greedy, KV cache, bucketed
 
-Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
-Tested in ``tests/test_models_llama.py``; numbers in ``docs/models.md``.
+Weights are read with :func:`flax_posenc.conversion.open_checkpoint` (numpy), never transformers;
+tested in ``tests/test_models_llama.py`` against transformers (llama3 scaling, grouped-query
+attention, untied head); numbers in ``docs/models.md``.
 
     python examples/models/llama.py PATH --prompt "What is RoPE?" --max-new-tokens 20
     python examples/models/llama.py PATH --prompt-ids 1,15043 --max-new-tokens 20

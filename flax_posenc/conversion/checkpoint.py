@@ -95,7 +95,7 @@ class CheckpointReader:
             hint = f"; close: {', '.join(close)}" if close else ""
             raise fail(
                 self.weights_path,
-                f"a tensor named {name!r} (one of its {len(self._names)} tensors{hint})",
+                f"tensor {name!r} (one of its {len(self._names)} tensors{hint})",
                 "no such tensor",
             )
         return self._reader
