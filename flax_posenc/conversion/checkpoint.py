@@ -80,7 +80,7 @@ class CheckpointReader:
         return list(self._names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._known
+        return isinstance(name, str) and name in self._known
 
     def __len__(self) -> int:
         return len(self._names)
