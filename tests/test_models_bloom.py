@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import pytest
 from flax import nnx
-from model_checkpoints import build, hf_generate, hf_logits, load_example, prefill_then_decode
+from model_checkpoints import IDS, example_fixtures, hf_generate, hf_logits, prefill_then_decode
 
-bloom = load_example("bloom")
-IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bloom")
-    return path, build("bloom", path)
-
-
-@pytest.fixture(scope="module")
-def model(checkpoint):
-    return bloom.from_pretrained(checkpoint[0])
+bloom, checkpoint, model = example_fixtures("bloom")
 
 
 def test_alibi_config_read_from_config_json(model):

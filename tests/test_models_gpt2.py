@@ -11,32 +11,11 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from model_checkpoints import (
-    MODELS,
-    build,
-    decode_step,
-    hf_generate,
-    hf_logits,
-    jitted,
-    load_example,
-    prefill_then_decode,
-)
+from model_checkpoints import IDS, decode_step, example_fixtures, hf_generate, hf_logits, jitted, prefill_then_decode
 
 import flax_posenc as fp
 
-gpt2 = load_example("gpt2")
-IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gpt2")
-    return path, build("gpt2", path)
-
-
-@pytest.fixture(scope="module")
-def model(checkpoint):
-    return gpt2.from_pretrained(checkpoint[0])
+gpt2, checkpoint, model = example_fixtures("gpt2")
 
 
 def test_logits_equal_hugging_face(checkpoint, model):
@@ -118,9 +97,7 @@ def test_missing_tensor_is_one_line(checkpoint, tmp_path):
 
 
 def test_command_line_help():
-    help_text = subprocess.run(
-        [sys.executable, str(MODELS / "gpt2.py"), "--help"], capture_output=True, text=True, timeout=120
-    )
+    help_text = subprocess.run([sys.executable, gpt2.__file__, "--help"], capture_output=True, text=True, timeout=120)
     assert help_text.returncode == 0
     for word in ("GPT-2", "--prompt", "--max-new-tokens", "path"):
         assert word in help_text.stdout

@@ -8,24 +8,12 @@ import optax
 import pytest
 from flax import linen as nn
 from flax import nnx
-from model_checkpoints import build, hf_generate, hf_logits, load_example
+from model_checkpoints import IDS, example_fixtures, hf_generate, hf_logits, load_example
 
 import flax_posenc as fp
 
-gpt2_linen = load_example("gpt2_linen")
+gpt2_linen, checkpoint, loaded = example_fixtures("gpt2_linen", "gpt2", model_name="loaded")
 gpt2 = load_example("gpt2")
-IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gpt2-linen")
-    return path, build("gpt2", path)
-
-
-@pytest.fixture(scope="module")
-def loaded(checkpoint):
-    return gpt2_linen.from_pretrained(checkpoint[0])
 
 
 def test_logits_equal_hugging_face_and_the_nnx_model(checkpoint, loaded):

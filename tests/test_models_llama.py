@@ -8,23 +8,11 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from model_checkpoints import build, decode_step, hf_generate, hf_logits, jitted, load_example, prefill_then_decode
+from model_checkpoints import IDS, decode_step, example_fixtures, hf_generate, hf_logits, jitted, prefill_then_decode
 
 import flax_posenc as fp
 
-llama = load_example("llama")
-IDS = np.random.default_rng(0).integers(0, 1000, (2, 24))
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("llama")
-    return path, build("llama", path)
-
-
-@pytest.fixture(scope="module")
-def model(checkpoint):
-    return llama.from_pretrained(checkpoint[0])
+llama, checkpoint, model = example_fixtures("llama")
 
 
 def test_rope_config_read_from_config_json(model):

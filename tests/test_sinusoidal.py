@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import sinusoid
+from helpers import flax_sinusoidal_init, sinusoid, t2t_timing_signal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,26 +24,6 @@ def reference(positions, dim, base=10000.0):
 def frequencies(dim, base=10000.0):
     """w_i = base ** (-2i / dim), in float64, from the formula (not from flax_posenc)."""
     return base ** (-2.0 * np.arange(dim // 2) / dim)
-
-
-def flax_example_init(max_len, d_feature, min_scale=1.0, max_scale=10000.0):
-    """Verbatim formula of flax's examples (lm1b/wmt sinusoidal_init)."""
-    pe = np.zeros((max_len, d_feature), dtype=np.float32)
-    position = np.arange(0, max_len)[:, np.newaxis]
-    scale_factor = -np.log(max_scale / min_scale) / (d_feature // 2 - 1)
-    div_term = min_scale * np.exp(np.arange(0, d_feature // 2) * scale_factor)
-    pe[:, : d_feature // 2] = np.sin(position * div_term)
-    pe[:, d_feature // 2 : 2 * (d_feature // 2)] = np.cos(position * div_term)
-    return pe
-
-
-def t5x_timing_signal(positions, dim, min_timescale=1.0, max_timescale=1.0e4):
-    """T5X / MaxText / tensor2tensor get_timing_signal, in float64 numpy."""
-    num_timescales = dim // 2
-    log_increment = math.log(float(max_timescale) / float(min_timescale)) / max(num_timescales - 1, 1)
-    inv_timescales = min_timescale * np.exp(np.arange(num_timescales) * -log_increment)
-    scaled = np.asarray(positions, np.float64)[:, None] * inv_timescales[None, :]
-    return np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
 
 
 class TestTable:
@@ -64,12 +44,12 @@ class TestTable:
 
     def test_concatenated_endpoint_reproduces_flax_examples(self):
         got = np.asarray(fp.sinusoidal_table(256, 64, layout="concatenated", endpoint=True))
-        np.testing.assert_allclose(got, flax_example_init(256, 64), atol=2e-6)
+        np.testing.assert_allclose(got, flax_sinusoidal_init(256, 64, dtype=np.float32), atol=2e-6)
 
     def test_concatenated_endpoint_reproduces_t5x_maxtext(self):
         positions = np.arange(0, 4096, 7)
         got = np.asarray(fp.sinusoidal_encoding(jnp.asarray(positions), 128, layout="concatenated", endpoint=True))
-        np.testing.assert_allclose(got, t5x_timing_signal(positions, 128), atol=2e-6)
+        np.testing.assert_allclose(got, t2t_timing_signal(positions, 128), atol=2e-6)  # T5X / MaxText: t2t's formula
 
     def test_wavelengths(self):
         dim = 512

@@ -11,7 +11,7 @@ encoder layers (bidirectional attention over the real tokens, erf-GELU MLP).
     hidden = model(input_ids, attention_mask)             # (batch, seq) -> (batch, seq, width)
     sentence = mean_pool(hidden, attention_mask)          # (batch, width), sentence-transformers' pooling
 
-Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers;
+Weights are read with :func:`flax_posenc.conversion.open_checkpoint` (numpy), never transformers;
 tokenize with any WordPiece tokenizer (the tests use transformers' on the checkpoint's
 ``tokenizer.json``). Tested on the real all-MiniLM-L6-v2 in ``tests/test_models_bert.py``.
 

@@ -13,8 +13,9 @@ the head tied to the word embeddings.
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
     out = generate(model, ids, 20, attention_mask=mask, eos_token_id=2)  # greedy, KV cache, bucketed
 
-Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
-Tested in ``tests/test_models_bloom.py``; numbers in ``docs/models.md``.
+Weights are read with :func:`flax_posenc.conversion.open_checkpoint` (numpy), never transformers;
+tested in ``tests/test_models_bloom.py`` against transformers (ALiBi needs no table: 80 positions
+decode past the 64 of the other tiny models); numbers in ``docs/models.md``.
 
     python examples/models/bloom.py PATH --prompt "Hello" --max-new-tokens 20
     python examples/models/bloom.py PATH --prompt-ids 59414,15 --max-new-tokens 20
@@ -34,7 +35,7 @@ import common  # noqa: E402
 from common import LayerNorm, Linear, Weights  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402
-from flax_posenc.conversion.relative_config import relative_config_from_dict  # noqa: E402
+from flax_posenc.conversion import inspect_source  # noqa: E402
 
 
 class Attention(nnx.Module):
@@ -144,7 +145,8 @@ def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Bloom:
     """A :class:`Bloom` holding every weight of a Hugging Face BLOOM checkpoint directory;
     ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
     w = Weights(path, prefixes=("transformer.", ""), probe="word_embeddings.weight")
-    model = Bloom(w.config, relative_config_from_dict(w.config, source=str(path)).alibi, rngs=nnx.Rngs(seed))
+    alibi = next(m.alibi for m in inspect_source(path).mechanisms if m.alibi is not None)
+    model = Bloom(w.config, alibi, rngs=nnx.Rngs(seed))
     common.assign(model.embed.word_embeddings, w("word_embeddings.weight"), "word_embeddings.weight")
     common.assign(
         model.embed.layer_norm["scale"], w("word_embeddings_layernorm.weight"), "word_embeddings_layernorm.weight"

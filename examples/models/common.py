@@ -29,54 +29,51 @@ import numpy as np
 from flax import nnx
 
 import flax_posenc as fp
-from flax_posenc.conversion.readers import fail, nearest_keys
-from flax_posenc.conversion.sources import open_checkpoint
+from flax_posenc.conversion import open_checkpoint
+from flax_posenc.limits import describe_limit
 
 # ----------------------------------------------------------------------------- checkpoints
 
 
 class Weights:
-    """A Hugging Face checkpoint read with flax_posenc.conversion: its config and its tensors.
+    """A Hugging Face checkpoint read with :func:`flax_posenc.conversion.open_checkpoint`: its
+    config and its tensors under the base model's key prefix.
 
-    Tensors are read one at a time as float32 numpy (safetensors memory-mapped, ``.bin`` only with
-    ``weights_only=True``); no transformers, no torch for safetensors.
+    Tensors are read one at a time as float32 numpy (safetensors: only that tensor's bytes;
+    ``.bin`` only with ``weights_only=True``); no transformers, no torch for safetensors.
 
     Args:
       path: checkpoint directory (``config.json`` + weights) or anything
-        :func:`flax_posenc.conversion.sources.open_checkpoint` accepts.
+        :func:`flax_posenc.conversion.open_checkpoint` accepts.
       prefixes: candidate key prefixes of the base model (``"transformer."`` in a
         ``GPT2LMHeadModel`` checkpoint, none in a ``GPT2Model`` one); the first one under which
         ``probe`` exists is used.
       probe: a key every checkpoint of the family holds (without prefix).
 
     Raises:
-      CheckpointError: unreadable checkpoint, or none of the prefixes holds ``probe`` (one line).
+      CheckpointError: unreadable checkpoint, none of the prefixes holds ``probe``, a missing
+        tensor (one line naming the file and the tensor).
     """
 
     def __init__(self, path, *, prefixes: tuple[str, ...], probe: str):
         self.path = path
-        ckpt = open_checkpoint(path)
-        self.config, self.reader = ckpt.config, ckpt.reader
-        self.keys = set(self.reader.keys())
-        found = [p for p in prefixes if p + probe in self.keys]
+        self.checkpoint = open_checkpoint(path)
+        self.config = self.checkpoint.config
+        found = [p for p in prefixes if p + probe in self.checkpoint]
         if not found:
-            raise fail(
-                ckpt.weights_path,
-                f"tensor {probe!r} under one of the prefixes {prefixes}",
-                f"keys such as {nearest_keys(probe, self.keys)}",
+            raise fp.CheckpointError(
+                f"{self.checkpoint.weights_path}: expected a tensor {probe!r} under one of the prefixes "
+                f"{prefixes}, found none of {[p + probe for p in prefixes]} among its {len(self.checkpoint)} tensors"
             )
         self.prefix = found[0]
 
     def has(self, key: str, *, prefixed: bool = True) -> bool:
-        return (self.prefix + key if prefixed else key) in self.keys
+        return (self.prefix + key if prefixed else key) in self.checkpoint
 
     def __call__(self, key: str, *, transpose: bool = False, prefixed: bool = True) -> np.ndarray:
         """The tensor ``prefix + key`` as float32 (``transpose``: a torch Linear's ``(out, in)``
         weight as a Flax kernel ``(in, out)``)."""
-        full = self.prefix + key if prefixed else key
-        if full not in self.keys:
-            raise fail(self.path, f"tensor {full!r}", f"no such tensor (close: {nearest_keys(full, self.keys)})")
-        value = np.asarray(self.reader.read(full), np.float32)
+        value = np.asarray(self.checkpoint.tensor(self.prefix + key if prefixed else key), np.float32)
         return value.T if transpose else value
 
 
@@ -245,7 +242,7 @@ def check_generation_length(prompt_len: int, max_new_tokens: int, limit: int | N
     if limit is not None and prompt_len + max_new_tokens > limit:
         total = prompt_len + max_new_tokens
         raise fp.PositionLimitError(
-            f"{what} holds {limit} positions (0..{limit - 1}); a prompt of {prompt_len} tokens plus "
+            f"{describe_limit(what, limit)}; a prompt of {prompt_len} tokens plus "
             f"max_new_tokens={max_new_tokens} needs {total}, {total - limit} past the end"
         )
 

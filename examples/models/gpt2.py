@@ -9,8 +9,8 @@ with ``from_pretrained``: its 1024-row table is the context limit, and a positio
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
     out = generate(model, ids, 20, attention_mask=mask, eos_token_id=50256)  # greedy, KV cache, bucketed
 
-Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
-Tested against transformers in ``tests/test_models_gpt2.py``; numbers in ``docs/models.md``.
+Weights are read with :func:`flax_posenc.conversion.open_checkpoint` (numpy), never transformers;
+tested against transformers in ``tests/test_models_gpt2.py``; numbers in ``docs/models.md``.
 
     python examples/models/gpt2.py PATH --prompt "Hello, world" --max-new-tokens 20
     python examples/models/gpt2.py PATH --prompt-ids 15496,11,995 --max-new-tokens 20

@@ -2,7 +2,7 @@
 
 Positions enter only through :func:`flax_posenc.apply_rope_qk` on queries and keys, with the
 :class:`~flax_posenc.RopeConfig` read from ``config.json`` by
-:func:`flax_posenc.conversion.relative_config.read_relative_config` (``rope_theta``, and
+:func:`flax_posenc.conversion.rope_for_layer` (``rope_theta``, and
 ``rope_scaling``/``rope_parameters`` such as Llama 3.1's ``llama3`` type). Its ``limit``
 (``max_position_embeddings``, or the scaled limit if larger) is the context limit: a position past
 it raises :class:`~flax_posenc.PositionLimitError`. The token embedding is a
@@ -14,8 +14,9 @@ SiLU-gated MLP, a final RMSNorm and the ``lm_head`` (tied when ``tie_word_embedd
     logits = model(ids)                                  # (batch, seq) -> (batch, seq, vocab)
     out = generate(model, ids, 20, attention_mask=mask, eos_token_id=2)  # greedy, KV cache, bucketed
 
-Weights are read with :mod:`flax_posenc.conversion` (numpy, safetensors), never transformers.
-Tested in ``tests/test_models_llama.py``; numbers in ``docs/models.md``.
+Weights are read with :func:`flax_posenc.conversion.open_checkpoint` (numpy), never transformers;
+tested in ``tests/test_models_llama.py`` against transformers (llama3 scaling, grouped-query
+attention, untied head); numbers in ``docs/models.md``.
 
     python examples/models/llama.py PATH --prompt "What is RoPE?" --max-new-tokens 20
     python examples/models/llama.py PATH --prompt-ids 1,15043 --max-new-tokens 20
@@ -35,7 +36,7 @@ import common  # noqa: E402
 from common import LayerNorm, Linear, Weights  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402
-from flax_posenc.conversion.relative_config import relative_config_from_dict  # noqa: E402
+from flax_posenc.conversion import rope_for_layer  # noqa: E402
 
 
 class Attention(nnx.Module):
@@ -140,7 +141,7 @@ def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Llama:
     """A :class:`Llama` holding every weight of a Hugging Face Llama checkpoint directory;
     ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
     w = Weights(path, prefixes=("model.", ""), probe="embed_tokens.weight")
-    rope = relative_config_from_dict(w.config, source=str(path)).rope
+    rope = rope_for_layer(path, 0)  # every Llama layer has the same RoPE
     model = Llama(w.config, rope, rngs=nnx.Rngs(seed))
     common.assign(model.embed.word_embeddings, w("embed_tokens.weight"), "embed_tokens.weight")
     for i, block in enumerate(model.layers):

@@ -19,8 +19,7 @@ import numpy as np
 from flax import nnx
 
 import flax_posenc as fp
-from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.sources import open_checkpoint
+from flax_posenc.conversion import open_checkpoint
 from flax_posenc.lookup import lookup_rows
 from flax_posenc.overflow import Limit
 
@@ -94,18 +93,18 @@ def from_pretrained(source) -> T5Encoder:
     ckpt = open_checkpoint(source)
     cfg = ckpt.config
     if cfg.get("model_type") not in ("t5", "mt5"):
-        raise fail(ckpt.config_path, "model_type 't5' or 'mt5' (this example's encoder)", repr(cfg.get("model_type")))
-    keys = set(ckpt.reader.keys())
+        raise fp.CheckpointError(
+            f"{ckpt.config_path}: expected model_type 't5' or 'mt5' (this example's encoder), "
+            f"found {cfg.get('model_type')!r}"
+        )
 
-    def read(key: str) -> np.ndarray:
-        if key not in keys:
-            raise fail(ckpt.weights_path, f"the tensor {key!r}", "no such key")
-        return np.asarray(ckpt.reader.read(key), np.float32)
+    def read(key: str) -> np.ndarray:  # a missing tensor: one line naming the file and the key
+        return np.asarray(ckpt.tensor(key), np.float32)
 
     gated = str(cfg.get("feed_forward_proj", "relu")).startswith("gated")
     ff = ("wi_0", "wi_1", "wo") if gated else ("wi", "wo")
     weights: dict = {
-        "embed": read("shared.weight" if "shared.weight" in keys else "encoder.embed_tokens.weight"),
+        "embed": read("shared.weight" if "shared.weight" in ckpt else "encoder.embed_tokens.weight"),
         "final_layer_norm": read("encoder.final_layer_norm.weight"),
         "_layer_names": ("q", "k", "v", "o", "attn_norm", "ff_norm", *ff),
     }

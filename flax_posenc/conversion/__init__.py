@@ -17,6 +17,8 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
 - :func:`export_position_table` -- write a new table into a copy of the checkpoint.
 - :func:`rope_for_layer` -- the :class:`~flax_posenc.RopeConfig` one layer uses (``None``: NoPE).
 - :data:`FAMILIES` -- the known families, one data row each; :func:`detect_family`.
+- :func:`open_checkpoint` -- any tensor of a checkpoint and its ``config.json``
+  (:class:`CheckpointReader`: ``config``, ``names``, ``info(name)``, ``tensor(name)``).
 
 A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
 model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gguf`` file
@@ -30,6 +32,7 @@ model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gg
 
 from __future__ import annotations
 
+from flax_posenc.conversion.checkpoint import CheckpointReader, open_checkpoint
 from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
 from flax_posenc.conversion.layer_rope import rope_for_layer
@@ -48,6 +51,7 @@ from flax_posenc.errors import CheckpointError
 __all__ = [
     "FAMILIES",
     "CheckpointError",
+    "CheckpointReader",
     "Detected",
     "Family",
     "FamilyMatch",
@@ -62,6 +66,7 @@ __all__ = [
     "load_input_block",
     "load_position_table",
     "load_relative_bias",
+    "open_checkpoint",
     "rope_for_layer",
     "which_family",
 ]
