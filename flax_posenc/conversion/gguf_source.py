@@ -658,10 +658,11 @@ def gguf_position_table(
         the file's; a missing tensor; a 1-D/3-D or empty table; NaN/Inf values;
         ``context_length`` other than the table's rows.
     """
-    return _table_of(open_gguf(source), family=family, key=key)
+    return table_of(open_gguf(source), family=family, key=key)
 
 
-def _table_of(g: GGUFFile, *, family: str | None, key: str | None) -> PositionTable:
+def table_of(g: GGUFFile, *, family: str | None, key: str | None) -> PositionTable:
+    """The learned position table of an opened GPT-2-style GGUF file (one-line CheckpointError otherwise)."""
     row = g.architecture
     if row.kind != "learned":
         raise fail(g.path, "a GGUF architecture with a learned position table (gpt2)", f"{row.arch} (RoPE: no table)")
@@ -688,29 +689,6 @@ def _table_of(g: GGUFFile, *, family: str | None, key: str | None) -> PositionTa
 # ----------------------------------------------------------------------------- one record
 
 
-def inspect_gguf(source: str | os.PathLike, *, family: str | None = None):
-    """Every position mechanism of a GGUF file as a :class:`~flax_posenc.conversion.models.ModelRecord`
-    (what ``flax-posenc inspect/check/plot`` print): one learned table, or one RoPE config.
-
-    Raises:
-      CheckpointError: as :func:`open_gguf`, :func:`hf_config` and :func:`gguf_position_table`;
-        ``family=`` on a RoPE file.
-    """
-    from flax_posenc.conversion.models import Mechanism, ModelRecord
-    from flax_posenc.conversion.relative_config import relative_configs_from_dict
-    from flax_posenc.conversion.source_record import LearnedTableSource
-
-    text = os.fspath(source)
-    g = open_gguf(source)
-    if g.architecture.kind == "learned":
-        records: tuple[Any, ...] = (LearnedTableSource(_table_of(g, family=family, key=None)),)
-    else:
-        if family is not None:
-            raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
-        records = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
-    return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
-
-
 __all__ = [
     "GGUF_ARCHITECTURES",
     "GGUF_EXTRA_HINT",
@@ -721,7 +699,7 @@ __all__ = [
     "gguf_position_table",
     "hf_config",
     "import_gguf",
-    "inspect_gguf",
+    "table_of",
     "is_gguf_source",
     "llama3_from_rope_freqs",
     "open_gguf",

@@ -36,7 +36,15 @@ from flax_posenc.conversion.families import FAMILIES, row_for_model_type
 from flax_posenc.conversion.table import PositionTable
 from flax_posenc.limits import describe_limit, length_verdict
 
-__all__ = ["FamilyMatch", "LearnedTableSource", "SourceRecord", "inspect_source", "verdict", "which_family"]
+__all__ = [
+    "FamilyMatch",
+    "LearnedTableSource",
+    "SourceRecord",
+    "inspect_gguf",
+    "inspect_source",
+    "verdict",
+    "which_family",
+]
 
 
 @runtime_checkable
@@ -155,6 +163,30 @@ def which_family(model_type: str) -> FamilyMatch | None:
     return None
 
 
+def inspect_gguf(source: str | os.PathLike, *, family: str | None = None):
+    """Every position mechanism of a GGUF file as a :class:`~flax_posenc.conversion.models.ModelRecord`
+    (what ``flax-posenc inspect/check/plot`` print): one learned table, or one RoPE config.
+
+    Raises:
+      CheckpointError: as :func:`open_gguf`, :func:`hf_config` and :func:`gguf_position_table`;
+        ``family=`` on a RoPE file.
+    """
+    from flax_posenc.conversion.gguf_source import hf_config, open_gguf, table_of
+    from flax_posenc.conversion.models import Mechanism, ModelRecord
+    from flax_posenc.conversion.readers import fail
+    from flax_posenc.conversion.relative_config import relative_configs_from_dict
+
+    text = os.fspath(source)
+    g = open_gguf(source)
+    if g.architecture.kind == "learned":
+        records: tuple[Any, ...] = (LearnedTableSource(table_of(g, family=family, key=None)),)
+    else:
+        if family is not None:
+            raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
+        records = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+    return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
+
+
 def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> SourceRecord:
     """Every position mechanism of SOURCE, as a :class:`~flax_posenc.conversion.models.ModelRecord`.
 
@@ -164,7 +196,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     (weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` written by ``flax-posenc
     convert``, a checkpoint of an unknown type whose keys name a learned-table family) is read as
     one learned table. A ``.gguf`` file is read by
-    :func:`~flax_posenc.conversion.gguf_source.inspect_gguf` (its RoPE metadata, or GPT-2's
+    :func:`inspect_gguf` (its RoPE metadata, or GPT-2's
     table). ``family`` forces a learned-table family.
 
     ``.limit`` is the smallest limit among the mechanisms; ``.check_length(n)`` fails when any
@@ -183,7 +215,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     def one(record) -> ModelRecord:
         return ModelRecord(os.fspath(source), getattr(record, "model_type", None), (Mechanism.of(record),))
 
-    from flax_posenc.conversion.gguf_source import inspect_gguf, is_gguf_source
+    from flax_posenc.conversion.gguf_source import is_gguf_source
 
     if is_gguf_source(source):  # llama.cpp's format: metadata (RoPE) or position_embd.weight (GPT-2)
         return inspect_gguf(source, family=family)
