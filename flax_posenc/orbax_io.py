@@ -5,13 +5,13 @@ its variables, or an :class:`~flax_posenc.block.InputSpec` with a parameter dict
 checkpoint directory of two items (orbax's ``CompositeCheckpointHandler``)::
 
     OUT/
-      params/        StandardSave of the parameters (nested dict, named as in flax_posenc.block)
+      params/        PyTreeSave of the parameters (nested dict, named as in flax_posenc.block)
       flax_posenc/   JsonSave of the metadata: {"format": "flax-posenc/orbax-input-block",
                      "version": 1, "spec": InputSpec.to_dict(),
                      "params": {"word_embeddings": {"shape": [..], "dtype": "float32",
                                                     "sha256": ...}, ...}}
 
-so plain orbax reads it too (``ocp.args.Composite(params=ocp.args.StandardRestore(),
+so plain orbax reads it too (``ocp.args.Composite(params=ocp.args.PyTreeRestore(),
 flax_posenc=ocp.args.JsonRestore())``). :func:`load_orbax` restores it, on one device or
 directly sharded onto a mesh by the parameters' logical axis names (``docs/sharding.md``), and
 checks it first: the metadata is read with the bounded JSON reader, the spec must be valid,
@@ -212,7 +212,7 @@ def save_orbax(out: str | os.PathLike, block, variables=None, *, overwrite: bool
                         staged,
                         ocp.args.Composite(
                             **{
-                                PARAMS_ITEM: ocp.args.StandardSave(host),
+                                PARAMS_ITEM: ocp.args.PyTreeSave(host),
                                 METADATA_ITEM: ocp.args.JsonSave(metadata),
                             }
                         ),
@@ -298,7 +298,7 @@ def _checkpointer():
     import orbax.checkpoint as ocp
 
     handler = ocp.CompositeCheckpointHandler(
-        **{PARAMS_ITEM: ocp.StandardCheckpointHandler(), METADATA_ITEM: ocp.JsonCheckpointHandler()}
+        **{PARAMS_ITEM: ocp.PyTreeCheckpointHandler(), METADATA_ITEM: ocp.JsonCheckpointHandler()}
     )
     return ocp.Checkpointer(handler)
 
@@ -349,21 +349,35 @@ def load_orbax(path: str | os.PathLike, *, mesh=None, rules=None) -> tuple[Any, 
         shardings = {k: device for k in declared}
     else:
         shardings = _flat(param_shardings(spec, mesh, rules))
-    abstract: dict[str, Any] = {}
-    for name, (shape, dtype) in wanted.items():
-        target = abstract
-        *parents, leaf = name.split("/")
-        for p in parents:
-            target = target.setdefault(p, {})
-        target[leaf] = jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=shardings[name])
-    try:
-        restored = checkpointer.restore(root, ocp.args.Composite(**{PARAMS_ITEM: ocp.args.StandardRestore(abstract)}))
-        params = dict(restored[PARAMS_ITEM])
-    except Exception as exc:
-        raise _fail(root / PARAMS_ITEM, "readable orbax array files", f"{_one_line_error(exc)}") from None
-    for name, value in _flat(params).items():
+    params: dict[str, Any] = {}
+    for name, (shape, dtype) in wanted.items():  # one array at a time: a failure names it, and leaves
+        *parents, leaf = name.split("/")  # no other read of orbax's still running
+        target = jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=shardings[name])
+        item: dict[str, Any] = {leaf: target}
+        for p in reversed(parents):
+            item = {p: item}
+        restore_args = jax.tree.map(
+            lambda t: ocp.ArrayRestoreArgs(sharding=t.sharding, global_shape=t.shape, dtype=t.dtype), item
+        )
+        try:
+            restored = checkpointer.restore(
+                root,
+                ocp.args.Composite(
+                    **{PARAMS_ITEM: ocp.args.PyTreeRestore(item=item, restore_args=restore_args, partial_restore=True)}
+                ),
+            )[PARAMS_ITEM]
+            value = restored
+            for key in (*parents, leaf):
+                value = value[key]
+        except Exception as exc:  # orbax wraps tensorstore's error (NOT_FOUND, DATA_LOSS, ...) as its cause
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            raise _fail(root / PARAMS_ITEM, f"readable orbax array files ({name})", _one_line_error(cause)) from None
         if _digest(np.asarray(value)) != declared[name]["sha256"]:
             raise _fail(root / PARAMS_ITEM, f"{name} as saved (its SHA-256 in {METADATA_FILE})", "different contents")
+        target_dict = params
+        for p in parents:
+            target_dict = target_dict.setdefault(p, {})
+        target_dict[leaf] = value
     return spec, params
 
 
