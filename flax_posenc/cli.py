@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from flax_posenc.errors import CheckpointError, PositionLimitError
+from flax_posenc.progress import Progress, progress_enabled
 
 EXIT_OK = 0
 EXIT_LIMIT = 1
@@ -136,33 +137,8 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
 
 
 def _progress_enabled(args: argparse.Namespace) -> bool:
-    """Progress bars only for a person at a terminal, and never with --json."""
-    if getattr(args, "json", False):
-        return False
-    return sys.stdout.isatty() and sys.stderr.isatty()
-
-
-class Progress:
-    """A tqdm bar over ``total`` labelled steps on stderr, or nothing when disabled."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, file=sys.stderr, leave=False, unit="step")
-
-    def run(self, label: str, fn: Callable[[], Any]) -> Any:
-        if self.bar is not None:
-            self.bar.set_description(label)
-        result = fn()
-        if self.bar is not None:
-            self.bar.update()
-        return result
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    """A bar for a person at a terminal, never with --json (:func:`flax_posenc.progress.progress_enabled`)."""
+    return progress_enabled(json=getattr(args, "json", False))
 
 
 def _nonempty(source: str) -> str:
@@ -265,13 +241,17 @@ def cmd_extend(args: argparse.Namespace) -> int:
     from flax_posenc.conversion import LearnedTableSource, export_position_table
     from flax_posenc.extend import extend_table
 
-    table = load_table(args.source)
-    if table.family == "sinusoidal":
-        raise UsageError(
-            "extend writes a checkpoint with a longer learned table; a sinusoidal SOURCE has no table to extend"
+    with Progress(3, _progress_enabled(args)) as bar:
+        table = bar.run("reading", lambda: load_table(args.source))
+        if table.family == "sinusoidal":
+            raise UsageError(
+                "extend writes a checkpoint with a longer learned table; a sinusoidal SOURCE has no table to extend"
+            )
+        grown = bar.run(
+            f"extending ({args.method})",
+            lambda: extend_table(table.weights, args.length, method=args.method, offset=table.offset),
         )
-    grown = extend_table(table.weights, args.length, method=args.method, offset=table.offset)
-    out = export_position_table(args.source, grown, args.out, overwrite=args.overwrite)
+        out = bar.run("writing", lambda: export_position_table(args.source, grown, args.out, overwrite=args.overwrite))
     print(
         f"wrote {out}: {LearnedTableSource(table).name} extended from {table.max_length} to {args.length} positions "
         f"({args.method}; {grown.shape[0]} rows)"
@@ -282,7 +262,10 @@ def cmd_extend(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from flax_posenc.pretrained import save_converted
 
-    out = save_converted(args.source, args.out, family=args.family, overwrite=args.overwrite, format=args.format)
+    with Progress(2, _progress_enabled(args)) as bar:
+        out = save_converted(
+            args.source, args.out, family=args.family, overwrite=args.overwrite, format=args.format, progress=bar
+        )
     what = "an orbax checkpoint of the" if args.format == "orbax" else "Flax parameters and arguments of the"
     print(f"wrote {out}: {what} input block of {args.source}")
     return EXIT_OK

@@ -249,11 +249,14 @@ def load_pretrained(source, *, family: str | None = None, mesh=None, rules=None)
 CONVERTED_FORMATS = ("msgpack", "orbax")
 
 
-def save_converted(source, out, *, family: str | None = None, overwrite: bool = False, format: str = "msgpack") -> Path:
+def save_converted(
+    source, out, *, family: str | None = None, overwrite: bool = False, format: str = "msgpack", progress=None
+) -> Path:
     """Write the spec and Flax parameters of SOURCE's input block to ``out`` (``.msgpack``, version 2).
 
     ``format="orbax"`` writes an orbax checkpoint directory instead (any name; see
-    :func:`flax_posenc.orbax_io.save_orbax`, which this calls).
+    :func:`flax_posenc.orbax_io.save_orbax`, which this calls). ``progress``: a
+    :class:`~flax_posenc.progress.Progress` shown the two steps, reading and writing.
 
     Atomic and exclusive: written to a temporary file beside ``out`` and linked into place only if
     nothing is there (``os.link``; with ``overwrite``, renamed over it); SIGTERM/SIGINT remove the
@@ -261,8 +264,9 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
     Raises only CheckpointError (naming the file) for what cannot be read or written. Restore with ``TransformerInput.from_pretrained(out)`` (NNX or Linen)
     or ``flax.serialization.msgpack_restore``.
     """
-    from flax import serialization
+    from flax_posenc.progress import Progress
 
+    bar = progress if progress is not None else Progress(2, enabled=False)
     out = Path(out)
     if format not in CONVERTED_FORMATS:
         raise ValueError(f"format: expected one of {', '.join(CONVERTED_FORMATS)}, got {format!r}")
@@ -275,8 +279,8 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
             )
         if not out.absolute().parent.is_dir():
             raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
-        spec, params = load_pretrained(source, family=family)
-        return save_orbax(out, spec, params, overwrite=overwrite)
+        spec, params = bar.run("reading", lambda: load_pretrained(source, family=family))
+        return bar.run("writing (orbax)", lambda: save_orbax(out, spec, params, overwrite=overwrite))
     if out.suffix != CONVERTED_SUFFIX:
         raise CheckpointError(
             f"{out}: expected an output file name ending in {CONVERTED_SUFFIX}, found {out.suffix or 'no suffix'!r}"
@@ -287,7 +291,16 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
         raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
     if os.path.isdir(out):
         raise CheckpointError(f"{out}: expected a file path for the converted parameters, found a directory")
-    spec, params = load_pretrained(source, family=family)
+    spec, params = bar.run("reading", lambda: load_pretrained(source, family=family))
+    return bar.run("writing", lambda: _write_msgpack(out, spec, params, overwrite=overwrite))
+
+
+def _write_msgpack(out: Path, spec: InputSpec, params: dict[str, Any], *, overwrite: bool) -> Path:
+    """The version-2 ``.msgpack`` of ``(spec, params)`` at ``out``, atomically (see :func:`save_converted`)."""
+    from flax import serialization
+
+    from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
+
     blob = serialization.msgpack_serialize(
         {
             "format": CONVERTED_FORMAT,
@@ -296,8 +309,6 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
             "params": _numpy_tree(params),
         }
     )
-    from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
-
     tmp: str | None = None
     try:
         with cleanup_on_signal():

@@ -118,8 +118,9 @@ def _indent(text: object, by: str = "    ") -> str:
 
 def run(out: Path, *, cache: Path | None = None, progress: bool = False) -> TourResult:
     """Print the tour on stdout and write its figures under ``out`` (a writable directory)."""
-    from flax_posenc.cli import PROG, Progress, make_figures
+    from flax_posenc.cli import PROG, make_figures
     from flax_posenc.conversion import inspect_source
+    from flax_posenc.progress import Progress
 
     bert_dir = minilm_dir()
     if not (((cache or cache_root()) / "gpt2-shaped" / "model.safetensors").is_file()):
