@@ -303,6 +303,15 @@ def _checkpointer():
     return ocp.Checkpointer(handler)
 
 
+def _on_host(array) -> np.ndarray:
+    """The whole array on this host (gathered from every process when a mesh spans several)."""
+    if getattr(array, "is_fully_addressable", True):
+        return np.asarray(array)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+
+
 def _one_line_error(exc: BaseException) -> str:
     first = next((line for line in str(exc).splitlines() if line.strip()), "")
     return f"{type(exc).__name__}: {' '.join(first.split())[:200]}"
@@ -372,7 +381,7 @@ def load_orbax(path: str | os.PathLike, *, mesh=None, rules=None) -> tuple[Any, 
         except Exception as exc:  # orbax wraps tensorstore's error (NOT_FOUND, DATA_LOSS, ...) as its cause
             cause = exc.__cause__ if exc.__cause__ is not None else exc
             raise _fail(root / PARAMS_ITEM, f"readable orbax array files ({name})", _one_line_error(cause)) from None
-        if _digest(np.asarray(value)) != declared[name]["sha256"]:
+        if _digest(_on_host(value)) != declared[name]["sha256"]:
             raise _fail(root / PARAMS_ITEM, f"{name} as saved (its SHA-256 in {METADATA_FILE})", "different contents")
         target_dict = params
         for p in parents:
