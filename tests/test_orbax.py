@@ -100,7 +100,7 @@ def test_arrays_equal_the_torch_weights_and_plain_orbax_reads_the_directory(bert
     np.testing.assert_array_equal(raw["params"]["word_embeddings"], emb.word_embeddings.weight.detach().numpy())
 
 
-def test_restore_sharded_onto_eight_host_devices(saved, tmp_path):
+def test_restore_sharded_onto_eight_host_devices(bert, saved, tmp_path):
     """Saved on one device (this process), restored sharded by the logical axes onto 8 devices."""
     assert len(jax.devices()) == 1
     expected = tmp_path / "expected.npz"
@@ -111,7 +111,8 @@ def test_restore_sharded_onto_eight_host_devices(saved, tmp_path):
         nnx=nnx_forward(saved["block"]),
         linen=linen_forward(saved["module"], saved["variables"]),
     )
-    cmd = [sys.executable, str(SCRIPT), str(saved["root"] / "nnx"), str(saved["root"] / "linen"), str(expected)]
+    dirs = (saved["root"] / "nnx", saved["root"] / "linen", expected, bert.path)
+    cmd = [sys.executable, str(SCRIPT), *map(str, dirs)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=fast_xla_env())
     assert run.returncode == 0, run.stderr[-3000:]
     r = json.loads(run.stdout.strip().splitlines()[-1])
@@ -126,6 +127,9 @@ def test_restore_sharded_onto_eight_host_devices(saved, tmp_path):
         # LayerNorm's mean and variance are reduced across the width shards: a different summation order
         assert f["max_abs_diff"] <= 8 * np.spacing(np.float32(f["scale"]))
     assert r["linen"]["partition_spec"] == "P('vocab', 'embed')"
+    hf = r["nnx_from_hf"]  # from_pretrained(mesh=) of a checkpoint that is not orbax: device_put
+    assert hf["word_embeddings"] == {"shard_shape": [100, 4], "devices": 8, "spec": "P(None, 'model')"}
+    assert hf["max_abs_diff"] <= 8 * np.spacing(np.float32(hf["scale"]))
 
 
 # --------------------------------------------------------------------------- the command line
@@ -159,6 +163,42 @@ def test_cli_convert_orbax_refuses_an_existing_output_and_leaves_it(bert, tmp_pa
     )
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+# --------------------------------------------------------------------------- bad arguments
+
+
+def test_save_refuses_what_is_not_a_block(saved, tmp_path):
+    with pytest.raises(
+        TypeError,
+        match=r"^save_orbax: expected a TransformerInput \(NNX, or Linen with its variables\) or an InputSpec, got str$",
+    ):
+        fp.save_orbax(tmp_path / "out", "bert")
+    with pytest.raises(TypeError, match=r"^save_orbax: a Linen TransformerInput needs its variables$"):
+        fp.save_orbax(tmp_path / "out", saved["module"])
+    with pytest.raises(TypeError, match=r"^save_orbax: expected a params dict with an InputSpec, got NoneType$"):
+        fp.save_orbax(tmp_path / "out", saved["block"].spec)
+    with pytest.raises(
+        CheckpointError, match=r"/nowhere/out: expected an existing parent directory, found none at .*/nowhere$"
+    ):
+        fp.save_orbax(tmp_path / "nowhere" / "out", saved["block"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_load_refuses_a_path_that_is_no_directory(tmp_path):
+    with pytest.raises(CheckpointError, match=r"/missing: expected an orbax checkpoint directory, found no directory$"):
+        fp.load_orbax(tmp_path / "missing")
+
+
+def test_save_refuses_parameters_unlike_the_spec(saved, tmp_path):
+    spec, params = fp.load_orbax(saved["root"] / "nnx")
+    params = {**params, "word_embeddings": np.zeros((99, 16), np.float32)}
+    with pytest.raises(
+        CheckpointError,
+        match=r"expected parameters of the spec's shapes .*'word_embeddings': \(100, 16\).*found .*'word_embeddings': \(99, 16\)",
+    ):
+        fp.save_orbax(tmp_path / "out", spec, params)
+    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- containment

@@ -1,13 +1,14 @@
 """Restore orbax checkpoints of the input block onto a mesh of 8 host devices; print a JSON verdict
 (run in a subprocess by tests/test_orbax.py).
 
-Usage: python orbax_sharded_restore.py NNX_SAVED_DIR LINEN_SAVED_DIR EXPECTED.npz
+Usage: python orbax_sharded_restore.py NNX_SAVED_DIR LINEN_SAVED_DIR EXPECTED.npz HF_CHECKPOINT_DIR
 
 Both checkpoints were saved on one device, by the test process; ``EXPECTED.npz`` holds the inputs
 (``ids``, ``types``) and the saved blocks' outputs (``nnx``, ``linen``) computed there before
 saving. Each checkpoint is restored with a mesh (``fp.load_orbax``, the NNX and Linen
 ``from_pretrained``); the tensor-parallel rules split the width ("embed") over the mesh's
-"model" axis, the batch goes over "data".
+"model" axis, the batch goes over "data". The Hugging Face checkpoint the blocks came from is
+also loaded with a mesh (read on the host, then ``jax.device_put``).
 
 Nothing runs on import (pytest's --doctest-modules imports this file): ``main()`` does the work and
 needs ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` set before jax starts a backend.
@@ -28,7 +29,7 @@ import flax_posenc as fp
 RULES = (("vocab", None), ("embed", "model"))
 
 
-def main(nnx_dir: str, linen_dir: str, expected_npz: str) -> dict:
+def main(nnx_dir: str, linen_dir: str, expected_npz: str, hf_dir: str) -> dict:
     from flax import linen as nn
     from flax import nnx
 
@@ -63,6 +64,17 @@ def main(nnx_dir: str, linen_dir: str, expected_npz: str) -> dict:
         "scale": float(np.abs(expected).max()),
     }
 
+    # the same from the Hugging Face checkpoint: not orbax, placed with device_put
+    block = fp.nnx.TransformerInput.from_pretrained(hf_dir, mesh=mesh, rules=RULES)
+    graphdef, state = nnx.split(block)
+    fn = jax.jit(lambda s, i, t: nnx.merge(graphdef, s)(i, token_type_ids=t), out_shardings=out_sharding)
+    out = fn(state, ids_sharded, types_sharded)
+    results["nnx_from_hf"] = {
+        "word_embeddings": shards(block.word_embeddings[...]),
+        "max_abs_diff": float(np.abs(np.asarray(out) - expected).max()),
+        "scale": float(np.abs(expected).max()),
+    }
+
     # Linen: the same, variables boxed with their logical axes
     expected = reference["linen"]
     module, variables = fp.linen.TransformerInput.from_pretrained(linen_dir, mesh=mesh, rules=RULES)
@@ -80,4 +92,4 @@ def main(nnx_dir: str, linen_dir: str, expected_npz: str) -> dict:
 
 if __name__ == "__main__":
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
-    print(json.dumps(main(*sys.argv[1:4])))
+    print(json.dumps(main(*sys.argv[1:5])))
