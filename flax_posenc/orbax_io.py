@@ -132,8 +132,8 @@ def _spec_and_params(block, variables) -> tuple[Any, dict[str, Any]]:
 
 
 def _host_params(params: Mapping) -> dict[str, Any]:
-    """``params`` as a nested dict of numpy arrays (a sharded array is gathered: one host)."""
-    return {k: _host_params(v) if isinstance(v, Mapping) else np.asarray(v) for k, v in params.items()}
+    """``params`` as a nested dict of numpy arrays (a sharded array gathered whole)."""
+    return {k: _host_params(v) if isinstance(v, Mapping) else _on_host(v) for k, v in params.items()}
 
 
 def _check_params(out: Path, spec, host: Mapping) -> None:
