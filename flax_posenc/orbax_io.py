@@ -39,6 +39,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import tempfile
@@ -60,6 +61,9 @@ METADATA_ITEM = "flax_posenc"
 METADATA_FILE = f"{METADATA_ITEM}/metadata"
 #: bytes allowed in the metadata JSON (a spec and a few shapes: well under 4 KB).
 MAX_METADATA_BYTES = 1 << 20
+#: elements allowed in one stored array (2**34: 64 GiB of float32, four times a 256k x 16384 word
+#: table), checked on the declared shapes before orbax allocates anything.
+MAX_ARRAY_ELEMENTS = 1 << 34
 #: what marks a directory as an orbax checkpoint (any one of them; a Hugging Face directory has config.json).
 _MARKERS = ("_CHECKPOINT_METADATA", METADATA_ITEM, f"{PARAMS_ITEM}/_METADATA", f"{PARAMS_ITEM}/manifest.ocdbt")
 
@@ -272,6 +276,9 @@ def read_orbax_metadata(path: str | os.PathLike):
     found = {k: v.get("shape") for k, v in declared.items()}
     if found != expected:
         raise _fail(file, f"parameters of the spec's shapes {expected}", f"{found}"[:300])
+    for name, shape in expected.items():
+        if math.prod(shape) > MAX_ARRAY_ELEMENTS:
+            raise _fail(file, f"at most {MAX_ARRAY_ELEMENTS} elements in {name}", f"shape {tuple(shape)}")
     return spec, declared
 
 
@@ -391,6 +398,7 @@ def load_orbax(path: str | os.PathLike, *, mesh=None, rules=None) -> tuple[Any, 
 
 
 __all__ = [
+    "MAX_ARRAY_ELEMENTS",
     "METADATA_FILE",
     "ORBAX_FORMAT",
     "ORBAX_VERSION",

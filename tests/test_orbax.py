@@ -273,6 +273,14 @@ def _flip_bytes(d: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _claim_a_huge_table(d: Path) -> None:
+    """Spec and declared shapes agree on a 2**40-row word table (16 TiB): refused before any read."""
+    blob = _metadata(d)
+    blob["spec"]["vocab_size"] = 2**40
+    blob["params"]["word_embeddings"]["shape"] = [2**40, 16]
+    _write_metadata(d, blob)
+
+
 HOSTILE = {
     "missing metadata": (
         lambda d: shutil.rmtree(d / "flax_posenc"),
@@ -303,6 +311,11 @@ HOSTILE = {
         _lie_consistently,
         r"{d}: expected stored arrays of the metadata's shapes and dtypes \{.*'word_embeddings': \(\(200, 16\), "
         r"'float32'\).*\}, found \{.*'word_embeddings': \(\(100, 16\), 'float32'\).*\}",
+    ),
+    "a huge declared table": (
+        _claim_a_huge_table,
+        r"{d}/flax_posenc/metadata: expected at most 17179869184 elements in word_embeddings, "
+        r"found shape \(1099511627776, 16\)",
     ),
     "no params item": (
         lambda d: shutil.rmtree(d / "params"),
