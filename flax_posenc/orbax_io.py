@@ -64,6 +64,8 @@ MAX_METADATA_BYTES = 1 << 20
 #: elements allowed in one stored array (2**34: 64 GiB of float32, four times a 256k x 16384 word
 #: table), checked on the declared shapes before orbax allocates anything.
 MAX_ARRAY_ELEMENTS = 1 << 34
+#: the dtypes a stored parameter may have.
+FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
 #: what marks a directory as an orbax checkpoint (any one of them; a Hugging Face directory has config.json).
 _MARKERS = ("_CHECKPOINT_METADATA", METADATA_ITEM, f"{PARAMS_ITEM}/_METADATA", f"{PARAMS_ITEM}/manifest.ocdbt")
 
@@ -276,6 +278,9 @@ def read_orbax_metadata(path: str | os.PathLike):
     found = {k: v.get("shape") for k, v in declared.items()}
     if found != expected:
         raise _fail(file, f"parameters of the spec's shapes {expected}", f"{found}"[:300])
+    for name, entry in declared.items():
+        if entry["dtype"] not in FLOAT_DTYPES:
+            raise _fail(file, f"{name} of a float dtype ({', '.join(FLOAT_DTYPES)})", repr(entry["dtype"])[:50])
     for name, shape in expected.items():
         if math.prod(shape) > MAX_ARRAY_ELEMENTS:
             raise _fail(file, f"at most {MAX_ARRAY_ELEMENTS} elements in {name}", f"shape {tuple(shape)}")
@@ -366,8 +371,9 @@ def load_orbax(path: str | os.PathLike, *, mesh=None, rules=None) -> tuple[Any, 
     else:
         shardings = _flat(param_shardings(spec, mesh, rules))
     params: dict[str, Any] = {}
-    for name, (shape, dtype) in wanted.items():  # one array at a time: a failure names it, and leaves
-        *parents, leaf = name.split("/")  # no other read of orbax's still running
+    # One array at a time: a failure names it, and leaves no other read of orbax's still running.
+    for name, (shape, dtype) in wanted.items():
+        *parents, leaf = name.split("/")
         target = jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=shardings[name])
         item: dict[str, Any] = {leaf: target}
         for p in reversed(parents):

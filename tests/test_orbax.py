@@ -312,6 +312,20 @@ HOSTILE = {
         r"{d}: expected stored arrays of the metadata's shapes and dtypes \{.*'word_embeddings': \(\(200, 16\), "
         r"'float32'\).*\}, found \{.*'word_embeddings': \(\(100, 16\), 'float32'\).*\}",
     ),
+    "integer arrays declared": (
+        lambda d: _write_metadata(
+            d,
+            {
+                **_metadata(d),
+                "params": {
+                    **_metadata(d)["params"],
+                    "word_embeddings": {**_metadata(d)["params"]["word_embeddings"], "dtype": "int32"},
+                },
+            },
+        ),
+        r"{d}/flax_posenc/metadata: expected word_embeddings of a float dtype \(float32, bfloat16, float16, float64\), "
+        r"found 'int32'",
+    ),
     "a huge declared table": (
         _claim_a_huge_table,
         r"{d}/flax_posenc/metadata: expected at most 17179869184 elements in word_embeddings, "
