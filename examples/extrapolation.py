@@ -71,6 +71,7 @@ from flax import nnx
 
 import flax_posenc as fp
 from flax_posenc.extend import extend_table
+from flax_posenc.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))  # output_folder.py, also when a test imports this file
@@ -213,13 +214,6 @@ def make_train_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation, cf
     return step
 
 
-def progress(total: int, desc: str):
-    """A tqdm bar on stderr, silent when stderr is not a terminal."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
-
-
 def train(cfg: Config, position: str, seed: int) -> tuple[CopyBackModel, list[float]]:
     """Train one variant from ``seed``; returns the model and the loss every 50 steps."""
     model = CopyBackModel(cfg, position, rngs=nnx.Rngs(seed))
@@ -230,12 +224,12 @@ def train(cfg: Config, position: str, seed: int) -> tuple[CopyBackModel, list[fl
     step = make_train_step(graphdef, tx, cfg)
     keys = jax.random.split(jax.random.key(1000 + seed), cfg.steps)
     losses = []
-    with progress(cfg.steps, f"{position} seed {seed}") as bar:
+    with Progress(cfg.steps, desc=f"{position} seed {seed}") as bar:
         for i in range(cfg.steps):
             params, opt_state, loss = step(params, opt_state, keys[i])
             if i % 50 == 0 or i == cfg.steps - 1:
                 losses.append(float(loss))
-                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+                bar.update(0, loss=f"{losses[-1]:.3f}")
             bar.update()
     return nnx.merge(graphdef, params), losses
 

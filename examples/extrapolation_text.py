@@ -73,6 +73,7 @@ import optax
 from flax import nnx
 
 import flax_posenc as fp
+from flax_posenc.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))  # output_folder.py, also when a test imports this file
@@ -349,9 +350,11 @@ def train(
     step = make_train_step(graphdef, length, batch, chunk, schedule)
     keys = jax.random.split(jax.random.key(10_000 + seed), steps).reshape(steps // chunk, chunk)
     losses = []
-    for i in range(steps // chunk):
-        params, opt_state, loss = step(params, opt_state, keys[i], data, rotary)
-        losses.append(float(loss.mean()) / LN2)
+    with Progress(steps, desc=f"seed {seed} length {length}") as bar:
+        for i in range(steps // chunk):
+            params, opt_state, loss = step(params, opt_state, keys[i], data, rotary)
+            losses.append(float(loss.mean()) / LN2)
+            bar.update(chunk, bpb=f"{losses[-1]:.3f}")
     return nnx.merge(graphdef, params), losses
 
 

@@ -65,6 +65,7 @@ from flax import nnx
 
 import flax_posenc as fp
 from flax_posenc.conversion import load_position_table
+from flax_posenc.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))  # output_folder.py, also when a test imports this file
@@ -211,13 +212,6 @@ def accuracy(graphdef, trainable, frozen, cfg: Config, vocab: int, old_rows: int
     )
 
 
-def progress(total: int, desc: str):
-    """A tqdm bar on stderr, silent when stderr is not a terminal."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
-
-
 # ---------------------------------------------------------------------------------- checks
 
 
@@ -346,7 +340,7 @@ def run(cfg: Config, out: Path, summary_path: Path | None) -> dict:
     eval_at = sorted({0, cfg.probe_steps, total, *range(0, total + 1, max(total // 10, 1))})
     losses, evals = [], []
     t_train = time.perf_counter()
-    with progress(total, "new rows") as bar:
+    with Progress(total, desc="new rows") as bar:
         for i in range(total + 1):
             if i in eval_at:
                 evals.append((i, accuracy(graphdef, trainable, frozen, cfg, vocab, old_rows)))
@@ -355,7 +349,7 @@ def run(cfg: Config, out: Path, summary_path: Path | None) -> dict:
             trainable, opt_state, loss = step(trainable, opt_state, frozen, keys[i])
             if i % cfg.log_every == 0 or i == total - 1:
                 losses.append((i, float(loss)))
-                bar.set_postfix(loss=f"{losses[-1][1]:.3f}", new=f"{evals[-1][1]['new']:.2f}")
+                bar.update(0, loss=f"{losses[-1][1]:.3f}", new=f"{evals[-1][1]['new']:.2f}")
             bar.update()
     train_s = time.perf_counter() - t_train
     tuned = nnx.merge(graphdef, trainable, frozen).block

@@ -48,6 +48,8 @@ _EXPORTS = {
     "BucketConfig": "flax_posenc.relative_bias_config",
     "deberta_relative_positions": "flax_posenc.deberta",
     "DebertaRelativeConfig": "flax_posenc.deberta_config",
+    "save_orbax": "flax_posenc.orbax_io",
+    "load_orbax": "flax_posenc.orbax_io",
 }
 _SUBMODULES = {
     "nnx",
@@ -70,6 +72,8 @@ _SUBMODULES = {
     "relative_bias_config",
     "deberta",
     "deberta_config",
+    "orbax_io",
+    "progress",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -103,6 +107,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
         padding_aware_positions,
         sequential_positions,
     )
+    from flax_posenc.orbax_io import load_orbax, save_orbax  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
     from flax_posenc.relative_bias_config import BucketConfig  # noqa: F401

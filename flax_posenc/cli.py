@@ -6,7 +6,8 @@ Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.
 - ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line.
 - ``plot SOURCE --out DIR [--dims D ...]``: PNG figures.
 - ``extend SOURCE --length N --method M --out DIR``: an HF-loadable checkpoint with a longer table.
-- ``convert SOURCE --out PATH``: the input block's Flax parameters, as ``.msgpack``.
+- ``convert SOURCE --out PATH [--format orbax]``: the input block's Flax parameters, as ``.msgpack``
+  or an orbax checkpoint directory.
 - ``tour [--out DIR]``: the real BERT (all-MiniLM-L6-v2), a GPT-2-shaped checkpoint and a
   sinusoidal table, their limits shown and checked, figures written (:mod:`flax_posenc.tour`).
 
@@ -38,9 +39,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flax_posenc.cli_output import PROG, Progress, UsageError, make_figures
+from flax_posenc.cli_output import PROG, UsageError, make_figures
 from flax_posenc.cli_output import one_line as _one_line
 from flax_posenc.errors import CheckpointError, PositionLimitError
+from flax_posenc.progress import Progress, progress_enabled
 
 EXIT_OK = 0
 EXIT_LIMIT = 1
@@ -52,7 +54,7 @@ CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.tour
 
 SOURCE_HELP = (
     "a checkpoint directory, a .safetensors or .bin file, a Hugging Face model id "
-    "(local cache first), sinusoidal:LENGTH:DIM, or a .msgpack written by convert; for RoPE/ALiBi "
+    "(local cache first), sinusoidal:LENGTH:DIM, or a .msgpack or orbax directory written by convert; for RoPE/ALiBi "
     "models (Llama, Mistral, Qwen2, GPT-NeoX, GPT-J, Falcon, BLOOM, MPT) and T5/MPNet relative "
     "bias a checkpoint directory or its config.json; a .gguf file (llama.cpp; pip install 'flax-posenc[gguf]')"
 )
@@ -122,10 +124,8 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
 
 
 def _progress_enabled(args: argparse.Namespace) -> bool:
-    """Progress bars only for a person at a terminal, and never with --json."""
-    if getattr(args, "json", False):
-        return False
-    return sys.stdout.isatty() and sys.stderr.isatty()
+    """A bar for a person at a terminal, never with --json (:func:`flax_posenc.progress.progress_enabled`)."""
+    return progress_enabled(json=getattr(args, "json", False))
 
 
 def _nonempty(source: str) -> str:
@@ -203,13 +203,17 @@ def cmd_extend(args: argparse.Namespace) -> int:
     from flax_posenc.conversion import LearnedTableSource, export_position_table
     from flax_posenc.extend import extend_table
 
-    table = load_table(args.source)
-    if table.family == "sinusoidal":
-        raise UsageError(
-            "extend writes a checkpoint with a longer learned table; a sinusoidal SOURCE has no table to extend"
+    with Progress(3, _progress_enabled(args)) as bar:
+        table = bar.run("reading", lambda: load_table(args.source))
+        if table.family == "sinusoidal":
+            raise UsageError(
+                "extend writes a checkpoint with a longer learned table; a sinusoidal SOURCE has no table to extend"
+            )
+        grown = bar.run(
+            f"extending ({args.method})",
+            lambda: extend_table(table.weights, args.length, method=args.method, offset=table.offset),
         )
-    grown = extend_table(table.weights, args.length, method=args.method, offset=table.offset)
-    out = export_position_table(args.source, grown, args.out, overwrite=args.overwrite)
+        out = bar.run("writing", lambda: export_position_table(args.source, grown, args.out, overwrite=args.overwrite))
     print(
         f"wrote {out}: {LearnedTableSource(table).name} extended from {table.max_length} to {args.length} positions "
         f"({args.method}; {grown.shape[0]} rows)"
@@ -220,8 +224,12 @@ def cmd_extend(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from flax_posenc.pretrained import save_converted
 
-    out = save_converted(args.source, args.out, family=args.family, overwrite=args.overwrite)
-    print(f"wrote {out}: Flax parameters and arguments of the input block of {args.source}")
+    with Progress(2, _progress_enabled(args)) as bar:
+        out = save_converted(
+            args.source, args.out, family=args.family, overwrite=args.overwrite, format=args.format, progress=bar
+        )
+    what = "an orbax checkpoint of the" if args.format == "orbax" else "Flax parameters and arguments of the"
+    print(f"wrote {out}: {what} input block of {args.source}")
     return EXIT_OK
 
 
@@ -343,7 +351,18 @@ def _configure_convert(p: argparse.ArgumentParser) -> None:
     _add_source(p, LEARNED_SOURCE_HELP)
     _add_family(p)
     p.add_argument(
-        "--out", "-o", required=True, metavar="PATH", help="output file, ending in .msgpack (must not exist)"
+        "--out",
+        "-o",
+        required=True,
+        metavar="PATH",
+        help="output: a file ending in .msgpack, or with --format orbax a directory (must not exist)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("msgpack", "orbax"),
+        default="msgpack",
+        help="msgpack (flax.serialization, one file) or orbax (an orbax.checkpoint directory, the spec "
+        "as JSON metadata; restore it sharded onto a mesh); default: msgpack",
     )
     p.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
 
@@ -385,8 +404,8 @@ COMMANDS: dict[str, Command] = {
         cmd_extend,
     ),
     "convert": Command(
-        "write the input block's Flax parameters and arguments to a .msgpack file",
-        f"{PROG} convert path/to/bert --out bert-input.msgpack",
+        "write the input block's Flax parameters and arguments to a .msgpack file or an orbax checkpoint",
+        f"{PROG} convert path/to/bert --out bert-input.msgpack\n  {PROG} convert path/to/bert --out bert-orbax --format orbax",
         _configure_convert,
         cmd_convert,
     ),

@@ -1,24 +1,24 @@
 """What the ``flax-posenc`` command and its ``tour`` print besides their reports.
 
-The program name (:data:`PROG`), the one-line usage error (:class:`UsageError`, exit 2), the
-progress bar (:class:`Progress`, tqdm on stderr, only for a person at a terminal) and the
+The program name (:data:`PROG`), the one-line usage error (:class:`UsageError`, exit 2) and the
 figures of a SOURCE record written with their notes (:func:`make_figures`). Both
 :mod:`flax_posenc.cli` and :mod:`flax_posenc.tour` import them from here, so neither imports
 the other back (plots, and matplotlib with it, are imported only when figures are drawn).
 
->>> Progress(3, enabled=False).run("a step", lambda: 42)
-42
+>>> one_line(ValueError("two\n lines"))
+'two lines'
 """
 
 from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-__all__ = ["PROG", "Progress", "UsageError", "make_figures", "one_line"]
+from flax_posenc.progress import Progress
+
+__all__ = ["PROG", "UsageError", "make_figures", "one_line"]
 
 PROG = "flax-posenc"
 
@@ -35,29 +35,6 @@ def one_line(exc: BaseException) -> str:
     """An exception's message on one line (its type name when it has none)."""
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
-
-
-class Progress:
-    """A tqdm bar over ``total`` labelled steps on stderr, or nothing when disabled."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, file=sys.stderr, leave=False, unit="step")
-
-    def run(self, label: str, fn: Callable[[], Any]) -> Any:
-        if self.bar is not None:
-            self.bar.set_description(label)
-        result = fn()
-        if self.bar is not None:
-            self.bar.update()
-        return result
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def make_figures(record, out: Path, *, dims: Sequence[int] | None, prefix: str, progress: bool) -> list[Path]:

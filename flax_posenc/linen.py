@@ -212,16 +212,26 @@ class TransformerInput(nn.Module):
         return grown, {**variables, "params": _boxed_as_init(grown, params)}
 
     @classmethod
-    def from_pretrained(cls, source, *, family: str | None = None, dtype=None, param_dtype=jnp.float32, **overrides):
+    def from_pretrained(
+        cls,
+        source,
+        *,
+        family: str | None = None,
+        dtype=None,
+        param_dtype=jnp.float32,
+        mesh=None,
+        rules=None,
+        **overrides,
+    ):
         """Build the input block of a Hugging Face checkpoint: ``(module, variables)``.
 
         ``module.apply(variables, input_ids, ...)`` equals Hugging Face's embedding output
         (see :meth:`flax_posenc.nnx.TransformerInput.from_pretrained`; ``overrides`` are module
-        fields or flat spec arguments).
+        fields or flat spec arguments; ``mesh``/``rules`` shard the parameters by their logical axes).
         """
         from flax_posenc.pretrained import load_pretrained
 
-        spec, params = load_pretrained(source, family=family)
+        spec, params = load_pretrained(source, family=family, mesh=mesh, rules=rules)
         spec_overrides, module_overrides = block.split_spec_arguments(overrides)
         module = cls(spec.replace(dtype=dtype, **spec_overrides), param_dtype=param_dtype, **module_overrides)
         params = jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params)

@@ -341,16 +341,21 @@ class TransformerInput(nnx.Module):
         dtype=None,
         param_dtype=jnp.float32,
         rngs: nnx.Rngs | None = None,
+        mesh=None,
+        rules=None,
         **overrides,
     ) -> TransformerInput:
         """Build the input block of a Hugging Face checkpoint and load every weight of it.
 
         Args:
           source: checkpoint directory, ``.safetensors``/``.bin`` file or Hub id (see
-            :mod:`flax_posenc.conversion`), or a ``.msgpack`` written by ``flax-posenc convert``.
+            :mod:`flax_posenc.conversion`), or a ``.msgpack`` or orbax directory written by
+            ``flax-posenc convert`` or :func:`flax_posenc.save_orbax`.
           family: force a family instead of detecting it.
           dtype, param_dtype: computation and storage dtypes.
           rngs: the ``dropout`` stream when ``dropout_rate > 0`` (default ``nnx.Rngs(0)``).
+          mesh, rules: place every parameter on ``mesh``, sharded by its logical axes under
+            ``rules`` (``docs/sharding.md``); an orbax checkpoint is restored straight onto it.
           overrides: module arguments (``dropout_rate``, ``deterministic``, ``embedding_init``)
             or flat spec arguments (``on_overflow``, ``position_name``, ...) replacing the
             checkpoint's (see :meth:`InputSpec.replace <flax_posenc.block.InputSpec.replace>`).
@@ -368,7 +373,7 @@ class TransformerInput(nnx.Module):
         """
         from flax_posenc.pretrained import load_pretrained
 
-        spec, params = load_pretrained(source, family=family)
+        spec, params = load_pretrained(source, family=family, mesh=mesh, rules=rules)
         spec_overrides, module_overrides = block.split_spec_arguments(overrides)
         spec = spec.replace(dtype=dtype, **spec_overrides)
         # abstract first: no random initialisation of tables about to be overwritten

@@ -170,21 +170,23 @@ def _load_converted(path: Path) -> tuple[InputSpec, dict[str, Any]]:
     return spec, params
 
 
-def converted_position_table(path: str | os.PathLike):
-    """The position table inside a file written by ``flax-posenc convert`` (``inspect``/``check`` read it).
+def position_table_of(spec: InputSpec, params: dict[str, Any], source: str | os.PathLike):
+    """The learned position table of a converted block ``(spec, params)`` (what ``inspect``/``check`` read).
 
-    Reads every version :func:`load_pretrained` reads. The family and key come from the stored
-    table name (``"bert position table (embeddings.position_embeddings.weight)"``); reading the
-    file imports flax.
+    The family and key come from the stored table name (``"bert position table
+    (embeddings.position_embeddings.weight)"``).
 
     Raises:
-      CheckpointError: the file is not a valid converted file (one line naming it).
+      CheckpointError: the spec has no learned table (naming ``source``).
     """
     import re
 
     from flax_posenc.conversion.table import PositionTable
 
-    spec, params = _load_converted(Path(path))
+    if spec.position.kind != "learned" or "position_embeddings" not in params:
+        raise CheckpointError(
+            f"{source}: expected an input block with a learned position table, found {spec.position.kind!r} positions"
+        )
     match = re.fullmatch(r"(\S+) position table \((.+)\)", spec.position.name)
     family, key = match.groups() if match else ("converted", "position_embeddings")
     return PositionTable(
@@ -192,29 +194,69 @@ def converted_position_table(path: str | os.PathLike):
         family=family,
         key=key,
         offset=spec.position.offset,
-        source=str(path),
+        source=str(source),
         config=spec.to_dict(),
     )
 
 
-def load_pretrained(source, *, family: str | None = None) -> tuple[InputSpec, dict[str, Any]]:
-    """``(spec, params)`` of SOURCE's input block: a checkpoint or a converted ``.msgpack``.
+def converted_position_table(path: str | os.PathLike):
+    """The position table inside what ``flax-posenc convert`` writes (``inspect``/``check`` read it).
+
+    Reads every ``.msgpack`` version :func:`load_pretrained` reads, and orbax checkpoint
+    directories (:mod:`flax_posenc.orbax_io`); reading it imports flax.
+
+    Raises:
+      CheckpointError: not a valid converted file or directory (one line naming it).
+    """
+    from flax_posenc.orbax_io import is_orbax_checkpoint, load_orbax
+
+    spec, params = load_orbax(path) if is_orbax_checkpoint(path) else _load_converted(Path(path))
+    return position_table_of(spec, params, path)
+
+
+def load_pretrained(source, *, family: str | None = None, mesh=None, rules=None) -> tuple[InputSpec, dict[str, Any]]:
+    """``(spec, params)`` of SOURCE's input block: a checkpoint, a converted ``.msgpack`` or an orbax directory.
 
     ``TransformerInput(spec)`` (NNX with ``rngs``, or Linen) holding ``params`` reproduces the
     checkpoint's embedding output; both shells' ``from_pretrained`` call this.
 
+    With ``mesh`` (a ``jax.sharding.Mesh``) and ``rules`` (logical-to-mesh axis rules, see
+    ``docs/sharding.md``) the parameters come back as ``jax.Array`` sharded by their logical axis
+    names: an orbax checkpoint (:func:`~flax_posenc.orbax_io.load_orbax`) is restored directly
+    onto the mesh, any other SOURCE is read on the host and placed with ``jax.device_put``.
+
     Raises:
       CheckpointError: SOURCE cannot be read (one line naming it, expected and found).
     """
+    from flax_posenc.orbax_io import is_orbax_checkpoint, load_orbax, param_shardings
+
+    if is_orbax_checkpoint(source):
+        return load_orbax(source, mesh=mesh, rules=rules)
     if _is_converted(source):
-        return _load_converted(Path(source))
-    from flax_posenc.conversion import load_input_block
+        spec, params = _load_converted(Path(source))
+    else:
+        from flax_posenc.conversion import load_input_block
 
-    return spec_from_weights(load_input_block(source, family=family))
+        spec, params = spec_from_weights(load_input_block(source, family=family))
+    if mesh is not None:
+        import jax
+
+        params = jax.device_put(params, param_shardings(spec, mesh, rules))
+    return spec, params
 
 
-def save_converted(source, out, *, family: str | None = None, overwrite: bool = False) -> Path:
+#: what ``save_converted`` (``flax-posenc convert --format``) writes.
+CONVERTED_FORMATS = ("msgpack", "orbax")
+
+
+def save_converted(
+    source, out, *, family: str | None = None, overwrite: bool = False, format: str = "msgpack", progress=None
+) -> Path:
     """Write the spec and Flax parameters of SOURCE's input block to ``out`` (``.msgpack``, version 2).
+
+    ``format="orbax"`` writes an orbax checkpoint directory instead (any name; see
+    :func:`flax_posenc.orbax_io.save_orbax`, which this calls). ``progress``: a
+    :class:`~flax_posenc.progress.Progress` shown the two steps, reading and writing.
 
     Atomic and exclusive: written to a temporary file beside ``out`` and linked into place only if
     nothing is there (``os.link``; with ``overwrite``, renamed over it); SIGTERM/SIGINT remove the
@@ -222,9 +264,23 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
     Raises only CheckpointError (naming the file) for what cannot be read or written. Restore with ``TransformerInput.from_pretrained(out)`` (NNX or Linen)
     or ``flax.serialization.msgpack_restore``.
     """
-    from flax import serialization
+    from flax_posenc.progress import Progress
 
+    bar = progress if progress is not None else Progress(2, enabled=False)
     out = Path(out)
+    if format not in CONVERTED_FORMATS:
+        raise ValueError(f"format: expected one of {', '.join(CONVERTED_FORMATS)}, got {format!r}")
+    if format == "orbax":
+        from flax_posenc.orbax_io import save_orbax
+
+        if os.path.lexists(out) and not overwrite:
+            raise CheckpointError(
+                f"{out}: expected a new path, found an existing one (pass overwrite=True / --overwrite)"
+            )
+        if not out.absolute().parent.is_dir():
+            raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
+        spec, params = bar.run("reading", lambda: load_pretrained(source, family=family))
+        return bar.run("writing (orbax)", lambda: save_orbax(out, spec, params, overwrite=overwrite))
     if out.suffix != CONVERTED_SUFFIX:
         raise CheckpointError(
             f"{out}: expected an output file name ending in {CONVERTED_SUFFIX}, found {out.suffix or 'no suffix'!r}"
@@ -235,7 +291,16 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
         raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
     if os.path.isdir(out):
         raise CheckpointError(f"{out}: expected a file path for the converted parameters, found a directory")
-    spec, params = load_pretrained(source, family=family)
+    spec, params = bar.run("reading", lambda: load_pretrained(source, family=family))
+    return bar.run("writing", lambda: _write_msgpack(out, spec, params, overwrite=overwrite))
+
+
+def _write_msgpack(out: Path, spec: InputSpec, params: dict[str, Any], *, overwrite: bool) -> Path:
+    """The version-2 ``.msgpack`` of ``(spec, params)`` at ``out``, atomically (see :func:`save_converted`)."""
+    from flax import serialization
+
+    from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
+
     blob = serialization.msgpack_serialize(
         {
             "format": CONVERTED_FORMAT,
@@ -244,8 +309,6 @@ def save_converted(source, out, *, family: str | None = None, overwrite: bool = 
             "params": _numpy_tree(params),
         }
     )
-    from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
-
     tmp: str | None = None
     try:
         with cleanup_on_signal():
@@ -275,10 +338,12 @@ def _numpy_tree(params):
 
 __all__ = [
     "CONVERTED_FORMAT",
+    "CONVERTED_FORMATS",
     "CONVERTED_VERSION",
     "READABLE_VERSIONS",
     "converted_position_table",
     "load_pretrained",
+    "position_table_of",
     "save_converted",
     "spec_from_weights",
 ]

