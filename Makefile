@@ -22,7 +22,7 @@ tour: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(MAKE) --no-print-directory docs
+	$(MAKE) --no-print-directory typecheck docs
 	$(PY) -m pytest -n 2 -q
 
 # mypy on flax_posenc/ and tests/typecheck/ (the public API called as users call it); [tool.mypy] in pyproject.toml

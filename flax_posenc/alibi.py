@@ -37,6 +37,8 @@ Array([[-0.0000000e+00, -3.4028235e+38, -3.4028235e+38],
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -58,7 +60,7 @@ def _slopes(config: AlibiConfig) -> jax.Array:
     return jnp.asarray(alibi_slopes(config.num_heads, max_bias=config.max_bias).astype(np.float32))
 
 
-def _guard(positions, config: AlibiConfig, on_overflow: str, what: str):
+def _guard(positions, config: AlibiConfig, on_overflow: overflow.OverflowPolicy, what: str):
     """``(int32 positions, NaN mask or None)`` through the one overflow guard."""
     if config.max_positions is None:
         limit = overflow.Limit(2**31, name=f"ALiBi {what} (int32 positions)", signed=True)
@@ -101,6 +103,7 @@ def alibi_bias_from_positions(
     """
     config = AlibiConfig.coerce(config)
     overflow.check_policy(on_overflow)
+    p: Any  # ArrayLike: the dtype of an array, else of np.asarray
     for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
         dtype_, ndim = (p.dtype, p.ndim) if hasattr(p, "dtype") else (np.asarray(p).dtype, np.ndim(p))
         if not jnp.issubdtype(dtype_, jnp.integer) or ndim < 1:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +26,9 @@ from flax import linen as nn
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.sinusoid_math import Layout
 
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
@@ -47,10 +50,10 @@ class SinusoidalPositionalEncoding(nn.Module):
     dim: int
     num_positions: int | None = None
     base: float = 10000.0
-    layout: str = "interleaved"
+    layout: Layout = "interleaved"
     endpoint: bool = False
     dtype: jnp.dtype = jnp.float32
-    on_overflow: str = "error"
+    on_overflow: OverflowPolicy = "error"
     position_name: str = "sinusoidal encoding"
     table_name: str | None = None  # deprecated: position_name
 
@@ -82,7 +85,7 @@ class LearnedPositionalEmbedding(nn.Module):
     dtype: jnp.dtype | None = None
     param_dtype: jnp.dtype = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
-    on_overflow: str = "error"
+    on_overflow: OverflowPolicy = "error"
     position_name: str = "position table"
     table_name: str | None = None  # deprecated: position_name
 
@@ -147,6 +150,22 @@ class TransformerInput(nn.Module):
     deterministic: bool | None = None
     param_dtype: jnp.dtype = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+
+    if TYPE_CHECKING:  # the constructor as type checkers should see it (_flat_arguments_build_the_spec, below)
+
+        def __init__(
+            self,
+            spec: InputSpec | int | None = None,
+            dim: int | None = None,
+            *,
+            dropout_rate: float = 0.0,
+            deterministic: bool | None = None,
+            param_dtype: Any = jnp.float32,
+            embedding_init: nn.initializers.Initializer = default_embed_init,
+            parent: Any = None,
+            name: str | None = None,
+            **spec_arguments: Any,
+        ) -> None: ...
 
     @property
     def vocab_size(self) -> int:
@@ -250,7 +269,7 @@ def _flat_arguments_build_the_spec(fields_init):
     return __init__
 
 
-TransformerInput.__init__ = _flat_arguments_build_the_spec(TransformerInput.__init__)
+TransformerInput.__init__ = _flat_arguments_build_the_spec(TransformerInput.__init__)  # type: ignore[method-assign]
 
 
 def _boxed_as_init(module: TransformerInput, params: dict) -> dict:
@@ -293,11 +312,11 @@ class RotaryEmbedding(nn.Module):
     """
 
     config: RopeConfig | int | None
-    on_overflow: str = "error"
+    on_overflow: OverflowPolicy = "error"
     seq_axis: int = -3
 
     @classmethod
-    def from_pretrained(cls, source, *, layer: int = 0, on_overflow: str = "error", seq_axis: int = -3):
+    def from_pretrained(cls, source, *, layer: int = 0, on_overflow: OverflowPolicy = "error", seq_axis: int = -3):
         """``(module, variables)`` for layer ``layer`` of a checkpoint (see the NNX ``from_pretrained``).
 
         RoPE has no parameters: ``variables`` is ``{}``, and ``module.apply(variables, x)`` rotates
@@ -348,7 +367,7 @@ class ALiBiBias(nn.Module):
     config: AlibiConfig | int
     causal: bool = True
     dtype: jnp.dtype = jnp.float32
-    on_overflow: str = "error"
+    on_overflow: OverflowPolicy = "error"
 
     @nn.compact
     def __call__(self, query_length=None, key_length=None, *, query_positions=None, key_positions=None) -> jax.Array:

@@ -23,7 +23,9 @@ from flax.core import meta
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.sinusoid_math import Layout
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
 
@@ -40,6 +42,7 @@ class _PositionShell(nnx.Module):
     """Shared ``__call__`` of the two position modules."""
 
     spec: PositionSpec
+    dtype: Any
 
     def _table(self):
         return None
@@ -87,10 +90,10 @@ class SinusoidalPositionalEncoding(_PositionShell):
         *,
         num_positions: int | None = None,
         base: float = 10000.0,
-        layout: str = "interleaved",
+        layout: Layout = "interleaved",
         endpoint: bool = False,
         dtype=jnp.float32,
-        on_overflow: str = "error",
+        on_overflow: OverflowPolicy = "error",
         position_name: str = "sinusoidal encoding",
         name: str | None = None,
     ):
@@ -146,7 +149,7 @@ class LearnedPositionalEmbedding(_PositionShell):
         dtype=None,
         param_dtype=jnp.float32,
         embedding_init=default_embed_init,
-        on_overflow: str = "error",
+        on_overflow: OverflowPolicy = "error",
         position_name: str = "position table",
         name: str | None = None,
         rngs: nnx.Rngs,
@@ -417,14 +420,14 @@ class RotaryEmbedding(nnx.Module):
     True
     """
 
-    def __init__(self, config: RopeConfig | int | None, *, on_overflow: str = "error", seq_axis: int = -3):
+    def __init__(self, config: RopeConfig | int | None, *, on_overflow: OverflowPolicy = "error", seq_axis: int = -3):
         self.config = None if config is None else RopeConfig.coerce(config)
         self.on_overflow = on_overflow
         self.seq_axis = seq_axis
 
     @classmethod
     def from_pretrained(
-        cls, source, *, layer: int = 0, on_overflow: str = "error", seq_axis: int = -3
+        cls, source, *, layer: int = 0, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
     ) -> RotaryEmbedding:
         """The RoPE of layer ``layer`` of a checkpoint (its ``config.json``; no weights are read).
 
@@ -506,7 +509,12 @@ class ALiBiBias(nnx.Module):
     """
 
     def __init__(
-        self, config: AlibiConfig | int, *, causal: bool = True, dtype=jnp.float32, on_overflow: str = "error"
+        self,
+        config: AlibiConfig | int,
+        *,
+        causal: bool = True,
+        dtype=jnp.float32,
+        on_overflow: OverflowPolicy = "error",
     ):
         self.config = AlibiConfig.coerce(config)
         self.causal = causal

@@ -49,7 +49,7 @@ import functools
 import logging
 import re
 import warnings
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -322,7 +322,7 @@ def guard_indices(
     True
     """
     check_policy(on_overflow)
-    positions = indices
+    positions: Any = indices  # a tracer, or made an array below
     traced = is_traced(positions)
     if not traced:
         positions = np.asarray(positions) if not isinstance(positions, jax.Array) else positions
@@ -377,7 +377,12 @@ def _raise_on_host_start(start, *, limit: Limit, length: int) -> np.ndarray:
 
 
 def guard_start(
-    start: jax.Array, length: int, limit: Limit, on_overflow: OverflowPolicy = "error", *, with_check: bool = False
+    start: jax.typing.ArrayLike,
+    length: int,
+    limit: Limit,
+    on_overflow: OverflowPolicy = "error",
+    *,
+    with_check: bool = False,
 ):
     """The decode-step form of :func:`guard_positions` for positions ``start .. start + length - 1``.
 

@@ -382,7 +382,7 @@ def sinusoidal_encoding(
     odd_dim: OddDim | None = None,
     dtype=jnp.float32,
     num_positions: int | None = None,
-    on_overflow: str = "error",
+    on_overflow: overflow.OverflowPolicy = "error",
     name: str = "sinusoidal encoding",
 ) -> jax.Array:
     """Encode integer ``positions`` of any shape; works on traced values under ``jit``.

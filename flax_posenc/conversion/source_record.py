@@ -30,11 +30,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
 from flax_posenc.conversion.table import PositionTable
 from flax_posenc.limits import describe_limit, length_verdict
+
+if TYPE_CHECKING:
+    from flax_posenc.conversion.models import ModelRecord
 
 __all__ = ["FamilyMatch", "LearnedTableSource", "SourceRecord", "inspect_source", "verdict", "which_family"]
 
@@ -43,10 +46,18 @@ __all__ = ["FamilyMatch", "LearnedTableSource", "SourceRecord", "inspect_source"
 class SourceRecord(Protocol):
     """What every SOURCE record answers (see the module docstring)."""
 
-    source: str
-    family: str
-    scheme: str
-    key: str | None
+    # read-only (properties or frozen fields) in every record
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def scheme(self) -> str: ...
+
+    @property
+    def key(self) -> str | None: ...
 
     @property
     def limit(self) -> int | None: ...
@@ -155,7 +166,7 @@ def which_family(model_type: str) -> FamilyMatch | None:
     return None
 
 
-def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> SourceRecord:
+def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> ModelRecord:
     """Every position mechanism of SOURCE, as a :class:`~flax_posenc.conversion.models.ModelRecord`.
 
     A checkpoint (or ``config.json``) whose ``model_type`` is in the model registry
