@@ -76,7 +76,7 @@ def alibi_bias_from_positions(
     *,
     causal: bool = True,
     on_overflow: overflow.OverflowPolicy = "error",
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
 ) -> jax.Array:
     """ALiBi bias for explicit integer positions (packed sequences, caches, traced under ``jit``).
 
@@ -132,7 +132,7 @@ def alibi_bias(
     key_length: int | None = None,
     *,
     causal: bool = True,
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
 ) -> jax.Array:
     """ALiBi bias for ``query_length`` queries over ``key_length`` keys (static lengths).
 
@@ -172,7 +172,7 @@ def bias_for(
     query_positions=None,
     key_positions=None,
     causal: bool = True,
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
     on_overflow: overflow.OverflowPolicy = "error",
 ) -> jax.Array:
     """The ``ALiBiBias`` modules' core: :func:`alibi_bias` for lengths, else for positions.
@@ -194,7 +194,9 @@ def bias_for(
     return alibi_bias(config, query_length, key_length, causal=causal, dtype=dtype)
 
 
-def bloom_alibi_tensor(attention_mask: jax.typing.ArrayLike, num_heads: int, dtype=jnp.float32) -> jax.Array:
+def bloom_alibi_tensor(
+    attention_mask: jax.typing.ArrayLike, num_heads: int, dtype: jax.typing.DTypeLike = jnp.float32
+) -> jax.Array:
     """BLOOM's ``build_alibi_tensor``: ``m_h * position(j)``, shape ``(batch * num_heads, 1, seq)``.
 
     ``position(j) = (cumsum(mask) - 1) * mask`` (padding-aware, 0 on padding), as in
@@ -214,7 +216,9 @@ def bloom_alibi_tensor(attention_mask: jax.typing.ArrayLike, num_heads: int, dty
     return alibi.reshape(batch * num_heads, 1, seq).astype(dtype)
 
 
-def mpt_alibi_tensor(num_heads: int, sequence_length: int, alibi_bias_max: float = 8.0, dtype=jnp.float32) -> jax.Array:
+def mpt_alibi_tensor(
+    num_heads: int, sequence_length: int, alibi_bias_max: float = 8.0, dtype: jax.typing.DTypeLike = jnp.float32
+) -> jax.Array:
     """MPT's ``build_mpt_alibi_tensor``: ``m_h * (j - (seq - 1))``, shape ``(heads, 1, seq)``.
 
     >>> mpt_alibi_tensor(1, 3)[0]

@@ -13,6 +13,7 @@ Each module holds its parameters and calls the functional core; none re-implemen
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import jax
@@ -92,7 +93,7 @@ class SinusoidalPositionalEncoding(_PositionShell):
         base: float = 10000.0,
         layout: Layout = "interleaved",
         endpoint: bool = False,
-        dtype=jnp.float32,
+        dtype: jax.typing.DTypeLike = jnp.float32,
         on_overflow: OverflowPolicy = "error",
         position_name: str = "sinusoidal encoding",
         name: str | None = None,
@@ -146,9 +147,9 @@ class LearnedPositionalEmbedding(_PositionShell):
         dim: int,
         *,
         offset: int = 0,
-        dtype=None,
-        param_dtype=jnp.float32,
-        embedding_init=default_embed_init,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
         on_overflow: OverflowPolicy = "error",
         position_name: str = "position table",
         name: str | None = None,
@@ -230,8 +231,8 @@ class TransformerInput(nnx.Module):
         *,
         dropout_rate: float = 0.0,
         deterministic: bool = True,
-        param_dtype=jnp.float32,
-        embedding_init=default_embed_init,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
         **spec_arguments,
     ):
@@ -338,13 +339,13 @@ class TransformerInput(nnx.Module):
     @classmethod
     def from_pretrained(
         cls,
-        source,
+        source: str | os.PathLike,
         *,
         family: str | None = None,
-        dtype=None,
-        param_dtype=jnp.float32,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
         rngs: nnx.Rngs | None = None,
-        **overrides,
+        **overrides: Any,
     ) -> TransformerInput:
         """Build the input block of a Hugging Face checkpoint and load every weight of it.
 
@@ -427,7 +428,7 @@ class RotaryEmbedding(nnx.Module):
 
     @classmethod
     def from_pretrained(
-        cls, source, *, layer: int = 0, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
+        cls, source: str | os.PathLike, *, layer: int = 0, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
     ) -> RotaryEmbedding:
         """The RoPE of layer ``layer`` of a checkpoint (its ``config.json``; no weights are read).
 
@@ -472,7 +473,15 @@ class RotaryEmbedding(nnx.Module):
             seq_axis=self.seq_axis,
         )
 
-    def rotate_qk(self, q, k, positions=None, *, start: int | jax.Array = 0, seq_len: int | None = None):
+    def rotate_qk(
+        self,
+        q: jax.typing.ArrayLike,
+        k: jax.typing.ArrayLike,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        start: int | jax.Array = 0,
+        seq_len: int | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`).
 
         With ``config`` ``None`` (NoPE), ``(q, k)`` unchanged.
@@ -513,7 +522,7 @@ class ALiBiBias(nnx.Module):
         config: AlibiConfig | int,
         *,
         causal: bool = True,
-        dtype=jnp.float32,
+        dtype: jax.typing.DTypeLike = jnp.float32,
         on_overflow: OverflowPolicy = "error",
     ):
         self.config = AlibiConfig.coerce(config)
@@ -592,9 +601,9 @@ class RelativePositionBias(nnx.Module):
         max_distance: int = 128,
         bidirectional: bool = True,
         num_rows: int | None = None,
-        dtype=None,
-        param_dtype=jnp.float32,
-        embedding_init=default_embed_init,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
     ):
         from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
@@ -625,7 +634,13 @@ class RelativePositionBias(nnx.Module):
 
     @classmethod
     def from_pretrained(
-        cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None, param_dtype=jnp.float32
+        cls,
+        source: str | os.PathLike,
+        *,
+        stack: str = "encoder",
+        layer: int = 0,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> RelativePositionBias:
         """The bias of a T5/mT5/UMT5/LongT5/MPNet checkpoint's ``stack`` and ``layer``.
 

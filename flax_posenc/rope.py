@@ -113,7 +113,7 @@ def rotary_cos_sin(
     *,
     seq_len: int | None = None,
     on_overflow: overflow.OverflowPolicy = "error",
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
 ) -> tuple[jax.Array, jax.Array]:
     """``cos`` and ``sin`` of the rotation angles ``p * w_i``, times the attention factor.
 
