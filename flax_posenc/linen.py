@@ -32,6 +32,9 @@ from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.rope_config import RopeConfig
 from flax_posenc.sinusoid_math import Layout
 
+if TYPE_CHECKING:  # extend is imported when a table is grown
+    from flax_posenc.extend import ExtendMethod
+
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
 
@@ -222,7 +225,7 @@ class TransformerInput(nn.Module):
         return block.attend(self.spec, word, query)
 
     def extend_positions(
-        self, variables: Mapping[str, Any], num_positions: int, *, method: str = "tile"
+        self, variables: Mapping[str, Any], num_positions: int, *, method: ExtendMethod = "tile"
     ) -> tuple[TransformerInput, dict[str, Any]]:
         """``(module, variables)`` whose learned table holds ``num_positions`` positions.
 

@@ -14,7 +14,7 @@ Each module holds its parameters and calls the functional core; none re-implemen
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +27,9 @@ from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.rope_config import RopeConfig
 from flax_posenc.sinusoid_math import Layout
+
+if TYPE_CHECKING:  # extend is imported when a table is grown
+    from flax_posenc.extend import ExtendMethod
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
 
@@ -310,7 +313,7 @@ class TransformerInput(nnx.Module):
             x = self.dropout(x, deterministic=False, rngs=rngs)
         return x
 
-    def extend_positions(self, num_positions: int, *, method: str = "tile") -> TransformerInput:
+    def extend_positions(self, num_positions: int, *, method: ExtendMethod = "tile") -> TransformerInput:
         """A copy of this block whose learned table holds ``num_positions`` usable positions.
 
         A shell over :func:`flax_posenc.extend.extend_input` (``"tile"``: trained rows unchanged

@@ -126,3 +126,4 @@ def rejected() -> None:
     fp.sinusoidal_table(8, 4, layout="split")  # type: ignore[arg-type]
     fp.nnx.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
     fp.linen.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
+    fp.nnx.TransformerInput(10, 4, num_positions=8, rngs=nnx.Rngs(0)).extend_positions(16, method="nearest")  # type: ignore[arg-type]
