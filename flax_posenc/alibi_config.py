@@ -25,7 +25,7 @@ from flax_posenc.bounds import MAX_HEADS, MAX_POSITIONS, check_bound
 
 
 def _is_positive_int(x: Any) -> bool:
-    return not isinstance(x, bool) and isinstance(x, (int, np.integer)) and x >= 1
+    return not isinstance(x, bool) and isinstance(x, (int, np.integer)) and bool(x >= 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -272,8 +272,8 @@ class OffsetProfile:
     def __str__(self) -> str:
         parts = []
         for k in self._picks((1, 16, 256)):
-            m, s = self.at(k)
-            parts.append(f"k={k}: {m:.4g} ± {s:.2g}")
+            m, sd = self.at(k)
+            parts.append(f"k={k}: {m:.4g} ± {sd:.2g}")
         s = f"{self.metric} similarity vs offset ({', '.join(parts) or 'one row'}); max spread {self.max_spread:.3g}"
         return s + (f" ({self.note})" if self.note else "")
 

@@ -22,7 +22,7 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +31,7 @@ import numpy as np
 from flax_posenc import lookup, overflow
 from flax_posenc.errors import PositionLimitError
 from flax_posenc.limits import check_positions
-from flax_posenc.sinusoid_math import LAYOUTS, check_sinusoid_options
+from flax_posenc.sinusoid_math import LAYOUTS, Layout, check_sinusoid_options
 from flax_posenc.sinusoidal import sinusoidal_encoding
 
 PositionKind = Literal["learned", "sinusoidal", "none"]
@@ -156,7 +156,7 @@ class PositionSpec:
     num_positions: int | None = None
     offset: int = 0
     base: float = 10000.0
-    layout: str = "interleaved"
+    layout: Layout = "interleaved"
     endpoint: bool = False
     on_overflow: overflow.OverflowPolicy = "error"
     name: str = "position table"
@@ -234,15 +234,15 @@ def encode_positions(
         if table is None or tuple(table.shape) != spec.table_shape:
             found = None if table is None else tuple(table.shape)
             raise ValueError(f"{spec.name}: expected a table of shape {spec.table_shape}, found {found}")
-        common = dict(offset=spec.offset, on_overflow=spec.on_overflow, name=spec.name)
+        common: dict[str, Any] = dict(offset=spec.offset, on_overflow=spec.on_overflow, name=spec.name)
         if length is not None:
             out = lookup.slice_positions(table, length, start=start, **common)
         else:
-            out = lookup.lookup_positions(table, positions, **common)
+            out = lookup.lookup_positions(table, cast(jax.typing.ArrayLike, positions), **common)
         return out if dtype is None else out.astype(dtype)
 
     dtype = jnp.float32 if dtype is None else dtype
-    sinusoid = dict(base=spec.base, layout=spec.layout, endpoint=spec.endpoint)
+    sinusoid: dict[str, Any] = dict(base=spec.base, layout=spec.layout, endpoint=spec.endpoint)
     if length is not None and not overflow.is_traced(start):
         start = int(start)
         if length and spec.num_positions is not None:
@@ -253,7 +253,7 @@ def encode_positions(
     elif length is not None:
         positions = lookup.sequential_positions(length, start=start)
     return sinusoidal_encoding(
-        positions,
+        cast(jax.typing.ArrayLike, positions),  # given, or made from length above
         spec.dim,
         dtype=dtype,
         num_positions=spec.num_positions,
@@ -425,7 +425,7 @@ class InputSpec:
 
     def param_shapes(self) -> dict:
         """Shapes of every parameter, by name (nested like the parameter trees)."""
-        shapes = {"word_embeddings": (self.vocab_size, self.dim)}
+        shapes: dict[str, Any] = {"word_embeddings": (self.vocab_size, self.dim)}
         if self.position.kind == "learned":
             shapes["position_embeddings"] = self.position.table_shape
         if self.type_vocab_size:
@@ -468,7 +468,9 @@ def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float) -> j
     return (y * scale.astype(jnp.float32) + bias.astype(jnp.float32)).astype(x.dtype)
 
 
-def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
+def _default_positions(
+    spec: InputSpec, input_ids, attention_mask, start
+) -> tuple[jax.Array | None, tuple[int, int] | None]:
     """Positions counted the family's way, and their static bounds (lowest, highest)."""
     seq = input_ids.shape[-1]
     if spec.positions_from == "index":
@@ -486,7 +488,7 @@ def _default_positions(spec: InputSpec, input_ids, attention_mask, start):
     return positions, bounds
 
 
-def _like_input_ids(name: str, value, input_ids: jax.Array):
+def _like_input_ids(name: str, value, input_ids: jax.Array) -> jax.Array | None:
     """``value`` as an integer array whose shape broadcasts to ``input_ids``' (``None`` stays ``None``)."""
     if value is None:
         return None

@@ -86,7 +86,7 @@ exit codes:
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (raised, turned into exit 2 by :func:`main`)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise UsageError(f"{message} (see '{self.prog} --help')", prog=self.prog)
 
 

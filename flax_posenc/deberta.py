@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flax_posenc.deberta_config import MAX_COUNT, check_log_buckets, log_bucket_table
-from flax_posenc.overflow import Limit, guard_positions
+from flax_posenc.overflow import Limit, OverflowPolicy, guard_positions
 
 #: the positions a traced ``query_positions``/``key_positions`` may hold (the bucket table's range).
 POSITION_LIMIT = Limit(MAX_COUNT, name="deberta relative positions")
@@ -69,7 +69,9 @@ def _relative(q: jax.Array, k: jax.Array, position_buckets: int, max_relative_po
     return jnp.where(d <= mid, rel, jnp.sign(rel) * far)
 
 
-def _positions(name: str, positions: jax.typing.ArrayLike | None, length: int, on_overflow: str) -> jax.Array:
+def _positions(
+    name: str, positions: jax.typing.ArrayLike | None, length: int, on_overflow: OverflowPolicy
+) -> jax.Array:
     if positions is None:
         return jnp.arange(length, dtype=jnp.int32)
     positions = positions if isinstance(positions, jax.Array) else np.asarray(positions)

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 METHODS: tuple[str, ...] = ("tile", "linear", "cubic", "interpolate")
+ExtendMethod = Literal["tile", "linear", "cubic", "interpolate"]  #: one of :data:`METHODS`
 #: the largest table grown: rows x dim values (computed in float64: 8 bytes each, 2 GiB).
 MAX_VALUES = 1 << 28
 
@@ -63,7 +64,7 @@ def _resample(trained: np.ndarray, new_length: int, method: str) -> np.ndarray:
     return np.einsum("nk,nkd->nd", weights, trained[index])
 
 
-def extend_table(table, new_length: int, *, method: str = "tile", offset: int = 0) -> np.ndarray:
+def extend_table(table, new_length: int, *, method: ExtendMethod = "tile", offset: int = 0) -> np.ndarray:
     """A table with ``new_length`` usable positions, grown from a trained one.
 
     Args:
@@ -120,7 +121,7 @@ def extend_table(table, new_length: int, *, method: str = "tile", offset: int = 
     return np.concatenate([table[:offset], grown.astype(table.dtype)], axis=0)
 
 
-def extend_input(spec, params: Mapping[str, Any], num_positions: int, *, method: str = "tile"):
+def extend_input(spec, params: Mapping[str, Any], num_positions: int, *, method: ExtendMethod = "tile"):
     """``(spec, params)`` of an input block whose learned table holds ``num_positions`` positions.
 
     The functional core of ``TransformerInput.extend_positions``: the table

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +28,12 @@ from flax import linen as nn
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.sinusoid_math import Layout
+
+if TYPE_CHECKING:  # extend is imported when a table is grown
+    from flax_posenc.extend import ExtendMethod
 
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
@@ -47,15 +55,17 @@ class SinusoidalPositionalEncoding(nn.Module):
     dim: int
     num_positions: int | None = None
     base: float = 10000.0
-    layout: str = "interleaved"
+    layout: Layout = "interleaved"
     endpoint: bool = False
-    dtype: jnp.dtype = jnp.float32
-    on_overflow: str = "error"
+    dtype: jax.typing.DTypeLike = jnp.float32
+    on_overflow: OverflowPolicy = "error"
     position_name: str = "sinusoidal encoding"
     table_name: str | None = None  # deprecated: position_name
 
     @nn.compact
-    def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
+    def __call__(
+        self, positions: jax.typing.ArrayLike | None = None, *, length: int | None = None, start: int | jax.Array = 0
+    ) -> jax.Array:
         spec = PositionSpec(
             "sinusoidal",
             self.dim,
@@ -79,15 +89,17 @@ class LearnedPositionalEmbedding(nn.Module):
     num_positions: int
     dim: int
     offset: int = 0
-    dtype: jnp.dtype | None = None
-    param_dtype: jnp.dtype = jnp.float32
+    dtype: jax.typing.DTypeLike | None = None
+    param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
-    on_overflow: str = "error"
+    on_overflow: OverflowPolicy = "error"
     position_name: str = "position table"
     table_name: str | None = None  # deprecated: position_name
 
     @nn.compact
-    def __call__(self, positions=None, *, length: int | None = None, start=0) -> jax.Array:
+    def __call__(
+        self, positions: jax.typing.ArrayLike | None = None, *, length: int | None = None, start: int | jax.Array = 0
+    ) -> jax.Array:
         spec = PositionSpec(
             "learned",
             self.dim,
@@ -104,7 +116,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 class _LayerNormParams(nn.Module):
     dim: int
-    param_dtype: jnp.dtype
+    param_dtype: jax.typing.DTypeLike
 
     @nn.compact
     def __call__(self):
@@ -145,8 +157,24 @@ class TransformerInput(nn.Module):
     spec: InputSpec
     dropout_rate: float = 0.0
     deterministic: bool | None = None
-    param_dtype: jnp.dtype = jnp.float32
+    param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+
+    if TYPE_CHECKING:  # the constructor as type checkers should see it (_flat_arguments_build_the_spec, below)
+
+        def __init__(
+            self,
+            spec: InputSpec | int | None = None,
+            dim: int | None = None,
+            *,
+            dropout_rate: float = 0.0,
+            deterministic: bool | None = None,
+            param_dtype: jax.typing.DTypeLike = jnp.float32,
+            embedding_init: nn.initializers.Initializer = default_embed_init,
+            parent: Any = None,
+            name: str | None = None,
+            **spec_arguments: Any,
+        ) -> None: ...
 
     @property
     def vocab_size(self) -> int:
@@ -164,12 +192,12 @@ class TransformerInput(nn.Module):
     @nn.compact
     def __call__(
         self,
-        input_ids,
+        input_ids: jax.typing.ArrayLike,
         *,
-        token_type_ids=None,
-        position_ids=None,
-        attention_mask=None,
-        start=0,
+        token_type_ids: jax.typing.ArrayLike | None = None,
+        position_ids: jax.typing.ArrayLike | None = None,
+        attention_mask: jax.typing.ArrayLike | None = None,
+        start: int | jax.Array = 0,
         deterministic: bool | None = None,
     ) -> jax.Array:
         spec = self.spec
@@ -191,12 +219,14 @@ class TransformerInput(nn.Module):
         deterministic = next((d for d in (deterministic, self.deterministic) if d is not None), True)
         return nn.Dropout(self.dropout_rate)(x, deterministic=deterministic or self.dropout_rate == 0)
 
-    def attend(self, query) -> jax.Array:
+    def attend(self, query: jax.typing.ArrayLike) -> jax.Array:
         """Logits ``query @ word_embeddings.T`` (tied head): ``apply(variables, h, method="attend")``."""
         word = nn.unbox(self.variables["params"]["word_embeddings"])
         return block.attend(self.spec, word, query)
 
-    def extend_positions(self, variables, num_positions: int, *, method: str = "tile"):
+    def extend_positions(
+        self, variables: Mapping[str, Any], num_positions: int, *, method: ExtendMethod = "tile"
+    ) -> tuple[TransformerInput, dict[str, Any]]:
         """``(module, variables)`` whose learned table holds ``num_positions`` positions.
 
         A shell over :func:`flax_posenc.extend.extend_input`, the Linen counterpart of
@@ -214,15 +244,15 @@ class TransformerInput(nn.Module):
     @classmethod
     def from_pretrained(
         cls,
-        source,
+        source: str | os.PathLike,
         *,
         family: str | None = None,
-        dtype=None,
-        param_dtype=jnp.float32,
-        mesh=None,
-        rules=None,
-        **overrides,
-    ):
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        mesh: jax.sharding.Mesh | None = None,
+        rules: Any = None,
+        **overrides: Any,
+    ) -> tuple[TransformerInput, dict[str, Any]]:
         """Build the input block of a Hugging Face checkpoint: ``(module, variables)``.
 
         ``module.apply(variables, input_ids, ...)`` equals Hugging Face's embedding output
@@ -260,7 +290,7 @@ def _flat_arguments_build_the_spec(fields_init):
     return __init__
 
 
-TransformerInput.__init__ = _flat_arguments_build_the_spec(TransformerInput.__init__)
+TransformerInput.__init__ = _flat_arguments_build_the_spec(TransformerInput.__init__)  # type: ignore[method-assign]
 
 
 def _boxed_as_init(module: TransformerInput, params: dict) -> dict:
@@ -303,11 +333,13 @@ class RotaryEmbedding(nn.Module):
     """
 
     config: RopeConfig | int | None
-    on_overflow: str = "error"
+    on_overflow: OverflowPolicy = "error"
     seq_axis: int = -3
 
     @classmethod
-    def from_pretrained(cls, source, *, layer: int = 0, on_overflow: str = "error", seq_axis: int = -3):
+    def from_pretrained(
+        cls, source: str | os.PathLike, *, layer: int = 0, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
+    ) -> tuple[RotaryEmbedding, dict[str, Any]]:
         """``(module, variables)`` for layer ``layer`` of a checkpoint (see the NNX ``from_pretrained``).
 
         RoPE has no parameters: ``variables`` is ``{}``, and ``module.apply(variables, x)`` rotates
@@ -318,7 +350,14 @@ class RotaryEmbedding(nn.Module):
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis), {}
 
     @nn.compact
-    def __call__(self, x, positions=None, *, start=0, seq_len: int | None = None) -> jax.Array:
+    def __call__(
+        self,
+        x: jax.typing.ArrayLike,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        start: int | jax.Array = 0,
+        seq_len: int | None = None,
+    ) -> jax.Array:
         if self.config is None:
             return jnp.asarray(x)
         return rope.apply_rope(
@@ -331,7 +370,15 @@ class RotaryEmbedding(nn.Module):
             seq_axis=self.seq_axis,
         )
 
-    def rotate_qk(self, q, k, positions=None, *, start=0, seq_len: int | None = None):
+    def rotate_qk(
+        self,
+        q: jax.typing.ArrayLike,
+        k: jax.typing.ArrayLike,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        start: int | jax.Array = 0,
+        seq_len: int | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         """``(q, k)`` rotated at the same positions (``apply({}, q, k, method="rotate_qk")``)."""
         if self.config is None:
             return jnp.asarray(q), jnp.asarray(k)
@@ -357,11 +404,18 @@ class ALiBiBias(nn.Module):
 
     config: AlibiConfig | int
     causal: bool = True
-    dtype: jnp.dtype = jnp.float32
-    on_overflow: str = "error"
+    dtype: jax.typing.DTypeLike = jnp.float32
+    on_overflow: OverflowPolicy = "error"
 
     @nn.compact
-    def __call__(self, query_length=None, key_length=None, *, query_positions=None, key_positions=None) -> jax.Array:
+    def __call__(
+        self,
+        query_length: int | None = None,
+        key_length: int | None = None,
+        *,
+        query_positions: jax.typing.ArrayLike | None = None,
+        key_positions: jax.typing.ArrayLike | None = None,
+    ) -> jax.Array:
         return alibi.bias_for(
             AlibiConfig.coerce(self.config),
             query_length,
@@ -404,12 +458,12 @@ class RelativePositionBias(nn.Module):
     max_distance: int = 128
     bidirectional: bool = True
     num_rows: int | None = None
-    dtype: jnp.dtype | None = None
-    param_dtype: jnp.dtype = jnp.float32
+    dtype: jax.typing.DTypeLike | None = None
+    param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
 
     @nn.compact
-    def __call__(self, query_len: int, key_len: int, *, query_start=0) -> jax.Array:
+    def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
         from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, relative_position_bias
 
         rows = self.num_buckets if self.num_rows is None else self.num_rows
@@ -429,7 +483,15 @@ class RelativePositionBias(nn.Module):
         )
 
     @classmethod
-    def from_pretrained(cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None, param_dtype=jnp.float32):
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        stack: str = "encoder",
+        layer: int = 0,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> tuple[RelativePositionBias, dict[str, Any]]:
         """``(module, variables)`` for a checkpoint's ``stack``/``layer`` (see the NNX ``from_pretrained``)."""
         from flax_posenc.conversion.relative_bias import load_relative_bias
 

@@ -13,7 +13,8 @@ Each module holds its parameters and calls the functional core; none re-implemen
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +24,12 @@ from flax.core import meta
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.sinusoid_math import Layout
+
+if TYPE_CHECKING:  # extend is imported when a table is grown
+    from flax_posenc.extend import ExtendMethod
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
 
@@ -40,6 +46,7 @@ class _PositionShell(nnx.Module):
     """Shared ``__call__`` of the two position modules."""
 
     spec: PositionSpec
+    dtype: Any
 
     def _table(self):
         return None
@@ -87,10 +94,10 @@ class SinusoidalPositionalEncoding(_PositionShell):
         *,
         num_positions: int | None = None,
         base: float = 10000.0,
-        layout: str = "interleaved",
+        layout: Layout = "interleaved",
         endpoint: bool = False,
-        dtype=jnp.float32,
-        on_overflow: str = "error",
+        dtype: jax.typing.DTypeLike = jnp.float32,
+        on_overflow: OverflowPolicy = "error",
         position_name: str = "sinusoidal encoding",
         name: str | None = None,
     ):
@@ -143,10 +150,10 @@ class LearnedPositionalEmbedding(_PositionShell):
         dim: int,
         *,
         offset: int = 0,
-        dtype=None,
-        param_dtype=jnp.float32,
-        embedding_init=default_embed_init,
-        on_overflow: str = "error",
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy = "error",
         position_name: str = "position table",
         name: str | None = None,
         rngs: nnx.Rngs,
@@ -227,8 +234,8 @@ class TransformerInput(nnx.Module):
         *,
         dropout_rate: float = 0.0,
         deterministic: bool = True,
-        param_dtype=jnp.float32,
-        embedding_init=default_embed_init,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
         **spec_arguments,
     ):
@@ -306,7 +313,7 @@ class TransformerInput(nnx.Module):
             x = self.dropout(x, deterministic=False, rngs=rngs)
         return x
 
-    def extend_positions(self, num_positions: int, *, method: str = "tile") -> TransformerInput:
+    def extend_positions(self, num_positions: int, *, method: ExtendMethod = "tile") -> TransformerInput:
         """A copy of this block whose learned table holds ``num_positions`` usable positions.
 
         A shell over :func:`flax_posenc.extend.extend_input` (``"tile"``: trained rows unchanged
@@ -335,15 +342,15 @@ class TransformerInput(nnx.Module):
     @classmethod
     def from_pretrained(
         cls,
-        source,
+        source: str | os.PathLike,
         *,
         family: str | None = None,
-        dtype=None,
-        param_dtype=jnp.float32,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
         rngs: nnx.Rngs | None = None,
-        mesh=None,
-        rules=None,
-        **overrides,
+        mesh: jax.sharding.Mesh | None = None,
+        rules: Any = None,
+        **overrides: Any,
     ) -> TransformerInput:
         """Build the input block of a Hugging Face checkpoint and load every weight of it.
 
@@ -422,14 +429,14 @@ class RotaryEmbedding(nnx.Module):
     True
     """
 
-    def __init__(self, config: RopeConfig | int | None, *, on_overflow: str = "error", seq_axis: int = -3):
+    def __init__(self, config: RopeConfig | int | None, *, on_overflow: OverflowPolicy = "error", seq_axis: int = -3):
         self.config = None if config is None else RopeConfig.coerce(config)
         self.on_overflow = on_overflow
         self.seq_axis = seq_axis
 
     @classmethod
     def from_pretrained(
-        cls, source, *, layer: int = 0, on_overflow: str = "error", seq_axis: int = -3
+        cls, source: str | os.PathLike, *, layer: int = 0, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
     ) -> RotaryEmbedding:
         """The RoPE of layer ``layer`` of a checkpoint (its ``config.json``; no weights are read).
 
@@ -474,7 +481,15 @@ class RotaryEmbedding(nnx.Module):
             seq_axis=self.seq_axis,
         )
 
-    def rotate_qk(self, q, k, positions=None, *, start: int | jax.Array = 0, seq_len: int | None = None):
+    def rotate_qk(
+        self,
+        q: jax.typing.ArrayLike,
+        k: jax.typing.ArrayLike,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        start: int | jax.Array = 0,
+        seq_len: int | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`).
 
         With ``config`` ``None`` (NoPE), ``(q, k)`` unchanged.
@@ -511,7 +526,12 @@ class ALiBiBias(nnx.Module):
     """
 
     def __init__(
-        self, config: AlibiConfig | int, *, causal: bool = True, dtype=jnp.float32, on_overflow: str = "error"
+        self,
+        config: AlibiConfig | int,
+        *,
+        causal: bool = True,
+        dtype: jax.typing.DTypeLike = jnp.float32,
+        on_overflow: OverflowPolicy = "error",
     ):
         self.config = AlibiConfig.coerce(config)
         self.causal = causal
@@ -589,9 +609,9 @@ class RelativePositionBias(nnx.Module):
         max_distance: int = 128,
         bidirectional: bool = True,
         num_rows: int | None = None,
-        dtype=None,
-        param_dtype=jnp.float32,
-        embedding_init=default_embed_init,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
     ):
         from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
@@ -622,7 +642,13 @@ class RelativePositionBias(nnx.Module):
 
     @classmethod
     def from_pretrained(
-        cls, source, *, stack: str = "encoder", layer: int = 0, dtype=None, param_dtype=jnp.float32
+        cls,
+        source: str | os.PathLike,
+        *,
+        stack: str = "encoder",
+        layer: int = 0,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> RelativePositionBias:
         """The bias of a T5/mT5/UMT5/LongT5/MPNet checkpoint's ``stack`` and ``layer``.
 

@@ -49,7 +49,8 @@ import functools
 import logging
 import re
 import warnings
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -322,7 +323,7 @@ def guard_indices(
     True
     """
     check_policy(on_overflow)
-    positions = indices
+    positions: Any = indices  # a tracer, or made an array below
     traced = is_traced(positions)
     if not traced:
         positions = np.asarray(positions) if not isinstance(positions, jax.Array) else positions
@@ -377,7 +378,12 @@ def _raise_on_host_start(start, *, limit: Limit, length: int) -> np.ndarray:
 
 
 def guard_start(
-    start: jax.Array, length: int, limit: Limit, on_overflow: OverflowPolicy = "error", *, with_check: bool = False
+    start: jax.typing.ArrayLike,
+    length: int,
+    limit: Limit,
+    on_overflow: OverflowPolicy = "error",
+    *,
+    with_check: bool = False,
 ):
     """The decode-step form of :func:`guard_positions` for positions ``start .. start + length - 1``.
 
@@ -448,7 +454,7 @@ def fill_invalid(values: jax.Array, invalid: jax.Array | None) -> jax.Array:
 
 
 @contextlib.contextmanager
-def checkify_errors():
+def checkify_errors() -> Iterator[None]:
     """Trace with ``checkify.check`` instead of host callbacks (for ``checkify.checkify`` users).
 
     Inside this context (it must enclose the *tracing*, i.e. the first call of a jitted
@@ -474,7 +480,11 @@ def checkify_errors():
 _MESSAGE = re.compile(r"PositionLimitError: (.*)")
 
 
-def position_errors(fn):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def position_errors(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """Wrap ``fn`` so a run-time overflow raises :class:`PositionLimitError` with our message.
 
     JAX reports an exception raised in a host callback as its own ``JaxRuntimeError`` (or, from
@@ -492,7 +502,7 @@ def position_errors(fn):
     """
 
     @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return jax.block_until_ready(fn(*args, **kwargs))
         except PositionLimitError:

@@ -846,7 +846,8 @@ def figure_jobs(
             raise ValueError(f"--dims: expected dimensions in 0..{table.dim - 1}; got {bad}")
     if table.rows - table.offset < 1:
         raise ValueError(f"{record.name} has no usable rows to plot")
-    return [
-        (kind, lambda kind=kind: [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix)])
-        for kind in TABLE_FIGURES
-    ]
+
+    def draw(kind: str) -> Callable[[], list[Path]]:
+        return lambda: [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix)]
+
+    return [(kind, draw(kind)) for kind in TABLE_FIGURES]

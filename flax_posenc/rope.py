@@ -39,6 +39,8 @@ near ``2**24`` (and by ~1e-3 at 8192).
 
 from __future__ import annotations
 
+from typing import cast
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -111,7 +113,7 @@ def rotary_cos_sin(
     *,
     seq_len: int | None = None,
     on_overflow: overflow.OverflowPolicy = "error",
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
 ) -> tuple[jax.Array, jax.Array]:
     """``cos`` and ``sin`` of the rotation angles ``p * w_i``, times the attention factor.
 
@@ -162,6 +164,7 @@ def rotary_cos_sin(
     traced = overflow.is_traced(positions)
     if not traced:
         positions = positions if isinstance(positions, jax.Array) else np.asarray(positions)
+    positions = cast("jax.Array | np.ndarray", positions)  # a tracer, or an array
     if not jnp.issubdtype(positions.dtype, jnp.integer):
         raise TypeError(f"positions: expected an integer array, got dtype {positions.dtype}")
     if config.needs_length and seq_len is None:

@@ -36,7 +36,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -163,7 +163,7 @@ def scaling_of(rope_type: str) -> RopeScaling:
     row = ROPE_SCALINGS.get(rope_type) if isinstance(rope_type, str) else None
     if row is None:
         _fail(f"rope_type: unknown scaling type {rope_type!r}; known types: {', '.join(ROPE_SCALINGS)}")
-    return row
+    return cast(RopeScaling, row)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -496,8 +496,9 @@ def _proportional(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, 
 
 
 def _dynamic(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
-    dim, factor = config.rotary_dim, config.effective_factor
-    reference = config.max_position_embeddings
+    # the row's required keys (factor, max_position_embeddings) are checked before this runs
+    dim, factor = config.rotary_dim, cast(float, config.effective_factor)
+    reference = cast(int, config.max_position_embeddings)
     length = reference if seq_len is None else max(int(seq_len), reference)
     base = float(config.rope_theta) * ((factor * length / reference) - (factor - 1)) ** (dim / (dim - 2))
     return _geometric(dim, base), 1.0
@@ -508,9 +509,9 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 
 def _yarn(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
-    dim, base, factor = config.rotary_dim, float(config.rope_theta), config.effective_factor
+    dim, base, factor = config.rotary_dim, float(config.rope_theta), cast(float, config.effective_factor)
     inv_freq = _geometric(dim, base)
-    original = config.original_max_position_embeddings
+    original = cast(int, config.original_max_position_embeddings)  # required by the row
     if config.attention_factor is not None:
         attention = float(config.attention_factor)
     elif config.mscale and config.mscale_all_dim:
@@ -541,8 +542,9 @@ def _check_yarn(config: RopeConfig) -> None:
 
 def _llama3(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
     inv_freq = _geometric(config.rotary_dim, float(config.rope_theta))
-    factor, original = config.effective_factor, config.original_max_position_embeddings
-    low_f, high_f = config.low_freq_factor, config.high_freq_factor
+    # required by the row: factor, low_freq_factor, high_freq_factor, original_max_position_embeddings
+    factor, original = cast(float, config.effective_factor), cast(int, config.original_max_position_embeddings)
+    low_f, high_f = cast(float, config.low_freq_factor), cast(float, config.high_freq_factor)
     wavelen = 2 * math.pi / inv_freq
     scaled = np.where(wavelen > original / low_f, inv_freq / factor, inv_freq)
     smooth = (original / wavelen - low_f) / (high_f - low_f)
@@ -557,7 +559,7 @@ def _check_llama3(config: RopeConfig) -> None:
 
 
 def _longrope(config: RopeConfig, seq_len: int | None) -> tuple[np.ndarray, float]:
-    factor, original = config.effective_factor, config.original_max_position_embeddings
+    factor, original = config.effective_factor, cast(int, config.original_max_position_embeddings)  # required
     long = seq_len is not None and int(seq_len) > original
     ext = np.asarray(config.long_factor if long else config.short_factor, dtype=np.float64)
     inv_freq = _geometric(config.rotary_dim, float(config.rope_theta)) / ext

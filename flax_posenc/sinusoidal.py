@@ -103,7 +103,7 @@ def sinusoidal_table(
     start: int = 0,
     min_timescale: float = 1.0,
     odd_dim: OddDim | None = None,
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
 ) -> jax.Array:
     """The ``(length, dim)`` table of positions ``start .. start + length - 1``.
 
@@ -380,9 +380,9 @@ def sinusoidal_encoding(
     endpoint: bool = False,
     min_timescale: float = 1.0,
     odd_dim: OddDim | None = None,
-    dtype=jnp.float32,
+    dtype: jax.typing.DTypeLike = jnp.float32,
     num_positions: int | None = None,
-    on_overflow: str = "error",
+    on_overflow: overflow.OverflowPolicy = "error",
     name: str = "sinusoidal encoding",
 ) -> jax.Array:
     """Encode integer ``positions`` of any shape; works on traced values under ``jit``.

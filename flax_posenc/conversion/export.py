@@ -153,6 +153,7 @@ def _check_target(out: Path, ckpt: Checkpoint, overwrite: bool) -> None:
             "a directory as export target",
             f"{'a symbolic link' if out.is_symlink() else kind_of(os.stat(out).st_mode)}",
         )
+    assert ckpt.root is not None  # _source_directory: a directory checkpoint
     root = Path(os.path.realpath(ckpt.root))
     real = Path(os.path.realpath(out))
     if real in root.parents:
@@ -221,8 +222,8 @@ def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -
     if not np.isfinite(arr).all():
         raise fail("weights", "finite values", f"{int((~np.isfinite(arr)).sum())} NaN/Inf values")
     keys = set(ckpt.reader.keys())
-    for rel in fam.shared_length_keys:
-        other = resolve_relative(prefix, rel)
+    for shared in fam.shared_length_keys:
+        other = resolve_relative(prefix, shared)
         if other in keys and ckpt.reader.info(other)[1][0] != arr.shape[0]:
             rows = ckpt.reader.info(other)[1][0]
             raise fail(

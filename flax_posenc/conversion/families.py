@@ -120,7 +120,7 @@ class Family:
         return rows if self.length_counts_offset else rows - offset
 
 
-_BERT_EMB = dict(
+_BERT_EMB: dict[str, Any] = dict(
     position_key="embeddings.position_embeddings.weight",
     word_keys=("embeddings.word_embeddings.weight",),
     layer_norm_key="embeddings.LayerNorm",

@@ -77,8 +77,8 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
         raise fail(text, "a checkpoint with a RoPE mechanism", f"model_type {record.model_type!r} with: {have}")
     count, counted = config.get("num_hidden_layers"), "num_hidden_layers"
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        listed = [i for m in mechanisms if m.layers for i in m.layers]
-        count, counted = (max(listed) + 1 if listed else None), "as the config's per-layer lists hold"
+        indices = [i for m in mechanisms if m.layers for i in m.layers]
+        count, counted = (max(indices) + 1 if indices else None), "as the config's per-layer lists hold"
     if layer < 0 or (count is not None and layer >= count):
         bound = f"0..{count - 1} ({count} layers, {counted})" if count is not None else "0 or more"
         raise fail(text, f"layer in {bound}", f"layer={layer}")

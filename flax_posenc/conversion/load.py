@@ -275,7 +275,7 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
         eps = float(eps)
     embed_scale = 1.0
     if fam.embed_scale_flag is not None and cfg.get(fam.embed_scale_flag):
-        width = cfg.get(fam.embed_scale_dim_field) or dim
+        width = (cfg.get(fam.embed_scale_dim_field) if fam.embed_scale_dim_field else None) or dim
         if not _is_int(width) or width < 1:
             raise fail(where, f"{fam.embed_scale_dim_field} as a positive integer", repr(width)[:80])
         embed_scale = math.sqrt(float(width))

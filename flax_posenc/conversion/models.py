@@ -35,7 +35,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
@@ -287,7 +287,7 @@ class ModelRecord:
 
     def _binding(self) -> Mechanism:
         limited = [m for m in self.mechanisms if m.limit is not None]
-        return min(limited, key=lambda m: m.limit) if limited else self.mechanisms[0]
+        return min(limited, key=lambda m: cast(int, m.limit)) if limited else self.mechanisms[0]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("mechanisms", "source", "model_type"):

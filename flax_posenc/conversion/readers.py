@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -181,9 +181,9 @@ def _read_and_check_header(path: Path, size: int) -> tuple[dict, int]:
         if name == "__metadata__":
             continue
         # json.loads makes only plain dict/list/int/str/bool: ``type(x) is int`` is "an int, not a bool"
-        dtype = entry.get("dtype") if type(entry) is dict else None
-        shape = entry.get("shape") if dtype is not None else None
-        offsets = entry.get("data_offsets") if dtype is not None else None
+        dtype: Any = entry.get("dtype") if type(entry) is dict else None
+        shape: Any = entry.get("shape") if dtype is not None else None  # checked below
+        offsets: Any = entry.get("data_offsets") if dtype is not None else None
         ok = (
             type(dtype) is str
             and dtype in HEADER_ITEMSIZE
@@ -202,15 +202,15 @@ def _read_and_check_header(path: Path, size: int) -> tuple[dict, int]:
                 count *= d
         if not ok:
             raise fail(path, "header entries {dtype, shape, data_offsets}", f"{name!r}: {str(entry)[:120]}")
-        b, e = offsets
+        b, end = offsets
         want = count * HEADER_ITEMSIZE[dtype]  # exact ints
-        if not (0 <= b <= e <= data_len) or e - b != want:
+        if not (0 <= b <= end <= data_len) or end - b != want:
             raise fail(
                 path,
                 f"{name!r} to occupy {want} bytes inside the {data_len} data bytes (truncated file?)",
-                f"data_offsets [{b}, {e}]",
+                f"data_offsets [{b}, {end}]",
             )
-        spans.append((b, e, name))
+        spans.append((b, end, name))
     _check_layout(path, header, spans, data_len)
     return header, data_start
 
@@ -244,7 +244,7 @@ def _check_layout(path: Path, header: dict, spans: list[tuple[int, int, str]], d
 def read_into(path: Path, offset: int, out: np.ndarray) -> int:
     """Read ``out.nbytes`` bytes of ``path`` from byte ``offset`` straight into the C-contiguous
     ``out`` (one buffer, no intermediate copy); returns the bytes read (fewer: the file ended)."""
-    view = memoryview(out.reshape(-1).view(np.uint8))
+    view = out.reshape(-1).view(np.uint8).data  # a memoryview
     done = 0
     with open(path, "rb", buffering=0) as f:
         f.seek(offset)

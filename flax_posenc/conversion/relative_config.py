@@ -47,7 +47,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.conversion.families import row_for_model_type
@@ -55,7 +55,7 @@ from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
 from flax_posenc.errors import CheckpointError
 from flax_posenc.limits import NoLimit
-from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, scaling_of
+from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, RopeLayout, scaling_of
 
 Scheme = Literal["rope", "alibi"]
 
@@ -102,7 +102,7 @@ class RelativeFamily:
     partial_fields: tuple[str, ...] = ("partial_rotary_factor",)
     partial_default: float = 1.0
     rotary_dim_field: str | None = None
-    layout: str = "half"
+    layout: RopeLayout = "half"
     limit_fields: tuple[str, ...] = ("max_position_embeddings",)
     limit_default: int | None = None
     alibi_bias_max_field: str | None = None
@@ -368,7 +368,7 @@ class RelativeConfig:
     @property
     def limit(self) -> int | None:
         """Usable positions (``None``: no limit); see :attr:`RopeConfig.limit`."""
-        return self.rope.limit if self.rope is not None else self.alibi.limit
+        return self.rope.limit if self.rope is not None else cast(AlibiConfig, self.alibi).limit
 
     def describe_limit(self) -> str:
         """One phrase naming the limit and where it comes from."""
@@ -384,9 +384,10 @@ class RelativeConfig:
                 parts.append(f"scaled {r.effective_factor:g} x {r.trained_length} = {r.scaled_limit}")
             why = parts[0] if len(parts) == 1 else f"the larger of {' and '.join(parts)}"
             return f"{name} holds {r.limit} positions (0..{r.limit - 1}; {why})"
-        if self.alibi.max_positions is None:
+        limit = cast(AlibiConfig, self.alibi).max_positions  # one of rope and alibi is set
+        if limit is None:
             return f"{name} has no configured limit (ALiBi extrapolates)"
-        return f"{name} holds {self.limit} positions (0..{self.limit - 1}; configured, ALiBi itself has none)"
+        return f"{name} holds {limit} positions (0..{limit - 1}; configured, ALiBi itself has none)"
 
     @property
     def scheme_name(self) -> str:
@@ -417,7 +418,7 @@ class RelativeConfig:
             out["layer_type"] = self.layer_type
         if self.layers is not None:
             out["layers"] = list(self.layers)
-        out[self.scheme] = (self.rope or self.alibi).to_dict()
+        out[self.scheme] = cast("RopeConfig | AlibiConfig", self.rope or self.alibi).to_dict()
         return out
 
     def __str__(self) -> str:
@@ -437,8 +438,9 @@ class RelativeConfig:
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))
         else:
-            slopes = AlibiConfig.to_dict(self.alibi)["slopes"]
-            lines.append(f"slopes:      {slopes[0]:.4g} .. {min(slopes):.4g} (max_bias {self.alibi.max_bias:g})")
+            alibi = cast(AlibiConfig, self.alibi)  # one of rope and alibi is set
+            slopes = AlibiConfig.to_dict(alibi)["slopes"]
+            lines.append(f"slopes:      {slopes[0]:.4g} .. {min(slopes):.4g} (max_bias {alibi.max_bias:g})")
         lines.append(f"limit:       {self.describe_limit()}")
         return "\n".join(lines)
 
@@ -590,6 +592,8 @@ def relative_config_from_dict(
     if len(records) != 1:
         kinds = ", ".join(r.label for r in records)
         raise fail(path or source, "one rope_parameters dict for all layers", f"per-layer schemes: {kinds}")
+    if not isinstance(records[0], RelativeConfig):  # every layer NoPE (no_rope_layers all zeros)
+        raise fail(path or source, "RoPE or ALiBi layers", f"no position encoding in any layer ({records[0].label})")
     return records[0]
 
 
@@ -625,7 +629,9 @@ def relative_configs_from_dict(
     if limit is not None:
         limit = _int_field(where, " or ".join(family.limit_fields), limit)
     model_type = str(config.get("model_type"))
-    common = dict(source=source, config_path=Path(where), family=family.name, model_type=model_type, num_heads=heads)
+    common: dict[str, Any] = dict(
+        source=source, config_path=Path(where), family=family.name, model_type=model_type, num_heads=heads
+    )
     try:
         if scheme == "alibi":
             bias_max = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
@@ -715,7 +721,7 @@ def _split_by_overrides(groups, config: Mapping[str, Any], where: object):
         if not (isinstance(key, str) and key.isdigit() and int(key) < count):
             raise fail(where, f"per_layer_config keys layer indices 0..{count - 1}", repr(key)[:80])
         overrides[int(key)] = {k: v for k, v in value.items() if k in _ROPE_LAYER_FIELDS}
-    out = []
+    out: list[tuple[Any, ...]] = []
     for layer_type, layers, parameters in groups:
         members = range(count) if layers is None else layers
         split: dict[str, list[int]] = {}
@@ -734,12 +740,12 @@ def _split_by_layer_theta(groups, family: RelativeFamily, config: Mapping[str, A
     values each set their layers' ``rope_theta`` (or, for a flag list, only switch RoPE on)."""
     field = family.layer_theta_field
     thetas = None if field is None else config.get(field)
-    if thetas is None:
+    if field is None or thetas is None:
         return groups
     count = _layer_count(config, where, field, thetas)
     if count is None or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in thetas):
         raise fail(where, f"{field} as a list of non-negative numbers, one per layer", repr(thetas)[:80])
-    out = []
+    out: list[tuple[Any, ...]] = []
     for layer_type, layers, parameters in groups:
         members = range(count) if layers is None else layers
         if parameters is None:
@@ -772,7 +778,7 @@ def _layer_groups(
 
     ``layers`` is ``None`` when a group covers every layer.
     """
-    parameters = config.get("rope_parameters")
+    parameters: Any = config.get("rope_parameters")
     per_type = isinstance(parameters, Mapping) and any(isinstance(v, Mapping) for v in parameters.values())
     no_rope = config.get("no_rope_layers")
     if per_type:
@@ -792,7 +798,7 @@ def _layer_groups(
                 f"rope_parameters for every layer_types entry (read: {', '.join(sorted(parameters))})",
                 f"none for {', '.join(unknown)}"[:200],
             )
-        groups = []
+        groups: list[tuple[str | None, tuple[int, ...] | None, dict[str, Any] | None]] = []
         for layer_type in sorted(set(layer_types)):
             layers = tuple(i for i, t in enumerate(layer_types) if t == layer_type)
             value = parameters.get(layer_type)

@@ -30,11 +30,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
 from flax_posenc.conversion.table import PositionTable
 from flax_posenc.limits import describe_limit, length_verdict
+
+if TYPE_CHECKING:
+    from flax_posenc.conversion.models import ModelRecord
 
 __all__ = [
     "FamilyMatch",
@@ -51,10 +54,18 @@ __all__ = [
 class SourceRecord(Protocol):
     """What every SOURCE record answers (see the module docstring)."""
 
-    source: str
-    family: str
-    scheme: str
-    key: str | None
+    # read-only (properties or frozen fields) in every record
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def scheme(self) -> str: ...
+
+    @property
+    def key(self) -> str | None: ...
 
     @property
     def limit(self) -> int | None: ...
@@ -163,7 +174,7 @@ def which_family(model_type: str) -> FamilyMatch | None:
     return None
 
 
-def inspect_gguf(source: str | os.PathLike, *, family: str | None = None):
+def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> ModelRecord:
     """Every position mechanism of a GGUF file as a :class:`~flax_posenc.conversion.models.ModelRecord`
     (what ``flax-posenc inspect/check/plot`` print): one learned table, or one RoPE config.
 
@@ -187,7 +198,7 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None):
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
 
 
-def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> SourceRecord:
+def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> ModelRecord:
     """Every position mechanism of SOURCE, as a :class:`~flax_posenc.conversion.models.ModelRecord`.
 
     A checkpoint (or ``config.json``) whose ``model_type`` is in the model registry

@@ -1,0 +1,129 @@
+"""The public API called as users call it, for the type checker (`make typecheck`, [tool.mypy]
+in pyproject.toml): every call here must type-check, so a signature too loose (``str`` where a
+``Literal`` policy belongs) or too tight (a module that rejects the arguments its docstring
+shows) is a mypy error. ``rejected`` holds calls mypy must refuse: each carries a
+``type: ignore[arg-type]``, and with ``warn_unused_ignores`` an ignore that is no longer needed
+(a policy loosened back to ``str``) is itself an error. Only functions: nothing runs on import
+(pytest's doctest collection imports this file).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+import flax_posenc as fp
+from flax_posenc.block import InputSpec, transformer_input
+from flax_posenc.conversion import inspect_source, load_input_block, load_position_table, load_relative_bias
+from flax_posenc.extend import extend_table
+
+
+def functional_core() -> None:
+    table: jax.Array = fp.sinusoidal_table(1024, 768, layout="concatenated", endpoint=True)
+    enc: jax.Array = fp.sinusoidal_encoding(jnp.arange(8), 64, on_overflow="clip")
+    enc = jax.jit(lambda p: fp.sinusoidal_encoding(p, 768))(jnp.array([0, 2**20]))
+    freqs: np.ndarray = fp.sinusoidal_frequencies(64)
+    positions: jax.Array = fp.padding_aware_positions(jnp.ones((2, 8), jnp.int32), start=3)
+    positions = fp.packed_positions(jnp.array([[1, 1, 2, 2, 0]]))
+    positions = fp.sequential_positions(8, start=jnp.int32(4))
+    rows: jax.Array = fp.lookup_positions(table, positions, on_overflow="fill")
+    print(table, enc, freqs, rows, fp.describe_limit("position table", 1024))
+
+
+def relative_encodings() -> None:
+    config = fp.RopeConfig(head_dim=64, max_position_embeddings=4096)
+    q = k = jnp.ones((1, 16, 4, 64))
+    rotated: jax.Array = fp.apply_rope(q, config, start=3, on_overflow="error")
+    rq, rk = fp.apply_rope_qk(q, k, config, jnp.arange(16))
+    cos, sin = fp.rotary_cos_sin(jnp.arange(16), config)
+    bias: jax.Array = fp.alibi_bias(fp.AlibiConfig(num_heads=8), 16)
+    slopes: np.ndarray = fp.alibi_slopes(8)
+    buckets: jax.Array = fp.relative_position_bucket(jnp.arange(16)[None, :] - jnp.arange(16)[:, None], num_buckets=32)
+    print(rotated, rq, rk, cos, sin, bias, slopes, buckets)
+
+
+def nnx_shells() -> None:
+    rngs = nnx.Rngs(0)
+    wpe = fp.nnx.LearnedPositionalEmbedding(1024, 768, on_overflow="clip", rngs=rngs)
+    out: jax.Array = wpe(length=128)
+    out = wpe(jnp.arange(4), start=jnp.int32(2))
+    pe = fp.nnx.SinusoidalPositionalEncoding(512, num_positions=2048, layout="concatenated", on_overflow="fill")
+    out = pe(length=128)
+    block = fp.nnx.TransformerInput(50257, 768, num_positions=1024, rngs=rngs)
+    block = fp.nnx.TransformerInput(InputSpec.from_arguments(100, 16, num_positions=32), rngs=rngs)
+    out = block(jnp.zeros((2, 8), jnp.int32), attention_mask=jnp.ones((2, 8)), deterministic=True)
+    loaded: fp.nnx.TransformerInput = fp.nnx.TransformerInput.from_pretrained("gpt2", on_overflow="clip")
+    graphdef, state = nnx.split(loaded)
+    embed = jax.jit(lambda state, ids: nnx.merge(graphdef, state)(ids))
+    out = embed(state, jnp.zeros((2, 8), jnp.int32))
+    step = fp.position_errors(jax.jit(functools.partial(transformer_input, loaded.spec)))
+    out = step(loaded.params(), jnp.zeros((2, 1), jnp.int32), start=511)
+    longer: fp.nnx.TransformerInput = loaded.extend_positions(2048, method="linear")
+    rope = fp.nnx.RotaryEmbedding(fp.RopeConfig(head_dim=8, max_position_embeddings=16), on_overflow="clip")
+    out = rope(jnp.ones((2, 4, 3, 8)), start=2)
+    out = fp.nnx.RotaryEmbedding.from_pretrained("path/to/llama", layer=3)(jnp.ones((2, 4, 3, 8)))
+    out = fp.nnx.ALiBiBias(12, causal=False, on_overflow="error")(5)
+    rel = fp.nnx.RelativePositionBias.from_pretrained("path/to/t5", stack="decoder", param_dtype=jnp.bfloat16)
+    q, k = rope.rotate_qk(jnp.ones((2, 4, 3, 8)), jnp.ones((2, 4, 3, 8)), jnp.arange(4))
+    bf16 = fp.nnx.TransformerInput.from_pretrained("gpt2", dtype=jnp.bfloat16, param_dtype=jnp.float32)
+    print(q, k, bf16)
+    out = rel(8, 8)
+    print(out, longer)
+
+
+def linen_shells() -> None:
+    key = jax.random.key(0)
+    ids = jnp.zeros((2, 8), jnp.int32)
+    block = fp.linen.TransformerInput(100, 16, num_positions=32, layer_norm=True, dropout_rate=0.1)
+    block = fp.linen.TransformerInput(InputSpec.from_arguments(100, 16, num_positions=32))
+    variables = block.init(key, ids)
+    out = block.apply(variables, ids, deterministic=False, rngs={"dropout": key})
+    module, params = fp.linen.TransformerInput.from_pretrained("gpt2", on_overflow="fill")
+    out = module.apply(params, ids)
+    pe = fp.linen.SinusoidalPositionalEncoding(512, on_overflow="clip", layout="concatenated", dtype=jnp.bfloat16)
+    out = pe.apply({}, length=128)
+    wpe = fp.linen.LearnedPositionalEmbedding(1024, 768, on_overflow="fill", param_dtype=jnp.bfloat16)
+    out = wpe.apply(wpe.init(key, length=4), length=4)
+    rope = fp.linen.RotaryEmbedding(fp.RopeConfig(head_dim=8, max_position_embeddings=16), on_overflow="clip")
+    out = rope.apply({}, jnp.ones((2, 4, 3, 8)))
+    alibi = fp.linen.ALiBiBias(fp.AlibiConfig(num_heads=12), on_overflow="error")
+    out = alibi.apply({}, 5)
+    rope_module, rope_variables = fp.linen.RotaryEmbedding.from_pretrained("path/to/gemma", layer=1)
+    q, k = rope_module.apply(rope_variables, jnp.ones((1, 4, 2, 8)), jnp.ones((1, 4, 2, 8)), method="rotate_qk")
+    bias_module, bias_variables = fp.linen.RelativePositionBias.from_pretrained("path/to/t5", dtype=jnp.bfloat16)
+    out = bias_module.apply(bias_variables, 8, 8)
+    longer, longer_variables = module.extend_positions(params, 2048, method="linear")
+    logits = module.apply(params, jnp.ones((2, 8, 768)), method="attend")
+    print(q, k, longer, longer_variables, logits)
+    print(out)
+
+
+def conversion() -> None:
+    t = load_position_table("sinusoidal:8:4")
+    weights: np.ndarray = t.weights
+    n: int = t.max_length
+    rec = inspect_source("path/to/mpnet")
+    limit: int | None = rec.limit
+    ok, line = rec.check_length(513)
+    weights_block = load_input_block("path/to/bert")
+    bias = load_relative_bias("path/to/t5", stack="encoder", layer=0)
+    longer: np.ndarray = extend_table(t.weights, 16, method="cubic")
+    print(weights, n, limit, ok, line, weights_block, bias, longer)
+
+
+def rejected() -> None:
+    fp.nnx.LearnedPositionalEmbedding(8, 4, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
+    fp.nnx.SinusoidalPositionalEncoding(8, on_overflow="wrap")  # type: ignore[arg-type]
+    fp.nnx.RotaryEmbedding(8, on_overflow="nan")  # type: ignore[arg-type]
+    fp.linen.SinusoidalPositionalEncoding(8, on_overflow="wrap")  # type: ignore[arg-type]
+    fp.linen.LearnedPositionalEmbedding(8, 4, on_overflow="clamp")  # type: ignore[arg-type]
+    fp.sinusoidal_encoding(jnp.arange(4), 8, on_overflow="ignore")  # type: ignore[arg-type]
+    fp.apply_rope(jnp.ones((1, 4, 1, 8)), 8, on_overflow="wrap")  # type: ignore[arg-type]
+    fp.sinusoidal_table(8, 4, layout="split")  # type: ignore[arg-type]
+    fp.nnx.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
+    fp.linen.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
+    fp.nnx.TransformerInput(10, 4, num_positions=8, rngs=nnx.Rngs(0)).extend_positions(16, method="nearest")  # type: ignore[arg-type]
