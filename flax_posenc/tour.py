@@ -152,8 +152,11 @@ def run(out: Path, *, cache: Path | None = None, progress: bool = False) -> Tour
         bar.close()
         _say(f"[{n}] {title}")
         _say(_indent(report))
-        limits.append((prefix, record.limit))
-        for length in (record.limit, record.limit + 1):
+        limit = record.limit
+        if limit is None:  # every tour subject is a learned or sinusoidal table
+            raise CheckpointError(f"{source}: expected a position table with a limit, found none")
+        limits.append((prefix, limit))
+        for length in (limit, limit + 1):
             fits, line = record.check_length(length)
             _say(f"    $ {PROG} check {source} --length {length}")
             _say(f"      {line if fits else f'{PROG} check: limit exceeded: {line}'}")

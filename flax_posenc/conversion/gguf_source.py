@@ -583,7 +583,7 @@ def llama3_from_rope_freqs(g: GGUFFile, config: Mapping[str, Any]) -> dict[str, 
     (a, b), *_ = np.linalg.lstsq(np.stack([x[medium], -np.ones(int(medium.sum()))], 1), s, rcond=None)
     if not (a > 0 and b > 0 and np.isfinite(a / b)):
         raise fail(where, "llama3 frequency factors", not_llama3)
-    params = {
+    params: dict[str, Any] = {
         "rope_type": "llama3",
         "factor": float(f"{factor:.7g}"),
         "low_freq_factor": 1.0,
