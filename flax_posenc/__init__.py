@@ -48,6 +48,10 @@ _EXPORTS = {
     "BucketConfig": "flax_posenc.relative_bias_config",
     "deberta_relative_positions": "flax_posenc.deberta",
     "DebertaRelativeConfig": "flax_posenc.deberta_config",
+    "resize_grid": "flax_posenc.grids",
+    "resize_patch_grid": "flax_posenc.grids",
+    "GridConvention": "flax_posenc.grid_config",
+    "GRID_CONVENTIONS": "flax_posenc.grid_config",
 }
 _SUBMODULES = {
     "nnx",
@@ -70,6 +74,8 @@ _SUBMODULES = {
     "relative_bias_config",
     "deberta",
     "deberta_config",
+    "grids",
+    "grid_config",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -96,6 +102,8 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
     from flax_posenc.deberta_config import DebertaRelativeConfig  # noqa: F401
+    from flax_posenc.grid_config import GRID_CONVENTIONS, GridConvention  # noqa: F401
+    from flax_posenc.grids import resize_grid, resize_patch_grid  # noqa: F401
     from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
     from flax_posenc.lookup import (  # noqa: F401
         lookup_positions,
