@@ -49,6 +49,7 @@ _EXPORTS = {
     "deberta_relative_positions": "flax_posenc.deberta",
     "DebertaRelativeConfig": "flax_posenc.deberta_config",
     "resize_grid": "flax_posenc.grids",
+    "sincos_2d_table": "flax_posenc.grid_sincos",
     "resize_patch_grid": "flax_posenc.grids",
     "GridConvention": "flax_posenc.grid_config",
     "GRID_CONVENTIONS": "flax_posenc.grid_config",
@@ -76,6 +77,7 @@ _SUBMODULES = {
     "deberta_config",
     "grids",
     "grid_config",
+    "grid_sincos",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -103,6 +105,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
     from flax_posenc.deberta_config import DebertaRelativeConfig  # noqa: F401
     from flax_posenc.grid_config import GRID_CONVENTIONS, GridConvention  # noqa: F401
+    from flax_posenc.grid_sincos import sincos_2d_table  # noqa: F401
     from flax_posenc.grids import resize_grid, resize_patch_grid  # noqa: F401
     from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
     from flax_posenc.lookup import (  # noqa: F401
