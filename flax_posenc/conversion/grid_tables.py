@@ -358,10 +358,10 @@ def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> 
 class GridSource:
     """A learned position grid as a :class:`~flax_posenc.conversion.SourceRecord` (a ``grid`` mechanism).
 
-    ``limit`` is the table's rows (prefix tokens + patches): a longer sequence needs a resized
-    grid. :meth:`check_image_size` is the question users ask: does an image of this size fit
-    the trained grid (``image_size / patch_size`` patches equal to it), or must the grid be
-    resized (``fp.resize_grid``)?
+    A grid limits the *image*, not a token count: an image of ``image_size`` px gives
+    ``image_size / patch_size`` patches, and the model accepts exactly the trained grid unless
+    the grid is resized (``fp.resize_grid``). So ``limit`` is ``None`` (a CLIP/SigLIP text
+    tower's limit stays the record's limit), and :meth:`check_image_size` is the question to ask.
     """
 
     table: GridTable
@@ -385,8 +385,8 @@ class GridSource:
         return self.table.model_type
 
     @property
-    def limit(self) -> int:
-        return self.table.rows
+    def limit(self) -> None:
+        return None
 
     @property
     def name(self) -> str:
@@ -394,17 +394,12 @@ class GridSource:
         return f"{name} of {self.table.source}" if self.table.source else name
 
     def describe_limit(self) -> str:
-        """``"vit position grid (...) of SOURCE holds grid 14 x 14 patches (224 px / 16) + 1 class token: 197 positions"``."""
-        return f"{self.name} holds {self.table.describe()}: {self.table.rows} positions"
+        """``"vit position grid (...) of SOURCE holds grid 14 x 14 patches (224 px / 16) + 1 class token"``."""
+        return f"{self.name} holds {self.table.describe()}"
 
     def check_length(self, length: int) -> tuple[bool, str]:
-        """Whether a sequence of ``length`` tokens (prefix + patches) fits the table's rows."""
-        if length <= self.table.rows:
-            return True, f"{self.describe_limit()}; {length} positions fit"
-        return False, (
-            f"{self.describe_limit()}; asked for {length} positions: {length - self.table.rows} past the limit "
-            f"(resize the grid with fp.resize_grid)"
-        )
+        """A token count is not what a grid limits: always fits, and the line says to ask about the image size."""
+        return True, f"{self.describe_limit()}; it limits the image size, not a token count (check --image-size)"
 
     def check_image_size(self, image_size: Any) -> tuple[bool, str]:
         """``(True, line)`` when ``image_size`` px give the trained grid, else ``(False, line)``.
