@@ -107,7 +107,8 @@ def resize_grid(
       image_size: ``(height, width)`` px, or one int for a square image; each side a multiple of
         the patch size.
       convention: how to resample (:data:`~flax_posenc.grid_config.GRID_CONVENTIONS`, a model
-        type, ``"timm"``, ``"big_vision"``); default: the table's model type (an array: ``"vit"``).
+        type, ``"timm"``, ``"big_vision"``); default: the table's own (its family's row in
+        :data:`~flax_posenc.conversion.GRID_FAMILIES`; an array: ``"vit"``'s).
       prefix_tokens, patch_size: for an array ``grid`` (a table's own values win otherwise).
 
     Returns:
@@ -129,7 +130,7 @@ def resize_grid(
         prefix = grid.prefix_tokens if prefix_tokens is None else prefix_tokens
         patch = grid.patch_size if patch_size is None else patch_size
         old = grid.grid
-        convention = grid.model_type if convention is None else convention
+        convention = grid.convention if convention is None else convention
     else:
         if prefix_tokens is None or patch_size is None:
             raise ValueError("grid: an array needs prefix_tokens= and patch_size= (or pass load_grid_table's record)")

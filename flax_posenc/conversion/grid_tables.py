@@ -206,8 +206,10 @@ class GridTable:
       family: the :data:`GRID_FAMILIES` row; key: the tensor's name in the checkpoint.
       prefix_tokens: rows before the grid (class/distillation tokens).
       patch_size, image_size: ``(height, width)`` in pixels, from the config.
-      model_type: the checkpoint's ``model_type``; it names the default resize convention.
+      model_type: the checkpoint's ``model_type``.
       source: where it came from, for messages.
+      convention: how the model resizes the grid (a
+        :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` name; :func:`~flax_posenc.resize_grid`'s default).
 
     ``grid`` is ``image_size / patch_size``; the rows must equal ``prefix_tokens + gh * gw``.
     """
@@ -220,6 +222,7 @@ class GridTable:
     image_size: tuple[int, int]
     model_type: str
     source: str = ""
+    convention: str = "torch_bicubic"
 
     def __post_init__(self):
         where = f"{self.source}:{self.key}" if self.source else self.key
@@ -351,6 +354,7 @@ def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> 
         image_size=sizes["image_size"],
         model_type=str(config.get("model_type")),
         source=os.fspath(source),
+        convention=row.convention,
     )
 
 
@@ -430,6 +434,7 @@ class GridSource:
             "prefix_tokens": t.prefix_tokens,
             "patch_size": list(t.patch_size),
             "image_size": list(t.image_size),
+            "convention": t.convention,
             "dim": t.dim,
             "rows": t.rows,
             "limit": self.limit,

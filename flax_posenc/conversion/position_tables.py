@@ -131,7 +131,6 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 key_suffix="text_model.embeddings.position_embedding.weight",
                 config_section="text_config",
             ),
-            TableFamily("siglip_text", ("siglip_text_model",), key_suffix="embeddings.position_embedding.weight"),
             TableFamily(
                 "siglip_text_tower",
                 ("siglip",),
