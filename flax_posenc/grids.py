@@ -29,10 +29,11 @@ import numpy as np
 from flax_posenc.conversion.grid_tables import grid_of_rows, image_grid
 from flax_posenc.grid_config import MAX_GRID_SIDE, convention_for, resize_matrix
 
-__all__ = ["resize_grid", "resize_patch_grid"]
+__all__ = ["add_grid_positions", "grid_of_tokens", "grid_pair", "resize_grid", "resize_patch_grid"]
 
 
-def _new_grid(new_grid: Any) -> tuple[int, int]:
+def grid_pair(new_grid: Any) -> tuple[int, int]:
+    """``(h, w)`` patches from a pair or one int; each side in ``1..MAX_GRID_SIDE`` (else one-line ``ValueError``)."""
     if isinstance(new_grid, (tuple, list)) and len(new_grid) == 2:
         pair = tuple(new_grid)
     else:
@@ -67,7 +68,7 @@ def resize_patch_grid(patches: Any, new_grid: Any, *, convention: Any = "torch_b
     [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
     """
     rule = convention_for(convention)
-    h, w = _new_grid(new_grid)
+    h, w = grid_pair(new_grid)
     if jnp.ndim(patches) != 3:
         raise ValueError(f"patches: expected a (gh, gw, dim) grid, got shape {jnp.shape(patches)}")
     gh, gw, _ = jnp.shape(patches)
@@ -149,3 +150,88 @@ def resize_grid(
     resized = resize_patch_grid(patches, new, convention=rule)
     rows = jnp.reshape(resized, (-1, dim))
     return jnp.concatenate([jnp.asarray(weights)[:prefix], rows], axis=0)
+
+
+def grid_of_tokens(
+    tokens: int, prefix_tokens: int, trained_grid: tuple[int, int], *, grid: Any = None, name: str = "position grid"
+) -> tuple[int, int]:
+    """The ``(gh, gw)`` grid of a sequence of ``tokens`` = ``prefix_tokens + gh * gw``.
+
+    ``grid`` given: checked against ``tokens``; else the trained grid when the count matches it,
+    else the square grid of that count. A count that is neither raises ``ValueError`` (one line).
+    """
+    patches = tokens - prefix_tokens
+    if grid is not None:
+        gh, gw = grid_pair(grid)
+        if gh * gw != patches:
+            raise ValueError(
+                f"grid: expected {gh} x {gw} = {gh * gw} patches after {prefix_tokens} prefix tokens, "
+                f"found {patches} ({tokens} tokens)"
+            )
+        return gh, gw
+    if patches == trained_grid[0] * trained_grid[1]:
+        return tuple(trained_grid)
+    side = int(np.sqrt(patches)) if patches > 0 else 0
+    while side * side > patches:
+        side -= 1
+    while (side + 1) * (side + 1) <= patches:
+        side += 1
+    if side == 0 or side * side != patches:
+        raise ValueError(
+            f"x: expected {prefix_tokens} prefix tokens + a square grid of patches for the {name} "
+            f"(or pass grid=(gh, gw)), found {tokens} tokens"
+        )
+    return side, side
+
+
+def add_grid_positions(
+    x: Any,
+    table: Any,
+    *,
+    prefix_tokens: int,
+    trained_grid: tuple[int, int],
+    grid: Any = None,
+    interpolate: bool = False,
+    convention: Any = "torch_bicubic",
+    name: str = "position grid",
+) -> jax.Array:
+    """``x`` plus the position of each token: the functional core of ``PatchPositionalEmbedding``.
+
+    Args:
+      x: ``(..., prefix_tokens + gh * gw, dim)`` token vectors (class tokens first, then the
+        patches row-major).
+      table: ``(prefix_tokens + th * tw, dim)`` learned positions of the trained ``(th, tw)`` grid.
+      prefix_tokens: rows before the grid; trained_grid: ``(th, tw)``.
+      grid: ``(gh, gw)`` of ``x`` (default: the trained grid when the count matches, else square).
+      interpolate: resize the table to a different grid (as :func:`resize_grid` with
+        ``convention``) instead of raising.
+      name: the table's name in messages.
+
+    Returns:
+      ``x + positions`` in ``x``'s dtype promoted with the table's.
+
+    Raises:
+      PositionLimitError: ``x``'s grid differs from the trained one and ``interpolate`` is off;
+        the line names the trained grid.
+      ValueError: a token count that is not ``prefix_tokens + gh * gw``.
+    """
+    from flax_posenc.errors import PositionLimitError
+
+    tokens, dim = jnp.shape(x)[-2], jnp.shape(x)[-1]
+    gh, gw = grid_of_tokens(tokens, prefix_tokens, trained_grid, grid=grid, name=name)
+    th, tw = trained_grid
+    if jnp.shape(table) != (prefix_tokens + th * tw, dim):
+        raise ValueError(f"x: expected width {jnp.shape(table)[-1]} (the {name}'s), found shape {jnp.shape(x)}")
+    positions = jnp.asarray(table)
+    if (gh, gw) != (th, tw):
+        if not interpolate:
+            prefix = f" + {prefix_tokens} prefix tokens" if prefix_tokens else ""
+            raise PositionLimitError(
+                f"{name} holds a {th} x {tw} grid of patches{prefix} ({prefix_tokens + th * tw} positions); "
+                f"asked for a {gh} x {gw} grid ({tokens} positions): pass interpolate=True to resize it (fp.resize_grid)"
+            )
+        resized = resize_patch_grid(
+            jnp.reshape(positions[prefix_tokens:], (th, tw, dim)), (gh, gw), convention=convention
+        )
+        positions = jnp.concatenate([positions[:prefix_tokens], jnp.reshape(resized, (gh * gw, dim))], axis=0)
+    return x + positions.astype(jnp.result_type(x, positions))
