@@ -850,3 +850,135 @@ def figure_jobs(
         (kind, lambda kind=kind: [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix)])
         for kind in TABLE_FIGURES
     ]
+
+
+# --------------------------------------------------------------------------- 2-D position grids
+
+#: patches per side drawn in a grid-similarity figure; a larger grid shows every s-th patch.
+MAX_GRID_PANELS = 32
+
+
+def grid_cosine_similarity(patches: Any) -> np.ndarray:
+    """``(gh, gw, gh, gw)``: the cosine similarity of patch ``(i, j)``'s position to patch ``(k, l)``'s.
+
+    ``patches`` is a ``(gh, gw, dim)`` grid (a :class:`~flax_posenc.conversion.GridTable`'s
+    ``.patches``); computed in float64. A zero vector has similarity 0 to everything.
+
+    >>> grid_cosine_similarity(np.eye(4).reshape(2, 2, 4))[0, 0].tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
+    """
+    grid = np.asarray(patches, np.float64)
+    gh, gw, dim = grid.shape
+    flat = grid.reshape(gh * gw, dim)
+    norms = np.linalg.norm(flat, axis=1)
+    unit = flat / np.where(norms > 0, norms, 1.0)[:, None]
+    return (unit @ unit.T).reshape(gh, gw, gh, gw)
+
+
+def _grid_mosaic(similarity: np.ndarray, stride: int) -> np.ndarray:
+    """One image of ``gh x gw`` small heatmaps (every ``stride``-th patch), NaN gutters between them."""
+    gh, gw = similarity.shape[:2]
+    rows, cols = range(0, gh, stride), range(0, gw, stride)
+    mosaic = np.full((len(rows) * (gh + 1) - 1, len(cols) * (gw + 1) - 1), np.nan)
+    for a, i in enumerate(rows):
+        for b, j in enumerate(cols):
+            mosaic[a * (gh + 1) : a * (gh + 1) + gh, b * (gw + 1) : b * (gw + 1) + gw] = similarity[i, j]
+    return mosaic
+
+
+def _grid_panel(fig, ax, patches: np.ndarray, heading: str) -> str:
+    gh, gw = patches.shape[:2]
+    stride = _stride_for(max(gh, gw), MAX_GRID_PANELS)
+    similarity = grid_cosine_similarity(patches)
+    low = float(np.nanmin(similarity))  # the colour range: the data's lowest similarity to 1
+    im = ax.imshow(
+        _grid_mosaic(similarity, stride), cmap="viridis", vmin=min(low, 0.999), vmax=1, interpolation="nearest"
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_xlabel("input patch column" + (f" (every {stride}th)" if stride > 1 else ""))
+    ax.set_ylabel("input patch row" + (f" (every {stride}th)" if stride > 1 else ""))
+    ax.set_title(heading, fontsize=10)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="cosine similarity")
+    return f"every {stride}th patch of {gh} x {gw}" if stride > 1 else ""
+
+
+def _grid_of(grid: Any) -> tuple[np.ndarray, str, bool]:
+    """``(patches (gh, gw, dim), name, random_init)`` of a GridTable or a ``(gh, gw, dim)`` array."""
+    if hasattr(grid, "patches"):
+        name, random_init = model_name(grid.source) if grid.source else (f"{grid.family} {grid.key}", False)
+        return np.asarray(grid.patches, np.float64), f"{name}: {grid.describe()}", random_init
+    patches = np.asarray(grid, np.float64)
+    if patches.ndim != 3 or 0 in patches.shape:
+        raise ValueError(f"grid: expected a GridTable or a (gh, gw, dim) array, found shape {patches.shape}")
+    return patches, f"{patches.shape[0]} x {patches.shape[1]} grid", False
+
+
+def plot_grid_similarity(
+    grid: Any, path: str | Path, *, title: str | None = None, random_init: bool | None = None
+) -> Path:
+    """Dosovitskiy et al.'s Figure 7: for each patch, its position's cosine similarity to every other.
+
+    The figure is a ``gh x gw`` grid of small ``gh x gw`` heatmaps; the small map at row ``i``,
+    column ``j`` shows patch ``(i, j)``'s similarity to each patch. ``grid`` is a
+    :class:`~flax_posenc.conversion.GridTable` or a ``(gh, gw, dim)`` array; a grid of more than
+    :data:`MAX_GRID_PANELS` patches a side shows every ``s``-th patch's map (said in the title).
+    ``random_init`` (default: from the checkpoint, see :func:`model_name`) puts "randomly
+    initialised" on the figure.
+    """
+    patches, name, detected = _grid_of(grid)
+    fig = _figure(7.5, 7)
+    ax = fig.add_subplot()
+    dropped = _grid_panel(fig, ax, patches, "position-embedding similarity")
+    suffix = _announce(f"grid similarity of {name}", [dropped] if dropped else [])
+    _title(
+        fig,
+        (title or f"Patch position similarity: {name}") + suffix,
+        random_init=detected if random_init is None else random_init,
+    )
+    return _save(fig, path)
+
+
+def plot_grid_resize(
+    grid: Any,
+    image_size: Any,
+    path: str | Path,
+    *,
+    convention: str | None = None,
+    title: str | None = None,
+    random_init: bool | None = None,
+) -> Path:
+    """The grid-similarity picture before and after resizing to ``image_size`` px (:func:`~flax_posenc.resize_grid`).
+
+    ``grid`` is a :class:`~flax_posenc.conversion.GridTable`; ``convention`` defaults to its own.
+    """
+    import flax_posenc as fp
+
+    patches, name, detected = _grid_of(grid)
+    resized_rows = np.asarray(fp.resize_grid(grid, image_size, convention=convention), np.float64)
+    from flax_posenc.conversion.grid_tables import image_grid
+
+    gh, gw = image_grid(image_size, grid.patch_size)
+    resized = resized_rows[grid.prefix_tokens :].reshape(gh, gw, -1)
+    fig = _figure(14, 7)
+    dropped = [
+        _grid_panel(
+            fig, fig.add_subplot(1, 2, 1), patches, f"trained: {patches.shape[0]} x {patches.shape[1]} patches"
+        ),
+        _grid_panel(
+            fig,
+            fig.add_subplot(1, 2, 2),
+            resized,
+            f"resized to {gh} x {gw} ({convention or grid.convention})",
+        ),
+    ]
+    suffix = _announce(f"grid resize of {name}", [d for d in dropped if d])
+    _title(
+        fig,
+        (title or f"Patch position similarity before and after resizing: {name}") + suffix,
+        random_init=detected if random_init is None else random_init,
+    )
+    return _save(fig, path)
+
+
+__all__ += ["MAX_GRID_PANELS", "grid_cosine_similarity", "plot_grid_resize", "plot_grid_similarity"]
