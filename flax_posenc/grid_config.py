@@ -12,6 +12,8 @@ resampled, and every family does it a little differently. Each row of
   antialiased resampler, a PIL-style cubic with ``a = -0.5`` widened by the scale when
   shrinking, taps renormalised at the edges (transformers' DINOv2-with-registers, timm's
   ``resample_abs_pos_embed``);
+- ``"torch_bicubic_align_corners"``: the same call with ``align_corners=True`` (corner samples
+  map to corner samples, step ``(in - 1) / (out - 1)``);
 - ``"torch_bicubic_offset"``: facebookresearch/dinov2's ``interpolate_pos_encoding``
   (``scale_factor=(new + 0.1) / old``, so the output size is ``floor(old * scale_factor)`` and
   the sampling step is ``1 / scale_factor``, not ``old / new``);
@@ -102,6 +104,14 @@ GRID_CONVENTIONS: Mapping[str, GridConvention] = MappingProxyType(
                 "resample_abs_pos_embed: F.interpolate(mode='bicubic', antialias=True)",
             ),
             GridConvention(
+                "torch_bicubic_align_corners",
+                "cubic",
+                -0.75,
+                True,
+                False,
+                "F.interpolate(size=..., mode='bicubic', align_corners=True)",
+            ),
+            GridConvention(
                 "torch_bicubic_offset",
                 "cubic",
                 -0.75,
@@ -148,7 +158,7 @@ def convention_for(name: str | GridConvention) -> GridConvention:
     >>> convention_for("nope")
     Traceback (most recent call last):
     ...
-    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_antialias, torch_bicubic_offset, vit, got 'nope'
+    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, vit, got 'nope'
     """
     if isinstance(name, GridConvention):
         return name

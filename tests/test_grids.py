@@ -105,6 +105,18 @@ def test_timm_convention(old, new):
     assert ulps(ours, ref, table) <= ULPS
 
 
+@pytest.mark.parametrize("old,new", [(7, 12), (12, 7), (5, 1)])
+def test_align_corners_convention(old, new):
+    """F.interpolate(size=..., mode='bicubic', align_corners=True) in float64."""
+    table = _table(old * (old + 1), 3, old * 7 + new)
+    grid = torch.tensor(table, dtype=torch.float64).reshape(1, old, old + 1, 3).permute(0, 3, 1, 2)
+    ref = F.interpolate(grid, size=(new, new + 2), mode="bicubic", align_corners=True)
+    ours = fp.resize_patch_grid(
+        table.reshape(old, old + 1, 3), (new, new + 2), convention="torch_bicubic_align_corners"
+    )
+    assert ulps(np.asarray(ours).reshape(-1, 3), ref.permute(0, 2, 3, 1).reshape(-1, 3).numpy(), table) <= ULPS
+
+
 @pytest.mark.parametrize("old,new", [(7, 12), (12, 7), (3, 2)])
 def test_big_vision_convention(old, new):
     """big_vision resample_posemb: scipy.ndimage.zoom(grid, (new/old, new/old, 1), order=1), no prefix."""
