@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flax_posenc.conversion.grid_tables import grid_of_rows, image_grid
+from flax_posenc.conversion.grid_tables import grid_of_rows, image_grid, prefix_text
 from flax_posenc.grid_config import MAX_GRID_SIDE, convention_for, resize_matrix
 
 __all__ = ["add_grid_positions", "grid_of_tokens", "grid_pair", "resize_grid", "resize_patch_grid"]
@@ -225,9 +225,9 @@ def add_grid_positions(
     positions = jnp.asarray(table)
     if (gh, gw) != (th, tw):
         if not interpolate:
-            prefix = f" + {prefix_tokens} prefix tokens" if prefix_tokens else ""
             raise PositionLimitError(
-                f"{name} holds a {th} x {tw} grid of patches{prefix} ({prefix_tokens + th * tw} positions); "
+                f"{name} holds a {th} x {tw} grid of patches{prefix_text(prefix_tokens)} "
+                f"({prefix_tokens + th * tw} positions); "
                 f"asked for a {gh} x {gw} grid ({tokens} positions): pass interpolate=True to resize it (fp.resize_grid)"
             )
         resized = resize_patch_grid(

@@ -681,7 +681,7 @@ class PatchPositionalEmbedding(nnx.Module):
     >>> pos(jnp.zeros((2, 785, 8)))
     Traceback (most recent call last):
     ...
-    flax_posenc.errors.PositionLimitError: position grid holds a 14 x 14 grid of patches + 1 prefix tokens (197 positions); asked for a 28 x 28 grid (785 positions): pass interpolate=True to resize it (fp.resize_grid)
+    flax_posenc.errors.PositionLimitError: position grid holds a 14 x 14 grid of patches + 1 class token (197 positions); asked for a 28 x 28 grid (785 positions): pass interpolate=True to resize it (fp.resize_grid)
     >>> pos(jnp.zeros((2, 785, 8)), interpolate=True).shape
     (2, 785, 8)
     """

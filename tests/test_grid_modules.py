@@ -105,7 +105,7 @@ def test_position_limit_error_names_the_trained_grid(vision):
     with pytest.raises(PositionLimitError) as e:
         pos(jnp.zeros((1, 2 + 64, 16)))
     assert str(e.value) == (
-        "deit position grid (embeddings.position_embeddings) holds a 4 x 4 grid of patches + 2 prefix tokens "
+        "deit position grid (embeddings.position_embeddings) holds a 4 x 4 grid of patches + class and distillation tokens "
         "(18 positions); asked for a 8 x 8 grid (66 positions): pass interpolate=True to resize it (fp.resize_grid)"
     )
 

@@ -54,6 +54,7 @@ __all__ = [
     "grid_of_rows",
     "image_grid",
     "load_grid_table",
+    "prefix_text",
 ]
 
 #: pixels along one side of an image (2**16 px: 64 times a 1024-px ViT input).
@@ -272,7 +273,7 @@ class GridTable:
     def describe(self) -> str:
         """``"grid 14 x 14 patches (224 px / 16) + 1 class token"``."""
         gh, gw = self.grid
-        return f"grid {gh} x {gw} patches ({self._image_text()} px / {self._patch_text()}){_prefix_text(self.prefix_tokens)}"
+        return f"grid {gh} x {gw} patches ({self._image_text()} px / {self._patch_text()}){prefix_text(self.prefix_tokens)}"
 
     def __repr__(self) -> str:
         return (
@@ -282,7 +283,8 @@ class GridTable:
         )
 
 
-def _prefix_text(n: int) -> str:
+def prefix_text(n: int) -> str:
+    """``" + 1 class token"``, ``" + class and distillation tokens"``, ``""`` or ``" + n prefix tokens"``."""
     return _PREFIX_NAMES.get(n, f" + {n} prefix tokens")
 
 
@@ -449,7 +451,7 @@ class GridSource:
                 f"family:      {t.family} (model_type {t.model_type})",
                 f"key:         {t.key}",
                 "scheme:      grid",
-                f"grid:        {t.describe()}",
+                f"positions:   {t.describe()}",
                 f"rows:        {t.rows} x {t.dim}",
                 f"limit:       {self.describe_limit()}",
             ]
