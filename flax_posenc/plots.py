@@ -529,8 +529,8 @@ def figure_path(out_dir: str | Path, kind: str, prefix: str = "") -> Path:
     >>> figure_path("figs", "heatmap").as_posix()
     'figs/heatmap.png'
     """
-    if kind not in TABLE_FIGURES and kind not in RELATIVE_FIGURES:
-        raise ValueError(f"kind: expected one of {[*TABLE_FIGURES, *RELATIVE_FIGURES]}, got {kind!r}")
+    if kind not in TABLE_FIGURES and kind not in RELATIVE_FIGURES and kind not in GRID_FIGURES:
+        raise ValueError(f"kind: expected one of {[*TABLE_FIGURES, *RELATIVE_FIGURES, *GRID_FIGURES]}, got {kind!r}")
     return Path(out_dir) / f"{prefix}{kind}.png"
 
 
@@ -799,7 +799,7 @@ def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str =
 
 
 #: Mechanism kinds with figures: tables, RoPE, ALiBi and relative biases.
-_PLOTTED_KINDS = ("learned", "sinusoidal", "rope", "alibi", "relative_bias")
+_PLOTTED_KINDS = ("learned", "sinusoidal", "rope", "alibi", "relative_bias", "grid")
 
 
 def figure_jobs(
@@ -808,7 +808,7 @@ def figure_jobs(
     """The figures of a :class:`~flax_posenc.conversion.SourceRecord` as ``(label, draw)`` steps.
 
     A learned/sinusoidal table (a record with a ``table``) gets the :data:`TABLE_FIGURES`, one
-    step each; a RoPE/ALiBi config or a relative-bias source gets :func:`plot_relative` (``dims``
+    step each; a vision grid ``grid_similarity.png`` (:func:`plot_grid_similarity`); a RoPE/ALiBi config or a relative-bias source gets :func:`plot_relative` (``dims``
     does not apply). Each ``draw()`` writes its PNGs into ``out_dir`` and returns their paths.
     What ``flax-posenc plot`` and the tour run.
 
@@ -837,6 +837,9 @@ def figure_jobs(
             )
             jobs += figure_jobs(m.record, out_dir, dims=dims if m.table is not None else None, prefix=sub)
         return jobs
+    if getattr(record, "scheme", None) == "grid":  # a vision grid: Dosovitskiy et al.'s Figure 7
+        path = figure_path(out_dir, "grid_similarity", prefix)
+        return [("grid_similarity", lambda: [plot_grid_similarity(record.table, path)])]
     table = getattr(record, "table", None)
     if table is None:
         return [("figures", lambda: plot_relative(record, out_dir, prefix=prefix))]
@@ -981,4 +984,7 @@ def plot_grid_resize(
     return _save(fig, path)
 
 
-__all__ += ["MAX_GRID_PANELS", "grid_cosine_similarity", "plot_grid_resize", "plot_grid_similarity"]
+GRID_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType({"grid_similarity": plot_grid_similarity})
+"""The figures of a vision position grid, by kind (``flax-posenc plot``)."""
+
+__all__ += ["GRID_FIGURES", "MAX_GRID_PANELS", "grid_cosine_similarity", "plot_grid_resize", "plot_grid_similarity"]

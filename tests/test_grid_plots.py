@@ -79,3 +79,13 @@ def test_example_writes_its_three_figures(tmp_path):
     paths = module.main(["--out", str(tmp_path)])
     assert [p.name for p in paths] == ["vit_grid_similarity.png", "vit_grid_resize.png", "vit_grid_mae_sincos.png"]
     assert all(p.parent == tmp_path and p.read_bytes()[:8] == PNG for p in paths)
+
+
+def test_cli_plot_draws_the_grid_and_the_text_table(tmp_path):
+    from flax_posenc.cli import main
+
+    path = tmp_path / "clip"
+    build("clip", path)
+    assert main(["plot", str(path), "--out", str(tmp_path / "figs")]) == 0
+    names = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert "2_grid_grid_similarity.png" in names and "1_learned_heatmap.png" in names
