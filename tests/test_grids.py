@@ -172,3 +172,24 @@ def test_prefix_tokens_of_each_family(vision):
     for model_type in MODELS:
         _, path = vision(model_type)
         assert load_grid_table(path).prefix_tokens == prefix_tokens(model_type)
+
+
+@pytest.mark.parametrize(
+    "convention,kwargs",
+    [
+        ("torch_bicubic", dict(align_corners=False)),
+        ("torch_bicubic_antialias", dict(align_corners=False, antialias=True)),
+        ("torch_bicubic_align_corners", dict(align_corners=True)),
+    ],
+)
+def test_float64_matrices_reproduce_f_interpolate(convention, kwargs):
+    """The 1-D matrices themselves, applied in float64, equal F.interpolate in float64 (no float32 step)."""
+    from flax_posenc.grid_config import GRID_CONVENTIONS, resize_matrix
+
+    rng = np.random.default_rng(3)
+    for old, new in ((4, 9), (9, 4), (14, 24), (37, 16), (3, 1)):
+        grid = rng.standard_normal((old, old + 2, 2))
+        rule = GRID_CONVENTIONS[convention]
+        ours = np.einsum("oh,hwd,pw->opd", resize_matrix(old, new, rule), grid, resize_matrix(old + 2, new + 1, rule))
+        ref = F.interpolate(torch.tensor(grid).permute(2, 0, 1)[None], size=(new, new + 1), mode="bicubic", **kwargs)
+        np.testing.assert_allclose(ours, ref[0].permute(1, 2, 0).numpy(), rtol=0, atol=1e-13)
