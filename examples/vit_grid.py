@@ -45,6 +45,17 @@ def build_random_vit(directory: Path) -> Path:
     return directory
 
 
+def neighbour_similarity(patches, k: int) -> float:
+    """Mean cosine similarity of patch ``(i, j)``'s position to patch ``(i, j + k)``'s."""
+    import numpy as np
+
+    from flax_posenc.plots import grid_cosine_similarity
+
+    s = grid_cosine_similarity(patches)
+    gh, gw = s.shape[:2]
+    return float(np.mean([s[i, j, i, j + k] for i in range(gh) for j in range(gw - k)]))
+
+
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     output_folder.add_arguments(parser, what="the three figures")
@@ -64,6 +75,12 @@ def main(argv: list[str] | None = None) -> list[Path]:
             plots.plot_grid_similarity(grid, figures / "vit_grid_similarity.png"),
             plots.plot_grid_resize(grid, 384, figures / "vit_grid_resize.png"),
         ]
+        resized = np.asarray(fp.resize_grid(grid, 384), np.float64)[1:].reshape(24, 24, -1)
+        for label, patches in (("trained 14 x 14", grid.patches), ("resized 24 x 24", resized)):
+            print(
+                f"{label}: mean cosine similarity of patches 1 / 3 columns apart: "
+                + ", ".join(f"{neighbour_similarity(patches, k):.3f}" for k in (1, 3))
+            )
     mae = fp.sincos_2d_table((14, 14), 64, dtype=np.float64).reshape(14, 14, 64)
     paths.append(
         plots.plot_grid_similarity(

@@ -963,7 +963,7 @@ def plot_grid_resize(
 
     gh, gw = image_grid(image_size, grid.patch_size)
     resized = resized_rows[grid.prefix_tokens :].reshape(gh, gw, -1)
-    fig = _figure(14, 7)
+    fig = _figure(11, 5.5)
     dropped = [
         _grid_panel(
             fig, fig.add_subplot(1, 2, 1), patches, f"trained: {patches.shape[0]} x {patches.shape[1]} patches"
