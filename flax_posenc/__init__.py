@@ -50,6 +50,11 @@ _EXPORTS = {
     "DebertaRelativeConfig": "flax_posenc.deberta_config",
     "save_orbax": "flax_posenc.orbax_io",
     "load_orbax": "flax_posenc.orbax_io",
+    "resize_grid": "flax_posenc.grids",
+    "sincos_2d_table": "flax_posenc.grid_sincos",
+    "resize_patch_grid": "flax_posenc.grids",
+    "GridConvention": "flax_posenc.grid_config",
+    "GRID_CONVENTIONS": "flax_posenc.grid_config",
 }
 _SUBMODULES = {
     "nnx",
@@ -74,6 +79,9 @@ _SUBMODULES = {
     "deberta_config",
     "orbax_io",
     "progress",
+    "grids",
+    "grid_config",
+    "grid_sincos",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -100,6 +108,9 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
     from flax_posenc.deberta_config import DebertaRelativeConfig  # noqa: F401
+    from flax_posenc.grid_config import GRID_CONVENTIONS, GridConvention  # noqa: F401
+    from flax_posenc.grid_sincos import sincos_2d_table  # noqa: F401
+    from flax_posenc.grids import resize_grid, resize_patch_grid  # noqa: F401
     from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
     from flax_posenc.lookup import (  # noqa: F401
         lookup_positions,

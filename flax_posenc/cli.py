@@ -3,7 +3,9 @@
 Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.md``):
 
 - ``inspect SOURCE [--json]``: family, key, rows, dim, offset, max_length, dtype, properties.
-- ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line.
+- ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line;
+  ``--image-size PX`` (or ``HxW``) for a vision grid: exit 0 when the image gives the trained grid,
+  else exit 1 saying the grid must be resized (``fp.resize_grid``).
 - ``plot SOURCE --out DIR [--dims D ...]``: PNG figures.
 - ``extend SOURCE --length N --method M --out DIR``: an HF-loadable checkpoint with a longer table.
 - ``convert SOURCE --out PATH [--format orbax]``: the input block's Flax parameters, as ``.msgpack``
@@ -103,6 +105,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _image_size(text: str) -> tuple[int, int]:
+    """``"448"`` -> ``(448, 448)``; ``"448x336"`` -> ``(448, 336)`` (height x width)."""
+    parts = text.lower().split("x")
+    if len(parts) > 2:
+        raise argparse.ArgumentTypeError(f"expected PX or HxW in pixels, got {text!r}")
+    sides = tuple(_positive_int(part) for part in parts)
+    return (sides[0], sides[0]) if len(sides) == 1 else sides  # type: ignore[return-value]
+
+
 def _finite_json(value: Any) -> Any:
     """``value`` with every non-finite float (NaN, +-Inf) replaced by ``None``: strict JSON."""
     if isinstance(value, float):
@@ -180,14 +191,55 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from flax_posenc.conversion.source_record import verdict
 
-    result = verdict(load_source(args.source, args.family), args.length)
-    fits, line = result["fits"], result["message"]
+    if args.length is None and args.image_size is None:
+        raise UsageError("expected --length N (tokens) or --image-size PX (a vision grid)")
+    record = load_source(args.source, args.family)
+    mechanisms = getattr(record, "mechanisms", ())
+    grids = [m.record for m in mechanisms if m.kind == "grid"]
+    checks = []  # (fits, line, json)
+    if args.image_size is not None:
+        if not grids:
+            raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {record.scheme}")
+        for grid in grids:
+            fits, line = grid.check_image_size(args.image_size)
+            h, w = args.image_size
+            patch = grid.table.patch_size
+            checks.append(
+                (
+                    fits,
+                    line,
+                    {
+                        "source": grid.source,
+                        "family": grid.family,
+                        "scheme": "grid",
+                        "key": grid.key,
+                        "image_size": [h, w],
+                        "grid": [h // patch[0], w // patch[1]],
+                        "trained_grid": list(grid.table.grid),
+                        "trained_image_size": list(grid.table.image_size),
+                        "patch_size": list(patch),
+                        "prefix_tokens": grid.table.prefix_tokens,
+                        "fits": fits,
+                        "message": line,
+                    },
+                )
+            )
+    if args.length is not None:
+        if grids and all(m.kind == "grid" for m in mechanisms):
+            raise UsageError(
+                f"--length: {grids[0].describe_limit()}: it limits the image size; ask with --image-size PX"
+            )
+        result = verdict(record, args.length)
+        checks.append((result["fits"], result["message"], result))
+    fits = all(c[0] for c in checks)
     if args.json:
-        print(dumps_json(result))
-    elif fits:
-        print(line)
+        print(dumps_json(checks[0][2] if len(checks) == 1 else {"fits": fits, "checks": [c[2] for c in checks]}))
     else:
-        print(f"{PROG} check: limit exceeded: {line}", file=sys.stderr)
+        for ok, line, _ in checks:
+            if ok:
+                print(line)
+            else:
+                print(f"{PROG} check: limit exceeded: {line}", file=sys.stderr)
     return EXIT_OK if fits else EXIT_LIMIT
 
 
@@ -307,8 +359,12 @@ def _configure_inspect(p: argparse.ArgumentParser) -> None:
 def _configure_check(p: argparse.ArgumentParser) -> None:
     _add_source(p)
     _add_family(p)
+    p.add_argument("--length", "-n", type=_positive_int, metavar="N", help="number of positions (0..N-1) to fit")
     p.add_argument(
-        "--length", "-n", type=_positive_int, required=True, metavar="N", help="number of positions (0..N-1) to fit"
+        "--image-size",
+        type=_image_size,
+        metavar="PX",
+        help="image side in pixels (or HxW) for a vision position grid: exit 0 when it gives the trained grid",
     )
     _add_json(p, "the verdict")
 
@@ -387,7 +443,8 @@ COMMANDS: dict[str, Command] = {
     ),
     "check": Command(
         "exit 0 if N positions fit in the table, else exit 1 with one line naming the limit",
-        f"{PROG} check path/to/gpt2 --length 1024     # exit 0\n  {PROG} check path/to/gpt2 --length 1025     # exit 1: 1 past the limit",
+        f"{PROG} check path/to/gpt2 --length 1024     # exit 0\n  {PROG} check path/to/gpt2 --length 1025     # exit 1: 1 past the limit"
+        f"\n  {PROG} check path/to/vit --image-size 448   # exit 1: the 14 x 14 grid must be resized (fp.resize_grid)",
         _configure_check,
         cmd_check,
     ),

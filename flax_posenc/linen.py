@@ -515,3 +515,70 @@ class RelativePositionBias(nn.Module):
 
 
 __all__ += ["RelativePositionBias"]
+__all__ += ["PatchPositionalEmbedding"]
+
+
+class PatchPositionalEmbedding(nn.Module):
+    """A vision transformer's learned 2-D position grid (see the NNX module of the same name).
+
+    The parameter is ``embedding``, ``(prefix_tokens + gh * gw, dim)``, logical axes
+    ``(None, "embed")``; :meth:`from_pretrained` returns ``(module, variables)``.
+    """
+
+    grid: tuple[int, int]
+    dim: int
+    prefix_tokens: int = 1
+    patch_size: Any = None
+    interpolate: bool = False
+    convention: str = "torch_bicubic"
+    param_dtype: jnp.dtype = jnp.float32
+    embedding_init: nn.initializers.Initializer = default_embed_init
+    position_name: str = "position grid"
+
+    @nn.compact
+    def __call__(self, x: jax.Array, *, grid=None, image_size=None, interpolate: bool | None = None) -> jax.Array:
+        from flax_posenc.grids import add_grid_positions, grid_pair
+
+        trained = grid_pair(self.grid)
+        rows = self.prefix_tokens + trained[0] * trained[1]
+        table = _param(
+            self, "embedding", self.embedding_init, (rows, self.dim), self.param_dtype, AXES["position_embeddings"]
+        )
+        if image_size is not None:
+            from flax_posenc.conversion.grid_tables import image_grid
+
+            if self.patch_size is None:
+                raise ValueError("image_size: this module has no patch_size; pass grid=(gh, gw)")
+            grid = image_grid(image_size, self.patch_size)
+        return add_grid_positions(
+            x,
+            table,
+            prefix_tokens=self.prefix_tokens,
+            trained_grid=trained,
+            grid=grid,
+            interpolate=self.interpolate if interpolate is None else interpolate,
+            convention=self.convention,
+            name=self.position_name,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls, source, *, interpolate: bool = False, convention: str | None = None, param_dtype=jnp.float32
+    ) -> tuple[PatchPositionalEmbedding, dict]:
+        """``(module, variables)`` for the position grid of a vision checkpoint (see the NNX twin)."""
+        from flax_posenc.conversion.grid_tables import load_grid_table
+
+        table = load_grid_table(source)
+        module = cls(
+            table.grid,
+            table.dim,
+            prefix_tokens=table.prefix_tokens,
+            patch_size=table.patch_size,
+            interpolate=interpolate,
+            convention=convention or table.convention,
+            param_dtype=param_dtype,
+            embedding_init=lambda *_: jnp.asarray(table.weights, param_dtype),
+            position_name=f"{table.family} position grid ({table.key})",
+        )
+        x = jnp.zeros((1, table.rows, table.dim), param_dtype)
+        return module, module.init(jax.random.key(0), x)

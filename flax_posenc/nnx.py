@@ -679,3 +679,122 @@ class RelativePositionBias(nnx.Module):
 
 
 __all__ += ["RelativePositionBias"]
+__all__ += ["PatchPositionalEmbedding"]
+
+
+class PatchPositionalEmbedding(nnx.Module):
+    """A vision transformer's learned 2-D position grid, added to its tokens (ViT, DeiT, CLIP, SigLIP).
+
+    The parameter ``embedding`` has ``prefix_tokens + gh * gw`` rows (class/distillation tokens,
+    then the ``grid`` row-major), logical axes ``(None, "embed")``. A call on ``(batch,
+    prefix_tokens + gh * gw, dim)`` tokens adds the positions. Tokens of another grid raise
+    :class:`~flax_posenc.PositionLimitError` naming the trained grid, unless the module
+    (``interpolate=True``) or the call asks to interpolate; the grid is then resized as
+    :func:`~flax_posenc.resize_grid` does under ``convention`` (the checkpoint's own with
+    :meth:`from_pretrained`). The core is :func:`~flax_posenc.grids.add_grid_positions`.
+
+    Args:
+      grid: ``(gh, gw)`` patches the table was trained for (or one int).
+      dim: vector width.
+      prefix_tokens: rows before the grid (ViT/CLIP 1, DeiT 2, SigLIP 0).
+      patch_size: pixels per patch (lets a call give ``image_size``); optional.
+      interpolate: resize on a different grid instead of raising.
+      convention: how to resize (:data:`~flax_posenc.grid_config.GRID_CONVENTIONS` or a model type).
+      param_dtype, embedding_init, rngs: the table's dtype, initializer and ``params`` stream.
+      position_name: the table's name in messages.
+
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> import flax_posenc as fp
+    >>> pos = fp.nnx.PatchPositionalEmbedding((14, 14), 8, rngs=nnx.Rngs(0))
+    >>> pos(jnp.zeros((2, 197, 8))).shape
+    (2, 197, 8)
+    >>> pos(jnp.zeros((2, 785, 8)))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: position grid holds a 14 x 14 grid of patches + 1 class token (197 positions); asked for a 28 x 28 grid (785 positions): pass interpolate=True to resize it (fp.resize_grid)
+    >>> pos(jnp.zeros((2, 785, 8)), interpolate=True).shape
+    (2, 785, 8)
+    """
+
+    def __init__(
+        self,
+        grid,
+        dim: int,
+        *,
+        prefix_tokens: int = 1,
+        patch_size=None,
+        interpolate: bool = False,
+        convention: str = "torch_bicubic",
+        param_dtype=jnp.float32,
+        embedding_init=default_embed_init,
+        position_name: str = "position grid",
+        rngs: nnx.Rngs,
+    ):
+        from flax_posenc.grid_config import convention_for
+        from flax_posenc.grids import grid_pair
+
+        self.grid = grid_pair(grid)
+        self.prefix_tokens = int(prefix_tokens)
+        self.patch_size = patch_size
+        self.interpolate = interpolate
+        self.convention = convention_for(convention).name
+        self.position_name = position_name
+        rows = self.prefix_tokens + self.grid[0] * self.grid[1]
+        self.embedding = _param(embedding_init(rngs.params(), (rows, dim), param_dtype), AXES["position_embeddings"])
+
+    def __call__(self, x: jax.Array, *, grid=None, image_size=None, interpolate: bool | None = None) -> jax.Array:
+        """``x + positions`` for ``x`` of shape ``(..., prefix_tokens + gh * gw, dim)``.
+
+        ``grid`` (or ``image_size`` in pixels, with the module's ``patch_size``) names ``x``'s
+        grid when it is not the trained one nor square; ``interpolate`` overrides the module's.
+        """
+        from flax_posenc.grids import add_grid_positions
+
+        if image_size is not None:
+            from flax_posenc.conversion.grid_tables import image_grid
+
+            if self.patch_size is None:
+                raise ValueError("image_size: this module has no patch_size; pass grid=(gh, gw)")
+            grid = image_grid(image_size, self.patch_size)
+        return add_grid_positions(
+            x,
+            self.embedding[...],
+            prefix_tokens=self.prefix_tokens,
+            trained_grid=self.grid,
+            grid=grid,
+            interpolate=self.interpolate if interpolate is None else interpolate,
+            convention=self.convention,
+            name=self.position_name,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls, source, *, interpolate: bool = False, convention: str | None = None, param_dtype=jnp.float32
+    ) -> PatchPositionalEmbedding:
+        """The position grid of a vision checkpoint (:func:`~flax_posenc.conversion.load_grid_table`).
+
+        ``convention`` defaults to the checkpoint's own (its model type's
+        ``interpolate_pos_encoding``); ``position_name`` names the checkpoint's tensor.
+
+        Raises:
+          CheckpointError: the source is not a vision checkpoint with a learned grid (one line).
+        """
+        from flax_posenc.conversion.grid_tables import load_grid_table
+
+        table = load_grid_table(source)
+        module = nnx.eval_shape(
+            lambda: cls(
+                table.grid,
+                table.dim,
+                prefix_tokens=table.prefix_tokens,
+                patch_size=table.patch_size,
+                interpolate=interpolate,
+                convention=convention or table.convention,
+                param_dtype=param_dtype,
+                position_name=f"{table.family} position grid ({table.key})",
+                rngs=nnx.Rngs(0),
+            )
+        )
+        module.embedding.set_value(jnp.asarray(table.weights, param_dtype))
+        return module

@@ -529,8 +529,8 @@ def figure_path(out_dir: str | Path, kind: str, prefix: str = "") -> Path:
     >>> figure_path("figs", "heatmap").as_posix()
     'figs/heatmap.png'
     """
-    if kind not in TABLE_FIGURES and kind not in RELATIVE_FIGURES:
-        raise ValueError(f"kind: expected one of {[*TABLE_FIGURES, *RELATIVE_FIGURES]}, got {kind!r}")
+    if kind not in TABLE_FIGURES and kind not in RELATIVE_FIGURES and kind not in GRID_FIGURES:
+        raise ValueError(f"kind: expected one of {[*TABLE_FIGURES, *RELATIVE_FIGURES, *GRID_FIGURES]}, got {kind!r}")
     return Path(out_dir) / f"{prefix}{kind}.png"
 
 
@@ -799,7 +799,7 @@ def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str =
 
 
 #: Mechanism kinds with figures: tables, RoPE, ALiBi and relative biases.
-_PLOTTED_KINDS = ("learned", "sinusoidal", "rope", "alibi", "relative_bias")
+_PLOTTED_KINDS = ("learned", "sinusoidal", "rope", "alibi", "relative_bias", "grid")
 
 
 def figure_jobs(
@@ -808,7 +808,7 @@ def figure_jobs(
     """The figures of a :class:`~flax_posenc.conversion.SourceRecord` as ``(label, draw)`` steps.
 
     A learned/sinusoidal table (a record with a ``table``) gets the :data:`TABLE_FIGURES`, one
-    step each; a RoPE/ALiBi config or a relative-bias source gets :func:`plot_relative` (``dims``
+    step each; a vision grid ``grid_similarity.png`` (:func:`plot_grid_similarity`); a RoPE/ALiBi config or a relative-bias source gets :func:`plot_relative` (``dims``
     does not apply). Each ``draw()`` writes its PNGs into ``out_dir`` and returns their paths.
     What ``flax-posenc plot`` and the tour run.
 
@@ -837,6 +837,9 @@ def figure_jobs(
             )
             jobs += figure_jobs(m.record, out_dir, dims=dims if m.table is not None else None, prefix=sub)
         return jobs
+    if getattr(record, "scheme", None) == "grid":  # a vision grid: Dosovitskiy et al.'s Figure 7
+        path = figure_path(out_dir, "grid_similarity", prefix)
+        return [("grid_similarity", lambda: [plot_grid_similarity(record.table, path)])]
     table = getattr(record, "table", None)
     if table is None:
         return [("figures", lambda: plot_relative(record, out_dir, prefix=prefix))]
@@ -851,3 +854,138 @@ def figure_jobs(
         return lambda: [plot_table_figure(kind, table, out_dir, dims=dims, prefix=prefix)]
 
     return [(kind, draw(kind)) for kind in TABLE_FIGURES]
+
+
+# --------------------------------------------------------------------------- 2-D position grids
+
+#: patches per side drawn in a grid-similarity figure; a larger grid shows every s-th patch.
+MAX_GRID_PANELS = 32
+
+
+def grid_cosine_similarity(patches: Any) -> np.ndarray:
+    """``(gh, gw, gh, gw)``: the cosine similarity of patch ``(i, j)``'s position to patch ``(k, l)``'s.
+
+    ``patches`` is a ``(gh, gw, dim)`` grid (a :class:`~flax_posenc.conversion.GridTable`'s
+    ``.patches``); computed in float64. A zero vector has similarity 0 to everything.
+
+    >>> grid_cosine_similarity(np.eye(4).reshape(2, 2, 4))[0, 0].tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
+    """
+    grid = np.asarray(patches, np.float64)
+    gh, gw, dim = grid.shape
+    flat = grid.reshape(gh * gw, dim)
+    norms = np.linalg.norm(flat, axis=1)
+    unit = flat / np.where(norms > 0, norms, 1.0)[:, None]
+    return (unit @ unit.T).reshape(gh, gw, gh, gw)
+
+
+def _grid_mosaic(similarity: np.ndarray, stride: int) -> np.ndarray:
+    """One image of ``gh x gw`` small heatmaps (every ``stride``-th patch), NaN gutters between them."""
+    gh, gw = similarity.shape[:2]
+    rows, cols = range(0, gh, stride), range(0, gw, stride)
+    mosaic = np.full((len(rows) * (gh + 1) - 1, len(cols) * (gw + 1) - 1), np.nan)
+    for a, i in enumerate(rows):
+        for b, j in enumerate(cols):
+            mosaic[a * (gh + 1) : a * (gh + 1) + gh, b * (gw + 1) : b * (gw + 1) + gw] = similarity[i, j]
+    return mosaic
+
+
+def _grid_panel(fig, ax, patches: np.ndarray, heading: str) -> str:
+    gh, gw = patches.shape[:2]
+    stride = _stride_for(max(gh, gw), MAX_GRID_PANELS)
+    similarity = grid_cosine_similarity(patches)
+    low = float(np.nanmin(similarity))  # the colour range: the data's lowest similarity to 1
+    im = ax.imshow(
+        _grid_mosaic(similarity, stride), cmap="viridis", vmin=min(low, 0.999), vmax=1, interpolation="nearest"
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_xlabel("input patch column" + (f" (every {stride}th)" if stride > 1 else ""))
+    ax.set_ylabel("input patch row" + (f" (every {stride}th)" if stride > 1 else ""))
+    ax.set_title(heading, fontsize=10)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="cosine similarity")
+    return f"every {stride}th patch of {gh} x {gw}" if stride > 1 else ""
+
+
+def _grid_of(grid: Any) -> tuple[np.ndarray, str, bool]:
+    """``(patches (gh, gw, dim), name, random_init)`` of a GridTable or a ``(gh, gw, dim)`` array."""
+    if hasattr(grid, "patches"):
+        name, random_init = model_name(grid.source) if grid.source else (f"{grid.family} {grid.key}", False)
+        return np.asarray(grid.patches, np.float64), f"{name}: {grid.describe()}", random_init
+    patches = np.asarray(grid, np.float64)
+    if patches.ndim != 3 or 0 in patches.shape:
+        raise ValueError(f"grid: expected a GridTable or a (gh, gw, dim) array, found shape {patches.shape}")
+    return patches, f"{patches.shape[0]} x {patches.shape[1]} grid", False
+
+
+def plot_grid_similarity(
+    grid: Any, path: str | Path, *, title: str | None = None, random_init: bool | None = None
+) -> Path:
+    """Dosovitskiy et al.'s Figure 7: for each patch, its position's cosine similarity to every other.
+
+    The figure is a ``gh x gw`` grid of small ``gh x gw`` heatmaps; the small map at row ``i``,
+    column ``j`` shows patch ``(i, j)``'s similarity to each patch. ``grid`` is a
+    :class:`~flax_posenc.conversion.GridTable` or a ``(gh, gw, dim)`` array; a grid of more than
+    :data:`MAX_GRID_PANELS` patches a side shows every ``s``-th patch's map (said in the title).
+    ``random_init`` (default: from the checkpoint, see :func:`model_name`) puts "randomly
+    initialised" on the figure.
+    """
+    patches, name, detected = _grid_of(grid)
+    fig = _figure(7.5, 7)
+    ax = fig.add_subplot()
+    dropped = _grid_panel(fig, ax, patches, "position-embedding similarity")
+    suffix = _announce(f"grid similarity of {name}", [dropped] if dropped else [])
+    _title(
+        fig,
+        (title or f"Patch position similarity: {name}") + suffix,
+        random_init=detected if random_init is None else random_init,
+    )
+    return _save(fig, path)
+
+
+def plot_grid_resize(
+    grid: Any,
+    image_size: Any,
+    path: str | Path,
+    *,
+    convention: str | None = None,
+    title: str | None = None,
+    random_init: bool | None = None,
+) -> Path:
+    """The grid-similarity picture before and after resizing to ``image_size`` px (:func:`~flax_posenc.resize_grid`).
+
+    ``grid`` is a :class:`~flax_posenc.conversion.GridTable`; ``convention`` defaults to its own.
+    """
+    import flax_posenc as fp
+
+    patches, name, detected = _grid_of(grid)
+    resized_rows = np.asarray(fp.resize_grid(grid, image_size, convention=convention), np.float64)
+    from flax_posenc.conversion.grid_tables import image_grid
+
+    gh, gw = image_grid(image_size, grid.patch_size)
+    resized = resized_rows[grid.prefix_tokens :].reshape(gh, gw, -1)
+    fig = _figure(11, 5.5)
+    dropped = [
+        _grid_panel(
+            fig, fig.add_subplot(1, 2, 1), patches, f"trained: {patches.shape[0]} x {patches.shape[1]} patches"
+        ),
+        _grid_panel(
+            fig,
+            fig.add_subplot(1, 2, 2),
+            resized,
+            f"resized to {gh} x {gw} ({convention or grid.convention})",
+        ),
+    ]
+    suffix = _announce(f"grid resize of {name}", [d for d in dropped if d])
+    _title(
+        fig,
+        (title or f"Patch position similarity before and after resizing: {name}") + suffix,
+        random_init=detected if random_init is None else random_init,
+    )
+    return _save(fig, path)
+
+
+GRID_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType({"grid_similarity": plot_grid_similarity})
+"""The figures of a vision position grid, by kind (``flax-posenc plot``)."""
+
+__all__ += ["GRID_FIGURES", "MAX_GRID_PANELS", "grid_cosine_similarity", "plot_grid_resize", "plot_grid_similarity"]

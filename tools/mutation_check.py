@@ -222,6 +222,36 @@ MUTANTS = [
         "factor * trained > MAX_POSITIONS * 2**30:",
         "tests/test_hostile.py",
     ),
+    (  # M36 torch's half-pixel source index dropped (corners aligned instead) in the grid resize (issue 23)
+        "flax_posenc/grid_config.py",
+        "src = step * rows if convention.align_corners else step * (rows + 0.5) - 0.5",
+        "src = step * rows",
+        "tests/test_grids.py",
+    ),
+    (  # M37 the antialiased kernel not widened when shrinking (timm / DINOv2-with-registers downsampling)
+        "flax_posenc/grid_config.py",
+        "support = 2.0 * step if step >= 1.0 else 2.0",
+        "support = 2.0",
+        "tests/test_grids.py",
+    ),
+    (  # M38 DeiT read with one prefix row (its distillation token's position taken for a patch)
+        "flax_posenc/conversion/grid_tables.py",
+        'GridFamily("deit", ("deit",), "embeddings.position_embeddings", 2, "torch_bicubic")',
+        'GridFamily("deit", ("deit",), "embeddings.position_embeddings", 1, "torch_bicubic")',
+        "tests/test_grid_reader.py",
+    ),
+    (  # M39 another grid silently added without resizing or refusing
+        "flax_posenc/grids.py",
+        "        if not interpolate:\n            raise PositionLimitError(",
+        "        if False:\n            raise PositionLimitError(",
+        "tests/test_grid_modules.py",
+    ),
+    (  # M40 a patch size that does not divide the image size accepted (floor division)
+        "flax_posenc/conversion/grid_tables.py",
+        "    if h % ph or w % pw:",
+        "    if False:",
+        "tests/test_grid_reader.py",
+    ),
 ]
 
 

@@ -12,6 +12,8 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
   (:class:`PositionTable`: ``weights``, ``family``, ``key``, ``offset``, ``max_length``).
 - :func:`load_input_block` -- every weight of the family's embedding block
   (:class:`InputBlockWeights`), enough to reproduce Hugging Face's embedding output.
+- :func:`load_grid_table` -- the learned 2-D position grid of a vision checkpoint
+  (:class:`GridTable`: ``weights``, ``grid``, ``prefix_tokens``, ``patch_size``, ``image_size``).
 - :func:`load_relative_bias` -- a T5/mT5/UMT5/LongT5/MPNet learned relative position bias
   table and its buckets (:class:`RelativeBiasTable`).
 - :func:`export_position_table` -- write a new table into a copy of the checkpoint.
@@ -35,6 +37,7 @@ from __future__ import annotations
 from flax_posenc.conversion.checkpoint import CheckpointReader, open_checkpoint
 from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
+from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, GridTable, load_grid_table
 from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.conversion.load import load_input_block, load_position_table
 from flax_posenc.conversion.relative_bias import RelativeBiasTable, load_relative_bias
@@ -50,11 +53,14 @@ from flax_posenc.errors import CheckpointError
 
 __all__ = [
     "FAMILIES",
+    "GRID_FAMILIES",
     "CheckpointError",
     "CheckpointReader",
     "Detected",
     "Family",
     "FamilyMatch",
+    "GridSource",
+    "GridTable",
     "InputBlockWeights",
     "LearnedTableSource",
     "PositionTable",
@@ -63,6 +69,7 @@ __all__ = [
     "detect_family",
     "export_position_table",
     "inspect_source",
+    "load_grid_table",
     "load_input_block",
     "load_position_table",
     "load_relative_bias",

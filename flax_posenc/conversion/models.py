@@ -13,7 +13,9 @@ each with its own limit:
 - ``learned`` tables read for their limit and rows only
   (:data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES`), ``sinusoidal`` tables a model
   computes (:data:`~flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES`),
-  ``deberta_relative`` (:data:`~flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES`) and
+  ``deberta_relative`` (:data:`~flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES`),
+  ``grid``: a vision transformer's learned 2-D position grid
+  (:data:`~flax_posenc.conversion.grid_tables.GRID_FAMILIES`), and
   ``none`` (:data:`NO_POSITION_MODEL_TYPES`: recurrent and state-space models).
 
 :data:`MODEL_MECHANISMS` is derived from those registries (a model type listed in two of them,
@@ -40,6 +42,7 @@ from typing import Any, cast
 from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
+from flax_posenc.conversion.grid_tables import GRID_FAMILIES
 from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
@@ -67,6 +70,7 @@ MECHANISM_KINDS: tuple[str, ...] = (
     "alibi",
     "relative_bias",
     "deberta_relative",
+    "grid",
     "none",
 )
 
@@ -74,6 +78,7 @@ MECHANISM_KINDS: tuple[str, ...] = (
 _REGISTRIES: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("learned", FAMILIES),
     ("table", TABLE_FAMILIES),
+    ("grid", GRID_FAMILIES),
     ("computed_sinusoid", COMPUTED_SINUSOID_FAMILIES),
     ("rope_alibi", RELATIVE_FAMILIES),
     ("relative_bias", RELATIVE_BIAS_FAMILIES),
@@ -252,6 +257,8 @@ class Mechanism:
 
 
 def _details(m: Mechanism) -> dict[str, Any]:
+    if m.kind == "grid":
+        return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "limit", "scheme")}
     if m.table is not None:
         t = m.table
         return {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset}
@@ -410,6 +417,10 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
 
             if has_table(name, config, config_path):
                 records.append(LearnedTableSource(read_position_table(source, name, config)))
+        elif registry == "grid":
+            from flax_posenc.conversion.grid_tables import GridSource, load_grid_table
+
+            records.append(GridSource(load_grid_table(source, family=name)))
         elif registry == "computed_sinusoid":
             records.append(computed_sinusoid_from_dict(config, name, text, config_path))
         elif registry == "deberta_relative":

@@ -41,6 +41,8 @@ class TableFamily:
       length_field: the config field declaring the table's length (checked against its rows).
       present_flag, present_default: a config flag without which the model has no such table
         (DeBERTa's ``position_biased_input``) and its default.
+      config_section: the sub-config holding ``length_field`` in a composite checkpoint (the
+        text tower of ``clip``/``siglip``: ``"text_config"``), else ``None``.
     """
 
     name: str
@@ -52,6 +54,7 @@ class TableFamily:
     present_flag: str | None = None
     present_default: bool = True
     length_field: str = "max_position_embeddings"
+    config_section: str | None = None
 
     def expected_rows(self, declared: int) -> int:
         """The rows a table must have for ``length_field`` = ``declared``: the field counts the
@@ -122,6 +125,18 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 key_suffix="decoder.embed_positions.weight",
             ),
             TableFamily("clip_text", ("clip_text_model",), key_suffix="embeddings.position_embedding.weight"),
+            TableFamily(
+                "clip_text_tower",
+                ("clip",),
+                key_suffix="text_model.embeddings.position_embedding.weight",
+                config_section="text_config",
+            ),
+            TableFamily(
+                "siglip_text_tower",
+                ("siglip",),
+                key_suffix="text_model.embeddings.position_embedding.weight",
+                config_section="text_config",
+            ),
             TableFamily("gpt2_like", ("gpt-sw3", "gpt_bigcode"), key_suffix="wpe.weight", length_field="n_positions"),
             TableFamily("openai_gpt", ("openai-gpt",), key_suffix="positions_embed.weight", length_field="n_positions"),
             TableFamily("biogpt", ("biogpt",), key_suffix="embed_positions.weight", offset=2),
@@ -170,11 +185,15 @@ def read_position_table(source: str | os.PathLike, family: str, config: Mapping[
         raise fail(
             ckpt.weights_path, f"a position table with more than its {offset} reserved rows", f"{weights.shape[0]} rows"
         )
-    declared = config.get(row.length_field)
+    section = config.get(row.config_section) if row.config_section is not None else config
+    if not isinstance(section, Mapping):
+        raise fail(ckpt.config_path or ckpt.weights_path, f"{row.config_section} as an object", repr(section)[:80])
+    declared = section.get(row.length_field)
     if isinstance(declared, int) and not isinstance(declared, bool) and row.expected_rows(declared) != weights.shape[0]:
         raise fail(
             ckpt.weights_path,
-            f"{keys[0]} of {row.expected_rows(declared)} rows ({row.length_field} {declared} in config.json)",
+            f"{keys[0]} of {row.expected_rows(declared)} rows "
+            f"({row.config_section + '.' if row.config_section else ''}{row.length_field} {declared} in config.json)",
             f"{weights.shape[0]} rows",
         )
     return PositionTable(

@@ -15,6 +15,9 @@ own modules hold and do:
   enforce it).
 - Learned tables: the rows (bit-equal) and the limit transformers enforces: a forward pass of
   ``limit`` tokens works and one of ``limit + 1`` fails.
+- Vision grids: the rows (bit-equal), the tokens the embeddings module yields at the trained
+  size, and ``fp.resize_grid`` at twice the size against the model's own float32
+  ``interpolate_pos_encoding`` (8 float32 ulps at the table's largest magnitude).
 - A mechanism in the model that we did not report (a rotary module, a position table) is a problem.
 
 An empty list means the model type conforms.
@@ -238,6 +241,8 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
     if not np.array_equal(state[keys[0]], np.asarray(table.weights)):
         problems.append(f"table {table.key} rows differ from the checkpoint's")
     limit = mech.limit
+    if table.key.startswith("text_model.") and hasattr(model, "text_model"):  # a CLIP/SigLIP text tower
+        model = model.text_model
     vocab = int(getattr(model.config, "vocab_size", 100) or 100)
     ids = lambda n: torch.full((1, n), min(5, vocab - 1), dtype=torch.long)  # noqa: E731
 
@@ -258,6 +263,39 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
         problems.append(f"a forward pass of {limit} tokens (our limit) fails in transformers")
     if ok_past:
         problems.append(f"a forward pass of {limit + 1} tokens works in transformers (our limit is {limit})")
+    return problems
+
+
+def _grid_problems(model, mech) -> list[str]:
+    """A vision grid: rows bit-equal to the model's; the embeddings module yields prefix + gh * gw
+    tokens (besides DINOv2's registers) at the trained size; fp.resize_grid at twice the size
+    within 8 float32 ulps of the model's own float32 interpolate_pos_encoding."""
+    import torch
+
+    import flax_posenc as fp
+
+    table = mech.record.table
+    emb = model.vision_model.embeddings if hasattr(model, "vision_model") else model.embeddings
+    stored = emb.position_embeddings if hasattr(emb, "position_embeddings") else emb.position_embedding.weight
+    stored = stored.detach().numpy().reshape(-1, stored.shape[-1])
+    problems = []
+    if not np.array_equal(stored, table.weights):
+        problems.append(f"grid {table.key} rows differ from the model's")
+    config = getattr(model.config, "vision_config", model.config)
+    h, w = table.image_size
+    with torch.no_grad():
+        tokens = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w)).shape[1]
+        registers = getattr(config, "num_register_tokens", 0)
+        if tokens - registers != table.rows:
+            problems.append(
+                f"the model yields {tokens - registers} position tokens at {h} x {w} px; we read {table.rows}"
+            )
+        n = table.prefix_tokens + 4 * table.grid[0] * table.grid[1]
+        ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), 2 * h, 2 * w).reshape(-1, table.dim).numpy()
+    ours = np.asarray(fp.resize_grid(table, (2 * h, 2 * w)))
+    err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
+    if ours.shape != ref.shape or err > 8:
+        problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
     return problems
 
 
@@ -417,4 +455,6 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
             problems += _relative_bias_problems(model, mech)
         elif mech.kind == "deberta_relative":
             problems += _deberta_problems(model, mech)
+        elif mech.kind == "grid":
+            problems += _grid_problems(model, mech)
     return problems

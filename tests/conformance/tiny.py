@@ -61,6 +61,9 @@ SMALL: dict[str, Any] = {
     "eos_token_id": 2,
 }
 
+#: One tower of a composite vision-text config (CLIP, SigLIP), small.
+_TOWER = {"hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
@@ -78,6 +81,17 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "pos_att_type": ["p2c", "c2p"],
     },
     "gpt_neo": {"attention_types": [[["global", "local"], 2]]},
+    # vision grids: a 4 x 4 grid (32 px / 8) instead of 14 x 14 or DINOv2's 37 x 37
+    **{t: {"image_size": 32, "patch_size": 8} for t in ("vit", "deit", "dinov2", "dinov2_with_registers")},
+    **{t: {"image_size": 32, "patch_size": 8} for t in ("clip_vision_model", "siglip_vision_model")},
+    "dinov2_with_registers": {"image_size": 32, "patch_size": 8, "num_register_tokens": 2},
+    **{
+        t: {
+            "vision_config": {**_TOWER, "image_size": 32, "patch_size": 8},
+            "text_config": {**_TOWER, "vocab_size": 128, "max_position_embeddings": length},
+        }
+        for t, length in (("clip", 77), ("siglip", 64))
+    },
 }
 
 

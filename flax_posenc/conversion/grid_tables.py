@@ -1,0 +1,458 @@
+"""Learned 2-D position grids of vision transformers, one row per family (numpy only).
+
+A ViT cuts an ``image_size`` image into ``patch_size`` patches, a ``gh x gw`` grid, and adds to
+patch ``(r, c)`` the learned row ``prefix + r * gw + c`` of its position table; the first
+``prefix`` rows belong to the class (and distillation) tokens. Each row of
+:data:`GRID_FAMILIES` says where a model type keeps that table and its sizes, read from
+transformers 5.24.0's ``modeling_*.py``:
+
+=========================  ==========================================  ======  ================
+model_type                 tensor (any prefix)                         prefix  config section
+=========================  ==========================================  ======  ================
+vit                        embeddings.position_embeddings (1, N, D)    1       top level
+deit                       embeddings.position_embeddings (1, N, D)    2       top level
+dinov2, ..._with_registers embeddings.position_embeddings (1, N, D)    1       top level
+clip_vision_model          embeddings.position_embedding.weight        1       top level
+clip                       vision_model.embeddings.position_embedding  1       vision_config
+siglip_vision_model        embeddings.position_embedding.weight        0       top level
+siglip                     vision_model.embeddings.position_embedding  0       vision_config
+=========================  ==========================================  ======  ================
+
+(DINOv2's register tokens are not in its position table: positions cover the class token and
+the patches only.) A model type listed here has a ``grid`` mechanism in
+:data:`~flax_posenc.conversion.models.MODEL_MECHANISMS`; the text towers of CLIP (77 tokens) and
+SigLIP (64) are learned tables of :data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES`.
+
+>>> import numpy as np
+>>> g = GridTable(np.zeros((197, 8), np.float32), family="vit", key="pos", prefix_tokens=1,
+...               patch_size=(16, 16), image_size=(224, 224), model_type="vit")
+>>> g.grid, g.describe()
+((14, 14), 'grid 14 x 14 patches (224 px / 16) + 1 class token')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from flax_posenc.conversion.readers import fail, read_float
+from flax_posenc.conversion.sources import open_checkpoint
+
+__all__ = [
+    "GRID_FAMILIES",
+    "MAX_IMAGE_SIDE",
+    "MAX_PATCHES",
+    "GridFamily",
+    "GridSource",
+    "GridTable",
+    "grid_of_rows",
+    "image_grid",
+    "load_grid_table",
+    "prefix_text",
+]
+
+#: pixels along one side of an image (2**16 px: 64 times a 1024-px ViT input).
+MAX_IMAGE_SIDE = 1 << 16
+#: patches in one resized grid (2**22: a 2048 x 2048 grid).
+MAX_PATCHES = 1 << 22
+
+_PREFIX_NAMES = {0: "", 1: " + 1 class token", 2: " + class and distillation tokens"}
+
+
+@dataclasses.dataclass(frozen=True)
+class GridFamily:
+    """One vision family's learned position grid, as data.
+
+    Attributes:
+      name: our name; model_types: ``config.json`` values that mean it.
+      key_suffix: the tensor's name without the checkpoint's prefix (``(1, N, D)`` parameters
+        and ``(N, D)`` embedding weights are both read as ``(N, D)``).
+      prefix_tokens: rows before the grid (class token 1, DeiT's class + distillation 2, SigLIP 0).
+      config_section: the sub-config holding ``image_size``/``patch_size`` in a composite
+        checkpoint (``"vision_config"`` for ``clip``/``siglip``), else ``None``.
+      convention: the :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` row its own
+        ``interpolate_pos_encoding`` follows.
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    key_suffix: str
+    prefix_tokens: int
+    convention: str
+    config_section: str | None = None
+
+
+GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
+    {
+        row.name: row
+        for row in (
+            GridFamily("vit", ("vit",), "embeddings.position_embeddings", 1, "torch_bicubic"),
+            GridFamily("deit", ("deit",), "embeddings.position_embeddings", 2, "torch_bicubic"),
+            GridFamily("dinov2", ("dinov2",), "embeddings.position_embeddings", 1, "torch_bicubic"),
+            GridFamily(
+                "dinov2_with_registers",
+                ("dinov2_with_registers",),
+                "embeddings.position_embeddings",
+                1,
+                "torch_bicubic_antialias",
+            ),
+            GridFamily(
+                "clip_vision",
+                ("clip_vision_model",),
+                "embeddings.position_embedding.weight",
+                1,
+                "torch_bicubic",
+            ),
+            GridFamily(
+                "clip_vision_tower",
+                ("clip",),
+                "vision_model.embeddings.position_embedding.weight",
+                1,
+                "torch_bicubic",
+                config_section="vision_config",
+            ),
+            GridFamily(
+                "siglip_vision",
+                ("siglip_vision_model",),
+                "embeddings.position_embedding.weight",
+                0,
+                "torch_bicubic",
+            ),
+            GridFamily(
+                "siglip_vision_tower",
+                ("siglip",),
+                "vision_model.embeddings.position_embedding.weight",
+                0,
+                "torch_bicubic",
+                config_section="vision_config",
+            ),
+        )
+    }
+)
+
+
+def _positive_int(value: Any, field: str, where: object, bound: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise fail(where, f"{field} as a positive integer", repr(value)[:80])
+    if value > bound:
+        raise fail(where, f"{field} at most {bound}", repr(value)[:80])
+    return int(value)
+
+
+def _pair(value: Any, field: str, where: object, bound: int) -> tuple[int, int]:
+    """``224`` or ``(224, 224)`` -> ``(224, 224)``, each a positive integer at most ``bound``."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise fail(where, f"{field} as one integer or (height, width)", repr(value)[:80])
+        return _positive_int(value[0], field, where, bound), _positive_int(value[1], field, where, bound)
+    side = _positive_int(value, field, where, bound)
+    return side, side
+
+
+def image_grid(image_size: Any, patch_size: Any, *, where: object = "image_size") -> tuple[int, int]:
+    """The ``(gh, gw)`` patch grid of an image: ``image_size / patch_size`` along each side.
+
+    Raises:
+      ValueError: (a :class:`~flax_posenc.CheckpointError`) a size that is not a positive
+        integer, an image side past :data:`MAX_IMAGE_SIDE`, a patch size that does not divide
+        the image size, or more than :data:`MAX_PATCHES` patches; one line naming the field.
+
+    >>> image_grid(448, 16)
+    (28, 28)
+    >>> image_grid(230, 16)
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.CheckpointError: image_size: expected image_size divisible by patch_size 16, found 230 x 230 px
+    """
+    h, w = _pair(image_size, "image_size", where, MAX_IMAGE_SIDE)
+    ph, pw = _pair(patch_size, "patch_size", where, MAX_IMAGE_SIDE)
+    if h % ph or w % pw:
+        patch = f"{ph}" if ph == pw else f"{ph} x {pw}"
+        raise fail(where, f"image_size divisible by patch_size {patch}", f"{h} x {w} px")
+    gh, gw = h // ph, w // pw
+    if gh * gw > MAX_PATCHES:
+        raise fail(where, f"at most {MAX_PATCHES} patches", f"{gh} x {gw} = {gh * gw} patches")
+    return gh, gw
+
+
+def grid_of_rows(rows: int, prefix_tokens: int, *, where: object = "grid table") -> tuple[int, int]:
+    """The square ``(g, g)`` grid of a table of ``rows = prefix_tokens + g * g`` rows.
+
+    Raises:
+      CheckpointError: ``rows - prefix_tokens`` is not a positive square (one line).
+
+    >>> grid_of_rows(197, 1)
+    (14, 14)
+    """
+    patches = rows - prefix_tokens
+    side = math.isqrt(patches) if patches > 0 else 0
+    if side == 0 or side * side != patches:
+        raise fail(where, f"{prefix_tokens} prefix rows + a square grid of patches", f"{rows} rows")
+    return side, side
+
+
+@dataclasses.dataclass(frozen=True)
+class GridTable:
+    """A learned 2-D position grid as stored in a checkpoint.
+
+    Attributes:
+      weights: ``(prefix_tokens + gh * gw, dim)``: the prefix tokens' rows, then the grid in
+        row-major order (patch ``(r, c)`` is row ``prefix_tokens + r * gw + c``).
+      family: the :data:`GRID_FAMILIES` row; key: the tensor's name in the checkpoint.
+      prefix_tokens: rows before the grid (class/distillation tokens).
+      patch_size, image_size: ``(height, width)`` in pixels, from the config.
+      model_type: the checkpoint's ``model_type``.
+      source: where it came from, for messages.
+      convention: how the model resizes the grid (a
+        :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` name; :func:`~flax_posenc.resize_grid`'s default).
+
+    ``grid`` is ``image_size / patch_size``; the rows must equal ``prefix_tokens + gh * gw``.
+    """
+
+    weights: np.ndarray
+    family: str
+    key: str
+    prefix_tokens: int
+    patch_size: tuple[int, int]
+    image_size: tuple[int, int]
+    model_type: str
+    source: str = ""
+    convention: str = "torch_bicubic"
+
+    def __post_init__(self):
+        where = f"{self.source}:{self.key}" if self.source else self.key
+        shape = getattr(self.weights, "shape", ())
+        if len(shape) != 2:
+            raise fail(where, "a 2-D grid table (prefix + gh * gw, dim)", f"shape {tuple(shape)}")
+        gh, gw = image_grid(self.image_size, self.patch_size, where=where)
+        if shape[0] != self.prefix_tokens + gh * gw:
+            raise fail(
+                where,
+                f"{self.prefix_tokens + gh * gw} rows ({self.prefix_tokens} prefix + {gh} x {gw} patches of "
+                f"image_size {self._image_text()} / patch_size {self._patch_text()})",
+                f"{shape[0]} rows",
+            )
+
+    def _image_text(self) -> str:
+        h, w = self.image_size
+        return f"{h}" if h == w else f"{h} x {w}"
+
+    def _patch_text(self) -> str:
+        h, w = self.patch_size
+        return f"{h}" if h == w else f"{h} x {w}"
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """``(gh, gw)`` patches."""
+        return self.image_size[0] // self.patch_size[0], self.image_size[1] // self.patch_size[1]
+
+    @property
+    def rows(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.weights.shape[1])
+
+    @property
+    def prefix(self) -> np.ndarray:
+        """``(prefix_tokens, dim)``: the class/distillation tokens' rows."""
+        return self.weights[: self.prefix_tokens]
+
+    @property
+    def patches(self) -> np.ndarray:
+        """``(gh, gw, dim)``: the grid."""
+        return self.weights[self.prefix_tokens :].reshape(*self.grid, self.dim)
+
+    def describe(self) -> str:
+        """``"grid 14 x 14 patches (224 px / 16) + 1 class token"``."""
+        gh, gw = self.grid
+        return f"grid {gh} x {gw} patches ({self._image_text()} px / {self._patch_text()}){prefix_text(self.prefix_tokens)}"
+
+    def __repr__(self) -> str:
+        return (
+            f"GridTable(family={self.family!r}, key={self.key!r}, grid={self.grid}, "
+            f"prefix_tokens={self.prefix_tokens}, dim={self.dim}, patch_size={self.patch_size}, "
+            f"image_size={self.image_size}, source={self.source!r})"
+        )
+
+
+def prefix_text(n: int) -> str:
+    """``" + 1 class token"``, ``" + class and distillation tokens"``, ``""`` or ``" + n prefix tokens"``."""
+    return _PREFIX_NAMES.get(n, f" + {n} prefix tokens")
+
+
+def _family_of(model_type: object) -> GridFamily | None:
+    if not isinstance(model_type, str):
+        return None
+    spelled = model_type.replace("-", "_")
+    for row in GRID_FAMILIES.values():
+        if spelled in row.model_types:
+            return row
+    return None
+
+
+def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> GridTable:
+    """The learned 2-D position grid of a vision checkpoint (only that tensor is read).
+
+    Args:
+      source: a checkpoint directory, weights file beside a ``config.json``, or Hub id whose
+        ``model_type`` is in :data:`GRID_FAMILIES` (``vit``, ``deit``, ``dinov2``,
+        ``dinov2_with_registers``, ``clip``/``clip_vision_model``, ``siglip``/``siglip_vision_model``).
+      family: force a :data:`GRID_FAMILIES` row.
+
+    Returns:
+      :class:`GridTable`: ``weights`` ``(prefix + gh * gw, dim)``, ``grid``, ``prefix_tokens``,
+      ``patch_size``, ``image_size``, ``model_type``.
+
+    Raises:
+      CheckpointError: not a vision model type with a learned grid, no (or several) tensors
+        with the family's key, sizes that are not positive integers, a patch size that does not
+        divide the image size, or rows that are not ``prefix + gh * gw`` (one line naming the
+        file and the field).
+    """
+    ckpt = open_checkpoint(source)
+    config = ckpt.config
+    where_config = ckpt.config_path or ckpt.weights_path
+    row = GRID_FAMILIES.get(family) if family is not None else _family_of(config.get("model_type"))
+    if row is None:
+        expected = "a grid family: " + ", ".join(GRID_FAMILIES) if family is not None else "a vision model_type"
+        found = repr(family) if family is not None else f"model_type {config.get('model_type')!r}"
+        raise fail(where_config, f"{expected} with a learned position grid", found)
+    section = config
+    if row.config_section is not None:
+        section = config.get(row.config_section)
+        if not isinstance(section, dict):
+            raise fail(where_config, f"{row.config_section} as an object", repr(section)[:80])
+    field_where = f"{where_config}:{row.config_section + '.' if row.config_section else ''}"
+    sizes = {}
+    for field in ("image_size", "patch_size"):
+        if field not in section:
+            raise fail(f"{field_where}{field}", f"{field} in config.json", "none")
+        sizes[field] = _pair(section[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
+    image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
+    keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
+    if len(keys) != 1:
+        found = "none" if not keys else ", ".join(keys[:4])
+        raise fail(ckpt.weights_path, f"one {row.name} position grid *{row.key_suffix}", found)
+    key = keys[0]
+    _, shape = ckpt.reader.info(key)
+    if len(shape) == 3 and shape[0] == 1:
+        weights = read_float(ckpt.reader, key, ndim=3, what=f"{row.name} position grid").reshape(shape[1], shape[2])
+    else:
+        weights = read_float(ckpt.reader, key, ndim=2, what=f"{row.name} position grid")
+    return GridTable(
+        weights,
+        family=row.name,
+        key=key,
+        prefix_tokens=row.prefix_tokens,
+        patch_size=sizes["patch_size"],
+        image_size=sizes["image_size"],
+        model_type=str(config.get("model_type")),
+        source=os.fspath(source),
+        convention=row.convention,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class GridSource:
+    """A learned position grid as a :class:`~flax_posenc.conversion.SourceRecord` (a ``grid`` mechanism).
+
+    A grid limits the *image*, not a token count: an image of ``image_size`` px gives
+    ``image_size / patch_size`` patches, and the model accepts exactly the trained grid unless
+    the grid is resized (``fp.resize_grid``). So ``limit`` is ``None`` (a CLIP/SigLIP text
+    tower's limit stays the record's limit), and :meth:`check_image_size` is the question to ask.
+    """
+
+    table: GridTable
+
+    scheme = "grid"
+
+    @property
+    def source(self) -> str:
+        return self.table.source
+
+    @property
+    def family(self) -> str:
+        return self.table.family
+
+    @property
+    def key(self) -> str:
+        return self.table.key
+
+    @property
+    def model_type(self) -> str:
+        return self.table.model_type
+
+    @property
+    def limit(self) -> None:
+        return None
+
+    @property
+    def name(self) -> str:
+        name = f"{self.table.family} position grid ({self.table.key})"
+        return f"{name} of {self.table.source}" if self.table.source else name
+
+    def describe_limit(self) -> str:
+        """``"vit position grid (...) of SOURCE holds grid 14 x 14 patches (224 px / 16) + 1 class token"``."""
+        return f"{self.name} holds {self.table.describe()}"
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        """A token count is not what a grid limits: always fits, and the line says to ask about the image size."""
+        return True, f"{self.describe_limit()}; it limits the image size, not a token count (check --image-size)"
+
+    def check_image_size(self, image_size: Any) -> tuple[bool, str]:
+        """``(True, line)`` when ``image_size`` px give the trained grid, else ``(False, line)``.
+
+        Raises:
+          CheckpointError: ``image_size`` not a positive integer (or pair), past
+            :data:`MAX_IMAGE_SIDE`, or not divisible by the patch size (one line).
+        """
+        gh, gw = image_grid(image_size, self.table.patch_size, where="--image-size")
+        h, w = gh * self.table.patch_size[0], gw * self.table.patch_size[1]
+        size = f"{h}" if h == w else f"{h} x {w}"
+        if (gh, gw) == self.table.grid:
+            return True, f"{self.describe_limit()}; a {size} px image fits ({gh} x {gw} patches)"
+        return False, (
+            f"{self.describe_limit()}; a {size} px image needs {gh} x {gw} patches: "
+            f"the grid must be resized (fp.resize_grid)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.table
+        return {
+            "source": t.source,
+            "family": t.family,
+            "key": t.key,
+            "scheme": "grid",
+            "model_type": t.model_type,
+            "grid": list(t.grid),
+            "prefix_tokens": t.prefix_tokens,
+            "patch_size": list(t.patch_size),
+            "image_size": list(t.image_size),
+            "convention": t.convention,
+            "dim": t.dim,
+            "rows": t.rows,
+            "limit": self.limit,
+            "sentence": t.describe(),
+        }
+
+    def __str__(self) -> str:
+        t = self.table
+        return "\n".join(
+            [
+                f"source:      {t.source}",
+                f"family:      {t.family} (model_type {t.model_type})",
+                f"key:         {t.key}",
+                "scheme:      grid",
+                f"positions:   {t.describe()}",
+                f"rows:        {t.rows} x {t.dim}",
+                f"limit:       {self.describe_limit()}",
+            ]
+        )

@@ -1,0 +1,242 @@
+"""How each vision model resizes its learned 2-D position grid: conventions as data, numpy only.
+
+A vision transformer trained at one resolution holds a ``(gh, gw)`` grid of learned position
+vectors (plus rows for its class/distillation tokens). At another resolution the grid is
+resampled, and every family does it a little differently. Each row of
+:data:`GRID_CONVENTIONS` is one such recipe, read from the code that defines it:
+
+- ``"torch_bicubic"``: ``F.interpolate(mode="bicubic", align_corners=False, size=...)``, the
+  cubic convolution kernel with ``a = -0.75``, edge rows replicated (transformers' ViT, DeiT,
+  DINOv2, CLIP and SigLIP ``interpolate_pos_encoding``);
+- ``"torch_bicubic_antialias"``: the same call with ``antialias=True``: torch's separable
+  antialiased resampler, a PIL-style cubic with ``a = -0.5`` widened by the scale when
+  shrinking, taps renormalised at the edges (transformers' DINOv2-with-registers, timm's
+  ``resample_abs_pos_embed``);
+- ``"torch_bicubic_align_corners"``: the same call with ``align_corners=True`` (corner samples
+  map to corner samples, step ``(in - 1) / (out - 1)``);
+- ``"torch_bicubic_offset"``: facebookresearch/dinov2's ``interpolate_pos_encoding``
+  (``scale_factor=(new + 0.1) / old``, so the output size is ``floor(old * scale_factor)`` and
+  the sampling step is ``1 / scale_factor``, not ``old / new``);
+- ``"big_vision"``: ``scipy.ndimage.zoom(order=1)`` of big_vision's ``resample_posemb``:
+  bilinear, corners aligned, no prefix tokens (its class token is not in the grid).
+
+:func:`resize_matrix` is the 1-D resampling of one axis as an ``(out, in)`` float64 matrix;
+a 2-D resize is ``A_h @ grid @ A_w.T`` per channel (every convention here is separable).
+
+>>> m = resize_matrix(2, 4, GRID_CONVENTIONS["torch_bicubic"])
+>>> m.shape, bool(np.allclose(m.sum(axis=1), 1.0))
+((4, 2), True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import numpy as np
+
+__all__ = [
+    "GRID_CONVENTIONS",
+    "MAX_GRID_SIDE",
+    "MODEL_TYPE_CONVENTIONS",
+    "GridConvention",
+    "convention_for",
+    "resize_matrix",
+]
+
+#: patches along one side of a grid (a 16-px patch at 1 Mpx a side: 65536); bounds the matrices.
+MAX_GRID_SIDE = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True)
+class GridConvention:
+    """One way of resampling a 2-D position grid (a row of :data:`GRID_CONVENTIONS`).
+
+    Attributes:
+      name: the key in :data:`GRID_CONVENTIONS`.
+      kernel: ``"cubic"`` or ``"linear"``.
+      a: the cubic convolution parameter (torch: -0.75; torch's antialiased path and PIL: -0.5).
+      align_corners: sample positions map corner to corner (``(in-1)/(out-1)``) instead of
+        pixel centre to pixel centre (``in/out``).
+      antialias: torch's antialiased path (support widened by the scale when shrinking, taps
+        outside the input dropped and the rest renormalised) instead of the 4-tap kernel with
+        replicated edges.
+      scale_offset: ``None``: the output size is given (step ``in / out``); a number ``o``: the
+        output size is ``floor(in * (new + o) / in)`` and the step ``in / (new + o)``
+        (facebookresearch/dinov2's ``scale_factor`` call).
+      keep_same_size: return the grid untouched when the new grid equals the trained one (the
+        shortcut every transformers ``interpolate_pos_encoding`` takes).
+      reference: where the recipe is defined.
+    """
+
+    name: str
+    kernel: str
+    a: float
+    align_corners: bool
+    antialias: bool
+    reference: str
+    scale_offset: float | None = None
+    keep_same_size: bool = True
+
+
+GRID_CONVENTIONS: Mapping[str, GridConvention] = MappingProxyType(
+    {
+        row.name: row
+        for row in (
+            GridConvention(
+                "torch_bicubic",
+                "cubic",
+                -0.75,
+                False,
+                False,
+                "transformers ViT/DeiT/DINOv2/CLIP/SigLIP interpolate_pos_encoding: "
+                "F.interpolate(size=..., mode='bicubic', align_corners=False)",
+            ),
+            GridConvention(
+                "torch_bicubic_antialias",
+                "cubic",
+                -0.5,
+                False,
+                True,
+                "transformers Dinov2WithRegisters interpolate_pos_encoding and timm "
+                "resample_abs_pos_embed: F.interpolate(mode='bicubic', antialias=True)",
+            ),
+            GridConvention(
+                "torch_bicubic_align_corners",
+                "cubic",
+                -0.75,
+                True,
+                False,
+                "F.interpolate(size=..., mode='bicubic', align_corners=True)",
+            ),
+            GridConvention(
+                "torch_bicubic_offset",
+                "cubic",
+                -0.75,
+                False,
+                False,
+                "facebookresearch/dinov2 interpolate_pos_encoding: "
+                "F.interpolate(scale_factor=(new + 0.1) / old, mode='bicubic')",
+                scale_offset=0.1,
+            ),
+            GridConvention(
+                "big_vision",
+                "linear",
+                0.0,
+                True,
+                False,
+                "big_vision models/vit.py resample_posemb: scipy.ndimage.zoom(grid, zoom, order=1)",
+            ),
+        )
+    }
+)
+
+#: Aliases: a model type (or library) -> its convention name.
+MODEL_TYPE_CONVENTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "vit": "torch_bicubic",
+        "deit": "torch_bicubic",
+        "dinov2": "torch_bicubic",
+        "clip": "torch_bicubic",
+        "clip_vision_model": "torch_bicubic",
+        "siglip": "torch_bicubic",
+        "siglip_vision_model": "torch_bicubic",
+        "dinov2_with_registers": "torch_bicubic_antialias",
+        "timm": "torch_bicubic_antialias",
+        "dinov2_original": "torch_bicubic_offset",
+    }
+)
+
+
+def convention_for(name: str | GridConvention) -> GridConvention:
+    """The :class:`GridConvention` named ``name``: a convention, a model type or ``"timm"``.
+
+    >>> convention_for("deit").name
+    'torch_bicubic'
+    >>> convention_for("nope")
+    Traceback (most recent call last):
+    ...
+    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, vit, got 'nope'
+    """
+    if isinstance(name, GridConvention):
+        return name
+    if isinstance(name, str):
+        key = name.replace("-", "_")
+        key = MODEL_TYPE_CONVENTIONS.get(key, key)
+        if key in GRID_CONVENTIONS:
+            return GRID_CONVENTIONS[key]
+    known = ", ".join(sorted({*GRID_CONVENTIONS, *MODEL_TYPE_CONVENTIONS}))
+    raise ValueError(f"convention: expected one of {known}, got {name!r}")
+
+
+def output_size(in_size: int, new_size: int, convention: GridConvention) -> int:
+    """The side the convention produces when asked for ``new_size`` (``new_size`` except with a scale offset)."""
+    if convention.scale_offset is None:
+        return new_size
+    return int(math.floor(in_size * ((new_size + convention.scale_offset) / in_size)))
+
+
+def _cubic(x: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic convolution kernel at distances ``x`` (float64)."""
+    x = np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def _step(in_size: int, out_size: int, convention: GridConvention, new_size: int) -> float:
+    """torch's ``area_pixel_compute_scale``: the input distance between two output samples."""
+    if convention.align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    if convention.scale_offset is not None:
+        return 1.0 / ((new_size + convention.scale_offset) / in_size)
+    return in_size / out_size
+
+
+def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np.ndarray:
+    """The ``(out, in)`` float64 matrix resampling one axis of ``in_size`` samples to ``new_size``.
+
+    Row ``o`` holds the weights output sample ``o`` gives each input sample, exactly as the
+    convention's reference computes them (torch's ``upsample_bicubic2d`` index and weight
+    rules, its antialiased separable resampler, or scipy's order-1 zoom), in float64.
+    ``out`` is ``new_size`` except under a ``scale_offset`` (see :func:`output_size`).
+
+    >>> resize_matrix(3, 3, GRID_CONVENTIONS["torch_bicubic"]).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    out_size = output_size(in_size, new_size, convention)
+    step = _step(in_size, out_size, convention, new_size)
+    m = np.zeros((out_size, in_size), np.float64)
+    rows = np.arange(out_size)
+    if convention.kernel == "linear":  # scipy.ndimage.zoom(order=1), grid_mode=False: corners aligned
+        src = rows * step
+        i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+        t = src - i0
+        i1 = np.minimum(i0 + 1, in_size - 1)
+        np.add.at(m, (rows, i0), 1 - t)
+        np.add.at(m, (rows, i1), t)
+        return m
+    if convention.antialias:  # torch _compute_indices_min_size_weights_aa (float path)
+        support = 2.0 * step if step >= 1.0 else 2.0
+        invscale = 1.0 / step if step >= 1.0 else 1.0
+        for o in range(out_size):
+            center = step * (o + 0.5)
+            xmin = max(int(center - support + 0.5), 0)
+            xsize = min(int(center + support + 0.5), in_size) - xmin
+            j = np.arange(xsize)
+            w = _cubic((j + xmin - center + 0.5) * invscale, convention.a)
+            total = w.sum()
+            m[o, xmin : xmin + xsize] = w / total if total != 0.0 else w
+        return m
+    # torch upsample_bicubic2d: source index not clamped below, floor clamped to in - 1,
+    # lambda clamped to [0, 1], the four taps clamped to the edge (edge rows replicated).
+    src = step * rows if convention.align_corners else step * (rows + 0.5) - 0.5
+    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    t = np.clip(src - i0, 0.0, 1.0)
+    a = convention.a
+    weights = (_cubic(t + 1, a), _cubic(t, a), _cubic(1 - t, a), _cubic(2 - t, a))
+    for k, w in enumerate(weights):
+        np.add.at(m, (rows, np.clip(i0 - 1 + k, 0, in_size - 1)), w)
+    return m
