@@ -170,7 +170,7 @@ def grid_of_tokens(
             )
         return gh, gw
     if patches == trained_grid[0] * trained_grid[1]:
-        return tuple(trained_grid)
+        return int(trained_grid[0]), int(trained_grid[1])
     side = int(np.sqrt(patches)) if patches > 0 else 0
     while side * side > patches:
         side -= 1

@@ -531,7 +531,7 @@ class PatchPositionalEmbedding(nn.Module):
     patch_size: Any = None
     interpolate: bool = False
     convention: str = "torch_bicubic"
-    param_dtype: jnp.dtype = jnp.float32
+    param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
     position_name: str = "position grid"
 
@@ -563,8 +563,13 @@ class PatchPositionalEmbedding(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, source, *, interpolate: bool = False, convention: str | None = None, param_dtype=jnp.float32
-    ) -> tuple[PatchPositionalEmbedding, dict]:
+        cls,
+        source: str | os.PathLike,
+        *,
+        interpolate: bool = False,
+        convention: str | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> tuple[PatchPositionalEmbedding, dict[str, Any]]:
         """``(module, variables)`` for the position grid of a vision checkpoint (see the NNX twin)."""
         from flax_posenc.conversion.grid_tables import load_grid_table
 
@@ -581,4 +586,4 @@ class PatchPositionalEmbedding(nn.Module):
             position_name=f"{table.family} position grid ({table.key})",
         )
         x = jnp.zeros((1, table.rows, table.dim), param_dtype)
-        return module, module.init(jax.random.key(0), x)
+        return module, dict(module.init(jax.random.key(0), x))

@@ -325,7 +325,7 @@ def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> 
         expected = "a grid family: " + ", ".join(GRID_FAMILIES) if family is not None else "a vision model_type"
         found = repr(family) if family is not None else f"model_type {config.get('model_type')!r}"
         raise fail(where_config, f"{expected} with a learned position grid", found)
-    section = config
+    section: Any = config
     if row.config_section is not None:
         section = config.get(row.config_section)
         if not isinstance(section, dict):
