@@ -48,6 +48,10 @@ _EXPORTS = {
     "BucketConfig": "flax_posenc.relative_bias_config",
     "deberta_relative_positions": "flax_posenc.deberta",
     "DebertaRelativeConfig": "flax_posenc.deberta_config",
+    "MRopeConfig": "flax_posenc.mrope_config",
+    "mrope_positions": "flax_posenc.mrope_config",
+    "mrope_cos_sin": "flax_posenc.mrope",
+    "apply_mrope": "flax_posenc.mrope",
 }
 _SUBMODULES = {
     "nnx",
@@ -70,6 +74,8 @@ _SUBMODULES = {
     "relative_bias_config",
     "deberta",
     "deberta_config",
+    "mrope",
+    "mrope_config",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -103,6 +109,8 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
         padding_aware_positions,
         sequential_positions,
     )
+    from flax_posenc.mrope import apply_mrope, mrope_cos_sin  # noqa: F401
+    from flax_posenc.mrope_config import MRopeConfig, mrope_positions  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
     from flax_posenc.relative_bias_config import BucketConfig  # noqa: F401

@@ -5,7 +5,8 @@ each with its own limit:
 
 - ``learned``: an absolute table (:data:`~flax_posenc.conversion.families.FAMILIES`: key,
   length field, reserved rows, prefixes);
-- ``rope`` (one per layer type) and ``nope`` (layers without any), ``alibi``
+- ``rope`` (one per layer type) and ``nope`` (layers without any), ``alibi``, ``mrope``
+  (Qwen2-VL / Qwen2.5-VL's multimodal 3-D RoPE)
   (:data:`~flax_posenc.conversion.relative_config.RELATIVE_FAMILIES`, transformers v5's
   ``rope_parameters``);
 - ``relative_bias``: T5-style buckets, per stack
@@ -65,6 +66,7 @@ MECHANISM_KINDS: tuple[str, ...] = (
     "rope",
     "nope",
     "alibi",
+    "mrope",
     "relative_bias",
     "deberta_relative",
     "none",
@@ -120,8 +122,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
-        "qwen2_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "qwen2_5_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "glm4v_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "glm4v_moe_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "glm_image_text": "multimodal 3-D RoPE (mrope_section) is not read",
