@@ -3,7 +3,8 @@
 Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.md``):
 
 - ``inspect SOURCE [--json]``: family, key, rows, dim, offset, max_length, dtype, properties.
-- ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line.
+- ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line;
+  ``--seconds S`` asks the same of an audio table (Whisper: 30 s).
 - ``plot SOURCE --out DIR [--dims D ...]``: PNG figures.
 - ``extend SOURCE --length N --method M --out DIR``: an HF-loadable checkpoint with a longer table.
 - ``convert SOURCE --out PATH``: the input block's Flax parameters, as ``.msgpack``.
@@ -106,6 +107,18 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    from flax_posenc.conversion.audio_tables import MAX_SECONDS
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not 0 < value <= MAX_SECONDS:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds up to {MAX_SECONDS:g}, got {text!r}")
     return value
 
 
@@ -241,7 +254,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from flax_posenc.conversion.source_record import verdict
 
-    result = verdict(load_source(args.source, args.family), args.length)
+    if args.seconds is not None:  # audio (Whisper's encoder): the limit in seconds
+        from flax_posenc.conversion.audio_tables import seconds_verdict
+
+        result = seconds_verdict(load_source(args.source, args.family), args.seconds)
+    else:
+        result = verdict(load_source(args.source, args.family), args.length)
     fits, line = result["fits"], result["message"]
     if args.json:
         print(dumps_json(result))
@@ -360,8 +378,12 @@ def _configure_inspect(p: argparse.ArgumentParser) -> None:
 def _configure_check(p: argparse.ArgumentParser) -> None:
     _add_source(p)
     _add_family(p)
-    p.add_argument(
-        "--length", "-n", type=_positive_int, required=True, metavar="N", help="number of positions (0..N-1) to fit"
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--length", "-n", type=_positive_int, metavar="N", help="number of positions (0..N-1) to fit (tokens)"
+    )
+    what.add_argument(
+        "--seconds", type=_positive_seconds, metavar="S", help="seconds of audio to fit (Whisper's encoder table)"
     )
     _add_json(p, "the verdict")
 

@@ -296,3 +296,29 @@ def test_positions_of_the_wrong_shape(small_cfg):
         ValueError, match=r"^positions: expected \(3, \.\.\., seq\) M-RoPE positions .* got shape \(1, 4\)$"
     ):
         fp.mrope_cos_sin(np.zeros((1, 4), np.int64), small_cfg)
+
+
+def test_conformance_notices_a_wrong_section_order(tmp_path, monkeypatch):
+    """The conformance case of qwen2_vl is not vacuous: sections read in reverse order are caught."""
+    from conformance.reference import conformance_problems
+
+    import flax_posenc.mrope
+
+    monkeypatch.setattr(flax_posenc.mrope, "section_components", lambda s: np.repeat([2, 1, 0], s))
+    problems = conformance_problems("qwen2_vl", tmp_path)
+    assert any("cos/sin differ" in p for p in problems), problems
+
+
+def test_conformance_notices_a_dropped_temporal_scale(tmp_path, monkeypatch):
+    """Qwen2.5-VL read as Qwen2-VL (videos' temporal positions stepping by 1) is caught by get_rope_index."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import relative_config
+
+    rows = dict(relative_config.RELATIVE_FAMILIES)
+    rows["qwen2_5_vl"] = dataclasses.replace(rows["qwen2_5_vl"], mrope_temporal_field=None)
+    monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
+    problems = conformance_problems("qwen2_5_vl", tmp_path)
+    assert problems == ["mrope_positions differ from the model's get_rope_index"], problems

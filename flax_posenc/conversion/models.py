@@ -15,7 +15,10 @@ each with its own limit:
   (:data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES`), ``sinusoidal`` tables a model
   computes (:data:`~flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES`),
   ``deberta_relative`` (:data:`~flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES`) and
-  ``none`` (:data:`NO_POSITION_MODEL_TYPES`: recurrent and state-space models).
+  ``none`` (:data:`NO_POSITION_MODEL_TYPES`: recurrent and state-space models);
+- ``learned`` tables over audio frames whose limit is a duration (Whisper's encoder:
+  :data:`~flax_posenc.conversion.audio_tables.AUDIO_TABLE_FAMILIES`); their ``unit`` is
+  ``"seconds"``: token checks leave them out, ``check_seconds`` asks them.
 
 :data:`MODEL_MECHANISMS` is derived from those registries (a model type listed in two of them,
 like MPNet's learned table and relative bias, has two mechanisms): adding a model type is adding
@@ -38,6 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, read_audio_table
 from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
@@ -80,6 +84,7 @@ _REGISTRIES: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("rope_alibi", RELATIVE_FAMILIES),
     ("relative_bias", RELATIVE_BIAS_FAMILIES),
     ("deberta_relative", DEBERTA_FAMILIES),
+    ("audio_table", AUDIO_TABLE_FAMILIES),
 )
 
 
@@ -232,6 +237,11 @@ class Mechanism:
         return getattr(self.record, "table", None)
 
     @property
+    def unit(self) -> str:
+        """What its limit counts: ``"tokens"`` (positions of the token sequence) or ``"seconds"`` of audio."""
+        return getattr(self.record, "unit", "tokens")
+
+    @property
     def layers(self) -> tuple[int, ...] | None:
         """The layers it serves (``None``: every layer, or the input block)."""
         return getattr(self.record, "layers", None)
@@ -254,7 +264,10 @@ class Mechanism:
 def _details(m: Mechanism) -> dict[str, Any]:
     if m.table is not None:
         t = m.table
-        return {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset}
+        out = {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset, "unit": m.unit}
+        if m.unit == "seconds":
+            out.update(seconds=m.record.seconds_limit, positions_per_second=m.record.positions_per_second)
+        return out
     return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "config", "limit")}
 
 
@@ -267,8 +280,9 @@ class ModelRecord:
       model_type: the ``config.json`` ``model_type`` (``None`` without a config).
       mechanisms: the :class:`Mechanism` s, in :data:`MECHANISM_KINDS` order of reading.
 
-    ``limit`` is the smallest limit among the mechanisms (``None`` when none has one);
-    ``check_length(n)`` fails when any mechanism refuses ``n`` positions. Attributes of the first
+    ``limit`` is the smallest limit among the token mechanisms (``None`` when none has one);
+    ``check_length(n)`` fails when any of them refuses ``n`` positions; ``check_seconds(s)`` asks
+    the audio ones (Whisper's encoder: ``unit == "seconds"``). Attributes of the first
     mechanism's record (``table``, ``rope``, ``report``, ...) are reachable on the record itself.
     """
 
@@ -286,8 +300,9 @@ class ModelRecord:
         return self._binding().record
 
     def _binding(self) -> Mechanism:
-        limited = [m for m in self.mechanisms if m.limit is not None]
-        return min(limited, key=lambda m: m.limit) if limited else self.mechanisms[0]
+        tokens = [m for m in self.mechanisms if m.unit == "tokens"] or list(self.mechanisms)
+        limited = [m for m in tokens if m.limit is not None]
+        return min(limited, key=lambda m: m.limit) if limited else tokens[0]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("mechanisms", "source", "model_type"):
@@ -321,10 +336,29 @@ class ModelRecord:
     def check_length(self, length: int) -> tuple[bool, str]:
         """``(False, line)`` of the first mechanism refusing ``length``; else the binding one's verdict."""
         for m in self.mechanisms:
+            if m.unit != "tokens":
+                continue
             fits, line = m.check_length(length)
             if not fits:
                 return fits, line
         return self._binding().check_length(length)
+
+    def check_seconds(self, seconds: float) -> tuple[bool, str]:
+        """``(fits, line)`` for ``seconds`` of audio, from every mechanism whose limit is a duration.
+
+        Raises:
+          CheckpointError: the model has no audio position table (one line naming SOURCE).
+        """
+        audio = [m for m in self.mechanisms if m.unit == "seconds"]
+        if not audio:
+            kinds = ", ".join(f"{m.kind} {m.record.family}" for m in self.mechanisms)
+            raise fail(
+                self.source,
+                "a model with an audio position table for --seconds (Whisper)",
+                f"{self.model_type}: {kinds} (token positions: use --length)",
+            )
+        verdicts = [m.record.check_seconds(seconds) for m in audio]
+        return next((v for v in verdicts if not v[0]), verdicts[0])
 
     def to_dict(self) -> dict[str, Any]:
         """The first mechanism's report, the ``limit`` and every mechanism under ``mechanisms``."""
@@ -412,6 +446,8 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
                 records.append(LearnedTableSource(read_position_table(source, name, config)))
         elif registry == "computed_sinusoid":
             records.append(computed_sinusoid_from_dict(config, name, text, config_path))
+        elif registry == "audio_table":
+            records.append(read_audio_table(source, name, config))
         elif registry == "deberta_relative":
             records += deberta_relative_from_dict(config, text, config_path)
         elif registry == "none":

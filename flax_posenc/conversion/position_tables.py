@@ -125,6 +125,13 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
             TableFamily("gpt2_like", ("gpt-sw3", "gpt_bigcode"), key_suffix="wpe.weight", length_field="n_positions"),
             TableFamily("openai_gpt", ("openai-gpt",), key_suffix="positions_embed.weight", length_field="n_positions"),
             TableFamily("biogpt", ("biogpt",), key_suffix="embed_positions.weight", offset=2),
+            # Whisper's decoder tokens (448); its encoder's audio table: audio_tables.AUDIO_TABLE_FAMILIES
+            TableFamily(
+                "whisper_decoder",
+                ("whisper",),
+                key_suffix="decoder.embed_positions.weight",
+                length_field="max_target_positions",
+            ),
         )
     }
 )
@@ -151,14 +158,17 @@ def has_table(family: str, config: Mapping[str, Any], where: object) -> bool:
     return flag
 
 
-def read_position_table(source: str | os.PathLike, family: str, config: Mapping[str, Any]) -> PositionTable:
-    """The :data:`TABLE_FAMILIES` ``family`` table of SOURCE (only that tensor is read).
+def read_position_table(
+    source: str | os.PathLike, family: str, config: Mapping[str, Any], *, row: TableFamily | None = None
+) -> PositionTable:
+    """The :data:`TABLE_FAMILIES` ``family`` table of SOURCE (only that tensor is read); ``row``: a
+    :class:`TableFamily` of another registry (Whisper's audio table) instead.
 
     Raises:
       CheckpointError: no tensor ends with the family's key, or several do, or it is not a finite
         2-D float table with more rows than reserved ones (one line naming the file).
     """
-    row = TABLE_FAMILIES[family]
+    row = TABLE_FAMILIES[family] if row is None else row
     ckpt = open_checkpoint(source)
     keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
     if len(keys) != 1:

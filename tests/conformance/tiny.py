@@ -61,6 +61,19 @@ SMALL: dict[str, Any] = {
     "eos_token_id": 2,
 }
 
+#: The text tower and vision tower of the tiny Qwen2-VL / Qwen2.5-VL (nested configs: SMALL does not reach them).
+_MROPE_TEXT = {
+    "vocab_size": 128,
+    "hidden_size": 64,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6},
+}
+_MROPE_VISION = {"depth": 1, "hidden_size": 64, "num_heads": 2, "patch_size": 2, "spatial_merge_size": 2}
+
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
@@ -78,6 +91,28 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "pos_att_type": ["p2c", "c2p"],
     },
     "gpt_neo": {"attention_types": [[["global", "local"], 2]]},
+    # M-RoPE: mrope_section must sum to head_dim // 2 = 8 (transformers' default [16, 24, 24] is for 128)
+    "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
+    "qwen2_5_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
+    "qwen2_vl": {
+        "text_config": _MROPE_TEXT,
+        "vision_config": {**_MROPE_VISION, "embed_dim": 32},
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "qwen2_5_vl": {
+        "text_config": _MROPE_TEXT,
+        "vision_config": {
+            **_MROPE_VISION,
+            "out_hidden_size": 64,
+            "intermediate_size": 64,
+            "tokens_per_second": 3,
+            "fullatt_block_indexes": [0],
+            "window_size": 8,
+        },
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
 }
 
 
