@@ -201,8 +201,8 @@ def test_limit_is_checked_on_the_largest_component(tiny):
     positions[:, 0] = [[0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 70, 3]]  # only the width component passes 63
     with pytest.raises(PositionLimitError, match=r"holds 64 positions \(0\.\.63\); asked for position 70, 7 past"):
         jax.jit(lambda q: fp.apply_mrope(q, cfg, positions))(jnp.ones((1, 4, 2, 16)))
-    with pytest.raises(Exception, match="asked for position 70"):  # traced positions: at run time
-        jax.block_until_ready(jax.jit(lambda p: fp.mrope_cos_sin(p, cfg))(jnp.asarray(positions)))
+    with pytest.raises(PositionLimitError, match="asked for position 70"):  # traced positions: at run time
+        fp.position_errors(jax.jit(lambda p: fp.mrope_cos_sin(p, cfg)))(jnp.asarray(positions))
     fp.mrope_cos_sin(np.minimum(positions, 63), cfg)  # the same positions within the limit pass
 
 

@@ -351,11 +351,11 @@ class ModelRecord:
         """
         audio = [m for m in self.mechanisms if m.unit == "seconds"]
         if not audio:
-            kinds = ", ".join(f"{m.kind} {m.record.family}" for m in self.mechanisms)
+            kinds = ", ".join(dict.fromkeys(m.kind for m in self.mechanisms))
             raise fail(
                 self.source,
                 "a model with an audio position table for --seconds (Whisper)",
-                f"{self.model_type}: {kinds} (token positions: use --length)",
+                f"{kinds} positions only (use --length for tokens)",
             )
         verdicts = [m.record.check_seconds(seconds) for m in audio]
         return next((v for v in verdicts if not v[0]), verdicts[0])
