@@ -33,7 +33,7 @@ TEXT = dict(
 VISION = dict(depth=1, hidden_size=64, num_heads=2, patch_size=2, spatial_merge_size=2, temporal_patch_size=1)
 
 
-def _build(kind: str):
+def build_tiny_qwen_vl(kind: str):
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLModel, Qwen2VLConfig, Qwen2VLModel
 
     if kind == "qwen2_vl":
@@ -50,7 +50,7 @@ def _build(kind: str):
 @pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl"])
 def tiny(request, tmp_path_factory):
     """(model, its saved directory, the MRopeConfig read from it)."""
-    model = _build(request.param)
+    model = build_tiny_qwen_vl(request.param)
     path = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(path)
     return model, path, fp.MRopeConfig.from_pretrained(path)
