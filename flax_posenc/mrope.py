@@ -5,7 +5,9 @@ transformers' ``Qwen2VLRotaryEmbedding`` computes ``cos``/``sin`` of every compo
 names (:func:`~flax_posenc.mrope_config.section_components`); the rotation is then Llama's
 ``apply_rotary_pos_emb`` (half layout). Here ``cos``/``sin`` come from the RoPE core
 (:func:`flax_posenc.rotary_cos_sin`: float64 frequencies, exact angles, the one overflow guard),
-so the limit is checked on every component at once, that is on the largest of the three.
+so the limit is checked on every component at once, that is on the largest of the three. GLM-4V
+pairs the rotated dims interleaved (``rotate_half_llm``): its config's ``rope.layout`` is
+``"interleaved"`` and the same ``cos``/``sin`` apply.
 
 >>> import numpy as np, jax.numpy as jnp
 >>> import flax_posenc as fp
@@ -118,4 +120,4 @@ def apply_mrope(
         cos, sin = cos[..., None, :], sin[..., None, :]
     elif cos.ndim > 2:
         cos, sin = cos[..., None, :, :], sin[..., None, :, :]
-    return apply_rotary(x, cos, sin, layout="half")
+    return apply_rotary(x, cos, sin, layout=config.rope.layout)

@@ -71,11 +71,18 @@ class MRopeConfig:
       tokens_per_second: Qwen2.5-VL's temporal scale (``vision_config.tokens_per_second``): a video's
         temporal positions step by ``tokens_per_second * second_per_grid_t``. ``None``: Qwen2-VL,
         whose temporal positions step by 1.
+      split_video_frames: each frame of a video is its own run of video tokens with its own grid
+        row ``(1, h, w)`` (GLM-4V separates frames with timestamp text): a ``video_grid_thw`` row
+        ``(t, h, w)`` stands for ``t`` runs.
+
+    The layout of ``rope`` is the model's: ``"half"`` (Qwen2-VL's ``rotate_half``) or
+    ``"interleaved"`` (GLM-4V's ``rotate_half_llm`` with ``repeat_interleave``); a
+    ``partial_rotary_factor`` rotates the first dims only (GLM-4V: half of each head).
 
     Raises:
       ValueError: one line naming the field: ``mrope_section`` not summing to half the rotary
         width, a negative section, a non-positive ``spatial_merge_size`` or ``tokens_per_second``,
-        an interleaved layout, token ids that are not non-negative integers or are equal.
+        token ids that are not non-negative integers or are equal.
 
     >>> MRopeConfig(RopeConfig(head_dim=16), mrope_section=(2, 3, 2))
     Traceback (most recent call last):
@@ -89,6 +96,7 @@ class MRopeConfig:
     video_token_id: int | None = None
     spatial_merge_size: int = 2
     tokens_per_second: float | None = None
+    split_video_frames: bool = False
 
     def __post_init__(self):
         if not isinstance(self.rope, RopeConfig):
@@ -106,8 +114,8 @@ class MRopeConfig:
                 f"mrope_section: expected sections summing to rotary_dim // 2 = {half} (half the rotary width "
                 f"of head_dim {self.rope.head_dim}), got {section} (sum {sum(section)})"
             )
-        if self.rope.layout != "half":
-            raise ValueError(f"rope.layout: expected 'half' (M-RoPE rotates halves), got {self.rope.layout!r}")
+        if not isinstance(self.split_video_frames, bool):
+            raise ValueError(f"split_video_frames: expected True or False, got {self.split_video_frames!r}")
         for name in ("image_token_id", "video_token_id"):
             value = getattr(self, name)
             if value is not None and not (_is_int(value) and value >= 0):
@@ -156,6 +164,8 @@ class MRopeConfig:
             "video_token_id": self.video_token_id,
             "spatial_merge_size": self.spatial_merge_size,
             "tokens_per_second": self.tokens_per_second,
+            "split_video_frames": self.split_video_frames,
+            "layout": self.rope.layout,
             "limit": self.limit,
             "rope": self.rope.to_dict(),
         }
@@ -251,6 +261,9 @@ def mrope_positions(
         mask = raw.astype(bool)
     merge = config.spatial_merge_size
     grids = {1: _grids("image_grid_thw", image_grid_thw, merge), 2: _grids("video_grid_thw", video_grid_thw, merge)}
+    if config.split_video_frames:  # one run (and one (1, h, w) row) per frame
+        grids[2] = np.repeat(grids[2], grids[2][:, 0], axis=0)
+        grids[2][:, 0] = 1
     token_ids = {1: config.image_token_id, 2: config.video_token_id}
     names = {1: "image", 2: "video"}
     seconds = None

@@ -322,3 +322,30 @@ def test_conformance_notices_a_dropped_temporal_scale(tmp_path, monkeypatch):
     monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
     problems = conformance_problems("qwen2_5_vl", tmp_path)
     assert problems == ["mrope_positions differ from the model's get_rope_index"], problems
+
+
+def test_conformance_notices_glm4v_read_with_halves(tmp_path, monkeypatch):
+    """GLM-4V's interleaved pairs read as Qwen2-VL's halves are caught (cos/sin and the rotation)."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import relative_config
+
+    rows = dict(relative_config.RELATIVE_FAMILIES)
+    rows["glm4v"] = dataclasses.replace(rows["glm4v"], layout="half")
+    monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
+    problems = conformance_problems("glm4v_text", tmp_path)
+    assert any("cos/sin differ" in p for p in problems), problems
+
+
+def test_glm4v_video_frames_are_separate_runs():
+    """GLM-4V: a (t, h, w) video row stands for t runs of (h/m)(w/m) tokens, each frame its own grid."""
+    rope = fp.RopeConfig(head_dim=16, partial_rotary_factor=0.5, layout="interleaved", max_position_embeddings=64)
+    cfg = fp.MRopeConfig(rope, mrope_section=(1, 2, 1), video_token_id=VIDEO, split_video_frames=True)
+    ids = [[5, VIDEO, VIDEO, VIDEO, VIDEO, 7, VIDEO, VIDEO, VIDEO, VIDEO, 8]]
+    positions = fp.mrope_positions(ids, video_grid_thw=[[2, 4, 4]], config=cfg)[:, 0]
+    # text 0; frame 1 at 1 (t 1, h 1..2, w 1..2); text 3; frame 2 at 4; text 6: each frame restarts t
+    np.testing.assert_array_equal(positions[0], [0, 1, 1, 1, 1, 3, 4, 4, 4, 4, 6])
+    np.testing.assert_array_equal(positions[1], [0, 1, 1, 2, 2, 3, 4, 4, 5, 5, 6])
+    np.testing.assert_array_equal(positions[2], [0, 1, 2, 1, 2, 3, 4, 5, 4, 5, 6])

@@ -90,6 +90,8 @@ class RelativeFamily:
         rewrites for this family (Phi-3's legacy ``"su"`` and ``"yarn"`` mean ``"longrope"``).
       text_config_field: a multimodal config's text tower (``"text_config"``): the RoPE fields
         are read there when the config has it (transformers 5), else at the top level (4.x).
+      mrope_section_default: ``scheme="mrope"``: transformers' section when a config has none.
+      mrope_split_video_frames: ``scheme="mrope"``: one grid row per video frame (GLM-4V).
       mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
         ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
         ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
@@ -121,6 +123,8 @@ class RelativeFamily:
     text_config_field: str | None = None
     mrope_temporal_field: str | None = None
     mrope_temporal_default: float | None = None
+    mrope_section_default: tuple[int, ...] = (16, 24, 24)
+    mrope_split_video_frames: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -302,6 +306,16 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 text_config_field="text_config",
                 mrope_temporal_field="tokens_per_second",
                 mrope_temporal_default=4,
+            ),
+            RelativeFamily(
+                "glm4v",
+                ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text"),
+                scheme="mrope",
+                layout="interleaved",
+                limit_default=32768,
+                text_config_field="text_config",
+                mrope_section_default=(8, 12, 12),
+                mrope_split_video_frames=True,
             ),
             RelativeFamily("mistral", ("mistral",), limit_default=4096 * 32),
             RelativeFamily("mixtral", ("mixtral",), theta_default=1e6, limit_default=4096 * 32),
@@ -947,10 +961,6 @@ def _rope_from(
     return RopeConfig.from_rope_parameters(params, head_dim=int(head_dim), max_position_embeddings=limit, layout=layout)
 
 
-#: transformers' ``mrope_section`` when a config has none (``Qwen2VLRotaryEmbedding``).
-DEFAULT_MROPE_SECTION: tuple[int, ...] = (16, 24, 24)
-
-
 def _mrope_from(
     outer: Mapping[str, Any],
     text: Mapping[str, Any],
@@ -969,7 +979,7 @@ def _mrope_from(
         if isinstance(value, Mapping) and value.get("mrope_section") is not None:
             section = value["mrope_section"]
             break
-    section = DEFAULT_MROPE_SECTION if section is None else section
+    section = family.mrope_section_default if section is None else section
     if not isinstance(section, list | tuple) or not all(
         isinstance(s, int) and not isinstance(s, bool) for s in section
     ):
@@ -991,7 +1001,14 @@ def _mrope_from(
         raise fail(where, "vision_config.spatial_merge_size as a positive integer", repr(merge)[:80])
     if temporal is not None:
         temporal = _number_field(where, f"vision_config.{family.mrope_temporal_field}", temporal, bound=1e6)
-    return MRopeConfig(rope, mrope_section=tuple(section), spatial_merge_size=merge, tokens_per_second=temporal, **ids)
+    return MRopeConfig(
+        rope,
+        mrope_section=tuple(section),
+        spatial_merge_size=merge,
+        tokens_per_second=temporal,
+        split_video_frames=family.mrope_split_video_frames,
+        **ids,
+    )
 
 
 def read_relative_config(source: str | os.PathLike) -> RelativeConfig:
@@ -1023,7 +1040,6 @@ def relative_source(source: str | os.PathLike) -> RelativeConfig | None:
 
 
 __all__ = [
-    "DEFAULT_MROPE_SECTION",
     "INTERLEAVED_ROPE_MODEL_TYPES",
     "MLA_ROPE_MODEL_TYPES",
     "NON_ATTENTION_LAYER_TYPES",

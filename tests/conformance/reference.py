@@ -215,8 +215,11 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
     positions = rng.integers(0, n, (3, 1, n))
     with torch.no_grad():
         cos, sin = module(torch.zeros(1, n, 8), torch.from_numpy(positions))
-    half = cos.shape[-1] // 2
-    their_cos, their_sin = cos[..., :half].double().numpy(), sin[..., :half].double().numpy()
+    if cfg.rope.layout == "interleaved":  # GLM-4V: repeat_interleave(2)
+        their_cos, their_sin = cos[..., ::2].double().numpy(), sin[..., ::2].double().numpy()
+    else:  # Qwen2-VL: cat((freq, freq))
+        half = cos.shape[-1] // 2
+        their_cos, their_sin = cos[..., :half].double().numpy(), sin[..., :half].double().numpy()
     our_cos, our_sin = (np.asarray(a, np.float64) for a in fp.mrope_cos_sin(positions, cfg))
     angle = positions[np.repeat(np.arange(len(cfg.mrope_section)) % 3, cfg.mrope_section)].transpose(1, 2, 0) * ours
     tol = scale * 2.0**-22 * (1 + angle)
@@ -234,8 +237,9 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
         merge = model.config.vision_config.spatial_merge_size
         image, video = cfg.image_token_id, cfg.video_token_id
         grids_i, grids_v = [[1, 2 * merge, 3 * merge]], [[2, 2 * merge, 2 * merge]]
-        row = [5, 6] + [image] * 6 + [7] + [video] * 8 + [8, 9]
-        ids = torch.tensor([[0, 0] + row, [5] * 4 + row[2:]])
+        frames = [video] * 4 + [7] + [video] * 4 if cfg.split_video_frames else [video] * 8  # GLM-4V: per frame
+        row = [5, 6] + [image] * 6 + [7] + frames + [8, 9]
+        ids = torch.tensor([[0, 0] + row, [5] * 4 + row[2:]])  # left padding in the first row
         mask = (torch.arange(ids.shape[1]) >= torch.tensor([[2], [0]])).long()
         types = (ids == image).int() + 2 * (ids == video).int()
         video_grids = torch.tensor([grids_v[0], grids_v[0]])

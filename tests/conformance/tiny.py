@@ -73,6 +73,9 @@ _MROPE_TEXT = {
     "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6},
 }
 _MROPE_VISION = {"depth": 1, "hidden_size": 64, "num_heads": 2, "patch_size": 2, "spatial_merge_size": 2}
+#: GLM-4V: interleaved pairs on half of each head (rotary_dim 8: sections sum to 4).
+_GLM_ROPE = {"rope_type": "default", "mrope_section": [1, 2, 1], "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+_GLM_VISION = {**_MROPE_VISION, "hidden_size": 32, "out_hidden_size": 64, "intermediate_size": 64}
 
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
@@ -97,6 +100,20 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen2_vl": {
         "text_config": _MROPE_TEXT,
         "vision_config": {**_MROPE_VISION, "embed_dim": 32},
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "glm4v_text": {"rope_parameters": _GLM_ROPE},
+    "glm_ocr_text": {"rope_parameters": _GLM_ROPE},
+    "glm4v": {
+        "text_config": {**_MROPE_TEXT, "rope_parameters": _GLM_ROPE},
+        "vision_config": _GLM_VISION,
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "glm_ocr": {
+        "text_config": {**_MROPE_TEXT, "rope_parameters": _GLM_ROPE},
+        "vision_config": _GLM_VISION,
         "image_token_id": 100,
         "video_token_id": 101,
     },
