@@ -2,9 +2,10 @@
 
     python benchmarks/mrope_parity.py        # ~30 s on 2 cores; needs torch + transformers
 
-1. Position ids: ``fp.mrope_positions`` vs ``get_rope_index`` of tiny random Qwen2-VL and
-   Qwen2.5-VL models on 200 random prompts each (1-3 rows, left padding, 0-3 images and 0-2
-   videos with random grids and seconds per grid): how many are identical.
+1. Position ids: ``fp.mrope_positions`` vs ``get_rope_index`` of tiny random Qwen2-VL, Qwen2.5-VL
+   and GLM-4V models on 200 random prompts each (1-3 rows, left padding, images and videos with
+   random grids and seconds per grid; GLM-4V's frames separated by a text token): how many are
+   identical.
 2. cos/sin at Qwen2-VL-7B's sizes (head_dim 128, rope_theta 1e6, mrope_section [16, 24, 24],
    max_position_embeddings 32768): 3 x 4096 random positions below 32768, transformers'
    ``Qwen2VLRotaryEmbedding`` (float32 angle) and ``fp.mrope_cos_sin`` against the float64 value.
@@ -24,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 IMAGE, VIDEO = 100, 101
 
 
-def _random_prompt(rng, merge: int):
-    """One row of token ids with its image/video grids and seconds (in order)."""
+def _random_prompt(rng, merge: int, split_frames: bool = False):
+    """One row of token ids with its image/video grids and seconds (in order); ``split_frames``:
+    each video frame its own run, followed by a text token (GLM-4V's timestamps)."""
     ids, images, videos, seconds = [], [], [], []
     for _ in range(rng.integers(1, 6)):
         ids += list(rng.integers(3, 90, rng.integers(1, 6)))
@@ -34,7 +36,11 @@ def _random_prompt(rng, merge: int):
             continue
         t = 1 if kind == 1 else int(rng.integers(1, 4))
         h, w = (int(rng.integers(1, 4)) * merge for _ in range(2))
-        ids += [IMAGE if kind == 1 else VIDEO] * (t * (h // merge) * (w // merge))
+        if kind == 2 and split_frames:
+            for _ in range(t):
+                ids += [VIDEO] * ((h // merge) * (w // merge)) + [int(rng.integers(3, 90))]
+        else:
+            ids += [IMAGE if kind == 1 else VIDEO] * (t * (h // merge) * (w // merge))
         if kind == 1:
             images.append([t, h, w])
         else:
@@ -45,23 +51,29 @@ def _random_prompt(rng, merge: int):
 
 def positions_agree(kind: str, prompts: int = 200) -> tuple[int, int]:
     import torch
+    from conformance.tiny import tiny_model
     from test_mrope import build_tiny_qwen_vl
 
     import flax_posenc as fp
 
-    model = build_tiny_qwen_vl(kind)
+    model = tiny_model(kind) if kind == "glm4v" else build_tiny_qwen_vl(kind)
+    glm = kind == "glm4v"
+    rope = fp.RopeConfig(head_dim=16, rope_theta=1e6, max_position_embeddings=64)
+    if glm:
+        rope = fp.RopeConfig(head_dim=16, partial_rotary_factor=0.5, layout="interleaved", max_position_embeddings=64)
     cfg = fp.MRopeConfig(
-        fp.RopeConfig(head_dim=16, rope_theta=1e6, max_position_embeddings=64),
-        mrope_section=(2, 3, 3),
+        rope,
+        mrope_section=(1, 2, 1) if glm else (2, 3, 3),
         image_token_id=IMAGE,
         video_token_id=VIDEO,
         spatial_merge_size=2,
-        tokens_per_second=None if kind == "qwen2_vl" else 3,
+        tokens_per_second=3 if kind == "qwen2_5_vl" else None,
+        split_video_frames=glm,
     )
     rng = np.random.default_rng(0)
     same = 0
     for _ in range(prompts):
-        rows = [_random_prompt(rng, 2) for _ in range(rng.integers(1, 4))]
+        rows = [_random_prompt(rng, 2, glm) for _ in range(rng.integers(1, 4))]
         width = max(len(r[0]) for r in rows) + int(rng.integers(0, 3))
         ids = np.zeros((len(rows), width), np.int64)
         mask = np.zeros_like(ids)
@@ -142,7 +154,7 @@ def angles_at_scale() -> dict[str, float]:
 def main() -> None:
     print("| model | prompts with identical (3, batch, seq) positions |")
     print("| --- | --- |")
-    for kind in ("qwen2_vl", "qwen2_5_vl"):
+    for kind in ("qwen2_vl", "qwen2_5_vl", "glm4v"):
         same, total = positions_agree(kind)
         print(f"| {kind} | {same} / {total} |")
     print()
