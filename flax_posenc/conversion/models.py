@@ -127,7 +127,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
-        "glm4v_moe_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "glm_image_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "hunyuan_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "hy_v4_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",

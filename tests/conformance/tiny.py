@@ -104,6 +104,21 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "video_token_id": 101,
     },
     "glm4v_text": {"rope_parameters": _GLM_ROPE},
+    "glm4v_moe_text": {"rope_parameters": _GLM_ROPE},
+    "glm4v_moe": {
+        "text_config": {
+            **_MROPE_TEXT,
+            "rope_parameters": _GLM_ROPE,
+            "n_routed_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": 1,
+        },
+        "vision_config": _GLM_VISION,
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
     "glm_ocr_text": {"rope_parameters": _GLM_ROPE},
     "glm4v": {
         "text_config": {**_MROPE_TEXT, "rope_parameters": _GLM_ROPE},
