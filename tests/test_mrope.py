@@ -349,3 +349,37 @@ def test_glm4v_video_frames_are_separate_runs():
     np.testing.assert_array_equal(positions[0], [0, 1, 1, 1, 1, 3, 4, 4, 4, 4, 6])
     np.testing.assert_array_equal(positions[1], [0, 1, 1, 2, 2, 3, 4, 4, 5, 5, 6])
     np.testing.assert_array_equal(positions[2], [0, 1, 2, 1, 2, 3, 4, 5, 4, 5, 6])
+
+
+def test_mrope_config_and_positions_stay_numpy_only(tiny):
+    """``MRopeConfig.from_pretrained`` and ``mrope_positions`` import neither jax nor torch."""
+    import subprocess
+    import sys
+    import textwrap
+
+    _, path, _ = tiny
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from flax_posenc.mrope_config import MRopeConfig, mrope_positions
+        cfg = MRopeConfig.from_pretrained({str(path)!r})
+        assert mrope_positions([[1, 2, 3]], config=cfg).shape == (3, 1, 3)
+        print("HEAVY", sorted(m for m in ("jax", "torch", "transformers", "flax") if m in sys.modules))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "HEAVY []" in run.stdout, run.stdout
+
+
+def test_cli_check_and_inspect_an_mrope_checkpoint(tiny, capsys):
+    from flax_posenc.cli import main
+
+    _, path, _ = tiny
+    assert main(["check", str(path), "--length", "64"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(path), "--length", "65"]) == 1
+    assert "M-RoPE (mrope_section 2/3/3)" in capsys.readouterr().err
+    assert main(["inspect", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["mechanisms"][0]["kind"] == "mrope" and report["mrope"]["mrope_section"] == [2, 3, 3]

@@ -17,6 +17,8 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
 - :func:`export_position_table` -- write a new table into a copy of the checkpoint.
 - :func:`rope_for_layer` -- the :class:`~flax_posenc.RopeConfig` one layer uses (``None``: NoPE).
 - :data:`FAMILIES` -- the known families, one data row each; :func:`detect_family`.
+- :class:`AudioTableSource` -- Whisper's encoder table, its limit in seconds of audio
+  (:data:`AUDIO_TABLE_FAMILIES`); M-RoPE configs: :meth:`flax_posenc.MRopeConfig.from_pretrained`.
 
 A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
 model id (local cache first, offline-safe) or ``sinusoidal:LENGTH:DIM``.
@@ -29,6 +31,7 @@ model id (local cache first, offline-safe) or ``sinusoidal:LENGTH:DIM``.
 
 from __future__ import annotations
 
+from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, AudioTableSource
 from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
 from flax_posenc.conversion.layer_rope import rope_for_layer
@@ -45,6 +48,8 @@ from flax_posenc.conversion.table import InputBlockWeights, PositionTable
 from flax_posenc.errors import CheckpointError
 
 __all__ = [
+    "AUDIO_TABLE_FAMILIES",
+    "AudioTableSource",
     "FAMILIES",
     "CheckpointError",
     "Detected",
