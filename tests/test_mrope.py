@@ -383,3 +383,37 @@ def test_cli_check_and_inspect_an_mrope_checkpoint(tiny, capsys):
     assert main(["inspect", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["mechanisms"][0]["kind"] == "mrope" and report["mrope"]["mrope_section"] == [2, 3, 3]
+
+
+def test_flat_4x_config_reads_as_transformers_parses_it(tmp_path):
+    """A 4.x Hub config (flat text fields, ``rope_scaling: {"type": "mrope", ...}``, top-level
+    ``rope_theta``) reads as transformers' own ``Qwen2_5_VLConfig`` parses it."""
+    from transformers import Qwen2_5_VLConfig
+
+    flat = {
+        "model_type": "qwen2_5_vl",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "vocab_size": 128,
+        "max_position_embeddings": 96,
+        "rope_theta": 500000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]},
+        "image_token_id": 120,
+        "video_token_id": 121,
+        "vision_config": {"spatial_merge_size": 2, "tokens_per_second": 2},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(flat))
+    cfg = fp.MRopeConfig.from_pretrained(tmp_path)
+    theirs = Qwen2_5_VLConfig(**flat)
+    text = theirs.text_config
+    assert cfg.rope.rope_type == text.rope_parameters["rope_type"] == "default"
+    assert cfg.rope.rope_theta == text.rope_parameters["rope_theta"] == 500000.0
+    assert list(cfg.mrope_section) == text.rope_parameters["mrope_section"]
+    assert cfg.limit == text.max_position_embeddings == 96
+    assert cfg.rope.head_dim == text.hidden_size // text.num_attention_heads
+    assert (cfg.image_token_id, cfg.video_token_id) == (theirs.image_token_id, theirs.video_token_id)
+    assert cfg.tokens_per_second == theirs.vision_config.tokens_per_second == 2
+    assert cfg.spatial_merge_size == theirs.vision_config.spatial_merge_size

@@ -19,6 +19,14 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
 - BLOOM: ALiBi, ``n_head`` heads, no length limit in its config.
 - MPT: ALiBi when ``attn_config.alibi`` (default true), ``attn_config.alibi_bias_max`` (8), limit
   ``max_seq_len`` (2048).
+- Qwen2-VL, Qwen2.5-VL, GLM-4V (and GLM-OCR), GLM-4V-MoE: multimodal RoPE (``scheme="mrope"``,
+  :class:`~flax_posenc.MRopeConfig`): the text tower's RoPE from ``text_config`` (or the flat 4.x
+  fields), ``mrope_section`` in ``rope_parameters`` (4.x: ``rope_scaling`` with ``type: "mrope"``,
+  read as ``default``), defaults ``[16, 24, 24]`` (Qwen) and ``[8, 12, 12]`` (GLM); token ids at the
+  top level; ``vision_config.spatial_merge_size`` (2) and, for Qwen2.5-VL,
+  ``vision_config.tokens_per_second`` (4). GLM-4V pairs dims interleaved (``rotate_half_llm``),
+  GLM-4V-MoE in halves; both rotate ``partial_rotary_factor`` (0.5) of each head and give every
+  video frame its own grid row.
 
 RoPE parameters are read as transformers 5.x writes them (``rope_parameters``: ``rope_type``,
 ``rope_theta``, ``factor``, ...) and as 4.x configs on the Hub hold them (top-level
@@ -67,7 +75,9 @@ class RelativeFamily:
     Attributes:
       name: our name for the family.
       model_types: ``config.json`` ``model_type`` values that mean it.
-      scheme: ``"rope"`` or ``"alibi"``; with ``alibi_flag`` set, the default when the flag is absent.
+      scheme: ``"rope"``, ``"alibi"`` or ``"mrope"`` (multimodal RoPE: a
+        :class:`~flax_posenc.MRopeConfig` beside the RoPE); with ``alibi_flag`` set, the default
+        when the flag is absent.
       alibi_flag: dotted config path of a boolean choosing ALiBi over RoPE (Falcon ``alibi``,
         MPT ``attn_config.alibi``), or ``None``.
       heads_fields, hidden_fields: fields holding the head count and the model width (first present wins).
