@@ -2,10 +2,10 @@
 
     python benchmarks/mrope_parity.py        # ~30 s on 2 cores; needs torch + transformers
 
-1. Position ids: ``fp.mrope_positions`` vs ``get_rope_index`` of tiny random Qwen2-VL, Qwen2.5-VL
-   and GLM-4V models on 200 random prompts each (1-3 rows, left padding, images and videos with
-   random grids and seconds per grid; GLM-4V's frames separated by a text token): how many are
-   identical.
+1. Position ids: ``fp.mrope_positions`` vs ``get_rope_index`` of tiny random Qwen2-VL, Qwen2.5-VL,
+   GLM-4V and Qwen3-VL models on 200 random prompts each (1-3 rows, left padding, images and videos
+   with random grids and seconds per grid; GLM-4V's and Qwen3-VL's frames separated by a text
+   token): how many are identical.
 2. cos/sin at Qwen2-VL-7B's sizes (head_dim 128, rope_theta 1e6, mrope_section [16, 24, 24],
    max_position_embeddings 32768): 3 x 4096 random positions below 32768, transformers'
    ``Qwen2VLRotaryEmbedding`` (float32 angle) and ``fp.mrope_cos_sin`` against the float64 value.
@@ -56,19 +56,20 @@ def positions_agree(kind: str, prompts: int = 200) -> tuple[int, int]:
 
     import flax_posenc as fp
 
-    model = tiny_model(kind) if kind == "glm4v" else build_tiny_qwen_vl(kind)
-    glm = kind == "glm4v"
+    model = tiny_model(kind) if kind in ("glm4v", "qwen3_vl") else build_tiny_qwen_vl(kind)
+    glm = kind in ("glm4v", "qwen3_vl")  # one grid row per video frame
     rope = fp.RopeConfig(head_dim=16, rope_theta=1e6, max_position_embeddings=64)
-    if glm:
+    if kind == "glm4v":
         rope = fp.RopeConfig(head_dim=16, partial_rotary_factor=0.5, layout="interleaved", max_position_embeddings=64)
     cfg = fp.MRopeConfig(
         rope,
-        mrope_section=(1, 2, 1) if glm else (2, 3, 3),
+        mrope_section={"glm4v": (1, 2, 1), "qwen3_vl": (4, 2, 2)}.get(kind, (2, 3, 3)),
         image_token_id=IMAGE,
         video_token_id=VIDEO,
         spatial_merge_size=2,
         tokens_per_second=3 if kind == "qwen2_5_vl" else None,
         split_video_frames=glm,
+        interleaved_sections=kind == "qwen3_vl",
     )
     rng = np.random.default_rng(0)
     same = 0
@@ -154,7 +155,7 @@ def angles_at_scale() -> dict[str, float]:
 def main() -> None:
     print("| model | prompts with identical (3, batch, seq) positions |")
     print("| --- | --- |")
-    for kind in ("qwen2_vl", "qwen2_5_vl", "glm4v"):
+    for kind in ("qwen2_vl", "qwen2_5_vl", "glm4v", "qwen3_vl"):
         same, total = positions_agree(kind)
         print(f"| {kind} | {same} / {total} |")
     print()

@@ -77,12 +77,14 @@ def mrope_cos_sin(
         positions = np.asarray(positions)
     _check_positions(positions)
     cos3, sin3 = rotary_cos_sin(positions, config.rope, on_overflow=on_overflow, dtype=dtype)
-    comp = section_components(config.mrope_section)
-    edges = np.r_[0, np.cumsum(config.mrope_section)]
-    pieces = [(int(comp[a]), int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-    cos = jnp.concatenate([cos3[c, ..., a:b] for c, a, b in pieces], axis=-1)
-    sin = jnp.concatenate([sin3[c, ..., a:b] for c, a, b in pieces], axis=-1)
-    return cos, sin
+    comp = section_components(
+        config.mrope_section, interleaved=config.interleaved_sections, width=config.rope.rotary_dim // 2
+    )
+
+    def pick(values):  # frequency j from component comp[j]: an exact selection, no arithmetic
+        return jnp.where(comp == 0, values[0], jnp.where(comp == 1, values[1], values[2]))
+
+    return pick(cos3), pick(sin3)
 
 
 def apply_mrope(

@@ -72,8 +72,13 @@ class MRopeConfig:
         temporal positions step by ``tokens_per_second * second_per_grid_t``. ``None``: Qwen2-VL,
         whose temporal positions step by 1.
       split_video_frames: each frame of a video is its own run of video tokens with its own grid
-        row ``(1, h, w)`` (GLM-4V separates frames with timestamp text): a ``video_grid_thw`` row
-        ``(t, h, w)`` stands for ``t`` runs.
+        row ``(1, h, w)`` (GLM-4V and Qwen3-VL separate frames with timestamp text): a
+        ``video_grid_thw`` row ``(t, h, w)`` stands for ``t`` runs.
+      interleaved_sections: Qwen3-VL's assignment of frequencies to components: height takes
+        frequencies ``1, 4, 7, ...`` below ``3 * mrope_section[1]``, width ``2, 5, 8, ...`` below
+        ``3 * mrope_section[2]``, temporal the rest (the sections need not sum to anything: as in
+        transformers, indices past the rotary width are dropped); otherwise (Qwen2-VL, GLM-4V) the
+        sections are contiguous runs summing to ``rotary_dim // 2``.
 
     The layout of ``rope`` is the model's: ``"half"`` (Qwen2-VL's ``rotate_half``) or
     ``"interleaved"`` (GLM-4V's ``rotate_half_llm`` with ``repeat_interleave``); a
@@ -97,6 +102,7 @@ class MRopeConfig:
     spatial_merge_size: int = 2
     tokens_per_second: float | None = None
     split_video_frames: bool = False
+    interleaved_sections: bool = False
 
     def __post_init__(self):
         if not isinstance(self.rope, RopeConfig):
@@ -109,13 +115,16 @@ class MRopeConfig:
         section = tuple(int(s) for s in section)
         object.__setattr__(self, "mrope_section", section)
         half = self.rope.rotary_dim // 2
-        if sum(section) != half:
+        if sum(section) != half and not self.interleaved_sections:
             raise ValueError(
                 f"mrope_section: expected sections summing to rotary_dim // 2 = {half} (half the rotary width "
                 f"of head_dim {self.rope.head_dim}), got {section} (sum {sum(section)})"
             )
-        if not isinstance(self.split_video_frames, bool):
-            raise ValueError(f"split_video_frames: expected True or False, got {self.split_video_frames!r}")
+        for name in ("split_video_frames", "interleaved_sections"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+        if self.interleaved_sections is True and len(section) != 3:
+            raise ValueError(f"mrope_section: expected 3 sections (temporal, height, width), got {section}")
         for name in ("image_token_id", "video_token_id"):
             value = getattr(self, name)
             if value is not None and not (_is_int(value) and value >= 0):
@@ -165,19 +174,34 @@ class MRopeConfig:
             "spatial_merge_size": self.spatial_merge_size,
             "tokens_per_second": self.tokens_per_second,
             "split_video_frames": self.split_video_frames,
+            "interleaved_sections": self.interleaved_sections,
             "layout": self.rope.layout,
             "limit": self.limit,
             "rope": self.rope.to_dict(),
         }
 
 
-def section_components(mrope_section: tuple[int, ...]) -> np.ndarray:
+def section_components(
+    mrope_section: tuple[int, ...], *, interleaved: bool = False, width: int | None = None
+) -> np.ndarray:
     """Which component (0 temporal, 1 height, 2 width) turns each rotary frequency.
+
+    Contiguous sections (Qwen2-VL, GLM-4V: section ``i`` uses component ``i % 3``), or Qwen3-VL's
+    interleaved assignment (``interleaved=True``: height at ``1, 4, ...``, width at ``2, 5, ...``).
 
     >>> section_components((1, 2, 2)).tolist()
     [0, 1, 1, 2, 2]
+    >>> section_components((4, 2, 2), interleaved=True).tolist()
+    [0, 1, 2, 0, 1, 2, 0, 0]
+    >>> section_components((24, 20, 20), interleaved=True, width=8).tolist()   # indices past 8 dropped
+    [0, 1, 2, 0, 1, 2, 0, 1]
     """
-    return np.repeat(np.arange(len(mrope_section)) % 3, mrope_section).astype(np.int64)
+    if not interleaved:
+        return np.repeat(np.arange(len(mrope_section)) % 3, mrope_section).astype(np.int64)
+    out = np.zeros(sum(mrope_section) if width is None else width, np.int64)
+    for component in (1, 2):
+        out[component : 3 * mrope_section[component] : 3] = component
+    return out
 
 
 def _host(name: str, value: Any, *, dtype=None) -> np.ndarray:

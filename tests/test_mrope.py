@@ -304,7 +304,7 @@ def test_conformance_notices_a_wrong_section_order(tmp_path, monkeypatch):
 
     import flax_posenc.mrope
 
-    monkeypatch.setattr(flax_posenc.mrope, "section_components", lambda s: np.repeat([2, 1, 0], s))
+    monkeypatch.setattr(flax_posenc.mrope, "section_components", lambda s, **_: np.repeat([2, 1, 0], s))
     problems = conformance_problems("qwen2_vl", tmp_path)
     assert any("cos/sin differ" in p for p in problems), problems
 
@@ -417,3 +417,18 @@ def test_flat_4x_config_reads_as_transformers_parses_it(tmp_path):
     assert (cfg.image_token_id, cfg.video_token_id) == (theirs.image_token_id, theirs.video_token_id)
     assert cfg.tokens_per_second == theirs.vision_config.tokens_per_second == 2
     assert cfg.spatial_merge_size == theirs.vision_config.spatial_merge_size
+
+
+def test_conformance_notices_qwen3_vl_read_with_contiguous_sections(tmp_path, monkeypatch):
+    """Qwen3-VL's interleaved sections (T H W T H W ...) read as Qwen2-VL's contiguous ones are caught."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import relative_config
+
+    rows = dict(relative_config.RELATIVE_FAMILIES)
+    rows["qwen3_vl"] = dataclasses.replace(rows["qwen3_vl"], mrope_interleaved_sections=False)
+    monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
+    problems = conformance_problems("qwen3_vl", tmp_path)
+    assert any("cos/sin differ" in p for p in problems), problems

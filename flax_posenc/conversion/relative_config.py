@@ -101,7 +101,8 @@ class RelativeFamily:
       text_config_field: a multimodal config's text tower (``"text_config"``): the RoPE fields
         are read there when the config has it (transformers 5), else at the top level (4.x).
       mrope_section_default: ``scheme="mrope"``: transformers' section when a config has none.
-      mrope_split_video_frames: ``scheme="mrope"``: one grid row per video frame (GLM-4V).
+      mrope_split_video_frames: ``scheme="mrope"``: one grid row per video frame (GLM-4V, Qwen3-VL).
+      mrope_interleaved_sections: ``scheme="mrope"``: Qwen3-VL's interleaved frequency sections.
       mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
         ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
         ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
@@ -135,6 +136,7 @@ class RelativeFamily:
     mrope_temporal_default: float | None = None
     mrope_section_default: tuple[int, ...] = (16, 24, 24)
     mrope_split_video_frames: bool = False
+    mrope_interleaved_sections: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -200,11 +202,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "persimmon",
     "phi",
     "phimoe",
-    "qwen3_5_moe_text",
-    "qwen3_5_text",
     "qwen3_next",
-    "qwen3_vl_moe_text",
-    "qwen3_vl_text",
     "recurrent_gemma",
     "sarvam_moe",
     "seed_oss",
@@ -213,6 +211,14 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "stablelm",
     "starcoder2",
     "vaultgemma",
+)
+
+#: Qwen3-VL (and its MoE text tower; Qwen3.5's text towers are a row of their own): multimodal RoPE with interleaved sections (T H W T H W ...)
+#: and one grid row per video frame; text-only positions make it plain RoPE.
+QWEN3_VL_MODEL_TYPES: tuple[str, ...] = (
+    "qwen3_vl",
+    "qwen3_vl_moe_text",
+    "qwen3_vl_text",
 )
 
 #: ``layer_types`` entries of layers without attention (convolutions, MLP-only, state-space and
@@ -336,6 +342,28 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 text_config_field="text_config",
                 mrope_section_default=(8, 12, 12),
                 mrope_split_video_frames=True,
+            ),
+            RelativeFamily(
+                "qwen3_vl",
+                QWEN3_VL_MODEL_TYPES,
+                scheme="mrope",
+                theta_default=500000.0,
+                limit_default=128000,
+                text_config_field="text_config",
+                mrope_section_default=(24, 20, 20),
+                mrope_split_video_frames=True,
+                mrope_interleaved_sections=True,
+            ),
+            RelativeFamily(
+                "qwen3_5",
+                ("qwen3_5_text", "qwen3_5_moe_text"),
+                scheme="mrope",
+                partial_default=0.25,
+                limit_default=32768,
+                text_config_field="text_config",
+                mrope_section_default=(11, 11, 10),
+                mrope_split_video_frames=True,
+                mrope_interleaved_sections=True,
             ),
             RelativeFamily("mistral", ("mistral",), limit_default=4096 * 32),
             RelativeFamily("mixtral", ("mixtral",), theta_default=1e6, limit_default=4096 * 32),
@@ -1027,6 +1055,7 @@ def _mrope_from(
         spatial_merge_size=merge,
         tokens_per_second=temporal,
         split_video_frames=family.mrope_split_video_frames,
+        interleaved_sections=family.mrope_interleaved_sections,
         **ids,
     )
 
@@ -1065,6 +1094,7 @@ __all__ = [
     "NON_ATTENTION_LAYER_TYPES",
     "NoPositionLayers",
     "PER_LAYER_TYPE_ROPE_MODEL_TYPES",
+    "QWEN3_VL_MODEL_TYPES",
     "RELATIVE_FAMILIES",
     "STANDARD_ROPE_MODEL_TYPES",
     "RelativeConfig",

@@ -221,7 +221,13 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
         half = cos.shape[-1] // 2
         their_cos, their_sin = cos[..., :half].double().numpy(), sin[..., :half].double().numpy()
     our_cos, our_sin = (np.asarray(a, np.float64) for a in fp.mrope_cos_sin(positions, cfg))
-    angle = positions[np.repeat(np.arange(len(cfg.mrope_section)) % 3, cfg.mrope_section)].transpose(1, 2, 0) * ours
+    if cfg.interleaved_sections:  # Qwen3-VL: H at 1, 4, ... < 3 * s[1]; W at 2, 5, ... < 3 * s[2]; T the rest
+        component = np.zeros(ours.size, np.int64)
+        component[1 : 3 * cfg.mrope_section[1] : 3] = 1
+        component[2 : 3 * cfg.mrope_section[2] : 3] = 2
+    else:
+        component = np.repeat(np.arange(len(cfg.mrope_section)) % 3, cfg.mrope_section)
+    angle = positions[component].transpose(1, 2, 0) * ours
     tol = scale * 2.0**-22 * (1 + angle)
     if not (np.all(np.abs(our_cos - their_cos) <= tol) and np.all(np.abs(our_sin - their_sin) <= tol)):
         problems.append("M-RoPE cos/sin differ from the rotary module's beyond float32 rounding of the angle")

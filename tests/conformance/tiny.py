@@ -132,6 +132,23 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "image_token_id": 100,
         "video_token_id": 101,
     },
+    "qwen3_vl": {
+        "text_config": {
+            **_MROPE_TEXT,
+            "head_dim": 16,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 5e5},
+        },
+        "vision_config": {
+            **_MROPE_VISION,
+            "hidden_size": 32,
+            "out_hidden_size": 64,
+            "intermediate_size": 64,
+            "deepstack_visual_indexes": [],
+            "num_position_embeddings": 16,
+        },
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
     "qwen2_5_vl": {
         "text_config": _MROPE_TEXT,
         "vision_config": {
