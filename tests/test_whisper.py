@@ -69,7 +69,8 @@ def test_two_mechanisms_with_limits_in_seconds_and_tokens(whisper):
     assert encoder.record.seconds_limit == 30.0 and record.limit == 448  # the token limit binds --length
     details = {m["unit"]: m for m in record.to_dict()["mechanisms"]}
     assert details["seconds"]["seconds"] == 30.0 and details["seconds"]["positions_per_second"] == 50.0
-    assert details["tokens"]["limit"] == 448
+    assert details["tokens"]["limit"] == 448 and details["seconds"]["sinusoid_error"] < 1e-3
+    assert "the sinusoid, stored as weights" in str(record)
     src = str(path)
     assert record.check_length(2000) == (
         False,
@@ -225,3 +226,19 @@ def test_conformance_notices_a_wrong_audio_window(tmp_path, monkeypatch):
     problems = conformance_problems("whisper", tmp_path)
     assert any("an encoder pass of 2998 mel frames (1499 positions) fails" in p for p in problems), problems
     assert position_tables.TABLE_FAMILIES["whisper_decoder"].length_field == "max_target_positions"
+
+
+def test_a_trained_encoder_table_is_reported_as_not_the_sinusoid(whisper, tmp_path):
+    """A checkpoint whose encoder table was changed says so; its limit is still 30 s."""
+    from safetensors.numpy import save_file
+
+    _, path, _ = whisper
+    state = load_file(path / "model.safetensors")
+    state["encoder.embed_positions.weight"] = state["encoder.embed_positions.weight"] + 0.25
+    save_file(state, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text((path / "config.json").read_text())
+    encoder = _mechanism(inspect_source(tmp_path), "seconds").record
+    assert encoder.sinusoid_error == pytest.approx(
+        0.25, abs=2e-4
+    )  # + the float32 angles of sinusoids() and encoder.seconds_limit == 30.0
+    assert encoder.values_phrase().startswith("not the sinusoid (trained or modified)")

@@ -173,6 +173,12 @@ class AudioTableSource:
             f"(split longer audio into {_seconds(self.seconds_limit)} windows)"
         )
 
+    def values_phrase(self) -> str:
+        """What the rows hold: transformers' sinusoids (within 1e-3 of float64), or something else."""
+        err = self.sinusoid_error
+        what = "the sinusoid, stored as weights" if err <= 1e-3 else "not the sinusoid (trained or modified)"
+        return f"{what}; largest difference from the float64 sinusoid {err:.3g}"
+
     def to_dict(self) -> dict[str, Any]:
         t = self.table
         return {
@@ -199,7 +205,7 @@ class AudioTableSource:
                 f"key:         {t.key}",
                 f"rows:        {t.rows} x {t.dim} ({t.dtype})",
                 f"audio:       {_seconds(self.seconds_limit)} at {self.positions_per_second:g} positions per second",
-                f"values:      sinusoids stored as weights, within {self.sinusoid_error:.3g} of float64",
+                f"values:      {self.values_phrase()}",
                 f"limit:       {self.describe_limit()}",
             ]
         )

@@ -6,7 +6,7 @@ each with its own limit:
 - ``learned``: an absolute table (:data:`~flax_posenc.conversion.families.FAMILIES`: key,
   length field, reserved rows, prefixes);
 - ``rope`` (one per layer type) and ``nope`` (layers without any), ``alibi``, ``mrope``
-  (Qwen2-VL / Qwen2.5-VL's multimodal 3-D RoPE)
+  (the multimodal 3-D RoPE of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V: :class:`~flax_posenc.MRopeConfig`)
   (:data:`~flax_posenc.conversion.relative_config.RELATIVE_FAMILIES`, transformers v5's
   ``rope_parameters``);
 - ``relative_bias``: T5-style buckets, per stack
@@ -263,7 +263,12 @@ def _details(m: Mechanism) -> dict[str, Any]:
         t = m.table
         out = {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset, "unit": m.unit}
         if m.unit == "seconds":
-            out.update(seconds=m.record.seconds_limit, positions_per_second=m.record.positions_per_second)
+            rec = m.record
+            out.update(
+                seconds=rec.seconds_limit,
+                positions_per_second=rec.positions_per_second,
+                sinusoid_error=rec.sinusoid_error,
+            )
         return out
     return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "config", "limit")}
 
