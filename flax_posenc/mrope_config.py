@@ -1,4 +1,4 @@
-"""Qwen2-VL / Qwen2.5-VL multimodal rotary positions (M-RoPE): the config and the 3-D position ids (numpy only).
+"""Multimodal rotary positions (M-RoPE: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V): config and 3-D position ids (numpy only).
 
 A Qwen-VL language model rotates every query and key with *three* positions: temporal, height and
 width. Text tokens carry the same position in all three (so text alone is plain RoPE); the tokens
@@ -19,6 +19,8 @@ with the width (sections beyond three cycle: section ``i`` uses component ``i % 
 - the temporal interval is 1 for images and for Qwen2-VL's videos, and
   ``tokens_per_second * second_per_grid_t`` for Qwen2.5-VL's videos (formed in float32 and
   truncated toward zero, as transformers does with the processor's float32 ``second_per_grid_ts``).
+- GLM-4V and Qwen3-VL (``split_video_frames``) give every video frame its own run and grid row
+  (their processors put a timestamp between frames), as their ``get_rope_index`` does.
 
 The computation is data-dependent (where the image tokens are decides the layout), so it runs on
 the host, like transformers' own, and returns a numpy array: positions that are *known* when a
