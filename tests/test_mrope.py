@@ -432,3 +432,17 @@ def test_conformance_notices_qwen3_vl_read_with_contiguous_sections(tmp_path, mo
     monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
     problems = conformance_problems("qwen3_vl", tmp_path)
     assert any("cos/sin differ" in p for p in problems), problems
+
+
+def test_rotary_from_pretrained_gives_the_text_rope_of_an_mrope_model(tiny):
+    """``RotaryEmbedding.from_pretrained`` on an M-RoPE checkpoint: the text tower's RoPE, equal to
+    ``apply_mrope`` with three equal components (what transformers makes of 1-D position ids)."""
+    from flax import nnx
+
+    model, path, cfg = tiny
+    rotary = fp.nnx.RotaryEmbedding.from_pretrained(path)
+    assert rotary.config == cfg.rope
+    positions = np.arange(20)[None]
+    q = np.random.default_rng(3).standard_normal((1, 20, 2, 16)).astype(np.float32)
+    ours = nnx.jit(lambda m, x: m(x))(rotary, q)
+    assert np.max(np.abs(np.asarray(ours) - np.asarray(fp.apply_mrope(q, cfg, np.stack([positions] * 3))))) <= 1e-6
