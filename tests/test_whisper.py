@@ -242,3 +242,19 @@ def test_a_trained_encoder_table_is_reported_as_not_the_sinusoid(whisper, tmp_pa
         0.25, abs=2e-4
     )  # + the float32 angles of sinusoids() and encoder.seconds_limit == 30.0
     assert encoder.values_phrase().startswith("not the sinusoid (trained or modified)")
+
+
+def test_encoder_only_checkpoint_has_the_audio_mechanism_only(tmp_path, capsys):
+    """``WhisperForAudioClassification`` saves no decoder: one mechanism, in seconds; --length is bad input."""
+    from transformers import WhisperConfig, WhisperForAudioClassification
+
+    WhisperForAudioClassification(WhisperConfig(**TINY)).save_pretrained(tmp_path)
+    record = inspect_source(tmp_path)
+    assert [(m.unit, m.limit) for m in record.mechanisms] == [("seconds", 1500)]
+    assert main(["check", str(tmp_path), "--seconds", "30"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(tmp_path), "--length", "10"]) == 2
+    assert capsys.readouterr().err == (
+        f"flax-posenc check: error: {tmp_path}: expected a model with token positions for --length, "
+        "found audio positions only (use --seconds)\n"
+    )

@@ -45,7 +45,7 @@ from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, read_audio
 from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
-from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table
+from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
 from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
@@ -336,7 +336,13 @@ class ModelRecord:
         return self._binding().describe_limit()
 
     def check_length(self, length: int) -> tuple[bool, str]:
-        """``(False, line)`` of the first mechanism refusing ``length``; else the binding one's verdict."""
+        """``(False, line)`` of the first mechanism refusing ``length``; else the binding one's verdict.
+
+        Raises:
+          CheckpointError: every mechanism counts seconds of audio (an encoder-only Whisper).
+        """
+        if all(m.unit != "tokens" for m in self.mechanisms):
+            raise fail(self.source, "a model with token positions for --length", "audio positions only (use --seconds)")
         for m in self.mechanisms:
             if m.unit != "tokens":
                 continue
@@ -444,7 +450,9 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
         elif registry == "table":
             from flax_posenc.conversion.source_record import LearnedTableSource
 
-            if has_table(name, config, config_path):
+            if has_table(name, config, config_path) and (
+                not TABLE_FAMILIES[name].optional or table_present(source, name)
+            ):
                 records.append(LearnedTableSource(read_position_table(source, name, config)))
         elif registry == "computed_sinusoid":
             records.append(computed_sinusoid_from_dict(config, name, text, config_path))

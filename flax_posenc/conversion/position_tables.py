@@ -26,7 +26,7 @@ from flax_posenc.conversion.readers import fail, read_float
 from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.conversion.table import PositionTable
 
-__all__ = ["TABLE_FAMILIES", "TableFamily", "has_table", "read_position_table"]
+__all__ = ["TABLE_FAMILIES", "TableFamily", "has_table", "read_position_table", "table_present"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +41,8 @@ class TableFamily:
       length_field: the config field declaring the table's length (checked against its rows).
       present_flag, present_default: a config flag without which the model has no such table
         (DeBERTa's ``position_biased_input``) and its default.
+      optional: the checkpoint may hold no such tensor at all (an encoder-only Whisper checkpoint,
+        ``WhisperForAudioClassification``, has no decoder table): then the mechanism is absent.
     """
 
     name: str
@@ -52,6 +54,7 @@ class TableFamily:
     present_flag: str | None = None
     present_default: bool = True
     length_field: str = "max_position_embeddings"
+    optional: bool = False
 
     def expected_rows(self, declared: int) -> int:
         """The rows a table must have for ``length_field`` = ``declared``: the field counts the
@@ -131,6 +134,7 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 ("whisper",),
                 key_suffix="decoder.embed_positions.weight",
                 length_field="max_target_positions",
+                optional=True,
             ),
         )
     }
@@ -156,6 +160,14 @@ def has_table(family: str, config: Mapping[str, Any], where: object) -> bool:
     if not isinstance(flag, bool):
         raise fail(where, f"{row.present_flag} as true or false", repr(flag)[:80])
     return flag
+
+
+def table_present(source: str | os.PathLike, family: str) -> bool:
+    """Whether SOURCE holds a tensor named like the :data:`TABLE_FAMILIES` ``family`` table (its
+    key suffix, under any prefix); only the checkpoint's index of names is read."""
+    row = TABLE_FAMILIES[family]
+    keys = open_checkpoint(source).reader.keys()
+    return any(k == row.key_suffix or k.endswith("." + row.key_suffix) for k in keys)
 
 
 def read_position_table(
