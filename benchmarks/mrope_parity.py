@@ -1,6 +1,6 @@
 """Qwen2-VL / Qwen2.5-VL M-RoPE against transformers and float64: what docs/vision-audio.md claims.
 
-    python benchmarks/mrope_parity.py        # ~30 s on 2 cores; needs torch + transformers
+    python benchmarks/mrope_parity.py        # ~40 s on 2 shared cores; needs torch + transformers
 
 1. Position ids: ``fp.mrope_positions`` vs ``get_rope_index`` of tiny random Qwen2-VL, Qwen2.5-VL,
    GLM-4V and Qwen3-VL models on 200 random prompts each (1-3 rows, left padding, images and videos

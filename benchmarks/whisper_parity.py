@@ -1,6 +1,6 @@
 """Whisper's two position tables against transformers and float64: what docs/vision-audio.md claims.
 
-    python benchmarks/whisper_parity.py      # ~20 s on 2 cores; needs torch + transformers
+    python benchmarks/whisper_parity.py      # ~40 s on 2 shared cores; needs torch + transformers
 
 1. The encoder table at every released Whisper width (d_model 384, 512, 768, 1024, 1280; 1500
    rows): transformers' ``sinusoids()`` (what ``_init_weights`` stores, float32 angles) and
