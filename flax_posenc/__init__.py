@@ -55,6 +55,10 @@ _EXPORTS = {
     "resize_patch_grid": "flax_posenc.grids",
     "GridConvention": "flax_posenc.grid_config",
     "GRID_CONVENTIONS": "flax_posenc.grid_config",
+    "MRopeConfig": "flax_posenc.mrope_config",
+    "mrope_positions": "flax_posenc.mrope_config",
+    "mrope_cos_sin": "flax_posenc.mrope",
+    "apply_mrope": "flax_posenc.mrope",
 }
 _SUBMODULES = {
     "nnx",
@@ -82,6 +86,8 @@ _SUBMODULES = {
     "grids",
     "grid_config",
     "grid_sincos",
+    "mrope",
+    "mrope_config",
 }
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
@@ -118,6 +124,8 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
         padding_aware_positions,
         sequential_positions,
     )
+    from flax_posenc.mrope import apply_mrope, mrope_cos_sin  # noqa: F401
+    from flax_posenc.mrope_config import MRopeConfig, mrope_positions  # noqa: F401
     from flax_posenc.orbax_io import load_orbax, save_orbax  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401

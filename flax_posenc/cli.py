@@ -6,6 +6,7 @@ Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.
 - ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line;
   ``--image-size PX`` (or ``HxW``) for a vision grid: exit 0 when the image gives the trained grid,
   else exit 1 saying the grid must be resized (``fp.resize_grid``).
+  ``--seconds S`` asks the same of an audio table (Whisper: 30 s).
 - ``plot SOURCE --out DIR [--dims D ...]``: PNG figures.
 - ``extend SOURCE --length N --method M --out DIR``: an HF-loadable checkpoint with a longer table.
 - ``convert SOURCE --out PATH [--format orbax]``: the input block's Flax parameters, as ``.msgpack``
@@ -114,6 +115,18 @@ def _image_size(text: str) -> tuple[int, int]:
     return (sides[0], sides[0]) if len(sides) == 1 else sides  # type: ignore[return-value]
 
 
+def _positive_seconds(text: str) -> float:
+    from flax_posenc.conversion.audio_tables import MAX_SECONDS
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not 0 < value <= MAX_SECONDS:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds up to {MAX_SECONDS:g}, got {text!r}")
+    return value
+
+
 def _finite_json(value: Any) -> Any:
     """``value`` with every non-finite float (NaN, +-Inf) replaced by ``None``: strict JSON."""
     if isinstance(value, float):
@@ -191,8 +204,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from flax_posenc.conversion.source_record import verdict
 
-    if args.length is None and args.image_size is None:
-        raise UsageError("expected --length N (tokens) or --image-size PX (a vision grid)")
+    if args.length is None and args.image_size is None and args.seconds is None:
+        raise UsageError("expected --length N (tokens), --seconds S (audio) or --image-size PX (a vision grid)")
     record = load_source(args.source, args.family)
     mechanisms = getattr(record, "mechanisms", ())
     grids = [m.record for m in mechanisms if m.kind == "grid"]
@@ -230,6 +243,11 @@ def cmd_check(args: argparse.Namespace) -> int:
                 f"--length: {grids[0].describe_limit()}: it limits the image size; ask with --image-size PX"
             )
         result = verdict(record, args.length)
+        checks.append((result["fits"], result["message"], result))
+    if args.seconds is not None:  # audio (Whisper's encoder): the limit in seconds
+        from flax_posenc.conversion.audio_tables import seconds_verdict
+
+        result = seconds_verdict(record, args.seconds)
         checks.append((result["fits"], result["message"], result))
     fits = all(c[0] for c in checks)
     if args.json:
@@ -359,7 +377,13 @@ def _configure_inspect(p: argparse.ArgumentParser) -> None:
 def _configure_check(p: argparse.ArgumentParser) -> None:
     _add_source(p)
     _add_family(p)
-    p.add_argument("--length", "-n", type=_positive_int, metavar="N", help="number of positions (0..N-1) to fit")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--length", "-n", type=_positive_int, metavar="N", help="number of positions (0..N-1) to fit (tokens)"
+    )
+    what.add_argument(
+        "--seconds", type=_positive_seconds, metavar="S", help="seconds of audio to fit (Whisper's encoder table)"
+    )
     p.add_argument(
         "--image-size",
         type=_image_size,

@@ -21,6 +21,8 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
 - :data:`FAMILIES` -- the known families, one data row each; :func:`detect_family`.
 - :func:`open_checkpoint` -- any tensor of a checkpoint and its ``config.json``
   (:class:`CheckpointReader`: ``config``, ``names``, ``info(name)``, ``tensor(name)``).
+- :class:`AudioTableSource` -- Whisper's encoder table, its limit in seconds of audio
+  (:data:`AUDIO_TABLE_FAMILIES`); M-RoPE configs: :meth:`flax_posenc.MRopeConfig.from_pretrained`.
 
 A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
 model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gguf`` file
@@ -34,6 +36,7 @@ model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gg
 
 from __future__ import annotations
 
+from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, AudioTableSource
 from flax_posenc.conversion.checkpoint import CheckpointReader, open_checkpoint
 from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
@@ -52,6 +55,8 @@ from flax_posenc.conversion.table import InputBlockWeights, PositionTable
 from flax_posenc.errors import CheckpointError
 
 __all__ = [
+    "AUDIO_TABLE_FAMILIES",
+    "AudioTableSource",
     "FAMILIES",
     "GRID_FAMILIES",
     "CheckpointError",

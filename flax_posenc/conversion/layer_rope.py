@@ -39,6 +39,10 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
     from the config; a config without ``num_hidden_layers`` bounds it by the layers its
     mechanisms list, or not at all when they list none.
 
+    A multimodal RoPE (``mrope``: Qwen-VL, GLM-4V) gives its text tower's ``RopeConfig``: what the
+    model applies to text-only positions (the three components equal); image and video tokens
+    need :func:`flax_posenc.apply_mrope` with :func:`flax_posenc.mrope_positions`.
+
     Raises:
       CheckpointError: ``layer`` not an integer (a bool is not one) or out of range (the message
         names the number of layers), SOURCE without a RoPE mechanism (the message names the
@@ -72,7 +76,8 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
             text, "a checkpoint with a RoPE mechanism", f"model_type {config['model_type']!r} with: {have}"
         ) from None
     mechanisms = record.mechanisms
-    if not any(m.kind == "rope" for m in mechanisms):
+    rope_kinds = ("rope", "mrope")
+    if not any(m.kind in rope_kinds for m in mechanisms):
         have = ", ".join(dict.fromkeys(m.kind for m in mechanisms))
         raise fail(text, "a checkpoint with a RoPE mechanism", f"model_type {record.model_type!r} with: {have}")
     count, counted = config.get("num_hidden_layers"), "num_hidden_layers"
@@ -82,9 +87,9 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
     if layer < 0 or (count is not None and layer >= count):
         bound = f"0..{count - 1} ({count} layers, {counted})" if count is not None else "0 or more"
         raise fail(text, f"layer in {bound}", f"layer={layer}")
-    listed = [m for m in mechanisms if m.kind in ("rope", "nope") and m.layers is not None and layer in m.layers]
-    every = [m for m in mechanisms if m.kind == "rope" and m.layers is None]
+    listed = [m for m in mechanisms if m.kind in (*rope_kinds, "nope") and m.layers is not None and layer in m.layers]
+    every = [m for m in mechanisms if m.kind in rope_kinds and m.layers is None]
     serving = listed or every
     if not serving:
         raise fail(text, f"a RoPE or NoPE mechanism serving layer {layer}", "none")
-    return serving[0].rope if serving[0].kind == "rope" else None
+    return serving[0].rope if serving[0].kind in rope_kinds else None

@@ -5,7 +5,8 @@ each with its own limit:
 
 - ``learned``: an absolute table (:data:`~flax_posenc.conversion.families.FAMILIES`: key,
   length field, reserved rows, prefixes);
-- ``rope`` (one per layer type) and ``nope`` (layers without any), ``alibi``
+- ``rope`` (one per layer type) and ``nope`` (layers without any), ``alibi``, ``mrope``
+  (the multimodal 3-D RoPE of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V: :class:`~flax_posenc.MRopeConfig`)
   (:data:`~flax_posenc.conversion.relative_config.RELATIVE_FAMILIES`, transformers v5's
   ``rope_parameters``);
 - ``relative_bias``: T5-style buckets, per stack
@@ -16,7 +17,10 @@ each with its own limit:
   ``deberta_relative`` (:data:`~flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES`),
   ``grid``: a vision transformer's learned 2-D position grid
   (:data:`~flax_posenc.conversion.grid_tables.GRID_FAMILIES`), and
-  ``none`` (:data:`NO_POSITION_MODEL_TYPES`: recurrent and state-space models).
+  ``none`` (:data:`NO_POSITION_MODEL_TYPES`: recurrent and state-space models);
+- ``learned`` tables over audio frames whose limit is a duration (Whisper's encoder:
+  :data:`~flax_posenc.conversion.audio_tables.AUDIO_TABLE_FAMILIES`); their ``unit`` is
+  ``"seconds"``: token checks leave them out, ``check_seconds`` asks them.
 
 :data:`MODEL_MECHANISMS` is derived from those registries (a model type listed in two of them,
 like MPNet's learned table and relative bias, has two mechanisms): adding a model type is adding
@@ -39,11 +43,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast
 
+from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, read_audio_table
 from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
 from flax_posenc.conversion.grid_tables import GRID_FAMILIES
-from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table
+from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
 from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
@@ -68,6 +73,7 @@ MECHANISM_KINDS: tuple[str, ...] = (
     "rope",
     "nope",
     "alibi",
+    "mrope",
     "relative_bias",
     "deberta_relative",
     "grid",
@@ -83,6 +89,7 @@ _REGISTRIES: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("rope_alibi", RELATIVE_FAMILIES),
     ("relative_bias", RELATIVE_BIAS_FAMILIES),
     ("deberta_relative", DEBERTA_FAMILIES),
+    ("audio_table", AUDIO_TABLE_FAMILIES),
 )
 
 
@@ -125,12 +132,7 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
-        "qwen2_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "qwen2_5_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "glm4v_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "glm4v_moe_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "glm_image_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "glm_ocr_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "hunyuan_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "hy_v4_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "cosmos3_edge_text": "multimodal 3-D RoPE (mrope_section) is not read",
@@ -237,6 +239,11 @@ class Mechanism:
         return getattr(self.record, "table", None)
 
     @property
+    def unit(self) -> str:
+        """What its limit counts: ``"tokens"`` (positions of the token sequence) or ``"seconds"`` of audio."""
+        return getattr(self.record, "unit", "tokens")
+
+    @property
     def layers(self) -> tuple[int, ...] | None:
         """The layers it serves (``None``: every layer, or the input block)."""
         return getattr(self.record, "layers", None)
@@ -261,7 +268,15 @@ def _details(m: Mechanism) -> dict[str, Any]:
         return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "limit", "scheme")}
     if m.table is not None:
         t = m.table
-        return {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset}
+        out = {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset, "unit": m.unit}
+        if m.unit == "seconds":
+            rec = m.record
+            out.update(
+                seconds=rec.seconds_limit,
+                positions_per_second=rec.positions_per_second,
+                sinusoid_error=rec.sinusoid_error,
+            )
+        return out
     return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "config", "limit")}
 
 
@@ -274,8 +289,9 @@ class ModelRecord:
       model_type: the ``config.json`` ``model_type`` (``None`` without a config).
       mechanisms: the :class:`Mechanism` s, in :data:`MECHANISM_KINDS` order of reading.
 
-    ``limit`` is the smallest limit among the mechanisms (``None`` when none has one);
-    ``check_length(n)`` fails when any mechanism refuses ``n`` positions. Attributes of the first
+    ``limit`` is the smallest limit among the token mechanisms (``None`` when none has one);
+    ``check_length(n)`` fails when any of them refuses ``n`` positions; ``check_seconds(s)`` asks
+    the audio ones (Whisper's encoder: ``unit == "seconds"``). Attributes of the first
     mechanism's record (``table``, ``rope``, ``report``, ...) are reachable on the record itself.
     """
 
@@ -293,8 +309,9 @@ class ModelRecord:
         return self._binding().record
 
     def _binding(self) -> Mechanism:
-        limited = [m for m in self.mechanisms if m.limit is not None]
-        return min(limited, key=lambda m: cast(int, m.limit)) if limited else self.mechanisms[0]
+        tokens = [m for m in self.mechanisms if m.unit == "tokens"] or list(self.mechanisms)
+        limited = [m for m in tokens if m.limit is not None]
+        return min(limited, key=lambda m: cast(int, m.limit)) if limited else tokens[0]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("mechanisms", "source", "model_type"):
@@ -326,12 +343,37 @@ class ModelRecord:
         return self._binding().describe_limit()
 
     def check_length(self, length: int) -> tuple[bool, str]:
-        """``(False, line)`` of the first mechanism refusing ``length``; else the binding one's verdict."""
+        """``(False, line)`` of the first mechanism refusing ``length``; else the binding one's verdict.
+
+        Raises:
+          CheckpointError: every mechanism counts seconds of audio (an encoder-only Whisper).
+        """
+        if all(m.unit != "tokens" for m in self.mechanisms):
+            raise fail(self.source, "a model with token positions for --length", "audio positions only (use --seconds)")
         for m in self.mechanisms:
+            if m.unit != "tokens":
+                continue
             fits, line = m.check_length(length)
             if not fits:
                 return fits, line
         return self._binding().check_length(length)
+
+    def check_seconds(self, seconds: float) -> tuple[bool, str]:
+        """``(fits, line)`` for ``seconds`` of audio, from every mechanism whose limit is a duration.
+
+        Raises:
+          CheckpointError: the model has no audio position table (one line naming SOURCE).
+        """
+        audio = [m for m in self.mechanisms if m.unit == "seconds"]
+        if not audio:
+            kinds = ", ".join(dict.fromkeys(m.kind for m in self.mechanisms))
+            raise fail(
+                self.source,
+                "a model with an audio position table for --seconds (Whisper)",
+                f"{kinds} positions only (use --length for tokens)",
+            )
+        verdicts = [m.record.check_seconds(seconds) for m in audio]
+        return next((v for v in verdicts if not v[0]), verdicts[0])
 
     def to_dict(self) -> dict[str, Any]:
         """The first mechanism's report, the ``limit`` and every mechanism under ``mechanisms``."""
@@ -415,7 +457,9 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
         elif registry == "table":
             from flax_posenc.conversion.source_record import LearnedTableSource
 
-            if has_table(name, config, config_path):
+            if has_table(name, config, config_path) and (
+                not TABLE_FAMILIES[name].optional or table_present(source, name)
+            ):
                 records.append(LearnedTableSource(read_position_table(source, name, config)))
         elif registry == "grid":
             from flax_posenc.conversion.grid_tables import GridSource, load_grid_table
@@ -423,6 +467,8 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
             records.append(GridSource(load_grid_table(source, family=name)))
         elif registry == "computed_sinusoid":
             records.append(computed_sinusoid_from_dict(config, name, text, config_path))
+        elif registry == "audio_table":
+            records.append(read_audio_table(source, name, config))
         elif registry == "deberta_relative":
             records += deberta_relative_from_dict(config, text, config_path)
         elif registry == "none":

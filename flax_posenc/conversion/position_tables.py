@@ -26,7 +26,7 @@ from flax_posenc.conversion.readers import fail, read_float
 from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.conversion.table import PositionTable
 
-__all__ = ["TABLE_FAMILIES", "TableFamily", "has_table", "read_position_table"]
+__all__ = ["TABLE_FAMILIES", "TableFamily", "has_table", "read_position_table", "table_present"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +43,8 @@ class TableFamily:
         (DeBERTa's ``position_biased_input``) and its default.
       config_section: the sub-config holding ``length_field`` in a composite checkpoint (the
         text tower of ``clip``/``siglip``: ``"text_config"``), else ``None``.
+      optional: the checkpoint may hold no such tensor at all (an encoder-only Whisper checkpoint,
+        ``WhisperForAudioClassification``, has no decoder table): then the mechanism is absent.
     """
 
     name: str
@@ -55,6 +57,7 @@ class TableFamily:
     present_default: bool = True
     length_field: str = "max_position_embeddings"
     config_section: str | None = None
+    optional: bool = False
 
     def expected_rows(self, declared: int) -> int:
         """The rows a table must have for ``length_field`` = ``declared``: the field counts the
@@ -140,6 +143,14 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
             TableFamily("gpt2_like", ("gpt-sw3", "gpt_bigcode"), key_suffix="wpe.weight", length_field="n_positions"),
             TableFamily("openai_gpt", ("openai-gpt",), key_suffix="positions_embed.weight", length_field="n_positions"),
             TableFamily("biogpt", ("biogpt",), key_suffix="embed_positions.weight", offset=2),
+            # Whisper's decoder tokens (448); its encoder's audio table: audio_tables.AUDIO_TABLE_FAMILIES
+            TableFamily(
+                "whisper_decoder",
+                ("whisper",),
+                key_suffix="decoder.embed_positions.weight",
+                length_field="max_target_positions",
+                optional=True,
+            ),
         )
     }
 )
@@ -166,14 +177,25 @@ def has_table(family: str, config: Mapping[str, Any], where: object) -> bool:
     return flag
 
 
-def read_position_table(source: str | os.PathLike, family: str, config: Mapping[str, Any]) -> PositionTable:
-    """The :data:`TABLE_FAMILIES` ``family`` table of SOURCE (only that tensor is read).
+def table_present(source: str | os.PathLike, family: str) -> bool:
+    """Whether SOURCE holds a tensor named like the :data:`TABLE_FAMILIES` ``family`` table (its
+    key suffix, under any prefix); only the checkpoint's index of names is read."""
+    row = TABLE_FAMILIES[family]
+    keys = open_checkpoint(source).reader.keys()
+    return any(k == row.key_suffix or k.endswith("." + row.key_suffix) for k in keys)
+
+
+def read_position_table(
+    source: str | os.PathLike, family: str, config: Mapping[str, Any], *, row: TableFamily | None = None
+) -> PositionTable:
+    """The :data:`TABLE_FAMILIES` ``family`` table of SOURCE (only that tensor is read); ``row``: a
+    :class:`TableFamily` of another registry (Whisper's audio table) instead.
 
     Raises:
       CheckpointError: no tensor ends with the family's key, or several do, or it is not a finite
         2-D float table with more rows than reserved ones (one line naming the file).
     """
-    row = TABLE_FAMILIES[family]
+    row = TABLE_FAMILIES[family] if row is None else row
     ckpt = open_checkpoint(source)
     keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
     if len(keys) != 1:

@@ -19,6 +19,14 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
 - BLOOM: ALiBi, ``n_head`` heads, no length limit in its config.
 - MPT: ALiBi when ``attn_config.alibi`` (default true), ``attn_config.alibi_bias_max`` (8), limit
   ``max_seq_len`` (2048).
+- Qwen2-VL, Qwen2.5-VL, GLM-4V (and GLM-OCR), GLM-4V-MoE: multimodal RoPE (``scheme="mrope"``,
+  :class:`~flax_posenc.MRopeConfig`): the text tower's RoPE from ``text_config`` (or the flat 4.x
+  fields), ``mrope_section`` in ``rope_parameters`` (4.x: ``rope_scaling`` with ``type: "mrope"``,
+  read as ``default``), defaults ``[16, 24, 24]`` (Qwen) and ``[8, 12, 12]`` (GLM); token ids at the
+  top level; ``vision_config.spatial_merge_size`` (2) and, for Qwen2.5-VL,
+  ``vision_config.tokens_per_second`` (4). GLM-4V pairs dims interleaved (``rotate_half_llm``),
+  GLM-4V-MoE in halves; both rotate ``partial_rotary_factor`` (0.5) of each head and give every
+  video frame its own grid row.
 
 RoPE parameters are read as transformers 5.x writes them (``rope_parameters``: ``rope_type``,
 ``rope_theta``, ``factor``, ...) and as 4.x configs on the Hub hold them (top-level
@@ -57,7 +65,7 @@ from flax_posenc.errors import CheckpointError
 from flax_posenc.limits import NoLimit
 from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, RopeLayout, scaling_of
 
-Scheme = Literal["rope", "alibi"]
+Scheme = Literal["rope", "alibi", "mrope"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +75,9 @@ class RelativeFamily:
     Attributes:
       name: our name for the family.
       model_types: ``config.json`` ``model_type`` values that mean it.
-      scheme: ``"rope"`` or ``"alibi"``; with ``alibi_flag`` set, the default when the flag is absent.
+      scheme: ``"rope"``, ``"alibi"`` or ``"mrope"`` (multimodal RoPE: a
+        :class:`~flax_posenc.MRopeConfig` beside the RoPE); with ``alibi_flag`` set, the default
+        when the flag is absent.
       alibi_flag: dotted config path of a boolean choosing ALiBi over RoPE (Falcon ``alibi``,
         MPT ``attn_config.alibi``), or ``None``.
       heads_fields, hidden_fields: fields holding the head count and the model width (first present wins).
@@ -88,6 +98,14 @@ class RelativeFamily:
         (Muse applies the one ``rope_theta``), else each is that layer's base (Granite-SWA).
       rope_type_aliases: ``(old, new)`` spellings of ``rope_type``/``type`` that transformers
         rewrites for this family (Phi-3's legacy ``"su"`` and ``"yarn"`` mean ``"longrope"``).
+      text_config_field: a multimodal config's text tower (``"text_config"``): the RoPE fields
+        are read there when the config has it (transformers 5), else at the top level (4.x).
+      mrope_section_default: ``scheme="mrope"``: transformers' section when a config has none.
+      mrope_split_video_frames: ``scheme="mrope"``: one grid row per video frame (GLM-4V, Qwen3-VL).
+      mrope_interleaved_sections: ``scheme="mrope"``: Qwen3-VL's interleaved frequency sections.
+      mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
+        ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
+        ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
     """
 
     name: str
@@ -113,6 +131,12 @@ class RelativeFamily:
     per_layer_type: bool = False
     layer_theta_field: str | None = None
     layer_theta_is_flag: bool = False
+    text_config_field: str | None = None
+    mrope_temporal_field: str | None = None
+    mrope_temporal_default: float | None = None
+    mrope_section_default: tuple[int, ...] = (16, 24, 24)
+    mrope_split_video_frames: bool = False
+    mrope_interleaved_sections: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -178,11 +202,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "persimmon",
     "phi",
     "phimoe",
-    "qwen3_5_moe_text",
-    "qwen3_5_text",
     "qwen3_next",
-    "qwen3_vl_moe_text",
-    "qwen3_vl_text",
     "recurrent_gemma",
     "sarvam_moe",
     "seed_oss",
@@ -191,6 +211,14 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "stablelm",
     "starcoder2",
     "vaultgemma",
+)
+
+#: Qwen3-VL (and its MoE text tower; Qwen3.5's text towers are a row of their own): multimodal RoPE with interleaved sections (T H W T H W ...)
+#: and one grid row per video frame; text-only positions make it plain RoPE.
+QWEN3_VL_MODEL_TYPES: tuple[str, ...] = (
+    "qwen3_vl",
+    "qwen3_vl_moe_text",
+    "qwen3_vl_text",
 )
 
 #: ``layer_types`` entries of layers without attention (convolutions, MLP-only, state-space and
@@ -275,6 +303,68 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 rope_head_dim_field="qk_rope_head_dim",
                 layout_flag="rope_interleave",
             ),
+            RelativeFamily(
+                "qwen2_vl",
+                ("qwen2_vl", "qwen2_vl_text"),
+                scheme="mrope",
+                theta_default=1e6,
+                limit_default=32768,
+                rope_type_aliases=(("mrope", "default"),),
+                text_config_field="text_config",
+            ),
+            RelativeFamily(
+                "qwen2_5_vl",
+                ("qwen2_5_vl", "qwen2_5_vl_text"),
+                scheme="mrope",
+                theta_default=1e6,
+                limit_default=128000,
+                rope_type_aliases=(("mrope", "default"),),
+                text_config_field="text_config",
+                mrope_temporal_field="tokens_per_second",
+                mrope_temporal_default=4,
+            ),
+            RelativeFamily(
+                "glm4v",
+                ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text"),
+                scheme="mrope",
+                layout="interleaved",
+                limit_default=32768,
+                text_config_field="text_config",
+                mrope_section_default=(8, 12, 12),
+                mrope_split_video_frames=True,
+            ),
+            RelativeFamily(
+                "glm4v_moe",
+                ("glm4v_moe", "glm4v_moe_text"),
+                scheme="mrope",
+                partial_default=0.5,
+                limit_default=65536,
+                text_config_field="text_config",
+                mrope_section_default=(8, 12, 12),
+                mrope_split_video_frames=True,
+            ),
+            RelativeFamily(
+                "qwen3_vl",
+                QWEN3_VL_MODEL_TYPES,
+                scheme="mrope",
+                theta_default=500000.0,
+                limit_default=128000,
+                text_config_field="text_config",
+                mrope_section_default=(24, 20, 20),
+                mrope_split_video_frames=True,
+                mrope_interleaved_sections=True,
+            ),
+            RelativeFamily(
+                "qwen3_5",
+                ("qwen3_5_text", "qwen3_5_moe_text"),
+                scheme="mrope",
+                partial_default=0.25,
+                limit_default=32768,
+                text_config_field="text_config",
+                mrope_section_default=(11, 11, 10),
+                mrope_split_video_frames=True,
+                mrope_interleaved_sections=True,
+            ),
             RelativeFamily("mistral", ("mistral",), limit_default=4096 * 32),
             RelativeFamily("mixtral", ("mixtral",), theta_default=1e6, limit_default=4096 * 32),
             RelativeFamily("qwen2", ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"), limit_default=32768),
@@ -344,8 +434,9 @@ class RelativeConfig:
     Attributes:
       source: the SOURCE as given; ``config_path``: the ``config.json`` read.
       family, model_type: our family name and the config's ``model_type``.
-      scheme: ``"rope"`` or ``"alibi"``.
-      rope: the :class:`~flax_posenc.RopeConfig` (``None`` for ALiBi).
+      scheme: ``"rope"``, ``"alibi"`` or ``"mrope"`` (Qwen-VL's multimodal RoPE).
+      rope: the :class:`~flax_posenc.RopeConfig` (``None`` for ALiBi; the text tower's for M-RoPE).
+      mrope: the :class:`~flax_posenc.MRopeConfig` of an ``"mrope"`` scheme, else ``None``.
       alibi: the :class:`~flax_posenc.AlibiConfig` (``None`` for RoPE).
       num_heads: attention heads.
       layer_type: the ``layer_types`` entry this record serves (``None``: not per layer type).
@@ -362,6 +453,7 @@ class RelativeConfig:
     alibi: AlibiConfig | None = None
     layer_type: str | None = None
     layers: tuple[int, ...] | None = None
+    mrope: Any = None
 
     key = None  # a config holds no tensor (the :class:`~flax_posenc.conversion.SourceRecord` field)
 
@@ -391,6 +483,8 @@ class RelativeConfig:
 
     @property
     def scheme_name(self) -> str:
+        if self.mrope is not None:
+            return f"{self.rope.rope_type} M-RoPE (mrope_section {'/'.join(map(str, self.mrope.mrope_section))})"
         return f"{self.rope.rope_type} RoPE" if self.rope is not None else "ALiBi"
 
     @property
@@ -418,7 +512,7 @@ class RelativeConfig:
             out["layer_type"] = self.layer_type
         if self.layers is not None:
             out["layers"] = list(self.layers)
-        out[self.scheme] = cast("RopeConfig | AlibiConfig", self.rope or self.alibi).to_dict()
+        out[self.scheme] = cast("RopeConfig | AlibiConfig", self.mrope or self.rope or self.alibi).to_dict()
         return out
 
     def __str__(self) -> str:
@@ -437,6 +531,13 @@ class RelativeConfig:
             extras = {k: v for k, v in r.to_dict().items() if k in _SCALING_NUMBERS}
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))
+            if self.mrope is not None:
+                m = self.mrope
+                lines.append(
+                    f"mrope:       section {list(m.mrope_section)} (temporal, height, width), image_token_id "
+                    f"{m.image_token_id}, video_token_id {m.video_token_id}, spatial_merge_size "
+                    f"{m.spatial_merge_size}, tokens_per_second {m.tokens_per_second}"
+                )
         else:
             alibi = cast(AlibiConfig, self.alibi)  # one of rope and alibi is set
             slopes = AlibiConfig.to_dict(alibi)["slopes"]
@@ -616,6 +717,12 @@ def relative_configs_from_dict(
     if family is None:
         known = sorted(t for f in RELATIVE_FAMILIES.values() for t in f.model_types)
         raise fail(where, f"a RoPE/ALiBi model_type ({len(known)} known)", repr(config.get("model_type")))
+    outer = config
+    if family.text_config_field is not None and config.get(family.text_config_field) is not None:
+        text = config[family.text_config_field]
+        if not isinstance(text, Mapping):
+            raise fail(where, f"{family.text_config_field} as a JSON object", type(text).__name__)
+        config = {**text, "model_type": config.get("model_type")}
     heads = _int_field(
         where, f"a positive head count in {' or '.join(family.heads_fields)}", _first(config, family.heads_fields)
     )
@@ -663,6 +770,14 @@ def relative_configs_from_dict(
                 else _int_field(where, "num_attention_heads", _first(layer_config, family.heads_fields))
             )
             rope = _rope_from(layer_config, family, layer_heads, limit, where, parameters)
+            if family.scheme == "mrope":
+                mrope = _mrope_from(outer, config, family, rope, parameters, where)
+                records.append(
+                    RelativeConfig(
+                        scheme="mrope", rope=rope, mrope=mrope, layer_type=layer_type, layers=layers, **common
+                    )
+                )
+                continue
             records.append(RelativeConfig(scheme="rope", rope=rope, layer_type=layer_type, layers=layers, **common))
     except CheckpointError:
         raise
@@ -900,6 +1015,57 @@ def _rope_from(
     return RopeConfig.from_rope_parameters(params, head_dim=int(head_dim), max_position_embeddings=limit, layout=layout)
 
 
+def _mrope_from(
+    outer: Mapping[str, Any],
+    text: Mapping[str, Any],
+    family: RelativeFamily,
+    rope: RopeConfig,
+    parameters: Mapping[str, Any],
+    where: object,
+):
+    """The :class:`~flax_posenc.MRopeConfig` of a Qwen-VL config: ``mrope_section`` from
+    ``rope_parameters`` (4.x ``rope_scaling``), token ids at the top level, merge size and temporal
+    scale from ``vision_config``."""
+    from flax_posenc.mrope_config import MRopeConfig
+
+    section = None
+    for value in (parameters, text.get("rope_scaling"), outer.get("rope_scaling")):
+        if isinstance(value, Mapping) and value.get("mrope_section") is not None:
+            section = value["mrope_section"]
+            break
+    section = family.mrope_section_default if section is None else section
+    if not isinstance(section, list | tuple) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in section
+    ):
+        raise fail(where, "mrope_section as a list of non-negative integers", repr(section)[:80])
+    vision = outer.get("vision_config")
+    vision = vision if isinstance(vision, Mapping) else {}
+    merge = vision.get("spatial_merge_size", 2)
+    temporal = None
+    if family.mrope_temporal_field is not None:
+        temporal = vision.get(family.mrope_temporal_field, family.mrope_temporal_default)
+        temporal = family.mrope_temporal_default if temporal is None else temporal
+    ids = {}
+    for name in ("image_token_id", "video_token_id"):
+        value = outer.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise fail(where, f"{name} as a non-negative integer", repr(value)[:80])
+        ids[name] = value
+    if isinstance(merge, bool) or not isinstance(merge, int) or merge < 1:
+        raise fail(where, "vision_config.spatial_merge_size as a positive integer", repr(merge)[:80])
+    if temporal is not None:
+        temporal = _number_field(where, f"vision_config.{family.mrope_temporal_field}", temporal, bound=1e6)
+    return MRopeConfig(
+        rope,
+        mrope_section=tuple(section),
+        spatial_merge_size=merge,
+        tokens_per_second=temporal,
+        split_video_frames=family.mrope_split_video_frames,
+        interleaved_sections=family.mrope_interleaved_sections,
+        **ids,
+    )
+
+
 def read_relative_config(source: str | os.PathLike) -> RelativeConfig:
     """The RoPE/ALiBi configuration of a checkpoint directory or a ``config.json`` path.
 
@@ -934,6 +1100,7 @@ __all__ = [
     "NON_ATTENTION_LAYER_TYPES",
     "NoPositionLayers",
     "PER_LAYER_TYPE_ROPE_MODEL_TYPES",
+    "QWEN3_VL_MODEL_TYPES",
     "RELATIVE_FAMILIES",
     "STANDARD_ROPE_MODEL_TYPES",
     "RelativeConfig",

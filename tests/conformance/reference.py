@@ -13,6 +13,8 @@ own modules hold and do:
   (layout and partial rotary, ``1e-5`` absolute); NoPE layers against the attention modules'
   ``use_rope``. The limit: ``max_position_embeddings`` (transformers declares it, does not
   enforce it).
+- M-RoPE (Qwen2-VL, Qwen2.5-VL): the same for the text rotary module at distinct temporal/height/
+  width positions, and the model's ``get_rope_index`` against :func:`flax_posenc.mrope_positions`.
 - Learned tables: the rows (bit-equal) and the limit transformers enforces: a forward pass of
   ``limit`` tokens works and one of ``limit + 1`` fails.
 - Vision grids: the rows (bit-equal), the tokens the embeddings module yields at the trained
@@ -188,6 +190,94 @@ def _complex_apply_problems(model, rope, freqs_cis, label) -> list[str]:
     return [f"{label}: apply_rotary_emb could not be called"]
 
 
+def _mrope_problems(model, mech, rotary) -> list[str]:
+    """Qwen-VL's multimodal RoPE: the text rotary module's ``inv_freq`` and ``mrope_section``, its
+    ``cos``/``sin`` at distinct temporal/height/width positions, the modeling file's
+    ``apply_rotary_pos_emb`` against :func:`flax_posenc.apply_mrope`, the model's own
+    ``get_rope_index`` (when it has one) against :func:`flax_posenc.mrope_positions` on a prompt
+    with an image and a video, and the limit (``max_position_embeddings`` of the text tower)."""
+    import torch
+
+    import flax_posenc as fp
+    from flax_posenc.rope_config import rope_inverse_frequencies
+
+    cfg = mech.record.mrope
+    modules = [m for m in rotary if hasattr(m, "mrope_section")]
+    if not modules:
+        return ["we report M-RoPE; no rotary module of the model holds an mrope_section"]
+    module = modules[0]
+    problems = []
+    if tuple(module.mrope_section) != cfg.mrope_section:
+        problems.append(f"mrope_section {cfg.mrope_section}, transformers {tuple(module.mrope_section)}")
+    theirs = module.inv_freq.detach().double().numpy()
+    ours, scale = rope_inverse_frequencies(cfg.rope)
+    if theirs.shape != ours.shape or not np.allclose(ours, theirs, rtol=2**-21, atol=0):
+        return problems + [f"M-RoPE inv_freq differs from the rotary module's ({theirs.shape} vs {ours.shape})"]
+    n = min(MAX_POSITIONS, cfg.limit or MAX_POSITIONS)
+    rng = np.random.default_rng(0)
+    positions = rng.integers(0, n, (3, 1, n))
+    with torch.no_grad():
+        cos, sin = module(torch.zeros(1, n, 8), torch.from_numpy(positions))
+    if cfg.rope.layout == "interleaved":  # GLM-4V: repeat_interleave(2)
+        their_cos, their_sin = cos[..., ::2].double().numpy(), sin[..., ::2].double().numpy()
+    else:  # Qwen2-VL: cat((freq, freq))
+        half = cos.shape[-1] // 2
+        their_cos, their_sin = cos[..., :half].double().numpy(), sin[..., :half].double().numpy()
+    our_cos, our_sin = (np.asarray(a, np.float64) for a in fp.mrope_cos_sin(positions, cfg))
+    if cfg.interleaved_sections:  # Qwen3-VL: H at 1, 4, ... < 3 * s[1]; W at 2, 5, ... < 3 * s[2]; T the rest
+        component = np.zeros(ours.size, np.int64)
+        component[1 : 3 * cfg.mrope_section[1] : 3] = 1
+        component[2 : 3 * cfg.mrope_section[2] : 3] = 2
+    else:
+        component = np.repeat(np.arange(len(cfg.mrope_section)) % 3, cfg.mrope_section)
+    angle = positions[component].transpose(1, 2, 0) * ours
+    tol = scale * 2.0**-22 * (1 + angle)
+    if not (np.all(np.abs(our_cos - their_cos) <= tol) and np.all(np.abs(our_sin - their_sin) <= tol)):
+        problems.append("M-RoPE cos/sin differ from the rotary module's beyond float32 rounding of the angle")
+    apply = getattr(sys.modules[type(model).__module__], "apply_rotary_pos_emb", None)
+    if apply is not None:
+        q = rng.standard_normal((1, 2, n, cfg.rope.head_dim)).astype(np.float32)
+        with torch.no_grad():
+            ref, _ = apply(torch.from_numpy(q), torch.from_numpy(q), cos, sin)
+        err = float(np.max(np.abs(np.asarray(fp.apply_mrope(q, cfg, positions, seq_axis=-2)) - ref.numpy())))
+        if not err <= 1e-5:
+            problems.append(f"apply_rotary_pos_emb with M-RoPE cos/sin differs by {err:.3g}")
+    if hasattr(model, "get_rope_index") and cfg.image_token_id is not None:
+        merge = model.config.vision_config.spatial_merge_size
+        image, video = cfg.image_token_id, cfg.video_token_id
+        grids_i, grids_v = [[1, 2 * merge, 3 * merge]], [[2, 2 * merge, 2 * merge]]
+        frames = [video] * 4 + [7] + [video] * 4 if cfg.split_video_frames else [video] * 8  # GLM-4V: per frame
+        row = [5, 6] + [image] * 6 + [7] + frames + [8, 9]
+        ids = torch.tensor([[0, 0] + row, [5] * 4 + row[2:]])  # left padding in the first row
+        mask = (torch.arange(ids.shape[1]) >= torch.tensor([[2], [0]])).long()
+        types = (ids == image).int() + 2 * (ids == video).int()
+        video_grids = torch.tensor([grids_v[0], grids_v[0]])
+        kwargs = {"second_per_grid_ts": torch.tensor([0.5, 1.5])} if cfg.tokens_per_second is not None else {}
+        with torch.no_grad():
+            ref_pos, _ = model.get_rope_index(
+                ids,
+                mm_token_type_ids=types,
+                image_grid_thw=torch.tensor(grids_i * 2),
+                video_grid_thw=video_grids,
+                attention_mask=mask,
+                **kwargs,
+            )
+        ours_pos = fp.mrope_positions(
+            ids.numpy(),
+            image_grid_thw=grids_i * 2,
+            video_grid_thw=video_grids.numpy(),
+            attention_mask=mask.numpy(),
+            second_per_grid_ts=[0.5, 1.5],
+            config=cfg,
+        )
+        if not np.array_equal(ours_pos, ref_pos.numpy()):
+            problems.append("mrope_positions differ from the model's get_rope_index")
+    text = getattr(model.config, "text_config", model.config)
+    if mech.limit != text.max_position_embeddings:
+        problems.append(f"M-RoPE limit {mech.limit}, max_position_embeddings {text.max_position_embeddings}")
+    return problems
+
+
 def _sincos_problems(model, mech) -> list[str]:
     """GPT-J-style attention holding ``embed_positions`` = ``[sin | cos]`` of the angles."""
     from flax_posenc.rope_config import rope_inverse_frequencies
@@ -249,6 +339,9 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
     def runs(n: int) -> bool:
         try:
             with torch.no_grad():
+                if "input_features" in inspect.signature(model.forward).parameters:  # Whisper: its decoder
+                    model.get_decoder()(input_ids=ids(n))
+                    return True
                 kwargs = {}
                 if "decoder_input_ids" in inspect.signature(model.forward).parameters:
                     kwargs["decoder_input_ids"] = ids(n)
@@ -296,6 +389,47 @@ def _grid_problems(model, mech) -> list[str]:
     err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
     if ours.shape != ref.shape or err > 8:
         problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
+    return problems
+
+
+def _audio_table_problems(model, mech, directory: Path) -> list[str]:
+    """Whisper's encoder table: rows equal to the checkpoint's and to transformers' own
+    ``sinusoids()``; the limit it enforces: a forward pass of ``limit`` encoder positions
+    (``2 * limit`` mel frames) works and one of ``limit + 1`` fails; the seconds at 50 positions/s."""
+    import torch
+    from safetensors.numpy import load_file
+
+    table = mech.table
+    state = {}
+    for f in sorted(directory.glob("*.safetensors")):
+        state.update(load_file(f))
+    keys = [k for k in state if k.endswith(table.key)]
+    if not keys:
+        return [f"table {table.key} not in the saved checkpoint"]
+    problems = []
+    if not np.array_equal(state[keys[0]], np.asarray(table.weights)):
+        problems.append(f"table {table.key} rows differ from the checkpoint's")
+    sinusoids = sys.modules[type(model).__module__].sinusoids
+    if not np.array_equal(sinusoids(table.rows, table.dim).numpy(), np.asarray(table.weights)):
+        problems.append(f"table {table.key} differs from transformers' sinusoids({table.rows}, {table.dim})")
+    encoder = model.get_encoder()
+    bins = model.config.num_mel_bins
+
+    def runs(frames: int) -> bool:
+        try:
+            with torch.no_grad():
+                encoder(torch.zeros(1, bins, frames))
+            return True
+        except (IndexError, RuntimeError, ValueError):
+            return False
+
+    with quiet():
+        if not runs(2 * mech.limit):
+            problems.append(f"an encoder pass of {2 * mech.limit} mel frames ({mech.limit} positions) fails")
+        if runs(2 * mech.limit + 2):
+            problems.append(f"an encoder pass of {2 * mech.limit + 2} mel frames works (our limit is {mech.limit})")
+    if mech.record.seconds_limit != mech.limit / 50:
+        problems.append(f"{mech.record.seconds_limit} s for {mech.limit} positions (Whisper: 50 per second)")
     return problems
 
 
@@ -424,8 +558,11 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
     problems: list[str] = []
     rotary = _rotary_modules(model)
     ropes = [m for m in record.mechanisms if m.kind == "rope"]
-    if rotary and not ropes:
+    mropes = [m for m in record.mechanisms if m.kind == "mrope"]
+    if rotary and not ropes and not mropes:
         problems.append(f"the model has {type(rotary[0]).__name__}; we report no RoPE")
+    for mech in mropes:
+        problems += _mrope_problems(model, mech, rotary)
     if ropes and not rotary:
         return problems + [p for mech in ropes for p in _sincos_problems(model, mech)]
     for mech in ropes:
@@ -447,7 +584,9 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
         if tables or rotary:
             problems.append(f"we report no position encoding; the model has {(tables or rotary)[0]}")
     for mech in record.mechanisms:
-        if mech.kind == "learned":
+        if mech.kind == "learned" and mech.unit == "seconds":
+            problems += _audio_table_problems(model, mech, directory)
+        elif mech.kind == "learned":
             problems += _learned_problems(model, mech, directory)
         elif mech.kind == "sinusoidal" and mech.table is None:
             problems += _computed_sinusoid_problems(model, mech)

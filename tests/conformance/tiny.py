@@ -63,6 +63,21 @@ SMALL: dict[str, Any] = {
 
 #: One tower of a composite vision-text config (CLIP, SigLIP), small.
 _TOWER = {"hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+#: The text tower and vision tower of the tiny Qwen2-VL / Qwen2.5-VL (nested configs: SMALL does not reach them).
+_MROPE_TEXT = {
+    "vocab_size": 128,
+    "hidden_size": 64,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6},
+}
+_MROPE_VISION = {"depth": 1, "hidden_size": 64, "num_heads": 2, "patch_size": 2, "spatial_merge_size": 2}
+#: GLM-4V: interleaved pairs on half of each head (rotary_dim 8: sections sum to 4).
+_GLM_ROPE = {"rope_type": "default", "mrope_section": [1, 2, 1], "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+_GLM_VISION = {**_MROPE_VISION, "hidden_size": 32, "out_hidden_size": 64, "intermediate_size": 64}
 
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
@@ -91,6 +106,74 @@ OVERRIDES: dict[str, dict[str, Any]] = {
             "text_config": {**_TOWER, "vocab_size": 128, "max_position_embeddings": length},
         }
         for t, length in (("clip", 77), ("siglip", 64))
+    },
+    # M-RoPE: mrope_section must sum to head_dim // 2 = 8 (transformers' default [16, 24, 24] is for 128)
+    "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
+    "qwen2_5_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
+    "qwen2_vl": {
+        "text_config": _MROPE_TEXT,
+        "vision_config": {**_MROPE_VISION, "embed_dim": 32},
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "glm4v_text": {"rope_parameters": _GLM_ROPE},
+    "glm4v_moe_text": {"rope_parameters": _GLM_ROPE},
+    "glm4v_moe": {
+        "text_config": {
+            **_MROPE_TEXT,
+            "rope_parameters": _GLM_ROPE,
+            "n_routed_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": 1,
+        },
+        "vision_config": _GLM_VISION,
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "glm_ocr_text": {"rope_parameters": _GLM_ROPE},
+    "glm4v": {
+        "text_config": {**_MROPE_TEXT, "rope_parameters": _GLM_ROPE},
+        "vision_config": _GLM_VISION,
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "glm_ocr": {
+        "text_config": {**_MROPE_TEXT, "rope_parameters": _GLM_ROPE},
+        "vision_config": _GLM_VISION,
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "qwen3_vl": {
+        "text_config": {
+            **_MROPE_TEXT,
+            "head_dim": 16,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 5e5},
+        },
+        "vision_config": {
+            **_MROPE_VISION,
+            "hidden_size": 32,
+            "out_hidden_size": 64,
+            "intermediate_size": 64,
+            "deepstack_visual_indexes": [],
+            "num_position_embeddings": 16,
+        },
+        "image_token_id": 100,
+        "video_token_id": 101,
+    },
+    "qwen2_5_vl": {
+        "text_config": _MROPE_TEXT,
+        "vision_config": {
+            **_MROPE_VISION,
+            "out_hidden_size": 64,
+            "intermediate_size": 64,
+            "tokens_per_second": 3,
+            "fullatt_block_indexes": [0],
+            "window_size": 8,
+        },
+        "image_token_id": 100,
+        "video_token_id": 101,
     },
 }
 
