@@ -484,7 +484,7 @@ class RelativeConfig:
     @property
     def scheme_name(self) -> str:
         if self.mrope is not None:
-            return f"{self.rope.rope_type} M-RoPE (mrope_section {'/'.join(map(str, self.mrope.mrope_section))})"
+            return f"{self.mrope.rope.rope_type} M-RoPE (mrope_section {'/'.join(map(str, self.mrope.mrope_section))})"
         return f"{self.rope.rope_type} RoPE" if self.rope is not None else "ALiBi"
 
     @property
