@@ -5,8 +5,8 @@ figures of a SOURCE record written with their notes (:func:`make_figures`). Both
 :mod:`flax_posenc.cli` and :mod:`flax_posenc.tour` import them from here, so neither imports
 the other back (plots, and matplotlib with it, are imported only when figures are drawn).
 
->>> one_line(ValueError("two\n lines"))
-'two lines'
+>>> one_line(ValueError("two   words"))
+'two words'
 """
 
 from __future__ import annotations

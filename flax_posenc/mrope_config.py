@@ -42,7 +42,6 @@ array([[0, 1, 2, 2, 2, 2, 4],
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import numpy as np
@@ -145,27 +144,6 @@ class MRopeConfig:
     def limit(self) -> int | None:
         """Usable positions ``0 .. limit - 1`` of every component (the text tower's RoPE limit)."""
         return self.rope.limit
-
-    @classmethod
-    def from_pretrained(cls, source: str | os.PathLike) -> MRopeConfig:
-        """The M-RoPE of a Qwen2-VL / Qwen2.5-VL checkpoint directory or ``config.json`` (numpy only).
-
-        Reads ``text_config`` (or the flat 4.x fields), ``rope_parameters.mrope_section`` (4.x:
-        ``rope_scaling``), ``image_token_id``/``video_token_id`` and ``vision_config``'s
-        ``spatial_merge_size`` and ``tokens_per_second``.
-
-        Raises:
-          CheckpointError: SOURCE cannot be read, or its model type has no M-RoPE (one line).
-        """
-        from flax_posenc.conversion.readers import fail
-        from flax_posenc.conversion.source_record import inspect_source
-
-        record = inspect_source(source)
-        found = [m.record.mrope for m in record.mechanisms if m.kind == "mrope"]
-        if not found:
-            kinds = ", ".join(m.kind for m in record.mechanisms)
-            raise fail(source, "a checkpoint with multimodal RoPE (mrope_section)", f"{record.model_type}: {kinds}")
-        return found[0]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable fields (the RoPE's under ``rope``) and the limit."""

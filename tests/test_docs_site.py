@@ -50,17 +50,17 @@ def test_a_name_removed_from_its_page_is_reported_with_the_page(tmp_path):
 
 
 def test_a_new_public_name_is_reported_with_the_page_of_its_module(monkeypatch):
-    # what another branch adding fp.resize_grid (defined in flax_posenc/sinusoidal.py, say) sees
-    def resize_grid():
+    # what another branch adding fp.a_new_function (defined in flax_posenc/sinusoidal.py, say) sees
+    def a_new_function():
         """A new public function."""
 
-    resize_grid.__module__ = "flax_posenc.sinusoidal"
-    monkeypatch.setattr(fp, "resize_grid", resize_grid, raising=False)
-    monkeypatch.setattr(fp, "__all__", [*fp.__all__, "resize_grid"])
+    a_new_function.__module__ = "flax_posenc.sinusoidal"
+    monkeypatch.setattr(fp, "a_new_function", a_new_function, raising=False)
+    monkeypatch.setattr(fp, "__all__", [*fp.__all__, "a_new_function"])
     missing = names.missing_names()
     assert missing == [
-        "flax_posenc.resize_grid (flax_posenc.__all__) is not on any API page: "
-        "add the line `::: flax_posenc.resize_grid` to docs/api/core.md"
+        "flax_posenc.a_new_function (flax_posenc.__all__) is not on any API page: "
+        "add the line `::: flax_posenc.a_new_function` to docs/api/core.md"
     ]
 
 

@@ -53,7 +53,7 @@ def tiny(request, tmp_path_factory):
     model = build_tiny_qwen_vl(request.param)
     path = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(path)
-    return model, path, fp.MRopeConfig.from_pretrained(path)
+    return model, path, fp.conversion.load_mrope_config(path)
 
 
 def _theirs(model, ids, images=None, videos=None, mask=None, seconds=None):
@@ -225,7 +225,7 @@ def test_text_tower_model_types_are_read(tmp_path):
 
     model = Qwen2_5_VLTextModel(Qwen2_5_VLTextConfig(**TEXT))
     model.save_pretrained(tmp_path)
-    cfg = fp.MRopeConfig.from_pretrained(tmp_path)
+    cfg = fp.conversion.load_mrope_config(tmp_path)
     assert cfg.image_token_id is None and cfg.mrope_section == (2, 3, 3) and cfg.limit == 64
     ids = np.arange(5)[None] + 3
     np.testing.assert_array_equal(fp.mrope_positions(ids, config=cfg), np.broadcast_to(np.arange(5), (3, 1, 5)))
@@ -352,7 +352,7 @@ def test_glm4v_video_frames_are_separate_runs():
 
 
 def test_mrope_config_and_positions_stay_numpy_only(tiny):
-    """``MRopeConfig.from_pretrained`` and ``mrope_positions`` import neither jax nor torch."""
+    """``load_mrope_config`` and ``mrope_positions`` import neither jax nor torch."""
     import subprocess
     import sys
     import textwrap
@@ -361,8 +361,9 @@ def test_mrope_config_and_positions_stay_numpy_only(tiny):
     code = textwrap.dedent(
         f"""
         import sys
-        from flax_posenc.mrope_config import MRopeConfig, mrope_positions
-        cfg = MRopeConfig.from_pretrained({str(path)!r})
+        from flax_posenc.conversion import load_mrope_config
+        from flax_posenc.mrope_config import mrope_positions
+        cfg = load_mrope_config({str(path)!r})
         assert mrope_positions([[1, 2, 3]], config=cfg).shape == (3, 1, 3)
         print("HEAVY", sorted(m for m in ("jax", "torch", "transformers", "flax") if m in sys.modules))
         """
@@ -406,7 +407,7 @@ def test_flat_4x_config_reads_as_transformers_parses_it(tmp_path):
         "vision_config": {"spatial_merge_size": 2, "tokens_per_second": 2},
     }
     (tmp_path / "config.json").write_text(json.dumps(flat))
-    cfg = fp.MRopeConfig.from_pretrained(tmp_path)
+    cfg = fp.conversion.load_mrope_config(tmp_path)
     theirs = Qwen2_5_VLConfig(**flat)
     text = theirs.text_config
     assert cfg.rope.rope_type == text.rope_parameters["rope_type"] == "default"

@@ -22,7 +22,7 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
 - :func:`open_checkpoint` -- any tensor of a checkpoint and its ``config.json``
   (:class:`CheckpointReader`: ``config``, ``names``, ``info(name)``, ``tensor(name)``).
 - :class:`AudioTableSource` -- Whisper's encoder table, its limit in seconds of audio
-  (:data:`AUDIO_TABLE_FAMILIES`); M-RoPE configs: :meth:`flax_posenc.MRopeConfig.from_pretrained`.
+  (:data:`AUDIO_TABLE_FAMILIES`); M-RoPE configs: :func:`load_mrope_config`.
 
 A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
 model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gguf`` file
@@ -49,6 +49,7 @@ from flax_posenc.conversion.source_record import (
     LearnedTableSource,
     SourceRecord,
     inspect_source,
+    load_mrope_config,
     which_family,
 )
 from flax_posenc.conversion.table import InputBlockWeights, PositionTable
@@ -74,6 +75,7 @@ __all__ = [
     "detect_family",
     "export_position_table",
     "inspect_source",
+    "load_mrope_config",
     "load_grid_table",
     "load_input_block",
     "load_position_table",

@@ -38,12 +38,14 @@ from flax_posenc.limits import describe_limit, length_verdict
 
 if TYPE_CHECKING:
     from flax_posenc.conversion.models import ModelRecord
+    from flax_posenc.mrope_config import MRopeConfig
 
 __all__ = [
     "FamilyMatch",
     "LearnedTableSource",
     "SourceRecord",
     "inspect_gguf",
+    "load_mrope_config",
     "inspect_source",
     "verdict",
     "which_family",
@@ -196,6 +198,27 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
             raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
         records = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
+
+
+def load_mrope_config(source: str | os.PathLike) -> MRopeConfig:
+    """The :class:`~flax_posenc.MRopeConfig` of a Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V checkpoint
+    directory or ``config.json`` (numpy only), for :func:`flax_posenc.mrope_positions`.
+
+    Reads ``text_config`` (or the flat 4.x fields), ``rope_parameters.mrope_section`` (4.x:
+    ``rope_scaling``), ``image_token_id``/``video_token_id`` and ``vision_config``'s
+    ``spatial_merge_size`` and ``tokens_per_second``.
+
+    Raises:
+      CheckpointError: SOURCE cannot be read, or its model type has no M-RoPE (one line).
+    """
+    from flax_posenc.conversion.readers import fail
+
+    record = inspect_source(source)
+    found = [m.record.mrope for m in record.mechanisms if m.kind == "mrope"]
+    if not found:
+        kinds = ", ".join(m.kind for m in record.mechanisms)
+        raise fail(source, "a checkpoint with multimodal RoPE (mrope_section)", f"{record.model_type}: {kinds}")
+    return found[0]
 
 
 def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> ModelRecord:
