@@ -370,33 +370,45 @@ def _range(values, fmt="{:.2f}") -> str:
     return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
 
 
+def _memory(r: dict, base: dict) -> tuple[str, str]:
+    """``(call peak / naive, process peak MiB)`` of row ``r``; "n/a" without a measurement."""
+    if "failed" in r:
+        return f"child failed (exit {r['failed']})", "n/a"
+    if "call_mib" not in r or "call_mib" not in base:
+        return "n/a", "n/a"
+    if r is base:
+        return "1.00", f"{r['process_mib']:.0f}"
+    ratio = "n/a" if base["call_mib"] < 1 else f"{r['call_mib'] / base['call_mib']:.2f}"  # below 1 MiB: noise
+    return ratio, f"{r['process_mib']:.0f}"
+
+
 def table(rows: list[dict], *, rounds: int, calls: int, chunk: int, command: str) -> str:
+    """One line per encoding and length: naive JAX's time and call peak, and every candidate's
+    ratios to them (time: median [min-max] over rounds of the per-round ratio)."""
     import jax
 
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    naive = {(r["encoding"], r["T"]): r for r in rows if r["candidate"] == NAIVE}
+    by = {(r["encoding"], r["T"], r["candidate"]): r for r in rows}
     lines = [
         f"`{command}`: jax {jax.__version__}, {platform.machine()}, {os.cpu_count()} CPU cores shared with other "
         f"jobs (load average {load} at the end); chunk {chunk} queries; time: median over {rounds} interleaved "
         f"rounds of the median of {calls} calls, ratio to naive JAX per round, median [min-max]; memory: one "
-        "child process per candidate.",
+        "child process per candidate; process peaks in the order ours / naive / PyTorch.",
         "",
-        "| encoding | T | candidate | time ms | time / naive JAX | call peak MiB | call peak / naive "
-        "| process peak MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| encoding | T | naive JAX ms | ours / naive: time | PyTorch / naive: time | naive call peak MiB "
+        "| ours / naive: call peak | PyTorch / naive: call peak | process peak MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        base = naive[(r["encoding"], r["T"])]
-        mem = "n/a | n/a | n/a"
-        if "failed" in r:
-            mem = f"child failed (exit {r['failed']}) | n/a | n/a"
-        elif "call_mib" in r and "call_mib" in base:
-            ratio = r["call_mib"] / base["call_mib"] if base["call_mib"] >= 1 else None  # below 1 MiB: noise
-            ratio = "1.00" if r is base else ("n/a" if ratio is None else f"{ratio:.2f}")
-            mem = f"{r['call_mib']:.0f} | {ratio} | {r['process_mib']:.0f}"
+    for encoding, seq in dict.fromkeys((r["encoding"], r["T"]) for r in rows):
+        base = by[(encoding, seq, NAIVE)]
+        ours, peer = by[(encoding, seq, OURS)], by.get((encoding, seq, TORCH))
+        naive_mib = f"{base['call_mib']:.0f}" if "call_mib" in base else "n/a"
+        ours_mem, peer_mem = _memory(ours, base), _memory(peer, base) if peer else ("no peer", None)
+        process = " / ".join(m[1] for m in (ours_mem, _memory(base, base), peer_mem) if m[1] is not None)
         lines.append(
-            f"| {r['encoding']} | {_length(r['T'])} | {r['candidate']} | {_range([t * 1e3 for t in r['times']], '{:.1f}')} "
-            f"| {_range(r['ratios'])} | {mem} |"
+            f"| {encoding} | {_length(seq)} | {_range([t * 1e3 for t in base['times']], '{:.1f}')} "
+            f"| {_range(ours['ratios'])} | {_range(peer['ratios']) if peer else 'no peer'} | {naive_mib} "
+            f"| {ours_mem[0]} | {peer_mem[0]} | {process} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -475,11 +487,12 @@ def main(argv=None) -> int:
     print(text, end="")
     (out / "figures").mkdir(exist_ok=True)
     figure(rows, out / "figures" / "prefill_curves.png")
+    raw = ROOT / "benchmarks" / "results" / "prefill.json" if args.docs else out / "prefill.json"
+    raw.write_text(json.dumps(rows, indent=1))  # the rows behind the table (docs: beside the other results)
     if args.docs:
         write_docs(out / "benchmarks.md", text)
     else:
         (out / "prefill.md").write_text(text)
-        (out / "prefill.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 
