@@ -35,9 +35,11 @@ building them costs no more memory than holding them.
 
 Usage::
 
-    python benchmarks/prefill.py                       # 32k and 128k, table printed and in out/prefill/
-    python benchmarks/prefill.py --lengths 8192 32768 65536 131072 --docs   # docs/ table + curves
-    python benchmarks/prefill.py --quick               # a tiny length, one round: smoke run only
+    python benchmarks/prefill.py                 # 32k and 128k: table printed, and in out/prefill/
+    python benchmarks/prefill.py --lengths 8192 32768 131072 --rounds 3 --calls 2 --docs
+        # docs/benchmarks.md's table, docs/figures/prefill_curves.png, benchmarks/results/prefill.json
+        # (about 10 minutes on 2 cores at load ~4; the RoPE children at 128k need ~6 GiB)
+    python benchmarks/prefill.py --quick         # T=256 (or --lengths), one round: smoke run only
 """
 
 from __future__ import annotations
@@ -468,7 +470,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="+", help="encodings whose name contains one of these")
     parser.add_argument("--no-memory", action="store_true", help="skip the child processes (time only)")
     parser.add_argument("--quick", action="store_true", help="T=256, chunk 16, one round of one call: smoke run")
-    add_arguments(parser, what="the table (prefill.md) and figures/prefill_curves.png")
+    add_arguments(parser, what="the prefill table, its raw rows and figures/prefill_curves.png")
     args = parser.parse_args(argv)
     lengths = args.lengths or ([256] if args.quick else [32768, 131072])
     chunk = min(args.chunk if not args.quick else 16, min(lengths))
