@@ -1,7 +1,8 @@
 """What the compile-time benchmarks share: the plain baselines and the fresh-compile timer.
 
-Used by ``run.py`` (compile section), ``exact_angles.py`` and ``guard_compile.py`` so that all
-three compare against the same plain ``nnx.Embed`` block and the same naive RoPE.
+Used by ``run.py`` (compile section), ``program_size.py``, ``prefill.py`` and the scripts in
+``investigations/`` (``exact_angles.py``, ``guard_compile.py``, ...) so that they
+compare against the same plain ``nnx.Embed`` block and the same naive RoPE.
 """
 
 from __future__ import annotations

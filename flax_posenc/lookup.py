@@ -32,7 +32,7 @@ from flax_posenc.overflow import (
     keep_check,
 )
 
-# False: traced starts take the general guard (benchmarks/gather_variants.py compares the two).
+# False: traced starts take the general guard (benchmarks/investigations/gather_variants.py compares the two).
 SCALAR_START_GUARD = True
 
 __all__ = [
@@ -55,10 +55,10 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
     XLA's CPU gather converts 2-byte floats (bfloat16, float16) to float32 element by element
     inside the gather loop; gathering the raw bits (``uint16``) and bit-casting back skips that
     and checks the index once per row instead of once per element (about 0.75x the time of
-    ``jnp.take`` for a bfloat16 GPT-2 block, see docs/benchmarks.md). Large unchecked 2-byte
+    ``jnp.take`` for a bfloat16 GPT-2 block, see benchmarks/HISTORY.md). Large unchecked 2-byte
     gathers (``SPLIT_ELEMENTS`` output elements or more) test once whether every index is in
     range and then take the plain row gather in a ``lax.cond``, which XLA does not fuse into the
-    consumer's add (0.55-0.85x the fused block's time on a loaded machine; no gain on a quiet one, docs/benchmarks.md). 4-byte and integer tables
+    consumer's add (0.55-0.85x the fused block's time on a loaded machine; no gain on a quiet one, benchmarks/HISTORY.md). 4-byte and integer tables
     take the plain gather (the bit path gains nothing there and splits XLA's decode-step fusion). The
     values, the ``NaN`` rows of out-of-range indices (``jnp.take``'s ``"fill"`` mode, negative
     indices counting from the end) and the gradients (a plain ``jnp.take`` of the tangent) are
@@ -88,7 +88,7 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
 # Unchecked 2-byte gathers of at least this many elements run as lax.cond(all indices in range,
 # plain row gather, general gather): the conditional keeps XLA from fusing the gather into its
 # consumer (the add of position rows); the gather followed by a separate add measured faster than
-# their fused loop under load, not on a quiet machine (docs/benchmarks.md, bfloat16 block, item 2).
+# their fused loop under load, not on a quiet machine (benchmarks/HISTORY.md, bfloat16 block, item 2).
 # Smaller gathers (a decode step, a short prompt) stay one fusion: no reduction, no conditional.
 SPLIT_ELEMENTS = 1 << 20
 

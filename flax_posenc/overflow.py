@@ -185,7 +185,7 @@ def _min_max(positions: jax.Array) -> tuple[jax.Array, jax.Array]:
     One variadic reduction: XLA compiles it as one loop, where ``jnp.min`` and ``jnp.max`` (or
     ``jnp.all`` of a comparison) are each split by XLA CPU into a windowed pass and a final pass,
     two kernels apiece; the guard's compile time is mostly its kernel count
-    (``benchmarks/guard_compile.py``).
+    (``benchmarks/investigations/guard_compile.py``).
     """
     info = jnp.iinfo(positions.dtype)
     init = (jnp.array(info.max, positions.dtype), jnp.array(info.min, positions.dtype))

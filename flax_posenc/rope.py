@@ -258,7 +258,7 @@ def _rotate_pairs(x: jax.Array, cos: jax.Array, sin: jax.Array, *, pair_axis: in
     along ``pair_axis`` of ``x`` viewed as ``(..., 2, half)`` (``-2``: halves) or ``(..., half, 2)``
     (``-1``: interleaved): one multiply-add with ``[cos|cos]`` and ``[-sin|sin]`` against ``x`` and
     its pair-swapped view, no concatenation (XLA fuses it into one loop; ~0.6x the time of the
-    concatenated form on CPU, within 1 float32 rounding of it, see docs/benchmarks.md)."""
+    concatenated form on CPU, within 1 float32 rounding of it, see benchmarks/HISTORY.md)."""
     half = cos.shape[-1]
     view = (2, half) if pair_axis == -2 else (half, 2)
     xs = x.reshape(*x.shape[:-1], *view)

@@ -82,7 +82,7 @@ _DIGITS = 4  # 4 x 8 bits: every int32 position
 #: :func:`sinusoidal_encoding` with a ``num_positions`` limit reads rows of the float64-exact
 #: ``(num_positions, dim)`` table (a compile-time constant) when it has at most this many entries
 #: (4 MiB of float32: GPT-2's 1024 x 768 is 0.75 Mi); larger ones use :func:`exact_cos_sin`, whose
-#: compile time does not grow with the limit (``python benchmarks/sinusoid_paths.py``).
+#: compile time does not grow with the limit (``python benchmarks/investigations/sinusoid_paths.py``).
 TABLE_GATHER_ELEMENTS = 2**20
 
 #: known (static) positions whose encoding (RoPE: ``cos`` and ``sin``) takes at most this many
@@ -254,7 +254,7 @@ def exact_cos_sin(
     n = w.shape[0]
     rows = 1 << bits
     # one (digits * rows, 2n) constant and one gather for all digits: each gather is its own
-    # loop for XLA, and compile time grows with their count (docs/benchmarks.md)
+    # loop for XLA, and compile time grows with their count (benchmarks/HISTORY.md)
     signed = lowest < 0
     table = jnp.asarray(_digit_rotations_for(w.tobytes(), digits, bits, signed).reshape(digits * rows, 2 * n))
     # digit k of the int32 two's complement: (p >> bits k) & mask; the arithmetic shift carries
@@ -267,7 +267,7 @@ def exact_cos_sin(
     rot = table.at[index].get(mode="promise_in_bounds")  # (digits, ..., 2n)
     # angle addition exp(i(a + b)) = exp(ia) exp(ib) over the digits, as one variadic reduction:
     # XLA compiles a reduction loop in a fraction of the time of the unrolled products
-    # (benchmarks/exact_angles.py), and it runs no slower
+    # (benchmarks/investigations/exact_angles.py), and it runs no slower
     cos, sin = jax.lax.reduce((rot[..., :n], rot[..., n:]), (np.float32(1), np.float32(0)), _rotate, dimensions=(0,))
     return cos, sin
 

@@ -154,3 +154,43 @@ def test_program_size_quick_writes_its_table_and_leaves_docs_alone(tmp_path):
     assert len(rows) == 7, rows  # RoPE x3, sinusoids x2, ALiBi, T5
     assert out.stdout == out_file.read_text()
     assert (ROOT / "docs" / "benchmarks.md").read_bytes() == docs
+
+
+def test_prefill_quick_reports_time_and_memory_per_candidate(tmp_path):
+    """benchmarks/prefill.py --quick at a small length (ALiBi only: three candidates, three child
+    processes; a 32 x 16 x 2048 float32 bias is 4 MiB, enough for a memory ratio): one row with
+    naive JAX's time and memory and both candidates' ratios; the table, the raw rows and the
+    curves go to --out, docs/ untouched."""
+    docs = (ROOT / "docs" / "benchmarks.md").read_bytes()
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "prefill.py"),
+        "--quick",
+        "--lengths",
+        "2048",
+        "--only",
+        "alibi",
+    ]
+    out = subprocess.run(
+        cmd + ["--out", str(tmp_path)], capture_output=True, text=True, timeout=300, env=fast_xla_env()
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    (row,) = [line for line in out.stdout.splitlines() if line.startswith("| ALiBi chunk bias | 2k |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    naive_ms, ours_t, torch_t, naive_mib, ours_m, torch_m, process = cells[2:]
+    for cell in (naive_ms, ours_t, torch_t):  # median [min-max] of one round: all three equal
+        median, low, high = cell.replace("[", "").replace("]", "").replace("-", " ").split()
+        assert float(median) > 0 and median == low == high, cell
+    assert float(naive_mib) >= 3 and float(ours_m) > 0 and float(torch_m) > 0, row  # the bias is 4 MiB
+    assert [float(p) > 50 for p in process.split(" / ")] == [True] * 3, row  # ours / naive / PyTorch
+    raw = json.loads((tmp_path / "prefill.json").read_text())
+    assert [r["candidate"] for r in raw] == ["flax_posenc", "naive JAX", "PyTorch (transformers)"]
+    assert (tmp_path / "prefill.md").read_text() in out.stdout
+    assert (tmp_path / "figures" / "prefill_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (ROOT / "docs" / "benchmarks.md").read_bytes() == docs
+
+
+def test_prefill_refuses_a_bad_length():
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "prefill.py"), "--lengths", "0", "--no-memory"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--lengths/--chunk: expected positive integers, found [0]" in out.stderr, out.stderr

@@ -1,6 +1,6 @@
 """Compile and run time of the overflow guard's run-time check (traced positions, ``on_overflow="error"``).
 
-    python benchmarks/guard_compile.py [--rounds 7] [--quick]
+    python benchmarks/investigations/guard_compile.py [--rounds 7] [--quick]
 
 Forms of the check, each swapped into the library (``overflow.guard_positions`` and
 ``lookup.guard_positions``) so the blocks are timed as users call them; everything else
@@ -25,20 +25,25 @@ x D768, 50257 words, 1024 positions). Not a test: nothing here asserts a time.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import functools
-import statistics
-import time
+import os
+import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from compile_baselines import fresh_compile_times, plain_embed_block, summary
-from flax import nnx
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
-import flax_posenc as fp
-from flax_posenc import lookup, overflow
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import functools  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from compile_baselines import fresh_compile_times, plain_embed_block, summary  # noqa: E402
+from flax import nnx  # noqa: E402
+
+import flax_posenc as fp  # noqa: E402
+from flax_posenc import lookup, overflow  # noqa: E402
 
 LIBRARY = overflow.guard_positions
 

@@ -1,6 +1,6 @@
 """Checks behind the second pass of issue 16 (docs/benchmarks.md, "bfloat16 block and decode guard").
 
-    python benchmarks/gather_split_checks.py [--rounds 3] [--part sizes|trap|decode|all]
+    python benchmarks/investigations/gather_split_checks.py [--rounds 3] [--part sizes|trap|decode|all]
 
 One process per part, same inputs, candidates interleaved (``run.interleaved``); medians per
 round and ratios per round, median [min-max].
@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from run import interleaved, loadavg  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402

@@ -1,6 +1,6 @@
 """Run time of ``apply_rope`` at static positions (a prefill), Llama-3.1-8B config, float32 ``x``.
 
-``python benchmarks/rope_prefill_runtime.py [label]``: median and fastest of 30 calls for three
+``python benchmarks/investigations/rope_prefill_runtime.py [label]``: median and fastest of 30 calls for three
 shapes; run it with ``PYTHONPATH`` pointing at two checkouts to compare them (docs/benchmarks.md,
 "Program size and compile time at static positions"). ``--naive`` times the naive float32 RoPE.
 """
@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compile_baselines import LLAMA31, naive_rope  # noqa: E402
 

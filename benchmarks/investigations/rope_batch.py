@@ -1,6 +1,6 @@
 """RoPE's time at large batches against XLA's elementwise floor on the same array.
 
-    python benchmarks/rope_batch.py [--rounds 5]
+    python benchmarks/investigations/rope_batch.py [--rounds 5]
 
 docs/benchmarks.md's cost curves show RoPE (q or k of batch x 1024 x 8 x 128, float32, positions
 ``arange(1024)``) growing faster than linearly from batch 8 to 16. This script times, per batch,
@@ -13,17 +13,22 @@ MALLOC_TRIM_THRESHOLD_=1000000000`` for the opt-in). Not a test: nothing here as
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
-import time
+import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from compile_baselines import naive_rope
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
-import flax_posenc as fp
+import argparse  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from compile_baselines import naive_rope  # noqa: E402
+
+import flax_posenc as fp  # noqa: E402
 
 
 def main() -> None:

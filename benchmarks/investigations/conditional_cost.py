@@ -1,6 +1,6 @@
 """What the overflow guard's run-time check costs to compile, part by part, and the alternative.
 
-    python benchmarks/conditional_cost.py [--rounds 9]
+    python benchmarks/investigations/conditional_cost.py [--rounds 9]
 
 The guard on traced positions (``on_overflow="error"``) is: one variadic min/max reduction,
 a comparison, and a ``lax.cond`` whose taken branch calls back to the host to raise. This
@@ -20,16 +20,21 @@ and times one call of each for a decode-sized input (1 x 1 positions, median of
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+import os
+import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from compile_baselines import fresh_compile_times, summary
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
-from flax_posenc import overflow
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from compile_baselines import fresh_compile_times, summary  # noqa: E402
+
+from flax_posenc import overflow  # noqa: E402
 
 LIMIT = 1024
 INT = jax.ShapeDtypeStruct((), jnp.int32)

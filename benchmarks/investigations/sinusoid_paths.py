@@ -1,6 +1,6 @@
 """Traced sinusoids with a limit: gather rows of the constant table, or compose exact angles?
 
-    python benchmarks/sinusoid_paths.py [--rounds 7] [--quick]
+    python benchmarks/investigations/sinusoid_paths.py [--rounds 7] [--quick]
 
 ``flax_posenc.sinusoidal_encoding`` with ``num_positions`` reads rows of the float64-exact
 ``(num_positions, dim)`` table (a compile-time constant, correctly rounded) when it has at most
@@ -17,17 +17,22 @@ asserts a time.
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+import os
+import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from compile_baselines import fresh_compile_times, plain_embed_block, summary
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
-from flax_posenc import sinusoidal
-from flax_posenc.sinusoid_math import sinusoidal_table_np
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from compile_baselines import fresh_compile_times, plain_embed_block, summary  # noqa: E402
+
+from flax_posenc import sinusoidal  # noqa: E402
+from flax_posenc.sinusoid_math import sinusoidal_table_np  # noqa: E402
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Compile time and exactness of exact_cos_sin's digit plans for unbounded (int32) positions.
 
-    python benchmarks/digit_plans.py
+    python benchmarks/investigations/digit_plans.py
 
 Issue 16 (docs/benchmarks.md, "What limits", item 8): does the digit plan (digits x bits of the
 position, i.e. the constant table's size and the number of angle additions) drive the compile
@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 import jax
 import jax.numpy as jnp
 import run as R

@@ -1,6 +1,6 @@
 """Experiments behind issue 16's fast paths: row-gather variants, the decode-step guard, RoPE forms.
 
-    python benchmarks/gather_variants.py [--rounds 3] [--dtype bfloat16|float32] [--skip-rope]
+    python benchmarks/investigations/gather_variants.py [--rounds 3] [--dtype bfloat16|float32] [--skip-rope]
 
 One process, same inputs, candidates interleaved (see benchmarks/run.py); prints per-round
 medians (ms or us) and each candidate's ratio to the plain form and to PyTorch, and whether it is
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from run import interleaved, loadavg  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402

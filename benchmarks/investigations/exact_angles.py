@@ -1,6 +1,6 @@
 """Compile and run time of the exact-angle path (traced sinusoids, traced RoPE), before and after issue 16.
 
-    python benchmarks/exact_angles.py [--rounds 5]
+    python benchmarks/investigations/exact_angles.py [--rounds 5]
 
 Three forms of ``exact_cos_sin``: "round one" (always four 8-bit digits of ``|p|``, one gather per
 digit) and "fourth pass" (digits of ``|p|`` sized by the guard's bounds, one gather, unrolled
@@ -19,22 +19,27 @@ costs to compile. Not a test: nothing here asserts a time.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import statistics
-import time
+import os
+import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from compile_baselines import fresh_compile_times, plain_embed_block, summary
-from compile_baselines import naive_rope as make_naive_rope
-from flax import nnx
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
-import flax_posenc as fp
-from flax_posenc import overflow
-from flax_posenc import rope as rope_module
-from flax_posenc import sinusoidal as sin_module
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from compile_baselines import fresh_compile_times, plain_embed_block, summary  # noqa: E402
+from compile_baselines import naive_rope as make_naive_rope  # noqa: E402
+from flax import nnx  # noqa: E402
+
+import flax_posenc as fp  # noqa: E402
+from flax_posenc import overflow  # noqa: E402
+from flax_posenc import rope as rope_module  # noqa: E402
+from flax_posenc import sinusoidal as sin_module  # noqa: E402
 
 NOW = sin_module.exact_cos_sin
 FORM = {"form": "now"}  # which exact_cos_sin the library calls: "round one", "fourth pass" or "now"
