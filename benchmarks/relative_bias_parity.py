@@ -47,9 +47,9 @@ def main() -> None:
     import transformers as tf
 
     import flax_posenc as fp
-    from flax_posenc.cli import main as cli
     from flax_posenc.conversion import load_relative_bias
     from flax_posenc.relative_bias_config import BucketConfig
+    from flax_posenc.report.cli import main as cli
 
     tf.logging.set_verbosity_error()
     logging.getLogger("transformers").setLevel(logging.ERROR)

@@ -108,7 +108,7 @@ def compute() -> dict[str, Any]:
     import jax.numpy as jnp
 
     import flax_posenc as fp
-    from flax_posenc import analysis
+    from flax_posenc.report import analysis
 
     v: dict[str, Any] = {}
     w512 = fp.sinusoidal_frequencies(D_MODEL, base=BASE)

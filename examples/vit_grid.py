@@ -31,7 +31,7 @@ def build_random_vit(directory: Path) -> Path:
     import torch
     import transformers
 
-    from flax_posenc.plots import RANDOM_INIT_MARKER
+    from flax_posenc.report.plots import RANDOM_INIT_MARKER
 
     torch.manual_seed(0)
     config = transformers.ViTConfig(
@@ -49,7 +49,7 @@ def neighbour_similarity(patches, k: int) -> float:
     """Mean cosine similarity of patch ``(i, j)``'s position to patch ``(i, j + k)``'s."""
     import numpy as np
 
-    from flax_posenc.plots import grid_cosine_similarity
+    from flax_posenc.report.plots import grid_cosine_similarity
 
     s = grid_cosine_similarity(patches)
     gh, gw = s.shape[:2]
@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     import numpy as np
 
     import flax_posenc as fp
-    from flax_posenc import plots
     from flax_posenc.conversion import load_grid_table
+    from flax_posenc.report import plots
 
     with tempfile.TemporaryDirectory() as tmp:
         grid = load_grid_table(build_random_vit(Path(tmp) / "vit-b16-random"))

@@ -5,7 +5,7 @@ The formula of Vaswani et al. (2017) and its variants, as the module docstring o
 sin(p w_i)``, ``PE[p, 2i + 1] = cos(p w_i)``; ``"concatenated"``: all sines, then all cosines),
 ``endpoint`` (the frequency spacing), ``min_timescale`` and ``odd_dim``. Everything here is
 float64 numpy, rounded once to the requested dtype at the end; it imports no jax, so the
-conversion package (``sinusoidal:LENGTH:DIM`` sources) and :mod:`flax_posenc.analysis` use it
+conversion package (``sinusoidal:LENGTH:DIM`` sources) and :mod:`flax_posenc.report.analysis` use it
 directly. The device path (exact-angle arithmetic under ``jit``) is :mod:`flax_posenc.sinusoidal`.
 
 >>> np.round(sinusoidal_table_np(3, 4), 4)   # the lesson's 4-dimensional table

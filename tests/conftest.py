@@ -315,8 +315,8 @@ def hub_server():
 
 @pytest.fixture
 def figures(monkeypatch):
-    """Record every figure ``flax_posenc.plots`` saves, so titles and labels can be read back."""
-    from flax_posenc import plots
+    """Record every figure ``flax_posenc.report.plots`` saves, so titles and labels can be read back."""
+    from flax_posenc.report import plots
 
     saved = []
     original = plots._save

@@ -1,4 +1,4 @@
-"""flax_posenc.analysis against brute-force float64 numpy references."""
+"""flax_posenc.report.analysis against brute-force float64 numpy references."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from helpers import sinusoid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flax_posenc import analysis
 from flax_posenc.conversion.table import PositionTable
+from flax_posenc.report import analysis
 
 
 def learned(length: int, dim: int, seed: int = 0) -> np.ndarray:

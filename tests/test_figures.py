@@ -14,9 +14,9 @@ import struct
 import numpy as np
 import pytest
 
-from flax_posenc import plots
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.conversion import load_position_table
+from flax_posenc.report import plots
 from flax_posenc.rope_config import RopeConfig
 
 

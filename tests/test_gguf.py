@@ -29,10 +29,10 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
 import flax_posenc as fp
-from flax_posenc.cli import main
 from flax_posenc.conversion import inspect_source, load_position_table, rope_for_layer
 from flax_posenc.conversion.gguf_source import GGUF_EXTRA_HINT, MAX_METADATA_ITEMS
 from flax_posenc.errors import CheckpointError
+from flax_posenc.report.cli import main
 from flax_posenc.rope_config import rope_inverse_frequencies
 
 Q = gguf.GGMLQuantizationType

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from grid_checkpoints import build
 
-from flax_posenc import plots
 from flax_posenc.conversion import load_grid_table
+from flax_posenc.report import plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_example_writes_its_three_figures(tmp_path):
 
 
 def test_cli_plot_draws_the_grid_and_the_text_table(tmp_path):
-    from flax_posenc.cli import main
+    from flax_posenc.report.cli import main
 
     path = tmp_path / "clip"
     build("clip", path)

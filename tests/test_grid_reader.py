@@ -9,8 +9,8 @@ import pytest
 from grid_checkpoints import MODELS, build, embeddings_module, prefix_tokens, torch_position_grid
 
 import flax_posenc as fp
-from flax_posenc.cli import main
 from flax_posenc.conversion import CheckpointError, inspect_source, load_grid_table
+from flax_posenc.report.cli import main
 
 
 @pytest.fixture(scope="module")

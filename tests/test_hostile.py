@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
-from flax_posenc import cli
 from flax_posenc.conversion import (
     CheckpointError,
     export_position_table,
@@ -29,6 +28,7 @@ from flax_posenc.conversion import (
     load_position_table,
 )
 from flax_posenc.errors import PositionLimitError
+from flax_posenc.report import cli
 
 DOCUMENTED = (CheckpointError, PositionLimitError, ValueError)
 ROWS, DIM, VOCAB = 8, 4, 10
@@ -1200,8 +1200,8 @@ def test_each_bound_is_exact():
 def test_largest_allowed_sizes_are_fast(tmp_path):
     """At the bounds themselves, the reports and figures stay bounded: sampled curves, one pass for the edges."""
     import flax_posenc as fp
-    from flax_posenc import plots
     from flax_posenc.relative_bias_config import BucketConfig
+    from flax_posenc.report import plots
 
     started = time.perf_counter()
     buckets = BucketConfig(2**16, 2**20)

@@ -20,12 +20,12 @@ from flax import nnx, serialization
 from safetensors.numpy import save_file
 
 import flax_posenc as fp
-from flax_posenc import cli
 from flax_posenc.block import InputSpec
 from flax_posenc.conversion.source_record import inspect_source
 from flax_posenc.errors import CheckpointError
 from flax_posenc.extend import extend_input
 from flax_posenc.pretrained import converted_position_table, load_pretrained, save_converted
+from flax_posenc.report import cli
 
 VOCAB, DIM, ROWS, OFFSET = 11, 4, 8, 2  # a RoBERTa-like block: 2 reserved rows, 6 positions
 FLAT = dict(

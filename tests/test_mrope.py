@@ -374,7 +374,7 @@ def test_mrope_config_and_positions_stay_numpy_only(tiny):
 
 
 def test_cli_check_and_inspect_an_mrope_checkpoint(tiny, capsys):
-    from flax_posenc.cli import main
+    from flax_posenc.report.cli import main
 
     _, path, _ = tiny
     assert main(["check", str(path), "--length", "64"]) == 0

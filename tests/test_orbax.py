@@ -26,7 +26,7 @@ from test_pretrained_parity import assert_close, hf_embedding_output
 
 import flax_posenc as fp
 from flax_posenc import CheckpointError
-from flax_posenc.cli import main as cli_main
+from flax_posenc.report.cli import main as cli_main
 
 SCRIPT = Path(__file__).parent / "scripts" / "orbax_sharded_restore.py"
 IDS = np.random.default_rng(0).integers(0, 100, (8, 16)).astype(np.int32)

@@ -1,4 +1,4 @@
-"""flax_posenc.plots: files written, titles and labels, downsampling announced."""
+"""flax_posenc.report.plots: files written, titles and labels, downsampling announced."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from helpers import sinusoid
 
-from flax_posenc import plots
 from flax_posenc.conversion.table import PositionTable
+from flax_posenc.report import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

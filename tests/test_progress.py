@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from flax_posenc.cli import main as cli_main
 from flax_posenc.progress import Progress, progress_enabled
+from flax_posenc.report.cli import main as cli_main
 
 
 class Terminal(io.StringIO):

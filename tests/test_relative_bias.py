@@ -22,9 +22,9 @@ from safetensors.numpy import save_file
 from transformers.models.t5.modeling_t5 import T5Attention
 
 import flax_posenc as fp
-from flax_posenc.cli import main
 from flax_posenc.conversion import CheckpointError, load_relative_bias
 from flax_posenc.relative_bias_config import BucketConfig
+from flax_posenc.report.cli import main
 
 CONFIGS = [(bi, nb, md) for bi in (True, False) for nb in (32, 128) for md in (128, 256)]
 TINY = dict(vocab_size=40, d_model=8, d_kv=4, d_ff=16, num_heads=2)

@@ -183,7 +183,7 @@ def test_long_range_precision_vs_float64_and_naive(cfg):
 
 
 def test_scores_depend_only_on_offset():
-    from flax_posenc import analysis
+    from flax_posenc.report import analysis
 
     cfg = RopeConfig(head_dim=HD, rope_theta=10000.0)
     prof = analysis.rope_offset_invariance(cfg, length=256, max_offset=64, seed=0)

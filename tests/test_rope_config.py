@@ -31,9 +31,9 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
 import flax_posenc as fp
-from flax_posenc.cli import main
 from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, read_relative_config, relative_source
 from flax_posenc.errors import CheckpointError
+from flax_posenc.report.cli import main
 
 SMALL = dict(hidden_size=128, num_attention_heads=4)
 

@@ -16,8 +16,8 @@ import torch
 from safetensors.numpy import load_file
 
 import flax_posenc as fp
-from flax_posenc.cli import main
 from flax_posenc.conversion import inspect_source
+from flax_posenc.report.cli import main
 
 TINY = dict(
     vocab_size=128,

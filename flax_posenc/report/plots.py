@@ -55,8 +55,11 @@ from typing import Any
 
 import numpy as np
 
-from flax_posenc import analysis
+from flax_posenc.alibi_config import AlibiConfig, alibi_slopes
 from flax_posenc.bounds import MAX_PLOT_LINES, check_bound
+from flax_posenc.conversion.grid_tables import image_grid
+from flax_posenc.report import analysis
+from flax_posenc.sinusoid_math import sinusoidal_frequencies  # the loader's convention (interleaved)
 
 __all__ = [
     "DownsampledWarning",
@@ -313,8 +316,6 @@ def _exact_wavelengths(t: _Named, dims: Sequence[int]) -> list[float] | None:
     """Wavelengths (positions) of the columns of a ``sinusoidal:`` table, from its formula."""
     if t.family != "sinusoidal":
         return None
-    from flax_posenc.sinusoid_math import sinusoidal_frequencies  # the loader's convention (interleaved)
-
     w = sinusoidal_frequencies(t.values.shape[1])
     return [float(2 * np.pi / w[d // 2]) for d in dims]
 
@@ -611,8 +612,6 @@ def plot_alibi_bias(
     the lines are coloured by head and the drawn heads named in the legend.
     """
     from matplotlib import colormaps
-
-    from flax_posenc.alibi_config import AlibiConfig, alibi_slopes
 
     cfg = config if isinstance(config, AlibiConfig) else AlibiConfig(int(config))
     slopes = alibi_slopes(cfg.num_heads, max_bias=cfg.max_bias)
@@ -960,8 +959,6 @@ def plot_grid_resize(
 
     patches, name, detected = _grid_of(grid)
     resized_rows = np.asarray(fp.resize_grid(grid, image_size, convention=convention), np.float64)
-    from flax_posenc.conversion.grid_tables import image_grid
-
     gh, gw = image_grid(image_size, grid.patch_size)
     resized = resized_rows[grid.prefix_tokens :].reshape(gh, gw, -1)
     fig = _figure(11, 5.5)

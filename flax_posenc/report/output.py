@@ -2,7 +2,7 @@
 
 The program name (:data:`PROG`), the one-line usage error (:class:`UsageError`, exit 2) and the
 figures of a SOURCE record written with their notes (:func:`make_figures`). Both
-:mod:`flax_posenc.cli` and :mod:`flax_posenc.tour` import them from here, so neither imports
+:mod:`flax_posenc.report.cli` and :mod:`flax_posenc.report.tour` import them from here, so neither imports
 the other back (plots, and matplotlib with it, are imported only when figures are drawn).
 
 >>> one_line(ValueError("two   words"))
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flax_posenc.progress import Progress
+from flax_posenc.report import plots
 
 __all__ = ["PROG", "UsageError", "make_figures", "one_line"]
 
@@ -42,8 +43,6 @@ def make_figures(record, out: Path, *, dims: Sequence[int] | None, prefix: str, 
 
     A bad ``--dims`` or a table without usable rows is a :class:`UsageError` (exit 2).
     """
-    from flax_posenc import plots
-
     try:
         jobs = plots.figure_jobs(record, out, dims=dims, prefix=prefix)
     except ValueError as exc:

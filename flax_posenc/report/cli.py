@@ -12,7 +12,7 @@ Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.
 - ``convert SOURCE --out PATH [--format orbax]``: the input block's Flax parameters, as ``.msgpack``
   or an orbax checkpoint directory.
 - ``tour [--out DIR]``: the real BERT (all-MiniLM-L6-v2), a GPT-2-shaped checkpoint and a
-  sinusoidal table, their limits shown and checked, figures written (:mod:`flax_posenc.tour`).
+  sinusoidal table, their limits shown and checked, figures written (:mod:`flax_posenc.report.tour`).
 
 ``inspect``, ``check`` and ``plot`` have one code path each, whatever the SOURCE holds (learned
 table, RoPE/ALiBi config, T5/MPNet relative bias): they read
@@ -42,10 +42,34 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flax_posenc.cli_output import PROG, UsageError, make_figures
-from flax_posenc.cli_output import one_line as _one_line
+from flax_posenc.conversion import LearnedTableSource, export_position_table, inspect_source, load_position_table
+from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
+from flax_posenc.conversion.families import FAMILIES
+from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
+from flax_posenc.conversion.source_record import verdict
 from flax_posenc.errors import CheckpointError, PositionLimitError
+from flax_posenc.extend import METHODS, extend_table
 from flax_posenc.progress import Progress, progress_enabled
+from flax_posenc.report import tour
+from flax_posenc.report.output import PROG, UsageError, make_figures
+from flax_posenc.report.output import one_line as _one_line
+
+__all__ = [
+    "CACHE_ENV",
+    "COMMANDS",
+    "EXIT_INTERNAL",
+    "EXIT_LIMIT",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Command",
+    "build_parser",
+    "dumps_json",
+    "in_cli_words",
+    "load_source",
+    "load_table",
+    "main",
+    "writable_dir",
+]
 
 EXIT_OK = 0
 EXIT_LIMIT = 1
@@ -53,7 +77,7 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 REPORT = "please report it to the flax-posenc maintainers with the command line and its --debug output"
 
-CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.tour
+CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.report.tour
 
 SOURCE_HELP = (
     "a checkpoint directory, a .safetensors or .bin file, a Hugging Face model id "
@@ -116,8 +140,6 @@ def _image_size(text: str) -> tuple[int, int]:
 
 
 def _positive_seconds(text: str) -> float:
-    from flax_posenc.conversion.audio_tables import MAX_SECONDS
-
     try:
         value = float(text)
     except ValueError:
@@ -164,15 +186,11 @@ def load_table(source: str):
     Raises :class:`UsageError` for an empty SOURCE; the loader raises
     :class:`~flax_posenc.errors.CheckpointError` for anything it cannot read.
     """
-    from flax_posenc.conversion import load_position_table
-
     return load_position_table(_nonempty(source))
 
 
 def load_source(source: str, family: str | None = None):
     """SOURCE as a :class:`~flax_posenc.conversion.SourceRecord` (any kind): what inspect/check/plot read."""
-    from flax_posenc.conversion import inspect_source
-
     return inspect_source(_nonempty(source), family=family)
 
 
@@ -202,8 +220,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from flax_posenc.conversion.source_record import verdict
-
     if args.length is None and args.image_size is None and args.seconds is None:
         raise UsageError("expected --length N (tokens), --seconds S (audio) or --image-size PX (a vision grid)")
     record = load_source(args.source, args.family)
@@ -245,8 +261,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         result = verdict(record, args.length)
         checks.append((result["fits"], result["message"], result))
     if args.seconds is not None:  # audio (Whisper's encoder): the limit in seconds
-        from flax_posenc.conversion.audio_tables import seconds_verdict
-
         result = seconds_verdict(record, args.seconds)
         checks.append((result["fits"], result["message"], result))
     fits = all(c[0] for c in checks)
@@ -270,9 +284,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
-    from flax_posenc.conversion import LearnedTableSource, export_position_table
-    from flax_posenc.extend import extend_table
-
     with Progress(3, _progress_enabled(args)) as bar:
         table = bar.run("reading", lambda: load_table(args.source))
         if table.family == "sinusoidal":
@@ -307,8 +318,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_families(args: argparse.Namespace) -> int:
-    from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
-
     if args.json:
         read = {t: [{"registry": r, "family": f} for r, f in rows] for t, rows in MODEL_MECHANISMS.items()}
         print(dumps_json({"read": read, "refused": dict(REFUSED_MODEL_TYPES)}, indent=2))
@@ -327,9 +336,7 @@ def _configure_families(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_tour(args: argparse.Namespace) -> int:
-    """``flax-posenc tour``: the demo lives in :mod:`flax_posenc.tour`."""
-    from flax_posenc import tour
-
+    """``flax-posenc tour``: the demo lives in :mod:`flax_posenc.report.tour`."""
     tour.run(
         writable_dir(args.out), cache=Path(args.cache_dir) if args.cache_dir else None, progress=_progress_enabled(args)
     )
@@ -354,8 +361,6 @@ def _add_source(p: argparse.ArgumentParser, help: str = SOURCE_HELP) -> None:
 
 
 def _add_family(p: argparse.ArgumentParser) -> None:
-    from flax_posenc.conversion.families import FAMILIES
-
     p.add_argument(
         "--family",
         metavar="NAME",
@@ -404,8 +409,6 @@ def _configure_plot(p: argparse.ArgumentParser) -> None:
 
 
 def _configure_extend(p: argparse.ArgumentParser) -> None:
-    from flax_posenc.extend import METHODS
-
     _add_source(p, LEARNED_SOURCE_HELP)
     p.add_argument(
         "--length",
