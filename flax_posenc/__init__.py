@@ -90,6 +90,9 @@ _SUBMODULES = {
     "mrope_config",
 }
 
+#: submodules that live in the reporting wing (``flax_posenc.plots`` still imports: an alias module)
+_WING = {"analysis": "flax_posenc.report.analysis", "plots": "flax_posenc.report.plots"}
+
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
 
 
@@ -97,7 +100,7 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     elif name in _SUBMODULES:
-        value = importlib.import_module(f"flax_posenc.{name}")
+        value = importlib.import_module(_WING.get(name, f"flax_posenc.{name}"))
     else:
         raise AttributeError(f"module 'flax_posenc' has no attribute {name!r}")
     globals()[name] = value

@@ -184,6 +184,11 @@ def test_old_paths_are_aliases_of_the_wing():
     assert fp.plots._save is importlib.import_module("flax_posenc.report.plots")._save  # a private name too
     assert fp.analysis.summarize is importlib.import_module("flax_posenc.report.analysis").summarize
     assert importlib.import_module("flax_posenc.cli").main is importlib.import_module("flax_posenc.report.cli").main
+    # the console script names the wing; an installed entry script naming flax_posenc.cli:main still runs
+    import re
+
+    scripts = (ROOT / "pyproject.toml").read_text().partition("[project.scripts]\n")[2].partition("\n\n")[0]
+    assert re.findall(r'^(\S+) = "(\S+)"$', scripts, re.M) == [("flax-posenc", "flax_posenc.report.cli:main")]
 
 
 def arrows_of(module: str) -> set[str]:

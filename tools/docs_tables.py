@@ -251,12 +251,26 @@ def grid_conventions() -> tuple[str, list[str]]:
     return "`flax_posenc.grid_config.GRID_CONVENTIONS`", _table(header, rows)
 
 
+def rope_audit() -> tuple[str, list[str]]:
+    import runpy
+
+    audit = runpy.run_path(str(ROOT / "benchmarks" / "rope_audit.py"))["audit"]
+    version, read, unread = audit()
+    lines = [
+        f"- transformers {version}: {len(read) + len(unread)} model directories with RoPE or ALiBi",
+        f"- read ({len(read)}): {', '.join(read)}",
+        f"- not read ({len(unread)}): {', '.join(unread)}",
+    ]
+    return "`RELATIVE_FAMILIES` and the installed transformers (`benchmarks/rope_audit.py`)", lines
+
+
 #: table name -> (page, renderer returning (registry, table lines))
 TABLES: dict[str, tuple[str, Callable[[], tuple[str, list[str]]]]] = {
     "learned-families": ("docs/conversion.md", learned_families),
     "position-tables": ("docs/conversion.md", position_tables),
     "rope-alibi-families": ("docs/rope-alibi.md", rope_alibi_families),
     "rope-scalings": ("docs/rope-alibi.md", rope_scalings),
+    "rope-audit": ("docs/rope-alibi.md", rope_audit),
     "relative-bias-families": ("docs/relative-bias.md", relative_bias_families),
     "grid-families": ("docs/vision-audio.md", grid_families),
     "grid-conventions": ("docs/vision-audio.md", grid_conventions),
