@@ -8,7 +8,7 @@ row added to one of them shows on its page once the script is run:
     python tools/docs_tables.py            # exit 1 and name every stale table
     python tools/docs_tables.py --write    # rewrite the tables in place
 
-``tests/test_docs_tables.py`` fails while a table is stale. The RoPE scaling formulas are the one
+``tests/test_docs_tables.py`` and ``make docs`` fail while a table is stale. The RoPE scaling formulas are the one
 column not read off a registry row (:data:`ROPE_FORMULAS`); a scaling type without one fails.
 """
 

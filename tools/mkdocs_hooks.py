@@ -1,7 +1,8 @@
 """mkdocs hooks for the API site (mkdocs.yml: ``hooks:``). Every problem is a warning, so
 ``mkdocs build --strict`` (``make docs``) fails on it.
 
-- ``on_pre_build``: every public name is on an API page (``tools/docs_api_names.py``).
+- ``on_pre_build``: every public name is on an API page (``tools/docs_api_names.py``), and every
+  generated table of the guides is current (``tools/docs_tables.py``).
 - ``on_page_markdown``: the guides in docs/ link files of the repository outside docs/
   (``../examples/models/gpt2.py``, ``../benchmarks/results/...``) so that they work when browsing
   the repository; on the site such a link becomes the file's path as code. A link to a file that
@@ -27,9 +28,10 @@ def on_pre_build(config, **kwargs):
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import docs_api_names
+        import docs_tables
     finally:
         sys.path.remove(str(ROOT / "tools"))
-    for line in docs_api_names.missing_names() + docs_api_names.stale_names():
+    for line in docs_api_names.missing_names() + docs_api_names.stale_names() + docs_tables.stale():
         log.warning(line)
 
 
