@@ -6,16 +6,18 @@ tiny checkpoint of its own transformers classes by ``tests/test_conformance.py``
 the registry's reason, or not read (with why it is not a text model type, when it is not).
 
     python benchmarks/coverage.py                 # print the page
-    python benchmarks/coverage.py --write-docs    # write docs/coverage.md
+    python benchmarks/coverage.py --write-docs    # write docs/coverage.md and README.md's counts
     python benchmarks/coverage.py --verify        # also run the conformance check of every read type
 
-``tests/test_coverage_page.py`` fails when docs/coverage.md is stale.
+``tests/test_coverage_page.py`` fails when docs/coverage.md or the counts in README.md (between
+``<!-- generated: coverage-counts -->`` and ``<!-- /generated -->``) are stale.
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import sys
 import tempfile
 
@@ -27,6 +29,30 @@ from conformance.catalog import all_model_types, text_kind  # noqa: E402
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES  # noqa: E402
 
 PAGE = ROOT / "docs" / "coverage.md"
+README = ROOT / "README.md"
+_COUNTS = re.compile(r"(<!-- generated: coverage-counts -->)(.*?)(<!-- /generated -->)", re.DOTALL)
+
+
+def readme_counts() -> str:
+    """The counts README.md quotes: model types read, of transformers' and of its text model types."""
+    import transformers
+
+    types = all_model_types()
+    text = [t for t in types if text_kind(t) is None]
+    read = [t for t in types if t in MODEL_MECHANISMS]
+    read_text = [t for t in text if t in MODEL_MECHANISMS]
+    return (
+        f"{len(read)} of transformers {transformers.__version__}'s, "
+        f"{len(read_text)} of its {len(text)} text model types"
+    )
+
+
+def with_counts(readme: str, counts: str) -> str:
+    """``readme`` with the text between its coverage-counts markers replaced by ``counts``."""
+    new, n = _COUNTS.subn(lambda m: m.group(1) + counts + m.group(3), readme)
+    if n != 1:
+        raise SystemExit(f"{README}: needs exactly one coverage-counts block, found {n}")
+    return new
 
 
 def render() -> str:
@@ -104,7 +130,8 @@ def main() -> int:
     page = render()
     if args.write_docs:
         PAGE.write_text(page)
-        print(f"wrote {PAGE}")
+        README.write_text(with_counts(README.read_text(), readme_counts()))
+        print(f"wrote {PAGE} and the counts in {README}")
     else:
         print(page)
     if args.verify:

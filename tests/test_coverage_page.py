@@ -13,3 +13,7 @@ def test_coverage_page_is_current():
     assert (ROOT / "docs" / "coverage.md").read_text() == module.render(), (
         "docs/coverage.md is stale: run `python benchmarks/coverage.py --write-docs`"
     )
+    readme = (ROOT / "README.md").read_text()
+    assert module.with_counts(readme, module.readme_counts()) == readme, (
+        "README.md's counts are stale: run `python benchmarks/coverage.py --write-docs`"
+    )
