@@ -184,6 +184,15 @@ def test_old_paths_are_aliases_of_the_wing():
     assert fp.plots._save is importlib.import_module("flax_posenc.report.plots")._save  # a private name too
     assert fp.analysis.summarize is importlib.import_module("flax_posenc.report.analysis").summarize
     assert importlib.import_module("flax_posenc.cli").main is importlib.import_module("flax_posenc.report.cli").main
+    # documented under the wing's names, whichever of the two paths was imported first
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import docs_api_names
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    assert docs_api_names.missing_names() == []
     # the console script names the wing; an installed entry script naming flax_posenc.cli:main still runs
     import re
 

@@ -122,7 +122,9 @@ def _module_name(name: str) -> str | None:
     import flax_posenc
 
     obj = getattr(flax_posenc, name.removeprefix("flax_posenc."), None) if name.count(".") == 1 else None
-    return obj.__name__ if isinstance(obj, types.ModuleType) else None
+    if not isinstance(obj, types.ModuleType):
+        return None
+    return vars(obj).get("_module", obj).__name__  # an alias module (flax_posenc/plots.py) names its target
 
 
 def missing_names(api_dir: pathlib.Path = API_DIR) -> list[str]:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from flax_posenc import __version__
 from flax_posenc.conversion import LearnedTableSource, export_position_table, inspect_source, load_position_table
 from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES
@@ -510,8 +511,6 @@ COMMANDS: dict[str, Command] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, one subparser per entry of :data:`COMMANDS`."""
-    from flax_posenc import __version__
-
     parser = _Parser(
         prog=PROG,
         description="Inspect, check and plot positional-encoding tables (GPT-2, BERT, RoBERTa, ..., sinusoidal).",

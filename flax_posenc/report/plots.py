@@ -955,10 +955,10 @@ def plot_grid_resize(
 
     ``grid`` is a :class:`~flax_posenc.conversion.GridTable`; ``convention`` defaults to its own.
     """
-    import flax_posenc as fp
+    from flax_posenc.grids import resize_grid  # jax
 
     patches, name, detected = _grid_of(grid)
-    resized_rows = np.asarray(fp.resize_grid(grid, image_size, convention=convention), np.float64)
+    resized_rows = np.asarray(resize_grid(grid, image_size, convention=convention), np.float64)
     gh, gw = image_grid(image_size, grid.patch_size)
     resized = resized_rows[grid.prefix_tokens :].reshape(gh, gw, -1)
     fig = _figure(11, 5.5)
