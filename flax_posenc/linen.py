@@ -28,7 +28,7 @@ from flax import linen as nn
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
-from flax_posenc.overflow import OverflowPolicy
+from flax_posenc.overflow import OverflowPolicy, check_policy
 from flax_posenc.rope_config import RopeConfig
 from flax_posenc.sinusoid_math import Layout
 
@@ -59,12 +59,22 @@ class SinusoidalPositionalEncoding(nn.Module):
     endpoint: bool = False
     dtype: jax.typing.DTypeLike = jnp.float32
     on_overflow: OverflowPolicy = "error"
+
+    def __post_init__(self):
+        check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
+
     position_name: str = "sinusoidal encoding"
     table_name: str | None = None  # deprecated: position_name
 
     @nn.compact
     def __call__(
-        self, positions: jax.typing.ArrayLike | None = None, *, length: int | None = None, start: int | jax.Array = 0
+        self,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        length: int | None = None,
+        start: int | jax.Array = 0,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         spec = PositionSpec(
             "sinusoidal",
@@ -73,10 +83,17 @@ class SinusoidalPositionalEncoding(nn.Module):
             base=self.base,
             layout=self.layout,
             endpoint=self.endpoint,
-            on_overflow=self.on_overflow,
             name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
         )
-        return block.encode_positions(spec, None, positions, length=length, start=start, dtype=self.dtype)
+        return block.encode_positions(
+            spec,
+            None,
+            positions,
+            length=length,
+            start=start,
+            dtype=self.dtype,
+            on_overflow=on_overflow or self.on_overflow,
+        )
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -93,25 +110,42 @@ class LearnedPositionalEmbedding(nn.Module):
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
     on_overflow: OverflowPolicy = "error"
+
+    def __post_init__(self):
+        check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
+
     position_name: str = "position table"
     table_name: str | None = None  # deprecated: position_name
 
     @nn.compact
     def __call__(
-        self, positions: jax.typing.ArrayLike | None = None, *, length: int | None = None, start: int | jax.Array = 0
+        self,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        length: int | None = None,
+        start: int | jax.Array = 0,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         spec = PositionSpec(
             "learned",
             self.dim,
             self.num_positions,
             offset=self.offset,
-            on_overflow=self.on_overflow,
             name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
         )
         table = _param(
             self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
         )
-        return block.encode_positions(spec, table, positions, length=length, start=start, dtype=self.dtype)
+        return block.encode_positions(
+            spec,
+            table,
+            positions,
+            length=length,
+            start=start,
+            dtype=self.dtype,
+            on_overflow=on_overflow or self.on_overflow,
+        )
 
 
 class _LayerNormParams(nn.Module):
@@ -159,6 +193,12 @@ class TransformerInput(nn.Module):
     deterministic: bool | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+    on_overflow: OverflowPolicy | None = None  # None: "error" (or a deprecated spec-held policy)
+
+    def __post_init__(self):
+        if self.on_overflow is not None:
+            check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
 
     if TYPE_CHECKING:  # the constructor as type checkers should see it (_flat_arguments_build_the_spec, below)
 
@@ -171,6 +211,7 @@ class TransformerInput(nn.Module):
             deterministic: bool | None = None,
             param_dtype: jax.typing.DTypeLike = jnp.float32,
             embedding_init: nn.initializers.Initializer = default_embed_init,
+            on_overflow: OverflowPolicy | None = None,
             parent: Any = None,
             name: str | None = None,
             **spec_arguments: Any,
@@ -199,6 +240,7 @@ class TransformerInput(nn.Module):
         attention_mask: jax.typing.ArrayLike | None = None,
         start: int | jax.Array = 0,
         deterministic: bool | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         spec = self.spec
         params = {}
@@ -215,6 +257,7 @@ class TransformerInput(nn.Module):
             position_ids=position_ids,
             attention_mask=attention_mask,
             start=start,
+            on_overflow=on_overflow or self.on_overflow,
         )
         deterministic = next((d for d in (deterministic, self.deterministic) if d is not None), True)
         return nn.Dropout(self.dropout_rate)(x, deterministic=deterministic or self.dropout_rate == 0)
@@ -334,6 +377,11 @@ class RotaryEmbedding(nn.Module):
 
     config: RopeConfig | int | None
     on_overflow: OverflowPolicy = "error"
+
+    def __post_init__(self):
+        check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
+
     seq_axis: int = -3
 
     @classmethod
@@ -357,6 +405,7 @@ class RotaryEmbedding(nn.Module):
         *,
         start: int | jax.Array = 0,
         seq_len: int | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         if self.config is None:
             return jnp.asarray(x)
@@ -366,7 +415,7 @@ class RotaryEmbedding(nn.Module):
             positions,
             start=start,
             seq_len=seq_len,
-            on_overflow=self.on_overflow,
+            on_overflow=on_overflow or self.on_overflow,
             seq_axis=self.seq_axis,
         )
 
@@ -378,6 +427,7 @@ class RotaryEmbedding(nn.Module):
         *,
         start: int | jax.Array = 0,
         seq_len: int | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         """``(q, k)`` rotated at the same positions (``apply({}, q, k, method="rotate_qk")``)."""
         if self.config is None:
@@ -389,7 +439,7 @@ class RotaryEmbedding(nn.Module):
             positions,
             start=start,
             seq_len=seq_len,
-            on_overflow=self.on_overflow,
+            on_overflow=on_overflow or self.on_overflow,
             seq_axis=self.seq_axis,
         )
 
@@ -407,6 +457,10 @@ class ALiBiBias(nn.Module):
     dtype: jax.typing.DTypeLike = jnp.float32
     on_overflow: OverflowPolicy = "error"
 
+    def __post_init__(self):
+        check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
+
     @nn.compact
     def __call__(
         self,
@@ -415,6 +469,7 @@ class ALiBiBias(nn.Module):
         *,
         query_positions: jax.typing.ArrayLike | None = None,
         key_positions: jax.typing.ArrayLike | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         return alibi.bias_for(
             AlibiConfig.coerce(self.config),
@@ -424,7 +479,7 @@ class ALiBiBias(nn.Module):
             key_positions=key_positions,
             causal=self.causal,
             dtype=self.dtype,
-            on_overflow=self.on_overflow,
+            on_overflow=on_overflow or self.on_overflow,
         )
 
 

@@ -24,7 +24,7 @@ from flax.core import meta
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
-from flax_posenc.overflow import OverflowPolicy
+from flax_posenc.overflow import OverflowPolicy, check_policy
 from flax_posenc.rope_config import RopeConfig
 from flax_posenc.sinusoid_math import Layout
 
@@ -47,6 +47,7 @@ class _PositionShell(nnx.Module):
 
     spec: PositionSpec
     dtype: Any
+    on_overflow: OverflowPolicy
 
     def _table(self):
         return None
@@ -57,14 +58,23 @@ class _PositionShell(nnx.Module):
         *,
         length: int | None = None,
         start: int | jax.Array = 0,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         """Vectors for ``positions`` (any integer shape) or for ``length`` positions from ``start``.
 
         Returns ``positions.shape + (dim,)`` or ``(length, dim)``; raises
         :class:`~flax_posenc.PositionLimitError` for a known position past the limit (traced
-        positions follow ``on_overflow``, see :mod:`flax_posenc.overflow`).
+        positions follow ``on_overflow``: this call's, else the module's; see :mod:`flax_posenc.overflow`).
         """
-        return block.encode_positions(self.spec, self._table(), positions, length=length, start=start, dtype=self.dtype)
+        return block.encode_positions(
+            self.spec,
+            self._table(),
+            positions,
+            length=length,
+            start=start,
+            dtype=self.dtype,
+            on_overflow=on_overflow or self.on_overflow,
+        )
 
 
 class SinusoidalPositionalEncoding(_PositionShell):
@@ -108,10 +118,10 @@ class SinusoidalPositionalEncoding(_PositionShell):
             base=base,
             layout=layout,
             endpoint=endpoint,
-            on_overflow=on_overflow,
             name=block.renamed_position_name(position_name, name, "name"),
         )
         self.dtype = dtype
+        self.on_overflow = block.policy_of(self.spec, on_overflow)
 
 
 class LearnedPositionalEmbedding(_PositionShell):
@@ -159,7 +169,8 @@ class LearnedPositionalEmbedding(_PositionShell):
         rngs: nnx.Rngs,
     ):
         name = block.renamed_position_name(position_name, name, "name")
-        self.spec = PositionSpec("learned", dim, num_positions, offset=offset, on_overflow=on_overflow, name=name)
+        self.spec = PositionSpec("learned", dim, num_positions, offset=offset, name=name)
+        self.on_overflow = block.policy_of(self.spec, on_overflow)
         self.embedding = _param(
             embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
         )
@@ -203,8 +214,12 @@ class TransformerInput(nnx.Module):
         - ``layer_norm``, ``layer_norm_eps``: LayerNorm after the sum (BERT), its epsilon.
         - ``dtype``: computation/output dtype (``None``: ``param_dtype``).
         - ``base``, ``layout``, ``endpoint``: sinusoidal convention.
-        - ``on_overflow``: policy for traced positions (see :mod:`flax_posenc.overflow`).
         - ``position_name``: the position table's name in error messages.
+
+      on_overflow: the policy for traced ids past a table -- word ids, positions and token types
+        alike (see :mod:`flax_posenc.overflow`; a call's ``on_overflow`` overrides it). Default
+        ``"error"`` (or the policy of a spec built with the deprecated ``PositionSpec(on_overflow=)``).
+        Not part of the spec: never written to files.
 
     Parameters carry logical axis names (``("vocab", "embed")``, ``(None, "embed")``,
     ``("embed",)``): shard them with your own rules (see ``docs/sharding.md``).
@@ -236,10 +251,12 @@ class TransformerInput(nnx.Module):
         deterministic: bool = True,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy | None = None,
         rngs: nnx.Rngs,
         **spec_arguments,
     ):
         self.spec = spec = InputSpec.of(spec, dim, **spec_arguments)
+        self.on_overflow = block.policy_of(spec.position, on_overflow)
         shapes = spec.param_shapes()
         init = lambda name: _param(embedding_init(rngs.params(), shapes[name], param_dtype), AXES[name])  # noqa: E731
         self.word_embeddings = init("word_embeddings")
@@ -292,10 +309,12 @@ class TransformerInput(nnx.Module):
         start: int | jax.Array = 0,
         deterministic: bool | None = None,
         rngs: nnx.Rngs | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         """Embed ``(..., seq_len)`` token ids into ``(..., seq_len, dim)``.
 
-        See :func:`flax_posenc.block.transformer_input` for the arguments. Dropout follows
+        See :func:`flax_posenc.block.transformer_input` for the arguments (``on_overflow``:
+        this call's policy, default the module's). Dropout follows
         ``self.deterministic`` (``model.train()`` / ``model.eval()``) unless ``deterministic`` is
         given here; it draws from the ``dropout`` stream of ``rngs`` (given here or at construction).
         """
@@ -307,6 +326,7 @@ class TransformerInput(nnx.Module):
             position_ids=position_ids,
             attention_mask=attention_mask,
             start=start,
+            on_overflow=on_overflow or self.on_overflow,
         )
         deterministic = self.deterministic if deterministic is None else deterministic
         if self.dropout.rate > 0 and not deterministic:
@@ -363,8 +383,8 @@ class TransformerInput(nnx.Module):
           rngs: the ``dropout`` stream when ``dropout_rate > 0`` (default ``nnx.Rngs(0)``).
           mesh, rules: place every parameter on ``mesh``, sharded by its logical axes under
             ``rules`` (``docs/sharding.md``); an orbax checkpoint is restored straight onto it.
-          overrides: module arguments (``dropout_rate``, ``deterministic``, ``embedding_init``)
-            or flat spec arguments (``on_overflow``, ``position_name``, ...) replacing the
+          overrides: module arguments (``dropout_rate``, ``deterministic``, ``embedding_init``,
+            ``on_overflow``) or flat spec arguments (``position_name``, ...) replacing the
             checkpoint's (see :meth:`InputSpec.replace <flax_posenc.block.InputSpec.replace>`).
 
         Returns:
@@ -430,6 +450,7 @@ class RotaryEmbedding(nnx.Module):
     """
 
     def __init__(self, config: RopeConfig | int | None, *, on_overflow: OverflowPolicy = "error", seq_axis: int = -3):
+        check_policy(on_overflow)
         self.config = None if config is None else RopeConfig.coerce(config)
         self.on_overflow = on_overflow
         self.seq_axis = seq_axis
@@ -463,6 +484,7 @@ class RotaryEmbedding(nnx.Module):
         *,
         start: int | jax.Array = 0,
         seq_len: int | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         """Rotate ``x`` of shape ``(..., seq, heads, head_dim)``; positions default to ``start + arange(seq)``.
 
@@ -477,7 +499,7 @@ class RotaryEmbedding(nnx.Module):
             positions,
             start=start,
             seq_len=seq_len,
-            on_overflow=self.on_overflow,
+            on_overflow=on_overflow or self.on_overflow,
             seq_axis=self.seq_axis,
         )
 
@@ -489,6 +511,7 @@ class RotaryEmbedding(nnx.Module):
         *,
         start: int | jax.Array = 0,
         seq_len: int | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`).
 
@@ -503,7 +526,7 @@ class RotaryEmbedding(nnx.Module):
             positions,
             start=start,
             seq_len=seq_len,
-            on_overflow=self.on_overflow,
+            on_overflow=on_overflow or self.on_overflow,
             seq_axis=self.seq_axis,
         )
 
@@ -533,6 +556,7 @@ class ALiBiBias(nnx.Module):
         dtype: jax.typing.DTypeLike = jnp.float32,
         on_overflow: OverflowPolicy = "error",
     ):
+        check_policy(on_overflow)
         self.config = AlibiConfig.coerce(config)
         self.causal = causal
         self.dtype = dtype
@@ -545,6 +569,7 @@ class ALiBiBias(nnx.Module):
         *,
         query_positions: jax.typing.ArrayLike | None = None,
         key_positions: jax.typing.ArrayLike | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         """Bias for static lengths (queries are the last keys), or for explicit positions.
 
@@ -559,7 +584,7 @@ class ALiBiBias(nnx.Module):
             key_positions=key_positions,
             causal=self.causal,
             dtype=self.dtype,
-            on_overflow=self.on_overflow,
+            on_overflow=on_overflow or self.on_overflow,
         )
 
 
