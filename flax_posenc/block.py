@@ -12,7 +12,7 @@ Parameter names (identical in NNX and Linen, and the target of checkpoint conver
     layer_norm/scale, layer_norm/bias  (dim,)             logical axes ("embed",)        [if any]
 
 Both shells' ``TransformerInput`` are built from an :class:`InputSpec`; their flat arguments
-(``TransformerInput(vocab_size, dim, num_positions=..., ...)``) are a convenience that
+(``TransformerInput.from_arguments(vocab_size, dim, num_positions=..., ...)``) are a convenience that
 :meth:`InputSpec.from_arguments` turns into one -- the only place that knows the flat names.
 """
 

@@ -6,7 +6,7 @@ Each module holds its parameters and calls the functional core; none re-implemen
 >>> import jax.numpy as jnp
 >>> from flax import nnx
 >>> import flax_posenc as fp
->>> block = fp.nnx.TransformerInput(100, 16, num_positions=32, rngs=nnx.Rngs(0))
+>>> block = fp.nnx.TransformerInput.from_arguments(100, 16, num_positions=32, rngs=nnx.Rngs(0))
 >>> block(jnp.zeros((2, 8), jnp.int32)).shape
 (2, 8, 16)
 """
@@ -14,6 +14,7 @@ Each module holds its parameters and calls the functional core; none re-implemen
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -21,15 +22,19 @@ import jax.numpy as jnp
 from flax import nnx
 from flax.core import meta
 
-from flax_posenc import alibi, block, rope
+from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
+from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
+from flax_posenc.relative_bias_config import BucketConfig
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.shells import ALiBiCalls, RotaryCalls
 from flax_posenc.sinusoid_math import Layout
 
 if TYPE_CHECKING:  # extend is imported when a table is grown
     from flax_posenc.extend import ExtendMethod
+
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
 
@@ -189,18 +194,20 @@ class TransformerInput(nnx.Module):
     :meth:`from_pretrained` builds and loads one from a Hugging Face checkpoint.
 
     Build it from a spec, ``TransformerInput(spec, rngs=...)``, or from the spec's flat
-    arguments, ``TransformerInput(vocab_size, dim, num_positions=..., rngs=...)`` (a convenience:
-    :meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>` makes the spec).
+    arguments with :meth:`from_arguments`, ``TransformerInput.from_arguments(vocab_size, dim,
+    num_positions=..., rngs=...)``. The flat call ``TransformerInput(vocab_size, dim, ...)`` still
+    works but is deprecated (a ``DeprecationWarning``).
 
     Args:
-      spec: an :class:`~flax_posenc.block.InputSpec`, or ``vocab_size`` followed by ``dim``.
+      spec: an :class:`~flax_posenc.block.InputSpec` (deprecated: ``vocab_size`` followed by ``dim``).
       dropout_rate: dropout on the output.
       deterministic: ``True`` (the default: inference, no dropout) or ``False``; set by
         ``model.train()`` / ``model.eval()`` as for ``nnx.Dropout``, overridden per call.
       param_dtype: dtype parameters are stored in.
       embedding_init: initializer of the embedding tables.
       rngs: ``nnx.Rngs`` (``params``; ``dropout`` when ``dropout_rate > 0``).
-      **spec_arguments: the flat arguments of the spec (instead of ``spec``):
+      **spec_arguments: deprecated here (use :meth:`from_arguments`): the flat arguments of the
+        spec (instead of ``spec``):
 
         - ``vocab_size``, ``dim``: token vocabulary size, model width.
         - ``num_positions``: usable positions of a learned table (required for ``"learned"``),
@@ -231,7 +238,7 @@ class TransformerInput(nnx.Module):
     >>> from flax_posenc.block import InputSpec
     >>> spec = InputSpec.from_arguments(100, 8, num_positions=16)
     >>> block = TransformerInput(spec, dropout_rate=0.1, rngs=nnx.Rngs(0))
-    >>> block.spec == TransformerInput(100, 8, num_positions=16, rngs=nnx.Rngs(0)).spec
+    >>> block.spec == TransformerInput.from_arguments(100, 8, num_positions=16, rngs=nnx.Rngs(0)).spec
     True
     >>> block.train(); block.deterministic
     False
@@ -255,6 +262,13 @@ class TransformerInput(nnx.Module):
         rngs: nnx.Rngs,
         **spec_arguments,
     ):
+        if not isinstance(spec, InputSpec):
+            warnings.warn(
+                "TransformerInput(vocab_size, dim, ...): deprecated, use TransformerInput(spec, ...) or "
+                "TransformerInput.from_arguments(vocab_size, dim, ...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.spec = spec = InputSpec.of(spec, dim, **spec_arguments)
         self.on_overflow = block.policy_of(spec.position, on_overflow)
         shapes = spec.param_shapes()
@@ -271,6 +285,39 @@ class TransformerInput(nnx.Module):
             )
         self.deterministic = deterministic
         self.dropout = nnx.Dropout(dropout_rate, deterministic=deterministic, rngs=rngs if dropout_rate > 0 else None)
+
+    @classmethod
+    def from_arguments(
+        cls,
+        vocab_size: int | None = None,
+        dim: int | None = None,
+        /,
+        *,
+        dropout_rate: float = 0.0,
+        deterministic: bool = True,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy | None = None,
+        rngs: nnx.Rngs,
+        **spec_arguments: Any,
+    ) -> TransformerInput:
+        """A block from the spec's flat arguments (``spec_arguments``, listed above) and the module's.
+
+        The spec is :meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>`'s.
+
+        >>> from flax import nnx
+        >>> TransformerInput.from_arguments(100, 8, num_positions=16, rngs=nnx.Rngs(0)).num_positions
+        16
+        """
+        return cls(
+            InputSpec.of(vocab_size, dim, **spec_arguments),
+            dropout_rate=dropout_rate,
+            deterministic=deterministic,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            on_overflow=on_overflow,
+            rngs=rngs,
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -342,7 +389,7 @@ class TransformerInput(nnx.Module):
         (``examples/finetune_extended.py``).
 
         >>> from flax import nnx
-        >>> block = TransformerInput(100, 8, num_positions=16, rngs=nnx.Rngs(0))
+        >>> block = TransformerInput.from_arguments(100, 8, num_positions=16, rngs=nnx.Rngs(0))
         >>> longer = block.extend_positions(64)
         >>> longer(jnp.zeros((1, 64), jnp.int32)).shape
         (1, 64, 8)
@@ -425,7 +472,7 @@ def _assign(module: nnx.Module, params: dict, param_dtype) -> None:
         target.set_value(jnp.asarray(value, param_dtype))
 
 
-class RotaryEmbedding(nnx.Module):
+class RotaryEmbedding(RotaryCalls, nnx.Module):
     """Rotary position embedding (RoPE) of queries or keys; no parameters.
 
     A thin shell over :func:`flax_posenc.rope.apply_rope`: exact-angle ``cos``/``sin`` (within
@@ -477,61 +524,8 @@ class RotaryEmbedding(nnx.Module):
 
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis)
 
-    def __call__(
-        self,
-        x: jax.typing.ArrayLike,
-        positions: jax.typing.ArrayLike | None = None,
-        *,
-        start: int | jax.Array = 0,
-        seq_len: int | None = None,
-        on_overflow: OverflowPolicy | None = None,
-    ) -> jax.Array:
-        """Rotate ``x`` of shape ``(..., seq, heads, head_dim)``; positions default to ``start + arange(seq)``.
 
-        Raises :class:`~flax_posenc.PositionLimitError` for a known position past ``config.limit``.
-        With ``config`` ``None`` (NoPE), ``x`` unchanged.
-        """
-        if self.config is None:
-            return jnp.asarray(x)
-        return rope.apply_rope(
-            x,
-            self.config,
-            positions,
-            start=start,
-            seq_len=seq_len,
-            on_overflow=on_overflow or self.on_overflow,
-            seq_axis=self.seq_axis,
-        )
-
-    def rotate_qk(
-        self,
-        q: jax.typing.ArrayLike,
-        k: jax.typing.ArrayLike,
-        positions: jax.typing.ArrayLike | None = None,
-        *,
-        start: int | jax.Array = 0,
-        seq_len: int | None = None,
-        on_overflow: OverflowPolicy | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
-        """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`).
-
-        With ``config`` ``None`` (NoPE), ``(q, k)`` unchanged.
-        """
-        if self.config is None:
-            return jnp.asarray(q), jnp.asarray(k)
-        return rope.apply_rope_qk(
-            q,
-            k,
-            self.config,
-            positions,
-            start=start,
-            seq_len=seq_len,
-            on_overflow=on_overflow or self.on_overflow,
-            seq_axis=self.seq_axis,
-        )
-
-
-class ALiBiBias(nnx.Module):
+class ALiBiBias(ALiBiCalls, nnx.Module):
     """ALiBi attention bias, ``(heads, q_len, k_len)``, added to the scores; no parameters.
 
     A thin shell over :func:`flax_posenc.alibi.alibi_bias`; ``causal=True`` includes the causal
@@ -561,44 +555,6 @@ class ALiBiBias(nnx.Module):
         self.causal = causal
         self.dtype = dtype
         self.on_overflow = on_overflow
-
-    def __call__(
-        self,
-        query_length: int | None = None,
-        key_length: int | None = None,
-        *,
-        query_positions: jax.typing.ArrayLike | None = None,
-        key_positions: jax.typing.ArrayLike | None = None,
-        on_overflow: OverflowPolicy | None = None,
-    ) -> jax.Array:
-        """Bias for static lengths (queries are the last keys), or for explicit positions.
-
-        Give ``query_length`` (and optionally ``key_length``), or both ``query_positions``
-        ``(..., q)`` and ``key_positions`` ``(..., k)``; returns ``(..., heads, q, k)``.
-        """
-        return alibi.bias_for(
-            self.config,
-            query_length,
-            key_length,
-            query_positions=query_positions,
-            key_positions=key_positions,
-            causal=self.causal,
-            dtype=self.dtype,
-            on_overflow=on_overflow or self.on_overflow,
-        )
-
-
-__all__ = [
-    "ALiBiBias",
-    "RotaryEmbedding",
-    "LearnedPositionalEmbedding",
-    "SinusoidalPositionalEncoding",
-    "TransformerInput",
-    "default_embed_init",
-]
-
-
-# --------------------------------------------------------------------------- relative position bias
 
 
 class RelativePositionBias(nnx.Module):
@@ -639,9 +595,6 @@ class RelativePositionBias(nnx.Module):
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
     ):
-        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
-        from flax_posenc.relative_bias_config import BucketConfig
-
         self.buckets = BucketConfig(num_buckets, max_distance, bidirectional)
         rows = num_buckets if num_rows is None else num_rows
         self.embedding = _param(embedding_init(rngs.params(), (rows, num_heads), param_dtype), RELATIVE_BIAS_AXES)
@@ -649,21 +602,7 @@ class RelativePositionBias(nnx.Module):
 
     def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
         """``(heads, query_len, key_len)``: queries at ``query_start ..``, keys at ``0 .. key_len - 1``."""
-        from flax_posenc.relative_bias import relative_position_bias
-
-        table = self.embedding[...]
-        if self.dtype is not None:
-            table = table.astype(self.dtype)
-        b = self.buckets
-        return relative_position_bias(
-            table,
-            query_len,
-            key_len,
-            query_start=query_start,
-            bidirectional=b.bidirectional,
-            num_buckets=b.num_buckets,
-            max_distance=b.max_distance,
-        )
+        return bias_of(self.buckets, self.embedding[...], query_len, key_len, query_start=query_start, dtype=self.dtype)
 
     @classmethod
     def from_pretrained(
@@ -701,10 +640,6 @@ class RelativePositionBias(nnx.Module):
         )
         _assign(module, {"embedding": tab.weights}, param_dtype)
         return module
-
-
-__all__ += ["RelativePositionBias"]
-__all__ += ["PatchPositionalEmbedding"]
 
 
 class PatchPositionalEmbedding(nnx.Module):
@@ -823,3 +758,15 @@ class PatchPositionalEmbedding(nnx.Module):
         )
         module.embedding.set_value(jnp.asarray(table.weights, param_dtype))
         return module
+
+
+__all__ = [
+    "ALiBiBias",
+    "LearnedPositionalEmbedding",
+    "PatchPositionalEmbedding",
+    "RelativePositionBias",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TransformerInput",
+    "default_embed_init",
+]

@@ -980,9 +980,9 @@ def test_poisoning_arguments_are_refused_when_given(patch, message, via):
         elif via == "nnx":
             from flax import nnx
 
-            fp.nnx.TransformerInput(VOCAB, DIM, rngs=nnx.Rngs(0), **arguments)
+            fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, rngs=nnx.Rngs(0), **arguments)
         else:
-            fp.linen.TransformerInput(VOCAB, DIM, **arguments)
+            fp.linen.TransformerInput.from_arguments(VOCAB, DIM, **arguments)
 
 
 STORED_POISON = [

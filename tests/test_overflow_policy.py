@@ -31,7 +31,9 @@ def _nnx_modules(policy):
     return {
         "learned": fp.nnx.LearnedPositionalEmbedding(LIMIT, DIM, on_overflow=policy, rngs=nnx.Rngs(0)),
         "sinusoidal": fp.nnx.SinusoidalPositionalEncoding(DIM, num_positions=LIMIT, on_overflow=policy),
-        "block": fp.nnx.TransformerInput(9, DIM, num_positions=LIMIT, on_overflow=policy, rngs=nnx.Rngs(0)),
+        "block": fp.nnx.TransformerInput.from_arguments(
+            9, DIM, num_positions=LIMIT, on_overflow=policy, rngs=nnx.Rngs(0)
+        ),
         "rope": fp.nnx.RotaryEmbedding(ROPE, on_overflow=policy),
         "alibi": fp.nnx.ALiBiBias(fp.AlibiConfig(2, max_positions=LIMIT), on_overflow=policy),
     }
@@ -41,7 +43,7 @@ def _linen_modules(policy):
     return {
         "learned": fp.linen.LearnedPositionalEmbedding(LIMIT, DIM, on_overflow=policy),
         "sinusoidal": fp.linen.SinusoidalPositionalEncoding(DIM, num_positions=LIMIT, on_overflow=policy),
-        "block": fp.linen.TransformerInput(9, DIM, num_positions=LIMIT, on_overflow=policy),
+        "block": fp.linen.TransformerInput.from_arguments(9, DIM, num_positions=LIMIT, on_overflow=policy),
         "rope": fp.linen.RotaryEmbedding(ROPE, on_overflow=policy),
         "alibi": fp.linen.ALiBiBias(fp.AlibiConfig(2, max_positions=LIMIT), on_overflow=policy),
     }
@@ -101,7 +103,7 @@ def _linen_args(kind, positions, policy):
 
 def test_the_calls_policy_governs_token_types_and_word_ids_as_positions():
     """No silent override: the policy given to the call reaches every table lookup of the block."""
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         5, DIM, num_positions=LIMIT, type_vocab_size=2, positions_from="attention_mask", position_offset=1,
         rngs=nnx.Rngs(0),
     )  # fmt: skip
@@ -120,7 +122,7 @@ def test_the_calls_policy_governs_token_types_and_word_ids_as_positions():
 
 
 def test_the_policy_is_not_part_of_the_spec_nor_of_files(tmp_path):
-    block = fp.nnx.TransformerInput(9, DIM, num_positions=LIMIT, on_overflow="clip", rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(9, DIM, num_positions=LIMIT, on_overflow="clip", rngs=nnx.Rngs(0))
     assert block.spec == InputSpec.from_arguments(9, DIM, num_positions=LIMIT)
     assert "on_overflow" not in json.dumps(block.spec.to_dict())
     meta = save_orbax(tmp_path / "ckpt", block)

@@ -271,6 +271,19 @@ MUTANTS = [
         "position = dict(position)",
         "tests/test_overflow_policy.py",
     ),
+    # issue 25 item 4: one shell contract
+    (  # M44 a Linen relative bias loaded without its logical axes (not through the bridge)
+        "flax_posenc/linen.py",
+        '{"params": _boxed_as_init(module, {"embedding": jnp.asarray(tab.weights, param_dtype)}, 1, 1)}',
+        '{"params": {"embedding": nn.LogicallyPartitioned(jnp.asarray(tab.weights, param_dtype), names=(None, None))}}',
+        "tests/test_shell_contract.py",
+    ),
+    (  # M45 the flat Linen call silently builds the block (no deprecation)
+        "flax_posenc/linen.py",
+        '        warnings.warn(\n            f"{cls.__name__}(vocab_size, dim, ...): deprecated',
+        '        (lambda *a, **k: None)(\n            f"{cls.__name__}(vocab_size, dim, ...): deprecated',
+        "tests/test_input_spec.py",
+    ),
 ]
 
 
