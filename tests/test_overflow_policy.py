@@ -178,3 +178,18 @@ def test_a_policy_in_the_spec_is_deprecated_but_still_the_default():
     assert block.on_overflow == "clip"  # the spec's policy, the module's default
     assert fp.nnx.TransformerInput(spec, on_overflow="fill", rngs=nnx.Rngs(0)).on_overflow == "fill"
     assert "on_overflow" not in spec.to_dict()["position"]
+
+
+def test_the_policies_live_in_limits_and_overflow_re_exports_them():
+    """Issue 25 item 1: the policy names sit on the numpy floor (``limits``, no jax)."""
+    import subprocess
+    import sys
+
+    from flax_posenc import limits, overflow
+
+    for name in ("OVERFLOW_POLICIES", "OverflowPolicy", "check_policy"):
+        assert getattr(overflow, name) is getattr(limits, name) and name in limits.__all__
+    assert limits.OVERFLOW_POLICIES == ("error", "clip", "fill")
+    script = "import sys, flax_posenc.limits as l; l.check_policy('clip'); print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
