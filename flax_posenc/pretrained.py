@@ -56,7 +56,7 @@ def spec_from_weights(weights) -> tuple[InputSpec, dict[str, Any]]:
     position = PositionSpec(
         "learned",
         int(words.shape[1]),
-        int(table.max_length),
+        int(table.num_positions),
         offset=int(table.offset),
         name=f"{table.family} position table ({table.key})",
     )

@@ -256,7 +256,12 @@ def test_msgpack_v1_and_v2_load_to_identical_specs_params_and_outputs(converted,
 
     tables = [converted_position_table(p) for p in (v1, v2)]  # what inspect/check read
     for t in tables:
-        assert (t.family, t.key, t.offset, t.max_length) == ("roberta", "embeddings.position_embeddings.weight", 2, 6)
+        assert (t.family, t.key, t.offset, t.num_positions) == (
+            "roberta",
+            "embeddings.position_embeddings.weight",
+            2,
+            6,
+        )
         np.testing.assert_array_equal(t.weights, params["position_embeddings"])
     records = [json.loads(json.dumps(inspect_source(p).to_dict()).replace(str(p), "SOURCE")) for p in (v1, v2)]
     assert records[0] == records[1]

@@ -193,3 +193,13 @@ def test_the_policies_live_in_limits_and_overflow_re_exports_them():
     script = "import sys, flax_posenc.limits as l; l.check_policy('clip'); print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_tables_limit_is_num_positions_and_max_length_is_deprecated():
+    """Issue 25 item 2: one public name for the usable positions (rows minus reserved rows)."""
+    from flax_posenc.conversion import PositionTable
+
+    table = PositionTable(np.zeros((514, 2)), family="roberta", key="pos", offset=2)
+    assert table.num_positions == 512 and "num_positions=512" in repr(table)
+    with pytest.warns(DeprecationWarning, match="^PositionTable.max_length: deprecated, use num_positions$"):
+        assert table.max_length == 512

@@ -105,7 +105,7 @@ def linen_shells() -> None:
 def conversion() -> None:
     t = load_position_table("sinusoidal:8:4")
     weights: np.ndarray = t.weights
-    n: int = t.max_length
+    n: int = t.num_positions
     rec = inspect_source("path/to/mpnet")
     limit: int | None = rec.limit
     ok, line = rec.check_length(513)
