@@ -14,6 +14,8 @@ Each module holds its parameters and calls the functional core; none re-implemen
 from __future__ import annotations
 
 import os
+import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,16 @@ if TYPE_CHECKING:  # extend is imported when a table is grown
 
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside this file and flax (NNX calls ``__init__`` for the user)."""
+    skipped = (__file__, os.path.dirname(nnx.__file__).rsplit(os.sep, 1)[0] + os.sep)
+    frame: types.FrameType | None = sys._getframe(2)  # the caller of the function that warns
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _param(value: jax.Array, axes: tuple) -> nnx.Param:
@@ -267,7 +279,7 @@ class TransformerInput(nnx.Module):
                 "TransformerInput(vocab_size, dim, ...): deprecated, use TransformerInput(spec, ...) or "
                 "TransformerInput.from_arguments(vocab_size, dim, ...)",
                 DeprecationWarning,
-                stacklevel=2,
+                stacklevel=_user_stacklevel(),
             )
         self.spec = spec = InputSpec.of(spec, dim, **spec_arguments)
         self.on_overflow = block.policy_of(spec.position, on_overflow)
