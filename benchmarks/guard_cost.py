@@ -49,7 +49,9 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
 
     blocks = {
-        policy: fp.nnx.TransformerInput(args.vocab, 768, num_positions=1024, on_overflow=policy, rngs=nnx.Rngs(0))
+        policy: fp.nnx.TransformerInput.from_arguments(
+            args.vocab, 768, num_positions=1024, on_overflow=policy, rngs=nnx.Rngs(0)
+        )
         for policy in ("error", "clip")
     }
     graphdef = {p: nnx.split(b)[0] for p, b in blocks.items()}

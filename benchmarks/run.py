@@ -129,7 +129,7 @@ def block_section(quick: bool, rounds: int) -> list[dict]:
         load0 = loadavg()
         cands = {}
         for kind in ("learned", "sinusoidal"):
-            block = fp.nnx.TransformerInput(
+            block = fp.nnx.TransformerInput.from_arguments(
                 vocab, dim, num_positions=positions, position=kind, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0)
             )
             graphdef, state = nnx.split(block)
@@ -191,7 +191,7 @@ def decode_section(quick: bool, rounds: int) -> list[dict]:
     vocab, dim, positions = (1000, 64, 256) if quick else (50257, 768, 1024)
     inner = 20 if quick else 100
     load0 = loadavg()
-    block = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
     graphdef, state = nnx.split(block)
     params = block.params()
     word, wpe = params["word_embeddings"], params["position_embeddings"]
@@ -246,7 +246,7 @@ def training_section(quick: bool, rounds: int) -> list[dict]:
     rng = np.random.default_rng(3)
     ids_np = [rng.integers(0, vocab, (batch, seq), dtype=np.int32) for _ in range(3)]
     ids = [jnp.asarray(x) for x in ids_np]
-    block = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
     params = block.params()
     spec = block.spec
     pos = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
@@ -457,7 +457,7 @@ def compile_section(quick: bool, rounds: int) -> list[dict]:
     pos_shape = jax.ShapeDtypeStruct((seq,), jnp.int32)
 
     def block_fn(kind, traced):
-        b = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, position=kind, rngs=nnx.Rngs(0))
+        b = fp.nnx.TransformerInput.from_arguments(vocab, dim, num_positions=positions, position=kind, rngs=nnx.Rngs(0))
         spec, params = b.spec, b.params()
         if traced:
             return lambda: (
@@ -524,7 +524,7 @@ def curves_section(quick: bool, rounds: int) -> list[dict]:
     def block(vocab, positions):
         key = (vocab, positions)
         if key not in blocks:
-            b = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
+            b = fp.nnx.TransformerInput.from_arguments(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
             blocks[key] = (b.spec, b.params(), jax.jit(fp.block.transformer_input, static_argnums=0))
         return blocks[key]
 

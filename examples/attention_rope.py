@@ -2,7 +2,7 @@
 
     python examples/attention_rope.py
 
-The input block carries no position (``TransformerInput(position="none")``): positions enter
+The input block carries no position (``TransformerInput.from_arguments(position="none")``): positions enter
 inside attention, as in Llama (RoPE rotates queries and keys) or BLOOM/MPT (ALiBi biases the
 scores). Both depend only on relative positions, so shifting every position by the same amount
 (a sequence continuing at position 100000 of a long context) leaves the outputs unchanged, to
@@ -49,7 +49,7 @@ class Attention(nnx.Module):
 
 class TinyModel(nnx.Module):
     def __init__(self, position: str, *, rngs: nnx.Rngs):
-        self.embed = fp.nnx.TransformerInput(VOCAB, DIM, position="none", rngs=rngs)
+        self.embed = fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, position="none", rngs=rngs)
         self.attention = Attention(position, rngs=rngs)
 
     def __call__(self, ids: jax.Array, start: int = 0) -> jax.Array:

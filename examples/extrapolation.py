@@ -151,12 +151,12 @@ class CopyBackModel(nnx.Module):
 def make_input_block(cfg: Config, position: str, num_positions: int, *, rngs: nnx.Rngs) -> fp.nnx.TransformerInput:
     """The variant's input block: learned (GPT-2 style), sinusoidal (Vaswani) or none."""
     if position == "learned":
-        return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, num_positions=num_positions, rngs=rngs)
+        return fp.nnx.TransformerInput.from_arguments(cfg.vocab, cfg.dim, num_positions=num_positions, rngs=rngs)
     if position == "sinusoidal":
-        return fp.nnx.TransformerInput(
+        return fp.nnx.TransformerInput.from_arguments(
             cfg.vocab, cfg.dim, position="sinusoidal", embed_scale=math.sqrt(cfg.dim), rngs=rngs
         )
-    return fp.nnx.TransformerInput(cfg.vocab, cfg.dim, position="none", rngs=rngs)
+    return fp.nnx.TransformerInput.from_arguments(cfg.vocab, cfg.dim, position="none", rngs=rngs)
 
 
 def with_position_table(model: CopyBackModel, cfg: Config, table: np.ndarray) -> CopyBackModel:

@@ -23,8 +23,8 @@ training text on device, inside the ``jax.jit``-ed step.
 
 Encodings, and exactly what each does at evaluation length ``L`` > 128:
 
-``sinusoidal``   ``TransformerInput(position="sinusoidal")``: the formula's vectors at 128..L-1.
-``learned``      ``TransformerInput(position="learned", num_positions=128)``: raises
+``sinusoidal``   ``TransformerInput.from_arguments(position="sinusoidal")``: the formula's vectors at 128..L-1.
+``learned``      ``TransformerInput.from_arguments(position="learned", num_positions=128)``: raises
                  ``PositionLimitError`` at trace time under ``jax.jit`` (the row says "error").
 ``learned+tile`` ``TransformerInput.extend_positions(L, method="tile")``: row ``p mod 128``.
 ``learned+linear`` ``extend_positions(L, method="linear")``: the 128 rows resampled to span L.
@@ -219,7 +219,7 @@ class ByteLM(nnx.Module):
         self.encoding = encoding
         self.heads = cfg.heads
         position = encoding if encoding in ("sinusoidal", "learned") else "none"
-        self.embed = fp.nnx.TransformerInput(
+        self.embed = fp.nnx.TransformerInput.from_arguments(
             256,
             cfg.dim,
             position=position,

@@ -204,7 +204,7 @@ def compute() -> dict[str, Any]:
         from flax_posenc.conversion import load_position_table
 
         t = load_position_table(str(bert))
-        v["bert_rows"], v["bert_max_length"] = t.rows, t.max_length
+        v["bert_rows"], v["bert_max_length"] = t.rows, t.num_positions
         v["bert_config_limit"] = int(t.config.get("max_position_embeddings", -1))
     return v
 

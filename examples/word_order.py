@@ -40,7 +40,9 @@ def same_up_to_reordering(a: np.ndarray, b: np.ndarray, atol: float = 1e-5) -> b
 
 def compare(position: str) -> bool:
     """Embed both sentences with ``position`` encoding, attend, and compare the outputs."""
-    block = fp.nnx.TransformerInput(len(VOCAB), DIM, num_positions=16, position=position, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(
+        len(VOCAB), DIM, num_positions=16, position=position, rngs=nnx.Rngs(0)
+    )
     outputs = [
         np.asarray(self_attention(block(encode(s)), jax.random.key(1)))
         for s in ("the server rejected the request", "the request rejected the server")

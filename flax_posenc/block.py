@@ -12,7 +12,7 @@ Parameter names (identical in NNX and Linen, and the target of checkpoint conver
     layer_norm/scale, layer_norm/bias  (dim,)             logical axes ("embed",)        [if any]
 
 Both shells' ``TransformerInput`` are built from an :class:`InputSpec`; their flat arguments
-(``TransformerInput(vocab_size, dim, num_positions=..., ...)``) are a convenience that
+(``TransformerInput.from_arguments(vocab_size, dim, num_positions=..., ...)``) are a convenience that
 :meth:`InputSpec.from_arguments` turns into one -- the only place that knows the flat names.
 """
 
@@ -141,7 +141,11 @@ class PositionSpec:
         limit (``None``: any int32 position).
       offset: reserved leading rows of a learned table (2 for RoBERTa/OPT/BART).
       base, layout, endpoint: the sinusoidal convention (see :mod:`flax_posenc.sinusoidal`).
-      on_overflow: policy for traced positions (see :mod:`flax_posenc.overflow`).
+      on_overflow: deprecated (a DeprecationWarning): the policy for traced positions is a run-time
+        choice, the modules' ``on_overflow`` attribute and the functions' ``on_overflow`` argument
+        (see :mod:`flax_posenc.overflow`). When given here it is the default of
+        :func:`encode_positions` and :func:`transformer_input` for this spec; it is not part of
+        the spec's equality or hash and is never written to files (:meth:`InputSpec.to_dict`).
       name: the table's name in error messages (the modules' ``position_name`` argument).
 
     RoBERTa's table: 514 rows, of which the first 2 are reserved (the padding row is row 1):
@@ -158,7 +162,7 @@ class PositionSpec:
     base: float = 10000.0
     layout: Layout = "interleaved"
     endpoint: bool = False
-    on_overflow: overflow.OverflowPolicy = "error"
+    on_overflow: overflow.OverflowPolicy | None = dataclasses.field(default=None, compare=False)
     name: str = "position table"
 
     def __post_init__(self):
@@ -179,10 +183,14 @@ class PositionSpec:
             f"offset: expected a non-negative integer, got {self.offset!r}",
         )
         _require(self.layout in LAYOUTS, f"layout: expected one of {LAYOUTS}, got {self.layout!r}")
-        _require(
-            self.on_overflow in overflow.OVERFLOW_POLICIES,
-            f"on_overflow: expected one of {overflow.OVERFLOW_POLICIES}, got {self.on_overflow!r}",
-        )
+        if self.on_overflow is not None:
+            overflow.check_policy(self.on_overflow)
+            warnings.warn(
+                "PositionSpec(on_overflow=...): deprecated, the policy is not part of the spec; pass on_overflow "
+                "to the module or to encode_positions/transformer_input",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         if self.kind == "sinusoidal":
             check_sinusoid_options(self.dim, self.base, self.layout)
 
@@ -196,6 +204,18 @@ class PositionSpec:
         return (self.rows, self.dim)
 
 
+def policy_of(spec: PositionSpec, on_overflow: overflow.OverflowPolicy | None = None) -> overflow.OverflowPolicy:
+    """The overflow policy in force: ``on_overflow``, else the spec's deprecated one, else ``"error"``.
+
+    >>> policy_of(PositionSpec(dim=2, num_positions=4)), policy_of(PositionSpec(dim=2, num_positions=4), "clip")
+    ('error', 'clip')
+    """
+    if on_overflow is None:
+        on_overflow = spec.on_overflow or "error"
+    overflow.check_policy(on_overflow)
+    return on_overflow
+
+
 def encode_positions(
     spec: PositionSpec,
     table: jax.Array | None = None,
@@ -204,11 +224,13 @@ def encode_positions(
     length: int | None = None,
     start: int | jax.Array = 0,
     dtype=None,
+    on_overflow: overflow.OverflowPolicy | None = None,
 ) -> jax.Array:
     """Position vectors for explicit ``positions`` or for ``length`` positions from ``start``.
 
     Exactly one of ``positions`` (an integer array, any shape) or ``length`` (a Python int)
-    is given. With ``length`` and a static ``start`` the limit is checked at trace time and the
+    is given. ``on_overflow`` is the policy for traced positions past the limit
+    (:mod:`flax_posenc.overflow`; default ``"error"``). With ``length`` and a static ``start`` the limit is checked at trace time and the
     vectors are a slice of the table (learned) or, for sinusoids, the float64 values rounded once
     (up to 64 KiB) or computed on device within 1e-7 of them (see :func:`sinusoidal_encoding`).
 
@@ -218,7 +240,7 @@ def encode_positions(
 
     Raises:
       PositionLimitError: a known position past ``num_positions`` (traced ones follow
-        ``spec.on_overflow``).
+        ``on_overflow``).
 
     >>> table = jnp.arange(8.0).reshape(4, 2)  # 4 positions of width 2
     >>> encode_positions(PositionSpec(dim=2, num_positions=4), table, length=2, start=1).tolist()
@@ -230,11 +252,12 @@ def encode_positions(
         raise ValueError("give exactly one of positions (an integer array) or length (an int)")
     if spec.kind == "none":
         raise ValueError("this spec has no position encoding (kind='none')")
+    on_overflow = policy_of(spec, on_overflow)
     if spec.kind == "learned":
         if table is None or tuple(table.shape) != spec.table_shape:
             found = None if table is None else tuple(table.shape)
             raise ValueError(f"{spec.name}: expected a table of shape {spec.table_shape}, found {found}")
-        common: dict[str, Any] = dict(offset=spec.offset, on_overflow=spec.on_overflow, name=spec.name)
+        common: dict[str, Any] = dict(offset=spec.offset, on_overflow=on_overflow, name=spec.name)
         if length is not None:
             out = lookup.slice_positions(table, length, start=start, **common)
         else:
@@ -257,7 +280,7 @@ def encode_positions(
         spec.dim,
         dtype=dtype,
         num_positions=spec.num_positions,
-        on_overflow=spec.on_overflow,
+        on_overflow=on_overflow,
         name=spec.name,
         **sinusoid,
     )
@@ -383,8 +406,8 @@ class InputSpec:
         """A copy with some flat arguments changed (the names of :meth:`from_arguments`).
 
         >>> spec = InputSpec.from_arguments(100, 16, num_positions=32)
-        >>> spec.replace(on_overflow="clip", dtype=None).position.on_overflow
-        'clip'
+        >>> spec.replace(position_name="wpe", dtype=None).position.name
+        'wpe'
         """
         position, rest = _split_arguments(arguments)
         if position:
@@ -401,12 +424,16 @@ class InputSpec:
         (True, True)
         """
         out = dataclasses.asdict(self)
+        del out["position"]["on_overflow"]  # a run-time policy, not written to files
         out["dtype"] = None if self.dtype is None else jnp.dtype(self.dtype).name
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> InputSpec:
         """The spec of :meth:`to_dict`'s output.
+
+        An ``on_overflow`` in ``position`` (older files kept the policy in the spec)
+        is ignored: the policy is the loading module's (its ``on_overflow`` argument).
 
         Raises:
           TypeError: unknown or missing fields; ValueError: invalid values (as the constructor).
@@ -415,6 +442,7 @@ class InputSpec:
         position = data.pop("position", None)
         if not isinstance(position, Mapping):
             raise TypeError(f"position: expected a mapping of PositionSpec fields, got {type(position).__name__}")
+        position = {k: v for k, v in position.items() if k != "on_overflow"}  # old files: a policy, ignored
         dtype = _float_dtype(data.pop("dtype", None))
         dtype = None if dtype is None else jnp.dtype(dtype).type  # the scalar type: equal and hashed as jnp.float32
         return cls(position=PositionSpec(**position), dtype=dtype, **data)
@@ -444,11 +472,13 @@ SPEC_ARGUMENTS: frozenset[str] = frozenset(POSITION_ARGUMENTS) | {
 def split_spec_arguments(arguments: Mapping) -> tuple[dict, dict]:
     """``(flat spec arguments, everything else)``: how the shells sort ``from_pretrained`` overrides.
 
-    >>> split_spec_arguments({"on_overflow": "clip", "dropout_rate": 0.1})
-    ({'on_overflow': 'clip'}, {'dropout_rate': 0.1})
+    ``on_overflow`` is the module's (a run-time policy, not part of the spec).
+
+    >>> split_spec_arguments({"position_name": "wpe", "on_overflow": "clip", "dropout_rate": 0.1})
+    ({'position_name': 'wpe'}, {'on_overflow': 'clip', 'dropout_rate': 0.1})
     """
-    spec = {k: v for k, v in arguments.items() if k in SPEC_ARGUMENTS}
-    return spec, {k: v for k, v in arguments.items() if k not in SPEC_ARGUMENTS}
+    spec = {k: v for k, v in arguments.items() if k in SPEC_ARGUMENTS and k != "on_overflow"}
+    return spec, {k: v for k, v in arguments.items() if k not in spec}
 
 
 def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float) -> jax.Array:
@@ -514,6 +544,7 @@ def transformer_input(
     position_ids: jax.typing.ArrayLike | None = None,
     attention_mask: jax.typing.ArrayLike | None = None,
     start: int | jax.Array = 0,
+    on_overflow: overflow.OverflowPolicy | None = None,
 ) -> jax.Array:
     """``layer_norm(embed_scale * word[ids] + position + token_type[types])``, before dropout.
 
@@ -526,6 +557,8 @@ def transformer_input(
       attention_mask: ``(..., seq_len)``, 1 for real tokens; only ``positions_from=
         "attention_mask"`` reads it (the attention itself is not this block's business).
       start: position of the first token (tokens already decoded); static int or traced.
+      on_overflow: the policy for traced ids past a table (see :mod:`flax_posenc.overflow`),
+        applied alike to word ids, positions and token types; default ``"error"``.
 
     Returns:
       ``(..., seq_len, dim)`` in ``spec.dtype`` (default: the word table's dtype).
@@ -552,7 +585,7 @@ def transformer_input(
     position_ids = _like_input_ids("position_ids", position_ids, input_ids)
     token_type_ids = _like_input_ids("token_type_ids", token_type_ids, input_ids)
     # The user's policy governs every table: word ids, positions and token types alike.
-    policy = spec.position.on_overflow
+    policy = policy_of(spec.position, on_overflow)
     word = params["word_embeddings"]
     dtype = spec.dtype or word.dtype
     words = overflow.Limit(word.shape[0], name="word embedding table", unit="id", argument="input_ids")
@@ -561,6 +594,7 @@ def transformer_input(
         x = x * jnp.asarray(spec.embed_scale, dtype)
 
     pos = spec.position
+    position_policy = policy
     if pos.kind != "none":
         table = params.get("position_embeddings")
         padding = None
@@ -571,14 +605,16 @@ def transformer_input(
                     check_positions(*bounds, rows=pos.rows, offset=pos.offset, name=pos.name)
                 elif pos.num_positions is not None:
                     check_positions(0, bounds[1], rows=pos.num_positions, name=pos.name)
-                pos = dataclasses.replace(pos, on_overflow="clip")  # proven in bounds above
+                position_policy = "clip"  # proven in bounds above
             if position_ids is not None and pos.kind == "sinusoidal":
                 padding = position_ids < 0  # padding tokens get no sinusoid (-1 is no position)
                 position_ids = jnp.maximum(position_ids, 0)
         if position_ids is None:
-            vectors = encode_positions(pos, table, length=input_ids.shape[-1], start=start, dtype=dtype)
+            vectors = encode_positions(
+                pos, table, length=input_ids.shape[-1], start=start, dtype=dtype, on_overflow=position_policy
+            )
         else:
-            vectors = encode_positions(pos, table, position_ids, dtype=dtype)
+            vectors = encode_positions(pos, table, position_ids, dtype=dtype, on_overflow=position_policy)
         if padding is not None:
             vectors = jnp.where(padding[..., None], 0, vectors)
         x = x + vectors
@@ -633,6 +669,7 @@ __all__ = [
     "PositionSpec",
     "encode_positions",
     "layer_norm",
+    "policy_of",
     "split_spec_arguments",
     "transformer_input",
 ]

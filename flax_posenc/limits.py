@@ -10,9 +10,38 @@ verdict all read alike::
 
 from __future__ import annotations
 
+from typing import Literal
+
 from flax_posenc.errors import PositionLimitError
 
-__all__ = ["NoLimit", "check_positions", "describe_limit", "length_verdict", "lowest_position", "verdict_line"]
+__all__ = [
+    "OVERFLOW_POLICIES",
+    "NoLimit",
+    "OverflowPolicy",
+    "check_policy",
+    "check_positions",
+    "describe_limit",
+    "length_verdict",
+    "lowest_position",
+    "verdict_line",
+]
+
+#: what a position past the limit does when it is known only at run time (see :mod:`flax_posenc.overflow`,
+#: which re-exports these names): ``"error"`` fails the call, ``"clip"`` clamps, ``"fill"`` gives NaN.
+OverflowPolicy = Literal["error", "clip", "fill"]
+OVERFLOW_POLICIES: tuple[str, ...] = ("error", "clip", "fill")
+
+
+def check_policy(on_overflow: str) -> None:
+    """``ValueError`` unless ``on_overflow`` is one of :data:`OVERFLOW_POLICIES`.
+
+    >>> check_policy("clamp")
+    Traceback (most recent call last):
+    ...
+    ValueError: on_overflow: expected one of ('error', 'clip', 'fill'), got 'clamp'
+    """
+    if on_overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"on_overflow: expected one of {OVERFLOW_POLICIES}, got {on_overflow!r}")
 
 
 def describe_limit(name: str, rows: int, offset: int = 0, *, unit: str = "position") -> str:

@@ -6,7 +6,7 @@ Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 
 >>> import jax, jax.numpy as jnp
 >>> import flax_posenc as fp
->>> block = fp.linen.TransformerInput(100, 16, num_positions=32)
+>>> block = fp.linen.TransformerInput.from_arguments(100, 16, num_positions=32)
 >>> ids = jnp.zeros((2, 8), jnp.int32)
 >>> variables = block.init(jax.random.key(0), ids)
 >>> block.apply(variables, ids).shape
@@ -16,24 +16,28 @@ Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
+import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from flax_posenc import alibi, block, rope
+from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
-from flax_posenc.overflow import OverflowPolicy
+from flax_posenc.overflow import OverflowPolicy, check_policy
+from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
+from flax_posenc.relative_bias_config import BucketConfig
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.shells import ALiBiCalls, RotaryCalls
 from flax_posenc.sinusoid_math import Layout
 
 if TYPE_CHECKING:  # extend is imported when a table is grown
     from flax_posenc.extend import ExtendMethod
+
 
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
@@ -42,7 +46,39 @@ def _param(module: nn.Module, name: str, init, shape, dtype, axes=None):
     return module.param(name, nn.with_logical_partitioning(init, axes or AXES[name]), shape, dtype)
 
 
-class SinusoidalPositionalEncoding(nn.Module):
+class _PositionShell(nn.Module):
+    """What the two Linen position modules share: the policy checked once, and the call."""
+
+    def __post_init__(self):
+        check_policy(cast(Any, self).on_overflow)  # once, at construction (a field of the subclasses)
+        super().__post_init__()
+
+    def _spec(self) -> PositionSpec:
+        raise NotImplementedError
+
+    def _table(self, spec: PositionSpec) -> jax.Array | None:
+        return None
+
+    @nn.compact
+    def __call__(
+        self,
+        positions: jax.typing.ArrayLike | None = None,
+        *,
+        length: int | None = None,
+        start: int | jax.Array = 0,
+        on_overflow: OverflowPolicy | None = None,
+    ) -> jax.Array:
+        """Vectors for ``positions`` or for ``length`` positions from ``start`` (see the NNX module)."""
+        fields: Any = self  # dtype and on_overflow are fields of the subclasses
+        spec = self._spec()
+        policy = on_overflow or fields.on_overflow
+        table = self._table(spec)
+        return block.encode_positions(
+            spec, table, positions, length=length, start=start, dtype=fields.dtype, on_overflow=policy
+        )
+
+
+class SinusoidalPositionalEncoding(_PositionShell):
     """Vaswani et al.'s fixed encoding; no parameters (see the NNX module of the same name).
 
     ``position_name`` is the encoding's name in error messages (``table_name``: deprecated).
@@ -59,27 +95,23 @@ class SinusoidalPositionalEncoding(nn.Module):
     endpoint: bool = False
     dtype: jax.typing.DTypeLike = jnp.float32
     on_overflow: OverflowPolicy = "error"
+
     position_name: str = "sinusoidal encoding"
     table_name: str | None = None  # deprecated: position_name
 
-    @nn.compact
-    def __call__(
-        self, positions: jax.typing.ArrayLike | None = None, *, length: int | None = None, start: int | jax.Array = 0
-    ) -> jax.Array:
-        spec = PositionSpec(
+    def _spec(self) -> PositionSpec:
+        return PositionSpec(
             "sinusoidal",
             self.dim,
             self.num_positions,
             base=self.base,
             layout=self.layout,
             endpoint=self.endpoint,
-            on_overflow=self.on_overflow,
             name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
         )
-        return block.encode_positions(spec, None, positions, length=length, start=start, dtype=self.dtype)
 
 
-class LearnedPositionalEmbedding(nn.Module):
+class LearnedPositionalEmbedding(_PositionShell):
     """A learned absolute position table (see the NNX module of the same name).
 
     The parameter is ``embedding``, shape ``(offset + num_positions, dim)``; ``position_name``
@@ -93,25 +125,22 @@ class LearnedPositionalEmbedding(nn.Module):
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
     on_overflow: OverflowPolicy = "error"
+
     position_name: str = "position table"
     table_name: str | None = None  # deprecated: position_name
 
-    @nn.compact
-    def __call__(
-        self, positions: jax.typing.ArrayLike | None = None, *, length: int | None = None, start: int | jax.Array = 0
-    ) -> jax.Array:
-        spec = PositionSpec(
+    def _spec(self) -> PositionSpec:
+        return PositionSpec(
             "learned",
             self.dim,
             self.num_positions,
             offset=self.offset,
-            on_overflow=self.on_overflow,
             name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
         )
-        table = _param(
-            self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
-        )
-        return block.encode_positions(spec, table, positions, length=length, start=start, dtype=self.dtype)
+
+    def _table(self, spec: PositionSpec) -> jax.Array:
+        shape, axes = spec.table_shape, AXES["position_embeddings"]
+        return _param(self, "embedding", self.embedding_init, shape, self.param_dtype, axes)
 
 
 class _LayerNormParams(nn.Module):
@@ -127,16 +156,38 @@ class _LayerNormParams(nn.Module):
         }
 
 
-class TransformerInput(nn.Module):
+class _SpecOrFlatArguments(type):
+    """Sends the deprecated flat call ``TransformerInput(vocab_size, dim, **flat)`` to ``from_arguments``.
+
+    Any call with a spec (``clone`` and the transforms pass ``spec=``) is the dataclass's own.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if "spec" in kwargs or (args and isinstance(args[0], InputSpec)):
+            fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+            extra = {k: v for k, v in kwargs.items() if k not in fields}
+            if extra:  # a spec and flat arguments: refused by InputSpec.of, naming them
+                InputSpec.of(kwargs.get("spec", args[0] if args else None), **extra)
+            return super().__call__(*args, **kwargs)
+        warnings.warn(
+            f"{cls.__name__}(vocab_size, dim, ...): deprecated, use {cls.__name__}(spec) or "
+            f"{cls.__name__}.from_arguments(vocab_size, dim, ...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return cls.from_arguments(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
     """Token embedding + position (+ token types, LayerNorm, dropout).
 
     The Linen twin of :class:`flax_posenc.nnx.TransformerInput`: the field ``spec`` (an
     :class:`~flax_posenc.block.InputSpec`) says what the block computes; parameters have the
     same names and shapes, and identical parameters give identical outputs. Build it from a
-    spec, ``TransformerInput(spec)``, or from the spec's flat arguments,
-    ``TransformerInput(vocab_size, dim, num_positions=..., ...)`` (the NNX names; a
-    convenience: :meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>`
-    makes the spec).
+    spec, ``TransformerInput(spec)``, or from the spec's flat arguments with
+    :meth:`from_arguments` (``TransformerInput.from_arguments(vocab_size, dim, num_positions=...)``,
+    the NNX names). The flat call ``TransformerInput(vocab_size, dim, ...)`` still works but is
+    deprecated (a ``DeprecationWarning``).
 
     Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``; it
     is on when ``deterministic=False`` is given to the call or, failing that, set as a field
@@ -147,7 +198,7 @@ class TransformerInput(nn.Module):
     >>> from flax_posenc.block import InputSpec
     >>> spec = InputSpec.from_arguments(100, 16, num_positions=32, layer_norm=True)
     >>> block = TransformerInput(spec, dropout_rate=0.1)
-    >>> block == TransformerInput(100, 16, num_positions=32, layer_norm=True, dropout_rate=0.1)
+    >>> block == TransformerInput.from_arguments(100, 16, num_positions=32, layer_norm=True, dropout_rate=0.1)
     True
     >>> ids = jnp.zeros((2, 8), jnp.int32)
     >>> block.apply(block.init(jax.random.key(0), ids), ids).shape
@@ -159,22 +210,29 @@ class TransformerInput(nn.Module):
     deterministic: bool | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+    on_overflow: OverflowPolicy | None = None  # None: "error" (or a deprecated spec-held policy)
 
-    if TYPE_CHECKING:  # the constructor as type checkers should see it (_flat_arguments_build_the_spec, below)
+    def __post_init__(self):
+        if self.on_overflow is not None:
+            check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
 
-        def __init__(
-            self,
-            spec: InputSpec | int | None = None,
-            dim: int | None = None,
-            *,
-            dropout_rate: float = 0.0,
-            deterministic: bool | None = None,
-            param_dtype: jax.typing.DTypeLike = jnp.float32,
-            embedding_init: nn.initializers.Initializer = default_embed_init,
-            parent: Any = None,
-            name: str | None = None,
-            **spec_arguments: Any,
-        ) -> None: ...
+    @classmethod
+    def from_arguments(
+        cls, vocab_size: int | None = None, dim: int | None = None, /, **arguments: Any
+    ) -> TransformerInput:
+        """A block from the spec's flat arguments and the module's fields, sorted by name.
+
+        ``arguments`` are module fields (``dropout_rate``, ``deterministic``, ``param_dtype``,
+        ``embedding_init``, ``on_overflow``, ``parent``, ``name``) or flat spec arguments
+        (:meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>`).
+
+        >>> TransformerInput.from_arguments(100, 16, num_positions=32, dropout_rate=0.1).spec.position.num_positions
+        32
+        """
+        module = {k: v for k, v in arguments.items() if k in _MODULE_FIELDS}
+        spec = InputSpec.of(vocab_size, dim, **{k: v for k, v in arguments.items() if k not in _MODULE_FIELDS})
+        return cls(spec, **module)
 
     @property
     def vocab_size(self) -> int:
@@ -199,6 +257,7 @@ class TransformerInput(nn.Module):
         attention_mask: jax.typing.ArrayLike | None = None,
         start: int | jax.Array = 0,
         deterministic: bool | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         spec = self.spec
         params = {}
@@ -215,6 +274,7 @@ class TransformerInput(nn.Module):
             position_ids=position_ids,
             attention_mask=attention_mask,
             start=start,
+            on_overflow=on_overflow or self.on_overflow,
         )
         deterministic = next((d for d in (deterministic, self.deterministic) if d is not None), True)
         return nn.Dropout(self.dropout_rate)(x, deterministic=deterministic or self.dropout_rate == 0)
@@ -268,39 +328,20 @@ class TransformerInput(nn.Module):
         return module, {"params": _boxed_as_init(module, params)}
 
 
-def _flat_arguments_build_the_spec(fields_init):
-    """Wrap the dataclass ``__init__`` so ``TransformerInput(vocab_size, dim, **flat)`` still works.
-
-    Module fields (``dropout_rate``, ..., ``parent``, ``name``) pass through; every other argument
-    goes to :meth:`InputSpec.of <flax_posenc.block.InputSpec.of>`. ``clone`` and the
-    transforms call it with ``spec=``, which passes through unchanged.
-    """
-    module_fields = {f.name for f in dataclasses.fields(TransformerInput)} - {"spec"}
-
-    @functools.wraps(fields_init)
-    def __init__(self, *args, **kwargs):
-        flat = {k: v for k, v in kwargs.items() if k not in module_fields}
-        if set(flat) == {"spec"} or (not flat and args and isinstance(args[0], InputSpec)):
-            return fields_init(self, *args, **kwargs)  # the dataclass fields themselves
-        if "spec" in flat:
-            args = (flat.pop("spec"), *args)
-        module_kwargs = {k: v for k, v in kwargs.items() if k in module_fields}
-        fields_init(self, InputSpec.of(*args, **flat), **module_kwargs)
-
-    return __init__
+#: the Linen ``TransformerInput``'s own fields (``parent`` and ``name`` included); not spec arguments.
+_MODULE_FIELDS = frozenset(f.name for f in dataclasses.fields(TransformerInput)) - {"spec"}
 
 
-TransformerInput.__init__ = _flat_arguments_build_the_spec(TransformerInput.__init__)  # type: ignore[method-assign]
-
-
-def _boxed_as_init(module: TransformerInput, params: dict) -> dict:
+def _boxed_as_init(module: nn.Module, params: dict, *example: Any) -> dict:
     """``params`` boxed with the logical axes exactly as ``module.init`` boxes them.
 
-    So ``nn.get_partition_spec`` and ``nn.logical_to_mesh_sharding`` work on pretrained
-    variables as on fresh ones. Shapes are checked against the module's.
+    THE bridge from loaded arrays to Linen variables (every ``from_pretrained`` with parameters):
+    ``nn.get_partition_spec`` and ``nn.logical_to_mesh_sharding`` work on pretrained variables
+    as on fresh ones. Shapes are checked against the module's. ``example``: arguments of one
+    call (default: token ids of shape ``(1, 1)``, a ``TransformerInput``'s).
     """
-    ids = jnp.zeros((1, 1), jnp.int32)
-    abstract = jax.eval_shape(lambda: module.init(jax.random.key(0), ids))["params"]
+    example = example or (jnp.zeros((1, 1), jnp.int32),)
+    abstract = jax.eval_shape(lambda: module.init(jax.random.key(0), *example))["params"]
 
     def fill(box, value, path):
         expected = box.value.shape if isinstance(box, nn.meta.AxisMetadata) else box.shape
@@ -321,7 +362,7 @@ def _boxed_as_init(module: TransformerInput, params: dict) -> dict:
     return walk(dict(abstract), dict(params))
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(RotaryCalls, nn.Module):
     """Rotary position embedding of queries or keys (see the NNX module of the same name).
 
     ``config`` ``None`` is the identity (a NoPE layer): the input comes back unchanged.
@@ -336,6 +377,10 @@ class RotaryEmbedding(nn.Module):
     on_overflow: OverflowPolicy = "error"
     seq_axis: int = -3
 
+    def __post_init__(self):
+        check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
+
     @classmethod
     def from_pretrained(
         cls, source: str | os.PathLike, *, layer: int = 0, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
@@ -349,52 +394,8 @@ class RotaryEmbedding(nn.Module):
 
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis), {}
 
-    @nn.compact
-    def __call__(
-        self,
-        x: jax.typing.ArrayLike,
-        positions: jax.typing.ArrayLike | None = None,
-        *,
-        start: int | jax.Array = 0,
-        seq_len: int | None = None,
-    ) -> jax.Array:
-        if self.config is None:
-            return jnp.asarray(x)
-        return rope.apply_rope(
-            x,
-            RopeConfig.coerce(self.config),
-            positions,
-            start=start,
-            seq_len=seq_len,
-            on_overflow=self.on_overflow,
-            seq_axis=self.seq_axis,
-        )
 
-    def rotate_qk(
-        self,
-        q: jax.typing.ArrayLike,
-        k: jax.typing.ArrayLike,
-        positions: jax.typing.ArrayLike | None = None,
-        *,
-        start: int | jax.Array = 0,
-        seq_len: int | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
-        """``(q, k)`` rotated at the same positions (``apply({}, q, k, method="rotate_qk")``)."""
-        if self.config is None:
-            return jnp.asarray(q), jnp.asarray(k)
-        return rope.apply_rope_qk(
-            q,
-            k,
-            RopeConfig.coerce(self.config),
-            positions,
-            start=start,
-            seq_len=seq_len,
-            on_overflow=self.on_overflow,
-            seq_axis=self.seq_axis,
-        )
-
-
-class ALiBiBias(nn.Module):
+class ALiBiBias(ALiBiCalls, nn.Module):
     """ALiBi attention bias ``(..., heads, q, k)`` (see the NNX module of the same name).
 
     >>> import flax_posenc as fp
@@ -407,37 +408,9 @@ class ALiBiBias(nn.Module):
     dtype: jax.typing.DTypeLike = jnp.float32
     on_overflow: OverflowPolicy = "error"
 
-    @nn.compact
-    def __call__(
-        self,
-        query_length: int | None = None,
-        key_length: int | None = None,
-        *,
-        query_positions: jax.typing.ArrayLike | None = None,
-        key_positions: jax.typing.ArrayLike | None = None,
-    ) -> jax.Array:
-        return alibi.bias_for(
-            AlibiConfig.coerce(self.config),
-            query_length,
-            key_length,
-            query_positions=query_positions,
-            key_positions=key_positions,
-            causal=self.causal,
-            dtype=self.dtype,
-            on_overflow=self.on_overflow,
-        )
-
-
-__all__ = [
-    "ALiBiBias",
-    "LearnedPositionalEmbedding",
-    "RotaryEmbedding",
-    "SinusoidalPositionalEncoding",
-    "TransformerInput",
-]
-
-
-# --------------------------------------------------------------------------- relative position bias
+    def __post_init__(self):
+        check_policy(self.on_overflow)  # once, at construction
+        super().__post_init__()
 
 
 class RelativePositionBias(nn.Module):
@@ -464,23 +437,12 @@ class RelativePositionBias(nn.Module):
 
     @nn.compact
     def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
-        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, relative_position_bias
-
         rows = self.num_buckets if self.num_rows is None else self.num_rows
         table = _param(
             self, "embedding", self.embedding_init, (rows, self.num_heads), self.param_dtype, RELATIVE_BIAS_AXES
         )
-        if self.dtype is not None:
-            table = table.astype(self.dtype)
-        return relative_position_bias(
-            table,
-            query_len,
-            key_len,
-            query_start=query_start,
-            bidirectional=self.bidirectional,
-            num_buckets=self.num_buckets,
-            max_distance=self.max_distance,
-        )
+        buckets = BucketConfig(self.num_buckets, self.max_distance, self.bidirectional)
+        return bias_of(buckets, table, query_len, key_len, query_start=query_start, dtype=self.dtype)
 
     @classmethod
     def from_pretrained(
@@ -506,16 +468,7 @@ class RelativePositionBias(nn.Module):
             dtype=dtype,
             param_dtype=param_dtype,
         )
-        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
-
-        table = nn.LogicallyPartitioned(
-            jnp.asarray(tab.weights, param_dtype), names=RELATIVE_BIAS_AXES
-        )  # boxed as init
-        return module, {"params": {"embedding": table}}
-
-
-__all__ += ["RelativePositionBias"]
-__all__ += ["PatchPositionalEmbedding"]
+        return module, {"params": _boxed_as_init(module, {"embedding": jnp.asarray(tab.weights, param_dtype)}, 1, 1)}
 
 
 class PatchPositionalEmbedding(nn.Module):
@@ -582,8 +535,18 @@ class PatchPositionalEmbedding(nn.Module):
             interpolate=interpolate,
             convention=convention or table.convention,
             param_dtype=param_dtype,
-            embedding_init=lambda *_: jnp.asarray(table.weights, param_dtype),
             position_name=f"{table.family} position grid ({table.key})",
         )
         x = jnp.zeros((1, table.rows, table.dim), param_dtype)
-        return module, dict(module.init(jax.random.key(0), x))
+        return module, {"params": _boxed_as_init(module, {"embedding": jnp.asarray(table.weights, param_dtype)}, x)}
+
+
+__all__ = [
+    "ALiBiBias",
+    "LearnedPositionalEmbedding",
+    "PatchPositionalEmbedding",
+    "RelativePositionBias",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TransformerInput",
+]

@@ -6,7 +6,7 @@ Each module holds its parameters and calls the functional core; none re-implemen
 >>> import jax.numpy as jnp
 >>> from flax import nnx
 >>> import flax_posenc as fp
->>> block = fp.nnx.TransformerInput(100, 16, num_positions=32, rngs=nnx.Rngs(0))
+>>> block = fp.nnx.TransformerInput.from_arguments(100, 16, num_positions=32, rngs=nnx.Rngs(0))
 >>> block(jnp.zeros((2, 8), jnp.int32)).shape
 (2, 8, 16)
 """
@@ -14,6 +14,9 @@ Each module holds its parameters and calls the functional core; none re-implemen
 from __future__ import annotations
 
 import os
+import sys
+import types
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -21,17 +24,31 @@ import jax.numpy as jnp
 from flax import nnx
 from flax.core import meta
 
-from flax_posenc import alibi, block, rope
+from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
-from flax_posenc.overflow import OverflowPolicy
+from flax_posenc.overflow import OverflowPolicy, check_policy
+from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
+from flax_posenc.relative_bias_config import BucketConfig
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.shells import ALiBiCalls, RotaryCalls
 from flax_posenc.sinusoid_math import Layout
 
 if TYPE_CHECKING:  # extend is imported when a table is grown
     from flax_posenc.extend import ExtendMethod
 
+
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside this file and flax (NNX calls ``__init__`` for the user)."""
+    skipped = (__file__, os.path.dirname(nnx.__file__).rsplit(os.sep, 1)[0] + os.sep)
+    frame: types.FrameType | None = sys._getframe(2)  # the caller of the function that warns
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _param(value: jax.Array, axes: tuple) -> nnx.Param:
@@ -47,6 +64,7 @@ class _PositionShell(nnx.Module):
 
     spec: PositionSpec
     dtype: Any
+    on_overflow: OverflowPolicy
 
     def _table(self):
         return None
@@ -57,14 +75,23 @@ class _PositionShell(nnx.Module):
         *,
         length: int | None = None,
         start: int | jax.Array = 0,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         """Vectors for ``positions`` (any integer shape) or for ``length`` positions from ``start``.
 
         Returns ``positions.shape + (dim,)`` or ``(length, dim)``; raises
         :class:`~flax_posenc.PositionLimitError` for a known position past the limit (traced
-        positions follow ``on_overflow``, see :mod:`flax_posenc.overflow`).
+        positions follow ``on_overflow``: this call's, else the module's; see :mod:`flax_posenc.overflow`).
         """
-        return block.encode_positions(self.spec, self._table(), positions, length=length, start=start, dtype=self.dtype)
+        return block.encode_positions(
+            self.spec,
+            self._table(),
+            positions,
+            length=length,
+            start=start,
+            dtype=self.dtype,
+            on_overflow=on_overflow or self.on_overflow,
+        )
 
 
 class SinusoidalPositionalEncoding(_PositionShell):
@@ -108,10 +135,10 @@ class SinusoidalPositionalEncoding(_PositionShell):
             base=base,
             layout=layout,
             endpoint=endpoint,
-            on_overflow=on_overflow,
             name=block.renamed_position_name(position_name, name, "name"),
         )
         self.dtype = dtype
+        self.on_overflow = block.policy_of(self.spec, on_overflow)
 
 
 class LearnedPositionalEmbedding(_PositionShell):
@@ -159,7 +186,8 @@ class LearnedPositionalEmbedding(_PositionShell):
         rngs: nnx.Rngs,
     ):
         name = block.renamed_position_name(position_name, name, "name")
-        self.spec = PositionSpec("learned", dim, num_positions, offset=offset, on_overflow=on_overflow, name=name)
+        self.spec = PositionSpec("learned", dim, num_positions, offset=offset, name=name)
+        self.on_overflow = block.policy_of(self.spec, on_overflow)
         self.embedding = _param(
             embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
         )
@@ -178,18 +206,20 @@ class TransformerInput(nnx.Module):
     :meth:`from_pretrained` builds and loads one from a Hugging Face checkpoint.
 
     Build it from a spec, ``TransformerInput(spec, rngs=...)``, or from the spec's flat
-    arguments, ``TransformerInput(vocab_size, dim, num_positions=..., rngs=...)`` (a convenience:
-    :meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>` makes the spec).
+    arguments with :meth:`from_arguments`, ``TransformerInput.from_arguments(vocab_size, dim,
+    num_positions=..., rngs=...)``. The flat call ``TransformerInput(vocab_size, dim, ...)`` still
+    works but is deprecated (a ``DeprecationWarning``).
 
     Args:
-      spec: an :class:`~flax_posenc.block.InputSpec`, or ``vocab_size`` followed by ``dim``.
+      spec: an :class:`~flax_posenc.block.InputSpec` (deprecated: ``vocab_size`` followed by ``dim``).
       dropout_rate: dropout on the output.
       deterministic: ``True`` (the default: inference, no dropout) or ``False``; set by
         ``model.train()`` / ``model.eval()`` as for ``nnx.Dropout``, overridden per call.
       param_dtype: dtype parameters are stored in.
       embedding_init: initializer of the embedding tables.
       rngs: ``nnx.Rngs`` (``params``; ``dropout`` when ``dropout_rate > 0``).
-      **spec_arguments: the flat arguments of the spec (instead of ``spec``):
+      **spec_arguments: deprecated here (use :meth:`from_arguments`): the flat arguments of the
+        spec (instead of ``spec``):
 
         - ``vocab_size``, ``dim``: token vocabulary size, model width.
         - ``num_positions``: usable positions of a learned table (required for ``"learned"``),
@@ -203,8 +233,12 @@ class TransformerInput(nnx.Module):
         - ``layer_norm``, ``layer_norm_eps``: LayerNorm after the sum (BERT), its epsilon.
         - ``dtype``: computation/output dtype (``None``: ``param_dtype``).
         - ``base``, ``layout``, ``endpoint``: sinusoidal convention.
-        - ``on_overflow``: policy for traced positions (see :mod:`flax_posenc.overflow`).
         - ``position_name``: the position table's name in error messages.
+
+      on_overflow: the policy for traced ids past a table -- word ids, positions and token types
+        alike (see :mod:`flax_posenc.overflow`; a call's ``on_overflow`` overrides it). Default
+        ``"error"`` (or the policy of a spec built with the deprecated ``PositionSpec(on_overflow=)``).
+        Not part of the spec: never written to files.
 
     Parameters carry logical axis names (``("vocab", "embed")``, ``(None, "embed")``,
     ``("embed",)``): shard them with your own rules (see ``docs/sharding.md``).
@@ -216,7 +250,7 @@ class TransformerInput(nnx.Module):
     >>> from flax_posenc.block import InputSpec
     >>> spec = InputSpec.from_arguments(100, 8, num_positions=16)
     >>> block = TransformerInput(spec, dropout_rate=0.1, rngs=nnx.Rngs(0))
-    >>> block.spec == TransformerInput(100, 8, num_positions=16, rngs=nnx.Rngs(0)).spec
+    >>> block.spec == TransformerInput.from_arguments(100, 8, num_positions=16, rngs=nnx.Rngs(0)).spec
     True
     >>> block.train(); block.deterministic
     False
@@ -236,10 +270,19 @@ class TransformerInput(nnx.Module):
         deterministic: bool = True,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy | None = None,
         rngs: nnx.Rngs,
         **spec_arguments,
     ):
+        if not isinstance(spec, InputSpec):
+            warnings.warn(
+                "TransformerInput(vocab_size, dim, ...): deprecated, use TransformerInput(spec, ...) or "
+                "TransformerInput.from_arguments(vocab_size, dim, ...)",
+                DeprecationWarning,
+                stacklevel=_user_stacklevel(),
+            )
         self.spec = spec = InputSpec.of(spec, dim, **spec_arguments)
+        self.on_overflow = block.policy_of(spec.position, on_overflow)
         shapes = spec.param_shapes()
         init = lambda name: _param(embedding_init(rngs.params(), shapes[name], param_dtype), AXES[name])  # noqa: E731
         self.word_embeddings = init("word_embeddings")
@@ -254,6 +297,39 @@ class TransformerInput(nnx.Module):
             )
         self.deterministic = deterministic
         self.dropout = nnx.Dropout(dropout_rate, deterministic=deterministic, rngs=rngs if dropout_rate > 0 else None)
+
+    @classmethod
+    def from_arguments(
+        cls,
+        vocab_size: int | None = None,
+        dim: int | None = None,
+        /,
+        *,
+        dropout_rate: float = 0.0,
+        deterministic: bool = True,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy | None = None,
+        rngs: nnx.Rngs,
+        **spec_arguments: Any,
+    ) -> TransformerInput:
+        """A block from the spec's flat arguments (``spec_arguments``, listed above) and the module's.
+
+        The spec is :meth:`InputSpec.from_arguments <flax_posenc.block.InputSpec.from_arguments>`'s.
+
+        >>> from flax import nnx
+        >>> TransformerInput.from_arguments(100, 8, num_positions=16, rngs=nnx.Rngs(0)).num_positions
+        16
+        """
+        return cls(
+            InputSpec.of(vocab_size, dim, **spec_arguments),
+            dropout_rate=dropout_rate,
+            deterministic=deterministic,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            on_overflow=on_overflow,
+            rngs=rngs,
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -292,10 +368,12 @@ class TransformerInput(nnx.Module):
         start: int | jax.Array = 0,
         deterministic: bool | None = None,
         rngs: nnx.Rngs | None = None,
+        on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
         """Embed ``(..., seq_len)`` token ids into ``(..., seq_len, dim)``.
 
-        See :func:`flax_posenc.block.transformer_input` for the arguments. Dropout follows
+        See :func:`flax_posenc.block.transformer_input` for the arguments (``on_overflow``:
+        this call's policy, default the module's). Dropout follows
         ``self.deterministic`` (``model.train()`` / ``model.eval()``) unless ``deterministic`` is
         given here; it draws from the ``dropout`` stream of ``rngs`` (given here or at construction).
         """
@@ -307,6 +385,7 @@ class TransformerInput(nnx.Module):
             position_ids=position_ids,
             attention_mask=attention_mask,
             start=start,
+            on_overflow=on_overflow or self.on_overflow,
         )
         deterministic = self.deterministic if deterministic is None else deterministic
         if self.dropout.rate > 0 and not deterministic:
@@ -322,7 +401,7 @@ class TransformerInput(nnx.Module):
         (``examples/finetune_extended.py``).
 
         >>> from flax import nnx
-        >>> block = TransformerInput(100, 8, num_positions=16, rngs=nnx.Rngs(0))
+        >>> block = TransformerInput.from_arguments(100, 8, num_positions=16, rngs=nnx.Rngs(0))
         >>> longer = block.extend_positions(64)
         >>> longer(jnp.zeros((1, 64), jnp.int32)).shape
         (1, 64, 8)
@@ -363,8 +442,8 @@ class TransformerInput(nnx.Module):
           rngs: the ``dropout`` stream when ``dropout_rate > 0`` (default ``nnx.Rngs(0)``).
           mesh, rules: place every parameter on ``mesh``, sharded by its logical axes under
             ``rules`` (``docs/sharding.md``); an orbax checkpoint is restored straight onto it.
-          overrides: module arguments (``dropout_rate``, ``deterministic``, ``embedding_init``)
-            or flat spec arguments (``on_overflow``, ``position_name``, ...) replacing the
+          overrides: module arguments (``dropout_rate``, ``deterministic``, ``embedding_init``,
+            ``on_overflow``) or flat spec arguments (``position_name``, ...) replacing the
             checkpoint's (see :meth:`InputSpec.replace <flax_posenc.block.InputSpec.replace>`).
 
         Returns:
@@ -405,7 +484,7 @@ def _assign(module: nnx.Module, params: dict, param_dtype) -> None:
         target.set_value(jnp.asarray(value, param_dtype))
 
 
-class RotaryEmbedding(nnx.Module):
+class RotaryEmbedding(RotaryCalls, nnx.Module):
     """Rotary position embedding (RoPE) of queries or keys; no parameters.
 
     A thin shell over :func:`flax_posenc.rope.apply_rope`: exact-angle ``cos``/``sin`` (within
@@ -430,6 +509,7 @@ class RotaryEmbedding(nnx.Module):
     """
 
     def __init__(self, config: RopeConfig | int | None, *, on_overflow: OverflowPolicy = "error", seq_axis: int = -3):
+        check_policy(on_overflow)
         self.config = None if config is None else RopeConfig.coerce(config)
         self.on_overflow = on_overflow
         self.seq_axis = seq_axis
@@ -456,59 +536,8 @@ class RotaryEmbedding(nnx.Module):
 
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis)
 
-    def __call__(
-        self,
-        x: jax.typing.ArrayLike,
-        positions: jax.typing.ArrayLike | None = None,
-        *,
-        start: int | jax.Array = 0,
-        seq_len: int | None = None,
-    ) -> jax.Array:
-        """Rotate ``x`` of shape ``(..., seq, heads, head_dim)``; positions default to ``start + arange(seq)``.
 
-        Raises :class:`~flax_posenc.PositionLimitError` for a known position past ``config.limit``.
-        With ``config`` ``None`` (NoPE), ``x`` unchanged.
-        """
-        if self.config is None:
-            return jnp.asarray(x)
-        return rope.apply_rope(
-            x,
-            self.config,
-            positions,
-            start=start,
-            seq_len=seq_len,
-            on_overflow=self.on_overflow,
-            seq_axis=self.seq_axis,
-        )
-
-    def rotate_qk(
-        self,
-        q: jax.typing.ArrayLike,
-        k: jax.typing.ArrayLike,
-        positions: jax.typing.ArrayLike | None = None,
-        *,
-        start: int | jax.Array = 0,
-        seq_len: int | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
-        """``(q, k)`` rotated at the same positions, one ``cos``/``sin`` (see :func:`flax_posenc.apply_rope_qk`).
-
-        With ``config`` ``None`` (NoPE), ``(q, k)`` unchanged.
-        """
-        if self.config is None:
-            return jnp.asarray(q), jnp.asarray(k)
-        return rope.apply_rope_qk(
-            q,
-            k,
-            self.config,
-            positions,
-            start=start,
-            seq_len=seq_len,
-            on_overflow=self.on_overflow,
-            seq_axis=self.seq_axis,
-        )
-
-
-class ALiBiBias(nnx.Module):
+class ALiBiBias(ALiBiCalls, nnx.Module):
     """ALiBi attention bias, ``(heads, q_len, k_len)``, added to the scores; no parameters.
 
     A thin shell over :func:`flax_posenc.alibi.alibi_bias`; ``causal=True`` includes the causal
@@ -533,47 +562,11 @@ class ALiBiBias(nnx.Module):
         dtype: jax.typing.DTypeLike = jnp.float32,
         on_overflow: OverflowPolicy = "error",
     ):
+        check_policy(on_overflow)
         self.config = AlibiConfig.coerce(config)
         self.causal = causal
         self.dtype = dtype
         self.on_overflow = on_overflow
-
-    def __call__(
-        self,
-        query_length: int | None = None,
-        key_length: int | None = None,
-        *,
-        query_positions: jax.typing.ArrayLike | None = None,
-        key_positions: jax.typing.ArrayLike | None = None,
-    ) -> jax.Array:
-        """Bias for static lengths (queries are the last keys), or for explicit positions.
-
-        Give ``query_length`` (and optionally ``key_length``), or both ``query_positions``
-        ``(..., q)`` and ``key_positions`` ``(..., k)``; returns ``(..., heads, q, k)``.
-        """
-        return alibi.bias_for(
-            self.config,
-            query_length,
-            key_length,
-            query_positions=query_positions,
-            key_positions=key_positions,
-            causal=self.causal,
-            dtype=self.dtype,
-            on_overflow=self.on_overflow,
-        )
-
-
-__all__ = [
-    "ALiBiBias",
-    "RotaryEmbedding",
-    "LearnedPositionalEmbedding",
-    "SinusoidalPositionalEncoding",
-    "TransformerInput",
-    "default_embed_init",
-]
-
-
-# --------------------------------------------------------------------------- relative position bias
 
 
 class RelativePositionBias(nnx.Module):
@@ -614,9 +607,6 @@ class RelativePositionBias(nnx.Module):
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
     ):
-        from flax_posenc.relative_bias import RELATIVE_BIAS_AXES
-        from flax_posenc.relative_bias_config import BucketConfig
-
         self.buckets = BucketConfig(num_buckets, max_distance, bidirectional)
         rows = num_buckets if num_rows is None else num_rows
         self.embedding = _param(embedding_init(rngs.params(), (rows, num_heads), param_dtype), RELATIVE_BIAS_AXES)
@@ -624,21 +614,7 @@ class RelativePositionBias(nnx.Module):
 
     def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
         """``(heads, query_len, key_len)``: queries at ``query_start ..``, keys at ``0 .. key_len - 1``."""
-        from flax_posenc.relative_bias import relative_position_bias
-
-        table = self.embedding[...]
-        if self.dtype is not None:
-            table = table.astype(self.dtype)
-        b = self.buckets
-        return relative_position_bias(
-            table,
-            query_len,
-            key_len,
-            query_start=query_start,
-            bidirectional=b.bidirectional,
-            num_buckets=b.num_buckets,
-            max_distance=b.max_distance,
-        )
+        return bias_of(self.buckets, self.embedding[...], query_len, key_len, query_start=query_start, dtype=self.dtype)
 
     @classmethod
     def from_pretrained(
@@ -676,10 +652,6 @@ class RelativePositionBias(nnx.Module):
         )
         _assign(module, {"embedding": tab.weights}, param_dtype)
         return module
-
-
-__all__ += ["RelativePositionBias"]
-__all__ += ["PatchPositionalEmbedding"]
 
 
 class PatchPositionalEmbedding(nnx.Module):
@@ -798,3 +770,15 @@ class PatchPositionalEmbedding(nnx.Module):
         )
         module.embedding.set_value(jnp.asarray(table.weights, param_dtype))
         return module
+
+
+__all__ = [
+    "ALiBiBias",
+    "LearnedPositionalEmbedding",
+    "PatchPositionalEmbedding",
+    "RelativePositionBias",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TransformerInput",
+    "default_embed_init",
+]

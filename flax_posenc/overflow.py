@@ -50,7 +50,7 @@ import logging
 import re
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -58,7 +58,14 @@ import numpy as np
 from jax.experimental import checkify
 
 from flax_posenc.errors import PositionLimitError
-from flax_posenc.limits import check_positions, describe_limit, lowest_position
+from flax_posenc.limits import (  # the policies live with the limit sentence (numpy-free); re-exported here
+    OVERFLOW_POLICIES,
+    OverflowPolicy,
+    check_policy,
+    check_positions,
+    describe_limit,
+    lowest_position,
+)
 
 __all__ = [
     "OVERFLOW_POLICIES",
@@ -76,8 +83,6 @@ __all__ = [
     "position_errors",
 ]
 
-OverflowPolicy = Literal["error", "clip", "fill"]
-OVERFLOW_POLICIES: tuple[str, ...] = ("error", "clip", "fill")
 
 # Backends whose compiled code can call back into Python (jax.debug.callback).
 _CALLBACK_PLATFORMS = frozenset({"cpu", "gpu", "cuda", "rocm", "tpu"})
@@ -92,18 +97,6 @@ def is_traced(x) -> bool:
     (False, Array(True, dtype=bool))
     """
     return isinstance(x, jax.core.Tracer)
-
-
-def check_policy(on_overflow: str) -> None:
-    """``ValueError`` unless ``on_overflow`` is one of :data:`OVERFLOW_POLICIES`.
-
-    >>> check_policy("clamp")
-    Traceback (most recent call last):
-    ...
-    ValueError: on_overflow: expected one of ('error', 'clip', 'fill'), got 'clamp'
-    """
-    if on_overflow not in OVERFLOW_POLICIES:
-        raise ValueError(f"on_overflow: expected one of {OVERFLOW_POLICIES}, got {on_overflow!r}")
 
 
 @dataclasses.dataclass(frozen=True)

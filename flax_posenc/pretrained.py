@@ -9,7 +9,9 @@ Face checkpoint (see :mod:`flax_posenc.conversion`) or a ``.msgpack`` file writt
     {"format": "flax-posenc/input-spec", "version": 2, "spec": InputSpec.to_dict(), "params": params}
 
 Files of version 1 (written before the spec was stored: ``{"config": flat constructor
-arguments, "params": params}``, no ``format`` or ``version``) still load.
+arguments, "params": params}``, no ``format`` or ``version``) still load. An ``on_overflow`` such
+files hold (older writers kept the run-time policy in the spec) is ignored: the policy is the
+loading module's ``on_overflow`` argument (default ``"error"``).
 
 Example::
 
@@ -54,7 +56,7 @@ def spec_from_weights(weights) -> tuple[InputSpec, dict[str, Any]]:
     position = PositionSpec(
         "learned",
         int(words.shape[1]),
-        int(table.max_length),
+        int(table.num_positions),
         offset=int(table.offset),
         name=f"{table.family} position table ({table.key})",
     )
@@ -143,7 +145,9 @@ def _spec_of(path: Path, blob: dict) -> InputSpec:
     if not isinstance(stored, dict):
         raise CheckpointError(f"{path}: expected a {field!r} dict (version {version}), found {type(stored).__name__}")
     try:  # version 1 stored the flat constructor arguments; InputSpec is the one place that reads them
-        return InputSpec.from_arguments(**stored) if version == 1 else InputSpec.from_dict(stored)
+        if version == 1:  # its on_overflow, a run-time policy, is ignored (as version 2's, in from_dict)
+            return InputSpec.from_arguments(**{k: v for k, v in stored.items() if k != "on_overflow"})
+        return InputSpec.from_dict(stored)
     except (TypeError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(

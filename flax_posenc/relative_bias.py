@@ -161,4 +161,35 @@ def relative_position_bias(
     return _bias(table, start, int(query_len), int(key_len), BucketConfig(num_buckets, max_distance, bidirectional))
 
 
-__all__ = ["RELATIVE_BIAS_AXES", "relative_position_bias", "relative_position_bucket"]
+def bias_of(
+    buckets: BucketConfig,
+    table: jax.typing.ArrayLike,
+    query_len: int,
+    key_len: int,
+    *,
+    query_start: int | jax.Array = 0,
+    dtype: jax.typing.DTypeLike | None = None,
+) -> jax.Array:
+    """:func:`relative_position_bias` of ``table`` (cast to ``dtype`` if given) under ``buckets``.
+
+    The call both ``RelativePositionBias`` shells (NNX and Linen) make.
+
+    >>> import jax.numpy as jnp
+    >>> bias_of(BucketConfig(32, 128, False), jnp.arange(32.0)[:, None], 1, 2, query_start=1).tolist()
+    [[[1.0, 0.0]]]
+    """
+    table = jnp.asarray(table)
+    if dtype is not None:
+        table = table.astype(dtype)
+    return relative_position_bias(
+        table,
+        query_len,
+        key_len,
+        query_start=query_start,
+        bidirectional=buckets.bidirectional,
+        num_buckets=buckets.num_buckets,
+        max_distance=buckets.max_distance,
+    )
+
+
+__all__ = ["RELATIVE_BIAS_AXES", "bias_of", "relative_position_bias", "relative_position_bucket"]

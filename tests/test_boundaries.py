@@ -43,7 +43,7 @@ def test_padding_aware_positions_count_from_start():
 
 def test_padding_aware_static_bound_includes_start():
     """RoBERTa-style block: seq 4 from start 2 reaches position 5 (fits 6); from start 3, 6 (one past)."""
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         50,
         8,
         num_positions=6,
@@ -63,7 +63,7 @@ def test_padding_aware_static_bound_includes_start():
 
 def test_sinusoid_padding_mask_spares_the_first_real_token():
     """OPT-style counting with sinusoids: padding gets no vector, the first real token gets PE(0)."""
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         50,
         8,
         position="sinusoidal",
@@ -110,5 +110,5 @@ def test_zero_length_asks_for_nothing_whatever_the_start():
     table = jnp.arange(16.0).reshape(8, 2)
     assert fp.lookup.slice_positions(table, 0, start=100).shape == (0, 2)
     assert jax.jit(lambda s: fp.lookup.slice_positions(table, 0, start=s))(100).shape == (0, 2)
-    block = fp.nnx.TransformerInput(20, 2, num_positions=8, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(20, 2, num_positions=8, rngs=nnx.Rngs(0))
     assert block(jnp.zeros((1, 0), jnp.int32), start=100).shape == (1, 0, 2)

@@ -41,7 +41,7 @@ def test_extend_real_minilm_to_1024(minilm_dir, tmp_path, method):
     assert r.returncode == 0, r.stderr
     assert "extended from 512 to 1024 positions" in r.stdout
     old, new = load_position_table(minilm_dir), load_position_table(out)
-    assert (new.rows, new.max_length) == (1024, 1024)
+    assert (new.rows, new.num_positions) == (1024, 1024)
     if method == "tile":
         np.testing.assert_array_equal(new.weights[:512], old.weights)
         np.testing.assert_array_equal(new.weights[512:], old.weights)
@@ -57,7 +57,7 @@ def test_extend_roberta_keeps_reserved_rows(tiny_checkpoint, tmp_path):
     r = run("extend", ckpt.path, "--length", 64, "--out", out)
     assert r.returncode == 0, r.stderr
     new = load_position_table(out)
-    assert (new.rows, new.offset, new.max_length) == (66, 2, 64)  # like Longformer's 4098 for 4096
+    assert (new.rows, new.offset, new.num_positions) == (66, 2, 64)  # like Longformer's 4098 for 4096
     np.testing.assert_array_equal(new.weights[:2], ckpt.position_weight()[:2])
     hf_forward_at(out, 64)
 

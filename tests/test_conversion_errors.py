@@ -58,7 +58,7 @@ def test_directory_without_config(tiny_checkpoint, tmp_path):
     (d / "config.json").unlink()
     _raises(str(d), "expected config.json", "model.safetensors", fn=load_position_table, source=d)
     # with the family named, the directory is usable
-    assert load_position_table(d, family="gpt2").max_length == 32
+    assert load_position_table(d, family="gpt2").num_positions == 32
 
 
 def test_directory_without_weights(tiny_checkpoint, tmp_path):

@@ -77,7 +77,7 @@ def test_round_trip_tiny(tiny_checkpoint, tmp_path, family, extra):
     assert out == (tmp_path / "out").absolute()
     back = load_position_table(out)
     np.testing.assert_array_equal(back.weights, new)
-    assert (back.key, back.offset, back.max_length) == (t.key, t.offset, t.max_length + extra)
+    assert (back.key, back.offset, back.num_positions) == (t.key, t.offset, t.num_positions + extra)
     _assert_rest_unchanged(ck.path, out, t.key)
     cfg = json.loads((out / "config.json").read_text())
     field = "n_positions" if family == "gpt2" else "max_position_embeddings"
@@ -86,7 +86,7 @@ def test_round_trip_tiny(tiny_checkpoint, tmp_path, family, extra):
     model = _hf_load(out)
     loaded = ck.__class__(out, model, family, ck.position_attr).position_weight()
     np.testing.assert_array_equal(loaded, new)
-    n = back.max_length
+    n = back.num_positions
     ids = torch.randint(3, 100, (1, n))
     with torch.no_grad():
         hidden = model(input_ids=ids).last_hidden_state
@@ -102,7 +102,7 @@ def test_round_trip_real_minilm(minilm_dir, tmp_path):
     _assert_rest_unchanged(minilm_dir, out, t.key)
     assert (out / "1_Pooling" / "config.json").is_file()  # sub-folders come along
     back = load_position_table(out)
-    assert back.max_length == 520
+    assert back.num_positions == 520
     np.testing.assert_array_equal(back.weights, new)
     import transformers
 
@@ -197,7 +197,7 @@ def test_existing_target_is_refused_unless_overwrite(tiny_checkpoint, tmp_path):
     assert [p.name for p in target.iterdir()] == ["keep.txt"]
     export_position_table(ck.path, _extend(t.weights, 2), target, overwrite=True)
     assert not (target / "keep.txt").exists()
-    assert load_position_table(target).max_length == 34
+    assert load_position_table(target).num_positions == 34
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left behind
 
 
@@ -242,7 +242,7 @@ def test_export_over_its_own_source(tiny_checkpoint, tmp_path):
     shutil.copytree(tiny_checkpoint("bert").path, src)
     t = load_position_table(src)
     export_position_table(src, _extend(t.weights, 3), src, overwrite=True)
-    assert load_position_table(src).max_length == 35
+    assert load_position_table(src).num_positions == 35
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
 
 
@@ -254,7 +254,7 @@ def test_export_from_a_cached_hub_id_while_offline(tiny_checkpoint, fake_hub_cac
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     t = load_position_table("local-org/tiny")
     out = export_position_table("local-org/tiny", _extend(t.weights, 4), tmp_path / "out")
-    assert load_position_table(out).max_length == 36
+    assert load_position_table(out).num_positions == 36
     assert not any(p.is_symlink() for p in out.iterdir())
     _assert_rest_unchanged(ck.path, out, "wpe.weight")
 

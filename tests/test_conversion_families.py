@@ -54,8 +54,8 @@ def test_table_equals_torch_weights(tiny_checkpoint, family, head):
     np.testing.assert_array_equal(t.weights, ck.position_weight())
     assert t.dtype == np.float32
     # the config's limit is the usable context
-    assert t.max_length == 32  # every tiny config allows 32 positions
-    assert t.rows == t.max_length + offset
+    assert t.num_positions == 32  # every tiny config allows 32 positions
+    assert t.rows == t.num_positions + offset
     if head:  # task-head classes store the block under a prefix
         assert t.key.startswith(("transformer.", "bert.", "roberta.", "mpnet.", "distilbert.", "electra.", "model."))
 
@@ -106,7 +106,7 @@ def test_electra_block_is_before_embeddings_project(tiny_checkpoint):
 def test_roberta_real_size_limit_is_512(tiny_checkpoint):
     ck = tiny_checkpoint("roberta", max_position_embeddings=514)
     t = load_position_table(ck.path)
-    assert (t.rows, t.offset, t.max_length) == (514, 2, 512)
+    assert (t.rows, t.offset, t.num_positions) == (514, 2, 512)
     np.testing.assert_array_equal(t.weights, ck.position_weight())
 
 
@@ -114,7 +114,7 @@ def test_roberta_offset_follows_pad_token_id(tiny_checkpoint):
     ck = tiny_checkpoint("roberta", pad_token_id=0, max_position_embeddings=33)
     block = load_input_block(ck.path)
     assert block.pad_token_id == 0 == ck.module("embeddings").padding_idx
-    assert block.position.offset == 1 and block.position.max_length == 32
+    assert block.position.offset == 1 and block.position.num_positions == 32
 
 
 def test_mpnet_padding_idx_is_fixed_at_1(tiny_checkpoint):
@@ -128,7 +128,7 @@ def test_opt_offset_and_limit(tiny_checkpoint):
     ck = tiny_checkpoint("opt", head=True)
     t = load_position_table(ck.path)
     assert t.key == "model.decoder.embed_positions.weight"
-    assert (t.rows, t.offset, t.max_length) == (34, 2, ck.model.config.max_position_embeddings)
+    assert (t.rows, t.offset, t.num_positions) == (34, 2, ck.model.config.max_position_embeddings)
 
 
 def test_opt_with_project_in_is_refused(tiny_checkpoint):
@@ -148,7 +148,7 @@ def test_bart_decoder_table_by_key(tiny_checkpoint):
     dec = load_position_table(ck.path, key="model.decoder.embed_positions.weight")
     assert enc.key == "model.encoder.embed_positions.weight"
     np.testing.assert_array_equal(dec.weights, _np(ck.module("decoder.embed_positions").weight))
-    assert dec.offset == 2 and dec.max_length == 32
+    assert dec.offset == 2 and dec.num_positions == 32
 
 
 def test_bart_without_scale_embedding(tiny_checkpoint):
@@ -188,7 +188,7 @@ def test_unprefixed_bert_or_roberta_without_config_is_ambiguous(tiny_checkpoint,
     with pytest.raises(CheckpointError, match="bert, roberta") as e:
         load_position_table(f)
     assert "family=" in str(e.value)
-    assert load_position_table(f, family="bert").max_length == 32
+    assert load_position_table(f, family="bert").num_positions == 32
 
 
 def test_detect_family_rules():
@@ -220,7 +220,7 @@ def test_minilm_real_checkpoint(minilm_dir):
     import transformers
 
     t = load_position_table(minilm_dir)
-    assert (t.family, t.key, t.rows, t.dim, t.offset, t.max_length) == (
+    assert (t.family, t.key, t.rows, t.dim, t.offset, t.num_positions) == (
         "bert",
         "embeddings.position_embeddings.weight",
         512,

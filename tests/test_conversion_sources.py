@@ -23,7 +23,7 @@ def test_directory_and_single_file_agree(tiny_checkpoint):
     c = load_position_table(str(ck.path))
     for t in (a, b, c):
         np.testing.assert_array_equal(t.weights, ck.position_weight())
-        assert t.key == "transformer.wpe.weight" and t.max_length == 32
+        assert t.key == "transformer.wpe.weight" and t.num_positions == 32
     assert a.config["n_positions"] == 32
 
 
@@ -104,7 +104,7 @@ def test_bf16_helpers_round_trip():
 
 def test_sinusoidal_source():
     t = load_position_table("sinusoidal:64:16")
-    assert (t.family, t.key, t.offset, t.rows, t.dim, t.max_length) == ("sinusoidal", "sinusoidal", 0, 64, 16, 64)
+    assert (t.family, t.key, t.offset, t.rows, t.dim, t.num_positions) == ("sinusoidal", "sinusoidal", 0, 64, 16, 64)
     assert t.dtype == np.float32
     np.testing.assert_allclose(t.weights, sinusoid(64, 16), atol=1e-7, rtol=0)
 
@@ -157,7 +157,7 @@ def test_hub_id_downloads_when_online_and_not_cached(tiny_checkpoint, tmp_path, 
 
 def test_full_size_gpt2_limit_is_1024(gpt2_full_size):
     t = load_position_table(gpt2_full_size.path)
-    assert (t.family, t.key, t.rows, t.dim, t.offset, t.max_length) == ("gpt2", "wpe.weight", 1024, 768, 0, 1024)
+    assert (t.family, t.key, t.rows, t.dim, t.offset, t.num_positions) == ("gpt2", "wpe.weight", 1024, 768, 0, 1024)
     np.testing.assert_array_equal(t.weights, gpt2_full_size.wpe)
     assert t.config["n_positions"] == 1024
 

@@ -154,7 +154,7 @@ def test_two_processes_race_for_one_destination(tmp_path):
     assert codes == [0, 2], results  # exactly one wins; the other says why, in one line
     loser = next(r for r in results if r[0] == 2)
     assert "already exists" in loser[1] and "Traceback" not in loser[2]
-    assert load_position_table(out).max_length == ROWS + 2
+    assert load_position_table(out).num_positions == ROWS + 2
     assert fingerprint(src) == before
     assert leftovers(tmp_path) == []
 

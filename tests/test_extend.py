@@ -92,7 +92,7 @@ def test_module_extend_positions_nnx_and_linen():
 
     import flax_posenc as fp
 
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True, rngs=nnx.Rngs(0)
     )
     longer = block.extend_positions(40)
@@ -106,7 +106,7 @@ def test_module_extend_positions_nnx_and_linen():
     with pytest.raises(fp.PositionLimitError, match="holds 40 positions"):
         longer(jnp.zeros((1, 41), jnp.int32))
 
-    module = fp.linen.TransformerInput(
+    module = fp.linen.TransformerInput.from_arguments(
         50, 8, num_positions=16, position_offset=2, positions_from="attention_mask", layer_norm=True
     )
     variables = {"params": block.params()}
@@ -121,4 +121,4 @@ def test_module_extend_positions_nnx_and_linen():
     assert module2.apply(variables2, jnp.zeros((1, 40), jnp.int32)).shape == (1, 40, 8)
     np.testing.assert_array_equal(variables["params"]["position_embeddings"], old_table)  # input untouched
     with pytest.raises(ValueError, match="only a learned table can be extended"):
-        fp.nnx.TransformerInput(50, 8, position="sinusoidal", rngs=nnx.Rngs(0)).extend_positions(40)
+        fp.nnx.TransformerInput.from_arguments(50, 8, position="sinusoidal", rngs=nnx.Rngs(0)).extend_positions(40)

@@ -110,7 +110,7 @@ def test_split_gather_threshold_keeps_small_gathers_fused():
 
 
 def test_bfloat16_block_matches_a_numpy_reference():
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         300, 16, num_positions=64, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0)
     )
     ids = RNG.integers(0, 300, (3, 40)).astype(np.int32)
@@ -130,7 +130,7 @@ def test_bfloat16_block_matches_a_numpy_reference():
         fp.PositionLimitError, match=r"^word embedding table holds 300 ids \(0\.\.299\); asked for id 300"
     ):
         block(bad)  # an id past the vocabulary is an error (issue 24), NaN only when asked for
-    filling = fp.nnx.TransformerInput(
+    filling = fp.nnx.TransformerInput.from_arguments(
         300, 16, num_positions=64, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, on_overflow="fill", rngs=nnx.Rngs(0)
     )
     fill_def, fill_state = nnx.split(filling)
@@ -177,7 +177,7 @@ def test_apply_rotary_matches_transformers():
 
 
 def test_functional_decode_path_equals_the_module():
-    block = fp.nnx.TransformerInput(500, 16, num_positions=32, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(500, 16, num_positions=32, rngs=nnx.Rngs(0))
     step = jax.jit(functools.partial(fp.block.transformer_input, block.spec))
     params = block.params()
     for t in (0, 7, 31):

@@ -227,13 +227,13 @@ def test_rotary_embedding_from_a_gguf_under_jit(tmp_path):
 def test_gpt2_table_equals_transformers_gguf_loader(tmp_path, qtype):
     path = write_gpt2(tmp_path / f"gpt2-{qtype.name}.gguf", qtype)
     table = load_position_table(path)
-    assert (table.family, table.key, table.offset, table.max_length) == ("gpt2", "position_embd.weight", 0, 64)
+    assert (table.family, table.key, table.offset, table.num_positions) == ("gpt2", "position_embd.weight", 0, 64)
     config = transformers_config(path)
     parsed = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=GPT2LMHeadModel(TINY_GPT2))
     theirs = parsed["tensors"]["transformer.wpe.weight"].numpy()
     np.testing.assert_array_equal(table.weights.astype(np.float32), theirs)  # the same dequantization
     assert table.weights.dtype == (np.float16 if qtype == Q.F16 else np.float32)
-    assert config.n_ctx == table.max_length  # transformers reads context_length as n_ctx
+    assert config.n_ctx == table.num_positions  # transformers reads context_length as n_ctx
     error = {Q.F32: 0, Q.F16: 1e-3, Q.BF16: 1e-2, Q.Q8_0: 3e-2, Q.Q4_0: 0.5}[qtype]
     assert np.abs(table.weights.astype(np.float64) - gpt2_table()).max() <= error  # still the written table
 
@@ -535,7 +535,7 @@ def test_gguf_is_imported_only_to_read_a_gguf_and_pulls_in_no_framework(tmp_path
         import flax_posenc, flax_posenc.conversion as c
         before = "gguf" in sys.modules
         assert c.inspect_source({str(llama)!r}).limit == {CONTEXT}
-        assert c.load_position_table({str(gpt2)!r}).max_length == 64
+        assert c.load_position_table({str(gpt2)!r}).num_positions == 64
         heavy = sorted(m for m in ("jax", "torch", "transformers", "flax") if m in sys.modules)
         print("BEFORE", before, "HEAVY", heavy)
         """

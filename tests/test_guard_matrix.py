@@ -80,7 +80,7 @@ class Block:
     name = "position table holds 8"
 
     def build(self, policy):
-        m = fp.nnx.TransformerInput(20, DIM, num_positions=LIMIT, on_overflow=policy, rngs=nnx.Rngs(1))
+        m = fp.nnx.TransformerInput.from_arguments(20, DIM, num_positions=LIMIT, on_overflow=policy, rngs=nnx.Rngs(1))
         self.word0 = np.asarray(m.word_embeddings[...], np.float64)[3]
         self.table = np.asarray(m.position_embeddings[...], np.float64)
         return m
@@ -286,7 +286,7 @@ def test_traced_int64_with_x64_is_checked_before_the_cast():
 
 
 def test_token_type_ids_past_the_table_follow_the_guard():
-    block = fp.nnx.TransformerInput(20, DIM, num_positions=8, type_vocab_size=2, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(20, DIM, num_positions=8, type_vocab_size=2, rngs=nnx.Rngs(0))
     ids = jnp.zeros((1, 3), jnp.int32)
     with pytest.raises(
         PositionLimitError,
@@ -347,8 +347,8 @@ def test_static_checks_cost_nothing_at_run_time():
         return jax.jit(lambda s, *a: call(nnx.merge(graphdef, s), *a)).lower(state, *args).as_text().count("callback")
 
     ids = jnp.zeros((1, 6), jnp.int32)
-    block = fp.nnx.TransformerInput(20, DIM, num_positions=8, rngs=nnx.Rngs(0))
-    bare = fp.nnx.TransformerInput(20, DIM, position="none", rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(20, DIM, num_positions=8, rngs=nnx.Rngs(0))
+    bare = fp.nnx.TransformerInput.from_arguments(20, DIM, position="none", rngs=nnx.Rngs(0))
     words_only = callbacks(bare, lambda m, i: m(i), ids)
     assert words_only > 0  # traced word ids are checked at run time
     assert callbacks(block, lambda m, i: m(i, start=2), ids) == words_only
@@ -360,7 +360,7 @@ def test_static_checks_cost_nothing_at_run_time():
 
 
 def test_dropout_follows_train_and_eval():
-    block = fp.nnx.TransformerInput(20, DIM, num_positions=8, dropout_rate=0.5, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(20, DIM, num_positions=8, dropout_rate=0.5, rngs=nnx.Rngs(0))
     ids = jnp.arange(8)[None] % 20
     clean = block(ids)
     block.train()
@@ -375,7 +375,7 @@ def test_dropout_follows_train_and_eval():
 def test_jitted_training_step_applies_dropout():
     import optax
 
-    block = fp.nnx.TransformerInput(20, DIM, num_positions=8, dropout_rate=0.5, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(20, DIM, num_positions=8, dropout_rate=0.5, rngs=nnx.Rngs(0))
     block.train()
     optimizer = nnx.Optimizer(block, optax.sgd(0.1), wrt=nnx.Param)
 
@@ -395,11 +395,11 @@ def test_jitted_training_step_applies_dropout():
 
 
 def test_attend_is_the_tied_head_in_both_frameworks():
-    block = fp.nnx.TransformerInput(20, DIM, num_positions=8, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(20, DIM, num_positions=8, rngs=nnx.Rngs(0))
     h = jax.random.normal(jax.random.key(1), (2, 3, DIM))
     expected = np.asarray(h, np.float64) @ np.asarray(block.word_embeddings[...], np.float64).T
     np.testing.assert_allclose(block.attend(h), expected, rtol=1e-5, atol=1e-6)
-    linen = fp.linen.TransformerInput(20, DIM, num_positions=8)
+    linen = fp.linen.TransformerInput.from_arguments(20, DIM, num_positions=8)
     variables = {"params": nnx.to_pure_dict(nnx.state(block, nnx.Param))}
     np.testing.assert_array_equal(linen.apply(variables, h, method="attend"), block.attend(h))
     assert (block.vocab_size, block.dim, block.num_positions) == (20, DIM, 8)
@@ -485,7 +485,7 @@ def test_pretrained_block_trains_with_dropout(minilm_dir):
 
 
 def _block(positions_from="index", type_vocab_size=2, vocab=6, policy="error"):
-    return fp.nnx.TransformerInput(
+    return fp.nnx.TransformerInput.from_arguments(
         vocab,
         DIM,
         num_positions=8,
@@ -584,11 +584,11 @@ def test_zero_row_tables_are_refused_in_one_line():
     ):
         fp.lookup_positions(jnp.ones((0, 3)), jnp.array([0]))
     with pytest.raises(ValueError, match=r"^type_vocab_size: expected a non-negative integer, got -1$"):
-        fp.nnx.TransformerInput(6, DIM, num_positions=8, type_vocab_size=-1, rngs=nnx.Rngs(0))
+        fp.nnx.TransformerInput.from_arguments(6, DIM, num_positions=8, type_vocab_size=-1, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match=r"^token_type_ids: this block has no token-type embedding"):
         _block(type_vocab_size=0)(jnp.array([[0]]), token_type_ids=jnp.array([[0]]))
     with pytest.raises(ValueError, match=r"^vocab_size: expected a positive integer, got 0$"):
-        fp.nnx.TransformerInput(0, DIM, num_positions=8, rngs=nnx.Rngs(0))
+        fp.nnx.TransformerInput.from_arguments(0, DIM, num_positions=8, rngs=nnx.Rngs(0))
 
 
 @pytest.mark.parametrize(
@@ -640,7 +640,7 @@ def test_block_arguments_are_named_in_their_errors(kwargs, error, message, mode)
 @pytest.mark.parametrize("positions_from", POSITIONS_FROM)
 def test_sinusoidal_block_decodes_with_a_static_start(positions_from):
     """Step by step with a static start (the constant path) and a traced one: word row + sin(start)."""
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         6, DIM, position="sinusoidal", num_positions=8, positions_from=positions_from, pad_token_id=1, rngs=nnx.Rngs(0)
     )
     words = np.asarray(block.word_embeddings[...], np.float64)
@@ -658,7 +658,7 @@ def test_sinusoidal_block_decodes_with_a_static_start(positions_from):
 @pytest.mark.parametrize("positions_from", ["non_padding_ids", "attention_mask"])
 @pytest.mark.parametrize("mode", ["static", "traced", "vmap"])
 def test_sinusoidal_block_with_padding_aware_positions_is_never_overrun(positions_from, mode):
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         6, DIM, position="sinusoidal", num_positions=8, positions_from=positions_from, pad_token_id=1, rngs=nnx.Rngs(0)
     )
     ids = jnp.array([[2, 3, 4]])

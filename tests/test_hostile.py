@@ -542,7 +542,7 @@ def test_negative_pad_never_overstates_the_limit(tmp_path, capsys):
     src = _roberta(tmp_path, pad_token_id=-5)
     code, out, err = run_cli(capsys, "check", str(src), "--length", "12")
     assert code == 2 and "pad_token_id" in err and "ok" not in out
-    assert load_position_table(_roberta(tmp_path / "ok")).max_length == 10  # the honest limit: 12 - 2
+    assert load_position_table(_roberta(tmp_path / "ok")).num_positions == 10  # the honest limit: 12 - 2
 
 
 # --------------------------------------------------------------------------- 7. corrupted weights
@@ -604,7 +604,7 @@ def test_bin_sparse_tensor_is_refused_by_name(tmp_path):
     state = _torch_state()
     state["wte.weight"] = state["wte.weight"].to_sparse()
     src = _bin_ckpt(tmp_path, state)
-    assert load_position_table(src).max_length == ROWS  # the table itself is dense: fine
+    assert load_position_table(src).num_positions == ROWS  # the table itself is dense: fine
     with pytest.raises(CheckpointError, match="wte.weight.*sparse"):
         load_input_block(src)
 
@@ -832,7 +832,7 @@ def test_weights_or_config_linking_out_of_the_checkpoint_are_refused(world, name
     }
     for how, call in calls.items():
         if how == "file" and name == "model.safetensors":
-            assert load_position_table(src / "model.safetensors").max_length == ROWS  # the file the user named
+            assert load_position_table(src / "model.safetensors").num_positions == ROWS  # the file the user named
             continue
         with pytest.raises(CheckpointError) as info:
             call()
@@ -869,7 +869,7 @@ def test_hub_cache_snapshot_directory_with_links_into_blobs_loads_and_exports(tm
     (snap / "s2.safetensors").symlink_to("../../blobs/b2")
     np.testing.assert_array_equal(load_position_table(snap).weights, tensors["wpe.weight"])
     out = export_position_table(snap, np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
-    assert load_position_table(out).max_length == ROWS + 2
+    assert load_position_table(out).num_positions == ROWS + 2
     assert not any(p.is_symlink() for p in out.iterdir())
 
 
@@ -889,9 +889,9 @@ def test_hub_id_whose_cache_entries_are_links_into_blobs(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert load_position_table("org/linked").max_length == ROWS
+    assert load_position_table("org/linked").num_positions == ROWS
     out = export_position_table("org/linked", np.zeros((ROWS + 2, DIM), np.float32), tmp_path / "out")
-    assert load_position_table(out).max_length == ROWS + 2
+    assert load_position_table(out).num_positions == ROWS + 2
 
 
 def test_hub_probe_is_bounded_when_dns_hangs(monkeypatch):
@@ -980,9 +980,9 @@ def test_poisoning_arguments_are_refused_when_given(patch, message, via):
         elif via == "nnx":
             from flax import nnx
 
-            fp.nnx.TransformerInput(VOCAB, DIM, rngs=nnx.Rngs(0), **arguments)
+            fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, rngs=nnx.Rngs(0), **arguments)
         else:
-            fp.linen.TransformerInput(VOCAB, DIM, **arguments)
+            fp.linen.TransformerInput.from_arguments(VOCAB, DIM, **arguments)
 
 
 STORED_POISON = [

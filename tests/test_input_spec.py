@@ -36,7 +36,6 @@ FLAT = dict(
     layer_norm=True,
     layer_norm_eps=1e-5,
     embed_scale=2,
-    on_overflow="error",
     position_name="my table",
 )
 
@@ -51,8 +50,8 @@ def _ids(seed=0, shape=(2, 6)):
 def test_nnx_and_linen_from_spec_equal_from_flat_kwargs_under_jit():
     spec = InputSpec.from_arguments(VOCAB, DIM, **FLAT)
     assert spec.embed_scale == 2.0 and isinstance(spec.embed_scale, float)
-    flat = fp.nnx.TransformerInput(VOCAB, DIM, **FLAT, rngs=nnx.Rngs(3))
-    keyword = fp.nnx.TransformerInput(vocab_size=VOCAB, dim=DIM, **FLAT, rngs=nnx.Rngs(3))
+    flat = fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, **FLAT, rngs=nnx.Rngs(3))
+    keyword = fp.nnx.TransformerInput.from_arguments(vocab_size=VOCAB, dim=DIM, **FLAT, rngs=nnx.Rngs(3))
     from_spec = fp.nnx.TransformerInput(spec, rngs=nnx.Rngs(3))
     assert flat.spec == keyword.spec == from_spec.spec == spec
     ids, mask = _ids(), jnp.asarray([[1] * 6, [0, 0, 1, 1, 1, 1]])
@@ -62,7 +61,7 @@ def test_nnx_and_linen_from_spec_equal_from_flat_kwargs_under_jit():
     np.testing.assert_array_equal(np.asarray(call(from_spec, ids, types, mask)), expected)
     np.testing.assert_array_equal(np.asarray(call(keyword, ids, types, mask)), expected)
 
-    linen_flat = fp.linen.TransformerInput(VOCAB, DIM, **FLAT, dropout_rate=0.1)
+    linen_flat = fp.linen.TransformerInput.from_arguments(VOCAB, DIM, **FLAT, dropout_rate=0.1)
     linen_spec = fp.linen.TransformerInput(spec, dropout_rate=0.1)
     assert linen_flat == linen_spec and hash(linen_flat) == hash(linen_spec)
     assert (linen_spec.vocab_size, linen_spec.dim, linen_spec.num_positions) == (VOCAB, DIM, 6)
@@ -72,6 +71,27 @@ def test_nnx_and_linen_from_spec_equal_from_flat_kwargs_under_jit():
         np.testing.assert_array_equal(np.asarray(apply(module, variables, ids, types, mask)), expected)
 
 
+def test_flat_calls_are_deprecated_and_build_what_from_arguments_builds():
+    with pytest.warns(DeprecationWarning, match=r"^TransformerInput\(vocab_size, dim, ...\): deprecated, use") as seen:
+        old = fp.nnx.TransformerInput(VOCAB, DIM, **FLAT, dropout_rate=0.1, rngs=nnx.Rngs(3))
+    assert seen[0].filename == __file__  # the user's line is named, not flax's
+    new = fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, **FLAT, dropout_rate=0.1, rngs=nnx.Rngs(3))
+    assert old.spec == new.spec and old.dropout.rate == new.dropout.rate == 0.1
+    jax.tree.map(np.testing.assert_array_equal, old.params(), new.params())
+    with pytest.warns(DeprecationWarning, match=r"^TransformerInput\(vocab_size, dim, ...\): deprecated, use") as seen:
+        linen_old = fp.linen.TransformerInput(vocab_size=VOCAB, dim=DIM, **FLAT, dropout_rate=0.1)
+    assert seen[0].filename == __file__
+    linen_new = fp.linen.TransformerInput.from_arguments(VOCAB, DIM, **FLAT, dropout_rate=0.1)
+    assert linen_old == linen_new and linen_new.spec == new.spec and linen_new.dropout_rate == 0.1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the spec forms, clone and Linen's own machinery do not warn
+        ids = _ids()
+        variables = linen_new.init(jax.random.key(0), ids)
+        linen_new.clone(dropout_rate=0.0).apply(variables, ids)
+        nn.jit(fp.linen.TransformerInput)(new.spec).init(jax.random.key(0), ids)
+        fp.nnx.TransformerInput(new.spec, rngs=nnx.Rngs(0))
+
+
 def test_spec_and_flat_arguments_together_are_refused():
     spec = InputSpec.from_arguments(VOCAB, DIM, num_positions=6)
     with pytest.raises(TypeError, match=r"expected an InputSpec or flat arguments .* found both: a spec and \['dim'\]"):
@@ -79,9 +99,9 @@ def test_spec_and_flat_arguments_together_are_refused():
     with pytest.raises(TypeError, match=r"found both: a spec and \['num_positions'\]"):
         fp.linen.TransformerInput(spec, num_positions=7)
     with pytest.raises(TypeError, match="got vocab_size twice"):
-        fp.nnx.TransformerInput(VOCAB, DIM, vocab_size=VOCAB, rngs=nnx.Rngs(0))
+        fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, vocab_size=VOCAB, rngs=nnx.Rngs(0))
     with pytest.raises(TypeError, match=r"InputSpec: unknown argument \['num_position'\], expected some of \["):
-        fp.linen.TransformerInput(VOCAB, DIM, num_position=6)
+        fp.linen.TransformerInput.from_arguments(VOCAB, DIM, num_position=6)
     with pytest.raises(TypeError, match=r"unknown argument \['num_position'\]"):  # a typo is named, even beside a spec
         fp.nnx.TransformerInput(spec, num_position=6, rngs=nnx.Rngs(0))
 
@@ -119,7 +139,7 @@ def _reference(table: np.ndarray, new_length: int, method: str, offset: int) -> 
 
 @pytest.mark.parametrize("method", ["tile", "linear"])
 def test_extend_input_and_both_shells_match_the_float64_reference(method):
-    block = fp.nnx.TransformerInput(VOCAB, DIM, **FLAT, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, **FLAT, rngs=nnx.Rngs(0))
     params = block.params()
     spec, grown = extend_input(block.spec, params, 15, method=method)
     reference = _reference(np.asarray(params["position_embeddings"]), 15, method, OFFSET)
@@ -238,7 +258,12 @@ def test_msgpack_v1_and_v2_load_to_identical_specs_params_and_outputs(converted,
 
     tables = [converted_position_table(p) for p in (v1, v2)]  # what inspect/check read
     for t in tables:
-        assert (t.family, t.key, t.offset, t.max_length) == ("roberta", "embeddings.position_embeddings.weight", 2, 6)
+        assert (t.family, t.key, t.offset, t.num_positions) == (
+            "roberta",
+            "embeddings.position_embeddings.weight",
+            2,
+            6,
+        )
         np.testing.assert_array_equal(t.weights, params["position_embeddings"])
     records = [json.loads(json.dumps(inspect_source(p).to_dict()).replace(str(p), "SOURCE")) for p in (v1, v2)]
     assert records[0] == records[1]
@@ -252,14 +277,10 @@ def test_from_pretrained_overrides_go_to_the_spec_or_the_module(converted):
     block = fp.nnx.TransformerInput.from_pretrained(
         v2, on_overflow="clip", position_name="mine", dropout_rate=0.5, dtype=jnp.bfloat16
     )
-    assert (block.spec.position.on_overflow, block.spec.position.name, block.spec.dtype) == (
-        "clip",
-        "mine",
-        jnp.bfloat16,
-    )
+    assert (block.on_overflow, block.spec.position.name, block.spec.dtype) == ("clip", "mine", jnp.bfloat16)
     assert block.dropout.rate == 0.5
     module, _ = fp.linen.TransformerInput.from_pretrained(v2, on_overflow="clip", dropout_rate=0.5)
-    assert (module.spec.position.on_overflow, module.dropout_rate) == ("clip", 0.5)
+    assert (module.on_overflow, module.dropout_rate) == ("clip", 0.5)
 
 
 @pytest.mark.parametrize(

@@ -144,7 +144,7 @@ class TestModules:
             fp.position_errors(jax.jit(lambda p: bounded(p)))(jnp.array([600]))
 
     def test_input_block_too_long(self):
-        block = fp.nnx.TransformerInput(50, 8, num_positions=16, rngs=nnx.Rngs(0))
+        block = fp.nnx.TransformerInput.from_arguments(50, 8, num_positions=16, rngs=nnx.Rngs(0))
         block(jnp.zeros((2, 16), jnp.int32))
         with pytest.raises(PositionLimitError, match="asked for position 16, 1 past the end"):
             block(jnp.zeros((2, 17), jnp.int32))
@@ -152,7 +152,7 @@ class TestModules:
             block(jnp.zeros((2, 4), jnp.int32), start=14)
 
     def test_input_block_under_jit_static_shape(self):
-        block = fp.nnx.TransformerInput(50, 8, num_positions=16, rngs=nnx.Rngs(0))
+        block = fp.nnx.TransformerInput.from_arguments(50, 8, num_positions=16, rngs=nnx.Rngs(0))
         graphdef, state = nnx.split(block)
         f = jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids))
         assert f(state, jnp.zeros((1, 16), jnp.int32)).shape == (1, 16, 8)
@@ -161,7 +161,7 @@ class TestModules:
 
     def test_padding_aware_bounds_are_static(self):
         """RoBERTa-style positions are traced values, but bounded by the shape: checked statically."""
-        block = fp.nnx.TransformerInput(
+        block = fp.nnx.TransformerInput.from_arguments(
             50,
             8,
             num_positions=6,

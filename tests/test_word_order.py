@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 VOCAB, DIM = 50, 16
 BLOCKS = {
-    name: fp.nnx.TransformerInput(VOCAB, DIM, num_positions=16, position=name, rngs=nnx.Rngs(0))
+    name: fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, num_positions=16, position=name, rngs=nnx.Rngs(0))
     for name in ("none", "sinusoidal", "learned")
 }
 

@@ -170,8 +170,8 @@ MUTANTS = [
     # issue 24: every table lookup, the user's policy, checks that survive every table shape, bounds
     (  # M27 token types take the policy the block switched its own positions to (item 1)
         "flax_posenc/block.py",
-        "    policy = spec.position.on_overflow\n",
-        "    policy = spec.position.on_overflow if spec.positions_from == 'index' else 'clip'\n",
+        "    policy = policy_of(spec.position, on_overflow)\n",
+        "    policy = policy_of(spec.position, on_overflow) if spec.positions_from == 'index' else 'clip'\n",
         CORE,
     ),
     (  # M28 word ids bypass the guard (item 3: NaN rows, -1 reads the last row)
@@ -251,6 +251,38 @@ MUTANTS = [
         "    if h % ph or w % pw:",
         "    if False:",
         "tests/test_grid_reader.py",
+    ),
+    # issue 25 item 3: the overflow policy is a run-time argument, never in a file
+    (  # M41 the call's on_overflow ignored (the module's wins)
+        "flax_posenc/nnx.py",
+        "            start=start,\n            on_overflow=on_overflow or self.on_overflow,\n",
+        "            start=start,\n            on_overflow=self.on_overflow,\n",
+        "tests/test_overflow_policy.py",
+    ),
+    (  # M42 the policy written to files again
+        "flax_posenc/block.py",
+        '        del out["position"]["on_overflow"]  # a run-time policy, not written to files\n',
+        "",
+        "tests/test_overflow_policy.py",
+    ),
+    (  # M43 an old file's policy read into the spec
+        "flax_posenc/block.py",
+        'position = {k: v for k, v in position.items() if k != "on_overflow"}',
+        "position = dict(position)",
+        "tests/test_overflow_policy.py",
+    ),
+    # issue 25 item 4: one shell contract
+    (  # M44 a Linen relative bias loaded without its logical axes (not through the bridge)
+        "flax_posenc/linen.py",
+        '{"params": _boxed_as_init(module, {"embedding": jnp.asarray(tab.weights, param_dtype)}, 1, 1)}',
+        '{"params": {"embedding": nn.LogicallyPartitioned(jnp.asarray(tab.weights, param_dtype), names=(None, None))}}',
+        "tests/test_shell_contract.py",
+    ),
+    (  # M45 the flat Linen call silently builds the block (no deprecation)
+        "flax_posenc/linen.py",
+        '        warnings.warn(\n            f"{cls.__name__}(vocab_size, dim, ...): deprecated',
+        '        (lambda *a, **k: None)(\n            f"{cls.__name__}(vocab_size, dim, ...): deprecated',
+        "tests/test_input_spec.py",
     ),
 ]
 

@@ -144,7 +144,9 @@ def main() -> None:
     plain, state = plain_embed_block(vocab, dim, positions)
     naive_rope = make_naive_rope(cfg, seq)
 
-    block = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, position="sinusoidal", rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(
+        vocab, dim, num_positions=positions, position="sinusoidal", rngs=nnx.Rngs(0)
+    )
     spec, params = block.spec, block.params()
     clip = dataclasses.replace(spec, position=dataclasses.replace(spec.position, on_overflow="clip"))
     limit = overflow.Limit(positions, name="t")

@@ -48,7 +48,7 @@ def show(title, times, base, scale=1e3, unit="ms"):
 def sizes(rounds):
     from flax import nnx
 
-    block = fp.nnx.TransformerInput(
+    block = fp.nnx.TransformerInput.from_arguments(
         V, D, num_positions=P, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0)
     )
     spec, params = block.spec, block.params()

@@ -194,7 +194,7 @@ def decode(rounds: int) -> None:
     """Batch 1, one token, traced start, float32 GPT-2 tables: guard forms vs the hand-written step."""
     from flax import nnx
 
-    block = fp.nnx.TransformerInput(50257, 768, num_positions=1024, rngs=nnx.Rngs(0))
+    block = fp.nnx.TransformerInput.from_arguments(50257, 768, num_positions=1024, rngs=nnx.Rngs(0))
     params, spec = block.params(), block.spec
     steps = [(jnp.array([[42 + i]], jnp.int32), jnp.int32(100 + i)) for i in range(4)]
     step = functools.partial(fp.block.transformer_input, spec)

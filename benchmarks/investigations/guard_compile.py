@@ -145,8 +145,10 @@ def main() -> None:
     pos = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
     plain, state = plain_embed_block(vocab, dim, positions)
 
-    sin_block = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, position="sinusoidal", rngs=nnx.Rngs(0))
-    learned = fp.nnx.TransformerInput(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
+    sin_block = fp.nnx.TransformerInput.from_arguments(
+        vocab, dim, num_positions=positions, position="sinusoidal", rngs=nnx.Rngs(0)
+    )
+    learned = fp.nnx.TransformerInput.from_arguments(vocab, dim, num_positions=positions, rngs=nnx.Rngs(0))
     sin_spec, sin_params = sin_block.spec, sin_block.params()
     spec, params = learned.spec, learned.params()
     clip = dataclasses.replace(sin_spec, position=dataclasses.replace(sin_spec.position, on_overflow="clip"))

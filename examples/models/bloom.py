@@ -96,7 +96,7 @@ class Bloom(nnx.Module):
     def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs):
         dim, eps = config["hidden_size"], config.get("layer_norm_epsilon", 1e-5)
         self.alibi = alibi
-        self.embed = fp.nnx.TransformerInput(
+        self.embed = fp.nnx.TransformerInput.from_arguments(
             config["vocab_size"], dim, position="none", layer_norm=True, layer_norm_eps=eps, rngs=rngs
         )
         self.h = nnx.List([Block(config, alibi, rngs=rngs) for _ in range(config["n_layer"])])

@@ -83,7 +83,7 @@ class GPT2(nnx.Module):
     def __init__(self, config: dict, embed: fp.nnx.TransformerInput | None = None, *, rngs: nnx.Rngs):
         dim = config["n_embd"]
         self.heads, self.head_dim = config["n_head"], dim // config["n_head"]
-        self.embed = embed or fp.nnx.TransformerInput(
+        self.embed = embed or fp.nnx.TransformerInput.from_arguments(
             config["vocab_size"],
             dim,
             num_positions=config["n_positions"],

@@ -101,7 +101,7 @@ class Llama(nnx.Module):
     def __init__(self, config: dict, rope: fp.RopeConfig, *, rngs: nnx.Rngs):
         dim, vocab = config["hidden_size"], config["vocab_size"]
         self.rope, self.kv_heads = rope, config.get("num_key_value_heads") or config["num_attention_heads"]
-        self.embed = fp.nnx.TransformerInput(vocab, dim, position="none", rngs=rngs)
+        self.embed = fp.nnx.TransformerInput.from_arguments(vocab, dim, position="none", rngs=rngs)
         self.layers = nnx.List([Block(config, rope, rngs=rngs) for _ in range(config["num_hidden_layers"])])
         self.norm = LayerNorm(dim, config.get("rms_norm_eps", 1e-6), rms=True)
         tied = config.get("tie_word_embeddings", False)

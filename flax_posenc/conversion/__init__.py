@@ -9,7 +9,7 @@ imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is compute
   configs and T5/MPNet relative biases alike; :func:`which_family` -- the family of a
   ``model_type`` in every registry.
 - :func:`load_position_table` -- the learned position table of a checkpoint
-  (:class:`PositionTable`: ``weights``, ``family``, ``key``, ``offset``, ``max_length``).
+  (:class:`PositionTable`: ``weights``, ``family``, ``key``, ``offset``, ``num_positions``).
 - :func:`load_input_block` -- every weight of the family's embedding block
   (:class:`InputBlockWeights`), enough to reproduce Hugging Face's embedding output.
 - :func:`load_grid_table` -- the learned 2-D position grid of a vision checkpoint
@@ -30,7 +30,7 @@ model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gg
 
 >>> from flax_posenc.conversion import load_position_table
 >>> t = load_position_table("sinusoidal:8:4")
->>> t.max_length
+>>> t.num_positions
 8
 """
 

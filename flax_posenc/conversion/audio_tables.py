@@ -112,7 +112,7 @@ class AudioTableSource:
 
     @property
     def limit(self) -> int:
-        return self.table.max_length
+        return self.table.num_positions
 
     @property
     def positions_per_second(self) -> float:

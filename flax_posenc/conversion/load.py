@@ -148,7 +148,7 @@ def load_position_table(
 
     Returns:
       :class:`PositionTable`: ``weights`` ``(rows, dim)`` float16/32/64 as stored (bfloat16
-      upcast to float32), ``offset`` reserved rows, ``max_length = rows - offset`` usable
+      upcast to float32), ``offset`` reserved rows, ``num_positions = rows - offset`` usable
       positions (GPT-2: 1024; BERT: 512; RoBERTa: 514 rows -> 512; OPT: rows - 2).
 
     Raises:
@@ -158,7 +158,7 @@ def load_position_table(
         ``.bin`` without torch or with a pickle that would run code, a Hub id not cached offline.
 
     >>> t = load_position_table("sinusoidal:16:8")
-    >>> t.weights.shape, t.max_length
+    >>> t.weights.shape, t.num_positions
     ((16, 8), 16)
     """
     text = source_text(source)
@@ -220,7 +220,7 @@ def load_input_block(source: str | os.PathLike, *, family: str | None = None) ->
         != hidden_size``), which this block does not represent.
 
     block = load_input_block("path/to/all-MiniLM-L6-v2")
-    block.word_embeddings.shape, block.position.max_length
+    block.word_embeddings.shape, block.position.num_positions
     ((30522, 384), 512)
     """
     text = source_text(source)

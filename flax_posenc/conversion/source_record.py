@@ -108,7 +108,7 @@ class LearnedTableSource:
 
     @property
     def limit(self) -> int:
-        return self.table.max_length
+        return self.table.num_positions
 
     @property
     def name(self) -> str:

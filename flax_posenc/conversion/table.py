@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,9 @@ class PositionTable:
       source: where it came from (a path, hub id or ``sinusoidal:L:D``), for messages.
       config: the model's ``config.json`` as a dict (empty when there is none).
 
-    ``max_length`` is the usable context: ``rows - offset`` (1024 for GPT-2, 512 for BERT and
+    ``num_positions`` is the usable context: ``rows - offset`` (1024 for GPT-2, 512 for BERT and
     RoBERTa, whose table has 514 rows). Position ``p`` (0-based) lives in row ``offset + p``.
+    (``max_length``: its deprecated former name, with a ``DeprecationWarning``.)
     """
 
     weights: np.ndarray
@@ -44,13 +46,20 @@ class PositionTable:
         return self.weights.dtype
 
     @property
-    def max_length(self) -> int:
+    def num_positions(self) -> int:
+        """Usable positions: ``rows - offset`` (the limit, the library's one name for it)."""
         return self.rows - self.offset
+
+    @property
+    def max_length(self) -> int:
+        """Deprecated: :attr:`num_positions` (the same number)."""
+        warnings.warn("PositionTable.max_length: deprecated, use num_positions", DeprecationWarning, stacklevel=2)
+        return self.num_positions
 
     def __repr__(self) -> str:
         return (
             f"PositionTable(family={self.family!r}, key={self.key!r}, rows={self.rows}, "
-            f"dim={self.dim}, offset={self.offset}, max_length={self.max_length}, "
+            f"dim={self.dim}, offset={self.offset}, num_positions={self.num_positions}, "
             f"dtype={self.dtype}, source={self.source!r})"
         )
 

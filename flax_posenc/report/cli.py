@@ -297,7 +297,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
         )
         out = bar.run("writing", lambda: export_position_table(args.source, grown, args.out, overwrite=args.overwrite))
     print(
-        f"wrote {out}: {LearnedTableSource(table).name} extended from {table.max_length} to {args.length} positions "
+        f"wrote {out}: {LearnedTableSource(table).name} extended from {table.num_positions} to {args.length} positions "
         f"({args.method}; {grown.shape[0]} rows)"
     )
     return EXIT_OK

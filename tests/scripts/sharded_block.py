@@ -29,7 +29,7 @@ def main() -> dict:
     types = jnp.asarray(np.random.default_rng(1).integers(0, 2, (8, 128)), jnp.int32)
 
     for layer_norm in (False, True):
-        block = fp.nnx.TransformerInput(
+        block = fp.nnx.TransformerInput.from_arguments(
             1000, 64, num_positions=128, type_vocab_size=2, layer_norm=layer_norm, rngs=nnx.Rngs(0)
         )
         graphdef, state = nnx.split(block)

@@ -53,7 +53,7 @@ def nnx_shells() -> None:
     out = wpe(jnp.arange(4), start=jnp.int32(2))
     pe = fp.nnx.SinusoidalPositionalEncoding(512, num_positions=2048, layout="concatenated", on_overflow="fill")
     out = pe(length=128)
-    block = fp.nnx.TransformerInput(50257, 768, num_positions=1024, rngs=rngs)
+    block = fp.nnx.TransformerInput.from_arguments(50257, 768, num_positions=1024, rngs=rngs)
     block = fp.nnx.TransformerInput(InputSpec.from_arguments(100, 16, num_positions=32), rngs=rngs)
     out = block(jnp.zeros((2, 8), jnp.int32), attention_mask=jnp.ones((2, 8)), deterministic=True)
     loaded: fp.nnx.TransformerInput = fp.nnx.TransformerInput.from_pretrained("gpt2", on_overflow="clip")
@@ -78,7 +78,7 @@ def nnx_shells() -> None:
 def linen_shells() -> None:
     key = jax.random.key(0)
     ids = jnp.zeros((2, 8), jnp.int32)
-    block = fp.linen.TransformerInput(100, 16, num_positions=32, layer_norm=True, dropout_rate=0.1)
+    block = fp.linen.TransformerInput.from_arguments(100, 16, num_positions=32, layer_norm=True, dropout_rate=0.1)
     block = fp.linen.TransformerInput(InputSpec.from_arguments(100, 16, num_positions=32))
     variables = block.init(key, ids)
     out = block.apply(variables, ids, deterministic=False, rngs={"dropout": key})
@@ -105,7 +105,7 @@ def linen_shells() -> None:
 def conversion() -> None:
     t = load_position_table("sinusoidal:8:4")
     weights: np.ndarray = t.weights
-    n: int = t.max_length
+    n: int = t.num_positions
     rec = inspect_source("path/to/mpnet")
     limit: int | None = rec.limit
     ok, line = rec.check_length(513)
@@ -126,4 +126,5 @@ def rejected() -> None:
     fp.sinusoidal_table(8, 4, layout="split")  # type: ignore[arg-type]
     fp.nnx.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
     fp.linen.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
-    fp.nnx.TransformerInput(10, 4, num_positions=8, rngs=nnx.Rngs(0)).extend_positions(16, method="nearest")  # type: ignore[arg-type]
+    block = fp.nnx.TransformerInput.from_arguments(10, 4, num_positions=8, rngs=nnx.Rngs(0))
+    block.extend_positions(16, method="nearest")  # type: ignore[arg-type]
