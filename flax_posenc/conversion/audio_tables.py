@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from flax_posenc.conversion.position_tables import TableFamily, read_position_table
-from flax_posenc.conversion.table import PositionTable
+from flax_posenc.conversion.table import PositionTable, TableBacked
 from flax_posenc.limits import describe_limit, length_verdict
 from flax_posenc.sinusoid_math import sinusoidal_values
 
@@ -85,7 +85,7 @@ def _seconds(value: float) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class AudioTableSource:
+class AudioTableSource(TableBacked):
     """An audio position table as a :class:`~flax_posenc.conversion.SourceRecord`: limit in seconds.
 
     ``limit`` counts positions (rows, as the table's); ``seconds_limit`` is what they hold in
@@ -97,18 +97,6 @@ class AudioTableSource:
 
     unit = "seconds"
     scheme = "learned"
-
-    @property
-    def source(self) -> str:
-        return self.table.source
-
-    @property
-    def family(self) -> str:
-        return self.table.family
-
-    @property
-    def key(self) -> str:
-        return self.table.key
 
     @property
     def limit(self) -> int:

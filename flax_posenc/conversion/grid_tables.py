@@ -43,6 +43,7 @@ import numpy as np
 
 from flax_posenc.conversion.readers import fail, read_float
 from flax_posenc.conversion.sources import open_checkpoint
+from flax_posenc.conversion.table import TableBacked
 
 __all__ = [
     "GRID_FAMILIES",
@@ -361,7 +362,7 @@ def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> 
 
 
 @dataclasses.dataclass(frozen=True)
-class GridSource:
+class GridSource(TableBacked):
     """A learned position grid as a :class:`~flax_posenc.conversion.SourceRecord` (a ``grid`` mechanism).
 
     A grid limits the *image*, not a token count: an image of ``image_size`` px gives
@@ -373,18 +374,6 @@ class GridSource:
     table: GridTable
 
     scheme = "grid"
-
-    @property
-    def source(self) -> str:
-        return self.table.source
-
-    @property
-    def family(self) -> str:
-        return self.table.family
-
-    @property
-    def key(self) -> str:
-        return self.table.key
 
     @property
     def model_type(self) -> str:

@@ -33,7 +33,7 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
-from flax_posenc.conversion.table import PositionTable
+from flax_posenc.conversion.table import PositionTable, TableBacked
 from flax_posenc.limits import describe_limit, length_verdict
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class SourceRecord(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class LearnedTableSource:
+class LearnedTableSource(TableBacked):
     """A learned (or sinusoidal) absolute position table as a :class:`SourceRecord`.
 
     ``limit`` is ``rows - offset``; the sentences come from :mod:`flax_posenc.limits`, the same
@@ -89,18 +89,6 @@ class LearnedTableSource:
     """
 
     table: PositionTable
-
-    @property
-    def source(self) -> str:
-        return self.table.source
-
-    @property
-    def family(self) -> str:
-        return self.table.family
-
-    @property
-    def key(self) -> str:
-        return self.table.key
 
     @property
     def scheme(self) -> str:

@@ -102,3 +102,22 @@ class InputBlockWeights:
     @property
     def family(self) -> str:
         return self.position.family
+
+
+class TableBacked:
+    """``source``, ``family`` and ``key`` of a record read from its ``table`` (a
+    :class:`PositionTable`, a grid table, ...): shared by the learned, audio and grid records."""
+
+    table: Any
+
+    @property
+    def source(self) -> str:
+        return self.table.source
+
+    @property
+    def family(self) -> str:
+        return self.table.family
+
+    @property
+    def key(self) -> str:
+        return self.table.key
