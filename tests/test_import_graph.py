@@ -18,9 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = {"jax", "jaxlib", "flax", "torch", "transformers", "optax", "orbax", "matplotlib"}
 #: arrows known to break the rules, each to go; the test fails when one of them is gone (remove it here).
 KNOWN = {
-    # issue 25: to remove. models <-> source_record, both in functions: LearnedTableSource (used by
-    # models.read_model) belongs in a module below both.
-    ("flax_posenc.conversion.models", "flax_posenc.conversion.source_record"),
     # issue 25: to remove. inspect_source reads a converted .msgpack through the jax bridge
     # (pretrained.converted_position_table, which needs InputSpec and flax.serialization): the
     # converted-file format and the numpy-only spec belong on conversion's floor.
@@ -141,7 +138,7 @@ ALIASES = {f"flax_posenc.{name}": f"{WING}.{name}" for name in ("analysis", "cli
 KNOWN_INTO_WING = {
     # issue 25 item 1: LearnedTableSource's report (analysis.summarize) goes with the inspection
     # record when it moves out of conversion (into the wing).
-    ("flax_posenc.conversion.source_record", "flax_posenc.report.analysis"),
+    ("flax_posenc.conversion.learned_source", "flax_posenc.report.analysis"),
 }
 
 

@@ -48,6 +48,7 @@ from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
 from flax_posenc.conversion.grid_tables import GRID_FAMILIES
+from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
@@ -399,7 +400,6 @@ class ModelRecord:
 
 def _learned(source: str | os.PathLike, family: str) -> list[Any]:
     from flax_posenc.conversion.load import load_position_table
-    from flax_posenc.conversion.source_record import LearnedTableSource
 
     return [LearnedTableSource(load_position_table(source, family=family))]
 
@@ -455,8 +455,6 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
         if registry == "learned":
             records += _learned(source, name)
         elif registry == "table":
-            from flax_posenc.conversion.source_record import LearnedTableSource
-
             if has_table(name, config, config_path) and (
                 not TABLE_FAMILIES[name].optional or table_present(source, name)
             ):

@@ -27,14 +27,11 @@ The three implementations: :class:`LearnedTableSource` (wraps a
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
-from flax_posenc.conversion.table import PositionTable, TableBacked
-from flax_posenc.limits import describe_limit, length_verdict
+from flax_posenc.conversion.learned_source import LearnedTableSource
 
 if TYPE_CHECKING:
     from flax_posenc.conversion.models import ModelRecord
@@ -77,58 +74,6 @@ class SourceRecord(Protocol):
     def check_length(self, length: int) -> tuple[bool, str]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class LearnedTableSource(TableBacked):
-    """A learned (or sinusoidal) absolute position table as a :class:`SourceRecord`.
-
-    ``limit`` is ``rows - offset``; the sentences come from :mod:`flax_posenc.limits`, the same
-    words as the on-device guard. The report (:func:`flax_posenc.report.analysis.summarize`) is computed
-    on first use and cached.
-    """
-
-    table: PositionTable
-
-    @property
-    def scheme(self) -> str:
-        return "sinusoidal" if self.table.family == "sinusoidal" else "learned"
-
-    @property
-    def limit(self) -> int:
-        return self.table.num_positions
-
-    @property
-    def name(self) -> str:
-        """``"bert position table (embeddings.position_embeddings.weight) of SOURCE"``."""
-        name = f"{self.table.family} position table ({self.table.key})"
-        return f"{name} of {self.table.source}" if self.table.source else name
-
-    def describe_limit(self) -> str:
-        return describe_limit(self.name, self.table.rows, self.table.offset)
-
-    def check_length(self, length: int) -> tuple[bool, str]:
-        """Whether ``length`` positions (0..length-1) fit, and one line saying so.
-
-        >>> import numpy as np
-        >>> t = PositionTable(np.zeros((512, 4)), family="bert", key="pos", source="demo")
-        >>> LearnedTableSource(t).check_length(513)[1]
-        'bert position table (pos) of demo holds 512 positions (0..511); asked for 513 positions (0..512): 1 past the limit'
-        """
-        return length_verdict(length, rows=self.table.rows, offset=self.table.offset, name=self.name)
-
-    @functools.cached_property
-    def report(self):
-        """The :class:`~flax_posenc.report.analysis.TableReport` (norms, similarity, uniqueness, spectrum)."""
-        from flax_posenc.report import analysis
-
-        return analysis.summarize(self.table)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.report.to_dict(), "scheme": self.scheme, "limit": self.limit}
-
-    def __str__(self) -> str:
-        return str(self.report)
 
 
 class FamilyMatch(NamedTuple):
