@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flax_posenc.conversion.grid_tables import grid_of_rows, image_grid, prefix_text
+from flax_posenc.errors import PositionLimitError
 from flax_posenc.grid_config import MAX_GRID_SIDE, convention_for, resize_matrix
 
 __all__ = ["add_grid_positions", "grid_of_tokens", "grid_pair", "resize_grid", "resize_patch_grid"]
@@ -215,8 +216,6 @@ def add_grid_positions(
         the line names the trained grid.
       ValueError: a token count that is not ``prefix_tokens + gh * gw``.
     """
-    from flax_posenc.errors import PositionLimitError
-
     tokens, dim = jnp.shape(x)[-2], jnp.shape(x)[-1]
     gh, gw = grid_of_tokens(tokens, prefix_tokens, trained_grid, grid=grid, name=name)
     th, tw = trained_grid

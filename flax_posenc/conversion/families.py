@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from flax_posenc.conversion.readers import nearest_keys
 from flax_posenc.errors import CheckpointError
 
 #: LayerNorm parameter spellings: (scale, bias). Old TF-converted BERTs use gamma/beta.
@@ -421,8 +422,6 @@ def detect_family(
         return _detect_from_keys(keys, where)
     prefix = find_prefix(fam, keys)
     if prefix is None:
-        from flax_posenc.conversion.readers import nearest_keys
-
         wanted = fam.prefixes[0] + fam.position_key
         near = nearest_keys(wanted, keys)
         raise CheckpointError(
@@ -443,8 +442,6 @@ def _detect_from_keys(keys: set[str], where: str) -> Detected:
         ):
             found.append(Detected(fam, p))
     if not found:
-        from flax_posenc.conversion.readers import nearest_keys
-
         wanted = sorted({f.position_key for f in FAMILIES.values()})
         near = sorted({k for w in wanted for k in nearest_keys(w, keys, n=2)})[:6]
         raise CheckpointError(

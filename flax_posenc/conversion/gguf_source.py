@@ -53,6 +53,7 @@ from flax_posenc.conversion.readers import fail, one_line
 from flax_posenc.conversion.safety import regular_file
 from flax_posenc.conversion.table import PositionTable
 from flax_posenc.errors import CheckpointError
+from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
 
 GGUF_EXTRA_HINT = "pip install 'flax-posenc[gguf]'"
 GGUF_SUFFIX = ".gguf"
@@ -561,8 +562,6 @@ def llama3_from_rope_freqs(g: GGUFFile, config: Mapping[str, Any]) -> dict[str, 
       CheckpointError: factors that are not ``rotary_dim / 2`` finite numbers >= 1, fewer than two
         medium dims, or factors that no ``llama3`` scaling gives (one line each).
     """
-    from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
-
     where = f"{g.path}:{ROPE_FREQS}"
     f = read_tensor(g, ROPE_FREQS).astype(np.float64).reshape(-1)
     head_dim = int(config["head_dim"])

@@ -24,6 +24,12 @@ import os
 
 import numpy as np
 
+from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf
+from flax_posenc.conversion.models import mechanisms_of
+from flax_posenc.conversion.readers import fail
+from flax_posenc.conversion.relative_config import config_path_of
+from flax_posenc.conversion.source_record import inspect_source
+from flax_posenc.conversion.sources import read_config
 from flax_posenc.errors import CheckpointError
 from flax_posenc.rope_config import RopeConfig
 
@@ -48,13 +54,6 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
         names the number of layers), SOURCE without a RoPE mechanism (the message names the
         mechanisms it has), or SOURCE unreadable -- each one line naming SOURCE.
     """
-    from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf
-    from flax_posenc.conversion.models import mechanisms_of
-    from flax_posenc.conversion.readers import fail
-    from flax_posenc.conversion.relative_config import config_path_of
-    from flax_posenc.conversion.source_record import inspect_source
-    from flax_posenc.conversion.sources import read_config
-
     text = os.fspath(source)
     if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)):
         raise fail(text, "an integer layer", f"{layer!r} ({type(layer).__name__})")

@@ -2,7 +2,7 @@
 
 Below both the model registry (:mod:`flax_posenc.conversion.models`, which reads tables into it)
 and the dispatcher (:mod:`flax_posenc.conversion.source_record`, which re-exports it). numpy only;
-its report (:mod:`flax_posenc.report.analysis`) is imported on first use.
+its report comes from :mod:`flax_posenc.report.analysis` (numpy only too).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from flax_posenc.conversion.table import PositionTable, TableBacked
 from flax_posenc.limits import describe_limit, length_verdict
+from flax_posenc.report import analysis
 
 __all__ = ["LearnedTableSource"]
 
@@ -58,8 +59,6 @@ class LearnedTableSource(TableBacked):
     @functools.cached_property
     def report(self):
         """The :class:`~flax_posenc.report.analysis.TableReport` (norms, similarity, uniqueness, spectrum)."""
-        from flax_posenc.report import analysis
-
         return analysis.summarize(self.table)
 
     def to_dict(self) -> dict[str, Any]:

@@ -47,12 +47,13 @@ from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, read_audio
 from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
-from flax_posenc.conversion.grid_tables import GRID_FAMILIES
+from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, load_grid_table
 from flax_posenc.conversion.learned_source import LearnedTableSource
+from flax_posenc.conversion.load import load_position_table
 from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
-from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
+from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, config_path_of, relative_configs_from_dict
 from flax_posenc.limits import NoLimit
 
 __all__ = [
@@ -399,8 +400,6 @@ class ModelRecord:
 
 
 def _learned(source: str | os.PathLike, family: str) -> list[Any]:
-    from flax_posenc.conversion.load import load_position_table
-
     return [LearnedTableSource(load_position_table(source, family=family))]
 
 
@@ -409,8 +408,6 @@ def _rope_alibi(config: Mapping[str, Any], source: str, path: Path) -> list[Any]
 
 
 def _relative_bias(source: str | os.PathLike, config_path: Path) -> list[Any]:
-    from flax_posenc.conversion.relative_config import config_path_of
-
     record = relative_bias_source(
         source if config_path_of(source) is not None else config_path
     )  # a Hub id: its snapshot
@@ -460,8 +457,6 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
             ):
                 records.append(LearnedTableSource(read_position_table(source, name, config)))
         elif registry == "grid":
-            from flax_posenc.conversion.grid_tables import GridSource, load_grid_table
-
             records.append(GridSource(load_grid_table(source, family=name)))
         elif registry == "computed_sinusoid":
             records.append(computed_sinusoid_from_dict(config, name, text, config_path))

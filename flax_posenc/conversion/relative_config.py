@@ -62,7 +62,8 @@ from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
 from flax_posenc.errors import CheckpointError
-from flax_posenc.limits import NoLimit
+from flax_posenc.limits import NoLimit, verdict_line
+from flax_posenc.mrope_config import MRopeConfig
 from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, RopeLayout, scaling_of
 
 Scheme = Literal["rope", "alibi", "mrope"]
@@ -494,8 +495,6 @@ class RelativeConfig:
 
     def check_length(self, length: int) -> tuple[bool, str]:
         """Whether ``length`` positions fit, and one line saying so (the CLI's ``check``)."""
-        from flax_posenc.limits import verdict_line
-
         return verdict_line(length, self.limit, self.describe_limit())
 
     def to_dict(self) -> dict[str, Any]:
@@ -1026,8 +1025,6 @@ def _mrope_from(
     """The :class:`~flax_posenc.MRopeConfig` of a Qwen-VL config: ``mrope_section`` from
     ``rope_parameters`` (4.x ``rope_scaling``), token ids at the top level, merge size and temporal
     scale from ``vision_config``."""
-    from flax_posenc.mrope_config import MRopeConfig
-
     section = None
     for value in (parameters, text.get("rope_scaling"), outer.get("rope_scaling")):
         if isinstance(value, Mapping) and value.get("mrope_section") is not None:

@@ -31,10 +31,18 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
+from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf, table_of
 from flax_posenc.conversion.learned_source import LearnedTableSource
+from flax_posenc.conversion.load import load_position_table
+from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
+from flax_posenc.conversion.readers import fail
+from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
+from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
+from flax_posenc.conversion.sources import config_json_path, read_config
+from flax_posenc.errors import CheckpointError
+from flax_posenc.orbax_io import is_orbax_checkpoint  # numpy-only at import (jax, orbax inside its functions)
 
 if TYPE_CHECKING:
-    from flax_posenc.conversion.models import ModelRecord
     from flax_posenc.mrope_config import MRopeConfig
 
 __all__ = [
@@ -95,9 +103,6 @@ def which_family(model_type: str) -> FamilyMatch | None:
     line reports its bias), then RoPE/ALiBi, then learned tables, all with the same ``-``/``_``
     normalisation (:func:`~flax_posenc.conversion.families.model_type_spellings`).
     """
-    from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
-    from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES
-
     for kind, rows in (
         ("relative_bias", RELATIVE_BIAS_FAMILIES),
         ("rope_alibi", RELATIVE_FAMILIES),
@@ -117,11 +122,6 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
       CheckpointError: as :func:`open_gguf`, :func:`hf_config` and :func:`gguf_position_table`;
         ``family=`` on a RoPE file.
     """
-    from flax_posenc.conversion.gguf_source import hf_config, open_gguf, table_of
-    from flax_posenc.conversion.models import Mechanism, ModelRecord
-    from flax_posenc.conversion.readers import fail
-    from flax_posenc.conversion.relative_config import relative_configs_from_dict
-
     text = os.fspath(source)
     g = open_gguf(source)
     if g.architecture.kind == "learned":
@@ -144,8 +144,6 @@ def load_mrope_config(source: str | os.PathLike) -> MRopeConfig:
     Raises:
       CheckpointError: SOURCE cannot be read, or its model type has no M-RoPE (one line).
     """
-    from flax_posenc.conversion.readers import fail
-
     record = inspect_source(source)
     found = [m.record.mrope for m in record.mechanisms if m.kind == "mrope"]
     if not found:
@@ -172,17 +170,9 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> M
       CheckpointError: SOURCE cannot be read, or its model type's mechanisms are not read (one
         line naming the file, the model type and the mechanism).
     """
-    from flax_posenc.conversion.load import load_position_table
-    from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
-    from flax_posenc.conversion.readers import fail
-    from flax_posenc.conversion.sources import config_json_path, read_config
-    from flax_posenc.errors import CheckpointError
 
     def one(record) -> ModelRecord:
         return ModelRecord(os.fspath(source), getattr(record, "model_type", None), (Mechanism.of(record),))
-
-    from flax_posenc.conversion.gguf_source import is_gguf_source
-    from flax_posenc.orbax_io import is_orbax_checkpoint  # numpy-only at import
 
     if is_gguf_source(source):  # llama.cpp's format: metadata (RoPE) or position_embd.weight (GPT-2)
         return inspect_gguf(source, family=family)
