@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -720,8 +721,17 @@ class TableReport:
     """What ``flax-posenc inspect`` prints about a position table.
 
     The properties are computed on the usable rows ``weights[offset:]`` (position ``p`` is
-    row ``offset + p``).
+    row ``offset + p``). ``num_positions`` is the limit (usable positions, ``rows - offset``);
+    ``max_length`` is its deprecated former name (a ``DeprecationWarning``), and
+    :meth:`to_dict` still writes a ``"max_length"`` key beside ``"num_positions"`` (the same
+    value) for scripts reading the JSON of ``flax-posenc inspect --json``: it goes in 0.3.
     """
+
+    @property
+    def max_length(self) -> int:
+        """Deprecated: :attr:`num_positions`."""
+        warnings.warn("TableReport.max_length: deprecated, use num_positions", DeprecationWarning, stacklevel=2)
+        return self.num_positions
 
     source: str
     family: str
@@ -729,7 +739,7 @@ class TableReport:
     rows: int
     dim: int
     offset: int
-    max_length: int
+    num_positions: int
     dtype: str
     norms: NormProfile
     offset_similarity: OffsetProfile
@@ -745,9 +755,10 @@ class TableReport:
             "rows": self.rows,
             "dim": self.dim,
             "offset": self.offset,
-            "max_length": self.max_length,
+            "num_positions": self.num_positions,
+            "max_length": self.num_positions,  # deprecated key (the former name), goes in 0.3
             "dtype": self.dtype,
-            "positions": f"0..{self.max_length - 1}" if self.max_length else "none",
+            "positions": f"0..{self.num_positions - 1}" if self.num_positions else "none",
             "norms": self.norms.to_dict(),
             "offset_similarity": self.offset_similarity.to_dict(),
             "uniqueness": self.uniqueness.to_dict(),
@@ -761,8 +772,8 @@ class TableReport:
             f"source      {self.source}",
             f"family      {self.family}   key {self.key}",
             f"table       {self.rows} rows x {self.dim} dims, {self.dtype}{rows_note}",
-            f"limit       max_length {self.max_length}: positions 0..{self.max_length - 1}; "
-            f"position {self.max_length} and beyond do not exist",
+            f"limit       num_positions {self.num_positions}: positions 0..{self.num_positions - 1}; "
+            f"position {self.num_positions} and beyond do not exist",
             f"norms       {self.norms}",
             f"similarity  {self.offset_similarity}",
             f"uniqueness  {self.uniqueness}",
@@ -783,16 +794,16 @@ def summarize(table: PositionTable, *, max_rows: int = DEFAULT_MAX_ROWS) -> Tabl
     >>> from flax_posenc.conversion.table import PositionTable
     >>> import numpy as np
     >>> rep = summarize(PositionTable(np.eye(6), family="toy", key="w", offset=2))
-    >>> rep.max_length, rep.norms.mean
+    >>> rep.num_positions, rep.norms.mean
     (4, 1.0)
     """
     usable = as_float64(table.weights)[table.offset :]
-    max_length = usable_length(table.rows, table.offset)
-    if max_length == 0:
+    num_positions = usable_length(table.rows, table.offset)
+    if num_positions == 0:
         raise ValueError(f"{table.source or table.key}: no usable rows ({table.rows} rows, offset {table.offset})")
     offsets = similarity_by_offset(usable, metric="cosine", max_rows=max_rows)
     uniq = uniqueness(usable, max_rows=max_rows)
-    spectrum = dominant_wavelengths(usable) if max_length >= 4 else None
+    spectrum = dominant_wavelengths(usable) if num_positions >= 4 else None
     notes = tuple(dict.fromkeys(n for n in (offsets.note, uniq.note) if n))
     return TableReport(
         source=table.source,
@@ -801,7 +812,7 @@ def summarize(table: PositionTable, *, max_rows: int = DEFAULT_MAX_ROWS) -> Tabl
         rows=table.rows,
         dim=table.dim,
         offset=table.offset,
-        max_length=max_length,
+        num_positions=num_positions,
         dtype=str(table.dtype),
         norms=row_norms(usable),
         offset_similarity=offsets,
