@@ -323,7 +323,7 @@ def run(cfg: Config, out: Path, summary_path: Path | None) -> dict:
     stored = load_position_table(model_dir)
     print(
         f"loaded {stored.family} table {stored.key}: {stored.rows} x {stored.dim}, "
-        f"max_length {stored.num_positions}, offset {stored.offset}"
+        f"num_positions {stored.num_positions}, offset {stored.offset}"
     )
     original = fp.nnx.TransformerInput.from_pretrained(model_dir)
     old_rows = original.spec.position.rows

@@ -236,21 +236,26 @@ def test_summarize_skips_reserved_rows():
     body = sinusoid(40, 8)
     weights = np.vstack([np.full((2, 8), 1e3), body]).astype(np.float32)
     rep = analysis.summarize(PositionTable(weights, family="roberta", key="pos", offset=2, source="toy"))
-    assert (rep.rows, rep.offset, rep.max_length, rep.dim) == (42, 2, 40, 8)
+    assert (rep.rows, rep.offset, rep.num_positions, rep.dim) == (42, 2, 40, 8)
     assert rep.norms.max == pytest.approx(2.0, abs=1e-6)  # the reserved 1e3 rows are not analysed
     assert rep.offset_similarity.max_spread < 1e-6
     d = rep.to_dict()
-    assert json.loads(json.dumps(d))["max_length"] == 40
+    assert json.loads(json.dumps(d))["num_positions"] == 40
     assert d["positions"] == "0..39"
     text = str(rep)
-    assert "max_length 40" in text and "2 reserved" in text and "toy" in text
+    assert "num_positions 40" in text and "max_length" not in text and "2 reserved" in text and "toy" in text
+    # the former name: a warning from the attribute, the same value under the JSON's old key (until 0.3)
+    with pytest.warns(DeprecationWarning, match="^TableReport.max_length: deprecated, use num_positions$") as caught:
+        assert rep.max_length == 40
+    assert caught[0].filename == __file__  # the warning names the caller's line
+    assert d["max_length"] == d["num_positions"] == 40
 
 
 def test_summarize_real_bert(minilm_dir):
     from flax_posenc.conversion import load_position_table
 
     rep = analysis.summarize(load_position_table(str(minilm_dir)))
-    assert (rep.family, rep.max_length, rep.dim) == ("bert", 512, 384)
+    assert (rep.family, rep.num_positions, rep.dim) == ("bert", 512, 384)
     assert rep.offset_similarity.max_spread > 0.05  # a learned table: not offset-invariant
     assert rep.uniqueness.all_distinct
     json.dumps(rep.to_dict())

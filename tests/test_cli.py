@@ -94,16 +94,17 @@ def test_main_returns_exit_codes_in_process(capsys):
 def test_inspect_sinusoidal_text_and_json():
     proc = run("inspect", "sinusoidal:64:16")
     assert proc.returncode == 0, proc.stderr
-    assert "max_length 64" in proc.stdout and "positions 0..63" in proc.stdout
+    assert "num_positions 64" in proc.stdout and "positions 0..63" in proc.stdout
     assert proc.stderr == ""  # no progress bar when not a terminal
     data = json.loads(run("inspect", "sinusoidal:64:16", "--json").stdout)
-    assert (data["rows"], data["dim"], data["max_length"], data["offset"]) == (64, 16, 64, 0)
+    assert (data["rows"], data["dim"], data["num_positions"], data["offset"]) == (64, 16, 64, 0)
+    assert data["max_length"] == 64  # the deprecated key, the same value until 0.3
     assert data["offset_similarity"]["max_spread"] < 1e-5
 
 
 def test_inspect_and_check_reserved_rows(roberta_dir):
     data = json.loads(run("inspect", str(roberta_dir), "--json").stdout)
-    assert (data["family"], data["rows"], data["offset"], data["max_length"]) == ("roberta", 42, 2, 40)
+    assert (data["family"], data["rows"], data["offset"], data["num_positions"]) == ("roberta", 42, 2, 40)
     assert run("check", str(roberta_dir), "--length", "40").returncode == 0
     proc = run("check", str(roberta_dir), "--length", "41")
     assert proc.returncode == 1
@@ -122,7 +123,7 @@ def test_check_inside_and_past_the_limit():
     line = one_error_line(past)
     assert "holds 64 positions (0..63)" in line and "asked for 100 positions" in line and "36 past the limit" in line
     data = json.loads(run("check", "sinusoidal:64:16", "--length", "100", "--json").stdout)
-    assert data == {**data, "fits": False, "excess": 36, "max_length": 64, "length": 100}
+    assert data == {**data, "fits": False, "excess": 36, "num_positions": 64, "max_length": 64, "length": 100}
 
 
 def test_check_real_bert(minilm_dir):
@@ -227,7 +228,7 @@ def test_gpt2_shaped_checkpoint_checks(tour):
     ckpt = root / "cache" / "gpt2-shaped"
     assert "NOT the pretrained" in (ckpt / "BUILT_FROM_CONFIG.txt").read_text()
     data = json.loads(run("inspect", str(ckpt), "--json").stdout)
-    assert (data["family"], data["rows"], data["dim"], data["max_length"]) == ("gpt2", 1024, 768, 1024)
+    assert (data["family"], data["rows"], data["dim"], data["num_positions"]) == ("gpt2", 1024, 768, 1024)
     assert run("check", str(ckpt), "--length", "1024").returncode == 0
     proc = run("check", str(ckpt), "--length", "2048")
     assert proc.returncode == 1 and "1024 past the limit" in one_error_line(proc)
@@ -267,7 +268,7 @@ def test_family_option_reads_an_unknown_model_type(tiny_checkpoint, tmp_path):
     fits = run("check", str(src), "--family", "gpt2", "--length", str(rows), "--json")
     assert fits.returncode == 0, fits.stderr
     verdict = json.loads(fits.stdout)
-    assert (verdict["family"], verdict["max_length"], verdict["excess"]) == ("gpt2", rows, 0)
+    assert (verdict["family"], verdict["num_positions"], verdict["excess"]) == ("gpt2", rows, 0)
     past = run("check", str(src), "--family", "gpt2", "--length", str(rows + 1))
     assert past.returncode == 1 and f"asked for {rows + 1} positions" in one_error_line(past)
     assert run("inspect", str(src), "--family", "gpt2").returncode == 0

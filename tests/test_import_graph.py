@@ -112,6 +112,7 @@ def test_the_graph_is_read():
         "flax_posenc.report.plots",  # matplotlib only inside the functions that draw
         "flax_posenc.rope_config",
         "flax_posenc.report.tour",
+        "flax_posenc.table_properties",
     }.isdisjoint(heavy)
     assert find_cycle({("a", "b"), ("b", "c"), ("c", "a")}) == ["a", "b", "c", "a"] and find_cycle({("a", "b")}) is None
 
@@ -195,12 +196,6 @@ def test_own_imports_inside_functions_only_defer_heavy_modules():
 #: and figures, in ``flax_posenc.report``; the old paths are aliases of its modules.
 WING = "flax_posenc.report"
 ALIASES = {f"flax_posenc.{name}": f"{WING}.{name}" for name in ("analysis", "cli", "plots", "tour")}
-#: arrows from the core into the wing known to go: each fails the test when gone (remove it here).
-KNOWN_INTO_WING = {
-    # issue 25 item 1: LearnedTableSource's report (analysis.summarize, numpy only, imported at
-    # module level) goes with the inspection record when it moves out of conversion (into the wing).
-    ("flax_posenc.conversion.learned_source", "flax_posenc.report.analysis"),
-}
 
 
 def in_wing(module: str) -> bool:
@@ -209,7 +204,8 @@ def in_wing(module: str) -> bool:
 
 def test_the_core_never_imports_plotting_code():
     """No module outside the wing imports matplotlib or the figures, not even inside a function;
-    and the core imports nothing else of the wing but the arrows known to go."""
+    and the core imports nothing of the wing at all (the table properties an inspection record
+    reports are the numpy floor :mod:`flax_posenc.table_properties`, below conversion)."""
     outside = [m for m in MODULES if not in_wing(m)]
     assert "flax_posenc.conversion.source_record" in outside and "flax_posenc.plots" not in outside
     plotting = {f"{WING}.plots", "flax_posenc.plots", f"{WING}.output", f"{WING}.cli", f"{WING}.tour"}
@@ -222,9 +218,8 @@ def test_the_core_never_imports_plotting_code():
     assert found == [], found
     arrows, _ = graph()
     into_wing = {(a, b) for a, b in arrows if not in_wing(a) and in_wing(b)}
-    assert into_wing == KNOWN_INTO_WING, (
-        f"new: {sorted(into_wing - KNOWN_INTO_WING)}, gone (remove from KNOWN_INTO_WING): {sorted(KNOWN_INTO_WING - into_wing)}"
-    )
+    assert into_wing == set(), sorted(into_wing)
+    assert ("flax_posenc.conversion.learned_source", "flax_posenc.table_properties") in arrows
 
 
 def test_old_paths_are_aliases_of_the_wing():

@@ -16,7 +16,7 @@ def test_conversion_stays_free_of_jax_torch_transformers(minilm_dir):
         b = c.load_input_block({str(minilm_dir)!r})
         assert t.num_positions == 512 and b.word_embeddings.shape == (30522, 384)
         r = c.inspect_source({str(minilm_dir)!r})  # the source protocol, report included
-        assert r.limit == 512 and r.to_dict()["max_length"] == 512 and "512" in str(r)
+        assert r.limit == 512 and r.to_dict()["num_positions"] == 512 and "512" in str(r)
         heavy = sorted(m for m in ("jax", "torch", "transformers", "flax") if m in sys.modules)
         print("HEAVY", heavy)
         """

@@ -162,7 +162,7 @@ def test_cli_convert_orbax_then_inspect_and_check(bert, tmp_path, capsys):
     limit = bert.model.config.max_position_embeddings
     assert cli_main(["inspect", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert (report["family"], report["max_length"]) == ("bert", limit)
+    assert (report["family"], report["num_positions"]) == ("bert", limit)
     assert cli_main(["check", str(out), "--length", str(limit)]) == 0
     assert cli_main(["check", str(out), "--length", str(limit + 1)]) == 1
     assert "1 past the limit" in capsys.readouterr().err

@@ -254,7 +254,7 @@ def test_cli_inspect_and_check(tmp_path, capsys):
     assert err.count("\n") == 1 and "holds 8192 positions" in err and "1 past the limit" in err
     assert main(["check", str(d), "--length", "9000", "--json"]) == 1
     verdict = json.loads(capsys.readouterr().out)
-    assert (verdict["fits"], verdict["max_length"], verdict["excess"]) == (False, 8192, 808)
+    assert (verdict["fits"], verdict["num_positions"], verdict["excess"]) == (False, 8192, 808)
 
 
 def test_cli_alibi_without_limit_and_bad_config(tmp_path, capsys):

@@ -79,7 +79,8 @@ def test_every_kind_implements_the_protocol(sources, kind, cls, limit):
             "scheme": rec.scheme,
             "key": rec.key,
             "length": limit + 5,
-            "max_length": limit,
+            "num_positions": limit,
+            "max_length": limit,  # the deprecated former key, the same value until 0.3
             "fits": False,
             "excess": 5,
             "message": line,

@@ -2,7 +2,7 @@
 
 Below both the model registry (:mod:`flax_posenc.conversion.models`, which reads tables into it)
 and the dispatcher (:mod:`flax_posenc.conversion.source_record`, which re-exports it). numpy only;
-its report comes from :mod:`flax_posenc.report.analysis` (numpy only too).
+its report is the table's properties (:mod:`flax_posenc.table_properties`, a floor below).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from flax_posenc.conversion.table import PositionTable, TableBacked
 from flax_posenc.limits import describe_limit, length_verdict
-from flax_posenc.report import analysis
+from flax_posenc.table_properties import TableReport, summarize
 
 __all__ = ["LearnedTableSource"]
 
@@ -23,7 +23,7 @@ class LearnedTableSource(TableBacked):
     """A learned (or sinusoidal) absolute position table as a :class:`SourceRecord`.
 
     ``limit`` is ``rows - offset``; the sentences come from :mod:`flax_posenc.limits`, the same
-    words as the on-device guard. The report (:func:`flax_posenc.report.analysis.summarize`) is computed
+    words as the on-device guard. The report (:func:`flax_posenc.table_properties.summarize`) is computed
     on first use and cached.
     """
 
@@ -57,9 +57,9 @@ class LearnedTableSource(TableBacked):
         return length_verdict(length, rows=self.table.rows, offset=self.table.offset, name=self.name)
 
     @functools.cached_property
-    def report(self):
-        """The :class:`~flax_posenc.report.analysis.TableReport` (norms, similarity, uniqueness, spectrum)."""
-        return analysis.summarize(self.table)
+    def report(self) -> TableReport:
+        """The table's :class:`~flax_posenc.table_properties.TableReport` (norms, similarity, uniqueness, spectrum)."""
+        return summarize(self.table)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.report.to_dict(), "scheme": self.scheme, "limit": self.limit}

@@ -211,7 +211,8 @@ def verdict(record: SourceRecord, length: int) -> dict[str, Any]:
         "scheme": record.scheme,
         "key": record.key,
         "length": length,
-        "max_length": limit,
+        "num_positions": limit,
+        "max_length": limit,  # deprecated key (the former name of num_positions), goes in 0.3
         "fits": fits,
         "excess": 0 if fits or limit is None else length - limit,
         "message": line,

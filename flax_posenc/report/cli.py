@@ -2,7 +2,7 @@
 
 Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.md``):
 
-- ``inspect SOURCE [--json]``: family, key, rows, dim, offset, max_length, dtype, properties.
+- ``inspect SOURCE [--json]``: family, key, rows, dim, offset, num_positions, dtype, properties.
 - ``check SOURCE --length N [--json]``: exit 0 when N positions fit, else exit 1 and one line;
   ``--image-size PX`` (or ``HxW``) for a vision grid: exit 0 when the image gives the trained grid,
   else exit 1 saying the grid must be resized (``fp.resize_grid``).
@@ -464,8 +464,8 @@ def _configure_tour(p: argparse.ArgumentParser) -> None:
 
 COMMANDS: dict[str, Command] = {
     "inspect": Command(
-        "report a table: family, key, rows, dim, offset, max_length, dtype and its properties",
-        f"{PROG} inspect sinusoidal:1024:768\n  {PROG} inspect path/to/bert --json | jq .max_length",
+        "report a table: family, key, rows, dim, offset, num_positions, dtype and its properties",
+        f"{PROG} inspect sinusoidal:1024:768\n  {PROG} inspect path/to/bert --json | jq .num_positions",
         _configure_inspect,
         cmd_inspect,
     ),
