@@ -252,7 +252,9 @@ def _pair(field: str, value: Any, what: str) -> tuple[int, int]:
     """``(h, w)`` from a pair or one int, each side in ``1..MAX_GRID_SIDE``; one-line ``ValueError`` naming ``field``."""
     pair = tuple(value) if isinstance(value, (tuple, list)) and len(value) == 2 else (value, value)
     if not all(_side(side) for side in pair):
-        raise ValueError(f"GridSpec: expected {field} (height, width) in {what}, each 1..{MAX_GRID_SIDE}, found {value!r}")
+        raise ValueError(
+            f"GridSpec: expected {field} (height, width) in {what}, each 1..{MAX_GRID_SIDE}, found {value!r}"
+        )
     return int(pair[0]), int(pair[1])
 
 
