@@ -245,7 +245,7 @@ def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np
 
 
 def _side(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and 0 < value <= MAX_GRID_SIDE
+    return bool(not isinstance(value, bool) and isinstance(value, (int, np.integer)) and 0 < value <= MAX_GRID_SIDE)
 
 
 def _pair(field: str, value: Any, what: str) -> tuple[int, int]:
@@ -267,7 +267,7 @@ class GridSpec:
     grid row-major).
 
     Attributes:
-      grid: ``(gh, gw)`` patches the table was trained for (one int: a square grid; stored as a pair).
+      grid: ``(gh, gw)`` patches the table was trained for (one int, accepted, is a square grid; stored as a pair).
       dim: vector width.
       prefix_tokens: rows before the grid (ViT/CLIP 1, DeiT 2, SigLIP 0).
       patch_size: pixels per patch, an int or ``(ph, pw)`` (lets a call give ``image_size``); ``None``: unknown.

@@ -64,7 +64,7 @@ class _SpecOrFlatArguments(type):
     """
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        spec_type = cast(Any, cls)._spec_type
+        spec_type, flat_names = cast(Any, cls)._spec_type, cast(Any, cls)._flat_names
         if "spec" in kwargs or (args and isinstance(args[0], spec_type)):
             fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
             extra = {k: v for k, v in kwargs.items() if k not in fields}
@@ -73,11 +73,11 @@ class _SpecOrFlatArguments(type):
                 if spec_type is InputSpec:  # refused by InputSpec.of, an unknown name named as such
                     InputSpec.of(spec, **extra)
                 raise TypeError(
-                    f"{cls.__name__}: expected a {spec_type.__name__} or flat arguments ({cls._flat_names}), "
+                    f"{cls.__name__}: expected a {spec_type.__name__} or flat arguments ({flat_names}), "
                     f"found both: a spec and {sorted(extra)}"
                 )
             return super().__call__(*args, **kwargs)
-        warn_flat(cls.__name__, cls._flat_names, spec_type.__name__)
+        warn_flat(cls.__name__, flat_names, spec_type.__name__)
         return cls.from_arguments(*args, **kwargs)  # type: ignore[attr-defined]
 
 
