@@ -229,7 +229,8 @@ class ByteLM(nnx.Module):
             position_name=f"learned table ({cfg.train_length} rows)",
         )
         if encoding == "t5":  # T5's decoder bias: 32 causal buckets up to distance 128, one table for all layers
-            self.relative_bias = fp.nnx.RelativePositionBias.from_arguments(cfg.heads, bidirectional=False, rngs=rngs)
+            causal = fp.RelativeBiasSpec(cfg.heads, fp.BucketConfig(bidirectional=False))
+            self.relative_bias = fp.nnx.RelativePositionBias(causal, rngs=rngs)
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
         self.ln = nnx.LayerNorm(cfg.dim, rngs=rngs)
         self.head = nnx.Linear(cfg.dim, 256, rngs=rngs)
