@@ -2,7 +2,9 @@
 
 Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 (``nn.with_logical_partitioning``), so ``nn.get_partition_spec`` and
-``nn.logical_to_mesh_sharding`` work with your rules.
+``nn.logical_to_mesh_sharding`` work with your rules. As in NNX, each module's first field is
+its spec (or config) and ``from_arguments(...)`` takes the flat arguments; a flat call still
+works but is deprecated (a ``DeprecationWarning``).
 
 >>> import jax, jax.numpy as jnp
 >>> import flax_posenc as fp

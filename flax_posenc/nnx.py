@@ -3,6 +3,14 @@
 Each module holds its parameters and calls the functional core; none re-implements it.
 :mod:`flax_posenc.linen` has the same names and gives the same numbers.
 
+Every module is built from a spec -- :class:`~flax_posenc.block.InputSpec`,
+:class:`~flax_posenc.block.PositionSpec`, :class:`~flax_posenc.RelativeBiasSpec`,
+:class:`~flax_posenc.GridSpec`, :class:`~flax_posenc.RopeConfig`, :class:`~flax_posenc.AlibiConfig`
+-- plus only its module concerns (dtypes, initializer, ``on_overflow``, ``rngs``, ...); each
+spec-built module also has ``from_arguments(...)`` for the flat arguments. A flat call such as
+``LearnedPositionalEmbedding(1024, 768, rngs=...)`` still works but is deprecated (a
+``DeprecationWarning`` naming your line).
+
 >>> import jax.numpy as jnp
 >>> from flax import nnx
 >>> import flax_posenc as fp
