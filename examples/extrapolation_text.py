@@ -39,7 +39,7 @@ Encodings, and exactly what each does at evaluation length ``L`` > 128:
                  fixed factor at every length; the same number of bytes per step as training.
 ``rope ft Nx``   the control: the same fine-tune at ``N * 128`` without interpolation.
 ``alibi``        ``fp.alibi_bias(heads, L)`` added to the scores (it is also the causal mask).
-``t5``           ``fp.nnx.RelativePositionBias(heads, bidirectional=False)`` (T5's decoder buckets: 32,
+``t5``           ``fp.nnx.RelativePositionBias.from_arguments(heads, bidirectional=False)`` (T5's decoder buckets: 32,
                  max distance 128), one table for every layer, added to the scores; distances from
                  113 on share the last bucket, in training and past it.
 ``none``         no position encoding (a causal mask still leaks order).
@@ -229,7 +229,8 @@ class ByteLM(nnx.Module):
             position_name=f"learned table ({cfg.train_length} rows)",
         )
         if encoding == "t5":  # T5's decoder bias: 32 causal buckets up to distance 128, one table for all layers
-            self.relative_bias = fp.nnx.RelativePositionBias(cfg.heads, bidirectional=False, rngs=rngs)
+            causal = fp.RelativeBiasSpec(cfg.heads, fp.BucketConfig(bidirectional=False))
+            self.relative_bias = fp.nnx.RelativePositionBias(causal, rngs=rngs)
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.layers)])
         self.ln = nnx.LayerNorm(cfg.dim, rngs=rngs)
         self.head = nnx.Linear(cfg.dim, 256, rngs=rngs)

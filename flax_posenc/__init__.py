@@ -46,6 +46,7 @@ _EXPORTS = {
     "relative_position_bucket": "flax_posenc.relative_bias",
     "relative_position_bias": "flax_posenc.relative_bias",
     "BucketConfig": "flax_posenc.relative_bias_config",
+    "RelativeBiasSpec": "flax_posenc.relative_bias_config",
     "deberta_relative_positions": "flax_posenc.deberta",
     "DebertaRelativeConfig": "flax_posenc.deberta_config",
     "save_orbax": "flax_posenc.orbax_io",
@@ -55,6 +56,7 @@ _EXPORTS = {
     "resize_patch_grid": "flax_posenc.grids",
     "GridConvention": "flax_posenc.grid_config",
     "GRID_CONVENTIONS": "flax_posenc.grid_config",
+    "GridSpec": "flax_posenc.grid_config",
     "MRopeConfig": "flax_posenc.mrope_config",
     "mrope_positions": "flax_posenc.mrope_config",
     "mrope_cos_sin": "flax_posenc.mrope",
@@ -117,7 +119,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
     from flax_posenc.deberta_config import DebertaRelativeConfig  # noqa: F401
-    from flax_posenc.grid_config import GRID_CONVENTIONS, GridConvention  # noqa: F401
+    from flax_posenc.grid_config import GRID_CONVENTIONS, GridConvention, GridSpec  # noqa: F401
     from flax_posenc.grid_sincos import sincos_2d_table  # noqa: F401
     from flax_posenc.grids import resize_grid, resize_patch_grid  # noqa: F401
     from flax_posenc.limits import check_positions, describe_limit  # noqa: F401
@@ -132,7 +134,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.orbax_io import load_orbax, save_orbax  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
-    from flax_posenc.relative_bias_config import BucketConfig  # noqa: F401
+    from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec  # noqa: F401
     from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401
     from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies  # noqa: F401
     from flax_posenc.sinusoid_math import sinusoidal_frequencies  # noqa: F401

@@ -34,6 +34,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,7 @@ __all__ = [
     "MAX_GRID_SIDE",
     "MODEL_TYPE_CONVENTIONS",
     "GridConvention",
+    "GridSpec",
     "convention_for",
     "resize_matrix",
 ]
@@ -240,3 +242,101 @@ def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np
     for k, w in enumerate(weights):
         np.add.at(m, (rows, np.clip(i0 - 1 + k, 0, in_size - 1)), w)
     return m
+
+
+def _side(value: Any) -> bool:
+    return bool(not isinstance(value, bool) and isinstance(value, (int, np.integer)) and 0 < value <= MAX_GRID_SIDE)
+
+
+def _pair(field: str, value: Any, what: str) -> tuple[int, int]:
+    """``(h, w)`` from a pair or one int, each side in ``1..MAX_GRID_SIDE``; one-line ``ValueError`` naming ``field``."""
+    pair = tuple(value) if isinstance(value, (tuple, list)) and len(value) == 2 else (value, value)
+    if not all(_side(side) for side in pair):
+        raise ValueError(
+            f"GridSpec: expected {field} (height, width) in {what}, each 1..{MAX_GRID_SIDE}, found {value!r}"
+        )
+    return int(pair[0]), int(pair[1])
+
+
+@dataclasses.dataclass(frozen=True)
+class GridSpec:
+    """What a learned 2-D position grid module holds (static, hashable; numpy only).
+
+    The spec of :class:`flax_posenc.nnx.PatchPositionalEmbedding` and its Linen twin: the table
+    has ``prefix_tokens + gh * gw`` rows of width ``dim`` (class/distillation tokens, then the
+    grid row-major).
+
+    Attributes:
+      grid: ``(gh, gw)`` patches the table was trained for (one int, accepted, is a square grid; stored as a pair).
+      dim: vector width.
+      prefix_tokens: rows before the grid (ViT/CLIP 1, DeiT 2, SigLIP 0).
+      patch_size: pixels per patch, an int or ``(ph, pw)`` (lets a call give ``image_size``); ``None``: unknown.
+      convention: how to resize (a :data:`GRID_CONVENTIONS` name or a model type; stored as the convention's name).
+      name: the table's name in error messages.
+
+    Raises:
+      ValueError: one line naming the field, what was expected and what was found.
+
+    >>> spec = GridSpec(14, 768, patch_size=16, convention="deit")
+    >>> spec.grid, spec.convention, spec.rows, spec.table_shape
+    ((14, 14), 'torch_bicubic', 197, (197, 768))
+    >>> GridSpec((14, 0), 768)
+    Traceback (most recent call last):
+    ...
+    ValueError: GridSpec: expected grid (height, width) in patches, each 1..65536, found (14, 0)
+    """
+
+    grid: tuple[int, int]
+    dim: int
+    prefix_tokens: int = 1
+    patch_size: int | tuple[int, int] | None = None
+    convention: str = "torch_bicubic"
+    name: str = "position grid"
+
+    def __post_init__(self):
+        object.__setattr__(self, "grid", _pair("grid", self.grid, "patches"))
+        if isinstance(self.dim, bool) or not isinstance(self.dim, (int, np.integer)) or self.dim < 1:
+            raise ValueError(f"GridSpec: expected a positive integer dim, found {self.dim!r}")
+        prefix = self.prefix_tokens
+        if isinstance(prefix, bool) or not isinstance(prefix, (int, np.integer)) or not 0 <= prefix <= MAX_GRID_SIDE:
+            raise ValueError(f"GridSpec: expected prefix_tokens an integer in 0..{MAX_GRID_SIDE}, found {prefix!r}")
+        if self.patch_size is not None:
+            patch = _pair("patch_size", self.patch_size, "pixels")
+            object.__setattr__(self, "patch_size", patch[0] if patch[0] == patch[1] else patch)
+        if not isinstance(self.name, str):
+            raise ValueError(f"GridSpec: expected a string name, found {self.name!r}")
+        try:
+            convention = convention_for(self.convention).name
+        except ValueError as e:
+            raise ValueError(f"GridSpec: {e}") from None
+        object.__setattr__(self, "dim", int(self.dim))
+        object.__setattr__(self, "prefix_tokens", int(prefix))
+        object.__setattr__(self, "convention", convention)
+
+    @classmethod
+    def from_arguments(
+        cls,
+        grid: Any,
+        dim: int,
+        *,
+        prefix_tokens: int = 1,
+        patch_size: Any = None,
+        convention: str = "torch_bicubic",
+        position_name: str = "position grid",
+    ) -> GridSpec:
+        """The spec from the modules' flat arguments (``position_name`` is :attr:`name`).
+
+        >>> GridSpec.from_arguments(2, 8, position_name="grid") == GridSpec((2, 2), 8, name="grid")
+        True
+        """
+        return cls(grid, dim, prefix_tokens, patch_size, convention, position_name)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the table: ``prefix_tokens + gh * gw``."""
+        return self.prefix_tokens + self.grid[0] * self.grid[1]
+
+    @property
+    def table_shape(self) -> tuple[int, int]:
+        """``(rows, dim)``."""
+        return (self.rows, self.dim)

@@ -2,7 +2,9 @@
 
 Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 (``nn.with_logical_partitioning``), so ``nn.get_partition_spec`` and
-``nn.logical_to_mesh_sharding`` work with your rules.
+``nn.logical_to_mesh_sharding`` work with your rules. As in NNX, each module's first field is
+its spec (or config) and ``from_arguments(...)`` takes the flat arguments; a flat call still
+works but is deprecated (a ``DeprecationWarning``).
 
 >>> import jax, jax.numpy as jnp
 >>> import flax_posenc as fp
@@ -17,9 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, ClassVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -28,16 +29,26 @@ from flax import linen as nn
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.conversion.layer_rope import rope_for_layer
+from flax_posenc.extend import ExtendMethod, extend_input
+from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
+from flax_posenc.pretrained import load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
-from flax_posenc.relative_bias_config import BucketConfig
+from flax_posenc.relative_bias_config import RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
-from flax_posenc.shells import ALiBiCalls, RotaryCalls
+from flax_posenc.shells import (
+    ALiBiCalls,
+    RotaryCalls,
+    add_grid,
+    check_kind,
+    grid_source,
+    learned_spec,
+    relative_bias_source,
+    sinusoidal_spec,
+    warn_flat,
+)
 from flax_posenc.sinusoid_math import Layout
-
-if TYPE_CHECKING:  # extend is imported when a table is grown
-    from flax_posenc.extend import ExtendMethod
-
 
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
@@ -46,15 +57,52 @@ def _param(module: nn.Module, name: str, init, shape, dtype, axes=None):
     return module.param(name, nn.with_logical_partitioning(init, axes or AXES[name]), shape, dtype)
 
 
-class _PositionShell(nn.Module):
-    """What the two Linen position modules share: the policy checked once, and the call."""
+class _SpecOrFlatArguments(type):
+    """Sends a deprecated flat call ``Module(flat...)`` to ``Module.from_arguments`` (with a DeprecationWarning).
+
+    A module class names its spec type (``_spec_type``) and its flat call (``_flat_names``). Any
+    call with a spec (``clone`` and the transforms pass ``spec=``) is the dataclass's own; a spec
+    together with flat arguments is a ``TypeError`` naming them.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        spec_type, flat_names = cast(Any, cls)._spec_type, cast(Any, cls)._flat_names
+        if "spec" in kwargs or (args and isinstance(args[0], spec_type)):
+            fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+            extra = {k: v for k, v in kwargs.items() if k not in fields}
+            if extra:
+                spec = kwargs.get("spec", args[0] if args else None)
+                if spec_type is InputSpec:  # refused by InputSpec.of, an unknown name named as such
+                    InputSpec.of(spec, **extra)
+                raise TypeError(
+                    f"{cls.__name__}: expected a {spec_type.__name__} or flat arguments ({flat_names}), "
+                    f"found both: a spec and {sorted(extra)}"
+                )
+            return super().__call__(*args, **kwargs)
+        warn_flat(cls.__name__, flat_names, spec_type.__name__)
+        return cls.from_arguments(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+class _PositionShell(nn.Module, metaclass=_SpecOrFlatArguments):
+    """What the two Linen position modules share: the spec (its kind and the policy checked once) and the call."""
+
+    _spec_type: ClassVar[type] = PositionSpec
+    _kind: ClassVar[str] = ""
+    spec: PositionSpec
 
     def __post_init__(self):
+        check_kind(self.spec, self._kind, type(self).__name__)
         check_policy(cast(Any, self).on_overflow)  # once, at construction (a field of the subclasses)
         super().__post_init__()
 
-    def _spec(self) -> PositionSpec:
-        raise NotImplementedError
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    @property
+    def num_positions(self) -> int | None:
+        """Usable positions (the limit; ``None`` for unbounded sinusoids)."""
+        return self.spec.num_positions
 
     def _table(self, spec: PositionSpec) -> jax.Array | None:
         return None
@@ -70,73 +118,98 @@ class _PositionShell(nn.Module):
     ) -> jax.Array:
         """Vectors for ``positions`` or for ``length`` positions from ``start`` (see the NNX module)."""
         fields: Any = self  # dtype and on_overflow are fields of the subclasses
-        spec = self._spec()
         policy = on_overflow or fields.on_overflow
-        table = self._table(spec)
+        table = self._table(self.spec)
         return block.encode_positions(
-            spec, table, positions, length=length, start=start, dtype=fields.dtype, on_overflow=policy
+            self.spec, table, positions, length=length, start=start, dtype=fields.dtype, on_overflow=policy
         )
 
 
 class SinusoidalPositionalEncoding(_PositionShell):
     """Vaswani et al.'s fixed encoding; no parameters (see the NNX module of the same name).
 
-    ``position_name`` is the encoding's name in error messages (``table_name``: deprecated).
+    The field ``spec`` is a :class:`~flax_posenc.block.PositionSpec` of kind ``"sinusoidal"``;
+    :meth:`from_arguments` takes the flat arguments (the flat call
+    ``SinusoidalPositionalEncoding(dim, ...)`` is deprecated: a ``DeprecationWarning``).
 
-    >>> import flax_posenc as fp
-    >>> fp.linen.SinusoidalPositionalEncoding(512).apply({}, length=128).shape
+    >>> from flax_posenc.block import PositionSpec
+    >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512)).apply({}, length=128).shape
     (128, 512)
     """
 
-    dim: int
-    num_positions: int | None = None
-    base: float = 10000.0
-    layout: Layout = "interleaved"
-    endpoint: bool = False
+    _kind: ClassVar[str] = "sinusoidal"
+    _flat_names: ClassVar[str] = "dim, ..."
     dtype: jax.typing.DTypeLike = jnp.float32
     on_overflow: OverflowPolicy = "error"
 
-    position_name: str = "sinusoidal encoding"
-    table_name: str | None = None  # deprecated: position_name
+    @classmethod
+    def from_arguments(
+        cls,
+        dim: int,
+        *,
+        num_positions: int | None = None,
+        base: float = 10000.0,
+        layout: Layout = "interleaved",
+        endpoint: bool = False,
+        position_name: str = "sinusoidal encoding",
+        table_name: str | None = None,
+        **fields: Any,
+    ) -> SinusoidalPositionalEncoding:
+        """The encoding of the spec's flat arguments (``table_name``: ``position_name``'s deprecated
+        former keyword) and the module's fields (``dtype``, ``on_overflow``, ``parent``, ``name``).
 
-    def _spec(self) -> PositionSpec:
-        return PositionSpec(
-            "sinusoidal",
-            self.dim,
-            self.num_positions,
-            base=self.base,
-            layout=self.layout,
-            endpoint=self.endpoint,
-            name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
+        >>> SinusoidalPositionalEncoding.from_arguments(512, num_positions=1024).num_positions
+        1024
+        """
+        position_name = block.renamed_position_name(position_name, table_name, "table_name")
+        spec = sinusoidal_spec(
+            dim, num_positions=num_positions, base=base, layout=layout, endpoint=endpoint, position_name=position_name
         )
+        return cls(spec, **fields)
 
 
 class LearnedPositionalEmbedding(_PositionShell):
     """A learned absolute position table (see the NNX module of the same name).
 
-    The parameter is ``embedding``, shape ``(offset + num_positions, dim)``; ``position_name``
-    is the table's name in error messages (``table_name``: deprecated).
+    The field ``spec`` is a :class:`~flax_posenc.block.PositionSpec` of kind ``"learned"``; the
+    parameter is ``embedding``, shape ``(offset + num_positions, dim)``. :meth:`from_arguments`
+    takes the flat arguments (the flat call ``LearnedPositionalEmbedding(num_positions, dim)`` is
+    deprecated: a ``DeprecationWarning``).
+
+    >>> import jax
+    >>> from flax_posenc.block import PositionSpec
+    >>> wpe = LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024))
+    >>> wpe.apply(wpe.init(jax.random.key(0), length=4), length=4).shape
+    (4, 768)
     """
 
-    num_positions: int
-    dim: int
-    offset: int = 0
+    _kind: ClassVar[str] = "learned"
+    _flat_names: ClassVar[str] = "num_positions, dim, ..."
     dtype: jax.typing.DTypeLike | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
     on_overflow: OverflowPolicy = "error"
 
-    position_name: str = "position table"
-    table_name: str | None = None  # deprecated: position_name
+    @classmethod
+    def from_arguments(
+        cls,
+        num_positions: int,
+        dim: int,
+        *,
+        offset: int = 0,
+        position_name: str = "position table",
+        table_name: str | None = None,
+        **fields: Any,
+    ) -> LearnedPositionalEmbedding:
+        """The table of the spec's flat arguments (``table_name``: ``position_name``'s deprecated
+        former keyword) and the module's fields (``dtype``, ``param_dtype``, ``embedding_init``,
+        ``on_overflow``, ``parent``, ``name``).
 
-    def _spec(self) -> PositionSpec:
-        return PositionSpec(
-            "learned",
-            self.dim,
-            self.num_positions,
-            offset=self.offset,
-            name=block.renamed_position_name(self.position_name, self.table_name, "table_name"),
-        )
+        >>> LearnedPositionalEmbedding.from_arguments(1024, 768, offset=2).spec.rows
+        1026
+        """
+        position_name = block.renamed_position_name(position_name, table_name, "table_name")
+        return cls(learned_spec(num_positions, dim, offset=offset, position_name=position_name), **fields)
 
     def _table(self, spec: PositionSpec) -> jax.Array:
         shape, axes = spec.table_shape, AXES["position_embeddings"]
@@ -154,28 +227,6 @@ class _LayerNormParams(nn.Module):
             "scale": _param(self, "scale", nn.initializers.ones, (self.dim,), self.param_dtype, axes),
             "bias": _param(self, "bias", nn.initializers.zeros, (self.dim,), self.param_dtype, axes),
         }
-
-
-class _SpecOrFlatArguments(type):
-    """Sends the deprecated flat call ``TransformerInput(vocab_size, dim, **flat)`` to ``from_arguments``.
-
-    Any call with a spec (``clone`` and the transforms pass ``spec=``) is the dataclass's own.
-    """
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if "spec" in kwargs or (args and isinstance(args[0], InputSpec)):
-            fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-            extra = {k: v for k, v in kwargs.items() if k not in fields}
-            if extra:  # a spec and flat arguments: refused by InputSpec.of, naming them
-                InputSpec.of(kwargs.get("spec", args[0] if args else None), **extra)
-            return super().__call__(*args, **kwargs)
-        warnings.warn(
-            f"{cls.__name__}(vocab_size, dim, ...): deprecated, use {cls.__name__}(spec) or "
-            f"{cls.__name__}.from_arguments(vocab_size, dim, ...)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return cls.from_arguments(*args, **kwargs)  # type: ignore[attr-defined]
 
 
 class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
@@ -205,6 +256,8 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
     (2, 8, 16)
     """
 
+    _spec_type: ClassVar[type] = InputSpec
+    _flat_names: ClassVar[str] = "vocab_size, dim, ..."
     spec: InputSpec
     dropout_rate: float = 0.0
     deterministic: bool | None = None
@@ -292,8 +345,6 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
         A shell over :func:`flax_posenc.extend.extend_input`, the Linen counterpart of
         :meth:`flax_posenc.nnx.TransformerInput.extend_positions`; ``variables`` is not changed.
         """
-        from flax_posenc.extend import extend_input
-
         params = nn.unbox(variables)["params"]
         old = params["position_embeddings"]
         spec, params = extend_input(self.spec, params, num_positions, method=method)
@@ -319,17 +370,26 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
         (see :meth:`flax_posenc.nnx.TransformerInput.from_pretrained`; ``overrides`` are module
         fields or flat spec arguments; ``mesh``/``rules`` shard the parameters by their logical axes).
         """
-        from flax_posenc.pretrained import load_pretrained
-
         spec, params = load_pretrained(source, family=family, mesh=mesh, rules=rules)
         spec_overrides, module_overrides = block.split_spec_arguments(overrides)
-        module = cls(spec.replace(dtype=dtype, **spec_overrides), param_dtype=param_dtype, **module_overrides)
-        params = jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params)
-        return module, {"params": _boxed_as_init(module, params)}
+        spec = spec.replace(dtype=dtype, **spec_overrides)
+        return _loaded(cls, spec, params, param_dtype=param_dtype, **module_overrides)
 
 
 #: the Linen ``TransformerInput``'s own fields (``parent`` and ``name`` included); not spec arguments.
 _MODULE_FIELDS = frozenset(f.name for f in dataclasses.fields(TransformerInput)) - {"spec"}
+
+
+def _loaded(
+    cls: type, spec: Any, params: dict, *example: Any, param_dtype: jax.typing.DTypeLike, **fields: Any
+) -> tuple[Any, dict[str, Any]]:
+    """THE bridge from loaded ``(spec, params)`` to a Linen ``(module, variables)`` (every ``from_pretrained``
+    with parameters): ``cls(spec, param_dtype=..., **fields)`` and ``params`` in ``param_dtype``, boxed
+    as ``init`` boxes them (:func:`_boxed_as_init`; ``example``: the arguments of one call).
+    """
+    module = cls(spec, param_dtype=param_dtype, **fields)
+    params = jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params)
+    return module, {"params": _boxed_as_init(module, params, *example)}
 
 
 def _boxed_as_init(module: nn.Module, params: dict, *example: Any) -> dict:
@@ -390,8 +450,6 @@ class RotaryEmbedding(RotaryCalls, nn.Module):
         RoPE has no parameters: ``variables`` is ``{}``, and ``module.apply(variables, x)`` rotates
         ``x`` as that layer does; a NoPE layer's module (``config`` ``None``) returns ``x`` unchanged.
         """
-        from flax_posenc.conversion.layer_rope import rope_for_layer
-
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis), {}
 
 
@@ -413,36 +471,64 @@ class ALiBiBias(ALiBiCalls, nn.Module):
         super().__post_init__()
 
 
-class RelativePositionBias(nn.Module):
+class RelativePositionBias(nn.Module, metaclass=_SpecOrFlatArguments):
     """T5-style learned relative position bias ``(heads, q, k)`` (see the NNX module of the same name).
 
-    Parameter ``embedding`` ``(num_rows or num_buckets, num_heads)``, logical axes ``(None, "heads")``.
+    The field ``spec`` is a :class:`~flax_posenc.RelativeBiasSpec`; parameter ``embedding``
+    ``(num_rows, num_heads)``, logical axes ``(None, "heads")``. :meth:`from_arguments` takes the
+    flat arguments (the flat call ``RelativePositionBias(num_heads, num_buckets=...)`` is
+    deprecated: a ``DeprecationWarning``).
 
     >>> import jax
     >>> import flax_posenc as fp
-    >>> bias = fp.linen.RelativePositionBias(8)
+    >>> bias = RelativePositionBias(fp.RelativeBiasSpec(8, fp.BucketConfig(32, 128)))
     >>> variables = bias.init(jax.random.key(0), 5, 7)
     >>> bias.apply(variables, 1, 7, query_start=6).shape
     (8, 1, 7)
     """
 
-    num_heads: int
-    num_buckets: int = 32
-    max_distance: int = 128
-    bidirectional: bool = True
-    num_rows: int | None = None
+    _spec_type: ClassVar[type] = RelativeBiasSpec
+    _flat_names: ClassVar[str] = "num_heads, num_buckets=..., ..."
+    spec: RelativeBiasSpec
     dtype: jax.typing.DTypeLike | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
 
+    @classmethod
+    def from_arguments(
+        cls,
+        num_heads: int,
+        *,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+        num_rows: int | None = None,
+        **fields: Any,
+    ) -> RelativePositionBias:
+        """The bias of the spec's flat arguments and the module's fields (``dtype``, ``param_dtype``,
+        ``embedding_init``, ``parent``, ``name``).
+
+        >>> RelativePositionBias.from_arguments(8, num_buckets=32, bidirectional=False).spec.buckets.bidirectional
+        False
+        """
+        spec = RelativeBiasSpec.from_arguments(
+            num_heads,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+            bidirectional=bidirectional,
+            num_rows=num_rows,
+        )
+        return cls(spec, **fields)
+
+    @property
+    def num_heads(self) -> int:
+        return self.spec.num_heads
+
     @nn.compact
     def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
-        rows = self.num_buckets if self.num_rows is None else self.num_rows
-        table = _param(
-            self, "embedding", self.embedding_init, (rows, self.num_heads), self.param_dtype, RELATIVE_BIAS_AXES
-        )
-        buckets = BucketConfig(self.num_buckets, self.max_distance, self.bidirectional)
-        return bias_of(buckets, table, query_len, key_len, query_start=query_start, dtype=self.dtype)
+        spec = self.spec
+        table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, RELATIVE_BIAS_AXES)
+        return bias_of(spec.buckets, table, query_len, key_len, query_start=query_start, dtype=self.dtype)
 
     @classmethod
     def from_pretrained(
@@ -455,64 +541,77 @@ class RelativePositionBias(nn.Module):
         param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> tuple[RelativePositionBias, dict[str, Any]]:
         """``(module, variables)`` for a checkpoint's ``stack``/``layer`` (see the NNX ``from_pretrained``)."""
-        from flax_posenc.conversion.relative_bias import load_relative_bias
-
-        tab = load_relative_bias(source, stack=stack, layer=layer)
-        rows, heads = tab.weights.shape
-        module = cls(
-            heads,
-            num_buckets=tab.num_buckets,
-            max_distance=tab.max_distance,
-            bidirectional=tab.bidirectional,
-            num_rows=rows,
-            dtype=dtype,
-            param_dtype=param_dtype,
-        )
-        return module, {"params": _boxed_as_init(module, {"embedding": jnp.asarray(tab.weights, param_dtype)}, 1, 1)}
+        spec, params = relative_bias_source(source, stack, layer)
+        return _loaded(cls, spec, params, 1, 1, param_dtype=param_dtype, dtype=dtype)
 
 
-class PatchPositionalEmbedding(nn.Module):
+class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
     """A vision transformer's learned 2-D position grid (see the NNX module of the same name).
 
-    The parameter is ``embedding``, ``(prefix_tokens + gh * gw, dim)``, logical axes
-    ``(None, "embed")``; :meth:`from_pretrained` returns ``(module, variables)``.
+    The field ``spec`` is a :class:`~flax_posenc.GridSpec`; the parameter is ``embedding``,
+    ``(prefix_tokens + gh * gw, dim)``, logical axes ``(None, "embed")``; :meth:`from_pretrained`
+    returns ``(module, variables)``. :meth:`from_arguments` takes the flat arguments (the flat
+    call ``PatchPositionalEmbedding(grid, dim, ...)`` is deprecated: a ``DeprecationWarning``).
+
+    >>> import jax, jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> pos = PatchPositionalEmbedding(fp.GridSpec((2, 3), 8), interpolate=True)
+    >>> variables = pos.init(jax.random.key(0), jnp.zeros((1, 7, 8)))
+    >>> pos.apply(variables, jnp.zeros((1, 17, 8))).shape      # a 4 x 4 grid, resized
+    (1, 17, 8)
     """
 
-    grid: tuple[int, int]
-    dim: int
-    prefix_tokens: int = 1
-    patch_size: Any = None
+    _spec_type: ClassVar[type] = GridSpec
+    _flat_names: ClassVar[str] = "grid, dim, ..."
+    spec: GridSpec
     interpolate: bool = False
-    convention: str = "torch_bicubic"
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
-    position_name: str = "position grid"
+
+    @classmethod
+    def from_arguments(
+        cls,
+        grid: Any,
+        dim: int,
+        *,
+        prefix_tokens: int = 1,
+        patch_size: Any = None,
+        convention: str = "torch_bicubic",
+        position_name: str = "position grid",
+        **fields: Any,
+    ) -> PatchPositionalEmbedding:
+        """The grid of the spec's flat arguments (:meth:`GridSpec.from_arguments
+        <flax_posenc.GridSpec.from_arguments>`) and the module's fields (``interpolate``,
+        ``param_dtype``, ``embedding_init``, ``parent``, ``name``).
+
+        >>> PatchPositionalEmbedding.from_arguments(14, 768, patch_size=16).spec.rows
+        197
+        """
+        spec = GridSpec.from_arguments(
+            grid,
+            dim,
+            prefix_tokens=prefix_tokens,
+            patch_size=patch_size,
+            convention=convention,
+            position_name=position_name,
+        )
+        return cls(spec, **fields)
+
+    grid = property(lambda self: self.spec.grid, doc="``(gh, gw)``: the trained grid.")
+    dim = property(lambda self: self.spec.dim, doc="Vector width.")
+    prefix_tokens = property(lambda self: self.spec.prefix_tokens, doc="Rows before the grid.")
+    patch_size = property(lambda self: self.spec.patch_size, doc="Pixels per patch (``None``: unknown).")
+    convention = property(lambda self: self.spec.convention, doc="The resize convention's name.")
+    position_name = property(lambda self: self.spec.name, doc="The table's name in messages.")
 
     @nn.compact
     def __call__(self, x: jax.Array, *, grid=None, image_size=None, interpolate: bool | None = None) -> jax.Array:
-        from flax_posenc.grids import add_grid_positions, grid_pair
-
-        trained = grid_pair(self.grid)
-        rows = self.prefix_tokens + trained[0] * trained[1]
+        spec = self.spec
         table = _param(
-            self, "embedding", self.embedding_init, (rows, self.dim), self.param_dtype, AXES["position_embeddings"]
+            self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
         )
-        if image_size is not None:
-            from flax_posenc.conversion.grid_tables import image_grid
-
-            if self.patch_size is None:
-                raise ValueError("image_size: this module has no patch_size; pass grid=(gh, gw)")
-            grid = image_grid(image_size, self.patch_size)
-        return add_grid_positions(
-            x,
-            table,
-            prefix_tokens=self.prefix_tokens,
-            trained_grid=trained,
-            grid=grid,
-            interpolate=self.interpolate if interpolate is None else interpolate,
-            convention=self.convention,
-            name=self.position_name,
-        )
+        interpolate = self.interpolate if interpolate is None else interpolate
+        return add_grid(spec, table, x, grid, image_size, interpolate)
 
     @classmethod
     def from_pretrained(
@@ -524,21 +623,9 @@ class PatchPositionalEmbedding(nn.Module):
         param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> tuple[PatchPositionalEmbedding, dict[str, Any]]:
         """``(module, variables)`` for the position grid of a vision checkpoint (see the NNX twin)."""
-        from flax_posenc.conversion.grid_tables import load_grid_table
-
-        table = load_grid_table(source)
-        module = cls(
-            table.grid,
-            table.dim,
-            prefix_tokens=table.prefix_tokens,
-            patch_size=table.patch_size,
-            interpolate=interpolate,
-            convention=convention or table.convention,
-            param_dtype=param_dtype,
-            position_name=f"{table.family} position grid ({table.key})",
-        )
-        x = jnp.zeros((1, table.rows, table.dim), param_dtype)
-        return module, {"params": _boxed_as_init(module, {"embedding": jnp.asarray(table.weights, param_dtype)}, x)}
+        spec, params = grid_source(source, convention)
+        x = jnp.zeros((1, *spec.table_shape), param_dtype)
+        return _loaded(cls, spec, params, x, param_dtype=param_dtype, interpolate=interpolate)
 
 
 __all__ = [

@@ -3,6 +3,14 @@
 Each module holds its parameters and calls the functional core; none re-implements it.
 :mod:`flax_posenc.linen` has the same names and gives the same numbers.
 
+Every module is built from a spec -- :class:`~flax_posenc.block.InputSpec`,
+:class:`~flax_posenc.block.PositionSpec`, :class:`~flax_posenc.RelativeBiasSpec`,
+:class:`~flax_posenc.GridSpec`, :class:`~flax_posenc.RopeConfig`, :class:`~flax_posenc.AlibiConfig`
+-- plus only its module concerns (dtypes, initializer, ``on_overflow``, ``rngs``, ...); each
+spec-built module also has ``from_arguments(...)`` for the flat arguments. A flat call such as
+``LearnedPositionalEmbedding(1024, 768, rngs=...)`` still works but is deprecated (a
+``DeprecationWarning`` naming your line).
+
 >>> import jax.numpy as jnp
 >>> from flax import nnx
 >>> import flax_posenc as fp
@@ -14,10 +22,7 @@ Each module holds its parameters and calls the functional core; none re-implemen
 from __future__ import annotations
 
 import os
-import sys
-import types
-import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -27,28 +32,28 @@ from flax.core import meta
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.conversion.layer_rope import rope_for_layer
+from flax_posenc.extend import ExtendMethod, extend_input
+from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
+from flax_posenc.pretrained import load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
-from flax_posenc.relative_bias_config import BucketConfig
+from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
-from flax_posenc.shells import ALiBiCalls, RotaryCalls
+from flax_posenc.shells import (
+    ALiBiCalls,
+    RotaryCalls,
+    add_grid,
+    grid_source,
+    learned_spec,
+    relative_bias_source,
+    sinusoidal_spec,
+    spec_or_flat,
+    warn_flat,
+)
 from flax_posenc.sinusoid_math import Layout
 
-if TYPE_CHECKING:  # extend is imported when a table is grown
-    from flax_posenc.extend import ExtendMethod
-
-
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside this file and flax (NNX calls ``__init__`` for the user)."""
-    skipped = (__file__, os.path.dirname(nnx.__file__).rsplit(os.sep, 1)[0] + os.sep)
-    frame: types.FrameType | None = sys._getframe(2)  # the caller of the function that warns
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(skipped):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _param(value: jax.Array, axes: tuple) -> nnx.Param:
@@ -68,6 +73,15 @@ class _PositionShell(nnx.Module):
 
     def _table(self):
         return None
+
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    @property
+    def num_positions(self) -> int | None:
+        """Usable positions (the limit; ``None`` for unbounded sinusoids)."""
+        return self.spec.num_positions
 
     def __call__(
         self,
@@ -102,21 +116,44 @@ class SinusoidalPositionalEncoding(_PositionShell):
     the program does not grow with the length; traced positions use exact-angle arithmetic on
     device (:func:`~flax_posenc.sinusoidal_encoding`).
 
+    Build it from a spec, ``SinusoidalPositionalEncoding(PositionSpec("sinusoidal", dim, ...))``,
+    or from flat arguments with :meth:`from_arguments`; the flat call
+    ``SinusoidalPositionalEncoding(dim, ...)`` still works but is deprecated (a ``DeprecationWarning``).
+
     Args:
-      dim: encoding width (even).
-      num_positions: optional limit (the length a model was trained to); ``None`` for none.
-      base, layout, endpoint: the convention (see :mod:`flax_posenc.sinusoidal`).
+      spec: a :class:`~flax_posenc.block.PositionSpec` of kind ``"sinusoidal"`` (``dim``;
+        ``num_positions``: an optional limit, ``None`` for none; ``base``, ``layout``,
+        ``endpoint``: the convention, see :mod:`flax_posenc.sinusoidal`; ``name``: the
+        encoding's name in error messages). Another kind is a ``ValueError``.
       dtype: output dtype.
       on_overflow: policy for traced positions past ``num_positions``.
-      position_name: the encoding's name in error messages (``name``: its deprecated former name).
 
-    >>> import flax_posenc as fp
-    >>> fp.nnx.SinusoidalPositionalEncoding(512)(length=128).shape
+    >>> from flax_posenc.block import PositionSpec
+    >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512))(length=128).shape
     (128, 512)
+    >>> SinusoidalPositionalEncoding.from_arguments(512, num_positions=1024).num_positions
+    1024
     """
 
     def __init__(
         self,
+        spec: PositionSpec | int,
+        /,
+        *flat: Any,
+        dtype: jax.typing.DTypeLike = jnp.float32,
+        on_overflow: OverflowPolicy = "error",
+        **spec_arguments: Any,
+    ):
+        name = "SinusoidalPositionalEncoding"
+        self.spec = spec_or_flat(
+            name, PositionSpec, spec, flat, spec_arguments, sinusoidal_spec, "dim, ...", "sinusoidal"
+        )
+        self.dtype = dtype
+        self.on_overflow = block.policy_of(self.spec, on_overflow)
+
+    @classmethod
+    def from_arguments(
+        cls,
         dim: int,
         *,
         num_positions: int | None = None,
@@ -127,18 +164,19 @@ class SinusoidalPositionalEncoding(_PositionShell):
         on_overflow: OverflowPolicy = "error",
         position_name: str = "sinusoidal encoding",
         name: str | None = None,
-    ):
-        self.spec = PositionSpec(
-            "sinusoidal",
+    ) -> SinusoidalPositionalEncoding:
+        """The encoding of flat arguments: the spec's (``position_name``: its ``name``; ``name``:
+        the deprecated former keyword) and the module's (``dtype``, ``on_overflow``)."""
+        spec = sinusoidal_spec(
             dim,
-            num_positions,
+            num_positions=num_positions,
             base=base,
             layout=layout,
             endpoint=endpoint,
-            name=block.renamed_position_name(position_name, name, "name"),
+            position_name=position_name,
+            name=name,
         )
-        self.dtype = dtype
-        self.on_overflow = block.policy_of(self.spec, on_overflow)
+        return cls(spec, dtype=dtype, on_overflow=on_overflow)
 
 
 class LearnedPositionalEmbedding(_PositionShell):
@@ -148,31 +186,60 @@ class LearnedPositionalEmbedding(_PositionShell):
     known position past the table raises :class:`~flax_posenc.PositionLimitError` at trace time;
     traced positions follow ``on_overflow`` -- never JAX's silent clamp or NaN unless asked.
 
+    Build it from a spec, ``LearnedPositionalEmbedding(PositionSpec("learned", dim, num_positions),
+    rngs=...)``, or from flat arguments with :meth:`from_arguments`; the flat call
+    ``LearnedPositionalEmbedding(num_positions, dim, rngs=...)`` still works but is deprecated
+    (a ``DeprecationWarning``).
+
     Args:
-      num_positions: usable positions (the context limit).
-      dim: vector width.
-      offset: reserved leading rows (2 for RoBERTa/OPT/BART tables).
+      spec: a :class:`~flax_posenc.block.PositionSpec` of kind ``"learned"`` (``num_positions``:
+        usable positions, the context limit; ``dim``; ``offset``: reserved leading rows, 2 for
+        RoBERTa/OPT/BART tables; ``name``: the table's name in error messages). Another kind is
+        a ``ValueError``.
       dtype: computation/output dtype (``None``: ``param_dtype``).
       param_dtype: dtype the table is stored in.
       embedding_init: initializer ``(key, shape, dtype) -> array``.
       on_overflow: ``"error"`` (fails at run time under plain ``jit``, see :mod:`flax_posenc.overflow`), ``"clip"``
         or ``"fill"`` for traced positions.
-      position_name: the table's name in error messages (``name``: its deprecated former name).
       rngs: ``nnx.Rngs`` with a ``params`` stream.
 
     >>> from flax import nnx
-    >>> import flax_posenc as fp
-    >>> wpe = fp.nnx.LearnedPositionalEmbedding(1024, 768, rngs=nnx.Rngs(0))
+    >>> from flax_posenc.block import PositionSpec
+    >>> wpe = LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), rngs=nnx.Rngs(0))
     >>> wpe(length=128).shape
     (128, 768)
     >>> wpe(length=1025)
     Traceback (most recent call last):
     ...
     flax_posenc.errors.PositionLimitError: position table holds 1024 positions (0..1023); asked for position 1024, 1 past the end
+    >>> LearnedPositionalEmbedding.from_arguments(1024, 768, rngs=nnx.Rngs(0)).spec == wpe.spec
+    True
     """
 
     def __init__(
         self,
+        spec: PositionSpec | int,
+        /,
+        *flat: Any,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy = "error",
+        rngs: nnx.Rngs,
+        **spec_arguments: Any,
+    ):
+        name = "LearnedPositionalEmbedding"
+        flat_names = "num_positions, dim, ..."
+        self.spec = spec_or_flat(name, PositionSpec, spec, flat, spec_arguments, learned_spec, flat_names, "learned")
+        self.on_overflow = block.policy_of(self.spec, on_overflow)
+        self.embedding = _param(
+            embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
+        )
+        self.dtype = dtype
+
+    @classmethod
+    def from_arguments(
+        cls,
         num_positions: int,
         dim: int,
         *,
@@ -184,14 +251,18 @@ class LearnedPositionalEmbedding(_PositionShell):
         position_name: str = "position table",
         name: str | None = None,
         rngs: nnx.Rngs,
-    ):
-        name = block.renamed_position_name(position_name, name, "name")
-        self.spec = PositionSpec("learned", dim, num_positions, offset=offset, name=name)
-        self.on_overflow = block.policy_of(self.spec, on_overflow)
-        self.embedding = _param(
-            embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
+    ) -> LearnedPositionalEmbedding:
+        """The table of flat arguments: the spec's (``num_positions``, ``dim``, ``offset``,
+        ``position_name``; ``name``: its deprecated former keyword) and the module's."""
+        spec = learned_spec(num_positions, dim, offset=offset, position_name=position_name, name=name)
+        return cls(
+            spec,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            on_overflow=on_overflow,
+            rngs=rngs,
         )
-        self.dtype = dtype
 
     def _table(self):
         return self.embedding[...]
@@ -275,12 +346,7 @@ class TransformerInput(nnx.Module):
         **spec_arguments,
     ):
         if not isinstance(spec, InputSpec):
-            warnings.warn(
-                "TransformerInput(vocab_size, dim, ...): deprecated, use TransformerInput(spec, ...) or "
-                "TransformerInput.from_arguments(vocab_size, dim, ...)",
-                DeprecationWarning,
-                stacklevel=_user_stacklevel(),
-            )
+            warn_flat("TransformerInput", "vocab_size, dim, ...", "InputSpec")
         self.spec = spec = InputSpec.of(spec, dim, **spec_arguments)
         self.on_overflow = block.policy_of(spec.position, on_overflow)
         shapes = spec.param_shapes()
@@ -406,8 +472,6 @@ class TransformerInput(nnx.Module):
         >>> longer(jnp.zeros((1, 64), jnp.int32)).shape
         (1, 64, 8)
         """
-        from flax_posenc.extend import extend_input
-
         spec, params = extend_input(self.spec, self.params(), num_positions, method=method)
         graphdef, state = nnx.split(self)
         grown = nnx.merge(graphdef, state)  # a new module; arrays are immutable, so nothing is copied
@@ -457,14 +521,10 @@ class TransformerInput(nnx.Module):
         block.spec.position.num_positions
         1024
         """
-        from flax_posenc.pretrained import load_pretrained
-
         spec, params = load_pretrained(source, family=family, mesh=mesh, rules=rules)
         spec_overrides, module_overrides = block.split_spec_arguments(overrides)
         spec = spec.replace(dtype=dtype, **spec_overrides)
-        # abstract first: no random initialisation of tables about to be overwritten
-        module = nnx.eval_shape(lambda: cls(spec, param_dtype=param_dtype, rngs=nnx.Rngs(0), **module_overrides))
-        _assign(module, params, param_dtype)
+        module = _loaded(cls, spec, params, param_dtype=param_dtype, **module_overrides)
         if module.dropout.rate > 0:  # the abstract build left it no usable random stream
             module.dropout = nnx.Dropout(
                 module.dropout.rate, deterministic=module.deterministic, rngs=rngs if rngs is not None else nnx.Rngs(0)
@@ -482,6 +542,18 @@ def _assign(module: nnx.Module, params: dict, param_dtype) -> None:
         if tuple(target.shape) != tuple(value.shape):
             raise ValueError(f"{name}: expected shape {tuple(target.shape)}, found {tuple(value.shape)}")
         target.set_value(jnp.asarray(value, param_dtype))
+
+
+def _loaded(cls: type, spec: Any, params: dict, *, param_dtype: jax.typing.DTypeLike, **module_arguments: Any) -> Any:
+    """THE bridge from loaded ``(spec, params)`` to an NNX module (every ``from_pretrained`` with parameters).
+
+    ``cls(spec, param_dtype=..., **module_arguments)`` built abstractly (``nnx.eval_shape``: no
+    random initialisation of tables about to be overwritten), then every parameter set from
+    ``params`` (a nested dict named as the module's; shapes checked) in ``param_dtype``.
+    """
+    module = nnx.eval_shape(lambda: cls(spec, param_dtype=param_dtype, rngs=nnx.Rngs(0), **module_arguments))
+    _assign(module, params, param_dtype)
+    return module
 
 
 class RotaryEmbedding(RotaryCalls, nnx.Module):
@@ -532,8 +604,6 @@ class RotaryEmbedding(RotaryCalls, nnx.Module):
 
         rope = RotaryEmbedding.from_pretrained("path/to/gemma-3-1b", layer=5)
         """
-        from flax_posenc.conversion.layer_rope import rope_for_layer
-
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis)
 
 
@@ -579,23 +649,48 @@ class RelativePositionBias(nnx.Module):
     the batch. Every relative position has a bucket: nothing is out of range, but distances
     from the saturation distance on share the last bucket (see :mod:`flax_posenc.relative_bias_config`).
 
+    Build it from a spec, ``RelativePositionBias(RelativeBiasSpec(num_heads, BucketConfig(...)),
+    rngs=...)``, or from flat arguments with :meth:`from_arguments`; the flat call
+    ``RelativePositionBias(num_heads, num_buckets=..., rngs=...)`` still works but is deprecated
+    (a ``DeprecationWarning``).
+
     Args:
-      num_heads: attention heads.
-      num_buckets: buckets used (T5/MPNet: 32); max_distance: T5/MPNet: 128.
-      bidirectional: encoder (True) or causal decoder (False).
-      num_rows: table rows if more than ``num_buckets`` (an MPNet config asking for 64).
+      spec: a :class:`~flax_posenc.RelativeBiasSpec`: ``num_heads``, ``buckets`` (a
+        :class:`~flax_posenc.BucketConfig`: ``num_buckets``, ``max_distance``, ``bidirectional``:
+        encoder or causal decoder; T5/MPNet: 32, 128) and ``num_rows`` (table rows if more than
+        ``num_buckets``: an MPNet config asking for 64).
       dtype: output dtype (``None``: ``param_dtype``); param_dtype: the table's dtype.
       embedding_init: initializer ``(key, shape, dtype)``; rngs: ``nnx.Rngs`` with ``params``.
 
     >>> from flax import nnx
     >>> import flax_posenc as fp
-    >>> bias = fp.nnx.RelativePositionBias(8, rngs=nnx.Rngs(0))
+    >>> bias = RelativePositionBias(fp.RelativeBiasSpec(8, fp.BucketConfig(32, 128)), rngs=nnx.Rngs(0))
     >>> bias(5, 7).shape, bias(1, 7, query_start=6).shape      # full, and one decoding step
     ((8, 5, 7), (8, 1, 7))
+    >>> RelativePositionBias.from_arguments(8, num_buckets=32, rngs=nnx.Rngs(0)).spec == bias.spec
+    True
     """
 
     def __init__(
         self,
+        spec: RelativeBiasSpec | int,
+        /,
+        *,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        rngs: nnx.Rngs,
+        **spec_arguments: Any,
+    ):
+        flat_names = "num_heads, num_buckets=..., ..."
+        build = RelativeBiasSpec.from_arguments
+        self.spec = spec_or_flat("RelativePositionBias", RelativeBiasSpec, spec, (), spec_arguments, build, flat_names)
+        self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), RELATIVE_BIAS_AXES)
+        self.dtype = dtype
+
+    @classmethod
+    def from_arguments(
+        cls,
         num_heads: int,
         *,
         num_buckets: int = 32,
@@ -606,15 +701,31 @@ class RelativePositionBias(nnx.Module):
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
-    ):
-        self.buckets = BucketConfig(num_buckets, max_distance, bidirectional)
-        rows = num_buckets if num_rows is None else num_rows
-        self.embedding = _param(embedding_init(rngs.params(), (rows, num_heads), param_dtype), RELATIVE_BIAS_AXES)
-        self.dtype = dtype
+    ) -> RelativePositionBias:
+        """The bias of flat arguments: the spec's (:meth:`RelativeBiasSpec.from_arguments
+        <flax_posenc.RelativeBiasSpec.from_arguments>`) and the module's."""
+        spec = RelativeBiasSpec.from_arguments(
+            num_heads,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+            bidirectional=bidirectional,
+            num_rows=num_rows,
+        )
+        return cls(spec, dtype=dtype, param_dtype=param_dtype, embedding_init=embedding_init, rngs=rngs)
+
+    @property
+    def buckets(self) -> BucketConfig:
+        return self.spec.buckets
+
+    @property
+    def num_heads(self) -> int:
+        return self.spec.num_heads
 
     def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
         """``(heads, query_len, key_len)``: queries at ``query_start ..``, keys at ``0 .. key_len - 1``."""
-        return bias_of(self.buckets, self.embedding[...], query_len, key_len, query_start=query_start, dtype=self.dtype)
+        return bias_of(
+            self.spec.buckets, self.embedding[...], query_len, key_len, query_start=query_start, dtype=self.dtype
+        )
 
     @classmethod
     def from_pretrained(
@@ -634,24 +745,8 @@ class RelativePositionBias(nnx.Module):
 
         bias = RelativePositionBias.from_pretrained("path/to/t5-small", stack="decoder")
         """
-        from flax_posenc.conversion.relative_bias import load_relative_bias
-
-        tab = load_relative_bias(source, stack=stack, layer=layer)
-        rows, heads = tab.weights.shape
-        module = nnx.eval_shape(
-            lambda: cls(
-                heads,
-                num_buckets=tab.num_buckets,
-                max_distance=tab.max_distance,
-                bidirectional=tab.bidirectional,
-                num_rows=rows,
-                dtype=dtype,
-                param_dtype=param_dtype,
-                rngs=nnx.Rngs(0),
-            )
-        )
-        _assign(module, {"embedding": tab.weights}, param_dtype)
-        return module
+        spec, params = relative_bias_source(source, stack, layer)
+        return _loaded(cls, spec, params, param_dtype=param_dtype, dtype=dtype)
 
 
 class PatchPositionalEmbedding(nnx.Module):
@@ -662,23 +757,27 @@ class PatchPositionalEmbedding(nnx.Module):
     prefix_tokens + gh * gw, dim)`` tokens adds the positions. Tokens of another grid raise
     :class:`~flax_posenc.PositionLimitError` naming the trained grid, unless the module
     (``interpolate=True``) or the call asks to interpolate; the grid is then resized as
-    :func:`~flax_posenc.resize_grid` does under ``convention`` (the checkpoint's own with
-    :meth:`from_pretrained`). The core is :func:`~flax_posenc.grids.add_grid_positions`.
+    :func:`~flax_posenc.resize_grid` does under the spec's ``convention`` (the checkpoint's own
+    with :meth:`from_pretrained`). The core is :func:`~flax_posenc.grids.add_grid_positions`.
+
+    Build it from a spec, ``PatchPositionalEmbedding(GridSpec(grid, dim, ...), rngs=...)``, or
+    from flat arguments with :meth:`from_arguments`; the flat call
+    ``PatchPositionalEmbedding(grid, dim, ..., rngs=...)`` still works but is deprecated (a
+    ``DeprecationWarning``).
 
     Args:
-      grid: ``(gh, gw)`` patches the table was trained for (or one int).
-      dim: vector width.
-      prefix_tokens: rows before the grid (ViT/CLIP 1, DeiT 2, SigLIP 0).
-      patch_size: pixels per patch (lets a call give ``image_size``); optional.
+      spec: a :class:`~flax_posenc.GridSpec`: ``grid`` (``(gh, gw)`` patches the table was
+        trained for), ``dim``, ``prefix_tokens`` (ViT/CLIP 1, DeiT 2, SigLIP 0), ``patch_size``
+        (pixels per patch: lets a call give ``image_size``), ``convention`` (how to resize:
+        :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` or a model type), ``name`` (the
+        table's name in messages).
       interpolate: resize on a different grid instead of raising.
-      convention: how to resize (:data:`~flax_posenc.grid_config.GRID_CONVENTIONS` or a model type).
       param_dtype, embedding_init, rngs: the table's dtype, initializer and ``params`` stream.
-      position_name: the table's name in messages.
 
     >>> import jax.numpy as jnp
     >>> from flax import nnx
     >>> import flax_posenc as fp
-    >>> pos = fp.nnx.PatchPositionalEmbedding((14, 14), 8, rngs=nnx.Rngs(0))
+    >>> pos = PatchPositionalEmbedding(fp.GridSpec((14, 14), 8), rngs=nnx.Rngs(0))
     >>> pos(jnp.zeros((2, 197, 8))).shape
     (2, 197, 8)
     >>> pos(jnp.zeros((2, 785, 8)))
@@ -687,89 +786,89 @@ class PatchPositionalEmbedding(nnx.Module):
     flax_posenc.errors.PositionLimitError: position grid holds a 14 x 14 grid of patches + 1 class token (197 positions); asked for a 28 x 28 grid (785 positions): pass interpolate=True to resize it (fp.resize_grid)
     >>> pos(jnp.zeros((2, 785, 8)), interpolate=True).shape
     (2, 785, 8)
+    >>> PatchPositionalEmbedding.from_arguments(14, 8, rngs=nnx.Rngs(0)).spec == pos.spec
+    True
     """
 
     def __init__(
         self,
-        grid,
+        spec: GridSpec | Any,
+        /,
+        *flat: Any,
+        interpolate: bool = False,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        rngs: nnx.Rngs,
+        **spec_arguments: Any,
+    ):
+        build, flat_names = GridSpec.from_arguments, "grid, dim, ..."
+        self.spec = spec_or_flat("PatchPositionalEmbedding", GridSpec, spec, flat, spec_arguments, build, flat_names)
+        self.interpolate = interpolate
+        init = embedding_init(rngs.params(), self.spec.table_shape, param_dtype)
+        self.embedding = _param(init, AXES["position_embeddings"])
+
+    @classmethod
+    def from_arguments(
+        cls,
+        grid: Any,
         dim: int,
         *,
         prefix_tokens: int = 1,
-        patch_size=None,
+        patch_size: Any = None,
         interpolate: bool = False,
         convention: str = "torch_bicubic",
-        param_dtype=jnp.float32,
-        embedding_init=default_embed_init,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
         position_name: str = "position grid",
         rngs: nnx.Rngs,
-    ):
-        from flax_posenc.grid_config import convention_for
-        from flax_posenc.grids import grid_pair
+    ) -> PatchPositionalEmbedding:
+        """The grid of flat arguments: the spec's (:meth:`GridSpec.from_arguments
+        <flax_posenc.GridSpec.from_arguments>`) and the module's."""
+        spec = GridSpec.from_arguments(
+            grid,
+            dim,
+            prefix_tokens=prefix_tokens,
+            patch_size=patch_size,
+            convention=convention,
+            position_name=position_name,
+        )
+        return cls(spec, interpolate=interpolate, param_dtype=param_dtype, embedding_init=embedding_init, rngs=rngs)
 
-        self.grid = grid_pair(grid)
-        self.prefix_tokens = int(prefix_tokens)
-        self.patch_size = patch_size
-        self.interpolate = interpolate
-        self.convention = convention_for(convention).name
-        self.position_name = position_name
-        rows = self.prefix_tokens + self.grid[0] * self.grid[1]
-        self.embedding = _param(embedding_init(rngs.params(), (rows, dim), param_dtype), AXES["position_embeddings"])
+    grid = property(lambda self: self.spec.grid, doc="``(gh, gw)``: the trained grid.")
+    dim = property(lambda self: self.spec.dim, doc="Vector width.")
+    prefix_tokens = property(lambda self: self.spec.prefix_tokens, doc="Rows before the grid.")
+    patch_size = property(lambda self: self.spec.patch_size, doc="Pixels per patch (``None``: unknown).")
+    convention = property(lambda self: self.spec.convention, doc="The resize convention's name.")
+    position_name = property(lambda self: self.spec.name, doc="The table's name in messages.")
 
     def __call__(self, x: jax.Array, *, grid=None, image_size=None, interpolate: bool | None = None) -> jax.Array:
         """``x + positions`` for ``x`` of shape ``(..., prefix_tokens + gh * gw, dim)``.
 
-        ``grid`` (or ``image_size`` in pixels, with the module's ``patch_size``) names ``x``'s
+        ``grid`` (or ``image_size`` in pixels, with the spec's ``patch_size``) names ``x``'s
         grid when it is not the trained one nor square; ``interpolate`` overrides the module's.
         """
-        from flax_posenc.grids import add_grid_positions
-
-        if image_size is not None:
-            from flax_posenc.conversion.grid_tables import image_grid
-
-            if self.patch_size is None:
-                raise ValueError("image_size: this module has no patch_size; pass grid=(gh, gw)")
-            grid = image_grid(image_size, self.patch_size)
-        return add_grid_positions(
-            x,
-            self.embedding[...],
-            prefix_tokens=self.prefix_tokens,
-            trained_grid=self.grid,
-            grid=grid,
-            interpolate=self.interpolate if interpolate is None else interpolate,
-            convention=self.convention,
-            name=self.position_name,
-        )
+        interpolate = self.interpolate if interpolate is None else interpolate
+        return add_grid(self.spec, self.embedding[...], x, grid, image_size, interpolate)
 
     @classmethod
     def from_pretrained(
-        cls, source, *, interpolate: bool = False, convention: str | None = None, param_dtype=jnp.float32
+        cls,
+        source: str | os.PathLike,
+        *,
+        interpolate: bool = False,
+        convention: str | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> PatchPositionalEmbedding:
         """The position grid of a vision checkpoint (:func:`~flax_posenc.conversion.load_grid_table`).
 
         ``convention`` defaults to the checkpoint's own (its model type's
-        ``interpolate_pos_encoding``); ``position_name`` names the checkpoint's tensor.
+        ``interpolate_pos_encoding``); the spec's ``name`` names the checkpoint's tensor.
 
         Raises:
           CheckpointError: the source is not a vision checkpoint with a learned grid (one line).
         """
-        from flax_posenc.conversion.grid_tables import load_grid_table
-
-        table = load_grid_table(source)
-        module = nnx.eval_shape(
-            lambda: cls(
-                table.grid,
-                table.dim,
-                prefix_tokens=table.prefix_tokens,
-                patch_size=table.patch_size,
-                interpolate=interpolate,
-                convention=convention or table.convention,
-                param_dtype=param_dtype,
-                position_name=f"{table.family} position grid ({table.key})",
-                rngs=nnx.Rngs(0),
-            )
-        )
-        module.embedding.set_value(jnp.asarray(table.weights, param_dtype))
-        return module
+        spec, params = grid_source(source, convention)
+        return _loaded(cls, spec, params, param_dtype=param_dtype, interpolate=interpolate)
 
 
 __all__ = [

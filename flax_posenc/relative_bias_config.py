@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from flax_posenc.bounds import MAX_BUCKETS, MAX_DISTANCE, check_bound
+from flax_posenc.bounds import MAX_BUCKETS, MAX_DISTANCE, MAX_HEADS, check_bound
 
 #: T5's (and MPNet's) defaults.
 DEFAULT_NUM_BUCKETS = 32
@@ -237,4 +237,80 @@ class BucketConfig:
         }
 
 
-__all__ = ["BucketConfig", "DEFAULT_MAX_DISTANCE", "DEFAULT_NUM_BUCKETS"]
+@dataclasses.dataclass(frozen=True)
+class RelativeBiasSpec:
+    """What a T5-style relative position bias module holds: heads, buckets and table rows (static, hashable).
+
+    The spec of :class:`flax_posenc.nnx.RelativePositionBias` and its Linen twin; the table is
+    ``(num_rows, num_heads)``.
+
+    Attributes:
+      num_heads: attention heads (columns of the table), ``1 ..`` :data:`~flax_posenc.bounds.MAX_HEADS`.
+      buckets: the :class:`BucketConfig` (T5/MPNet: 32 buckets, max_distance 128).
+      num_rows: table rows, at least ``buckets.num_buckets`` (an MPNet config asking for 64
+        rows uses 32 buckets); ``None`` (the default) means ``buckets.num_buckets`` and is stored so.
+
+    Raises:
+      ValueError: one line naming the field, what was expected and what was found.
+
+    >>> spec = RelativeBiasSpec(8, BucketConfig(32, 128, bidirectional=False))
+    >>> spec.num_rows, spec.table_shape
+    (32, (32, 8))
+    >>> RelativeBiasSpec(8, BucketConfig(), num_rows=16)
+    Traceback (most recent call last):
+    ...
+    ValueError: RelativeBiasSpec: expected num_rows >= num_buckets (32), found 16
+    """
+
+    num_heads: int
+    buckets: BucketConfig = BucketConfig()
+    num_rows: int | None = None
+
+    def __post_init__(self):
+        heads = self.num_heads
+        if not isinstance(heads, (int, np.integer)) or isinstance(heads, bool) or heads < 1:
+            raise ValueError(f"RelativeBiasSpec: expected a positive integer num_heads, found {heads!r}")
+        try:
+            check_bound("num_heads", int(heads), MAX_HEADS)
+        except ValueError as e:
+            raise ValueError(f"RelativeBiasSpec: {e}") from None
+        if not isinstance(self.buckets, BucketConfig):
+            raise ValueError(f"RelativeBiasSpec: expected buckets a BucketConfig, found {type(self.buckets).__name__}")
+        rows = self.buckets.num_buckets if self.num_rows is None else self.num_rows
+        if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool):
+            raise ValueError(f"RelativeBiasSpec: expected an integer num_rows or None, found {rows!r}")
+        if rows < self.buckets.num_buckets:
+            raise ValueError(
+                f"RelativeBiasSpec: expected num_rows >= num_buckets ({self.buckets.num_buckets}), found {rows}"
+            )
+        try:
+            check_bound("num_rows", int(rows), MAX_BUCKETS)
+        except ValueError as e:
+            raise ValueError(f"RelativeBiasSpec: {e}") from None
+        object.__setattr__(self, "num_heads", int(heads))
+        object.__setattr__(self, "num_rows", int(rows))
+
+    @classmethod
+    def from_arguments(
+        cls,
+        num_heads: int,
+        *,
+        num_buckets: int = DEFAULT_NUM_BUCKETS,
+        max_distance: int = DEFAULT_MAX_DISTANCE,
+        bidirectional: bool = True,
+        num_rows: int | None = None,
+    ) -> RelativeBiasSpec:
+        """The spec from the modules' flat arguments.
+
+        >>> RelativeBiasSpec.from_arguments(8, num_buckets=32) == RelativeBiasSpec(8, BucketConfig(32))
+        True
+        """
+        return cls(num_heads, BucketConfig(num_buckets, max_distance, bidirectional), num_rows)
+
+    @property
+    def table_shape(self) -> tuple[int, int]:
+        """``(num_rows, num_heads)``: the shape of the bias table."""
+        return (int(self.num_rows or 0), self.num_heads)
+
+
+__all__ = ["BucketConfig", "DEFAULT_MAX_DISTANCE", "DEFAULT_NUM_BUCKETS", "RelativeBiasSpec"]

@@ -1,4 +1,12 @@
-"""What the NNX and Linen shells share: the calls of the parameter-free modules.
+"""What the NNX and Linen shells share: the spec contract and the calls of the parameter-free modules.
+
+The contract: every module is built from a spec (a frozen record: :class:`~flax_posenc.block.InputSpec`,
+:class:`~flax_posenc.block.PositionSpec`, :class:`~flax_posenc.RelativeBiasSpec`,
+:class:`~flax_posenc.GridSpec`, :class:`~flax_posenc.RopeConfig`, :class:`~flax_posenc.AlibiConfig`)
+plus its module concerns (dtypes, initializers, ``on_overflow``, ``rngs``, ...); the flat
+arguments are the classmethod ``from_arguments``. :func:`spec_or_flat` is what a constructor does
+with its leading arguments: a spec is checked and kept, flat arguments still build one but warn
+(:func:`warn_flat`, a ``DeprecationWarning`` naming the user's line).
 
 :class:`RotaryCalls` and :class:`ALiBiCalls` are plain mixins (not modules): each shell's
 ``RotaryEmbedding`` / ``ALiBiBias`` inherits its ``__call__`` (and ``rotate_qk``) from them, so
@@ -9,17 +17,189 @@ the two frameworks' modules run the same lines over :mod:`flax_posenc.rope` and
 
 from __future__ import annotations
 
+import os
+import sys
+import types
+import warnings
+from collections.abc import Callable
 from typing import Any
 
+import flax
 import jax
 import jax.numpy as jnp
 
-from flax_posenc import alibi, rope
+from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
+from flax_posenc.block import PositionSpec
+from flax_posenc.conversion.grid_tables import image_grid, load_grid_table
+from flax_posenc.conversion.relative_bias import load_relative_bias
+from flax_posenc.grid_config import GridSpec
+from flax_posenc.grids import add_grid_positions
 from flax_posenc.overflow import OverflowPolicy
+from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.sinusoid_math import Layout
 
-__all__ = ["ALiBiCalls", "RotaryCalls"]
+__all__ = [
+    "ALiBiCalls",
+    "RotaryCalls",
+    "add_grid",
+    "check_kind",
+    "grid_source",
+    "learned_spec",
+    "relative_bias_source",
+    "sinusoidal_spec",
+    "spec_or_flat",
+    "user_stacklevel",
+    "warn_flat",
+]
+
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: frames a deprecation warning looks past: the shells (and this file), and flax (NNX calls ``__init__``)
+_SKIPPED = tuple(_HERE + f for f in ("nnx.py", "linen.py", "shells.py")) + (
+    os.path.dirname(os.path.abspath(flax.__file__)) + os.sep,
+)
+
+
+def sinusoidal_spec(
+    dim: int,
+    *,
+    num_positions: int | None = None,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+    endpoint: bool = False,
+    position_name: str = "sinusoidal encoding",
+    name: str | None = None,
+) -> PositionSpec:
+    """The ``PositionSpec`` of the flat arguments of ``SinusoidalPositionalEncoding.from_arguments`` (NNX and Linen)."""
+    name = block.renamed_position_name(position_name, name, "name")  # NNX's former keyword
+    return PositionSpec("sinusoidal", dim, num_positions, base=base, layout=layout, endpoint=endpoint, name=name)
+
+
+def learned_spec(
+    num_positions: int,
+    dim: int,
+    *,
+    offset: int = 0,
+    position_name: str = "position table",
+    name: str | None = None,
+) -> PositionSpec:
+    """The ``PositionSpec`` of the flat arguments of ``LearnedPositionalEmbedding.from_arguments`` (NNX and Linen)."""
+    name = block.renamed_position_name(position_name, name, "name")
+    return PositionSpec("learned", dim, num_positions, offset=offset, name=name)
+
+
+def relative_bias_source(source: str | os.PathLike, stack: str, layer: int) -> tuple[RelativeBiasSpec, dict]:
+    """``(spec, params)`` of a checkpoint's relative bias (NNX and Linen load through this)."""
+    tab = load_relative_bias(source, stack=stack, layer=layer)
+    rows, heads = tab.weights.shape
+    spec = RelativeBiasSpec(heads, BucketConfig(tab.num_buckets, tab.max_distance, tab.bidirectional), rows)
+    return spec, {"embedding": tab.weights}
+
+
+def grid_source(source: str | os.PathLike, convention: str | None) -> tuple[GridSpec, dict]:
+    """``(spec, params)`` of a vision checkpoint's position grid (NNX and Linen load through this)."""
+    table = load_grid_table(source)
+    spec = GridSpec(
+        table.grid,
+        table.dim,
+        table.prefix_tokens,
+        table.patch_size,
+        convention or table.convention,
+        f"{table.family} position grid ({table.key})",
+    )
+    return spec, {"embedding": table.weights}
+
+
+def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, interpolate: bool) -> jax.Array:
+    """The call of both ``PatchPositionalEmbedding`` shells: ``x + positions``."""
+    if image_size is not None:
+        if spec.patch_size is None:
+            raise ValueError("image_size: this module has no patch_size; pass grid=(gh, gw)")
+        grid = image_grid(image_size, spec.patch_size)
+    return add_grid_positions(
+        x,
+        table,
+        prefix_tokens=spec.prefix_tokens,
+        trained_grid=spec.grid,
+        grid=grid,
+        interpolate=interpolate,
+        convention=spec.convention,
+        name=spec.name,
+    )
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the first frame outside the shells and flax."""
+    frame: types.FrameType | None = sys._getframe(2)  # the caller of the function that warns
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_SKIPPED):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_flat(module: str, flat: str, spec: str) -> None:
+    """The ``DeprecationWarning`` of a flat call ``module(flat)``, reported at the user's line.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     warn_flat("LearnedPositionalEmbedding", "num_positions, dim, ...", "PositionSpec")
+    >>> str(seen[0].message)
+    'LearnedPositionalEmbedding(num_positions, dim, ...): deprecated, use LearnedPositionalEmbedding(PositionSpec(...)) or LearnedPositionalEmbedding.from_arguments(num_positions, dim, ...)'
+    """
+    warnings.warn(
+        f"{module}({flat}): deprecated, use {module}({spec}(...)) or {module}.from_arguments({flat})",
+        DeprecationWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def check_kind(spec: Any, kind: str, module: str) -> Any:
+    """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
+
+    >>> from flax_posenc.block import PositionSpec
+    >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
+    Traceback (most recent call last):
+    ...
+    ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
+    """
+    if spec.kind != kind:
+        raise ValueError(
+            f"spec: expected a {type(spec).__name__} of kind {kind!r} ({module}), found kind {spec.kind!r}"
+        )
+    return spec
+
+
+def spec_or_flat(
+    module: str,
+    spec_type: type,
+    spec: Any,
+    flat: tuple,
+    arguments: dict[str, Any],
+    build: Callable[..., Any],
+    flat_names: str,
+    kind: str | None = None,
+) -> Any:
+    """What a constructor does with its leading arguments: ``spec`` kept, or flat ones built (deprecated).
+
+    ``spec`` of ``spec_type`` (checked against ``kind`` when given) must come alone; anything
+    else is the first flat argument: ``build(spec, *flat, **arguments)`` makes the spec, with
+    :func:`warn_flat`'s ``DeprecationWarning`` (``flat_names`` spells the flat call).
+
+    Raises:
+      TypeError: a spec together with flat arguments (their names are listed).
+    """
+    if isinstance(spec, spec_type):
+        if flat or arguments:
+            given = [f"positional #{i + 2}" for i in range(len(flat))] + sorted(arguments)
+            raise TypeError(
+                f"{module}: expected a {spec_type.__name__} or flat arguments ({flat_names}), "
+                f"found both: a spec and {given}"
+            )
+        return spec if kind is None else check_kind(spec, kind, module)
+    warn_flat(module, flat_names, spec_type.__name__)
+    return build(spec, *flat, **arguments)
 
 
 class RotaryCalls:

@@ -129,7 +129,7 @@ def test_position_limit_error_names_the_trained_grid(vision):
     ],
 )
 def test_module_bad_input_is_one_line(kwargs, line):
-    pos = fp.nnx.PatchPositionalEmbedding((4, 4), 16, patch_size=8, rngs=nnx.Rngs(0))
+    pos = fp.nnx.PatchPositionalEmbedding.from_arguments((4, 4), 16, patch_size=8, rngs=nnx.Rngs(0))
     x = kwargs.pop("x")
     with pytest.raises(ValueError) as e:
         pos(x, **kwargs)

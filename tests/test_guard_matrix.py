@@ -52,7 +52,7 @@ class Learned:
     name = "position table holds 8"
 
     def build(self, policy):
-        m = fp.nnx.LearnedPositionalEmbedding(LIMIT, DIM, on_overflow=policy, rngs=nnx.Rngs(0))
+        m = fp.nnx.LearnedPositionalEmbedding.from_arguments(LIMIT, DIM, on_overflow=policy, rngs=nnx.Rngs(0))
         self.table = np.asarray(m.embedding[...], np.float64)
         return m
 
@@ -67,7 +67,7 @@ class Sinusoid:
     name = "sinusoidal encoding holds 8"
 
     def build(self, policy):
-        return fp.nnx.SinusoidalPositionalEncoding(DIM, num_positions=LIMIT, on_overflow=policy)
+        return fp.nnx.SinusoidalPositionalEncoding.from_arguments(DIM, num_positions=LIMIT, on_overflow=policy)
 
     def call(self, m, p):
         return m(p)
@@ -301,7 +301,7 @@ def test_token_type_ids_past_the_table_follow_the_guard():
 
 def test_reserved_rows_below_the_padding_row_are_an_error():
     """RoBERTa: position -1 is the padding row (row 1); -2 would read the unused row 0."""
-    wpe = fp.nnx.LearnedPositionalEmbedding(8, DIM, offset=2, rngs=nnx.Rngs(0))
+    wpe = fp.nnx.LearnedPositionalEmbedding.from_arguments(8, DIM, offset=2, rngs=nnx.Rngs(0))
     np.testing.assert_array_equal(wpe(jnp.array([-1])), wpe.embedding[1:2])
     with pytest.raises(
         PositionLimitError,
@@ -565,7 +565,7 @@ ONE_ROW_LOOKUPS = {
     "slice whole table": lambda p: lookup.slice_positions(jnp.ones((2, 3)), 2, start=p[0]),
     "constant 4-row table": lambda p: fp.lookup_positions(jnp.zeros((4, 3)), p * 4),
     "slice of a constant table": lambda p: lookup.slice_positions(jnp.zeros((8, 3)), 2, start=p[0] * 7),
-    "module": lambda p: fp.nnx.LearnedPositionalEmbedding(1, 3, rngs=nnx.Rngs(0))(p),
+    "module": lambda p: fp.nnx.LearnedPositionalEmbedding.from_arguments(1, 3, rngs=nnx.Rngs(0))(p),
 }
 
 

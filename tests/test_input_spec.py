@@ -108,18 +108,21 @@ def test_spec_and_flat_arguments_together_are_refused():
 
 def test_old_name_keywords_warn_and_still_name_the_table():
     with pytest.warns(DeprecationWarning, match="name: deprecated, use position_name"):
-        wpe = fp.nnx.LearnedPositionalEmbedding(4, DIM, name="old wpe", rngs=nnx.Rngs(0))
+        wpe = fp.nnx.LearnedPositionalEmbedding.from_arguments(4, DIM, name="old wpe", rngs=nnx.Rngs(0))
     with pytest.raises(fp.PositionLimitError, match="^old wpe holds 4 positions"):
         wpe(length=5)
     with pytest.raises(fp.PositionLimitError, match="^new wpe holds 4 positions"):
-        fp.nnx.LearnedPositionalEmbedding(4, DIM, position_name="new wpe", rngs=nnx.Rngs(0))(length=5)
-    sinusoid = fp.linen.SinusoidalPositionalEncoding(DIM, num_positions=4, table_name="old sin")
-    with pytest.warns(DeprecationWarning, match="table_name: deprecated"), pytest.raises(fp.PositionLimitError):
+        fp.nnx.LearnedPositionalEmbedding.from_arguments(4, DIM, position_name="new wpe", rngs=nnx.Rngs(0))(length=5)
+    with pytest.warns(DeprecationWarning, match="table_name: deprecated"):
+        sinusoid = fp.linen.SinusoidalPositionalEncoding.from_arguments(DIM, num_positions=4, table_name="old sin")
+    with pytest.raises(fp.PositionLimitError, match="^old sin holds 4 positions"):
         sinusoid.apply({}, length=5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new keyword: no warning
         with pytest.raises(fp.PositionLimitError, match="^new sin holds 4 positions"):
-            fp.linen.SinusoidalPositionalEncoding(DIM, num_positions=4, position_name="new sin").apply({}, length=5)
+            fp.linen.SinusoidalPositionalEncoding.from_arguments(DIM, num_positions=4, position_name="new sin").apply(
+                {}, length=5
+            )
 
 
 # --------------------------------------------------------------------------- extend_input

@@ -182,7 +182,7 @@ def test_dropout_is_random_in_training_and_identity_in_eval():
 
 def test_learned_positions_read_row_offset_plus_position():
     """(NNX equals Linen for every module: tests/test_shell_contract.py.)"""
-    wpe = randomized(fp.nnx.LearnedPositionalEmbedding(64, DIM, offset=2, rngs=nnx.Rngs(0)))
+    wpe = randomized(fp.nnx.LearnedPositionalEmbedding.from_arguments(64, DIM, offset=2, rngs=nnx.Rngs(0)))
     positions = jnp.array([[0, 5, 63], [-1, -1, 1]])
     np.testing.assert_array_equal(wpe(positions), np.asarray(wpe.embedding[...])[np.asarray(positions) + 2])
 
@@ -215,4 +215,4 @@ def test_bad_call_arguments():
     with pytest.raises(ValueError, match="token_type_ids: this block has no token-type embedding"):
         block(jnp.ones((1, 3), jnp.int32), token_type_ids=jnp.zeros((1, 3), jnp.int32))
     with pytest.raises(ValueError, match="give exactly one of positions"):
-        fp.nnx.SinusoidalPositionalEncoding(8)()
+        fp.nnx.SinusoidalPositionalEncoding.from_arguments(8)()

@@ -120,7 +120,7 @@ class TestTraced:
 
 class TestModules:
     def test_nnx_learned_static(self):
-        wpe = fp.nnx.LearnedPositionalEmbedding(1024, 8, rngs=nnx.Rngs(0))
+        wpe = fp.nnx.LearnedPositionalEmbedding.from_arguments(1024, 8, rngs=nnx.Rngs(0))
         assert wpe(length=1024).shape == (1024, 8)
         with pytest.raises(PositionLimitError, match="asked for position 1024, 1 past the end"):
             wpe(length=1025)
@@ -128,16 +128,16 @@ class TestModules:
             wpe(jnp.array([1024]))
 
     def test_linen_learned_static(self):
-        wpe = fp.linen.LearnedPositionalEmbedding(512, 8)
+        wpe = fp.linen.LearnedPositionalEmbedding.from_arguments(512, 8)
         variables = wpe.init(jax.random.key(0), length=4)
         assert wpe.apply(variables, length=512).shape == (512, 8)
         with pytest.raises(PositionLimitError, match="asked for position 512"):
             wpe.apply(variables, length=513)
 
     def test_sinusoid_limit_is_optional(self):
-        free = fp.nnx.SinusoidalPositionalEncoding(8)
+        free = fp.nnx.SinusoidalPositionalEncoding.from_arguments(8)
         assert free(jnp.array([2**30])).shape == (1, 8)
-        bounded = fp.nnx.SinusoidalPositionalEncoding(8, num_positions=512)
+        bounded = fp.nnx.SinusoidalPositionalEncoding.from_arguments(8, num_positions=512)
         with pytest.raises(PositionLimitError, match="asked for position 512"):
             bounded(length=513)
         with pytest.raises(PositionLimitError, match="asked for position 600, 89 past the end"):

@@ -29,8 +29,8 @@ ROPE = fp.RopeConfig(head_dim=DIM, max_position_embeddings=LIMIT)
 
 def _nnx_modules(policy):
     return {
-        "learned": fp.nnx.LearnedPositionalEmbedding(LIMIT, DIM, on_overflow=policy, rngs=nnx.Rngs(0)),
-        "sinusoidal": fp.nnx.SinusoidalPositionalEncoding(DIM, num_positions=LIMIT, on_overflow=policy),
+        "learned": fp.nnx.LearnedPositionalEmbedding.from_arguments(LIMIT, DIM, on_overflow=policy, rngs=nnx.Rngs(0)),
+        "sinusoidal": fp.nnx.SinusoidalPositionalEncoding.from_arguments(DIM, num_positions=LIMIT, on_overflow=policy),
         "block": fp.nnx.TransformerInput.from_arguments(
             9, DIM, num_positions=LIMIT, on_overflow=policy, rngs=nnx.Rngs(0)
         ),
@@ -41,8 +41,10 @@ def _nnx_modules(policy):
 
 def _linen_modules(policy):
     return {
-        "learned": fp.linen.LearnedPositionalEmbedding(LIMIT, DIM, on_overflow=policy),
-        "sinusoidal": fp.linen.SinusoidalPositionalEncoding(DIM, num_positions=LIMIT, on_overflow=policy),
+        "learned": fp.linen.LearnedPositionalEmbedding.from_arguments(LIMIT, DIM, on_overflow=policy),
+        "sinusoidal": fp.linen.SinusoidalPositionalEncoding.from_arguments(
+            DIM, num_positions=LIMIT, on_overflow=policy
+        ),
         "block": fp.linen.TransformerInput.from_arguments(9, DIM, num_positions=LIMIT, on_overflow=policy),
         "rope": fp.linen.RotaryEmbedding(ROPE, on_overflow=policy),
         "alibi": fp.linen.ALiBiBias(fp.AlibiConfig(2, max_positions=LIMIT), on_overflow=policy),

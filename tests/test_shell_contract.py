@@ -8,7 +8,11 @@ For each module the library ships in both frameworks:
    (within float32 roundings: 1e-6; jitted NNX and jitted Linen exactly);
 4. every parameter carries its documented logical axes (NNX ``out_sharding``, Linen boxes);
 5. ``from_pretrained`` round-trips: the module written to its checkpoint format and read back
-   has the same parameters and outputs (rows with a checkpoint format).
+   has the same parameters and outputs (rows with a checkpoint format);
+6. it is built from a spec plus module concerns: ``Module.from_arguments(*flat)`` builds what
+   ``Module(spec)`` builds (same spec, parameter shapes and outputs), and the deprecated flat call
+   ``Module(*flat)`` still does, with one ``DeprecationWarning`` reported at the caller's line
+   (rows with flat arguments; RoPE and ALiBi take their config).
 
 References are the row's own eager calls one example at a time (for 2 and 3) and the expected
 names, shapes and axes written out below from the module docstrings (for 1 and 4). What each
@@ -20,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,7 @@ from flax.traverse_util import flatten_dict
 from safetensors.numpy import save_file
 
 import flax_posenc as fp
-from flax_posenc.block import InputSpec
+from flax_posenc.block import InputSpec, PositionSpec
 
 V, D, P, H = 11, 8, 6, 3  # vocabulary, width, positions, heads
 B = 3  # examples stacked for vmap / scan
@@ -49,6 +54,7 @@ class Row:
     example: Callable[[int], Any]  # seed -> one example's array
     params: dict[str, tuple[tuple[int, ...], tuple]]  # "a/b" -> (shape, logical axes)
     pretrained: Callable[[Path, Any], Any] | None = None  # (folder, NNX module) -> SOURCE written from it
+    flat: tuple[tuple, dict] | None = None  # the flat arguments of from_arguments building the same module
 
 
 def _ints(high, shape):
@@ -63,6 +69,10 @@ BERT = InputSpec.from_arguments(V, D, num_positions=P, type_vocab_size=2, layer_
 SINUSOID = InputSpec.from_arguments(V, D, position="sinusoidal", embed_scale=D**0.5)
 ROPE = fp.RopeConfig(head_dim=D, max_position_embeddings=P)
 GRID = (2, 3)
+LEARNED = PositionSpec("learned", D, P, offset=2)
+SINUSOIDAL = PositionSpec("sinusoidal", D, P, layout="concatenated", name="sinusoidal encoding")
+RELATIVE = fp.RelativeBiasSpec(H, fp.BucketConfig(32, 128, bidirectional=True))
+GRID_SPEC = fp.GridSpec(GRID, D, patch_size=8)
 
 
 def _orbax(folder: Path, module) -> Path:
@@ -111,6 +121,7 @@ ROWS = [
             "layer_norm/bias": ((D,), ("embed",)),
         },
         _orbax,
+        ((V, D), {"num_positions": P, "type_vocab_size": 2, "layer_norm": True}),
     ),
     Row(
         "TransformerInput/sinusoidal",
@@ -119,22 +130,25 @@ ROWS = [
         lambda ids: ((ids,), {}),
         _ints(V, (2, 5)),
         {"word_embeddings": ((V, D), ("vocab", "embed"))},
+        flat=((V, D), {"position": "sinusoidal", "embed_scale": D**0.5}),
     ),
     Row(
         "LearnedPositionalEmbedding",
-        lambda: fp.nnx.LearnedPositionalEmbedding(P, D, offset=2, rngs=nnx.Rngs(0)),
-        lambda: fp.linen.LearnedPositionalEmbedding(P, D, offset=2),
+        lambda: fp.nnx.LearnedPositionalEmbedding(LEARNED, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.LearnedPositionalEmbedding(LEARNED),
         lambda positions: ((positions,), {}),
         _ints(P, (5,)),
         {"embedding": ((P + 2, D), (None, "embed"))},
+        flat=((P, D), {"offset": 2}),
     ),
     Row(
         "SinusoidalPositionalEncoding",
-        lambda: fp.nnx.SinusoidalPositionalEncoding(D, num_positions=P, layout="concatenated"),
-        lambda: fp.linen.SinusoidalPositionalEncoding(D, num_positions=P, layout="concatenated"),
+        lambda: fp.nnx.SinusoidalPositionalEncoding(SINUSOIDAL),
+        lambda: fp.linen.SinusoidalPositionalEncoding(SINUSOIDAL),
         lambda positions: ((positions,), {}),
         _ints(P, (5,)),
         {},
+        flat=((D,), {"num_positions": P, "layout": "concatenated"}),
     ),
     Row(
         "RotaryEmbedding",
@@ -155,21 +169,23 @@ ROWS = [
     ),
     Row(
         "RelativePositionBias",
-        lambda: fp.nnx.RelativePositionBias(H, rngs=nnx.Rngs(0)),
-        lambda: fp.linen.RelativePositionBias(H),
+        lambda: fp.nnx.RelativePositionBias(RELATIVE, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.RelativePositionBias(RELATIVE),
         lambda start: ((2, 5), {"query_start": start}),
         _ints(4, ()),
         {"embedding": ((32, H), (None, "heads"))},
         _t5,
+        ((H,), {"num_buckets": 32, "max_distance": 128}),
     ),
     Row(
         "PatchPositionalEmbedding",
-        lambda: fp.nnx.PatchPositionalEmbedding(GRID, D, patch_size=8, rngs=nnx.Rngs(0)),
-        lambda: fp.linen.PatchPositionalEmbedding(GRID, D, patch_size=8),
+        lambda: fp.nnx.PatchPositionalEmbedding(GRID_SPEC, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.PatchPositionalEmbedding(GRID_SPEC),
         lambda x: ((x,), {}),
         _floats((1 + GRID[0] * GRID[1], D)),
         {"embedding": ((1 + GRID[0] * GRID[1], D), (None, "embed"))},
         _vit,
+        (([2, 3], D), {"patch_size": 8}),
     ),
 ]
 IDS = [row.name for row in ROWS]
@@ -272,3 +288,105 @@ def test_from_pretrained_round_trip(row, tmp_path):
     np.testing.assert_array_equal(
         np.asarray(linen.apply(variables, *args, **kwargs)), np.asarray(module(*args, **kwargs))
     )
+
+
+FLAT = [r for r in ROWS if r.flat]
+
+
+@pytest.mark.parametrize("row", FLAT, ids=[r.name for r in FLAT])
+def test_from_arguments_builds_the_spec_module_and_the_flat_call_warns_once(row):
+    args, kwargs = row.flat
+    module, linen = row.nnx(), row.linen()
+    nnx_type, linen_type = type(module), type(linen)
+    rngs = (lambda: {"rngs": nnx.Rngs(0)}) if row.params else dict  # parameter-free modules take no rngs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the spec and from_arguments forms do not warn
+        built = nnx_type.from_arguments(*args, **kwargs, **rngs())
+        linen_built = linen_type.from_arguments(*args, **kwargs)
+        variables = _linen_variables(row, linen)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        flat = nnx_type(*args, **kwargs, **rngs())
+        linen_flat = linen_type(*args, **kwargs)
+    assert [(w.category, w.filename) for w in seen] == [(DeprecationWarning, __file__)] * 2  # once each, our line
+    for w, cls in zip(seen, (nnx_type, linen_type)):
+        assert str(w.message).startswith(f"{cls.__name__}(") and f"{cls.__name__}.from_arguments(" in str(w.message)
+    assert built.spec == flat.spec == module.spec and linen_built == linen_flat == linen
+    e = row.example(0)
+    call_args, call_kwargs = row.call(e)
+    expected = np.asarray(module(*call_args, **call_kwargs))
+    for other in (built, flat):  # same spec, same seed: same parameters, same outputs
+        shapes = {k: v.shape for k, v in _nnx_params(other).items()}
+        assert shapes == {k: shape for k, (shape, _) in row.params.items()}
+        np.testing.assert_array_equal(np.asarray(other(*call_args, **call_kwargs)), expected)
+    for other in (linen_built, linen_flat):
+        np.testing.assert_array_equal(
+            np.asarray(other.apply(variables, *call_args, **call_kwargs)),
+            np.asarray(linen.apply(variables, *call_args, **call_kwargs)),
+        )
+
+
+def test_a_spec_of_the_wrong_kind_or_beside_flat_arguments_is_refused():
+    kind = r"^spec: expected a PositionSpec of kind 'learned' \(LearnedPositionalEmbedding\), found kind 'sinusoidal'$"
+    with pytest.raises(ValueError, match=kind):
+        fp.nnx.LearnedPositionalEmbedding(SINUSOIDAL, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match=kind):
+        fp.linen.LearnedPositionalEmbedding(SINUSOIDAL)
+    kind = (
+        r"^spec: expected a PositionSpec of kind 'sinusoidal' \(SinusoidalPositionalEncoding\), found kind 'learned'$"
+    )
+    with pytest.raises(ValueError, match=kind):
+        fp.nnx.SinusoidalPositionalEncoding(LEARNED)
+    with pytest.raises(ValueError, match=kind):
+        fp.linen.SinusoidalPositionalEncoding(spec=LEARNED)
+    both = r"^RelativePositionBias: expected a RelativeBiasSpec or flat arguments \(num_heads, num_buckets=..., ...\), found both: a spec and \['num_buckets'\]$"
+    with pytest.raises(TypeError, match=both):
+        fp.nnx.RelativePositionBias(RELATIVE, num_buckets=32, rngs=nnx.Rngs(0))
+    with pytest.raises(TypeError, match=both):
+        fp.linen.RelativePositionBias(RELATIVE, num_buckets=32)
+    with pytest.raises(TypeError, match=r"found both: a spec and \['positional #2'\]"):
+        fp.nnx.PatchPositionalEmbedding(GRID_SPEC, D, rngs=nnx.Rngs(0))
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: fp.RelativeBiasSpec(0), "RelativeBiasSpec: expected a positive integer num_heads, found 0"),
+        (lambda: fp.RelativeBiasSpec(True), "RelativeBiasSpec: expected a positive integer num_heads, found True"),
+        (lambda: fp.RelativeBiasSpec(1 << 17), "RelativeBiasSpec: num_heads: expected at most 65536"),
+        (lambda: fp.RelativeBiasSpec(8, 32), "RelativeBiasSpec: expected buckets a BucketConfig, found int"),
+        (
+            lambda: fp.RelativeBiasSpec(8, num_rows=16),
+            r"RelativeBiasSpec: expected num_rows >= num_buckets \(32\), found 16",
+        ),
+        (
+            lambda: fp.RelativeBiasSpec(8, num_rows=1.5),
+            "RelativeBiasSpec: expected an integer num_rows or None, found 1.5",
+        ),
+        (lambda: fp.RelativeBiasSpec(8, num_rows=1 << 17), "RelativeBiasSpec: num_rows: expected at most 65536"),
+        (
+            lambda: fp.GridSpec((2, 0), D),
+            r"GridSpec: expected grid \(height, width\) in patches, each 1..65536, found \(2, 0\)",
+        ),
+        (lambda: fp.GridSpec((2, 3, 4), D), r"GridSpec: expected grid \(height, width\) in patches"),
+        (lambda: fp.GridSpec(2, 0), "GridSpec: expected a positive integer dim, found 0"),
+        (
+            lambda: fp.GridSpec(2, D, prefix_tokens=-1),
+            r"GridSpec: expected prefix_tokens an integer in 0..65536, found -1",
+        ),
+        (lambda: fp.GridSpec(2, D, patch_size=0), r"GridSpec: expected patch_size \(height, width\) in pixels"),
+        (lambda: fp.GridSpec(2, D, convention="nope"), "GridSpec: convention: expected one of big_vision, "),
+        (lambda: fp.GridSpec(2, D, name=3), "GridSpec: expected a string name, found 3"),
+    ],
+)
+def test_spec_errors_are_one_line_naming_the_field(build, message):
+    with pytest.raises(ValueError, match=f"^{message}") as error:
+        build()
+    assert "\n" not in str(error.value)
+
+
+def test_specs_normalise_what_the_modules_read():
+    assert fp.RelativeBiasSpec(8) == fp.RelativeBiasSpec(8, fp.BucketConfig(), 32)  # num_rows stored
+    spec = fp.GridSpec([4, 4], D, patch_size=(16, 16), convention="vit")
+    assert (spec.grid, spec.patch_size, spec.convention, spec.rows) == ((4, 4), 16, "torch_bicubic", 17)
+    assert hash(spec) == hash(fp.GridSpec(4, D, patch_size=16))

@@ -231,11 +231,11 @@ class TestProperties:
     def test_gpt2_table_parameter_count(self):
         from flax import nnx
 
-        wpe = fp.nnx.LearnedPositionalEmbedding(1024, 768, rngs=nnx.Rngs(0))
+        wpe = fp.nnx.LearnedPositionalEmbedding.from_arguments(1024, 768, rngs=nnx.Rngs(0))
         count = sum(x.size for x in jax.tree.leaves(nnx.state(wpe, nnx.Param)))
         assert count == 1024 * 768
-        assert fp.nnx.SinusoidalPositionalEncoding(768)(length=1024).shape == (1024, 768)
-        assert not jax.tree.leaves(nnx.state(fp.nnx.SinusoidalPositionalEncoding(768), nnx.Param))
+        assert fp.nnx.SinusoidalPositionalEncoding.from_arguments(768)(length=1024).shape == (1024, 768)
+        assert not jax.tree.leaves(nnx.state(fp.nnx.SinusoidalPositionalEncoding.from_arguments(768), nnx.Param))
 
 
 def test_traced_negative_positions_are_exact():

@@ -24,7 +24,7 @@ def main() -> dict:
     x_sharding = NamedSharding(mesh, P("data", None, "model"))
     out = {"devices": len(jax.devices())}
 
-    pos = fp.nnx.PatchPositionalEmbedding((4, 4), 64, interpolate=True, rngs=nnx.Rngs(0))
+    pos = fp.nnx.PatchPositionalEmbedding.from_arguments((4, 4), 64, interpolate=True, rngs=nnx.Rngs(0))
     expected = np.asarray(pos(x, grid=(6, 6)))
     graphdef, state = nnx.split(pos)
     shardings = nn.logical_to_mesh_sharding(nnx.get_partition_spec(state), mesh, rules)
@@ -37,7 +37,7 @@ def main() -> dict:
         "max_abs_diff": float(np.abs(np.asarray(got) - expected).max()),
     }
 
-    lin = fp.linen.PatchPositionalEmbedding((4, 4), 64, interpolate=True)
+    lin = fp.linen.PatchPositionalEmbedding.from_arguments((4, 4), 64, interpolate=True)
     variables = lin.init(jax.random.key(0), x[:, :17])
     expected = np.asarray(lin.apply(variables, x, grid=(6, 6)))
     shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(variables), mesh, rules)

@@ -17,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 import flax_posenc as fp
-from flax_posenc.block import InputSpec, transformer_input
+from flax_posenc.block import InputSpec, PositionSpec, transformer_input
 from flax_posenc.conversion import inspect_source, load_input_block, load_position_table, load_relative_bias
 from flax_posenc.extend import extend_table
 
@@ -48,10 +48,12 @@ def relative_encodings() -> None:
 
 def nnx_shells() -> None:
     rngs = nnx.Rngs(0)
-    wpe = fp.nnx.LearnedPositionalEmbedding(1024, 768, on_overflow="clip", rngs=rngs)
+    wpe = fp.nnx.LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), on_overflow="clip", rngs=rngs)
+    wpe = fp.nnx.LearnedPositionalEmbedding.from_arguments(1024, 768, offset=2, on_overflow="clip", rngs=rngs)
     out: jax.Array = wpe(length=128)
     out = wpe(jnp.arange(4), start=jnp.int32(2))
-    pe = fp.nnx.SinusoidalPositionalEncoding(512, num_positions=2048, layout="concatenated", on_overflow="fill")
+    pe = fp.nnx.SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512, 2048), on_overflow="fill")
+    pe = fp.nnx.SinusoidalPositionalEncoding.from_arguments(512, num_positions=2048, layout="concatenated")
     out = pe(length=128)
     block = fp.nnx.TransformerInput.from_arguments(50257, 768, num_positions=1024, rngs=rngs)
     block = fp.nnx.TransformerInput(InputSpec.from_arguments(100, 16, num_positions=32), rngs=rngs)
@@ -68,6 +70,11 @@ def nnx_shells() -> None:
     out = fp.nnx.RotaryEmbedding.from_pretrained("path/to/llama", layer=3)(jnp.ones((2, 4, 3, 8)))
     out = fp.nnx.ALiBiBias(12, causal=False, on_overflow="error")(5)
     rel = fp.nnx.RelativePositionBias.from_pretrained("path/to/t5", stack="decoder", param_dtype=jnp.bfloat16)
+    rel = fp.nnx.RelativePositionBias(fp.RelativeBiasSpec(8, fp.BucketConfig(32, 128, False)), rngs=rngs)
+    rel = fp.nnx.RelativePositionBias.from_arguments(8, num_buckets=32, bidirectional=False, rngs=rngs)
+    grid = fp.nnx.PatchPositionalEmbedding(fp.GridSpec((14, 14), 768, patch_size=16), interpolate=True, rngs=rngs)
+    grid = fp.nnx.PatchPositionalEmbedding.from_arguments(14, 768, prefix_tokens=2, rngs=rngs)
+    out = grid(jnp.zeros((1, 198, 768)), image_size=224)
     q, k = rope.rotate_qk(jnp.ones((2, 4, 3, 8)), jnp.ones((2, 4, 3, 8)), jnp.arange(4))
     bf16 = fp.nnx.TransformerInput.from_pretrained("gpt2", dtype=jnp.bfloat16, param_dtype=jnp.float32)
     print(q, k, bf16)
@@ -84,9 +91,12 @@ def linen_shells() -> None:
     out = block.apply(variables, ids, deterministic=False, rngs={"dropout": key})
     module, params = fp.linen.TransformerInput.from_pretrained("gpt2", on_overflow="fill")
     out = module.apply(params, ids)
-    pe = fp.linen.SinusoidalPositionalEncoding(512, on_overflow="clip", layout="concatenated", dtype=jnp.bfloat16)
+    spec = PositionSpec("sinusoidal", 512, layout="concatenated")
+    pe = fp.linen.SinusoidalPositionalEncoding(spec, on_overflow="clip", dtype=jnp.bfloat16)
+    pe = fp.linen.SinusoidalPositionalEncoding.from_arguments(512, layout="concatenated", on_overflow="clip")
     out = pe.apply({}, length=128)
-    wpe = fp.linen.LearnedPositionalEmbedding(1024, 768, on_overflow="fill", param_dtype=jnp.bfloat16)
+    wpe = fp.linen.LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), on_overflow="fill")
+    wpe = fp.linen.LearnedPositionalEmbedding.from_arguments(1024, 768, param_dtype=jnp.bfloat16)
     out = wpe.apply(wpe.init(key, length=4), length=4)
     rope = fp.linen.RotaryEmbedding(fp.RopeConfig(head_dim=8, max_position_embeddings=16), on_overflow="clip")
     out = rope.apply({}, jnp.ones((2, 4, 3, 8)))
@@ -96,6 +106,11 @@ def linen_shells() -> None:
     q, k = rope_module.apply(rope_variables, jnp.ones((1, 4, 2, 8)), jnp.ones((1, 4, 2, 8)), method="rotate_qk")
     bias_module, bias_variables = fp.linen.RelativePositionBias.from_pretrained("path/to/t5", dtype=jnp.bfloat16)
     out = bias_module.apply(bias_variables, 8, 8)
+    rel = fp.linen.RelativePositionBias(fp.RelativeBiasSpec(8, num_rows=64), dtype=jnp.bfloat16)
+    rel = fp.linen.RelativePositionBias.from_arguments(8, num_buckets=32, max_distance=128)
+    grid = fp.linen.PatchPositionalEmbedding(fp.GridSpec((14, 14), 768, convention="deit"), interpolate=True)
+    grid = fp.linen.PatchPositionalEmbedding.from_arguments((14, 14), 768, patch_size=16)
+    print(rel, grid)
     longer, longer_variables = module.extend_positions(params, 2048, method="linear")
     logits = module.apply(params, jnp.ones((2, 8, 768)), method="attend")
     print(q, k, longer, longer_variables, logits)
@@ -116,15 +131,17 @@ def conversion() -> None:
 
 
 def rejected() -> None:
-    fp.nnx.LearnedPositionalEmbedding(8, 4, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
-    fp.nnx.SinusoidalPositionalEncoding(8, on_overflow="wrap")  # type: ignore[arg-type]
+    learned, sinusoidal = PositionSpec("learned", 4, 8), PositionSpec("sinusoidal", 8)
+    fp.nnx.LearnedPositionalEmbedding(learned, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
+    fp.nnx.LearnedPositionalEmbedding.from_arguments(8, 4, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
+    fp.nnx.SinusoidalPositionalEncoding(sinusoidal, on_overflow="wrap")  # type: ignore[arg-type]
     fp.nnx.RotaryEmbedding(8, on_overflow="nan")  # type: ignore[arg-type]
-    fp.linen.SinusoidalPositionalEncoding(8, on_overflow="wrap")  # type: ignore[arg-type]
-    fp.linen.LearnedPositionalEmbedding(8, 4, on_overflow="clamp")  # type: ignore[arg-type]
+    fp.linen.SinusoidalPositionalEncoding(sinusoidal, on_overflow="wrap")  # type: ignore[arg-type]
+    fp.linen.LearnedPositionalEmbedding(learned, on_overflow="clamp")  # type: ignore[arg-type]
     fp.sinusoidal_encoding(jnp.arange(4), 8, on_overflow="ignore")  # type: ignore[arg-type]
     fp.apply_rope(jnp.ones((1, 4, 1, 8)), 8, on_overflow="wrap")  # type: ignore[arg-type]
     fp.sinusoidal_table(8, 4, layout="split")  # type: ignore[arg-type]
-    fp.nnx.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
-    fp.linen.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
+    fp.nnx.SinusoidalPositionalEncoding.from_arguments(8, layout="split")  # type: ignore[arg-type]
+    fp.linen.SinusoidalPositionalEncoding.from_arguments(8, layout="split")  # type: ignore[arg-type]
     block = fp.nnx.TransformerInput.from_arguments(10, 4, num_positions=8, rngs=nnx.Rngs(0))
     block.extend_positions(16, method="nearest")  # type: ignore[arg-type]
