@@ -136,20 +136,6 @@ def test_conversion_never_imports_a_jax_module():
 #: own imports inside functions that defer no heavy module, left in files other branches rewrite.
 #: issue 25: the shells and floor branches remove these (empty this set after merging them).
 INNER_ALLOWED = {
-    # linen.py and nnx.py (the shells branch)
-    ("flax_posenc.linen", "flax_posenc.conversion.grid_tables"),
-    ("flax_posenc.linen", "flax_posenc.conversion.layer_rope"),
-    ("flax_posenc.linen", "flax_posenc.conversion.relative_bias"),
-    ("flax_posenc.linen", "flax_posenc.extend"),
-    ("flax_posenc.linen", "flax_posenc.grids"),
-    ("flax_posenc.linen", "flax_posenc.pretrained"),
-    ("flax_posenc.nnx", "flax_posenc.conversion.grid_tables"),
-    ("flax_posenc.nnx", "flax_posenc.conversion.layer_rope"),
-    ("flax_posenc.nnx", "flax_posenc.conversion.relative_bias"),
-    ("flax_posenc.nnx", "flax_posenc.extend"),
-    ("flax_posenc.nnx", "flax_posenc.grid_config"),
-    ("flax_posenc.nnx", "flax_posenc.grids"),
-    ("flax_posenc.nnx", "flax_posenc.pretrained"),
     # orbax_io.py and pretrained.py (the floor branch)
     ("flax_posenc.orbax_io", "flax_posenc.conversion.atomic"),
     ("flax_posenc.orbax_io", "flax_posenc.conversion.safety"),
