@@ -71,6 +71,7 @@ _SUBMODULES = {
     "sinusoidal",
     "sinusoid_math",
     "block",
+    "spec",
     "rope",
     "alibi",
     "rope_config",
