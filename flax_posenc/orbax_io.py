@@ -49,7 +49,10 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc.conversion import atomic
+from flax_posenc.conversion.safety import load_json
 from flax_posenc.errors import CheckpointError
+from flax_posenc.spec import AXES, InputSpec
 
 #: the ``format`` field of the metadata item, the version written and the versions read.
 ORBAX_FORMAT = "flax-posenc/orbax-input-block"
@@ -112,8 +115,6 @@ def _digest(array: np.ndarray) -> str:
 
 def _spec_and_params(block, variables) -> tuple[Any, dict[str, Any]]:
     """``(spec, params)`` of an NNX block, a Linen block with its variables, or a spec with params."""
-    from flax_posenc.block import InputSpec
-
     if isinstance(block, InputSpec):
         if not isinstance(variables, Mapping):
             raise TypeError(f"save_orbax: expected a params dict with an InputSpec, got {type(variables).__name__}")
@@ -205,11 +206,9 @@ def save_orbax(out: str | os.PathLike, block, variables=None, *, overwrite: bool
     }
     import orbax.checkpoint as ocp
 
-    from flax_posenc.conversion.atomic import cleanup_on_signal, publish_dir
-
     tmp: Path | None = None
     try:
-        with cleanup_on_signal():
+        with atomic.cleanup_on_signal():
             try:
                 tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
                 staged = tmp / "checkpoint"
@@ -223,7 +222,7 @@ def save_orbax(out: str | os.PathLike, block, variables=None, *, overwrite: bool
                             }
                         ),
                     )
-                publish_dir(staged, out, overwrite=overwrite)
+                atomic.publish_dir(staged, out, overwrite=overwrite)
             finally:
                 if tmp is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
@@ -245,8 +244,6 @@ def read_orbax_metadata(path: str | os.PathLike):
       CheckpointError: the metadata is missing, not JSON, of another format or version, holds
         an invalid spec, or declares parameters the spec does not have.
     """
-    from flax_posenc.block import InputSpec
-    from flax_posenc.conversion.safety import load_json
 
     root = Path(path)
     if not root.is_dir():
@@ -295,8 +292,6 @@ def param_shardings(spec, mesh, rules=None) -> dict[str, Any]:
     """
     from flax import linen as nn
     from jax.sharding import PartitionSpec
-
-    from flax_posenc.block import AXES
 
     logical = {
         k: {n: PartitionSpec(*AXES[k]) for n in v} if isinstance(v, dict) else PartitionSpec(*AXES[k])

@@ -17,12 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = {"jax", "jaxlib", "flax", "torch", "transformers", "optax", "orbax", "matplotlib"}
 #: arrows known to break the rules, each to go; the test fails when one of them is gone (remove it here).
-KNOWN = {
-    # issue 25: to remove. inspect_source reads a converted .msgpack through the jax bridge
-    # (pretrained.converted_position_table, which needs InputSpec and flax.serialization): the
-    # converted-file format and the numpy-only spec belong on conversion's floor.
-    ("flax_posenc.conversion.source_record", "flax_posenc.pretrained"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path) -> str:
@@ -118,9 +113,7 @@ def test_the_graph_is_read():
 def test_no_import_cycles():
     arrows, heavy = graph()
     counted = {(a, b) for (a, b), inner in arrows.items() if not (inner and b in heavy and a not in heavy)}
-    assert KNOWN - {("flax_posenc.conversion.source_record", "flax_posenc.pretrained")} <= counted, (
-        "a known arrow is gone: remove it from KNOWN"
-    )
+    assert KNOWN <= counted, "a known arrow is gone: remove it from KNOWN"
     assert find_cycle(counted - KNOWN) is None, find_cycle(counted - KNOWN)
 
 
@@ -128,7 +121,7 @@ def test_conversion_never_imports_a_jax_module():
     arrows, heavy = graph()
     upward = {(a, b) for a, b in arrows if a.startswith("flax_posenc.conversion") and b in heavy}
     assert upward - KNOWN == set(), sorted(upward - KNOWN)
-    assert ("flax_posenc.conversion.source_record", "flax_posenc.pretrained") in upward, "gone: remove it from KNOWN"
+    assert ("flax_posenc.conversion.source_record", "flax_posenc.pretrained") not in arrows
 
 
 #: the reporting wing (issue 25 item 5): the ``flax-posenc`` command, the tour, table properties
