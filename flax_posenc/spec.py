@@ -386,7 +386,7 @@ class InputSpec:
         return dataclasses.replace(self, **_normalized(rest))
 
     def to_dict(self) -> dict:
-        """Plain Python values (the ``.msgpack`` format's ``spec``); :meth:`from_dict` inverts it.
+        """Plain Python values (a converted file's ``spec``, as JSON); :meth:`from_dict` inverts it.
 
         >>> spec = InputSpec.from_arguments(100, 16, num_positions=32, dtype="bfloat16")
         >>> d = spec.to_dict(); d["dtype"], d["position"]["num_positions"]

@@ -390,9 +390,12 @@ def _pack_array(value: np.ndarray) -> msgpack.ExtType:
 
 
 def _chunked(tree):
-    """Arrays over 1 GiB split as Flax splits them (msgpack's 2 GiB limit per object)."""
+    """Arrays over 1 GiB split as Flax splits them (msgpack's 2 GiB limit per object), and every
+    mapping's keys sorted (Flax's writer copies the tree with ``jax.tree.map``, which sorts them)."""
     if isinstance(tree, Mapping):
-        return {k: _chunked(v) for k, v in tree.items()}
+        return {k: _chunked(tree[k]) for k in sorted(tree)}
+    if tree is None or isinstance(tree, (str, bool, int, float)):
+        return tree
     value = np.asarray(tree)
     if value.nbytes <= _MAX_CHUNK_BYTES:
         return value
@@ -408,7 +411,7 @@ def _chunked(tree):
 
 def _msgpack_blob(spec: InputSpec, params: Mapping[str, Any]) -> bytes:
     """Version 2, byte for byte what ``flax.serialization.msgpack_serialize`` writes."""
-    blob = {"format": FORMAT, "version": 2, "spec": spec.to_dict(), "params": _chunked(params)}
+    blob = _chunked({"format": FORMAT, "version": 2, "spec": spec.to_dict(), "params": params})
 
     def default(value):
         if isinstance(value, np.ndarray):
