@@ -40,7 +40,7 @@ from flax_posenc.conversion.converted_file import (
     write_converted,
 )
 from flax_posenc.errors import CheckpointError
-from flax_posenc.orbax_io import is_orbax_checkpoint, load_orbax, param_shardings, save_orbax
+from flax_posenc.orbax_io import is_orbax_checkpoint, load_orbax, param_shardings, read_orbax_origin, save_orbax
 from flax_posenc.progress import Progress
 from flax_posenc.spec import InputSpec, PositionSpec
 
@@ -113,7 +113,7 @@ def converted_position_table(path: str | os.PathLike):
     """
     if is_orbax_checkpoint(path):
         spec, params = load_orbax(path)
-        return position_table_of(spec, params, path)
+        return position_table(spec, params, path, read_orbax_origin(path))
     converted = read_converted(path)
     return position_table(converted.spec, converted.params, path, converted.origin)
 
@@ -153,6 +153,14 @@ def load_pretrained(source, *, family: str | None = None, mesh=None, rules=None)
     return spec, params
 
 
+def _read_any(source, family: str | None) -> tuple[InputSpec, dict[str, Any], Origin | None]:
+    """:func:`_read_source`, or an orbax directory's ``(spec, params, origin)``."""
+    if is_orbax_checkpoint(source):
+        spec, params = load_orbax(source)
+        return spec, params, read_orbax_origin(source)
+    return _read_source(source, family)
+
+
 #: what ``save_converted`` (``flax-posenc convert --format``) writes: a version 3 ``.safetensors``
 #: file, a version 2 ``.msgpack`` file, or an orbax directory.
 CONVERTED_FORMATS = ("safetensors", "msgpack", "orbax")
@@ -190,8 +198,8 @@ def save_converted(
             )
         if not out.absolute().parent.is_dir():
             raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
-        spec, params = bar.run("reading", lambda: load_pretrained(source, family=family))
-        return bar.run("writing (orbax)", lambda: save_orbax(out, spec, params, overwrite=overwrite))
+        spec, params, origin = bar.run("reading", lambda: _read_any(source, family))
+        return bar.run("writing (orbax)", lambda: save_orbax(out, spec, params, overwrite=overwrite, origin=origin))
     suffixes = [_SUFFIXES[format]] if format is not None else list(_SUFFIXES.values())
     if not any(out.name.endswith(s) for s in suffixes):
         raise CheckpointError(
@@ -203,14 +211,7 @@ def save_converted(
         raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
     if os.path.isdir(out):
         raise CheckpointError(f"{out}: expected a file path for the converted parameters, found a directory")
-
-    def read() -> tuple[InputSpec, dict[str, Any], Origin | None]:
-        if is_orbax_checkpoint(source):
-            spec, params = load_orbax(source)
-            return spec, params, origin_from_name(spec.position.name)
-        return _read_source(source, family)
-
-    spec, params, origin = bar.run("reading", read)
+    spec, params, origin = bar.run("reading", lambda: _read_any(source, family))
     return bar.run("writing", lambda: write_converted(out, spec, params, origin=origin, overwrite=overwrite))
 
 

@@ -200,3 +200,20 @@ def test_format_and_suffix_must_agree(bert, tmp_path):
     with pytest.raises(ValueError, match=r"^format: expected one of safetensors, msgpack, orbax or None, got 'npz'"):
         save_converted(bert, tmp_path / "x.safetensors", format="npz")
     assert cf.read_converted(save_converted(bert, tmp_path / "y.msgpack", format="msgpack")).version == 2
+
+
+def test_an_orbax_directory_stores_the_origin_too(bert, tmp_path):
+    from flax_posenc.orbax_io import METADATA_FILE, read_orbax_origin
+
+    out = save_converted(bert, tmp_path / "b-orbax", format="orbax")
+    assert read_orbax_origin(out) == cf.Origin("bert", KEY, str(bert))
+    assert (inspect_source(out).to_dict()["family"], inspect_source(out).to_dict()["key"]) == ("bert", KEY)
+    again = save_converted(out, tmp_path / "again.safetensors")  # an orbax SOURCE passes its origin on
+    assert cf.read_converted(again).origin == cf.Origin("bert", KEY, str(bert))
+    spec, params = load_pretrained(bert)
+    bare = fp.save_orbax(tmp_path / "bare", spec.replace(position_name="mine"), params)  # no origin, no old name
+    assert read_orbax_origin(bare) is None and inspect_source(bare).to_dict()["family"] == "converted"
+    meta = json.loads((out / METADATA_FILE).read_text())
+    (out / METADATA_FILE).write_text(json.dumps(meta | {"origin": {"family": "bert"}}))
+    with pytest.raises(CheckpointError, match=r'expected an origin \{"family": str, "key": str'):
+        read_orbax_origin(out)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from flax_posenc.conversion.converted_file import is_converted_file, origin_from_name, position_table, read_converted
+from flax_posenc.conversion.converted_file import is_converted_file, position_table, read_converted
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
 from flax_posenc.conversion.learned_source import LearnedTableSource
 
@@ -191,10 +191,10 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> M
         converted = read_converted(source)
         return one(LearnedTableSource(position_table(converted.spec, converted.params, source, converted.origin)))
     if is_orbax_checkpoint(source):  # `flax-posenc convert --format orbax`: restoring it imports orbax
-        from flax_posenc.orbax_io import load_orbax
+        from flax_posenc.orbax_io import load_orbax, read_orbax_origin
 
         spec, params = load_orbax(source)
-        return one(LearnedTableSource(position_table(spec, params, source, origin_from_name(spec.position.name))))
+        return one(LearnedTableSource(position_table(spec, params, source, read_orbax_origin(source))))
     if family is not None:
         return one(LearnedTableSource(load_position_table(source, family=family)))
     path = config_json_path(source)  # a directory's, a .json path, or a Hub id's (config.json only)
