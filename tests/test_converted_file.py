@@ -217,3 +217,11 @@ def test_an_orbax_directory_stores_the_origin_too(bert, tmp_path):
     (out / METADATA_FILE).write_text(json.dumps(meta | {"origin": {"family": "bert"}}))
     with pytest.raises(CheckpointError, match=r'expected an origin \{"family": str, "key": str'):
         read_orbax_origin(out)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, ml_dtypes.bfloat16])
+def test_v3_keeps_every_float_dtype(bert, tmp_path, dtype):
+    spec, params = load_pretrained(bert)
+    params = jax.tree.map(lambda x: np.asarray(x).astype(dtype), params)
+    out = cf.write_converted(tmp_path / "b.safetensors", spec, params)
+    _same(cf.read_converted(out).params, params)  # bfloat16 stays bfloat16, not upcast
