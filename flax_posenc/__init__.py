@@ -73,6 +73,7 @@ _SUBMODULES = {
     "sinusoidal",
     "sinusoid_math",
     "block",
+    "spec",
     "rope",
     "alibi",
     "rope_config",

@@ -9,7 +9,8 @@ checkpoint directory of two items (orbax's ``CompositeCheckpointHandler``)::
       flax_posenc/   JsonSave of the metadata: {"format": "flax-posenc/orbax-input-block",
                      "version": 1, "spec": InputSpec.to_dict(),
                      "params": {"word_embeddings": {"shape": [..], "dtype": "float32",
-                                                    "sha256": ...}, ...}}
+                                                    "sha256": ...}, ...},
+                     "origin": {"family": ..., "key": ..., "source": ...}}   [optional]
 
 so plain orbax reads it too (``ocp.args.Composite(params=ocp.args.PyTreeRestore(),
 flax_posenc=ocp.args.JsonRestore())``). :func:`load_orbax` restores it, on one device or
@@ -49,7 +50,11 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc.conversion import atomic
+from flax_posenc.conversion.converted_file import Origin, origin_from_name
+from flax_posenc.conversion.safety import load_json
 from flax_posenc.errors import CheckpointError
+from flax_posenc.spec import AXES, InputSpec
 
 #: the ``format`` field of the metadata item, the version written and the versions read.
 ORBAX_FORMAT = "flax-posenc/orbax-input-block"
@@ -112,8 +117,6 @@ def _digest(array: np.ndarray) -> str:
 
 def _spec_and_params(block, variables) -> tuple[Any, dict[str, Any]]:
     """``(spec, params)`` of an NNX block, a Linen block with its variables, or a spec with params."""
-    from flax_posenc.block import InputSpec
-
     if isinstance(block, InputSpec):
         if not isinstance(variables, Mapping):
             raise TypeError(f"save_orbax: expected a params dict with an InputSpec, got {type(variables).__name__}")
@@ -157,7 +160,9 @@ def _check_params(out: Path, spec, host: Mapping) -> None:
             raise _fail(out, f"finite values in {name}", "NaN/Inf values")
 
 
-def save_orbax(out: str | os.PathLike, block, variables=None, *, overwrite: bool = False) -> Path:
+def save_orbax(
+    out: str | os.PathLike, block, variables=None, *, overwrite: bool = False, origin: Origin | None = None
+) -> Path:
     """Write an input block as an orbax checkpoint directory ``out`` (layout: this module's docstring).
 
     Args:
@@ -167,6 +172,8 @@ def save_orbax(out: str | os.PathLike, block, variables=None, *, overwrite: bool
         ``{"params": ...}``, boxed or not); or an :class:`~flax_posenc.block.InputSpec` (then
         ``variables`` is the nested parameter dict of :func:`~flax_posenc.pretrained.load_pretrained`).
       overwrite: replace an existing ``out``.
+      origin: where the position table came from (family, tensor name, SOURCE), stored as
+        ``origin`` (what ``flax-posenc convert`` passes; :func:`read_orbax_origin` reads it back).
 
     Atomic and exclusive, like every export (:mod:`flax_posenc.conversion.atomic`): orbax writes
     into a hidden temporary sibling of ``out`` that is renamed into place only when complete; an
@@ -203,13 +210,13 @@ def save_orbax(out: str | os.PathLike, block, variables=None, *, overwrite: bool
             for name, v in _flat(host).items()
         },
     }
+    if origin is not None:
+        metadata["origin"] = dict(origin._asdict())
     import orbax.checkpoint as ocp
-
-    from flax_posenc.conversion.atomic import cleanup_on_signal, publish_dir
 
     tmp: Path | None = None
     try:
-        with cleanup_on_signal():
+        with atomic.cleanup_on_signal():
             try:
                 tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
                 staged = tmp / "checkpoint"
@@ -223,7 +230,7 @@ def save_orbax(out: str | os.PathLike, block, variables=None, *, overwrite: bool
                             }
                         ),
                     )
-                publish_dir(staged, out, overwrite=overwrite)
+                atomic.publish_dir(staged, out, overwrite=overwrite)
             finally:
                 if tmp is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
@@ -245,8 +252,6 @@ def read_orbax_metadata(path: str | os.PathLike):
       CheckpointError: the metadata is missing, not JSON, of another format or version, holds
         an invalid spec, or declares parameters the spec does not have.
     """
-    from flax_posenc.block import InputSpec
-    from flax_posenc.conversion.safety import load_json
 
     root = Path(path)
     if not root.is_dir():
@@ -287,6 +292,32 @@ def read_orbax_metadata(path: str | os.PathLike):
     return spec, declared
 
 
+def read_orbax_origin(path: str | os.PathLike) -> Origin | None:
+    """Where an orbax checkpoint's position table came from, if its metadata says (``origin``).
+
+    Directories written without one (by ``save_orbax`` without ``origin``, or before it was
+    stored) give the family and key in the table's name when it is the converter's
+    (``"bert position table (key)"``), else ``None``.
+
+    Raises:
+      CheckpointError: as :func:`read_orbax_metadata`, or an ``origin`` that is not
+        ``{"family": str, "key": str, "source": str or null}``.
+    """
+    spec, _ = read_orbax_metadata(path)
+    file = Path(path) / METADATA_FILE
+    stored = load_json(file, what="flax-posenc orbax metadata (JSON)", max_bytes=MAX_METADATA_BYTES).get("origin")
+    if stored is None:
+        return origin_from_name(spec.position.name)
+    if (
+        not isinstance(stored, dict)
+        or set(stored) != {"family", "key", "source"}
+        or not (isinstance(stored["family"], str) and isinstance(stored["key"], str))
+        or not isinstance(stored["source"], (str, type(None)))
+    ):
+        raise _fail(file, 'an origin {"family": str, "key": str, "source": str or null}', repr(stored)[:120])
+    return Origin(stored["family"], stored["key"], stored["source"])
+
+
 def param_shardings(spec, mesh, rules=None) -> dict[str, Any]:
     """The ``NamedSharding`` of every parameter of ``spec`` on ``mesh``, by its logical axes.
 
@@ -295,8 +326,6 @@ def param_shardings(spec, mesh, rules=None) -> dict[str, Any]:
     """
     from flax import linen as nn
     from jax.sharding import PartitionSpec
-
-    from flax_posenc.block import AXES
 
     logical = {
         k: {n: PartitionSpec(*AXES[k]) for n in v} if isinstance(v, dict) else PartitionSpec(*AXES[k])
@@ -412,5 +441,6 @@ __all__ = [
     "load_orbax",
     "param_shardings",
     "read_orbax_metadata",
+    "read_orbax_origin",
     "save_orbax",
 ]

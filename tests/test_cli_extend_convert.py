@@ -119,7 +119,7 @@ def test_convert_round_trip(tiny_checkpoint, tmp_path):
 
 def test_convert_bad_output_names(tiny_checkpoint, tmp_path):
     r = run("convert", tiny_checkpoint("gpt2").path, "--out", tmp_path / "params.bin")
-    assert r.returncode == 2 and "expected an output file name ending in .msgpack" in r.stderr
+    assert r.returncode == 2 and "expected an output file name ending in .safetensors or .msgpack" in r.stderr
     r = run("convert", tiny_checkpoint("gpt2").path, "--out", tmp_path / "missing" / "p.msgpack")
     assert r.returncode == 2 and "expected an existing parent directory" in r.stderr
     assert not (tmp_path / "params.bin").exists()

@@ -18,13 +18,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = {"jax", "jaxlib", "flax", "torch", "transformers", "optax", "orbax", "matplotlib"}
-#: arrows known to break the rules, each to go; the test fails when one of them is gone (remove it here).
-KNOWN = {
-    # issue 25: to remove. inspect_source reads a converted .msgpack through the jax bridge
-    # (pretrained.converted_position_table, which needs InputSpec and flax.serialization): the
-    # converted-file format and the numpy-only spec belong on conversion's floor.
-    ("flax_posenc.conversion.source_record", "flax_posenc.pretrained"),
-}
 
 
 def module_name(path: Path) -> str:
@@ -113,6 +106,7 @@ def test_the_graph_is_read():
         "flax_posenc.rope_config",
         "flax_posenc.report.tour",
         "flax_posenc.table_properties",
+        "flax_posenc.spec",  # the specs, on the numpy floor (block.py re-exports them)
     }.isdisjoint(heavy)
     assert find_cycle({("a", "b"), ("b", "c"), ("c", "a")}) == ["a", "b", "c", "a"] and find_cycle({("a", "b")}) is None
 
@@ -120,32 +114,17 @@ def test_the_graph_is_read():
 def test_no_import_cycles():
     arrows, heavy = graph()
     counted = {(a, b) for (a, b), inner in arrows.items() if not (inner and b in heavy and a not in heavy)}
-    assert KNOWN - {("flax_posenc.conversion.source_record", "flax_posenc.pretrained")} <= counted, (
-        "a known arrow is gone: remove it from KNOWN"
-    )
-    assert find_cycle(counted - KNOWN) is None, find_cycle(counted - KNOWN)
+    assert find_cycle(counted) is None, find_cycle(counted)
 
 
 def test_conversion_never_imports_a_jax_module():
     arrows, heavy = graph()
     upward = {(a, b) for a, b in arrows if a.startswith("flax_posenc.conversion") and b in heavy}
-    assert upward - KNOWN == set(), sorted(upward - KNOWN)
-    assert ("flax_posenc.conversion.source_record", "flax_posenc.pretrained") in upward, "gone: remove it from KNOWN"
+    assert upward == set(), sorted(upward)
+    # the converted file is read on conversion's floor (conversion/converted_file.py), not through the jax bridge
+    assert ("flax_posenc.conversion.source_record", "flax_posenc.conversion.converted_file") in arrows
 
 
-#: own imports inside functions that defer no heavy module, left in files other branches rewrite.
-#: issue 25: the shells and floor branches remove these (empty this set after merging them).
-INNER_ALLOWED = {
-    # orbax_io.py and pretrained.py (the floor branch)
-    ("flax_posenc.orbax_io", "flax_posenc.conversion.atomic"),
-    ("flax_posenc.orbax_io", "flax_posenc.conversion.safety"),
-    ("flax_posenc.pretrained", "flax_posenc.conversion"),
-    ("flax_posenc.pretrained", "flax_posenc.conversion.atomic"),
-    ("flax_posenc.pretrained", "flax_posenc.conversion.safety"),
-    ("flax_posenc.pretrained", "flax_posenc.conversion.table"),
-    ("flax_posenc.pretrained", "flax_posenc.orbax_io"),
-    ("flax_posenc.pretrained", "flax_posenc.progress"),
-}
 #: the most own imports inside functions (each a heavy deferral) the package may hold.
 MAX_DEFERRALS = 10
 
@@ -165,17 +144,14 @@ def inner_imports() -> list[tuple[str, str, bool]]:
 
 def test_own_imports_inside_functions_only_defer_heavy_modules():
     """An own import inside a function defers a heavy module (the importer is not heavy, the
-    imported is), and there are at most ``MAX_DEFERRALS``; ``INNER_ALLOWED`` aside."""
+    imported is), and there are at most ``MAX_DEFERRALS``."""
     found = inner_imports()
     assert ("flax_posenc.report.plots", "flax_posenc.grids", True) in found  # the figure that resizes (jax)
-    rest = [(a, b, defers) for a, b, defers in found if (a, b) not in INNER_ALLOWED]
-    offenders = sorted({(a, b) for a, b, defers in rest if not defers})
+    offenders = sorted({(a, b) for a, b, defers in found if not defers})
     assert offenders == [], (
         f"own imports inside functions that defer no heavy module (import at module level): {offenders}"
     )
-    assert len(rest) <= MAX_DEFERRALS, f"{len(rest)} deferrals, at most {MAX_DEFERRALS}: {rest}"
-    gone = INNER_ALLOWED - {(a, b) for a, b, defers in found if not defers}
-    assert not gone, f"gone: remove from INNER_ALLOWED: {sorted(gone)}"
+    assert len(found) <= MAX_DEFERRALS, f"{len(found)} deferrals, at most {MAX_DEFERRALS}: {found}"
 
 
 #: the reporting wing (issue 25 item 5): the ``flax-posenc`` command, the tour, table properties

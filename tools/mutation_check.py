@@ -193,13 +193,13 @@ MUTANTS = [
         CORE,
     ),
     (  # M31 layer_norm_eps accepted when negative (item 4)
-        "flax_posenc/block.py",
+        "flax_posenc/spec.py",
         "math.isfinite(self.layer_norm_eps) and self.layer_norm_eps >= 0,",
         "math.isfinite(self.layer_norm_eps),",
         "tests/test_hostile.py",
     ),
     (  # M32 a bool accepted as an integer (num_positions=True: a one-row table) (item 4)
-        "flax_posenc/block.py",
+        "flax_posenc/spec.py",
         "    return isinstance(value, int) and not isinstance(value, bool)",
         "    return isinstance(value, int)",
         "tests/test_hostile.py",
@@ -260,13 +260,13 @@ MUTANTS = [
         "tests/test_overflow_policy.py",
     ),
     (  # M42 the policy written to files again
-        "flax_posenc/block.py",
+        "flax_posenc/spec.py",
         '        del out["position"]["on_overflow"]  # a run-time policy, not written to files\n',
         "",
         "tests/test_overflow_policy.py",
     ),
     (  # M43 an old file's policy read into the spec
-        "flax_posenc/block.py",
+        "flax_posenc/spec.py",
         'position = {k: v for k, v in position.items() if k != "on_overflow"}',
         "position = dict(position)",
         "tests/test_overflow_policy.py",
@@ -283,6 +283,31 @@ MUTANTS = [
         '        warnings.warn(\n            f"{cls.__name__}(vocab_size, dim, ...): deprecated',
         '        (lambda *a, **k: None)(\n            f"{cls.__name__}(vocab_size, dim, ...): deprecated',
         "tests/test_input_spec.py",
+    ),
+    # issue 25 item 1: the converted file on conversion's floor
+    (  # a v3 file's stored origin ignored (inspect would fall back to guessing)
+        "flax_posenc/conversion/converted_file.py",
+        '        origin = Origin(stored["family"], stored["key"], stored["source"])',
+        "        origin = None",
+        "tests/test_converted_file.py",
+    ),
+    (  # NaN/Inf parameters accepted from a converted file
+        "flax_posenc/conversion/converted_file.py",
+        "        if not finite.all():",
+        "        if False:",
+        "tests/test_converted_file.py",
+    ),
+    (  # the v2 writer no longer writes flax's bytes (keys in insertion order)
+        "flax_posenc/conversion/converted_file.py",
+        "        return {k: _chunked(tree[k]) for k in sorted(tree)}",
+        "        return {k: _chunked(v) for k, v in tree.items()}",
+        "tests/test_converted_file.py",
+    ),
+    (  # bfloat16 tensors of a v3 file upcast to float32 on reading
+        "flax_posenc/conversion/converted_file.py",
+        'raw.view(ml_dtypes.bfloat16) if reader.info(name)[0] == "BF16" else raw',
+        "reader.read(name)",
+        "tests/test_converted_file.py",
     ),
 ]
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+from flax_posenc.conversion.converted_file import is_converted_file, position_table, read_converted
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
 from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf, table_of
 from flax_posenc.conversion.learned_source import LearnedTableSource
@@ -158,7 +159,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> M
     A checkpoint (or ``config.json``) whose ``model_type`` is in the model registry
     (:data:`~flax_posenc.conversion.models.MODEL_MECHANISMS`) gets each of its mechanisms read:
     learned tables, RoPE per layer type and NoPE layers, ALiBi, relative biases. Anything else
-    (weights files, Hub ids, ``sinusoidal:L:D``, a ``.msgpack`` or an orbax directory written by
+    (weights files, Hub ids, ``sinusoidal:L:D``, a converted file or an orbax directory written by
     ``flax-posenc convert``, a checkpoint of an unknown type whose keys name a learned-table family) is
     read as one learned table. A ``.gguf`` file is read by :func:`inspect_gguf` (its RoPE metadata, or
     GPT-2's table). ``family`` forces a learned-table family.
@@ -176,10 +177,14 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> M
 
     if is_gguf_source(source):  # llama.cpp's format: metadata (RoPE) or position_embd.weight (GPT-2)
         return inspect_gguf(source, family=family)
-    if str(source).endswith(".msgpack") or is_orbax_checkpoint(source):  # written by `flax-posenc convert`
-        from flax_posenc.pretrained import converted_position_table
+    if is_converted_file(source):  # written by `flax-posenc convert` (numpy only, every version)
+        converted = read_converted(source)
+        return one(LearnedTableSource(position_table(converted.spec, converted.params, source, converted.origin)))
+    if is_orbax_checkpoint(source):  # `flax-posenc convert --format orbax`: restoring it imports orbax
+        from flax_posenc.orbax_io import load_orbax, read_orbax_origin
 
-        return one(LearnedTableSource(converted_position_table(source)))
+        spec, params = load_orbax(source)
+        return one(LearnedTableSource(position_table(spec, params, source, read_orbax_origin(source))))
     if family is not None:
         return one(LearnedTableSource(load_position_table(source, family=family)))
     path = config_json_path(source)  # a directory's, a .json path, or a Hub id's (config.json only)

@@ -9,7 +9,7 @@ Subcommands (see ``flax-posenc SUBCOMMAND --help``; the reference is ``docs/cli.
   ``--seconds S`` asks the same of an audio table (Whisper: 30 s).
 - ``plot SOURCE --out DIR [--dims D ...]``: PNG figures.
 - ``extend SOURCE --length N --method M --out DIR``: an HF-loadable checkpoint with a longer table.
-- ``convert SOURCE --out PATH [--format orbax]``: the input block's Flax parameters, as ``.msgpack``
+- ``convert SOURCE --out PATH [--format orbax]``: the input block's Flax parameters, as ``.safetensors``
   or an orbax checkpoint directory.
 - ``tour [--out DIR]``: the real BERT (all-MiniLM-L6-v2), a GPT-2-shaped checkpoint and a
   sinusoidal table, their limits shown and checked, figures written (:mod:`flax_posenc.report.tour`).
@@ -82,7 +82,7 @@ CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.report.tour
 
 SOURCE_HELP = (
     "a checkpoint directory, a .safetensors or .bin file, a Hugging Face model id "
-    "(local cache first), sinusoidal:LENGTH:DIM, or a .msgpack or orbax directory written by convert; for RoPE/ALiBi "
+    "(local cache first), sinusoidal:LENGTH:DIM, or a file or orbax directory written by convert; for RoPE/ALiBi "
     "models (Llama, Mistral, Qwen2, GPT-NeoX, GPT-J, Falcon, BLOOM, MPT) and T5/MPNet relative "
     "bias a checkpoint directory or its config.json; a .gguf file (llama.cpp; pip install 'flax-posenc[gguf]')"
 )
@@ -439,14 +439,16 @@ def _configure_convert(p: argparse.ArgumentParser) -> None:
         "-o",
         required=True,
         metavar="PATH",
-        help="output: a file ending in .msgpack, or with --format orbax a directory (must not exist)",
+        help="output: a file ending in .safetensors (version 3) or .msgpack (version 2), or with --format orbax "
+        "a directory (must not exist)",
     )
     p.add_argument(
         "--format",
-        choices=("msgpack", "orbax"),
-        default="msgpack",
-        help="msgpack (flax.serialization, one file) or orbax (an orbax.checkpoint directory, the spec "
-        "as JSON metadata; restore it sharded onto a mesh); default: msgpack",
+        choices=("safetensors", "msgpack", "orbax"),
+        default=None,
+        help="safetensors (one file, the spec as JSON metadata; read without flax), msgpack (one file, "
+        "flax.serialization's encoding) or orbax (an orbax.checkpoint directory, the spec as JSON metadata; "
+        "restore it sharded onto a mesh); default: the --out file's suffix",
     )
     p.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
 
@@ -489,8 +491,8 @@ COMMANDS: dict[str, Command] = {
         cmd_extend,
     ),
     "convert": Command(
-        "write the input block's Flax parameters and arguments to a .msgpack file or an orbax checkpoint",
-        f"{PROG} convert path/to/bert --out bert-input.msgpack\n  {PROG} convert path/to/bert --out bert-orbax --format orbax",
+        "write the input block's Flax parameters and arguments to a .safetensors file or an orbax checkpoint",
+        f"{PROG} convert path/to/bert --out bert-input.safetensors\n  {PROG} convert path/to/bert --out bert-orbax --format orbax",
         _configure_convert,
         cmd_convert,
     ),
