@@ -24,9 +24,12 @@ naming the directory.
 ``load_pretrained``, both shells' ``from_pretrained`` and the CLI's ``inspect``/``check``/
 ``convert`` accept such a directory as a SOURCE (:func:`is_orbax_checkpoint`).
 
-This module imports only the standard library and numpy at import time (``inspect_source``
-asks :func:`is_orbax_checkpoint` without loading jax); saving and loading import jax, flax and
-orbax.
+This module is the jax side: saving, and restoring onto devices (sharded onto a mesh). The
+format itself -- the constants, :func:`is_orbax_checkpoint`, :func:`read_orbax_metadata`,
+:func:`read_orbax_origin` and a numpy restore, ``read_orbax_params`` -- lives on conversion's
+numpy floor, :mod:`flax_posenc.conversion.orbax_file`, and is re-exported here. Like that
+module, this one imports only the standard library and numpy at import time; saving and
+loading import jax, flax and orbax.
 
 Example::
 
@@ -39,8 +42,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
 import shutil
 import tempfile
@@ -51,66 +52,27 @@ from typing import Any
 import numpy as np
 
 from flax_posenc.conversion import atomic
-from flax_posenc.conversion.converted_file import Origin, origin_from_name
-from flax_posenc.conversion.safety import load_json
-from flax_posenc.errors import CheckpointError
+from flax_posenc.conversion.converted_file import Origin
+from flax_posenc.conversion.orbax_file import (
+    FLOAT_DTYPES,
+    MAX_ARRAY_ELEMENTS,
+    MAX_METADATA_BYTES,
+    METADATA_FILE,
+    METADATA_ITEM,
+    ORBAX_FORMAT,
+    ORBAX_VERSION,
+    PARAMS_ITEM,
+    READABLE_ORBAX_VERSIONS,
+    array_sha256,
+    flat_params,
+    is_orbax_checkpoint,
+    orbax_checkpointer,
+    read_orbax_metadata,
+    read_orbax_origin,
+    read_orbax_params,
+)
+from flax_posenc.conversion.readers import fail
 from flax_posenc.spec import AXES, InputSpec
-
-#: the ``format`` field of the metadata item, the version written and the versions read.
-ORBAX_FORMAT = "flax-posenc/orbax-input-block"
-ORBAX_VERSION = 1
-READABLE_ORBAX_VERSIONS = (1,)
-#: the orbax item names: the parameters and the metadata (a JSON file ``flax_posenc/metadata``).
-PARAMS_ITEM = "params"
-METADATA_ITEM = "flax_posenc"
-METADATA_FILE = f"{METADATA_ITEM}/metadata"
-#: bytes allowed in the metadata JSON (a spec and a few shapes: well under 4 KB).
-MAX_METADATA_BYTES = 1 << 20
-#: elements allowed in one stored array (2**34: 64 GiB of float32, four times a 256k x 16384 word
-#: table), checked on the declared shapes before orbax allocates anything.
-MAX_ARRAY_ELEMENTS = 1 << 34
-#: the dtypes a stored parameter may have.
-FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
-#: what marks a directory as an orbax checkpoint (any one of them; a Hugging Face directory has config.json).
-_MARKERS = ("_CHECKPOINT_METADATA", METADATA_ITEM, f"{PARAMS_ITEM}/_METADATA", f"{PARAMS_ITEM}/manifest.ocdbt")
-
-
-def is_orbax_checkpoint(source: object) -> bool:
-    """Whether ``source`` names a directory that looks like an orbax checkpoint (no ``config.json``).
-
-    A partial one counts (so its missing pieces are named): any of orbax's
-    ``_CHECKPOINT_METADATA``, the ``flax_posenc`` metadata item or a ``params`` item's files.
-
-    >>> is_orbax_checkpoint("sinusoidal:16:8")
-    False
-    """
-    if not isinstance(source, (str, os.PathLike)) or not os.path.isdir(source):
-        return False
-    root = Path(source)
-    if (root / "config.json").exists():
-        return False
-    return any(os.path.lexists(root / marker) for marker in _MARKERS)
-
-
-def _fail(path: object, expected: str, found: str) -> CheckpointError:
-    return CheckpointError(" ".join(f"{path}: expected {expected}, found {found}".split()))
-
-
-def _flat(tree: Mapping, prefix: str = "") -> dict[str, Any]:
-    """``{"layer_norm/scale": leaf, ...}`` of a nested dict."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flat(value, f"{name}/"))
-        else:
-            out[name] = value
-    return out
-
-
-def _digest(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
-
 
 # --------------------------------------------------------------------------- save
 
@@ -149,15 +111,15 @@ def _check_params(out: Path, spec, host: Mapping) -> None:
     """Refuse parameters unlike ``spec``'s: other names or shapes, not floating, NaN/Inf values."""
     import jax.numpy as jnp
 
-    expected = {k: tuple(v) for k, v in _flat(spec.param_shapes()).items()}
-    found = {k: tuple(v.shape) for k, v in _flat(host).items()}
+    expected = {k: tuple(v) for k, v in flat_params(spec.param_shapes()).items()}
+    found = {k: tuple(v.shape) for k, v in flat_params(host).items()}
     if expected != found:
-        raise _fail(out, f"parameters of the spec's shapes {expected}", f"{found}")
-    for name, value in _flat(host).items():
+        raise fail(out, f"parameters of the spec's shapes {expected}", f"{found}")
+    for name, value in flat_params(host).items():
         if not jnp.issubdtype(value.dtype, jnp.floating):
-            raise _fail(out, f"{name} as a float array", str(value.dtype))
+            raise fail(out, f"{name} as a float array", str(value.dtype))
         if not np.isfinite(value.astype(np.float32)).all():
-            raise _fail(out, f"finite values in {name}", "NaN/Inf values")
+            raise fail(out, f"finite values in {name}", "NaN/Inf values")
 
 
 def save_orbax(
@@ -195,9 +157,9 @@ def save_orbax(
     """
     out = Path(out).absolute()
     if os.path.lexists(out) and not overwrite:
-        raise _fail(out, "a new path", "an existing file or directory (pass overwrite=True / --overwrite)")
+        raise fail(out, "a new path", "an existing file or directory (pass overwrite=True / --overwrite)")
     if not out.parent.is_dir():
-        raise _fail(out, "an existing parent directory", f"none at {out.parent}")
+        raise fail(out, "an existing parent directory", f"none at {out.parent}")
     spec, params = _spec_and_params(block, variables)
     host = _host_params(params)
     _check_params(out, spec, host)
@@ -206,8 +168,8 @@ def save_orbax(
         "version": ORBAX_VERSION,
         "spec": spec.to_dict(),
         "params": {
-            name: {"shape": list(v.shape), "dtype": v.dtype.name, "sha256": _digest(v)}
-            for name, v in _flat(host).items()
+            name: {"shape": list(v.shape), "dtype": v.dtype.name, "sha256": array_sha256(v)}
+            for name, v in flat_params(host).items()
         },
     }
     if origin is not None:
@@ -220,7 +182,7 @@ def save_orbax(
             try:
                 tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
                 staged = tmp / "checkpoint"
-                with _checkpointer() as checkpointer:
+                with orbax_checkpointer() as checkpointer:
                     checkpointer.save(
                         staged,
                         ocp.args.Composite(
@@ -235,87 +197,11 @@ def save_orbax(
                 if tmp is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
     except OSError as e:
-        raise _fail(out, "a writable output directory", f"{type(e).__name__}: {e.strerror or e}") from None
+        raise fail(out, "a writable output directory", f"{type(e).__name__}: {e.strerror or e}") from None
     return out
 
 
 # --------------------------------------------------------------------------- load
-
-
-def read_orbax_metadata(path: str | os.PathLike):
-    """``(spec, declared)`` from an orbax checkpoint's metadata item, before any array is read.
-
-    ``declared`` maps ``"layer_norm/scale"``-style names to ``{"shape", "dtype", "sha256"}``;
-    its names and shapes equal ``spec.param_shapes()``.
-
-    Raises:
-      CheckpointError: the metadata is missing, not JSON, of another format or version, holds
-        an invalid spec, or declares parameters the spec does not have.
-    """
-
-    root = Path(path)
-    if not root.is_dir():
-        raise _fail(root, "an orbax checkpoint directory", "no directory")
-    file = root / METADATA_FILE
-    if not os.path.lexists(file):
-        raise _fail(root, f"an orbax checkpoint written by flax-posenc, with its metadata in {METADATA_FILE}", "none")
-    blob = load_json(file, what="flax-posenc orbax metadata (JSON)", max_bytes=MAX_METADATA_BYTES)
-    if not isinstance(blob, dict) or blob.get("format") != ORBAX_FORMAT:
-        found = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
-        raise _fail(file, f"format {ORBAX_FORMAT!r}", repr(found)[:100])
-    version = blob.get("version")
-    if isinstance(version, bool) or version not in READABLE_ORBAX_VERSIONS:
-        raise _fail(file, f"version {' or '.join(map(str, READABLE_ORBAX_VERSIONS))}", repr(version)[:100])
-    stored = blob.get("spec")
-    if not isinstance(stored, dict):
-        raise _fail(file, "a 'spec' dict", type(stored).__name__)
-    try:
-        spec = InputSpec.from_dict(stored)
-    except (TypeError, ValueError) as exc:
-        raise _fail(file, "a valid 'spec'", (str(exc).splitlines() or [type(exc).__name__])[0][:200]) from None
-    declared = blob.get("params")
-    expected = {k: list(v) for k, v in _flat(spec.param_shapes()).items()}
-    if not isinstance(declared, dict) or not all(
-        isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("dtype"), str)
-        for v in declared.values()
-    ):
-        raise _fail(file, "a 'params' dict of {shape, dtype, sha256} per parameter", repr(declared)[:100])
-    found = {k: v.get("shape") for k, v in declared.items()}
-    if found != expected:
-        raise _fail(file, f"parameters of the spec's shapes {expected}", f"{found}"[:300])
-    for name, entry in declared.items():
-        if entry["dtype"] not in FLOAT_DTYPES:
-            raise _fail(file, f"{name} of a float dtype ({', '.join(FLOAT_DTYPES)})", repr(entry["dtype"])[:50])
-    for name, shape in expected.items():
-        if math.prod(shape) > MAX_ARRAY_ELEMENTS:
-            raise _fail(file, f"at most {MAX_ARRAY_ELEMENTS} elements in {name}", f"shape {tuple(shape)}")
-    return spec, declared
-
-
-def read_orbax_origin(path: str | os.PathLike) -> Origin | None:
-    """Where an orbax checkpoint's position table came from, if its metadata says (``origin``).
-
-    Directories written without one (by ``save_orbax`` without ``origin``, or before it was
-    stored) give the family and key in the table's name when it is the converter's
-    (``"bert position table (key)"``), else ``None``.
-
-    Raises:
-      CheckpointError: as :func:`read_orbax_metadata`, or an ``origin`` that is not
-        ``{"family": str, "key": str, "source": str or null}``.
-    """
-    spec, _ = read_orbax_metadata(path)
-    file = Path(path) / METADATA_FILE
-    stored = load_json(file, what="flax-posenc orbax metadata (JSON)", max_bytes=MAX_METADATA_BYTES).get("origin")
-    if stored is None:
-        return origin_from_name(spec.position.name)
-    if (
-        not isinstance(stored, dict)
-        or set(stored) != {"family", "key", "source"}
-        or not (isinstance(stored["family"], str) and isinstance(stored["key"], str))
-        or not isinstance(stored["source"], (str, type(None)))
-    ):
-        raise _fail(file, 'an origin {"family": str, "key": str, "source": str or null}', repr(stored)[:120])
-    return Origin(stored["family"], stored["key"], stored["source"])
 
 
 def param_shardings(spec, mesh, rules=None) -> dict[str, Any]:
@@ -334,16 +220,6 @@ def param_shardings(spec, mesh, rules=None) -> dict[str, Any]:
     return nn.logical_to_mesh_sharding(logical, mesh, rules)
 
 
-def _checkpointer():
-    """orbax's ``Checkpointer`` of the two items (their handlers named: a fresh one can restore)."""
-    import orbax.checkpoint as ocp
-
-    handler = ocp.CompositeCheckpointHandler(
-        **{PARAMS_ITEM: ocp.PyTreeCheckpointHandler(), METADATA_ITEM: ocp.JsonCheckpointHandler()}
-    )
-    return ocp.Checkpointer(handler)
-
-
 def _on_host(array) -> np.ndarray:
     """The whole array on this host (gathered from every process when a mesh spans several)."""
     if getattr(array, "is_fully_addressable", True):
@@ -351,11 +227,6 @@ def _on_host(array) -> np.ndarray:
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(array, tiled=True))
-
-
-def _one_line_error(exc: BaseException) -> str:
-    first = next((line for line in str(exc).splitlines() if line.strip()), "")
-    return f"{type(exc).__name__}: {' '.join(first.split())[:200]}"
 
 
 def load_orbax(path: str | os.PathLike, *, mesh=None, rules=None) -> tuple[Any, dict[str, Any]]:
@@ -378,69 +249,37 @@ def load_orbax(path: str | os.PathLike, *, mesh=None, rules=None) -> tuple[Any, 
         contents that differ from the SHA-256 recorded at save time.
     """
     import jax
-    import jax.numpy as jnp
+
+    if mesh is None:  # the numpy restore (conversion/orbax_file.py), then onto the default device
+        spec, host = read_orbax_params(path)
+        device = jax.devices()[0]
+        return spec, jax.tree.map(lambda a: jax.device_put(a, device), host)
     import orbax.checkpoint as ocp
 
-    root = Path(path).absolute()
-    spec, declared = read_orbax_metadata(root)
-    if not (root / PARAMS_ITEM).is_dir():
-        raise _fail(root, f"the parameters in {PARAMS_ITEM}/ (an orbax item)", "no such directory")
-    checkpointer = _checkpointer()
-    try:
-        stored = checkpointer.metadata(root).item_metadata[PARAMS_ITEM]
-        stored = {k: (tuple(v.shape), jnp.dtype(v.dtype).name) for k, v in _flat(dict(stored.tree)).items()}
-    except Exception as exc:  # orbax and tensorstore raise many types for a damaged directory
-        raise _fail(root / PARAMS_ITEM, "orbax array metadata", f"unreadable ({_one_line_error(exc)})") from None
-    wanted = {k: (tuple(v["shape"]), v["dtype"]) for k, v in declared.items()}
-    if stored != wanted:
-        raise _fail(root, f"stored arrays of the metadata's shapes and dtypes {wanted}", f"{stored}"[:300])
-    if mesh is None:
-        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-        shardings = {k: device for k in declared}
-    else:
-        shardings = _flat(param_shardings(spec, mesh, rules))
-    params: dict[str, Any] = {}
-    # One array at a time: a failure names it, and leaves no other read of orbax's still running.
-    for name, (shape, dtype) in wanted.items():
-        *parents, leaf = name.split("/")
-        target = jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=shardings[name])
-        item: dict[str, Any] = {leaf: target}
-        for p in reversed(parents):
-            item = {p: item}
-        restore_args = jax.tree.map(
-            lambda t: ocp.ArrayRestoreArgs(sharding=t.sharding, global_shape=t.shape, dtype=t.dtype), item
-        )
-        try:
-            restored = checkpointer.restore(
-                root,
-                ocp.args.Composite(
-                    **{PARAMS_ITEM: ocp.args.PyTreeRestore(item=item, restore_args=restore_args, partial_restore=True)}
-                ),
-            )[PARAMS_ITEM]
-            value = restored
-            for key in (*parents, leaf):
-                value = value[key]
-        except Exception as exc:  # orbax wraps tensorstore's error (NOT_FOUND, DATA_LOSS, ...) as its cause
-            cause = exc.__cause__ if exc.__cause__ is not None else exc
-            raise _fail(root / PARAMS_ITEM, f"readable orbax array files ({name})", _one_line_error(cause)) from None
-        if _digest(_on_host(value)) != declared[name]["sha256"]:
-            raise _fail(root / PARAMS_ITEM, f"{name} as saved (its SHA-256 in {METADATA_FILE})", "different contents")
-        target_dict = params
-        for p in parents:
-            target_dict = target_dict.setdefault(p, {})
-        target_dict[leaf] = value
-    return spec, params
+    spec, _ = read_orbax_metadata(Path(path).absolute())  # the spec names each array's sharding before any is read
+    shardings = flat_params(param_shardings(spec, mesh, rules))
+
+    def sharded(name: str, shape: tuple[int, ...], dtype: str):
+        return ocp.ArrayRestoreArgs(sharding=shardings[name], global_shape=shape, dtype=np.dtype(dtype))
+
+    return read_orbax_params(path, restore_args=sharded, to_host=_on_host)
 
 
-__all__ = [
+__all__ = [  # the format's names (conversion/orbax_file.py) re-exported: no public path changed
+    "FLOAT_DTYPES",
     "MAX_ARRAY_ELEMENTS",
+    "MAX_METADATA_BYTES",
     "METADATA_FILE",
+    "METADATA_ITEM",
     "ORBAX_FORMAT",
     "ORBAX_VERSION",
+    "PARAMS_ITEM",
+    "READABLE_ORBAX_VERSIONS",
     "is_orbax_checkpoint",
     "load_orbax",
     "param_shardings",
     "read_orbax_metadata",
     "read_orbax_origin",
+    "read_orbax_params",
     "save_orbax",
 ]

@@ -36,12 +36,12 @@ from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_g
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
 from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
+from flax_posenc.conversion.orbax_file import is_orbax_checkpoint, read_orbax_origin, read_orbax_params
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
 from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
 from flax_posenc.conversion.sources import config_json_path, read_config
 from flax_posenc.errors import CheckpointError
-from flax_posenc.orbax_io import is_orbax_checkpoint  # numpy-only at import (jax, orbax inside its functions)
 
 if TYPE_CHECKING:
     from flax_posenc.mrope_config import MRopeConfig
@@ -181,9 +181,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> M
         converted = read_converted(source)
         return one(LearnedTableSource(position_table(converted.spec, converted.params, source, converted.origin)))
     if is_orbax_checkpoint(source):  # `flax-posenc convert --format orbax`: restoring it imports orbax
-        from flax_posenc.orbax_io import load_orbax, read_orbax_origin
-
-        spec, params = load_orbax(source)
+        spec, params = read_orbax_params(source)
         return one(LearnedTableSource(position_table(spec, params, source, read_orbax_origin(source))))
     if family is not None:
         return one(LearnedTableSource(load_position_table(source, family=family)))
