@@ -123,6 +123,10 @@ def test_conversion_never_imports_a_jax_module():
     assert upward == set(), sorted(upward)
     # the converted file is read on conversion's floor (conversion/converted_file.py), not through the jax bridge
     assert ("flax_posenc.conversion.source_record", "flax_posenc.conversion.converted_file") in arrows
+    # so is the orbax directory's format (conversion/orbax_file.py; orbax only inside read_orbax_params)
+    assert ("flax_posenc.conversion.source_record", "flax_posenc.orbax_io") not in arrows
+    assert ("flax_posenc.conversion.source_record", "flax_posenc.conversion.orbax_file") in arrows
+    assert "flax_posenc.conversion.orbax_file" not in heavy
 
 
 #: the most own imports inside functions (each a heavy deferral) the package may hold.

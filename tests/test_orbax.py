@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import jax
@@ -26,6 +27,7 @@ from test_pretrained_parity import assert_close, hf_embedding_output
 
 import flax_posenc as fp
 from flax_posenc import CheckpointError
+from flax_posenc.conversion.orbax_file import read_orbax_params
 from flax_posenc.report.cli import main as cli_main
 
 SCRIPT = Path(__file__).parent / "scripts" / "orbax_sharded_restore.py"
@@ -114,6 +116,53 @@ def test_arrays_equal_the_torch_weights_and_plain_orbax_reads_the_directory(bert
     )
     assert raw["flax_posenc"]["spec"] == spec.to_dict()
     np.testing.assert_array_equal(raw["params"]["word_embeddings"], emb.word_embeddings.weight.detach().numpy())
+
+
+def test_numpy_restore_on_conversions_floor_equals_load_orbax(bert, saved, tmp_path):
+    """``conversion.orbax_file.read_orbax_params`` in a fresh process: importing it (and asking
+    ``is_orbax_checkpoint``) loads no jax; the arrays it restores are host numpy arrays equal to
+    ``load_orbax``'s and to the torch weights; ``inspect_source`` of the directory reads the table."""
+    d = saved["root"] / "nnx"
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        import numpy as np
+        from flax_posenc.conversion import inspect_source
+        from flax_posenc.conversion.orbax_file import flat_params, is_orbax_checkpoint, read_orbax_params
+        before = sorted(m for m in ("jax", "flax", "orbax", "torch") if m in sys.modules)
+        assert is_orbax_checkpoint({str(d)!r})
+        spec, params = read_orbax_params({str(d)!r})
+        flat = flat_params(params)
+        np.savez({str(tmp_path / "numpy.npz")!r}, **{{k.replace("/", "."): v for k, v in flat.items()}})
+        record = inspect_source({str(d)!r}).to_dict()
+        types = sorted({{type(v).__name__ for v in flat.values()}})
+        print(json.dumps({{"before": before, "types": types, "spec": spec.to_dict(), "record": record}}))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = json.loads(run.stdout.strip().splitlines()[-1])
+    assert r["before"] == [] and r["types"] == ["ndarray"]
+    spec, params = fp.load_orbax(d)
+    assert r["spec"] == spec.to_dict()
+    with np.load(tmp_path / "numpy.npz") as host:
+        assert sorted(host) == [
+            "layer_norm.bias",
+            "layer_norm.scale",
+            "position_embeddings",
+            "token_type_embeddings",
+            "word_embeddings",
+        ]
+        for name, value in host.items():
+            ours = params
+            for key in name.split("."):
+                ours = ours[key]
+            assert value.dtype == ours.dtype
+            np.testing.assert_array_equal(value, np.asarray(ours))
+        theirs = bert.model.embeddings.position_embeddings.weight.detach().numpy()
+        np.testing.assert_array_equal(host["position_embeddings"], theirs)
+    limit = bert.model.config.max_position_embeddings
+    assert (r["record"]["family"], r["record"]["num_positions"]) == ("bert", limit)
 
 
 def test_restore_sharded_onto_eight_host_devices(bert, saved, tmp_path):
@@ -388,6 +437,8 @@ def test_hostile_directories_get_one_line(saved, tmp_path, capsys, case):
     assert __import__("re").fullmatch(full, message), message
     with pytest.raises(CheckpointError, match="^" + full.replace("^", "")):
         fp.nnx.TransformerInput.from_pretrained(d)
+    with pytest.raises(CheckpointError, match="^" + full.replace("^", "")):  # the numpy restore, on its own
+        read_orbax_params(d)
     assert cli_main(["inspect", str(d)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"flax-posenc inspect: error: {message[:40]}"), err
