@@ -3,6 +3,8 @@
 numpy only: importing or using this package never imports jax, torch or transformers (torch is
 imported only to read a ``.bin`` checkpoint; a ``sinusoidal:`` source is computed by the numpy
 :mod:`flax_posenc.sinusoid_math`).
+orbax (and with it jax) is imported only to restore an orbax directory's arrays
+(:func:`~flax_posenc.conversion.orbax_file.read_orbax_params`).
 
 - :func:`inspect_source` -- any SOURCE as one :class:`SourceRecord` (``limit``,
   ``describe_limit()``, ``check_length(n)``, ``to_dict()``, ``str``): learned tables, RoPE/ALiBi
