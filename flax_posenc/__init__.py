@@ -47,6 +47,8 @@ _EXPORTS = {
     "relative_position_bias": "flax_posenc.relative_bias",
     "BucketConfig": "flax_posenc.relative_bias_config",
     "RelativeBiasSpec": "flax_posenc.relative_bias_config",
+    "PositionSpec": "flax_posenc.spec",
+    "InputSpec": "flax_posenc.spec",
     "deberta_relative_positions": "flax_posenc.deberta",
     "DebertaRelativeConfig": "flax_posenc.deberta_config",
     "save_orbax": "flax_posenc.orbax_io",
@@ -140,3 +142,4 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies  # noqa: F401
     from flax_posenc.sinusoid_math import sinusoidal_frequencies  # noqa: F401
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
+    from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401

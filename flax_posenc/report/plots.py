@@ -60,6 +60,7 @@ from flax_posenc.bounds import MAX_PLOT_LINES, check_bound
 from flax_posenc.conversion.grid_tables import image_grid
 from flax_posenc.report import analysis
 from flax_posenc.sinusoid_math import sinusoidal_frequencies  # the loader's convention (interleaved)
+from flax_posenc.table_properties import Metric
 
 __all__ = [
     "DownsampledWarning",
@@ -401,7 +402,7 @@ def plot_similarity_vs_offset(
     table: Any,
     path: str | Path,
     *,
-    metric: analysis.Metric = "cosine",
+    metric: Metric = "cosine",
     min_pairs: int = MIN_PAIRS,
     title: str | None = None,
 ) -> Path:
@@ -446,7 +447,7 @@ def plot_similarity_vs_offset(
 
 
 def block_similarity(
-    values: np.ndarray, metric: analysis.Metric = "cosine", *, blocks: int = MATRIX_BLOCKS
+    values: np.ndarray, metric: Metric = "cosine", *, blocks: int = MATRIX_BLOCKS
 ) -> tuple[np.ndarray, int]:
     """The similarity matrix averaged over ``b x b`` blocks of positions, at most ``blocks`` a side.
 
@@ -480,7 +481,7 @@ def plot_similarity_matrix(
     table: Any,
     path: str | Path,
     *,
-    metric: analysis.Metric = "cosine",
+    metric: Metric = "cosine",
     title: str | None = None,
 ) -> Path:
     """Similarity of every pair of positions as an image.
