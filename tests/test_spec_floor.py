@@ -41,6 +41,14 @@ def test_block_re_exports_the_same_objects():
         block.__all__
     )
     assert block.POSITION_KINDS is spec.POSITION_KINDS and block.renamed_position_name is spec.renamed_position_name
+    import flax_posenc as fp
+
+    # at the top level too, beside the other modules' specs
+    assert fp.PositionSpec is spec.PositionSpec and fp.InputSpec is spec.InputSpec
+    assert (
+        fp.RelativeBiasSpec.__module__ == "flax_posenc.relative_bias_config"
+        and fp.GridSpec.__module__ == "flax_posenc.grid_config"
+    )
 
 
 @pytest.mark.parametrize(

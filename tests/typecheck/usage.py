@@ -53,6 +53,7 @@ def nnx_shells() -> None:
     out: jax.Array = wpe(length=128)
     out = wpe(jnp.arange(4), start=jnp.int32(2))
     pe = fp.nnx.SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512, 2048), on_overflow="fill")
+    pe = fp.nnx.SinusoidalPositionalEncoding(fp.PositionSpec("sinusoidal", dim=512))  # the top-level name
     pe = fp.nnx.SinusoidalPositionalEncoding.from_arguments(512, num_positions=2048, layout="concatenated")
     out = pe(length=128)
     block = fp.nnx.TransformerInput.from_arguments(50257, 768, num_positions=1024, rngs=rngs)
