@@ -19,51 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc import table_properties
 from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
-from flax_posenc.table_properties import (
-    DEFAULT_MAX_ROWS,
-    NormProfile,
-    OffsetProfile,
-    SimilarityMatrix,
-    Spectrum,
-    TableReport,
-    Uniqueness,
-    as_float64,
-    cosine_similarity,
-    dominant_wavelengths,
-    dot_similarity,
-    row_norms,
-    sampling_stride,
-    similarity_by_offset,
-    sinusoidal_wavelengths,
-    summarize,
-    uniqueness,
-    usable_length,
-)
+from flax_posenc.table_properties import *  # noqa: F403 (re-exported: the same objects)
+from flax_posenc.table_properties import OffsetProfile
 
-__all__ = [
-    "DEFAULT_MAX_ROWS",
-    "SimilarityMatrix",
-    "OffsetProfile",
-    "Uniqueness",
-    "NormProfile",
-    "Spectrum",
-    "TableReport",
-    "as_float64",
-    "usable_length",
-    "sampling_stride",
-    "dot_similarity",
-    "cosine_similarity",
-    "similarity_by_offset",
-    "uniqueness",
-    "row_norms",
-    "dominant_wavelengths",
-    "sinusoidal_wavelengths",
-    "summarize",
-    "RopeDecay",
-    "rope_decay",
-    "rope_offset_invariance",
-]
+__all__ = [*table_properties.__all__, "RopeDecay", "rope_decay", "rope_offset_invariance"]
 
 
 # --------------------------------------------------------------------------- RoPE
