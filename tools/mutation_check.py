@@ -309,6 +309,37 @@ MUTANTS = [
         "reader.read(name)",
         "tests/test_converted_file.py",
     ),
+    # issue 25 item 4: every module takes a spec (the shell contract)
+    (  # a spec of the wrong kind accepted (a sinusoidal spec building a learned table)
+        "flax_posenc/shells.py",
+        "    if spec.kind != kind:",
+        "    if False:",
+        "tests/test_shell_contract.py",
+    ),
+    (  # a flat call no longer warns (the deprecation silently dropped)
+        "flax_posenc/shells.py",
+        "    warn_flat(module, flat_names, spec_type.__name__)",
+        "    pass",
+        "tests/test_shell_contract.py",
+    ),
+    (  # a relative-bias table with fewer rows than buckets accepted (gathers past the table)
+        "flax_posenc/relative_bias_config.py",
+        "        if rows < self.buckets.num_buckets:",
+        "        if rows < 0:",
+        "tests/test_shell_contract.py tests/test_relative_bias.py",
+    ),
+    (  # an integer dtype accepted as a spec's computation dtype
+        "flax_posenc/spec.py",
+        "    if not _is_float(resolved):",
+        "    if False:",
+        "tests/test_input_spec.py tests/test_spec_floor.py",
+    ),
+    (  # a table's reported limit counts its reserved rows (RoBERTa: 514 instead of 512)
+        "flax_posenc/table_properties.py",
+        "    num_positions = usable_length(table.rows, table.offset)",
+        "    num_positions = usable_length(table.rows, 0)",
+        "tests/test_analysis.py tests/test_cli.py",
+    ),
 ]
 
 
