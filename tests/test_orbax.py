@@ -457,3 +457,21 @@ def test_missing_array_files_one_line_from_the_console_script(saved, tmp_path):
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1, run.stderr
     assert run.stderr.startswith(f"flax-posenc check: error: {d}/params: expected readable orbax array files (")
+
+
+def test_float64_directory_loads_as_float32_without_x64(tmp_path):
+    """A float64 directory (saved from host arrays) restores: its SHA-256 is checked on the host
+    float64 arrays, then jax (x64 off) holds them as float32, each the float64 value rounded once."""
+    assert not jax.config.jax_enable_x64
+    spec = fp.InputSpec.from_arguments(7, 4, num_positions=5)
+    rng = np.random.default_rng(0)
+    params = {name: rng.standard_normal(shape) for name, shape in spec.param_shapes().items()}
+    assert all(a.dtype == np.float64 for a in params.values())
+    fp.save_orbax(tmp_path / "f64", spec, params)
+    host_spec, host = read_orbax_params(tmp_path / "f64")  # the numpy floor keeps float64
+    assert host_spec == spec and all(host[k].dtype == np.float64 for k in host)
+    loaded_spec, loaded = fp.load_orbax(tmp_path / "f64")
+    assert loaded_spec == spec
+    for name, value in params.items():
+        assert loaded[name].dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(loaded[name]), value.astype(np.float32))
