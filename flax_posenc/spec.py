@@ -24,7 +24,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
@@ -74,6 +73,8 @@ def _is_int(value) -> bool:
 
 def _dtype_of(name: str) -> np.dtype:
     """``name``'s numpy dtype; bfloat16 and the other ml_dtypes floats by their ml_dtypes type."""
+    import ml_dtypes  # 0.7 s on first import: not at import time of the numpy-only floors
+
     extra = getattr(ml_dtypes, name, None)
     return np.dtype(extra) if isinstance(extra, type) else np.dtype(name)
 
@@ -84,6 +85,8 @@ def _is_float(dtype: np.dtype) -> bool:
         return True
     if dtype.kind != "V" or dtype.fields is not None:
         return False
+    import ml_dtypes  # already imported by whoever made a bfloat16 dtype
+
     try:
         ml_dtypes.finfo(dtype)
     except (TypeError, ValueError):

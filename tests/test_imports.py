@@ -12,6 +12,8 @@ def test_conversion_stays_free_of_jax_torch_transformers(minilm_dir):
         f"""
         import sys
         import flax_posenc.conversion as c
+        # ml_dtypes (bfloat16) takes ~0.7 s to import: only reading a file that needs it imports it
+        assert "ml_dtypes" not in sys.modules, "import flax_posenc.conversion imported ml_dtypes"
         t = c.load_position_table({str(minilm_dir)!r})
         b = c.load_input_block({str(minilm_dir)!r})
         assert t.num_positions == 512 and b.word_embeddings.shape == (30522, 384)

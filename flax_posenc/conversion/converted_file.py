@@ -53,7 +53,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import ml_dtypes
 import msgpack
 import numpy as np
 from safetensors.numpy import save as safetensors_bytes
@@ -234,6 +233,8 @@ def _read_safetensors(path: Path) -> Converted:
     unknown = sorted(set(reader.keys()) - set(PARAM_NAMES))
     if unknown:
         raise _fail(path, f"tensors among {list(PARAM_NAMES)}", f"unknown {unknown}"[:200])
+    import ml_dtypes  # 0.7 s on first import: only when a file is read, not at import time
+
     flat = {}
     for name in reader.keys():
         raw = reader.read_raw(name)  # bfloat16 as its bits: kept bfloat16, not upcast
@@ -245,6 +246,8 @@ def _ndarray(data: bytes) -> np.ndarray:
     """One array of Flax's msgpack encoding: ``packb((shape, dtype name, C-order bytes))``."""
     shape, name, buffer = msgpack.unpackb(data, raw=True)
     name = name.decode() if isinstance(name, bytes) else name
+    import ml_dtypes  # only when a file is read
+
     dtype = np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
     if dtype.hasobject:
         raise ValueError(f"an object dtype {name!r}")
