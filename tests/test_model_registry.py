@@ -16,6 +16,7 @@ import pytest
 from conformance.tiny import quiet, tiny_model
 
 from flax_posenc.conversion import inspect_source
+from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import MODEL_MECHANISMS, mechanisms_of, refusal
 from flax_posenc.errors import CheckpointError
 
@@ -80,9 +81,10 @@ def test_families_lists_the_registry():
     listed = json.loads(proc.stdout)
     assert set(listed["read"]) == set(MODEL_MECHANISMS)
     assert listed["read"]["mpnet"] == [
-        {"registry": "learned", "family": "mpnet"},
-        {"registry": "relative_bias", "family": "mpnet"},
+        {"kind": "learned", "family": "mpnet", "tower": "text"},
+        {"kind": "relative_bias", "family": "mpnet", "tower": "text"},
     ]
+    assert set(listed["kinds"]) == set(MECHANISMS) and listed["kinds"]["grid"]["limit_unit"] == "image size"
 
 
 def test_spellings_and_refusals():
@@ -208,8 +210,8 @@ def test_table_rows_against_the_declared_length_name_both(tmp_path):
         inspect_source(tmp_path)
     message = str(e.value)
     assert "\n" not in message
-    assert "embeddings.position_embeddings.weight of 512 rows (max_position_embeddings 512" in message
-    assert "found 64 rows" in message
+    assert "expected max_position_embeddings=64 to match " in message
+    assert "embeddings.position_embeddings.weight (64 rows), found max_position_embeddings=512" in message
 
 
 def test_unknown_model_type_names_it(tmp_path):

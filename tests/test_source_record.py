@@ -9,14 +9,15 @@ import pytest
 from safetensors.numpy import save_file
 
 from flax_posenc.conversion import (
-    FAMILIES,
     LearnedTableSource,
     SourceRecord,
     inspect_source,
     which_family,
 )
-from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, RelativeBiasSource
-from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, RelativeConfig
+from flax_posenc.conversion.mechanisms import MECHANISMS
+from flax_posenc.conversion.models import MODEL_MECHANISMS
+from flax_posenc.conversion.relative_bias import RelativeBiasSource
+from flax_posenc.conversion.relative_config import RelativeConfig
 from flax_posenc.conversion.source_record import verdict
 
 
@@ -102,11 +103,11 @@ def test_learned_limit_sentence_is_limits_py():
         ("xlm-roberta", "learned", "xlm-roberta"),
         ("xlm_roberta", "learned", "xlm-roberta"),
         ("gpt-neo", "learned", "gpt_neo"),
-        ("qwen2-moe", "rope_alibi", "qwen2"),
-        ("gpt-neox", "rope_alibi", "gpt_neox"),
+        ("qwen2-moe", "rope", "qwen2"),
+        ("gpt-neox", "rope", "gpt_neox"),
         ("mpnet", "relative_bias", "mpnet"),
         ("t5", "relative_bias", "t5"),
-        ("llama", "rope_alibi", "llama"),
+        ("llama", "rope", "llama"),
     ],
 )
 def test_which_family_normalises_every_registry_alike(model_type, kind, name):
@@ -115,9 +116,15 @@ def test_which_family_normalises_every_registry_alike(model_type, kind, name):
 
 
 def test_which_family_covers_every_row_and_nothing_else():
-    for rows in (FAMILIES, RELATIVE_FAMILIES, RELATIVE_BIAS_FAMILIES):
-        for row in rows.values():
+    """Every row of every registry of every kind (vit, albert, whisper, deberta too)."""
+    for kind in MECHANISMS.values():
+        for row in kind.rows.values():
             for t in row.model_types:
                 got = which_family(t)
-                assert got.row is row or (row.name == "mpnet" and got.kind == "relative_bias"), (t, got)
+                assert got is not None, (kind.name, t)
+                last_kind, last_row = MODEL_MECHANISMS[t][-1]
+                assert (got.kind, got.name) == (last_kind, last_row), (t, got)
+                assert got.row is row or (got.kind, got.name) in MODEL_MECHANISMS[t]
+    assert which_family("vit").kind == "grid" and which_family("albert").kind == "learned"
+    assert which_family("whisper").name == "whisper_encoder" and which_family("deberta").kind == "deberta_relative"
     assert which_family("llama2") is None and which_family("") is None and which_family(None) is None

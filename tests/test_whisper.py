@@ -220,9 +220,9 @@ def test_conformance_notices_a_wrong_audio_window(tmp_path, monkeypatch):
         return dataclasses.replace(rec, table=dataclasses.replace(rec.table, offset=1))
 
     monkeypatch.setattr(audio_tables, "read_audio_table", one_short)
-    from flax_posenc.conversion import models
+    from flax_posenc.conversion import mechanisms
 
-    monkeypatch.setattr(models, "read_audio_table", one_short)
+    monkeypatch.setattr(mechanisms, "read_audio_table", one_short)
     problems = conformance_problems("whisper", tmp_path)
     assert any("an encoder pass of 2998 mel frames (1499 positions) fails" in p for p in problems), problems
     assert position_tables.TABLE_FAMILIES["whisper_decoder"].length_field == "max_target_positions"

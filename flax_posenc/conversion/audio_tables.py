@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from flax_posenc.conversion.position_tables import TableFamily, read_position_table
+from flax_posenc.conversion.families import Family
+from flax_posenc.conversion.position_tables import read_position_table
 from flax_posenc.conversion.table import PositionTable, TableBacked
 from flax_posenc.limits import describe_limit, length_verdict
 from flax_posenc.sinusoid_math import sinusoidal_values
@@ -53,6 +54,7 @@ class AudioTableFamily:
       positions_per_second: rows per second of audio: the feature extractor's frames per second
         (``sampling_rate / hop_length``) over the convolutions' total stride.
       fixed_window: the model pads every input to the whole table (Whisper): shorter audio fits.
+      tower: the part of the model it serves (``"audio"``).
     """
 
     name: str
@@ -61,6 +63,7 @@ class AudioTableFamily:
     length_field: str
     positions_per_second: float
     fixed_window: bool = True
+    tower: str = "audio"
 
 
 AUDIO_TABLE_FAMILIES: Mapping[str, AudioTableFamily] = MappingProxyType(
@@ -207,7 +210,7 @@ def read_audio_table(source: str | os.PathLike, family: str, config: Mapping[str
         such tensor, not a finite 2-D float table, rows that disagree with the length field).
     """
     row = AUDIO_TABLE_FAMILIES[family]
-    as_table = TableFamily(row.name, row.model_types, key_suffix=row.key_suffix, length_field=row.length_field)
+    as_table = Family(row.name, row.model_types, position_key=row.key_suffix, length_field=row.length_field)
     return AudioTableSource(read_position_table(source, row.name, config, row=as_table), row)
 
 

@@ -56,7 +56,13 @@ BUFFER_SUFFIXES: tuple[str, ...] = ("position_ids", "token_type_ids", "attn.bias
 
 @dataclasses.dataclass(frozen=True)
 class Family:
-    """One model family's input block, as data.
+    """One model family's learned position table (and, with ``word_keys``, its whole input block), as data.
+
+    The one row type of learned tables: :data:`FAMILIES` (whole input blocks that
+    ``TransformerInput`` reproduces) and
+    :data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES` (tables read for their limit
+    and rows only: no ``word_keys``) hold rows of it; one offset rule (:func:`table_offset`) and
+    one rows-against-config check (:func:`check_config_length`) serve both.
 
     Attributes:
       name: our name for the family (``"gpt2"``, ``"bert"``, ...).
@@ -89,14 +95,22 @@ class Family:
         block has a projection and is refused (OPT: ``word_embed_proj_dim`` vs ``hidden_size``).
       shared_length_keys: other position tables (relative) sized by the same config field
         (BART's decoder table); an export may not change the row count while they disagree.
+      config_section: the sub-config holding ``length_field`` in a composite checkpoint (the
+        text tower of ``clip``/``siglip``: ``"text_config"``), else ``None``.
+      present_flag, present_default: a config flag without which the model has no such table
+        (DeBERTa's ``position_biased_input``) and its default.
+      optional: the checkpoint may hold no such tensor at all (an encoder-only Whisper checkpoint,
+        ``WhisperForAudioClassification``, has no decoder table): then the mechanism is absent.
+      tower: the part of a composite model the table serves (``"text"``; ``"audio"`` for
+        Whisper's encoder): a :class:`~flax_posenc.conversion.models.Mechanism`'s ``tower``.
     """
 
     name: str
     model_types: tuple[str, ...]
-    length_field: str
-    position_key: str
-    word_keys: tuple[str, ...]
-    prefixes: tuple[str, ...]
+    length_field: str = "max_position_embeddings"
+    position_key: str = "embeddings.position_embeddings.weight"
+    word_keys: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
     extra_length_fields: tuple[str, ...] = ()
     length_counts_offset: bool = True
     token_type_key: str | None = None
@@ -115,10 +129,31 @@ class Family:
     refuse_keys: tuple[str, ...] = ()
     refuse_unequal: tuple[tuple[str, str], ...] = ()
     shared_length_keys: tuple[str, ...] = ()
+    config_section: str | None = None
+    present_flag: str | None = None
+    present_default: bool = True
+    optional: bool = False
+    tower: str = "text"
+
+    @property
+    def key_suffix(self) -> str:
+        """``position_key``: the tensor's name without the checkpoint's prefix."""
+        return self.position_key
+
+    @property
+    def length_label(self) -> str:
+        """``length_field`` as a path in ``config.json`` (``text_config.max_position_embeddings``)."""
+        return f"{self.config_section}.{self.length_field}" if self.config_section else self.length_field
 
     def config_length(self, rows: int, offset: int) -> int:
         """The value ``length_field`` must hold for a table of ``rows`` rows."""
         return rows if self.length_counts_offset else rows - offset
+
+    def expected_rows(self, declared: int, offset: int | None = None) -> int:
+        """The rows a table must have for ``length_field`` = ``declared`` (the inverse of
+        :meth:`config_length`): ``declared`` when the field counts the reserved rows
+        (RoBERTa: 514), else ``declared + offset`` (BART: ``declared + 2``)."""
+        return declared if self.length_counts_offset else declared + (self.offset if offset is None else offset)
 
 
 _BERT_EMB: dict[str, Any] = dict(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def pad_token_id(family: Family, config: dict[str, Any], where: object = CONFIG_NAME) -> int | None:
+def pad_token_id(family: Family, config: Mapping[str, Any], where: object = CONFIG_NAME) -> int | None:
     """The padding id the family's position rule uses (MPNet: always 1; else the config's).
 
     Raises:
@@ -50,7 +51,7 @@ def pad_token_id(family: Family, config: dict[str, Any], where: object = CONFIG_
     return int(value)
 
 
-def table_offset(family: Family, config: dict[str, Any], where: object = CONFIG_NAME) -> int:
+def table_offset(family: Family, config: Mapping[str, Any], where: object = CONFIG_NAME) -> int:
     """Reserved leading rows: ``pad_token_id + 1`` for RoBERTa-style families, else the row's."""
     if family.offset_from_pad:
         pad = pad_token_id(family, config, where)
@@ -59,20 +60,30 @@ def table_offset(family: Family, config: dict[str, Any], where: object = CONFIG_
 
 
 def check_config_length(
-    family: Family, config: dict[str, Any], rows: int, offset: int, *, config_where: object, table_where: str
+    family: Family, config: Mapping[str, Any], rows: int, offset: int, *, config_where: object, table_where: str
 ) -> None:
-    """Raise CheckpointError when the config's limit disagrees with the table's rows (or is no integer)."""
-    value = config.get(family.length_field)
+    """Raise CheckpointError when the config's limit disagrees with the table's rows (or is no integer).
+
+    The one rows-against-config check of every learned table (:data:`FAMILIES` and
+    :data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES` rows alike): ``length_field``
+    (in ``config_section`` when the row names one) must equal :meth:`Family.config_length` of the
+    table's ``rows``; an absent field is not checked.
+    """
+    section: Any = config if family.config_section is None else config.get(family.config_section)
+    if not isinstance(section, Mapping):
+        raise fail(config_where, f"{family.config_section} as an object", repr(section)[:80])
+    value = section.get(family.length_field)
     if value is None:
         return
+    field = family.length_label
     if not _is_int(value):
-        raise fail(config_where, f"{family.length_field} as an integer", f"{value!r}"[:80])
+        raise fail(config_where, f"{field} as an integer", f"{value!r}"[:80])
     expected = family.config_length(rows, offset)
     if value != expected:
-        how = "" if family.length_counts_offset else f", {offset} of them reserved and not counted"
+        how = "" if family.length_counts_offset or not offset else f", {offset} of them reserved and not counted"
         raise CheckpointError(
-            f"{config_where}: expected {family.length_field}={expected} to match {table_where} "
-            f"({rows} rows{how}), found {family.length_field}={value!r}"
+            f"{config_where}: expected {field}={expected} to match {table_where} "
+            f"({rows} rows{how}), found {field}={value!r}"
         )
 
 

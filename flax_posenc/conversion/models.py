@@ -1,30 +1,14 @@
 """A checkpoint is a set of position mechanisms: the model registry, numpy only.
 
-A model type maps to the *set* of its position mechanisms, each read by its own registry and
-each with its own limit:
+A model type maps to the *set* of its position mechanisms, each a row of one kind of
+:data:`~flax_posenc.conversion.mechanisms.MECHANISMS` (the one table of mechanism kinds: learned
+tables, sinusoids, RoPE and NoPE layers, ALiBi, M-RoPE, relative biases, DeBERTa's relative
+positions, vision grids, none), each with its own limit. A mechanism also names its ``tower``
+(``"text"``, ``"vision"``, ``"audio"``) in a composite model (CLIP, Whisper).
 
-- ``learned``: an absolute table (:data:`~flax_posenc.conversion.families.FAMILIES`: key,
-  length field, reserved rows, prefixes);
-- ``rope`` (one per layer type) and ``nope`` (layers without any), ``alibi``, ``mrope``
-  (the multimodal 3-D RoPE of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V: :class:`~flax_posenc.MRopeConfig`)
-  (:data:`~flax_posenc.conversion.relative_config.RELATIVE_FAMILIES`, transformers v5's
-  ``rope_parameters``);
-- ``relative_bias``: T5-style buckets, per stack
-  (:data:`~flax_posenc.conversion.relative_bias.RELATIVE_BIAS_FAMILIES`);
-- ``learned`` tables read for their limit and rows only
-  (:data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES`), ``sinusoidal`` tables a model
-  computes (:data:`~flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES`),
-  ``deberta_relative`` (:data:`~flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES`),
-  ``grid``: a vision transformer's learned 2-D position grid
-  (:data:`~flax_posenc.conversion.grid_tables.GRID_FAMILIES`), and
-  ``none`` (:data:`NO_POSITION_MODEL_TYPES`: recurrent and state-space models);
-- ``learned`` tables over audio frames whose limit is a duration (Whisper's encoder:
-  :data:`~flax_posenc.conversion.audio_tables.AUDIO_TABLE_FAMILIES`); their ``unit`` is
-  ``"seconds"``: token checks leave them out, ``check_seconds`` asks them.
-
-:data:`MODEL_MECHANISMS` is derived from those registries (a model type listed in two of them,
-like MPNet's learned table and relative bias, has two mechanisms): adding a model type is adding
-it to one row, plus its conformance case (``tests/test_conformance.py``).
+:data:`MODEL_MECHANISMS` and :data:`MECHANISM_KINDS` are derived from that table (a model type
+listed in two rows, like MPNet's learned table and relative bias, has two mechanisms): adding a
+model type is adding it to one row, plus its conformance case (``tests/test_conformance.py``).
 :func:`read_model` reads every mechanism of a checkpoint into a :class:`ModelRecord`; its
 ``limit`` is the smallest limit among them, and ``check_length(n)`` fails when any refuses.
 
@@ -38,28 +22,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, cast, overload
 
-from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, read_audio_table
-from flax_posenc.conversion.computed_sinusoids import COMPUTED_SINUSOID_FAMILIES, computed_sinusoid_from_dict
-from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, deberta_relative_from_dict
-from flax_posenc.conversion.families import FAMILIES, model_type_spellings
-from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, load_grid_table
-from flax_posenc.conversion.learned_source import LearnedTableSource
-from flax_posenc.conversion.load import load_position_table
-from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
+from flax_posenc.conversion.families import model_type_spellings
+from flax_posenc.conversion.mechanisms import MECHANISMS, ReadContext
+from flax_posenc.conversion.no_position import NO_POSITION_MODEL_TYPES, NoPositionEncoding
 from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, relative_bias_source
-from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, config_path_of, relative_configs_from_dict
-from flax_posenc.limits import NoLimit
 
 __all__ = [
     "MECHANISM_KINDS",
     "MODEL_MECHANISMS",
+    "NO_POSITION_MODEL_TYPES",
     "REFUSED_MODEL_TYPES",
+    "NoPositionEncoding",
     "is_refused",
     "Mechanism",
     "ModelRecord",
@@ -68,64 +46,56 @@ __all__ = [
     "refusal",
 ]
 
-#: The kinds a :class:`Mechanism` can be, in the order a record lists them.
-MECHANISM_KINDS: tuple[str, ...] = (
-    "learned",
-    "sinusoidal",
-    "rope",
-    "nope",
-    "alibi",
-    "mrope",
-    "relative_bias",
-    "deberta_relative",
-    "grid",
-    "none",
-)
 
-#: ``registry -> {family name: row}``, in the order a model type's mechanisms are read.
-_REGISTRIES: tuple[tuple[str, Mapping[str, Any]], ...] = (
-    ("learned", FAMILIES),
-    ("table", TABLE_FAMILIES),
-    ("grid", GRID_FAMILIES),
-    ("computed_sinusoid", COMPUTED_SINUSOID_FAMILIES),
-    ("rope_alibi", RELATIVE_FAMILIES),
-    ("relative_bias", RELATIVE_BIAS_FAMILIES),
-    ("deberta_relative", DEBERTA_FAMILIES),
-    ("audio_table", AUDIO_TABLE_FAMILIES),
-)
+class _Kinds(Sequence[str]):
+    """The kind names of :data:`~flax_posenc.conversion.mechanisms.MECHANISMS`, in its order (a live view)."""
 
+    @overload
+    def __getitem__(self, i: int) -> str: ...
 
-#: Model types with no position encoding at all (recurrent and state-space models): nothing
-#: limits their length.
-NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
-    "mamba",
-    "falcon_mamba",
-    "rwkv",
-    "xlstm",
-    "jamba",
-    "granitemoehybrid",
-    "kimi_linear",
-    "nemotron_h",
-    "mamba2",
-    "inkling_text",
-    "inkling2_text",
-    "inkling2_loop_text",
-)
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        return tuple(MECHANISMS)[i]
+
+    def __len__(self) -> int:
+        return len(MECHANISMS)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
 
 
-def _model_mechanisms() -> Mapping[str, tuple[tuple[str, str], ...]]:
-    out: dict[str, list[tuple[str, str]]] = {t: [("none", "recurrent")] for t in NO_POSITION_MODEL_TYPES}
-    for registry, rows in _REGISTRIES:
-        for row in rows.values():
-            for model_type in row.model_types:
-                out.setdefault(model_type, []).append((registry, row.name))
-    return MappingProxyType({k: tuple(v) for k, v in sorted(out.items())})
+class _ModelMechanisms(Mapping[str, tuple[tuple[str, str], ...]]):
+    """``model_type -> ((kind, row), ...)`` of :data:`~flax_posenc.conversion.mechanisms.MECHANISMS` (a live view)."""
+
+    def __getitem__(self, model_type: str) -> tuple[tuple[str, str], ...]:
+        return MECHANISMS.model_mechanisms()[model_type]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(MECHANISMS.model_mechanisms())
+
+    def __len__(self) -> int:
+        return len(MECHANISMS.model_mechanisms())
+
+    def __repr__(self) -> str:
+        return repr(dict(MECHANISMS.model_mechanisms()))
 
 
-#: ``model_type -> ((registry, family), ...)``: every model type read, and where each of its
-#: mechanisms is described. Derived from the mechanism registries (``_REGISTRIES``) and
-#: :data:`NO_POSITION_MODEL_TYPES`.
-MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _model_mechanisms()
+#: The kinds a :class:`Mechanism` can be, in the order a record lists them: the names of
+#: :data:`~flax_posenc.conversion.mechanisms.MECHANISMS`' rows.
+MECHANISM_KINDS: Sequence[str] = _Kinds()
+
+#: ``model_type -> ((kind, row name), ...)``: every model type read, and which row of which
+#: mechanism kind reads each of its mechanisms, in reading order. Derived from
+#: :data:`~flax_posenc.conversion.mechanisms.MECHANISMS` (and follows a row registered there).
+MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _ModelMechanisms()
 
 #: Model types known to carry a position mechanism this library does not read, and which.
 REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
@@ -193,32 +163,35 @@ def refusal(model_type: object) -> str:
     )
 
 
-_KIND_OF_SCHEME = {
-    "learned": "learned",
-    "sinusoidal": "sinusoidal",
-    "sinusoidal_computed": "sinusoidal",
-    "bucketed": "relative_bias",
-}
-
-
 @dataclasses.dataclass(frozen=True)
 class Mechanism:
     """One position mechanism of a checkpoint.
 
     Attributes:
-      kind: one of :data:`MECHANISM_KINDS`.
-      record: what describes it: a :class:`~flax_posenc.conversion.LearnedTableSource`, a
+      kind: one of :data:`MECHANISM_KINDS` (a row of
+        :data:`~flax_posenc.conversion.mechanisms.MECHANISMS`).
+      record: what describes it: one of its kind's ``record_types`` (a
+        :class:`~flax_posenc.conversion.LearnedTableSource`, a
         :class:`~flax_posenc.conversion.relative_config.RelativeConfig` (RoPE/ALiBi),
-        a :class:`~flax_posenc.conversion.relative_config.NoPositionLayers` or a
-        :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource`.
+        a :class:`~flax_posenc.conversion.relative_config.NoPositionLayers`, a
+        :class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource`, ...).
+      tower: the part of the model it serves: ``"text"``, ``"vision"`` (a ViT's or CLIP's grid)
+        or ``"audio"`` (Whisper's encoder).
     """
 
     kind: str
     record: Any
+    tower: str = "text"
 
     @classmethod
-    def of(cls, record: Any) -> Mechanism:
-        return cls(_KIND_OF_SCHEME.get(record.scheme, record.scheme), record)
+    def of(cls, record: Any, tower: str | None = None) -> Mechanism:
+        """The mechanism of ``record``: its kind from its ``.scheme``; ``tower`` defaults to the kind's.
+
+        Raises:
+          ValueError: no kind of :data:`~flax_posenc.conversion.mechanisms.MECHANISMS` lists its scheme.
+        """
+        kind = MECHANISMS.kind_of(record)
+        return cls(kind, record, MECHANISMS[kind].tower if tower is None else tower)
 
     @property
     def limit(self) -> int | None:
@@ -262,24 +235,9 @@ class Mechanism:
         return self.record.check_length(length)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "limit": self.limit, "sentence": self.describe_limit(), **_details(self)}
-
-
-def _details(m: Mechanism) -> dict[str, Any]:
-    if m.kind == "grid":
-        return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "limit", "scheme")}
-    if m.table is not None:
-        t = m.table
-        out = {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset, "unit": m.unit}
-        if m.unit == "seconds":
-            rec = m.record
-            out.update(
-                seconds=rec.seconds_limit,
-                positions_per_second=rec.positions_per_second,
-                sinusoid_error=rec.sinusoid_error,
-            )
-        return out
-    return {k: v for k, v in m.record.to_dict().items() if k not in ("source", "config", "limit")}
+        """``kind``, ``tower``, ``limit``, ``sentence`` and its kind's ``details`` of the record."""
+        head = {"kind": self.kind, "tower": self.tower, "limit": self.limit, "sentence": self.describe_limit()}
+        return {**head, **MECHANISMS[self.kind].details(self.record)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -399,42 +357,6 @@ class ModelRecord:
         return "\n".join(parts)
 
 
-def _learned(source: str | os.PathLike, family: str) -> list[Any]:
-    return [LearnedTableSource(load_position_table(source, family=family))]
-
-
-def _rope_alibi(config: Mapping[str, Any], source: str, path: Path) -> list[Any]:
-    return list(relative_configs_from_dict(config, source=source, path=path))
-
-
-def _relative_bias(source: str | os.PathLike, config_path: Path) -> list[Any]:
-    record = relative_bias_source(
-        source if config_path_of(source) is not None else config_path
-    )  # a Hub id: its snapshot
-    return [] if record is None else [record]
-
-
-@dataclasses.dataclass(frozen=True)
-class NoPositionEncoding(NoLimit):
-    """A model without any position encoding (a recurrent or state-space model): no limit."""
-
-    source: str
-    model_type: str
-
-    scheme = "none"
-    key = None
-    family = "recurrent"
-
-    def describe_limit(self) -> str:
-        return f"{self.model_type} model {self.source} has no limit (no position encoding: a recurrent state)"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "model_type": self.model_type, "scheme": "none", "limit": None}
-
-    def __str__(self) -> str:
-        return f"source:      {self.source}\nscheme:      none (recurrent)\nlimit:       {self.describe_limit()}"
-
-
 def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path: Path) -> ModelRecord | None:
     """Every mechanism of a checkpoint whose ``config.json`` (parsed: ``config``) names a model type
     in :data:`MODEL_MECHANISMS`, else ``None``.
@@ -443,33 +365,14 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
       CheckpointError: a mechanism cannot be read (one line naming the file), or mechanisms that
         must agree do not (a table's rows against its length field).
     """
-    plan = mechanisms_of(config.get("model_type"))
+    plan = MECHANISMS.plan(config.get("model_type"))
     if plan is None:
         return None
-    text = os.fspath(source)
-    records: list[Any] = []
-    for registry, name in plan:
-        if registry == "learned":
-            records += _learned(source, name)
-        elif registry == "table":
-            if has_table(name, config, config_path) and (
-                not TABLE_FAMILIES[name].optional or table_present(source, name)
-            ):
-                records.append(LearnedTableSource(read_position_table(source, name, config)))
-        elif registry == "grid":
-            records.append(GridSource(load_grid_table(source, family=name)))
-        elif registry == "computed_sinusoid":
-            records.append(computed_sinusoid_from_dict(config, name, text, config_path))
-        elif registry == "audio_table":
-            records.append(read_audio_table(source, name, config))
-        elif registry == "deberta_relative":
-            records += deberta_relative_from_dict(config, text, config_path)
-        elif registry == "none":
-            records.append(NoPositionEncoding(text, str(config.get("model_type"))))
-        elif registry == "rope_alibi":
-            records += _rope_alibi(config, text, config_path)
-        else:
-            records += _relative_bias(source, config_path)
-    if not records:
+    context = ReadContext(source, config, config_path)
+    found: list[Mechanism] = []
+    for kind, row in plan:
+        assert kind.read is not None  # a kind with rows has a reader (MECHANISMS checks it)
+        found += [Mechanism.of(r, kind.tower_of(row)) for r in kind.read(row, context)]
+    if not found:
         raise fail(config_path, f"the position mechanisms of {config.get('model_type')}", "none readable")
-    return ModelRecord(text, str(config.get("model_type")), tuple(Mechanism.of(r) for r in records))
+    return ModelRecord(context.text, str(config.get("model_type")), tuple(found))

@@ -9,10 +9,11 @@ relative bias, ``sinusoidal:L:D``) and returns a record implementing :class:`Sou
 - ``to_dict()``: strict-JSON-able report (what ``inspect --json`` prints);
 - ``str(record)``: the text report (what ``inspect`` prints).
 
-The three implementations: :class:`LearnedTableSource` (wraps a
-:class:`~flax_posenc.conversion.table.PositionTable`),
-:class:`~flax_posenc.conversion.relative_config.RelativeConfig` (RoPE/ALiBi) and
-:class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource` (T5/MPNet buckets).
+Every kind of mechanism has its record types (a row of
+:data:`~flax_posenc.conversion.mechanisms.MECHANISMS` lists them: :class:`LearnedTableSource`
+wraps a :class:`~flax_posenc.conversion.table.PositionTable`,
+:class:`~flax_posenc.conversion.relative_config.RelativeConfig` is RoPE/ALiBi,
+:class:`~flax_posenc.conversion.relative_bias.RelativeBiasSource` T5/MPNet buckets, ...).
 :func:`which_family` answers "which family is this ``model_type``" for every kind, with one
 ``-``/``_`` normalisation. numpy only (``sinusoidal:`` sources too).
 
@@ -31,15 +32,14 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.converted_file import is_converted_file, position_table, read_converted
-from flax_posenc.conversion.families import FAMILIES, row_for_model_type
 from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf, table_of
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
+from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
 from flax_posenc.conversion.orbax_file import is_orbax_checkpoint, read_orbax_origin, read_orbax_params
 from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
-from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
+from flax_posenc.conversion.relative_config import relative_configs_from_dict
 from flax_posenc.conversion.sources import config_json_path, read_config
 from flax_posenc.errors import CheckpointError
 
@@ -86,8 +86,9 @@ class SourceRecord(Protocol):
 
 
 class FamilyMatch(NamedTuple):
-    """Which registry row a ``model_type`` names: ``kind`` is ``"learned"``, ``"rope_alibi"`` or
-    ``"relative_bias"``; ``row`` the registry's data row."""
+    """Which registry row a ``model_type`` names: ``kind`` is its mechanism kind (a row of
+    :data:`~flax_posenc.conversion.mechanisms.MECHANISMS`: ``"learned"``, ``"rope"``,
+    ``"relative_bias"``, ...); ``row`` the registry's data row."""
 
     kind: str
     row: Any
@@ -98,21 +99,19 @@ class FamilyMatch(NamedTuple):
 
 
 def which_family(model_type: str) -> FamilyMatch | None:
-    """The family a ``config.json`` ``model_type`` names, in any registry, else ``None``.
+    """The family a ``config.json`` ``model_type`` names, in any registry of any mechanism kind, else ``None``.
 
-    Relative bias is asked first (MPNet has both a learned table and a relative bias; the command
-    line reports its bias), then RoPE/ALiBi, then learned tables, all with the same ``-``/``_``
-    normalisation (:func:`~flax_posenc.conversion.families.model_type_spellings`).
+    Derived from :data:`~flax_posenc.conversion.mechanisms.MECHANISMS`, so it covers every
+    registry, with the same ``-``/``_`` normalisation
+    (:func:`~flax_posenc.conversion.families.model_type_spellings`). A model type with several
+    mechanisms names its last one in reading order, the most specific (MPNet: its relative bias,
+    not its learned table; CLIP: its vision grid); ``MODEL_MECHANISMS`` lists them all.
     """
-    for kind, rows in (
-        ("relative_bias", RELATIVE_BIAS_FAMILIES),
-        ("rope_alibi", RELATIVE_FAMILIES),
-        ("learned", FAMILIES),
-    ):
-        row = row_for_model_type(model_type, rows.values())
-        if row is not None:
-            return FamilyMatch(kind, row)
-    return None
+    plan = MECHANISMS.plan(model_type)
+    if not plan:
+        return None
+    kind, row = plan[-1]
+    return FamilyMatch(kind.name, row)
 
 
 def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> ModelRecord:

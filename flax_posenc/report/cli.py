@@ -46,6 +46,7 @@ from flax_posenc import __version__
 from flax_posenc.conversion import LearnedTableSource, export_position_table, inspect_source, load_position_table
 from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES
+from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 from flax_posenc.conversion.source_record import verdict
 from flax_posenc.errors import CheckpointError, PositionLimitError
@@ -319,14 +320,22 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_families(args: argparse.Namespace) -> int:
+    kinds = {name: {"summary": k.summary, "limit_unit": k.limit_unit} for name, k in MECHANISMS.items()}
     if args.json:
-        read = {t: [{"registry": r, "family": f} for r, f in rows] for t, rows in MODEL_MECHANISMS.items()}
-        print(dumps_json({"read": read, "refused": dict(REFUSED_MODEL_TYPES)}, indent=2))
+        read = {
+            t: [{"kind": k, "family": f, "tower": MECHANISMS[k].tower_of(MECHANISMS[k].rows[f])} for k, f in rows]
+            for t, rows in MODEL_MECHANISMS.items()
+        }
+        print(dumps_json({"kinds": kinds, "read": read, "refused": dict(REFUSED_MODEL_TYPES)}, indent=2))
         return EXIT_OK
-    width = max(map(len, MODEL_MECHANISMS))
+    width = max(map(len, [*MODEL_MECHANISMS, *MECHANISMS]))
+    print("# mechanism kinds (KIND:FAMILY below; `inspect --json` says mechanisms[i].kind):")
+    for name, k in MECHANISMS.items():
+        print(f"#   {name:<{width}}  {k.summary} (limit: {k.limit_unit})")
+    print(f"# {len(MODEL_MECHANISMS)} model types read, each as KIND:FAMILY rows:")
     for model_type, rows in MODEL_MECHANISMS.items():
         print(f"{model_type:<{width}}  " + " + ".join(f"{r}:{f}" for r, f in rows))
-    print(f"# {len(MODEL_MECHANISMS)} model types read; refused with a reason:")
+    print("# refused with a reason:")
     for model_type, why in REFUSED_MODEL_TYPES.items():
         print(f"{model_type:<{width}}  refused: {why}")
     return EXIT_OK

@@ -1,0 +1,431 @@
+"""The one table of position mechanisms: every kind a checkpoint's positions can be, as data.
+
+A model is a set of position mechanisms. :data:`MECHANISMS` has one :class:`MechanismKind` row
+per kind, in the order a record lists them; each row carries
+
+- ``name``: the one vocabulary (a record's ``mechanisms[i].kind``, ``inspect --json``'s
+  ``"kind"``, ``flax-posenc families``, the docs tables, the coverage page);
+- ``registries``: the data rows it reads (each with ``name`` and ``model_types``; a row may name
+  its ``tower``: ``"text"``, ``"vision"``, ``"audio"``) and the model types they serve;
+- ``read``: ``(row, ReadContext) -> records``, the reader of one row of a checkpoint;
+- ``schemes`` and ``record_types``: what its records are (a record's ``.scheme`` names its kind);
+- ``limit_unit``: what its limit counts; ``details``: its part of ``Mechanism.to_dict()``.
+
+Everything else follows from the table: :data:`~flax_posenc.conversion.models.MODEL_MECHANISMS`,
+:data:`~flax_posenc.conversion.models.MECHANISM_KINDS`, the dispatch of
+:func:`~flax_posenc.conversion.models.read_model`, :func:`~flax_posenc.conversion.which_family`,
+``flax-posenc families``, the generated docs table of mechanisms, the coverage page and the
+conformance cases. Adding a mechanism is one module (its row type, registry, record and reader)
+and one row here (see CONTRIBUTING.md, "Adding a mechanism");
+:meth:`MechanismTable.register` adds a row at run time (a plug-in, or a test).
+
+A row that two registries of one kind both name, or a model type claimed by two rows of one kind
+for the same tower and tensor, fails at import with one line naming both.
+
+>>> MECHANISMS["learned"].limit_unit
+'tokens'
+>>> [k for k in MECHANISMS][:3]
+['learned', 'sinusoidal', 'rope']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from flax_posenc.conversion.audio_tables import (
+    AUDIO_TABLE_FAMILIES,
+    AudioTableFamily,
+    AudioTableSource,
+    read_audio_table,
+)
+from flax_posenc.conversion.computed_sinusoids import (
+    COMPUTED_SINUSOID_FAMILIES,
+    ComputedSinusoid,
+    computed_sinusoid_from_dict,
+)
+from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, DebertaRelative, deberta_relative_from_dict
+from flax_posenc.conversion.families import FAMILIES, model_type_spellings
+from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, load_grid_table
+from flax_posenc.conversion.learned_source import LearnedTableSource
+from flax_posenc.conversion.load import load_position_table
+from flax_posenc.conversion.no_position import NO_POSITION_FAMILIES, NoPositionEncoding
+from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
+from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, RelativeBiasSource, relative_bias_source
+from flax_posenc.conversion.relative_config import (
+    RELATIVE_FAMILIES,
+    NoPositionLayers,
+    RelativeConfig,
+    config_path_of,
+    relative_configs_from_dict,
+)
+
+__all__ = ["MECHANISMS", "MechanismKind", "MechanismTable", "ReadContext"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadContext:
+    """What a reader gets besides its row: the SOURCE as given (``source``, ``text``), its parsed
+    ``config.json`` (``config``) and that file's path (``config_path``)."""
+
+    source: str | os.PathLike
+    config: Mapping[str, Any]
+    config_path: Path
+
+    @property
+    def text(self) -> str:
+        return os.fspath(self.source)
+
+
+#: ``(registry row, context) -> records``: what one row reads of a checkpoint (``[]``: absent).
+Reader = Callable[[Any, ReadContext], Sequence[Any]]
+
+
+def record_details(record: Any) -> dict[str, Any]:
+    """A record's own report, less what the mechanism repeats (``source``, ``config``, ``limit``)."""
+    return {k: v for k, v in record.to_dict().items() if k not in ("source", "config", "limit")}
+
+
+def table_details(record: Any) -> dict[str, Any]:
+    """A table-backed record's report: its table's key, family, rows, dim, offset and unit
+    (and an audio table's seconds); a record without a table: :func:`record_details`."""
+    t = getattr(record, "table", None)
+    if t is None:
+        return record_details(record)
+    unit = getattr(record, "unit", "tokens")
+    out = {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset, "unit": unit}
+    if unit == "seconds":
+        out.update(
+            seconds=record.seconds_limit,
+            positions_per_second=record.positions_per_second,
+            sinusoid_error=record.sinusoid_error,
+        )
+    return out
+
+
+def grid_details(record: Any) -> dict[str, Any]:
+    """A grid's report, less what the mechanism repeats."""
+    return {k: v for k, v in record.to_dict().items() if k not in ("source", "limit", "scheme")}
+
+
+@dataclasses.dataclass(frozen=True)
+class MechanismKind:
+    """One kind of position mechanism: a row of :data:`MECHANISMS`.
+
+    Attributes:
+      name: the kind (``"learned"``, ``"rope"``, ...): every record's ``mechanisms[i].kind``.
+      summary: one line saying what it is (``flax-posenc families``, the docs).
+      limit_unit: what its limit counts (``"tokens"``, ``"seconds"``, ``"image size"``, or
+        ``"none"``: nothing limits a length).
+      schemes: the ``.scheme`` values its records carry (a record's kind is looked up by them).
+      record_types: the record classes it yields.
+      registries: ``(dotted name, rows)`` pairs: the data rows it reads, each with ``name`` and
+        ``model_types`` (``()``: another kind's reader yields it, as RoPE's reader yields ``nope``).
+      read: ``(row, ReadContext) -> records`` (``None`` with no registries).
+      tower: the tower its rows serve unless a row names its own ``tower``.
+      details: ``record -> dict``: its part of ``Mechanism.to_dict()``.
+    """
+
+    name: str
+    summary: str
+    limit_unit: str
+    schemes: tuple[str, ...]
+    record_types: tuple[type, ...]
+    registries: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    read: Reader | None = None
+    tower: str = "text"
+    details: Callable[[Any], dict[str, Any]] = record_details
+
+    @property
+    def rows(self) -> Mapping[str, Any]:
+        """Every row of its registries by name, in registry order."""
+        return MappingProxyType({name: row for _, rows in self.registries for name, row in rows.items()})
+
+    def tower_of(self, row: Any) -> str:
+        """The tower ``row`` serves: its own ``tower``, else the kind's."""
+        return getattr(row, "tower", None) or self.tower
+
+
+def _where(row: Any) -> str:
+    """What sets a row apart among the rows of one kind claiming one model type: tower and tensor."""
+    return f"{getattr(row, 'tower', '')}:{getattr(row, 'key_suffix', '')}"
+
+
+def _check(kinds: Sequence[MechanismKind]) -> None:
+    """Raise ValueError (one line naming both) on a duplicate kind or scheme, a row name two
+    registries of one kind both hold, or a model type two rows of one kind (or registry) claim
+    for the same tower and tensor."""
+    seen_kinds: dict[str, str] = {}
+    seen_schemes: dict[str, str] = {}
+    for kind in kinds:
+        if kind.name in seen_kinds:
+            raise ValueError(f"MECHANISMS: expected one row per kind, found two rows named {kind.name!r}")
+        seen_kinds[kind.name] = kind.name
+        if (kind.read is None) != (not kind.registries):
+            raise ValueError(f"MECHANISMS[{kind.name!r}]: expected a reader exactly when it has registries")
+        for scheme in kind.schemes:
+            if scheme in seen_schemes:
+                raise ValueError(
+                    f"MECHANISMS: expected each scheme in one kind, found {scheme!r} in both "
+                    f"{seen_schemes[scheme]!r} and {kind.name!r}"
+                )
+            seen_schemes[scheme] = kind.name
+        names: dict[str, str] = {}
+        for registry, rows in kind.registries:
+            for name in rows:
+                if name in names:
+                    raise ValueError(
+                        f"MECHANISMS[{kind.name!r}]: row {name!r} is claimed by both {names[name]} and {registry}"
+                    )
+                names[name] = registry
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for kind in kinds:
+        for registry, rows in kind.registries:
+            groups.setdefault(f"kind {kind.name!r}", []).extend((registry, r) for r in rows.values())
+            groups.setdefault(registry.split(" ")[0], []).extend((registry, r) for r in rows.values())
+    for group, rows in groups.items():
+        claimed: dict[tuple[str, str], tuple[str, Any]] = {}
+        for registry, row in rows:
+            for model_type in row.model_types:
+                slot = (model_type.replace("-", "_"), _where(row))
+                if slot in claimed and claimed[slot][1] is not row:
+                    first_registry, first = claimed[slot]
+                    raise ValueError(
+                        f"MECHANISMS ({group}): model type {model_type!r} is claimed by two rows, "
+                        f"{first.name!r} ({first_registry}) and {row.name!r} ({registry})"
+                    )
+                claimed[slot] = (registry, row)
+
+
+class MechanismTable(Mapping[str, MechanismKind]):
+    """:data:`MECHANISMS`: kind name -> :class:`MechanismKind`, in reading order, checked on every change.
+
+    What is derived from it (:meth:`model_mechanisms`, :meth:`plan`, :meth:`kind_of`) follows a
+    row added by :meth:`register` at once.
+    """
+
+    def __init__(self, kinds: Sequence[MechanismKind]):
+        _check(kinds)
+        self._kinds: dict[str, MechanismKind] = {k.name: k for k in kinds}
+        self._derived: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> MechanismKind:
+        return self._kinds[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kinds)
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def __repr__(self) -> str:
+        return f"MechanismTable({list(self._kinds)})"
+
+    def register(self, kind: MechanismKind, *, before: str | None = None) -> None:
+        """Add ``kind`` (last, or before the kind named ``before``).
+
+        Raises:
+          ValueError: the table with it is not consistent (one line naming both rows).
+        """
+        kinds = list(self._kinds.values())
+        at = len(kinds) if before is None else list(self._kinds).index(before)
+        kinds.insert(at, kind)
+        _check(kinds)
+        self._kinds = {k.name: k for k in kinds}
+        self._derived.clear()
+
+    def unregister(self, name: str) -> None:
+        """Remove the kind named ``name`` (KeyError when there is none)."""
+        del self._kinds[name]
+        self._derived.clear()
+
+    @contextlib.contextmanager
+    def registered(self, kind: MechanismKind, *, before: str | None = None) -> Iterator[MechanismKind]:
+        """``with MECHANISMS.registered(kind):`` the table holds ``kind``, and no longer after."""
+        self.register(kind, before=before)
+        try:
+            yield kind
+        finally:
+            self.unregister(kind.name)
+
+    def _cached(self, key: str, build: Callable[[], Any]) -> Any:
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
+
+    def model_mechanisms(self) -> Mapping[str, tuple[tuple[str, str], ...]]:
+        """``model_type -> ((kind, row name), ...)``, model types sorted, rows in reading order."""
+
+        def build() -> Mapping[str, tuple[tuple[str, str], ...]]:
+            out: dict[str, list[tuple[str, str]]] = {}
+            for kind, row in self._all_rows():
+                for model_type in row.model_types:
+                    out.setdefault(model_type, []).append((kind.name, row.name))
+            return MappingProxyType({k: tuple(v) for k, v in sorted(out.items())})
+
+        return self._cached("model_mechanisms", build)
+
+    def _all_rows(self) -> Iterator[tuple[MechanismKind, Any]]:
+        for kind in self._kinds.values():
+            for _, rows in kind.registries:
+                for row in rows.values():
+                    yield kind, row
+
+    def plan(self, model_type: object) -> tuple[tuple[MechanismKind, Any], ...] | None:
+        """The ``(kind, row)`` pairs read for ``model_type`` (any ``-``/``_`` spelling), else ``None``."""
+        table = self.model_mechanisms()
+        for spelling in model_type_spellings(model_type):
+            if spelling in table:
+                return tuple((self._kinds[k], self._kinds[k].rows[name]) for k, name in table[spelling])
+        return None
+
+    def kind_of(self, record: Any) -> str:
+        """The kind of ``record`` by its ``.scheme``.
+
+        Raises:
+          ValueError: no kind lists the scheme.
+        """
+        schemes = self._cached("schemes", lambda: {s: k.name for k in self._kinds.values() for s in k.schemes})
+        try:
+            return schemes[record.scheme]
+        except KeyError:
+            raise ValueError(f"record scheme: expected one of {sorted(schemes)}, found {record.scheme!r}") from None
+
+
+# ----------------------------------------------------------------------------- the readers
+
+
+def _read_learned(row: Any, ctx: ReadContext) -> list[Any]:
+    if FAMILIES.get(row.name) is row:  # a whole input block: detected under its prefix
+        return [LearnedTableSource(load_position_table(ctx.source, family=row.name))]
+    if isinstance(row, AudioTableFamily):
+        return [read_audio_table(ctx.source, row.name, ctx.config)]
+    if not has_table(row.name, ctx.config, ctx.config_path):
+        return []
+    if row.optional and not table_present(ctx.source, row.name):
+        return []
+    return [LearnedTableSource(read_position_table(ctx.source, row.name, ctx.config))]
+
+
+def _read_relative(row: Any, ctx: ReadContext) -> list[Any]:
+    return list(relative_configs_from_dict(ctx.config, source=ctx.text, path=ctx.config_path))
+
+
+def _read_relative_bias(row: Any, ctx: ReadContext) -> list[Any]:
+    where = ctx.source if config_path_of(ctx.source) is not None else ctx.config_path  # a Hub id: its snapshot
+    record = relative_bias_source(where)
+    return [] if record is None else [record]
+
+
+def _relative_rows(scheme: str) -> Mapping[str, Any]:
+    return MappingProxyType({n: r for n, r in RELATIVE_FAMILIES.items() if r.scheme == scheme})
+
+
+_RELATIVE = "flax_posenc.conversion.relative_config.RELATIVE_FAMILIES"
+
+#: Every kind of position mechanism, one row each, in the order a record lists them.
+MECHANISMS: MechanismTable = MechanismTable(
+    (
+        MechanismKind(
+            "learned",
+            "a learned table of absolute positions, one row per position",
+            "tokens",
+            ("learned",),
+            (LearnedTableSource, AudioTableSource),
+            (
+                ("flax_posenc.conversion.families.FAMILIES", FAMILIES),
+                ("flax_posenc.conversion.position_tables.TABLE_FAMILIES", TABLE_FAMILIES),
+                ("flax_posenc.conversion.audio_tables.AUDIO_TABLE_FAMILIES", AUDIO_TABLE_FAMILIES),
+            ),
+            _read_learned,
+            details=table_details,
+        ),
+        MechanismKind(
+            "sinusoidal",
+            "fixed sinusoids of absolute positions (computed by the model: no limit)",
+            "none",
+            ("sinusoidal", "sinusoidal_computed"),
+            (ComputedSinusoid, LearnedTableSource),
+            (("flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES", COMPUTED_SINUSOID_FAMILIES),),
+            lambda row, ctx: [computed_sinusoid_from_dict(ctx.config, row.name, ctx.text, ctx.config_path)],
+            details=table_details,
+        ),
+        MechanismKind(
+            "rope",
+            "rotary position embedding (RoPE) of attention queries and keys, per layer type",
+            "tokens",
+            ("rope",),
+            (RelativeConfig,),
+            ((f"{_RELATIVE} (scheme rope)", _relative_rows("rope")),),
+            _read_relative,
+        ),
+        MechanismKind(
+            "nope",
+            "layers without any position encoding beside RoPE layers (read with them)",
+            "none",
+            ("nope",),
+            (NoPositionLayers,),
+        ),
+        MechanismKind(
+            "alibi",
+            "ALiBi: a linear bias of attention scores by distance",
+            "tokens",
+            ("alibi",),
+            (RelativeConfig,),
+            ((f"{_RELATIVE} (scheme alibi)", _relative_rows("alibi")),),
+            _read_relative,
+        ),
+        MechanismKind(
+            "mrope",
+            "multimodal 3-D RoPE (temporal, height, width sections) of a vision-language text tower",
+            "tokens",
+            ("mrope",),
+            (RelativeConfig,),
+            ((f"{_RELATIVE} (scheme mrope)", _relative_rows("mrope")),),
+            _read_relative,
+        ),
+        MechanismKind(
+            "relative_bias",
+            "a learned bias per bucket of relative distance (T5, MPNet), per stack",
+            "none",
+            ("bucketed",),
+            (RelativeBiasSource,),
+            (("flax_posenc.conversion.relative_bias.RELATIVE_BIAS_FAMILIES", RELATIVE_BIAS_FAMILIES),),
+            _read_relative_bias,
+        ),
+        MechanismKind(
+            "deberta_relative",
+            "DeBERTa's disentangled relative positions (log buckets past a span)",
+            "none",
+            ("deberta_relative",),
+            (DebertaRelative,),
+            (("flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES", DEBERTA_FAMILIES),),
+            lambda row, ctx: deberta_relative_from_dict(ctx.config, ctx.text, ctx.config_path),
+        ),
+        MechanismKind(
+            "grid",
+            "a learned 2-D grid of image patch positions (limits the image size)",
+            "image size",
+            ("grid",),
+            (GridSource,),
+            (("flax_posenc.conversion.grid_tables.GRID_FAMILIES", GRID_FAMILIES),),
+            lambda row, ctx: [GridSource(load_grid_table(ctx.source, family=row.name))],
+            tower="vision",
+            details=grid_details,
+        ),
+        MechanismKind(
+            "none",
+            "no position encoding at all (a recurrent or state-space model)",
+            "none",
+            ("none",),
+            (NoPositionEncoding,),
+            (("flax_posenc.conversion.no_position.NO_POSITION_FAMILIES", NO_POSITION_FAMILIES),),
+            lambda row, ctx: [NoPositionEncoding(ctx.text, str(ctx.config.get("model_type")))],
+        ),
+    )
+)
