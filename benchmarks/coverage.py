@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from conformance.catalog import all_model_types, text_kind  # noqa: E402
 
+from flax_posenc.conversion.mechanisms import MECHANISMS  # noqa: E402
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES  # noqa: E402
 
 PAGE = ROOT / "docs" / "coverage.md"
@@ -53,6 +54,21 @@ def with_counts(readme: str, counts: str) -> str:
     if n != 1:
         raise SystemExit(f"{README}: needs exactly one coverage-counts block, found {n}")
     return new
+
+
+def mechanism_kinds() -> list[str]:
+    """The section listing every kind of :data:`~flax_posenc.conversion.mechanisms.MECHANISMS`."""
+    lines = [
+        "## Mechanism kinds",
+        "",
+        "| kind | what | limit counts | model types read | registries |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, kind in MECHANISMS.items():
+        read = sum(1 for rows in MODEL_MECHANISMS.values() if any(k == name for k, _ in rows))
+        registries = ", ".join(f"`{r.rsplit('.', 1)[-1]}`" for r, _ in kind.registries) or "(read with another kind)"
+        lines.append(f"| `{name}` | {kind.summary} | {kind.limit_unit} | {read} | {registries} |")
+    return [*lines, ""]
 
 
 def render() -> str:
@@ -83,7 +99,10 @@ def render() -> str:
         f"- text model types read: **{len(read_text)}** of {len(text)}; read wrong: **0** (the conformance suite is green)",
         f"- other model types read: {len(read_other)}; refused with a named mechanism: {len(REFUSED_MODEL_TYPES)}",
         "",
+        *mechanism_kinds(),
         "## Text model types",
+        "",
+        "Mechanisms are written `KIND:FAMILY`: the kind (above) and the row of its registry that reads it.",
         "",
         "| model type | status | mechanisms |",
         "| --- | --- | --- |",

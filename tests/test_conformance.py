@@ -18,12 +18,26 @@ from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 #: legacy Falcon spellings, read as aliases of ``falcon``.
 ALIASES = {"RefinedWeb", "RefinedWebModel"}
 
-CASES = sorted(t for t in MODEL_MECHANISMS if t not in ALIASES)
+
+def cases() -> list[str]:
+    """One case per model type of the registry (derived from ``MECHANISMS``), less the aliases."""
+    return sorted(t for t in MODEL_MECHANISMS if t not in ALIASES)
+
+
+CASES = cases()
 
 
 @pytest.mark.parametrize("model_type", CASES)
 def test_model_type_conforms(model_type, tmp_path):
     assert conformance_problems(model_type, tmp_path) == []
+
+
+def test_every_mechanism_kind_has_a_conformance_hook():
+    from conformance.reference import KIND_CHECKS
+
+    from flax_posenc.conversion.mechanisms import MECHANISMS
+
+    assert list(KIND_CHECKS) == list(MECHANISMS)
 
 
 def test_registry_names_real_model_types():

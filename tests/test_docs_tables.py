@@ -21,6 +21,7 @@ def test_every_generated_table_is_current():
 @pytest.mark.parametrize(
     ("name", "registry"),
     [
+        ("mechanism-kinds", "flax_posenc.conversion.mechanisms:MECHANISMS"),
         ("learned-families", "flax_posenc.conversion.families:FAMILIES"),
         ("position-tables", "flax_posenc.conversion.position_tables:TABLE_FAMILIES"),
         ("rope-alibi-families", "flax_posenc.conversion.relative_config:RELATIVE_FAMILIES"),

@@ -89,8 +89,10 @@ def position_tables() -> tuple[str, list[str]]:
     from flax_posenc.conversion.position_tables import TABLE_FAMILIES
 
     def field(t) -> str:
-        name = f"{t.config_section}.{t.length_field}" if t.config_section else t.length_field
-        return _code(name) + (" (counts the reserved rows)" if t.offset else "")
+        text = _code(t.length_label)
+        if t.offset_from_pad or t.offset:
+            text += " (counts the reserved rows)" if t.length_counts_offset else " (rows - reserved rows)"
+        return text
 
     def reserved(t) -> str:
         return f"`pad_token_id + 1` ({t.default_pad_token_id + 1} by default)" if t.offset_from_pad else str(t.offset)
@@ -109,6 +111,20 @@ def position_tables() -> tuple[str, list[str]]:
     ]
     header = ("row", "model types", "position table", "limit field (config)", "reserved rows", "note")
     return "`flax_posenc.conversion.position_tables.TABLE_FAMILIES`", _table(header, rows)
+
+
+def mechanism_kinds() -> tuple[str, list[str]]:
+    from flax_posenc.conversion.mechanisms import MECHANISMS
+
+    def registries(k) -> str:
+        return ", ".join(_code(r.removeprefix("flax_posenc.conversion.")) for r, _ in k.registries) or "read with RoPE"
+
+    rows = [
+        (name, k.summary, k.limit_unit, k.tower, ", ".join(_code(t.__name__) for t in k.record_types), registries(k))
+        for name, k in MECHANISMS.items()
+    ]
+    header = ("kind", "what", "limit counts", "tower", "records", "registries")
+    return "`flax_posenc.conversion.mechanisms.MECHANISMS`", _table(header, rows)
 
 
 def rope_alibi_families() -> tuple[str, list[str]]:
@@ -266,6 +282,7 @@ def rope_audit() -> tuple[str, list[str]]:
 
 #: table name -> (page, renderer returning (registry, table lines))
 TABLES: dict[str, tuple[str, Callable[[], tuple[str, list[str]]]]] = {
+    "mechanism-kinds": ("docs/conversion.md", mechanism_kinds),
     "learned-families": ("docs/conversion.md", learned_families),
     "position-tables": ("docs/conversion.md", position_tables),
     "rope-alibi-families": ("docs/rope-alibi.md", rope_alibi_families),

@@ -10,6 +10,9 @@ orbax (and with it jax) is imported only to restore an orbax directory's arrays
   ``describe_limit()``, ``check_length(n)``, ``to_dict()``, ``str``): learned tables, RoPE/ALiBi
   configs and T5/MPNet relative biases alike; :func:`which_family` -- the family of a
   ``model_type`` in every registry.
+- :data:`~flax_posenc.conversion.mechanisms.MECHANISMS` -- the one table of mechanism kinds
+  (learned, sinusoidal, rope, nope, alibi, mrope, relative_bias, deberta_relative, grid, none):
+  each kind's registries, reader, records and limit unit; the model registry follows from it.
 - :func:`load_position_table` -- the learned position table of a checkpoint
   (:class:`PositionTable`: ``weights``, ``family``, ``key``, ``offset``, ``num_positions``).
 - :func:`load_input_block` -- every weight of the family's embedding block

@@ -584,16 +584,36 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
         if tables or rotary:
             problems.append(f"we report no position encoding; the model has {(tables or rotary)[0]}")
     for mech in record.mechanisms:
-        if mech.kind == "learned" and mech.unit == "seconds":
-            problems += _audio_table_problems(model, mech, directory)
-        elif mech.kind == "learned":
-            problems += _learned_problems(model, mech, directory)
-        elif mech.kind == "sinusoidal" and mech.table is None:
-            problems += _computed_sinusoid_problems(model, mech)
-        elif mech.kind == "relative_bias":
-            problems += _relative_bias_problems(model, mech)
-        elif mech.kind == "deberta_relative":
-            problems += _deberta_problems(model, mech)
-        elif mech.kind == "grid":
-            problems += _grid_problems(model, mech)
+        check = KIND_CHECKS[mech.kind]
+        if check is not None:
+            problems += check(model, mech, directory)
     return problems
+
+
+def _learned_or_audio(model, mech, directory: Path) -> list[str]:
+    if mech.unit == "seconds":
+        return _audio_table_problems(model, mech, directory)
+    return _learned_problems(model, mech, directory)
+
+
+#: The conformance hook of every kind of :data:`flax_posenc.conversion.mechanisms.MECHANISMS`:
+#: ``(model, mechanism, directory) -> problems``, run on each mechanism of that kind. ``None``:
+#: no per-mechanism hook, because the kind is checked across mechanisms in
+#: :func:`conformance_problems` (``rope``, ``mrope``, ``nope`` and ``none`` against the model's
+#: rotary modules and attention layers) or, for ``alibi``, only its limit is read here (its
+#: values are checked against transformers by ``tests/test_alibi.py``). A kind missing here
+#: fails ``tests/test_conformance.py``: adding a mechanism means adding its hook.
+KIND_CHECKS = {
+    "learned": _learned_or_audio,
+    "sinusoidal": lambda model, mech, directory: (
+        [] if mech.table is not None else _computed_sinusoid_problems(model, mech)
+    ),
+    "rope": None,
+    "nope": None,
+    "alibi": None,
+    "mrope": None,
+    "relative_bias": lambda model, mech, directory: _relative_bias_problems(model, mech),
+    "deberta_relative": lambda model, mech, directory: _deberta_problems(model, mech),
+    "grid": lambda model, mech, directory: _grid_problems(model, mech),
+    "none": None,
+}
