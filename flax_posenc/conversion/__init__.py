@@ -48,6 +48,7 @@ from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_f
 from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, GridTable, load_grid_table
 from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.conversion.load import load_input_block, load_position_table
+from flax_posenc.conversion.mechanisms import MECHANISMS, MechanismKind
 from flax_posenc.conversion.relative_bias import RelativeBiasTable, load_relative_bias
 from flax_posenc.conversion.source_record import (
     FamilyMatch,
@@ -74,6 +75,8 @@ __all__ = [
     "GridTable",
     "InputBlockWeights",
     "LearnedTableSource",
+    "MECHANISMS",
+    "MechanismKind",
     "PositionTable",
     "RelativeBiasTable",
     "SourceRecord",

@@ -188,9 +188,9 @@ def _check(kinds: Sequence[MechanismKind]) -> None:
         for registry, rows in kind.registries:
             groups.setdefault(f"kind {kind.name!r}", []).extend((registry, r) for r in rows.values())
             groups.setdefault(registry.split(" ")[0], []).extend((registry, r) for r in rows.values())
-    for group, rows in groups.items():
+    for group, members in groups.items():
         claimed: dict[tuple[str, str], tuple[str, Any]] = {}
-        for registry, row in rows:
+        for registry, row in members:
             for model_type in row.model_types:
                 slot = (model_type.replace("-", "_"), _where(row))
                 if slot in claimed and claimed[slot][1] is not row:
@@ -301,7 +301,7 @@ class MechanismTable(Mapping[str, MechanismKind]):
 
 
 def _read_learned(row: Any, ctx: ReadContext) -> list[Any]:
-    if FAMILIES.get(row.name) is row:  # a whole input block: detected under its prefix
+    if row.name in FAMILIES and FAMILIES[row.name] is row:  # a whole input block: detected under its prefix
         return [LearnedTableSource(load_position_table(ctx.source, family=row.name))]
     if isinstance(row, AudioTableFamily):
         return [read_audio_table(ctx.source, row.name, ctx.config)]

@@ -35,12 +35,12 @@ __all__ = ["TABLE_FAMILIES", "TableFamily", "has_table", "read_position_table", 
 TableFamily = Family
 
 
-def _table(name: str, model_types: tuple[str, ...], **fields: Any) -> Family:
+def _table(name: str, model_types: tuple[str, ...], *, offset_from_pad: bool = False, **fields: Any) -> Family:
     """A table-only row: the field counts the reserved rows for RoBERTa-style tables
-    (``offset_from_pad``), not for fixed offsets (BART: ``declared + 2`` rows)."""
-    counts = fields.pop("offset_from_pad", False)
-    pad = {"offset_from_pad": True, "default_pad_token_id": 1} if counts else {}
-    return Family(name, model_types, length_counts_offset=counts, **pad, **fields)
+    (``offset_from_pad``, pad id 1 by default), not for fixed offsets (BART: ``declared + 2`` rows)."""
+    if offset_from_pad:
+        fields.update(offset_from_pad=True, default_pad_token_id=1)
+    return Family(name, model_types, length_counts_offset=offset_from_pad, **fields)
 
 
 TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
