@@ -435,7 +435,8 @@ def write_converted(
     """Write ``(spec, params)`` to ``out``: version 3 for a ``.safetensors`` name, version 2 for ``.msgpack``.
 
     Atomic and exclusive: written to a temporary file beside ``out`` and linked into place only
-    if nothing is there (with ``overwrite``, renamed over it); SIGTERM/SIGINT remove the
+    if nothing is there (with ``overwrite``, renamed over it, and only over a converted file:
+    :func:`~flax_posenc.conversion.outputs.check_output`); SIGTERM/SIGINT remove the
     temporary file (:mod:`~flax_posenc.conversion.atomic`). Nothing half-written is ever at ``out``.
 
     Raises:
@@ -448,6 +449,9 @@ def write_converted(
         blob = _msgpack_blob(spec, params)
     else:
         raise _fail(out, f"an output file name ending in {SUFFIX} or {MSGPACK_SUFFIX}", repr(out.suffix or "no suffix"))
+    from flax_posenc.conversion.outputs import check_output
+
+    check_output(out, kind="file", sources=(), overwrite=overwrite)
     tmp: str | None = None
     try:
         with cleanup_on_signal():

@@ -277,6 +277,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from flax_posenc.conversion.outputs import check_apart, protected_paths
+
+    check_apart(args.out, protected_paths(args.source), containing_ok=True)  # never into the checkpoint
     out = writable_dir(args.out)
     record = load_source(args.source, args.family)
     for path in make_figures(record, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args)):
