@@ -39,7 +39,7 @@ from flax_posenc.conversion.converted_file import (
     read_converted,
     write_converted,
 )
-from flax_posenc.conversion.outputs import check_output, protected_paths
+from flax_posenc.conversion.outputs import check_apart, check_output, protected_paths
 from flax_posenc.errors import CheckpointError
 from flax_posenc.orbax_io import is_orbax_checkpoint, load_orbax, param_shardings, read_orbax_origin, save_orbax
 from flax_posenc.progress import Progress
@@ -213,6 +213,7 @@ def save_converted(
         raise CheckpointError(
             f"{out}: expected an output file name ending in {' or '.join(suffixes)}, found {out.suffix or 'no suffix'!r}"
         )
+    check_apart(out, protected_paths(source))  # the source rule speaks first, whatever is at out
     if out.exists() and not overwrite:
         raise CheckpointError(f"{out}: expected a new path, found an existing file (pass overwrite=True / --overwrite)")
     if not out.parent.is_dir():
