@@ -323,33 +323,62 @@ def tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-@pytest.mark.parametrize(
-    "field, value",
-    [
-        ("etag", "../../../../outside/x"),
-        ("etag", "{tmp}/absolute/x"),
-        ("etag", ".."),
-        ("etag", "a/b"),
-        ("etag", ""),
-        ("commit_header", "../../../../outside"),
-        ("commit_header", "{tmp}/absolute"),
-        ("commit_header", "0" * 39 + "/"),
-    ],
-)
-def test_an_etag_or_commit_that_is_a_path_writes_nothing_anywhere(hub_server, tmp_path, field, value):
+RESOLVE_MANY = """
+import json, sys
+from flax_posenc.conversion.sources import config_json_path
+from flax_posenc.errors import CheckpointError
+out = []
+for source in sys.argv[1:]:
+    try:
+        out.append({"path": str(config_json_path(source))})
+    except CheckpointError as e:
+        out.append({"error": str(e)})
+print(json.dumps(out))
+"""
+
+
+def resolve_many(hub: FakeHub, sources: list[str], hf_home: Path, *, timeout: float | None = None) -> list[dict]:
+    """``config_json_path`` of each source, in one subprocess (one interpreter start for many cases)."""
+    cwd = hf_home.parent / "cwd"
+    cwd.mkdir(exist_ok=True)
+    env = hub.env(hf_home)
+    if timeout is not None:
+        env[HUB_TIMEOUT_ENV] = str(timeout)
+    proc = run_python(RESOLVE_MANY, *sources, env=env, cwd=cwd)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert list(cwd.iterdir()) == []
+    return json.loads(proc.stdout)
+
+
+HOSTILE_HEADERS = [
+    ("etag", "../../../../outside/x"),
+    ("etag", "{tmp}/absolute/x"),
+    ("etag", ".."),
+    ("etag", "a/b"),
+    ("etag", ""),
+    ("commit_header", "../../../../outside"),
+    ("commit_header", "{tmp}/absolute"),
+    ("commit_header", "0" * 39 + "/"),
+]
+
+
+def test_an_etag_or_commit_that_is_a_path_writes_nothing_anywhere(hub_server, tmp_path):
     """huggingface_hub builds ``blobs/ETAG`` and ``snapshots/COMMIT/`` from the server's headers: a path
     there once created the file, with the server's bytes, outside ``HF_HOME``. Refused before any byte is
-    written: nothing outside the cache, and nothing in it either."""
-    repo = hub_server.add("org/hostile", {"config.json": LLAMA31_CONFIG})
-    setattr(repo, field, value.format(tmp=tmp_path))
-    got = resolve(hub_server, "org/hostile", tmp_path / "hf")
-    line = one_line(got.get("error", ""))
-    assert line.startswith(
-        "org/hostile/config.json: expected a Hub answer whose X-Repo-Commit is 40 hex digits and whose ETag "
-        "is a plain token (a digest), found"
-    ), line
-    assert line.endswith("(refused: nothing was written)")
-    assert tree(tmp_path) == {"cwd"} | ({"hf"} if (tmp_path / "hf").exists() else set())
+    written: nothing outside the cache, and nothing in it either (8 hostile answers, one subprocess)."""
+    ids = []
+    for i, (field, value) in enumerate(HOSTILE_HEADERS):
+        repo = hub_server.add(f"org/hostile{i}", {"config.json": LLAMA31_CONFIG})
+        setattr(repo, field, value.format(tmp=tmp_path))
+        ids.append(f"org/hostile{i}")
+    for repo_id, got in zip(ids, resolve_many(hub_server, ids, tmp_path / "hf")):
+        line = one_line(got.get("error", ""))
+        assert line.startswith(
+            f"{repo_id}/config.json: expected a Hub answer whose X-Repo-Commit is 40 hex digits and whose ETag "
+            "is a plain token (a digest), found"
+        ), line
+        assert line.endswith("(refused: nothing was written)")
+    assert tree(tmp_path) <= {"cwd", "hf"}
     assert not [p for p in (tmp_path / "hf").rglob("*") if not p.is_dir()]
     assert "GET" not in {m for m, _ in hub_server.log}  # refused on the metadata: the body never asked for
 
@@ -368,23 +397,25 @@ def test_a_config_json_announced_too_large_is_refused_before_downloading(hub_ser
     assert not [p for p in (tmp_path / "hf").rglob("*") if not p.is_dir()]
 
 
-@pytest.mark.parametrize("fault", ["stall-head", "drip-head", "drip-body"])
-def test_a_hub_that_never_finishes_is_bounded_by_one_deadline(hub_server, tmp_path, fault):
+def test_a_hub_that_never_finishes_is_bounded_by_one_deadline(hub_server, tmp_path):
     """Accepted and never answered, or one byte every 2 s (each read succeeds: a timeout per read never
     fires; the config would take ~30 min): one line once ``FLAX_POSENC_HUB_TIMEOUT`` (here 2 s) has passed
     for the whole exchange, and no partial file left in the cache."""
     import time
 
-    hub_server.add("org/slow", {"config.json": LLAMA31_CONFIG}, fault=fault)
+    faults = ["stall-head", "drip-head", "drip-body"]
+    for fault in faults:
+        hub_server.add(f"org/{fault}", {"config.json": LLAMA31_CONFIG}, fault=fault)
     start = time.monotonic()
-    got = resolve(hub_server, "org/slow", tmp_path / "hf", timeout=2)
+    got = resolve_many(hub_server, [f"org/{f}" for f in faults], tmp_path / "hf", timeout=2)
     elapsed = time.monotonic() - start
-    assert one_line(got["error"]) == (
-        f"org/slow/config.json: expected a complete answer from the Hub at {hub_server.endpoint} within 2 s "
-        f"(plus 1 s per MiB announced; {HUB_TIMEOUT_ENV}), found none in time "
-        "(the Hub accepted the connection, then did not finish answering)"
-    )
-    assert elapsed < 2 + 20, elapsed  # the deadline, plus the subprocess's start on a loaded machine
+    for fault, answer in zip(faults, got):
+        assert one_line(answer["error"]) == (
+            f"org/{fault}/config.json: expected a complete answer from the Hub at {hub_server.endpoint} within "
+            f"2 s (plus 1 s per MiB announced; {HUB_TIMEOUT_ENV}), found none in time "
+            "(the Hub accepted the connection, then did not finish answering)"
+        )
+    assert elapsed < 3 * 2 + 20, elapsed  # three deadlines, plus the subprocess's start on a loaded machine
     assert not [p for p in (tmp_path / "hf").rglob("*") if not p.is_dir()]
 
 
