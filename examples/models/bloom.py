@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 import jax
-import numpy as np
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flax_posenc.conversion.atomic import cleanup_on_signal, publish_dir
+from flax_posenc.conversion.atomic import cleanup_on_signal, hold, publish_dir
 from flax_posenc.conversion.families import detect_family, resolve_relative
 from flax_posenc.conversion.load import load_position_table, read_detected_table
 from flax_posenc.conversion.outputs import EXPORT_FORMAT, EXPORT_MARKER, check_output, protected_paths
@@ -349,4 +349,5 @@ def _copy_file(src: Path, dst: Path, size: int) -> None:
                 raise fail(src, f"{size} bytes", f"{size - left} (the file shrank while copied)")
             fout.write(chunk)
             left -= len(chunk)
+            hold("copying")  # tests: the export is known to be in progress here (atomic.TEST_HOLD_ENV)
     shutil.copystat(src, dst)
