@@ -742,15 +742,12 @@ def test_hub_not_cached_while_offline(empty_hub, monkeypatch, capsys):
 
 
 def test_hub_file_not_in_the_repository(empty_hub, monkeypatch, capsys):
-    import huggingface_hub
-    from huggingface_hub.errors import EntryNotFoundError
+    from flax_posenc.conversion import hub_download, sources
 
-    from flax_posenc.conversion import sources
+    def missing(repo_id, filename, storage, **kw):  # the repository answered: no such file
+        return None
 
-    def missing(repo_id, filename, **kw):
-        raise EntryNotFoundError(f"{filename} not in {repo_id}")
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", missing)
+    monkeypatch.setattr(hub_download, "download", missing)
     monkeypatch.setattr(sources, "hub_reachable", lambda timeout=3.0: None)
     code, _, err = run_cli(capsys, "check", "someone/model", "--length", "3")
     assert code == 2 and "not in the repository" in err and "unreachable" not in err

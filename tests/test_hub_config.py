@@ -61,7 +61,6 @@ GPT2_TENSORS = {
 
 RESOLVE = """
 import json, sys
-from flax_posenc.conversion.hub_download import HUB_TIMEOUT_ENV
 from flax_posenc.conversion.sources import config_json_path
 from flax_posenc.errors import CheckpointError
 try:
