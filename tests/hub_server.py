@@ -42,7 +42,10 @@ Faults, per repository (``add(..., fault=...)``), each a way a server that is no
 And per repository, answers that lie (``Repo`` fields, set after ``add``): ``etag`` and
 ``commit`` replace the ``ETag`` and ``X-Repo-Commit`` headers with any text (a path such as
 ``../../../../outside/x``), ``announce`` replaces every file's announced ``Content-Length`` in the
-metadata (``HEAD``) answer.
+metadata (``HEAD``) answer, ``listed`` replaces the file names the API lists.
+
+The API's ``GET /api/models/{repo_id}/revision/{revision}`` (what a whole-snapshot download asks
+first) answers ``{"id", "sha": commit, "siblings": [{"rfilename": name}, ...]}``.
 """
 
 from __future__ import annotations
@@ -101,6 +104,7 @@ class Repo:
     announce: int | None = None
     drip: float = 2.0
     commit_header: str | None = None
+    listed: list | None = None
 
 
 class FakeHub:
@@ -268,6 +272,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with hub._lock:
             hub.log.append((self.command, self.path))
         parsed = parse_resolve(self.path)
+        api = unquote(urlsplit(self.path).path)
+        if parsed is None and api.startswith("/api/models/") and "/revision/" in api:
+            repo_id = api[len("/api/models/") :].split("/revision/")[0]
+            repo = hub.repos.get(repo_id)
+            if repo is None:
+                return self._error(404, "RepoNotFound", "Repository not found", send_body)
+            names = list(repo.files) if repo.listed is None else repo.listed
+            info = {"id": repo_id, "sha": repo.commit, "siblings": [{"rfilename": n} for n in names]}
+            return self._send(200, {"Content-Type": "application/json"}, json.dumps(info).encode(), send_body)
         if parsed is None:
             return self._error(404, None, "Not Found", send_body)
         repo_id, revision, filename = parsed

@@ -428,3 +428,63 @@ def test_cli_json_on_a_failing_hub_is_one_json_object_and_a_quiet_stderr(hub_ser
     assert proc.stderr == ""
     assert "HTTP 50" in json.loads(proc.stdout)["error"]
     assert len([m for m, _ in hub_server.log if m == "HEAD"]) == 1  # asked once, not retried
+
+
+EXPORT_MANY = """
+import json, sys
+import numpy as np
+from flax_posenc.conversion import export_position_table
+from flax_posenc.errors import CheckpointError
+out_root = sys.argv[1]
+answers = []
+for i, repo_id in enumerate(sys.argv[2:]):
+    try:
+        out = export_position_table(repo_id, np.zeros((NEW_ROWS, WIDTH), np.float32), f"{out_root}/out{i}")
+        answers.append({"path": str(out)})
+    except CheckpointError as e:
+        answers.append({"error": str(e)})
+print(json.dumps(answers))
+""".replace("NEW_ROWS", str(ROWS + 2)).replace("WIDTH", str(DIM))
+
+
+def test_export_from_a_hub_id_downloads_the_snapshot_checked(hub_server, tmp_path):
+    """``extend``/``export_position_table`` of a Hub id not cached: the whole snapshot, listed by the Hub's API,
+    every file checked as the resolver checks one (no huggingface_hub ``snapshot_download`` online): a healthy
+    repository exports; a listed name that climbs out, or a file whose ETag is a path, is refused with
+    nothing written outside the cache."""
+    files = {"config.json": GPT2_CONFIG, "model.safetensors": save(GPT2_TENSORS), "README.md": "tiny"}
+    hub_server.add("org/good", files)
+    hub_server.add("org/climbing", files).listed = ["config.json", "../../../../outside/y"]
+    hub_server.add("org/etag", files).etag = "../../../../outside/z"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    proc = run_python(
+        EXPORT_MANY,
+        str(tmp_path / "outs"),
+        "org/good",
+        "org/climbing",
+        "org/etag",
+        env=hub_server.env(tmp_path / "hf"),
+        cwd=cwd,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    good, climbing, etag = json.loads(proc.stdout)
+    out = Path(good["path"])
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",
+        "config.json",
+        "flax_posenc_export.json",
+        "model.safetensors",
+    ]
+    assert json.loads((out / "config.json").read_text())["n_positions"] == ROWS + 2
+    assert one_line(climbing["error"]) == (
+        "org/climbing (the Hub's file list): expected a file name as a file name inside the checkpoint, "
+        "found '../../../../outside/y' (refused, not read)"
+    )
+    assert one_line(etag["error"]).startswith("org/etag/")
+    assert "is a plain token (a digest), found" in etag["error"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "hf", "outs"]  # nothing else written
+    assert sorted(p.name for p in (tmp_path / "outs").iterdir()) == ["out0"]  # refused exports: no output
+    assert not (tmp_path / "outside").exists() and list(cwd.iterdir()) == []
+    snapshot = tmp_path / "hf" / "hub" / "models--org--good" / "snapshots" / hub_server.repos["org/good"].commit
+    assert sorted(p.name for p in snapshot.iterdir()) == ["README.md", "config.json", "model.safetensors"]

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from flax_posenc.conversion.readers import fail, one_line
 from flax_posenc.conversion.safety import MAX_JSON_BYTES
@@ -109,7 +110,7 @@ class _Exchange:
         self.cancelled = False
         self.tmp: Path | None = None
         self.done = threading.Event()
-        self.result: Path | None = None
+        self.result: Any = None
         self.error: BaseException | None = None
 
 
@@ -120,19 +121,60 @@ def download(
 
     Returns the snapshot path (``storage/snapshots/COMMIT/filename``), or ``None`` when the
     repository answered that it has no such file. Raises CheckpointError (one line) for
-    everything else; see the module docstring for the checks and the deadline.
+    everything else; see the module docstring for the checks and the deadline. With a
+    ``revision`` that is a commit, the Hub's answer must name that commit.
     """
     budget = hub_timeout() if timeout is None else timeout
-    state = _Exchange(time.monotonic() + budget)
-    worker = threading.Thread(
-        target=_work, args=(state, repo_id, filename, storage, endpoint, revision, budget), daemon=True
+    return _bounded(
+        lambda state: _exchange(state, repo_id, filename, storage, endpoint, revision, budget),
+        f"{repo_id}/{filename}",
+        endpoint,
+        budget,
     )
-    worker.start()
+
+
+def download_snapshot(repo_id: str, storage: Path, *, endpoint: str, timeout: float | None = None) -> Path:
+    """Every file of ``repo_id`` at its current commit into ``storage``; returns ``storage/snapshots/COMMIT``.
+
+    The file list comes from the Hub's API (``/api/models/ID/revision/main``: its ``sha`` must be
+    40 hex digits, every file name relative without ``..``, the answer bounded JSON); each file is
+    then fetched by :func:`download` at that commit (each checked, each under its own deadline),
+    and ``refs/main`` written last. Raises CheckpointError (one line) as :func:`download`.
+    """
+    from flax_posenc.conversion.safety import safe_member_name
+
+    budget = hub_timeout() if timeout is None else timeout
+    commit, names = _bounded(lambda state: _listing(state, repo_id, endpoint, budget), repo_id, endpoint, budget)
+    for name in names:
+        safe_member_name(name, where=f"{repo_id} (the Hub's file list)", what="a file name")
+    for name in names:
+        if download(repo_id, name, storage, endpoint=endpoint, revision=commit, timeout=budget) is None:
+            raise fail(f"{repo_id}/{name}", "a file the Hub's list names", "not in the repository")
+    snapshot = _inside(storage, "snapshots", commit)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    _write_ref(storage, "main", commit)
+    return snapshot
+
+
+def _bounded(work, where: str, endpoint: str, budget: float):
+    """``work(state)`` in a worker thread; its result, its error, or one line when the deadline passes."""
+    state = _Exchange(time.monotonic() + budget)
+
+    def run() -> None:
+        try:
+            with _quiet_hub_logs():
+                state.result = work(state)
+        except BaseException as e:  # handed to the waiting thread
+            state.error = e
+        finally:
+            state.done.set()
+
+    threading.Thread(target=run, daemon=True).start()
     try:
         while not state.done.wait(0.05):
             if time.monotonic() > state.deadline:
                 raise fail(
-                    f"{repo_id}/{filename}",
+                    where,
                     f"a complete answer from the Hub at {endpoint} within {budget:g} s "
                     f"(plus 1 s per MiB announced; {HUB_TIMEOUT_ENV})",
                     "none in time (the Hub accepted the connection, then did not finish answering)",
@@ -148,14 +190,56 @@ def download(
     return state.result
 
 
-def _work(state: _Exchange, repo_id, filename, storage, endpoint, revision, budget) -> None:
+def _listing(state: _Exchange, repo_id: str, endpoint: str, budget: float) -> tuple[str, list]:
+    """The commit and file names of ``repo_id``'s main branch, from the Hub's API (bounded JSON)."""
+    from urllib.parse import quote
+
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    from flax_posenc.conversion.safety import parse_json
+
+    url = f"{endpoint}/api/models/{quote(repo_id, safe='/')}/revision/main"
+    raw = bytearray()
     try:
-        with _quiet_hub_logs():
-            state.result = _exchange(state, repo_id, filename, storage, endpoint, revision, budget)
-    except BaseException as e:  # handed to the waiting thread
-        state.error = e
-    finally:
-        state.done.set()
+        with get_session().stream("GET", url, headers=build_hf_headers(), timeout=budget) as response:
+            status = response.status_code
+            if status in (401, 404):
+                raise fail(
+                    repo_id,
+                    f"a Hugging Face model id on {endpoint} (or a local path)",
+                    "no such repository on the Hub (or it is private/gated)",
+                )
+            if status != 200:
+                raise _unreachable(repo_id, f"{endpoint} answered HTTP {status}")
+            for chunk in response.iter_bytes():
+                if state.cancelled:
+                    raise fail(repo_id, "a file list within the deadline", "cancelled")
+                raw += chunk
+                if len(raw) > MAX_JSON_BYTES:
+                    raise fail(repo_id, f"a file list of at most {MAX_JSON_BYTES} bytes", "more")
+    except CheckpointError:
+        raise
+    except Exception as e:
+        raise _unreachable(repo_id, f"the Hub is unreachable ({type(e).__name__})") from None
+    info = parse_json(bytes(raw), where=f"{repo_id} (the Hub's file list)", what="the Hub's model info")
+    sha = info.get("sha") if isinstance(info, dict) else None
+    siblings = info.get("siblings") if isinstance(info, dict) else None
+    if not isinstance(sha, str) or not _COMMIT.fullmatch(sha) or not isinstance(siblings, list):
+        raise fail(
+            f"{repo_id} (the Hub's file list)",
+            "a model info with a 40-hex 'sha' and a 'siblings' list",
+            f"sha {str(sha)[:60]!r} (refused: nothing was written)",
+        )
+    return sha, [s.get("rfilename") if isinstance(s, dict) else None for s in siblings]
+
+
+def _write_ref(storage: Path, revision: str, commit: str) -> None:
+    refs = _inside(storage, "refs", *revision.split("/"))
+    refs.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=refs.parent, prefix=".ref-")
+    with os.fdopen(fd, "w") as f:
+        f.write(commit)
+    os.replace(tmp, refs)
 
 
 def _unreachable(repo_id: str, why: str) -> CheckpointError:
@@ -215,6 +299,8 @@ def _exchange(state: _Exchange, repo_id, filename, storage: Path, endpoint, revi
         raise _unreachable(
             repo_id, f"{endpoint} answered without the Hub's X-Repo-Commit/ETag headers (is HF_ENDPOINT a Hub?)"
         )
+    if _COMMIT.fullmatch(revision) and commit != revision:
+        raise fail(where, f"the Hub's answer for commit {revision}", f"X-Repo-Commit {commit[:60]!r} (refused)")
     if not _COMMIT.fullmatch(commit) or not _ETAG.fullmatch(etag):
         raise fail(
             where,
@@ -246,12 +332,7 @@ def _exchange(state: _Exchange, repo_id, filename, storage: Path, endpoint, revi
 
                 shutil.copyfile(blob, pointer)
         if revision != commit:
-            refs = _inside(storage, "refs", *revision.split("/"))
-            refs.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=refs.parent, prefix=".ref-")
-            with os.fdopen(fd, "w") as f:
-                f.write(commit)
-            os.replace(tmp, refs)
+            _write_ref(storage, revision, commit)
     return pointer
 
 
@@ -319,4 +400,12 @@ def _get(state: _Exchange, url: str, blob: Path, where: str, endpoint: str, size
                 state.tmp = None
 
 
-__all__ = ["DEFAULT_HUB_TIMEOUT", "HUB_TIMEOUT_ENV", "MIN_BYTES_PER_SECOND", "download", "hub_timeout", "max_bytes_of"]
+__all__ = [
+    "DEFAULT_HUB_TIMEOUT",
+    "HUB_TIMEOUT_ENV",
+    "MIN_BYTES_PER_SECOND",
+    "download",
+    "download_snapshot",
+    "hub_timeout",
+    "max_bytes_of",
+]

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flax_posenc.conversion.readers import TensorReader, fail, one_line, open_weights
+from flax_posenc.conversion.readers import TensorReader, fail, open_weights
 from flax_posenc.conversion.safety import checkpoint_boundary, contained, kind_of, load_json
 from flax_posenc.errors import CheckpointError
 
@@ -459,23 +459,33 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
 
 
 def snapshot_directory(repo_id: str) -> Path:
-    """A complete local snapshot of a Hub repository (for export), cache first."""
+    """A complete local snapshot of a Hub repository (for export), cache first.
+
+    A complete cached snapshot serves offline, or when the Hub is unreachable. Otherwise every
+    file is downloaded by :func:`~flax_posenc.conversion.hub_download.download_snapshot`, each
+    checked before it is written, as :func:`resolve_hub_file` does for one file.
+    """
     from huggingface_hub import snapshot_download
 
-    if not hub_offline():
-        why = hub_reachable()
-        if why is not None:
-            try:  # a complete cached snapshot still serves
-                return Path(snapshot_download(repo_id, cache_dir=str(hub_cache_dir()), local_files_only=True))
-            except Exception:
-                raise _unreachable(repo_id, f"the Hub is {why}") from None
-    try:
-        return Path(
-            snapshot_download(
-                repo_id, cache_dir=str(hub_cache_dir()), local_files_only=hub_offline(), endpoint=hub_endpoint()
-            )
-        )
+    cache = hub_cache_dir()
+    try:  # a complete cached snapshot serves, without a request
+        return Path(snapshot_download(repo_id, cache_dir=str(cache), local_files_only=True))
     except Exception as e:
-        raise fail(
-            repo_id, "a Hub model id (cached, or downloadable when online)", f"{type(e).__name__}: {one_line(e)[:200]}"
-        ) from None
+        if hub_offline():
+            raise fail(
+                repo_id,
+                f"a Hub model id already in the local cache ({cache}) because HF_HUB_OFFLINE=1",
+                f"no complete cached snapshot ({type(e).__name__}); run once online, unset HF_HUB_OFFLINE, "
+                "or pass a local directory",
+            ) from None
+    why = hub_reachable()
+    if why is not None:
+        raise _unreachable(repo_id, f"the Hub is {why}")
+    from flax_posenc.conversion.hub_download import download_snapshot
+
+    folder = repo_folder(repo_id, cache)
+    return contained(
+        folder,
+        download_snapshot(repo_id, folder, endpoint=hub_endpoint()),
+        what=f"the downloaded snapshot of {repo_id}",
+    )
