@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from flax_posenc.conversion.readers import fail, one_line
-from flax_posenc.conversion.safety import MAX_JSON_BYTES
+from flax_posenc.conversion.safety import MAX_JSON_BYTES, parse_json, safe_member_name
 from flax_posenc.errors import CheckpointError
 
 #: environment variable: seconds allowed for one Hub exchange (plus the size allowance).
@@ -141,8 +141,6 @@ def download_snapshot(repo_id: str, storage: Path, *, endpoint: str, timeout: fl
     then fetched by :func:`download` at that commit (each checked, each under its own deadline),
     and ``refs/main`` written last. Raises CheckpointError (one line) as :func:`download`.
     """
-    from flax_posenc.conversion.safety import safe_member_name
-
     budget = hub_timeout() if timeout is None else timeout
     commit, names = _bounded(lambda state: _listing(state, repo_id, endpoint, budget), repo_id, endpoint, budget)
     for name in names:
@@ -195,8 +193,6 @@ def _listing(state: _Exchange, repo_id: str, endpoint: str, budget: float) -> tu
     from urllib.parse import quote
 
     from huggingface_hub.utils import build_hf_headers, get_session
-
-    from flax_posenc.conversion.safety import parse_json
 
     url = f"{endpoint}/api/models/{quote(repo_id, safe='/')}/revision/main"
     raw = bytearray()

@@ -38,14 +38,17 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from flax_posenc.conversion.converted_file import is_own_converted_file
+from flax_posenc.conversion.orbax_file import read_orbax_metadata
 from flax_posenc.conversion.safety import checkpoint_boundary, kind_of
+from flax_posenc.conversion.sources import SINUSOIDAL_PREFIX, hub_cache_dir, looks_like_repo_id, repo_folder
 from flax_posenc.errors import CheckpointError
 
 #: the file an extended checkpoint (``extend``) holds, marking it as an output of flax-posenc.
 EXPORT_MARKER = "flax_posenc_export.json"
 #: its ``format`` field.
 EXPORT_FORMAT = "flax-posenc/extended-checkpoint"
-#: bytes read of a marker or a ``.msgpack``'s first keys when recognising an output.
+#: bytes read of a marker when recognising an output.
 _SNIFF_BYTES = 1 << 16
 
 
@@ -61,8 +64,6 @@ def protected_paths(source: object) -> list[Path]:
     blobs are). A Hub model id that is no local path: its repository folder in the cache.
     ``sinusoidal:L:D`` and anything else: none.
     """
-    from flax_posenc.conversion.sources import SINUSOIDAL_PREFIX, hub_cache_dir, looks_like_repo_id, repo_folder
-
     if not isinstance(source, (str, os.PathLike)):
         return []
     text = os.fspath(source)
@@ -114,28 +115,6 @@ def _small_json(path: Path) -> object:
         return None
 
 
-def _msgpack_is_ours(path: Path) -> bool:
-    """Whether a ``.msgpack`` starts as a converted file does (version 2: ``format``; version 1:
-    only ``config`` and ``params``), reading its first keys only (values skipped, memory bounded)."""
-    import msgpack
-
-    from flax_posenc.conversion.converted_file import FORMAT
-
-    try:
-        with open(path, "rb") as f:
-            unpacker = msgpack.Unpacker(f, raw=False, max_buffer_size=_SNIFF_BYTES * 16, strict_map_key=False)
-            keys = set()
-            for _ in range(min(unpacker.read_map_header(), 8)):
-                key = unpacker.unpack()
-                if key == "format":
-                    return unpacker.unpack() == FORMAT
-                keys.add(key)
-                unpacker.skip()
-            return keys == {"config", "params"}
-    except Exception:  # garbage, a map too large to skip within the bound: not recognised
-        return False
-
-
 def own_output(path: str | os.PathLike) -> str | None:
     """What output of flax-posenc ``path`` is (``"an extended checkpoint"``, ``"an orbax input
     block"``, ``"a converted file"``), or ``None`` when it is not one (a link, a folder of other
@@ -147,20 +126,12 @@ def own_output(path: str | os.PathLike) -> str | None:
         marker = _small_json(path / EXPORT_MARKER)
         if isinstance(marker, dict) and marker.get("format") == EXPORT_FORMAT:
             return "an extended checkpoint"
-        from flax_posenc.conversion.orbax_file import read_orbax_metadata
-
         try:
             read_orbax_metadata(path)
         except CheckpointError:
             return None
         return "an orbax input block"
-    if not path.is_file():
-        return None
-    from flax_posenc.conversion.converted_file import MSGPACK_SUFFIX, is_converted_file
-
-    if path.name.endswith(MSGPACK_SUFFIX):
-        return "a converted file" if _msgpack_is_ours(path) else None
-    return "a converted file" if is_converted_file(str(path)) else None
+    return "a converted file" if is_own_converted_file(path) else None
 
 
 def _describe(path: Path) -> str:

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flax_posenc.conversion import hub_download
 from flax_posenc.conversion.readers import TensorReader, fail, open_weights
 from flax_posenc.conversion.safety import checkpoint_boundary, contained, kind_of, load_json
 from flax_posenc.errors import CheckpointError
@@ -371,10 +372,8 @@ def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
     The Hub's address is :func:`hub_endpoint` *now* (huggingface_hub reads ``HF_ENDPOINT`` only
     at import), the same address :func:`hub_reachable` probed.
     """
-    from flax_posenc.conversion.hub_download import download
-
     folder = repo_folder(repo_id, cache_dir)
-    got = download(repo_id, filename, folder, endpoint=hub_endpoint())
+    got = hub_download.download(repo_id, filename, folder, endpoint=hub_endpoint())
     if got is None:
         return None
     return contained(folder, got, what=f"the downloaded {filename} of {repo_id}")
@@ -481,11 +480,9 @@ def snapshot_directory(repo_id: str) -> Path:
     why = hub_reachable()
     if why is not None:
         raise _unreachable(repo_id, f"the Hub is {why}")
-    from flax_posenc.conversion.hub_download import download_snapshot
-
     folder = repo_folder(repo_id, cache)
     return contained(
         folder,
-        download_snapshot(repo_id, folder, endpoint=hub_endpoint()),
+        hub_download.download_snapshot(repo_id, folder, endpoint=hub_endpoint()),
         what=f"the downloaded snapshot of {repo_id}",
     )
