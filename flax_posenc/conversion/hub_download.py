@@ -48,6 +48,8 @@ HUB_TIMEOUT_ENV = "FLAX_POSENC_HUB_TIMEOUT"
 DEFAULT_HUB_TIMEOUT = 60.0
 #: a file announced with N bytes gets N / MIN_BYTES_PER_SECOND more seconds (1 MiB/s).
 MIN_BYTES_PER_SECOND = 1 << 20
+#: files at least this large show huggingface_hub's progress bar while downloading.
+_BAR_BYTES = 16 << 20
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _ETAG = re.compile(r"[0-9A-Za-z_-]{1,128}")
 
@@ -337,6 +339,7 @@ def _get(state: _Exchange, url: str, blob: Path, where: str, endpoint: str, size
     from urllib.parse import urlsplit
 
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import tqdm as hf_tqdm
 
     headers = build_hf_headers()
     headers["Accept-Encoding"] = "identity"
@@ -352,13 +355,16 @@ def _get(state: _Exchange, url: str, blob: Path, where: str, endpoint: str, size
         state.tmp = Path(name)
     got = 0
     try:
-        with os.fdopen(fd, "wb") as f:
+        # huggingface_hub's bar (HF_HUB_DISABLE_PROGRESS_BARS turns it off), for files worth watching
+        bar = hf_tqdm(total=size, unit="B", unit_scale=True, desc=where, disable=size is None or size < _BAR_BYTES)
+        with os.fdopen(fd, "wb") as f, bar:
             try:
                 with get_session().stream(
                     "GET", url, headers=headers, follow_redirects=True, timeout=budget
                 ) as response:
                     hf_raise_for_status(response)
                     for chunk in response.iter_bytes():
+                        bar.update(len(chunk))
                         if state.cancelled:
                             raise fail(where, "a download within the deadline", "cancelled")
                         got += len(chunk)
