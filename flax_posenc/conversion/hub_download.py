@@ -45,7 +45,7 @@ from flax_posenc.errors import CheckpointError
 #: environment variable: seconds allowed for one Hub exchange (plus the size allowance).
 HUB_TIMEOUT_ENV = "FLAX_POSENC_HUB_TIMEOUT"
 #: the default of :data:`HUB_TIMEOUT_ENV`.
-DEFAULT_HUB_TIMEOUT = 60.0
+DEFAULT_HUB_TIMEOUT = 30.0
 #: a file announced with N bytes gets N / MIN_BYTES_PER_SECOND more seconds (1 MiB/s).
 MIN_BYTES_PER_SECOND = 1 << 20
 #: files at least this large show huggingface_hub's progress bar while downloading.
