@@ -156,6 +156,12 @@ def download_snapshot(repo_id: str, storage: Path, *, endpoint: str, timeout: fl
     return snapshot
 
 
+def _per_read(budget: float) -> float:
+    """The worker's own timeout per read: longer than the whole deadline, so the deadline (one line,
+    the same whatever the read) always decides first; it only ends an abandoned worker thread."""
+    return 2 * budget + 1
+
+
 def _bounded(work, where: str, endpoint: str, budget: float):
     """``work(state)`` in a worker thread; its result, its error, or one line when the deadline passes."""
     state = _Exchange(time.monotonic() + budget)
@@ -199,7 +205,7 @@ def _listing(state: _Exchange, repo_id: str, endpoint: str, budget: float) -> tu
     url = f"{endpoint}/api/models/{quote(repo_id, safe='/')}/revision/main"
     raw = bytearray()
     try:
-        with get_session().stream("GET", url, headers=build_hf_headers(), timeout=budget) as response:
+        with get_session().stream("GET", url, headers=build_hf_headers(), timeout=_per_read(budget)) as response:
             status = response.status_code
             if status in (401, 404):
                 raise fail(
@@ -259,7 +265,7 @@ def _metadata(repo_id: str, filename: str, endpoint: str, revision: str, budget:
 
     url = hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint)
     try:
-        return get_hf_file_metadata(url, timeout=budget, endpoint=endpoint)
+        return get_hf_file_metadata(url, timeout=_per_read(budget), endpoint=endpoint)
     except RepositoryNotFoundError:  # GatedRepoError included
         raise fail(
             repo_id,
@@ -360,7 +366,7 @@ def _get(state: _Exchange, url: str, blob: Path, where: str, endpoint: str, size
         with os.fdopen(fd, "wb") as f, bar:
             try:
                 with get_session().stream(
-                    "GET", url, headers=headers, follow_redirects=True, timeout=budget
+                    "GET", url, headers=headers, follow_redirects=True, timeout=_per_read(budget)
                 ) as response:
                     hf_raise_for_status(response)
                     for chunk in response.iter_bytes():
