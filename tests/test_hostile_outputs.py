@@ -17,7 +17,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from flax_posenc.conversion import CheckpointError
-from flax_posenc.conversion.outputs import EXPORT_MARKER, own_output
+from flax_posenc.conversion.outputs import EXPORT_MARKER, check_apart, own_output, protected_paths
 from flax_posenc.report import cli
 
 ROWS, DIM, VOCAB = 8, 4, 10
@@ -215,16 +215,21 @@ def test_plot_never_writes_into_the_source_nor_through_a_link(tmp_path, capsys):
         assert code == 2 and "expected an output path apart from the source" in err and len(err.splitlines()) == 1
     assert state(tmp_path) == before
     # a figure's name already a link to a file elsewhere: the link is replaced, the file untouched
+    # (plots._save writes every figure: a temporary file renamed over the name)
+    from flax_posenc.report import plots
+
     figs = tmp_path / "figs"
-    assert cli.main(["plot", str(src), "--out", str(figs)]) == 0
-    names = sorted(p.name for p in figs.iterdir())
-    capsys.readouterr()
+    figs.mkdir()
     victim = tmp_path / "victim.png"
     victim.write_bytes(b"precious")
-    (figs / names[0]).unlink()
-    (figs / names[0]).symlink_to(victim)
-    assert cli.main(["plot", str(src), "--out", str(figs)]) == 0
+    (figs / "heatmap.png").symlink_to(victim)
+    fig = plots._figure(2, 2)
+    fig.add_subplot().plot([0, 1])
+    assert plots._save(fig, figs / "heatmap.png") == figs / "heatmap.png"
     assert victim.read_bytes() == b"precious"
-    assert not (figs / names[0]).is_symlink() and (figs / names[0]).read_bytes()[:4] == b"\x89PNG"
+    assert not (figs / "heatmap.png").is_symlink() and (figs / "heatmap.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in figs.iterdir()) == ["heatmap.png"]  # no temporary left
     # a folder that merely contains the source is fine for plot (it deletes nothing)
-    assert cli.main(["plot", str(src), "--out", str(tmp_path)]) == 0
+    check_apart(tmp_path, protected_paths(src), containing_ok=True)
+    with pytest.raises(CheckpointError, match="found a path that contains the source"):
+        check_apart(tmp_path, protected_paths(src))
