@@ -71,6 +71,7 @@ from flax_posenc.conversion.orbax_file import (
     read_orbax_origin,
     read_orbax_params,
 )
+from flax_posenc.conversion.outputs import check_output, protected_paths
 from flax_posenc.conversion.readers import fail
 from flax_posenc.spec import AXES, InputSpec
 
@@ -123,7 +124,13 @@ def _check_params(out: Path, spec, host: Mapping) -> None:
 
 
 def save_orbax(
-    out: str | os.PathLike, block, variables=None, *, overwrite: bool = False, origin: Origin | None = None
+    out: str | os.PathLike,
+    block,
+    variables=None,
+    *,
+    overwrite: bool = False,
+    origin: Origin | None = None,
+    source: str | os.PathLike | None = None,
 ) -> Path:
     """Write an input block as an orbax checkpoint directory ``out`` (layout: this module's docstring).
 
@@ -133,9 +140,12 @@ def save_orbax(
         :class:`~flax_posenc.linen.TransformerInput` (then ``variables`` are its variables,
         ``{"params": ...}``, boxed or not); or an :class:`~flax_posenc.block.InputSpec` (then
         ``variables`` is the nested parameter dict of :func:`~flax_posenc.pretrained.load_pretrained`).
-      overwrite: replace an existing ``out``.
+      overwrite: replace an existing ``out``, only when it is an output of flax-posenc (an orbax
+        block or an extended checkpoint; :func:`~flax_posenc.conversion.outputs.check_output`).
       origin: where the position table came from (family, tensor name, SOURCE), stored as
         ``origin`` (what ``flax-posenc convert`` passes; :func:`read_orbax_origin` reads it back).
+      source: the SOURCE the block was read from, if any: ``out`` may not be it, lie inside it or
+        contain it (what ``save_converted`` passes).
 
     Atomic and exclusive, like every export (:mod:`flax_posenc.conversion.atomic`): orbax writes
     into a hidden temporary sibling of ``out`` that is renamed into place only when complete; an
@@ -158,6 +168,9 @@ def save_orbax(
     out = Path(out).absolute()
     if os.path.lexists(out) and not overwrite:
         raise fail(out, "a new path", "an existing file or directory (pass overwrite=True / --overwrite)")
+    check_output(
+        out, kind="directory", sources=protected_paths(source) if source is not None else (), overwrite=overwrite
+    )
     if not out.parent.is_dir():
         raise fail(out, "an existing parent directory", f"none at {out.parent}")
     spec, params = _spec_and_params(block, variables)

@@ -39,6 +39,7 @@ from flax_posenc.conversion.converted_file import (
     read_converted,
     write_converted,
 )
+from flax_posenc.conversion.outputs import check_apart, check_output, protected_paths
 from flax_posenc.errors import CheckpointError
 from flax_posenc.orbax_io import is_orbax_checkpoint, load_orbax, param_shardings, read_orbax_origin, save_orbax
 from flax_posenc.progress import Progress
@@ -182,7 +183,10 @@ def save_converted(
 
     Atomic and exclusive: written to a temporary file beside ``out`` and linked into place only if
     nothing is there (``os.link``; with ``overwrite``, renamed over it); SIGTERM/SIGINT remove the
-    temporary file. Refuses an existing ``out`` unless ``overwrite``, and a directory always.
+    temporary file. Refuses an existing ``out`` unless ``overwrite``, and a directory always;
+    ``overwrite`` replaces only an output of flax-posenc of the same kind (a converted file; an
+    orbax block or an extended checkpoint), and ``out`` may never be SOURCE, lie inside it or
+    contain it, whatever its name (:func:`~flax_posenc.conversion.outputs.check_output`).
     Raises only CheckpointError (naming the file) for what cannot be read or written. Restore
     with ``TransformerInput.from_pretrained(out)`` (NNX or Linen) or
     :func:`~flax_posenc.conversion.converted_file.read_converted`.
@@ -196,21 +200,27 @@ def save_converted(
             raise CheckpointError(
                 f"{out}: expected a new path, found an existing one (pass overwrite=True / --overwrite)"
             )
+        check_output(out, kind="directory", sources=protected_paths(source), overwrite=overwrite)
         if not out.absolute().parent.is_dir():
             raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
         spec, params, origin = bar.run("reading", lambda: _read_any(source, family))
-        return bar.run("writing (orbax)", lambda: save_orbax(out, spec, params, overwrite=overwrite, origin=origin))
+        return bar.run(
+            "writing (orbax)",
+            lambda: save_orbax(out, spec, params, overwrite=overwrite, origin=origin, source=source),
+        )
     suffixes = [_SUFFIXES[format]] if format is not None else list(_SUFFIXES.values())
     if not any(out.name.endswith(s) for s in suffixes):
         raise CheckpointError(
             f"{out}: expected an output file name ending in {' or '.join(suffixes)}, found {out.suffix or 'no suffix'!r}"
         )
+    check_apart(out, protected_paths(source))  # the source rule speaks first, whatever is at out
     if out.exists() and not overwrite:
         raise CheckpointError(f"{out}: expected a new path, found an existing file (pass overwrite=True / --overwrite)")
     if not out.parent.is_dir():
         raise CheckpointError(f"{out}: expected an existing parent directory, found none at {out.parent}")
     if os.path.isdir(out):
         raise CheckpointError(f"{out}: expected a file path for the converted parameters, found a directory")
+    check_output(out, kind="file", sources=protected_paths(source), overwrite=overwrite)
     spec, params, origin = bar.run("reading", lambda: _read_any(source, family))
     return bar.run("writing", lambda: write_converted(out, spec, params, origin=origin, overwrite=overwrite))
 

@@ -33,7 +33,19 @@ Faults, per repository (``add(..., fault=...)``), each a way a server that is no
 - ``"head-503"``: the Hub down: ``503`` (``Retry-After: 0``; huggingface_hub retries 5 times, 1 s
   apart, and logs each retry: about 6 s, so the suite does not use it);
 - ``"get-500"``: the metadata answers, the download itself fails with ``500``;
-- ``"short-body"``: the download sends fewer bytes than the metadata announced.
+- ``"short-body"``: the download sends fewer bytes than the metadata announced;
+- ``"long-body"``: the download sends more bytes than the metadata announced;
+- ``"stall-head"``: the connection is accepted and the request never answered (until the server stops);
+- ``"drip-head"`` / ``"drip-body"``: the answer's head, or the download's body, one byte every
+  ``Repo.drip`` seconds (2 by default): each read succeeds, the whole never ends in useful time.
+
+And per repository, answers that lie (``Repo`` fields, set after ``add``): ``etag`` and
+``commit`` replace the ``ETag`` and ``X-Repo-Commit`` headers with any text (a path such as
+``../../../../outside/x``), ``announce`` replaces every file's announced ``Content-Length`` in the
+metadata (``HEAD``) answer, ``listed`` replaces the file names the API lists.
+
+The API's ``GET /api/models/{repo_id}/revision/{revision}`` (what a whole-snapshot download asks
+first) answers ``{"id", "sha": commit, "siblings": [{"rfilename": name}, ...]}``.
 """
 
 from __future__ import annotations
@@ -50,7 +62,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-FAULTS = ("not-a-hub", "head-403", "head-503", "get-500", "short-body")
+FAULTS = (
+    "not-a-hub",
+    "head-403",
+    "head-503",
+    "get-500",
+    "short-body",
+    "long-body",
+    "stall-head",
+    "drip-head",
+    "drip-body",
+)
 #: environment variables a test's subprocess must not inherit (they would point it elsewhere).
 HF_VARIABLES = (
     "HF_ENDPOINT",
@@ -78,6 +100,11 @@ class Repo:
     files: dict[str, bytes]
     commit: str
     fault: str | None = None
+    etag: str | None = None
+    announce: int | None = None
+    drip: float = 2.0
+    commit_header: str | None = None
+    listed: list | None = None
 
 
 class FakeHub:
@@ -89,6 +116,7 @@ class FakeHub:
         self.log: list[tuple[str, str]] = []
         self.connections = 0
         self._lock = threading.Lock()
+        self.stopping = threading.Event()
         hub = self
 
         class Server(http.server.ThreadingHTTPServer):
@@ -117,6 +145,7 @@ class FakeHub:
 
     def stop(self) -> None:
         """Stop serving and close the port (a hub never started just closes it)."""
+        self.stopping.set()  # stalled and dripping answers end
         if self._thread.is_alive():
             self._server.shutdown()
             self._thread.join(5)
@@ -196,14 +225,41 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._answer(send_body=True)
 
-    def _send(self, status: int, headers: dict[str, str], body: bytes, send_body: bool, length: int | None = None):
+    def _send(
+        self,
+        status: int,
+        headers: dict[str, str],
+        body: bytes,
+        send_body: bool,
+        length: int | None = None,
+        drip: tuple[str, float] | None = None,
+    ):
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body) if length is None else length))
-        self.end_headers()
+        if drip is not None and drip[0] == "head":
+            self._headers_buffer.append(b"\r\n")
+            head = b"".join(self._headers_buffer)
+            self._headers_buffer = []
+            self._drip(head, drip[1])
+        else:
+            self.end_headers()
         if send_body:
-            self.wfile.write(body)
+            if drip is not None and drip[0] == "body":
+                self._drip(body, drip[1])
+            else:
+                self.wfile.write(body)
+
+    def _drip(self, data: bytes, every: float) -> None:
+        for i in range(len(data)):
+            if self.server_hub.stopping.wait(every):
+                return
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return
 
     def _error(self, status: int, code: str | None, message: str, send_body: bool, extra: dict | None = None):
         headers = {"Content-Type": "application/json", **(extra or {})}
@@ -216,6 +272,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with hub._lock:
             hub.log.append((self.command, self.path))
         parsed = parse_resolve(self.path)
+        api = unquote(urlsplit(self.path).path)
+        if parsed is None and api.startswith("/api/models/") and "/revision/" in api:
+            repo_id = api[len("/api/models/") :].split("/revision/")[0]
+            repo = hub.repos.get(repo_id)
+            if repo is None:
+                return self._error(404, "RepoNotFound", "Repository not found", send_body)
+            names = list(repo.files) if repo.listed is None else repo.listed
+            info = {"id": repo_id, "sha": repo.commit, "siblings": [{"rfilename": n} for n in names]}
+            return self._send(200, {"Content-Type": "application/json"}, json.dumps(info).encode(), send_body)
         if parsed is None:
             return self._error(404, None, "Not Found", send_body)
         repo_id, revision, filename = parsed
@@ -229,6 +294,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._send(200, {"Content-Type": "text/html"}, b"<html><body>Welcome</body></html>", send_body)
         if repo.fault == "head-403":
             return self._send(403, {"Content-Type": "text/plain"}, b"Forbidden", send_body)
+        if repo.fault == "stall-head":
+            self.server_hub.stopping.wait()
+            return None
         if repo.fault == "head-503":
             return self._error(503, None, "Service Unavailable", send_body, {"Retry-After": "0"})
         if revision not in ("main", repo.commit):
@@ -238,14 +306,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         data = repo.files[filename]
         headers = {
             "Content-Type": "application/octet-stream",
-            "X-Repo-Commit": repo.commit,
-            "ETag": f'"{git_blob_sha1(data)}"',
+            "X-Repo-Commit": repo.commit if repo.commit_header is None else repo.commit_header,
+            "ETag": f'"{git_blob_sha1(data) if repo.etag is None else repo.etag}"',
         }
         if send_body and repo.fault == "get-500":
             return self._error(500, None, "Internal Error", send_body)
         if send_body and repo.fault == "short-body":
             return self._send(200, headers, data[: len(data) // 2], send_body)
-        return self._send(200, headers, data, send_body)
+        if send_body and repo.fault == "long-body":
+            return self._send(200, headers, data + b" " * 64, send_body)
+        if repo.fault in ("drip-head", "drip-body"):
+            where = "head" if repo.fault == "drip-head" else "body"
+            return self._send(200, headers, data, send_body, drip=(where, repo.drip))
+        length = repo.announce if (repo.announce is not None and not send_body) else None
+        return self._send(200, headers, data, send_body, length=length)
 
 
 def run(argv: list[str], *, env: dict[str, str], cwd: str | os.PathLike, timeout: float = 120):

@@ -6,6 +6,7 @@ import copy
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file
 
 from flax_posenc.conversion import CheckpointError, export_position_table, load_position_table
+from flax_posenc.conversion.outputs import EXPORT_FORMAT, EXPORT_MARKER
 from flax_posenc.conversion.readers import read_safetensors_header
 
 
@@ -28,7 +30,9 @@ def _files(root):
 def _assert_rest_unchanged(src, out, table_key, table_file="model.safetensors"):
     """Every other file byte-identical (bar config and index); in the table's file every other tensor too."""
     a, b = _files(src), _files(out)
-    assert set(a) == set(b)
+    marker = json.loads((out / EXPORT_MARKER).read_text())  # the one file added: flax-posenc's mark
+    assert marker["format"] == EXPORT_FORMAT and marker["table"] == table_key
+    assert set(a) == set(b) - {Path(EXPORT_MARKER)}
     for rel in a:
         if rel.name in ("config.json", "model.safetensors.index.json", table_file):
             continue
@@ -195,8 +199,18 @@ def test_existing_target_is_refused_unless_overwrite(tiny_checkpoint, tmp_path):
         export_position_table(ck.path, t.weights, target)
     assert "\n" not in str(e.value) and str(target) in str(e.value)
     assert [p.name for p in target.iterdir()] == ["keep.txt"]
+    # a folder flax-posenc did not write is never replaced, even with overwrite
+    with pytest.raises(CheckpointError) as e:
+        export_position_table(ck.path, _extend(t.weights, 2), target, overwrite=True)
+    assert str(e.value) == (
+        f"{target}: expected an extended checkpoint or an orbax input block written by flax-posenc to overwrite, "
+        "found a directory not written by flax-posenc (no flax-posenc marker) (left untouched)"
+    )
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+    # an earlier export is flax-posenc's output: overwrite replaces it
+    shutil.rmtree(target)
+    export_position_table(ck.path, _extend(t.weights, 1), target)
     export_position_table(ck.path, _extend(t.weights, 2), target, overwrite=True)
-    assert not (target / "keep.txt").exists()
     assert load_position_table(target).num_positions == 34
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left behind
 
@@ -237,12 +251,18 @@ def test_export_needs_a_config(tiny_checkpoint, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_export_over_its_own_source(tiny_checkpoint, tmp_path):
-    src = tmp_path / "src"
-    shutil.copytree(tiny_checkpoint("bert").path, src)
-    t = load_position_table(src)
-    export_position_table(src, _extend(t.weights, 3), src, overwrite=True)
-    assert load_position_table(src).num_positions == 35
+def test_export_over_its_own_source_is_refused(tiny_checkpoint, tmp_path):
+    """Even an earlier export, used as the source, is not overwritten by its own export."""
+    first = export_position_table(
+        tiny_checkpoint("bert").path,
+        _extend(load_position_table(tiny_checkpoint("bert").path).weights, 1),
+        tmp_path / "src",
+    )
+    t = load_position_table(first)
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+    with pytest.raises(CheckpointError, match="found a path that is the source"):
+        export_position_table(first, _extend(t.weights, 3), first, overwrite=True)
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
 
 

@@ -128,8 +128,7 @@ def test_hub_id_from_local_cache_while_offline(tiny_checkpoint, fake_hub_cache, 
 
 
 def test_hub_id_downloads_when_online_and_not_cached(tiny_checkpoint, tmp_path, monkeypatch):
-    import huggingface_hub
-    from huggingface_hub.errors import EntryNotFoundError
+    from flax_posenc.conversion import hub_download
 
     ck = tiny_checkpoint("gpt2")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
@@ -137,18 +136,20 @@ def test_hub_id_downloads_when_online_and_not_cached(tiny_checkpoint, tmp_path, 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     fetched = []
 
-    def fake_download(repo_id, filename, cache_dir=None, **kw):  # stands in for the network
+    def fake_download(
+        repo_id, filename, storage, **kw
+    ):  # stands in for the network (tests/test_hub_config.py: real HTTP)
         fetched.append(filename)
         src = ck.path / filename
         if not src.is_file():
-            raise EntryNotFoundError(f"{filename} not in {repo_id}")
-        # as the real hf_hub_download: a file inside cache_dir/models--org--name/snapshots/REV/
-        dst = Path(cache_dir) / ("models--" + repo_id.replace("/", "--")) / "snapshots" / "rev" / filename
+            return None  # the repository has no such file
+        # as the real download: a file inside cache_dir/models--org--name/snapshots/REV/
+        dst = Path(storage) / "snapshots" / ("0" * 40) / filename
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, dst)
-        return str(dst)
+        return dst
 
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr(hub_download, "download", fake_download)
     monkeypatch.setattr(sources, "hub_reachable", lambda timeout=3.0: None)  # the network, faked above
     t = load_position_table("someone/tiny")
     np.testing.assert_array_equal(t.weights, ck.position_weight())

@@ -7,7 +7,11 @@
   destination; the source is unchanged in every case.
 
 The "large" source holds a 512 MiB *sparse* file (``truncate``: it takes no disk and reads as
-zeros), so the copy runs long enough to be interrupted; the interrupted copies write far less.
+zeros). A signal is sent at a known state, never after a duration: the exporter runs with
+``FLAX_POSENC_TEST_HOLD`` (:func:`flax_posenc.conversion.atomic.hold`) and stops right after the
+first chunk of that file is copied into the temporary folder, announcing it with a file; the test
+waits for that file, then signals. So the export is always in progress, unfinished, when the signal
+arrives, however fast or loaded the machine (a clean run once finished the export first).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from flax_posenc.conversion import CheckpointError, export, export_position_table, load_position_table
+from flax_posenc.conversion.atomic import TEST_HOLD_ENV
 
 ROWS, DIM = 8, 4
 BIG = 512 << 20
@@ -134,8 +139,10 @@ print("ok", flush=True)
 """
 
 
-def spawn(*args: str) -> subprocess.Popen:
+def spawn(*args: str, hold: Path | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if hold is not None:
+        env[TEST_HOLD_ENV] = str(hold)
     return subprocess.Popen(
         [sys.executable, "-c", WORKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -159,29 +166,28 @@ def test_two_processes_race_for_one_destination(tmp_path):
     assert leftovers(tmp_path) == []
 
 
-def _wait_for_copy(parent: Path, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    """Until the big file is being copied into the hidden temporary folder."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for tmp in parent.glob(".out.tmp-*"):
-            blob = tmp / "blob.dat"
-            if blob.exists() and blob.stat().st_size > 0:
-                return
+def _wait_until_held(hold: Path, proc: subprocess.Popen, point: str = "copying") -> None:
+    """Until the exporter has stopped at ``point`` (the state; the 120 s are only a failsafe)."""
+    for _ in range(120_000):
+        if (hold / f"{point}.held").exists():
+            return
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.002)
-    pytest.fail("the export never started copying")
+        time.sleep(0.001)
+    pytest.fail(f"the export never reached the hold point {point!r}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["TERM", "INT", "KILL"])
 def test_signal_during_a_512_mib_export(tmp_path, sig):
     src = make_source(tmp_path / "src", big=BIG)
     before = fingerprint(src)
-    out, go = tmp_path / "out", tmp_path / "go"
+    out, go, hold = tmp_path / "out", tmp_path / "go", tmp_path / "hold"
     go.touch()
-    proc = spawn(str(src), str(out), str(go))
+    hold.mkdir()
+    proc = spawn(str(src), str(out), str(go), hold=hold)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        _wait_for_copy(tmp_path, proc)
+        _wait_until_held(hold, proc)
+        assert [p.name for p in tmp_path.glob(".out.tmp-*/blob.dat")] == ["blob.dat"]  # copying, unfinished
         proc.send_signal(sig)
         code = proc.wait(30)
     finally:
@@ -190,6 +196,7 @@ def test_signal_during_a_512_mib_export(tmp_path, sig):
     err = proc.stderr.read()
     assert not out.exists()  # never a partial destination
     assert fingerprint(src) == before
+    shutil.rmtree(hold)
     if sig == signal.SIGKILL:
         assert code == -signal.SIGKILL
         for tmp in tmp_path.glob(".out.tmp-*"):  # what kill -9 may leave: the hidden temporary only
@@ -204,7 +211,9 @@ def test_signal_during_a_512_mib_export(tmp_path, sig):
 
 def test_cli_ctrl_c_during_export_exits_130_and_cleans_up(tmp_path):
     src = make_source(tmp_path / "src", big=BIG)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), TEST_HOLD_ENV: str(hold)}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -223,7 +232,7 @@ def test_cli_ctrl_c_during_export_exits_130_and_cleans_up(tmp_path):
         env=env,
     )
     try:
-        _wait_for_copy(tmp_path, proc)
+        _wait_until_held(hold, proc)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(30)
     finally:
@@ -232,3 +241,21 @@ def test_cli_ctrl_c_during_export_exits_130_and_cleans_up(tmp_path):
     err = proc.stderr.read()
     assert code == 130 and "interrupted" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_the_hold_hook_releases_and_the_export_completes(tmp_path):
+    """The hook itself: held at the known point, then released, the export finishes as usual."""
+    src = make_source(tmp_path / "src", big=1 << 20)
+    out, go, hold = tmp_path / "out", tmp_path / "go", tmp_path / "hold"
+    go.touch()
+    hold.mkdir()
+    proc = spawn(str(src), str(out), str(go), hold=hold)
+    try:
+        _wait_until_held(hold, proc)
+        assert not out.exists()
+        (hold / "copying.release").touch()
+        assert proc.wait(60) == 0, proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert load_position_table(out).num_positions == ROWS + 2 and leftovers(tmp_path) == []

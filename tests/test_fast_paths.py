@@ -421,9 +421,11 @@ def test_checked_header_cache_is_keyed_by_file_identity(tmp_path):
     raw = path.read_bytes()
     swapped = raw.replace(b'"a"', b'"c"')  # same size, another tensor name
     assert len(swapped) == len(raw) and swapped != raw
-    time.sleep(0.02)  # past the file system's timestamp granularity (jiffies on Linux)
     path.write_bytes(swapped)
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime set back: ctime still moves
+    while os.stat(path).st_ctime_ns == before.st_ctime_ns:  # a state, not a duration: until ctime has moved
+        time.sleep(0.001)  # (within one tick of the file system's clock, it may not have yet)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert os.stat(path).st_mtime_ns == before.st_mtime_ns
     again = readers.SafetensorsReader(path)
     assert sorted(again.keys()) == ["b", "c"]

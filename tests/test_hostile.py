@@ -257,7 +257,7 @@ def test_overwrite_refuses_a_parent_of_the_source(tmp_path):
     src = write_ckpt(tmp_path / "parent" / "src")
     before = snapshot(tmp_path)
     for target in (tmp_path / "parent", tmp_path):
-        with pytest.raises(CheckpointError, match="parent of the source"):
+        with pytest.raises(CheckpointError, match="found a path that contains the source"):
             export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), target, overwrite=True)
     assert snapshot(tmp_path) == before
 
@@ -265,7 +265,7 @@ def test_overwrite_refuses_a_parent_of_the_source(tmp_path):
 def test_export_onto_the_source_weights_file_is_refused(world):
     tmp_path, _, src = world
     before = snapshot(tmp_path)
-    with pytest.raises(CheckpointError, match="directory as export target"):
+    with pytest.raises(CheckpointError, match="found a path that is inside the source"):
         export_position_table(src, np.zeros((ROWS + 2, DIM), np.float32), src / "model.safetensors", overwrite=True)
     assert snapshot(tmp_path) == before
 
@@ -742,15 +742,12 @@ def test_hub_not_cached_while_offline(empty_hub, monkeypatch, capsys):
 
 
 def test_hub_file_not_in_the_repository(empty_hub, monkeypatch, capsys):
-    import huggingface_hub
-    from huggingface_hub.errors import EntryNotFoundError
+    from flax_posenc.conversion import hub_download, sources
 
-    from flax_posenc.conversion import sources
+    def missing(repo_id, filename, storage, **kw):  # the repository answered: no such file
+        return None
 
-    def missing(repo_id, filename, **kw):
-        raise EntryNotFoundError(f"{filename} not in {repo_id}")
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", missing)
+    monkeypatch.setattr(hub_download, "download", missing)
     monkeypatch.setattr(sources, "hub_reachable", lambda timeout=3.0: None)
     code, _, err = run_cli(capsys, "check", "someone/model", "--length", "3")
     assert code == 2 and "not in the repository" in err and "unreachable" not in err
@@ -902,7 +899,7 @@ def test_hub_probe_is_bounded_when_dns_hangs(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(30))
     t0 = time.perf_counter()
     why = sources.hub_reachable(timeout=0.3)
-    assert time.perf_counter() - t0 < 2.0 and "no DNS answer" in why
+    assert time.perf_counter() - t0 < 10.0 and "no DNS answer" in why  # a 30 s hang, bounded (slack for load)
 
 
 @pytest.mark.parametrize("source", [123, None, 1.5, b"bytes/path", ["a"], "bad\x00path", Path("nul\x00")])

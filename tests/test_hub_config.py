@@ -19,6 +19,7 @@ import pytest
 from hub_server import FakeHub, run, run_python
 from safetensors.numpy import save
 
+from flax_posenc.conversion.hub_download import HUB_TIMEOUT_ENV
 from flax_posenc.conversion.sources import config_json_path
 from flax_posenc.errors import CheckpointError
 
@@ -71,11 +72,16 @@ else:
 """
 
 
-def resolve(hub: FakeHub, source: str, hf_home: Path, *, offline: bool = False) -> dict:
-    """``config_json_path(source)`` in a subprocess: ``{"path": ...}`` or ``{"error": line}``."""
+def resolve(hub: FakeHub, source: str, hf_home: Path, *, offline: bool = False, timeout: float | None = None) -> dict:
+    """``config_json_path(source)`` in a subprocess: ``{"path": ...}`` or ``{"error": line}``.
+
+    ``timeout``: ``FLAX_POSENC_HUB_TIMEOUT`` for the subprocess (the one deadline of an exchange)."""
     cwd = hf_home.parent / "cwd"
     cwd.mkdir(exist_ok=True)
-    proc = run_python(RESOLVE, source, env=hub.env(hf_home, offline=offline), cwd=cwd)
+    env = hub.env(hf_home, offline=offline)
+    if timeout is not None:
+        env[HUB_TIMEOUT_ENV] = str(timeout)
+    proc = run_python(RESOLVE, source, env=env, cwd=cwd)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert list(cwd.iterdir()) == []  # nothing written outside HF_HOME
     return json.loads(proc.stdout)
@@ -169,21 +175,29 @@ RETRY_HINT = "; set HF_HUB_OFFLINE=1 to use the cache only, or pass a local dire
         ),
         (
             "short-body",
-            "{id}/config.json: expected a file downloadable from the Hugging Face Hub, found OSError: Consistency check failed",
+            "{id}/config.json: expected the {size} bytes the Hub announced, found {half} bytes "
+            "(the download was cut short; the partial file was removed)",
         ),
+        (
+            "long-body",
+            "{id}/config.json: expected at most the {size} bytes announced, found more "
+            "(refused; the partial file was removed)",
+        ),
+        ("head-503", "{id}: " + NOT_CACHED + " {endpoint} answered HTTP 503" + RETRY_HINT),
     ],
 )
 def test_a_server_that_answers_badly_is_one_line(hub_server, tmp_path, fault, expected):
-    """A web server that is not a Hub, a proxy refusing, a failed download, a truncated one: one line naming
-    the id, nothing left in the snapshot. (A HEAD answered 5xx reads like 403 after huggingface_hub's five
-    retries, about 6 s: fault ``head-503``, left out of the suite for its time.)"""
-    hub_server.add("org/broken", {"config.json": LLAMA31_CONFIG}, fault=fault)
+    """A web server that is not a Hub, a proxy refusing, the Hub down (503: no retries), a failed download,
+    a truncated or overlong one: one line naming the id, nothing left in the cache (no snapshot, no blob,
+    no partial file)."""
+    repo = hub_server.add("org/broken", {"config.json": LLAMA31_CONFIG}, fault=fault)
     got = resolve(hub_server, "org/broken", tmp_path / "hf")
     line = one_line(got["error"])
-    expected = expected.format(id="org/broken", endpoint=hub_server.endpoint)
-    assert line.startswith(expected) if fault == "short-body" else line == expected
+    size = len(repo.files["config.json"])
+    expected = expected.format(id="org/broken", endpoint=hub_server.endpoint, size=size, half=size // 2)
+    assert line == expected
     assert hub_server.requested_files() == ["config.json"]
-    assert not list((tmp_path / "hf").rglob("snapshots/*/config.json"))
+    assert not [p for p in (tmp_path / "hf").rglob("*") if p.is_file() or p.is_symlink()]
 
 
 def test_hub_unreachable_is_one_line(tmp_path):
@@ -299,3 +313,178 @@ def test_cli_check_hub_id_rope_config(hub_server, tmp_path):
     assert code == 1 and line.endswith(f"asked for {limit + 1} positions (0..{limit}): 1 past the limit"), line
     assert hub_server.log == [] and hub_server.connections == 0
     assert os.listdir(cwd) == []
+
+
+# ----------------------------------------------------------------------------- a hostile Hub (issue 34)
+
+
+def tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+RESOLVE_MANY = """
+import json, sys
+from flax_posenc.conversion.sources import config_json_path
+from flax_posenc.errors import CheckpointError
+out = []
+for source in sys.argv[1:]:
+    try:
+        out.append({"path": str(config_json_path(source))})
+    except CheckpointError as e:
+        out.append({"error": str(e)})
+print(json.dumps(out))
+"""
+
+
+def resolve_many(hub: FakeHub, sources: list[str], hf_home: Path, *, timeout: float | None = None) -> list[dict]:
+    """``config_json_path`` of each source, in one subprocess (one interpreter start for many cases)."""
+    cwd = hf_home.parent / "cwd"
+    cwd.mkdir(exist_ok=True)
+    env = hub.env(hf_home)
+    if timeout is not None:
+        env[HUB_TIMEOUT_ENV] = str(timeout)
+    proc = run_python(RESOLVE_MANY, *sources, env=env, cwd=cwd)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert list(cwd.iterdir()) == []
+    return json.loads(proc.stdout)
+
+
+HOSTILE_HEADERS = [
+    ("etag", "../../../../outside/x"),
+    ("etag", "{tmp}/absolute/x"),
+    ("etag", ".."),
+    ("etag", "a/b"),
+    ("etag", ""),
+    ("commit_header", "../../../../outside"),
+    ("commit_header", "{tmp}/absolute"),
+    ("commit_header", "0" * 39 + "/"),
+]
+
+
+def test_an_etag_or_commit_that_is_a_path_writes_nothing_anywhere(hub_server, tmp_path):
+    """huggingface_hub builds ``blobs/ETAG`` and ``snapshots/COMMIT/`` from the server's headers: a path
+    there once created the file, with the server's bytes, outside ``HF_HOME``. Refused before any byte is
+    written: nothing outside the cache, and nothing in it either (8 hostile answers, one subprocess)."""
+    ids = []
+    for i, (field, value) in enumerate(HOSTILE_HEADERS):
+        repo = hub_server.add(f"org/hostile{i}", {"config.json": LLAMA31_CONFIG})
+        setattr(repo, field, value.format(tmp=tmp_path))
+        ids.append(f"org/hostile{i}")
+    for repo_id, got in zip(ids, resolve_many(hub_server, ids, tmp_path / "hf")):
+        line = one_line(got.get("error", ""))
+        assert line.startswith(
+            f"{repo_id}/config.json: expected a Hub answer whose X-Repo-Commit is 40 hex digits and whose ETag "
+            "is a plain token (a digest), found"
+        ), line
+        assert line.endswith("(refused: nothing was written)")
+    assert tree(tmp_path) <= {"cwd", "hf"}
+    assert not [p for p in (tmp_path / "hf").rglob("*") if not p.is_dir()]
+    assert "GET" not in {m for m, _ in hub_server.log}  # refused on the metadata: the body never asked for
+
+
+def test_a_config_json_announced_too_large_is_refused_before_downloading(hub_server, tmp_path):
+    """A 200 MB config.json (the JSON reader's bound is 64 MiB): refused on the size the Hub announces,
+    never downloaded, nothing in the cache."""
+    repo = hub_server.add("org/huge", {"config.json": LLAMA31_CONFIG})
+    repo.announce = 200_000_000
+    got = resolve(hub_server, "org/huge", tmp_path / "hf")
+    assert one_line(got["error"]) == (
+        "org/huge/config.json: expected a file of at most 67108864 bytes, "
+        "found 200000000 bytes announced by the Hub (refused before downloading it)"
+    )
+    assert [m for m, _ in hub_server.log] == ["HEAD"]
+    assert not [p for p in (tmp_path / "hf").rglob("*") if not p.is_dir()]
+
+
+def test_a_hub_that_never_finishes_is_bounded_by_one_deadline(hub_server, tmp_path):
+    """Accepted and never answered, or one byte every 2 s (each read succeeds: a timeout per read never
+    fires; the config would take ~30 min): one line once ``FLAX_POSENC_HUB_TIMEOUT`` (here 2 s) has passed
+    for the whole exchange, and no partial file left in the cache."""
+    import time
+
+    faults = ["stall-head", "drip-head", "drip-body"]
+    for fault in faults:
+        hub_server.add(f"org/{fault}", {"config.json": LLAMA31_CONFIG}, fault=fault)
+    start = time.monotonic()
+    got = resolve_many(hub_server, [f"org/{f}" for f in faults], tmp_path / "hf", timeout=2)
+    elapsed = time.monotonic() - start
+    for fault, answer in zip(faults, got):
+        assert one_line(answer["error"]) == (
+            f"org/{fault}/config.json: expected a complete answer from the Hub at {hub_server.endpoint} within "
+            f"2 s (plus 1 s per MiB announced; {HUB_TIMEOUT_ENV}), found none in time "
+            "(the Hub accepted the connection, then did not finish answering)"
+        )
+    assert elapsed < 3 * 2 + 20, elapsed  # three deadlines, plus the subprocess's start on a loaded machine
+    assert not [p for p in (tmp_path / "hf").rglob("*") if not p.is_dir()]
+
+
+@pytest.mark.parametrize("fault", ["head-503", "get-500"])
+def test_cli_json_on_a_failing_hub_is_one_json_object_and_a_quiet_stderr(hub_server, tmp_path, fault):
+    """An HTTP 5xx from the Hub: no retry warnings on stderr (they were 11 lines over 24 s), exit 2, one
+    JSON error on stdout."""
+    hub_server.add("org/down", {"config.json": LLAMA31_CONFIG}, fault=fault)
+    proc = cli(hub_server, tmp_path / "hf", "inspect", "org/down", "--json")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == ""
+    assert "HTTP 50" in json.loads(proc.stdout)["error"]
+    assert len([m for m, _ in hub_server.log if m == "HEAD"]) == 1  # asked once, not retried
+
+
+EXPORT_MANY = """
+import json, sys
+import numpy as np
+from flax_posenc.conversion import export_position_table
+from flax_posenc.errors import CheckpointError
+out_root = sys.argv[1]
+answers = []
+for i, repo_id in enumerate(sys.argv[2:]):
+    try:
+        out = export_position_table(repo_id, np.zeros((NEW_ROWS, WIDTH), np.float32), f"{out_root}/out{i}")
+        answers.append({"path": str(out)})
+    except CheckpointError as e:
+        answers.append({"error": str(e)})
+print(json.dumps(answers))
+""".replace("NEW_ROWS", str(ROWS + 2)).replace("WIDTH", str(DIM))
+
+
+def test_export_from_a_hub_id_downloads_the_snapshot_checked(hub_server, tmp_path):
+    """``extend``/``export_position_table`` of a Hub id not cached: the whole snapshot, listed by the Hub's API,
+    every file checked as the resolver checks one (no huggingface_hub ``snapshot_download`` online): a healthy
+    repository exports; a listed name that climbs out, or a file whose ETag is a path, is refused with
+    nothing written outside the cache."""
+    files = {"config.json": GPT2_CONFIG, "model.safetensors": save(GPT2_TENSORS), "README.md": "tiny"}
+    hub_server.add("org/good", files)
+    hub_server.add("org/climbing", files).listed = ["config.json", "../../../../outside/y"]
+    hub_server.add("org/etag", files).etag = "../../../../outside/z"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    proc = run_python(
+        EXPORT_MANY,
+        str(tmp_path / "outs"),
+        "org/good",
+        "org/climbing",
+        "org/etag",
+        env=hub_server.env(tmp_path / "hf"),
+        cwd=cwd,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    good, climbing, etag = json.loads(proc.stdout)
+    out = Path(good["path"])
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",
+        "config.json",
+        "flax_posenc_export.json",
+        "model.safetensors",
+    ]
+    assert json.loads((out / "config.json").read_text())["n_positions"] == ROWS + 2
+    assert one_line(climbing["error"]) == (
+        "org/climbing (the Hub's file list): expected a file name as a file name inside the checkpoint, "
+        "found '../../../../outside/y' (refused, not read)"
+    )
+    assert one_line(etag["error"]).startswith("org/etag/")
+    assert "is a plain token (a digest), found" in etag["error"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "hf", "outs"]  # nothing else written
+    assert sorted(p.name for p in (tmp_path / "outs").iterdir()) == ["out0"]  # refused exports: no output
+    assert not (tmp_path / "outside").exists() and list(cwd.iterdir()) == []
+    snapshot = tmp_path / "hf" / "hub" / "models--org--good" / "snapshots" / hub_server.repos["org/good"].commit
+    assert sorted(p.name for p in snapshot.iterdir()) == ["README.md", "config.json", "model.safetensors"]

@@ -28,6 +28,7 @@ from test_pretrained_parity import assert_close, hf_embedding_output
 import flax_posenc as fp
 from flax_posenc import CheckpointError
 from flax_posenc.conversion.orbax_file import read_orbax_params
+from flax_posenc.pretrained import load_pretrained
 from flax_posenc.report.cli import main as cli_main
 
 SCRIPT = Path(__file__).parent / "scripts" / "orbax_sharded_restore.py"
@@ -346,7 +347,36 @@ def _claim_a_huge_table(d: Path) -> None:
     _write_metadata(d, blob)
 
 
+def _link_out(entry: str):
+    """Replace ``d/entry`` by a link to the same entry of a whole valid copy outside ``d``."""
+
+    def damage(d: Path) -> None:
+        other = d.parent / "other"
+        shutil.copytree(d, other)
+        target = d / entry
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+        target.symlink_to(other / entry)
+
+    return damage
+
+
+LINK_OUT = r"{d}/%s: expected files that resolve inside the orbax checkpoint {d}, found a symbolic link to .*/other/%s \(refused, not read\)"
+
 HOSTILE = {
+    **{
+        f"{entry} links out": (_link_out(entry), LINK_OUT % (entry, entry))
+        for entry in (
+            "flax_posenc/metadata",
+            "flax_posenc",
+            "params",
+            "params/ocdbt.process_0",
+            "params/manifest.ocdbt",
+            "_CHECKPOINT_METADATA",
+        )
+    },
     "missing metadata": (
         lambda d: shutil.rmtree(d / "flax_posenc"),
         r"{d}: expected an orbax checkpoint written by flax-posenc, with its metadata in flax_posenc/metadata, found none",
@@ -444,6 +474,42 @@ def test_hostile_directories_get_one_line(saved, tmp_path, capsys, case):
     assert err.count("\n") == 1 and err.startswith(f"flax-posenc inspect: error: {message[:40]}"), err
     assert cli_main(["check", str(d), "--length", "8", "--json"]) == 2
     assert json.loads(capsys.readouterr().out)["exit_code"] == 2
+
+
+def test_a_link_that_stays_inside_is_allowed(tmp_path):
+    from flax_posenc.conversion.orbax_file import check_no_links_out
+
+    (tmp_path / "d" / "params").mkdir(parents=True)
+    (tmp_path / "d" / "params" / "a").write_text("x")
+    (tmp_path / "d" / "params" / "b").symlink_to("a")
+    (tmp_path / "d" / "here").symlink_to(".")
+    check_no_links_out(tmp_path / "d")
+    (tmp_path / "d" / "up").symlink_to("..")
+    with pytest.raises(CheckpointError, match="/up: expected files that resolve inside the orbax checkpoint"):
+        check_no_links_out(tmp_path / "d")
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_parameters_with_a_matching_checksum_are_refused_when_read(
+    saved, tmp_path, monkeypatch, capsys, bad
+):
+    """save_orbax and the converted-file reader refuse NaN/Inf; a directory written around that check (its
+    SHA-256 matching the NaN bytes) is refused by every reader too, naming the parameter."""
+    import flax_posenc.orbax_io as orbax_io
+
+    spec, params = fp.load_orbax(saved["root"] / "nnx")
+    params = {k: dict(v) if isinstance(v, dict) else np.array(v) for k, v in params.items()}
+    params["position_embeddings"][3, 1] = bad
+    monkeypatch.setattr(orbax_io, "_check_params", lambda *a: None)  # as a hostile writer would
+    d = fp.save_orbax(tmp_path / "nan", spec, params)
+    monkeypatch.undo()
+    expected = f"{d}/params: expected finite values in position_embeddings, found NaN/Inf values"
+    for read in (fp.load_orbax, read_orbax_params, fp.nnx.TransformerInput.from_pretrained, load_pretrained):
+        with pytest.raises(CheckpointError) as e:
+            read(d)
+        assert str(e.value) == expected
+    assert cli_main(["inspect", str(d)]) == 2
+    assert capsys.readouterr().err == f"flax-posenc inspect: error: {expected}\n"
 
 
 def test_missing_array_files_one_line_from_the_console_script(saved, tmp_path):

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -165,13 +166,38 @@ def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Bloom:
     return common.set_dtype(model, dtype)
 
 
+#: the largest KV cache :func:`generate` allocates (8 GiB): ALiBi has no position limit, so the
+#: cache, sized from ``max_new_tokens``, is what bounds a request (``10**9`` new tokens of
+#: bloom-560m would need 196 TB).
+MAX_CACHE_BYTES = 1 << 33
+
+
+def cache_bytes(model: Bloom, batch: int, prompt_len: int, max_new_tokens: int) -> int:
+    """Bytes of the KV cache :func:`generate` allocates: keys and values of every layer, for the
+    prompt's and the new tokens' length buckets (:func:`common.bucket`), in the model's dtype."""
+    heads, head_dim = model.alibi.num_heads, model.h[0].self_attention.head_dim
+    slots = common.bucket(prompt_len) + common.bucket(max_new_tokens)
+    return 2 * len(model.h) * batch * slots * heads * head_dim * model.dtype.itemsize
+
+
 def generate(
     model: Bloom, prompt_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, pad_token_id=None
 ) -> jax.Array:
     """Greedy ids ``(batch, prompt_len + steps)``, equal to transformers' ``generate(do_sample=False)``;
     ragged batches left-padded with ``attention_mask``, rows stopping at ``eos_token_id``; see
-    :func:`common.generate`.
+    :func:`common.generate`. A request whose KV cache (:func:`cache_bytes`) would exceed
+    :data:`MAX_CACHE_BYTES` is a one-line ValueError naming ``max_new_tokens``, before anything is
+    allocated or compiled.
     """
+    shape = np.shape(prompt_ids)
+    if len(shape) == 2 and isinstance(max_new_tokens, (int, np.integer)) and not isinstance(max_new_tokens, bool):
+        need = cache_bytes(model, shape[0], shape[1], max(int(max_new_tokens), 1))
+        if need > MAX_CACHE_BYTES:
+            raise ValueError(
+                f"max_new_tokens: expected at most a KV cache of {MAX_CACHE_BYTES} bytes ({MAX_CACHE_BYTES / 2**30:g} GiB), "
+                f"found {max_new_tokens} new tokens for a batch of {shape[0]} needing {need} bytes "
+                f"({need / 2**30:.1f} GiB)"
+            )
     return common.generate(
         model,
         prompt_ids,

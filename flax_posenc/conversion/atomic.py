@@ -36,6 +36,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +71,28 @@ def cleanup_on_signal() -> Iterator[None]:
         raise KeyboardInterrupt("terminated (SIGTERM)") from None  # a Python handler returned
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+#: for tests only: a directory. When set, an export stops at each hold point (:func:`hold`),
+#: so a test can act at a known state instead of after a duration.
+TEST_HOLD_ENV = "FLAX_POSENC_TEST_HOLD"
+
+
+def hold(point: str) -> None:
+    """A test hook: with :data:`TEST_HOLD_ENV` naming a directory, create ``POINT.held`` there and
+    wait until ``POINT.release`` exists (a signal delivered meanwhile is handled as anywhere else).
+    Without the variable: nothing, at the cost of one environment lookup.
+
+    Hold points: ``"copying"``, in an export, after the first chunk of a copied file is written
+    into the temporary folder (the export is then known to be in progress, unfinished).
+    """
+    folder = os.environ.get(TEST_HOLD_ENV)
+    if not folder:
+        return
+    Path(folder, f"{point}.held").touch()
+    release = Path(folder, f"{point}.release")
+    while not release.exists():
+        time.sleep(0.005)
 
 
 def _taken(out: Path) -> CheckpointError:
@@ -141,4 +164,4 @@ def publish_file(tmp: Path, out: Path, *, overwrite: bool) -> Path:
     return out
 
 
-__all__ = ["Terminated", "cleanup_on_signal", "publish_dir", "publish_file"]
+__all__ = ["TEST_HOLD_ENV", "Terminated", "cleanup_on_signal", "hold", "publish_dir", "publish_file"]

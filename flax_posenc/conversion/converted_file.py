@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,7 +60,7 @@ from safetensors.numpy import save as safetensors_bytes
 
 from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
 from flax_posenc.conversion.readers import SafetensorsReader, read_safetensors_header
-from flax_posenc.conversion.safety import parse_json, regular_file
+from flax_posenc.conversion.safety import kind_of, parse_json, regular_file
 from flax_posenc.conversion.table import PositionTable
 from flax_posenc.errors import CheckpointError
 from flax_posenc.spec import InputSpec
@@ -75,6 +76,7 @@ __all__ = [
     "Origin",
     "flat_params",
     "is_converted_file",
+    "is_own_converted_file",
     "nested_params",
     "origin_from_name",
     "position_table",
@@ -170,6 +172,53 @@ def is_converted_file(source: object) -> bool:
         return False  # not readable as safetensors at all: the checkpoint readers say why
     meta = header.get("__metadata__")
     return isinstance(meta, dict) and meta.get("format") == FORMAT
+
+
+#: bytes of a ``.msgpack``'s first keys buffered when recognising one (its values are skipped).
+_SNIFF_BYTES = 1 << 20
+
+
+def _msgpack_is_ours(path: Path) -> bool:
+    """Whether a ``.msgpack`` starts as a converted file does (version 2: ``format`` first; version 1:
+    only ``config`` and ``params``), reading its first keys only (values skipped, memory bounded)."""
+    try:
+        with open(path, "rb") as f:
+            unpacker = msgpack.Unpacker(f, raw=False, max_buffer_size=_SNIFF_BYTES, strict_map_key=False)
+            keys = set()
+            for _ in range(min(unpacker.read_map_header(), 8)):
+                key = unpacker.unpack()
+                if key == "format":
+                    return unpacker.unpack() == FORMAT
+                keys.add(key)
+                unpacker.skip()
+            return keys == {"config", "params"}
+    except Exception:  # garbage, a value too large to skip within the bound: not recognised
+        return False
+
+
+def is_own_converted_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file (not a link) that flax-posenc wrote as a converted file:
+    what ``overwrite`` may replace (:mod:`~flax_posenc.conversion.outputs`)."""
+    path = Path(path)
+    if os.path.islink(path) or not path.is_file():
+        return False
+    if path.name.endswith(MSGPACK_SUFFIX):
+        return _msgpack_is_ours(path)
+    return is_converted_file(str(path))
+
+
+def _kind_of_path(path: Path) -> str:
+    if os.path.islink(path):
+        return "a symbolic link"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "an unreadable path"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISREG(mode):
+        return "a file not written by flax-posenc"
+    return kind_of(mode)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -435,7 +484,8 @@ def write_converted(
     """Write ``(spec, params)`` to ``out``: version 3 for a ``.safetensors`` name, version 2 for ``.msgpack``.
 
     Atomic and exclusive: written to a temporary file beside ``out`` and linked into place only
-    if nothing is there (with ``overwrite``, renamed over it); SIGTERM/SIGINT remove the
+    if nothing is there (with ``overwrite``, renamed over it, and only over a converted file:
+    :func:`~flax_posenc.conversion.outputs.check_output`); SIGTERM/SIGINT remove the
     temporary file (:mod:`~flax_posenc.conversion.atomic`). Nothing half-written is ever at ``out``.
 
     Raises:
@@ -448,6 +498,10 @@ def write_converted(
         blob = _msgpack_blob(spec, params)
     else:
         raise _fail(out, f"an output file name ending in {SUFFIX} or {MSGPACK_SUFFIX}", repr(out.suffix or "no suffix"))
+    if overwrite and os.path.lexists(out) and not is_own_converted_file(out):  # the overwrite rule (outputs.py)
+        raise _fail(
+            out, "a converted file written by flax-posenc to overwrite", f"{_kind_of_path(out)} (left untouched)"
+        )
     tmp: str | None = None
     try:
         with cleanup_on_signal():

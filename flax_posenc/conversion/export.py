@@ -10,7 +10,11 @@ for writing, so the source can never be truncated). Every file other than the we
 ``config.json`` (and the shard index's ``total_size``) is copied byte for byte, sub-folders
 included. Inside the rewritten safetensors file every other tensor's bytes are copied unchanged
 (streamed: the file is never held in memory); the table keeps the checkpoint's dtype (bfloat16
-included, rounded to nearest even).
+included, rounded to nearest even). The copy also holds
+:data:`~flax_posenc.conversion.outputs.EXPORT_MARKER` (``flax_posenc_export.json``: the source,
+the table's name and rows), which marks it as flax-posenc's output: ``overwrite`` replaces only
+such a directory or an orbax block (:mod:`~flax_posenc.conversion.outputs`, the one overwrite
+rule), and never a path that is, lies inside or contains the source.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from flax_posenc.conversion.atomic import cleanup_on_signal, publish_dir
+from flax_posenc.conversion.atomic import cleanup_on_signal, hold, publish_dir
 from flax_posenc.conversion.families import detect_family, resolve_relative
 from flax_posenc.conversion.load import load_position_table, read_detected_table
+from flax_posenc.conversion.outputs import EXPORT_FORMAT, EXPORT_MARKER, check_output, protected_paths
 from flax_posenc.conversion.readers import (
     HEADER_ITEMSIZE,
     SAFETENSORS_DTYPES,
@@ -141,29 +146,6 @@ def _source_directory(source: str | os.PathLike) -> Checkpoint:
     return open_directory(path, source=text, require_config=True)
 
 
-def _check_target(out: Path, ckpt: Checkpoint, overwrite: bool) -> None:
-    """Refuse a target that exists (unless overwrite), is not a directory, or holds the source."""
-    if not os.path.lexists(out):
-        return
-    if not overwrite:
-        raise fail(out, "a new export target (or overwrite=True)", "it already exists")
-    if out.is_symlink() or not out.is_dir():
-        raise fail(
-            out,
-            "a directory as export target",
-            f"{'a symbolic link' if out.is_symlink() else kind_of(os.stat(out).st_mode)}",
-        )
-    assert ckpt.root is not None  # _source_directory: a directory checkpoint
-    root = Path(os.path.realpath(ckpt.root))
-    real = Path(os.path.realpath(out))
-    if real in root.parents:
-        raise fail(
-            out,
-            "an overwrite target that does not contain the source",
-            f"a parent of the source {ckpt.root} (overwriting it would delete the source)",
-        )
-
-
 def export_position_table(
     source: str | os.PathLike, weights: np.ndarray, out_dir: str | os.PathLike, *, overwrite: bool = False
 ) -> Path:
@@ -179,13 +161,16 @@ def export_position_table(
       weights: ``(rows, dim)`` float array, the whole new table, reserved rows included;
         ``dim`` must equal the old table's; it is stored in the checkpoint's dtype.
       out_dir: the new checkpoint directory (parents are created).
-      overwrite: replace ``out_dir`` if it exists (else that is an error).
+      overwrite: replace ``out_dir`` if it exists (else that is an error), and only if it is an
+        output of flax-posenc (an earlier export or an orbax block); never the source, a folder
+        inside it or one that contains it (:func:`~flax_posenc.conversion.outputs.check_output`).
 
     Returns:
       ``out_dir`` as an absolute :class:`pathlib.Path`.
 
     Raises:
-      CheckpointError: the source cannot be read, the target exists (and not ``overwrite``),
+      CheckpointError: the source cannot be read, the target exists (and not ``overwrite``, or
+        it is not flax-posenc's output), the target is, is inside or contains the source,
         ``weights`` has the wrong rank/width/dtype, too few rows, NaN/Inf or values that
         overflow the stored dtype. Nothing is written on failure.
 
@@ -198,7 +183,9 @@ def export_position_table(
     if os.path.lexists(out) and not overwrite:
         raise fail(out, "a new export target (or overwrite=True)", "it already exists")
     ckpt = _source_directory(source)
-    _check_target(out, ckpt, overwrite)
+    assert ckpt.root is not None  # _source_directory: a directory checkpoint
+    sources = protected_paths(ckpt.root) + protected_paths(ckpt.boundary or ckpt.root)
+    check_output(out, kind="directory", sources=sources, overwrite=overwrite)
     try:
         with cleanup_on_signal():
             return _export(ckpt, weights, out, overwrite)
@@ -239,7 +226,7 @@ def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -
     assert root is not None
     boundary = ckpt.boundary or root
     rel = _inside_path(root, table_file, boundary)
-    skip = {root / CONFIG_NAME, root / rel}
+    skip = {root / CONFIG_NAME, root / rel, root / EXPORT_MARKER}  # a marker is written afresh
     if sharded:
         skip.add(ckpt.weights_path)
 
@@ -276,6 +263,8 @@ def _export(ckpt: Checkpoint, weights: np.ndarray, out: Path, overwrite: bool) -
             if extra in config:
                 config[extra] = value
         (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        marker = {"format": EXPORT_FORMAT, "version": 1, "source": ckpt.source, "table": key, "rows": arr.shape[0]}
+        (tmp / EXPORT_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         # read it back: the config agrees, the table is what was asked (in the stored dtype)
         check = load_position_table(tmp, key=key)
         if check.weights.shape != arr.shape:
@@ -360,4 +349,5 @@ def _copy_file(src: Path, dst: Path, size: int) -> None:
                 raise fail(src, f"{size} bytes", f"{size - left} (the file shrank while copied)")
             fout.write(chunk)
             left -= len(chunk)
+            hold("copying")  # tests: the export is known to be in progress here (atomic.TEST_HOLD_ENV)
     shutil.copystat(src, dst)

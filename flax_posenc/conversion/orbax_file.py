@@ -108,6 +108,32 @@ def array_sha256(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
+def check_no_links_out(root: str | os.PathLike) -> None:
+    """Refuse an orbax directory holding a symbolic link (at any depth: ``flax_posenc/``,
+    ``flax_posenc/metadata``, ``params/``, ``params/ocdbt.process_0``, ...) that resolves outside it.
+
+    Only ``realpath`` is used: nothing outside is opened or probed. The directory itself may be a
+    link (it is what the user named). A link that stays inside is allowed.
+
+    Raises:
+      CheckpointError: one line naming the link and where it points.
+    """
+    root = Path(root)
+    base = os.path.realpath(root)
+    for dirpath, dirnames, filenames in os.walk(root):  # links to folders are listed, not followed
+        for name in dirnames + filenames:
+            entry = Path(dirpath) / name
+            if not os.path.islink(entry):
+                continue
+            real = os.path.realpath(entry)
+            if real != base and os.path.commonpath([base, real]) != base:
+                raise fail(
+                    entry,
+                    f"files that resolve inside the orbax checkpoint {root}",
+                    f"a symbolic link to {real} (refused, not read)",
+                )
+
+
 def read_orbax_metadata(path: str | os.PathLike) -> tuple[InputSpec, dict[str, dict[str, Any]]]:
     """``(spec, declared)`` from an orbax checkpoint's metadata item, before any array is read.
 
@@ -116,12 +142,14 @@ def read_orbax_metadata(path: str | os.PathLike) -> tuple[InputSpec, dict[str, d
 
     Raises:
       CheckpointError: the metadata is missing, not JSON, of another format or version, holds
-        an invalid spec, or declares parameters the spec does not have.
+        an invalid spec, or declares parameters the spec does not have; a symbolic link in the
+        directory leads out of it (:func:`check_no_links_out`).
     """
 
     root = Path(path)
     if not root.is_dir():
         raise fail(root, "an orbax checkpoint directory", "no directory")
+    check_no_links_out(root)
     file = root / METADATA_FILE
     if not os.path.lexists(file):
         raise fail(root, f"an orbax checkpoint written by flax-posenc, with its metadata in {METADATA_FILE}", "none")
@@ -231,8 +259,9 @@ def read_orbax_params(
 
     Raises:
       CheckpointError: one line naming the directory: missing or corrupted metadata, a spec
-        that does not match the stored arrays, missing or unreadable array files, or array
-        contents that differ from the SHA-256 recorded at save time.
+        that does not match the stored arrays, missing or unreadable array files, array
+        contents that differ from the SHA-256 recorded at save time, NaN or Inf values (as
+        ``save_orbax`` refuses them), or a symbolic link leading out of the directory.
 
     Imports orbax (and with it jax): the one exception to conversion's numpy-only floor, only
     while an orbax directory's arrays are restored. Arrays are restored one at a time, so a
@@ -275,8 +304,13 @@ def read_orbax_params(
         except Exception as exc:  # orbax wraps tensorstore's error (NOT_FOUND, DATA_LOSS, ...) as its cause
             cause = exc.__cause__ if exc.__cause__ is not None else exc
             raise fail(root / PARAMS_ITEM, f"readable orbax array files ({name})", _one_line_error(cause)) from None
-        if array_sha256(to_host(value)) != declared[name]["sha256"]:
+        host = to_host(value)
+        if array_sha256(host) != declared[name]["sha256"]:
             raise fail(root / PARAMS_ITEM, f"{name} as saved (its SHA-256 in {METADATA_FILE})", "different contents")
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = bool(np.isfinite(np.asarray(host).astype(np.float32)).all())
+        if not finite:  # save_orbax refuses them; a matching checksum does not make them right
+            raise fail(root / PARAMS_ITEM, f"finite values in {name}", "NaN/Inf values")
         target = params
         for p in parents:
             target = target.setdefault(p, {})
@@ -295,6 +329,7 @@ __all__ = [
     "PARAMS_ITEM",
     "READABLE_ORBAX_VERSIONS",
     "array_sha256",
+    "check_no_links_out",
     "flat_params",
     "is_orbax_checkpoint",
     "orbax_checkpointer",

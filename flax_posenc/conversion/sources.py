@@ -15,7 +15,7 @@ A SOURCE is, in the order tried:
 Anything else is a one-line :class:`~flax_posenc.errors.CheckpointError`.
 
 Every file of a Hub repository, the config, the weights and each shard, goes through one
-resolver, :func:`resolve_hub_file` (cache, then one ``hf_hub_download`` of that file alone).
+resolver, :func:`resolve_hub_file` (cache, then that one file alone, checked before it is written: :mod:`~flax_posenc.conversion.hub_download`).
 :func:`config_json_path` asks it for ``config.json`` only: what a RoPE/ALiBi SOURCE needs, no
 weights fetched.
 
@@ -34,7 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flax_posenc.conversion.readers import TensorReader, fail, one_line, open_weights
+from flax_posenc.conversion import hub_download
+from flax_posenc.conversion.readers import TensorReader, fail, open_weights
 from flax_posenc.conversion.safety import checkpoint_boundary, contained, kind_of, load_json
 from flax_posenc.errors import CheckpointError
 
@@ -364,69 +365,30 @@ def _unreachable(repo_id: str, why: str) -> CheckpointError:
     )
 
 
-def _no_answer(error: BaseException | None, endpoint: str) -> str:
-    """Why ``hf_hub_download`` got no file metadata (the cause of its ``LocalEntryNotFoundError``)."""
-    from huggingface_hub.errors import FileMetadataError, HfHubHTTPError
-
-    if isinstance(error, FileMetadataError):
-        return f"{endpoint} answered without the Hub's X-Repo-Commit/ETag headers (is HF_ENDPOINT a Hub?)"
-    if isinstance(error, HfHubHTTPError):
-        status = getattr(getattr(error, "response", None), "status_code", None)
-        return f"{endpoint} answered HTTP {status}"
-    if error is None or any(w in type(error).__name__ for w in ("Connect", "Timeout", "Network", "Protocol")):
-        return f"the Hub is unreachable ({type(error).__name__ if error else 'no connection'})"
-    return f"the Hub could not be asked ({type(error).__name__}: {one_line(error)[:120]})"
-
-
 def _download(repo_id: str, filename: str, cache_dir: Path) -> Path | None:
-    """Download one file (progress bar from huggingface_hub) into the cache; ``None`` if the repo lacks it.
+    """Download one file into the cache, checked before any byte is written
+    (:func:`~flax_posenc.conversion.hub_download.download`); ``None`` if the repository lacks it.
 
     The Hub's address is :func:`hub_endpoint` *now* (huggingface_hub reads ``HF_ENDPOINT`` only
     at import), the same address :func:`hub_reachable` probed.
     """
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-    )
-
-    endpoint = hub_endpoint()
-    try:
-        got = Path(hf_hub_download(repo_id, filename, cache_dir=str(cache_dir), endpoint=endpoint))
-    except RepositoryNotFoundError:  # GatedRepoError included
-        raise fail(
-            repo_id,
-            f"a Hugging Face model id on {endpoint} (or a local path)",
-            "no such repository on the Hub (or it is private/gated)",
-        ) from None
-    except LocalEntryNotFoundError as e:  # before EntryNotFoundError (a subclass): no metadata, nothing cached
-        raise _unreachable(repo_id, _no_answer(e.__cause__ or e.__context__, endpoint)) from None
-    except EntryNotFoundError:  # the repository answered: it has no such file
+    folder = repo_folder(repo_id, cache_dir)
+    got = hub_download.download(repo_id, filename, folder, endpoint=hub_endpoint())
+    if got is None:
         return None
-    except HfHubHTTPError as e:  # the metadata came, the download itself failed (e.g. HTTP 500)
-        status = getattr(getattr(e, "response", None), "status_code", None)
-        raise fail(
-            f"{repo_id}/{filename}", "a file downloadable from the Hugging Face Hub", f"HTTP {status} from {endpoint}"
-        ) from None
-    except Exception as e:
-        if any(w in type(e).__name__ for w in ("Connect", "Timeout")):
-            raise _unreachable(repo_id, f"the Hub is unreachable ({type(e).__name__})") from None
-        raise fail(
-            f"{repo_id}/{filename}",
-            "a file downloadable from the Hugging Face Hub",
-            f"{type(e).__name__}: {one_line(e)[:200]}",
-        ) from None
-    return contained(repo_folder(repo_id, cache_dir), got, what=f"the downloaded {filename} of {repo_id}")
+    return contained(folder, got, what=f"the downloaded {filename} of {repo_id}")
 
 
 def resolve_hub_file(repo_id: str, names: tuple[str, ...], *, what: str) -> Path | None:
     """THE Hub resolver: a local path for one file of a Hub model repository.
 
     The first of ``names`` (most preferred first) already in the local cache; else, online only,
-    the first the repository has, downloaded alone with ``hf_hub_download`` (nothing else of the
-    repository is fetched). Every path returned lies inside the repository's cache folder.
+    the first the repository has, downloaded alone (nothing else of the repository is fetched)
+    by :func:`~flax_posenc.conversion.hub_download.download`: the server's commit and ETag are
+    checked before any path is built from them, a ``.json`` file announced larger than 64 MiB
+    is refused before downloading it, and the whole exchange has one deadline
+    (``FLAX_POSENC_HUB_TIMEOUT``). Nothing is written outside the repository's cache folder, and
+    every path returned lies inside it.
 
     Args:
       repo_id: ``"org/name"`` (or ``"name"``).
@@ -439,7 +401,8 @@ def resolve_hub_file(repo_id: str, names: tuple[str, ...], *, what: str) -> Path
     Raises:
       CheckpointError (one line naming ``repo_id``): none cached while ``HF_HUB_OFFLINE=1``; the
         Hub unreachable (within :data:`HUB_CONNECT_TIMEOUT` s) or answering as no Hub does
-        (an HTTP error, no ``X-Repo-Commit``); no such repository; a download that fails.
+        (an HTTP error, no ``X-Repo-Commit``, an ETag or commit that is not a plain token); no such
+        repository; a file too large; a download that fails or does not finish in time.
     """
     cache = hub_cache_dir()
     for name in names:
@@ -495,23 +458,31 @@ def open_hub(repo_id: str, *, require_config: bool = True) -> Checkpoint:
 
 
 def snapshot_directory(repo_id: str) -> Path:
-    """A complete local snapshot of a Hub repository (for export), cache first."""
+    """A complete local snapshot of a Hub repository (for export), cache first.
+
+    A complete cached snapshot serves offline, or when the Hub is unreachable. Otherwise every
+    file is downloaded by :func:`~flax_posenc.conversion.hub_download.download_snapshot`, each
+    checked before it is written, as :func:`resolve_hub_file` does for one file.
+    """
     from huggingface_hub import snapshot_download
 
-    if not hub_offline():
-        why = hub_reachable()
-        if why is not None:
-            try:  # a complete cached snapshot still serves
-                return Path(snapshot_download(repo_id, cache_dir=str(hub_cache_dir()), local_files_only=True))
-            except Exception:
-                raise _unreachable(repo_id, f"the Hub is {why}") from None
-    try:
-        return Path(
-            snapshot_download(
-                repo_id, cache_dir=str(hub_cache_dir()), local_files_only=hub_offline(), endpoint=hub_endpoint()
-            )
-        )
+    cache = hub_cache_dir()
+    try:  # a complete cached snapshot serves, without a request
+        return Path(snapshot_download(repo_id, cache_dir=str(cache), local_files_only=True))
     except Exception as e:
-        raise fail(
-            repo_id, "a Hub model id (cached, or downloadable when online)", f"{type(e).__name__}: {one_line(e)[:200]}"
-        ) from None
+        if hub_offline():
+            raise fail(
+                repo_id,
+                f"a Hub model id already in the local cache ({cache}) because HF_HUB_OFFLINE=1",
+                f"no complete cached snapshot ({type(e).__name__}); run once online, unset HF_HUB_OFFLINE, "
+                "or pass a local directory",
+            ) from None
+    why = hub_reachable()
+    if why is not None:
+        raise _unreachable(repo_id, f"the Hub is {why}")
+    folder = repo_folder(repo_id, cache)
+    return contained(
+        folder,
+        hub_download.download_snapshot(repo_id, folder, endpoint=hub_endpoint()),
+        what=f"the downloaded snapshot of {repo_id}",
+    )

@@ -48,6 +48,7 @@ from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES
 from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
+from flax_posenc.conversion.outputs import check_apart, protected_paths
 from flax_posenc.conversion.source_record import verdict
 from flax_posenc.errors import CheckpointError, PositionLimitError
 from flax_posenc.extend import METHODS, extend_table
@@ -278,6 +279,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    check_apart(args.out, protected_paths(args.source), containing_ok=True)  # never into the checkpoint
     out = writable_dir(args.out)
     record = load_source(args.source, args.family)
     for path in make_figures(record, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args)):

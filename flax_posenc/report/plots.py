@@ -45,7 +45,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
+import tempfile
 import textwrap
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -242,9 +244,21 @@ def _title(fig, text: str, *, random_init: bool = False) -> None:
 
 
 def _save(fig, path: str | Path) -> Path:
+    """Write the figure to a temporary file beside ``path``, then rename it over ``path``: a
+    symbolic link (or anything) already at ``path`` is replaced, never written through."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, dpi=100, format=path.suffix.lstrip(".") or "png")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
