@@ -35,6 +35,7 @@ __all__ = [
     "limit_name",
     "length_verdict",
     "lowest_position",
+    "prefix_text",
     "rope_limit_reason",
     "verdict_line",
 ]
@@ -119,6 +120,11 @@ def rope_limit_reason(
     return larger_of(parts)
 
 
+def prefix_text(n: int) -> str:
+    """``" + 1 class token"``, ``" + class and distillation tokens"``, ``""`` or ``" + n prefix tokens"``."""
+    return {0: "", 1: " + 1 class token", 2: " + class and distillation tokens"}.get(n, f" + {n} prefix tokens")
+
+
 def grid_phrase(grid: tuple[int, int], prefix_tokens: int = 0, detail: str = "") -> str:
     """``"a 14 x 14 grid of patches + 1 class token (197 positions)"``: what a position grid holds;
     ``detail`` (the image and patch sizes) goes in the parentheses.
@@ -127,11 +133,8 @@ def grid_phrase(grid: tuple[int, int], prefix_tokens: int = 0, detail: str = "")
     'a 14 x 14 grid of patches + 1 class token (197 positions; 224 px / 16)'
     """
     gh, gw = grid
-    prefix = {0: "", 1: " + 1 class token", 2: " + class and distillation tokens"}.get(
-        prefix_tokens, f" + {prefix_tokens} prefix tokens"
-    )
     more = f"; {detail}" if detail else ""
-    return f"a {gh} x {gw} grid of patches{prefix} ({prefix_tokens + gh * gw} positions{more})"
+    return f"a {gh} x {gw} grid of patches{prefix_text(prefix_tokens)} ({prefix_tokens + gh * gw} positions{more})"
 
 
 def describe_grid(name: str, grid: tuple[int, int], prefix_tokens: int = 0, detail: str = "") -> str:
