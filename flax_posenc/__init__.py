@@ -16,9 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from flax_posenc._version import __version__ as __version__
 from flax_posenc.errors import CheckpointError, PositionLimitError
-
-__version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS = {
