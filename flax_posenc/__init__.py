@@ -16,87 +16,33 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from flax_posenc._version import __version__ as __version__
 from flax_posenc.errors import CheckpointError, PositionLimitError
 
-__version__ = "0.1.0"
 
-# public name -> module that defines it
-_EXPORTS = {
-    "sinusoidal_frequencies": "flax_posenc.sinusoid_math",
-    "sinusoidal_table": "flax_posenc.sinusoidal",
-    "sinusoidal_encoding": "flax_posenc.sinusoidal",
-    "lookup_positions": "flax_posenc.lookup",
-    "check_positions": "flax_posenc.limits",
-    "describe_limit": "flax_posenc.limits",
-    "position_errors": "flax_posenc.overflow",
-    "checkify_errors": "flax_posenc.overflow",
-    "packed_positions": "flax_posenc.lookup",
-    "sequential_positions": "flax_posenc.lookup",
-    "padding_aware_positions": "flax_posenc.lookup",
-    "RopeConfig": "flax_posenc.rope_config",
-    "AlibiConfig": "flax_posenc.alibi_config",
-    "rope_inverse_frequencies": "flax_posenc.rope_config",
-    "alibi_slopes": "flax_posenc.alibi_config",
-    "rotary_cos_sin": "flax_posenc.rope",
-    "apply_rotary": "flax_posenc.rope",
-    "apply_rope": "flax_posenc.rope",
-    "apply_rope_qk": "flax_posenc.rope",
-    "alibi_bias": "flax_posenc.alibi",
-    "alibi_bias_from_positions": "flax_posenc.alibi",
-    "relative_position_bucket": "flax_posenc.relative_bias",
-    "relative_position_bias": "flax_posenc.relative_bias",
-    "BucketConfig": "flax_posenc.relative_bias_config",
-    "RelativeBiasSpec": "flax_posenc.relative_bias_config",
-    "PositionSpec": "flax_posenc.spec",
-    "InputSpec": "flax_posenc.spec",
-    "deberta_relative_positions": "flax_posenc.deberta",
-    "DebertaRelativeConfig": "flax_posenc.deberta_config",
-    "save_orbax": "flax_posenc.orbax_io",
-    "load_orbax": "flax_posenc.orbax_io",
-    "resize_grid": "flax_posenc.grids",
-    "sincos_2d_table": "flax_posenc.grid_sincos",
-    "resize_patch_grid": "flax_posenc.grids",
-    "GridConvention": "flax_posenc.grid_config",
-    "GRID_CONVENTIONS": "flax_posenc.grid_config",
-    "GridSpec": "flax_posenc.grid_config",
-    "MRopeConfig": "flax_posenc.mrope_config",
-    "mrope_positions": "flax_posenc.mrope_config",
-    "mrope_cos_sin": "flax_posenc.mrope",
-    "apply_mrope": "flax_posenc.mrope",
-}
-_SUBMODULES = {
-    "nnx",
-    "linen",
-    "conversion",
-    "analysis",
-    "extend",
-    "plots",
-    "lookup",
-    "sinusoidal",
-    "sinusoid_math",
-    "block",
-    "spec",
-    "rope",
-    "alibi",
-    "rope_config",
-    "alibi_config",
-    "overflow",
-    "limits",
-    "relative_bias",
-    "relative_bias_config",
-    "deberta",
-    "deberta_config",
-    "orbax_io",
-    "progress",
-    "grids",
-    "grid_config",
-    "grid_sincos",
-    "mrope",
-    "mrope_config",
-}
+def _public_names() -> tuple[dict[str, str], dict[str, str]]:
+    """``(name -> module defining it, submodule name -> module path)``, read from the ``if
+    TYPE_CHECKING:`` block at the end of this file: the one list of public names, which type
+    checkers and IDEs read too. A name imported from ``flax_posenc`` or ``flax_posenc.report``
+    is a submodule (``fp.nnx``, ``fp.plots``)."""
+    import ast
+    import pathlib
 
-#: submodules that live in the reporting wing (``flax_posenc.plots`` still imports: an alias module)
-_WING = {"analysis": "flax_posenc.report.analysis", "plots": "flax_posenc.report.plots"}
+    tree = ast.parse(pathlib.Path(__file__).read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    names: dict[str, str] = {}
+    submodules: dict[str, str] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.module is not None
+        for alias in node.names:
+            if node.module in ("flax_posenc", "flax_posenc.report"):
+                submodules[alias.name] = f"{node.module}.{alias.name}"
+            else:
+                names[alias.name] = node.module
+    return names, submodules
+
+
+_EXPORTS, _SUBMODULES = _public_names()
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
 
@@ -105,7 +51,7 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     elif name in _SUBMODULES:
-        value = importlib.import_module(_WING.get(name, f"flax_posenc.{name}"))
+        value = importlib.import_module(_SUBMODULES[name])
     else:
         raise AttributeError(f"module 'flax_posenc' has no attribute {name!r}")
     globals()[name] = value
@@ -116,8 +62,35 @@ def __dir__():
     return sorted(__all__)
 
 
-if TYPE_CHECKING:  # let type checkers and IDEs see the real names
-    from flax_posenc import conversion, linen, nnx  # noqa: F401
+if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads it); type checkers see them
+    from flax_posenc import (  # noqa: F401
+        alibi,
+        alibi_config,
+        block,
+        conversion,
+        deberta,
+        deberta_config,
+        extend,
+        grid_config,
+        grid_sincos,
+        grids,
+        limits,
+        linen,
+        lookup,
+        mrope,
+        mrope_config,
+        nnx,
+        orbax_io,
+        overflow,
+        progress,
+        relative_bias,
+        relative_bias_config,
+        rope,
+        rope_config,
+        sinusoid_math,
+        sinusoidal,
+        spec,
+    )
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
@@ -138,6 +111,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
     from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec  # noqa: F401
+    from flax_posenc.report import analysis, plots  # noqa: F401
     from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401
     from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies  # noqa: F401
     from flax_posenc.sinusoid_math import sinusoidal_frequencies  # noqa: F401

@@ -45,6 +45,7 @@ import numpy as np
 
 from flax_posenc import overflow
 from flax_posenc.alibi_config import AlibiConfig, alibi_slopes
+from flax_posenc.limits import ALIBI_LIMIT_REASON, limit_name
 
 __all__ = [
     "AlibiConfig",
@@ -65,7 +66,7 @@ def _guard(positions, config: AlibiConfig, on_overflow: overflow.OverflowPolicy,
     if config.max_positions is None:
         limit = overflow.Limit(2**31, name=f"ALiBi {what} (int32 positions)", signed=True)
     else:
-        limit = overflow.Limit(config.max_positions, name=f"ALiBi {what} (configured limit {config.max_positions})")
+        limit = overflow.Limit(config.max_positions, name=limit_name(f"ALiBi {what}", ALIBI_LIMIT_REASON))
     return overflow.guard_positions(positions, limit, on_overflow)
 
 
@@ -150,7 +151,7 @@ def alibi_bias(
     >>> fp.alibi_bias(fp.AlibiConfig(4, max_positions=8), 2, 9)
     Traceback (most recent call last):
     ...
-    flax_posenc.errors.PositionLimitError: ALiBi key positions (configured limit 8) holds 8 positions (0..7); asked for position 8, 1 past the end
+    flax_posenc.errors.PositionLimitError: ALiBi key positions (configured limit; ALiBi itself has none) holds 8 positions (0..7); asked for position 8, 1 past the end
     """
     key_length = query_length if key_length is None else key_length
     for name, n in (("query_length", query_length), ("key_length", key_length)):

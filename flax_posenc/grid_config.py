@@ -38,18 +38,99 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc.errors import CheckpointError
+from flax_posenc.limits import prefix_text
+
 __all__ = [
     "GRID_CONVENTIONS",
     "MAX_GRID_SIDE",
+    "MAX_IMAGE_SIDE",
+    "MAX_PATCHES",
     "MODEL_TYPE_CONVENTIONS",
     "GridConvention",
     "GridSpec",
     "convention_for",
+    "grid_of_rows",
+    "image_grid",
+    "positive_pair",
+    "prefix_text",
     "resize_matrix",
 ]
 
 #: patches along one side of a grid (a 16-px patch at 1 Mpx a side: 65536); bounds the matrices.
 MAX_GRID_SIDE = 1 << 16
+#: pixels along one side of an image (2**16 px: 64 times a 1024-px ViT input).
+MAX_IMAGE_SIDE = 1 << 16
+#: patches in one resized grid (2**22: a 2048 x 2048 grid).
+MAX_PATCHES = 1 << 22
+
+
+# ----------------------------------------------------------------------------- grid geometry
+# (numpy floor: the checkpoint reader and the jax core both ask it)
+
+
+def _fail(where: object, expected: str, found: str) -> CheckpointError:
+    return CheckpointError(f"{where}: expected {expected}, found {found}")
+
+
+def _positive_int(value: Any, field: str, where: object, bound: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise _fail(where, f"{field} as a positive integer", repr(value)[:80])
+    if value > bound:
+        raise _fail(where, f"{field} at most {bound}", repr(value)[:80])
+    return int(value)
+
+
+def positive_pair(value: Any, field: str, where: object, bound: int) -> tuple[int, int]:
+    """``224`` or ``(224, 224)`` -> ``(224, 224)``, each a positive integer at most ``bound``."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise _fail(where, f"{field} as one integer or (height, width)", repr(value)[:80])
+        return _positive_int(value[0], field, where, bound), _positive_int(value[1], field, where, bound)
+    side = _positive_int(value, field, where, bound)
+    return side, side
+
+
+def image_grid(image_size: Any, patch_size: Any, *, where: object = "image_size") -> tuple[int, int]:
+    """The ``(gh, gw)`` patch grid of an image: ``image_size / patch_size`` along each side.
+
+    Raises:
+      ValueError: (a :class:`~flax_posenc.CheckpointError`) a size that is not a positive
+        integer, an image side past :data:`MAX_IMAGE_SIDE`, a patch size that does not divide
+        the image size, or more than :data:`MAX_PATCHES` patches; one line naming the field.
+
+    >>> image_grid(448, 16)
+    (28, 28)
+    >>> image_grid(230, 16)
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.CheckpointError: image_size: expected image_size divisible by patch_size 16, found 230 x 230 px
+    """
+    h, w = positive_pair(image_size, "image_size", where, MAX_IMAGE_SIDE)
+    ph, pw = positive_pair(patch_size, "patch_size", where, MAX_IMAGE_SIDE)
+    if h % ph or w % pw:
+        patch = f"{ph}" if ph == pw else f"{ph} x {pw}"
+        raise _fail(where, f"image_size divisible by patch_size {patch}", f"{h} x {w} px")
+    gh, gw = h // ph, w // pw
+    if gh * gw > MAX_PATCHES:
+        raise _fail(where, f"at most {MAX_PATCHES} patches", f"{gh} x {gw} = {gh * gw} patches")
+    return gh, gw
+
+
+def grid_of_rows(rows: int, prefix_tokens: int, *, where: object = "grid table") -> tuple[int, int]:
+    """The square ``(g, g)`` grid of a table of ``rows = prefix_tokens + g * g`` rows.
+
+    Raises:
+      CheckpointError: ``rows - prefix_tokens`` is not a positive square (one line).
+
+    >>> grid_of_rows(197, 1)
+    (14, 14)
+    """
+    patches = rows - prefix_tokens
+    side = math.isqrt(patches) if patches > 0 else 0
+    if side == 0 or side * side != patches:
+        raise _fail(where, f"{prefix_tokens} prefix rows + a square grid of patches", f"{rows} rows")
+    return side, side
 
 
 @dataclasses.dataclass(frozen=True)

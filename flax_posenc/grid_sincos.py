@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from flax_posenc.conversion.grid_tables import MAX_PATCHES
-from flax_posenc.grid_config import MAX_GRID_SIDE
+from flax_posenc.grid_config import MAX_GRID_SIDE, MAX_PATCHES
 from flax_posenc.sinusoid_math import round_once
 
 __all__ = ["SINCOS_2D_LAYOUTS", "sincos_2d_table"]

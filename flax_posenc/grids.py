@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flax_posenc.conversion.grid_tables import grid_of_rows, image_grid, prefix_text
 from flax_posenc.errors import PositionLimitError
-from flax_posenc.grid_config import MAX_GRID_SIDE, convention_for, resize_matrix
+from flax_posenc.grid_config import MAX_GRID_SIDE, convention_for, grid_of_rows, image_grid, resize_matrix
+from flax_posenc.limits import describe_grid
 
 __all__ = ["add_grid_positions", "grid_of_tokens", "grid_pair", "resize_grid", "resize_patch_grid"]
 
@@ -225,8 +225,7 @@ def add_grid_positions(
     if (gh, gw) != (th, tw):
         if not interpolate:
             raise PositionLimitError(
-                f"{name} holds a {th} x {tw} grid of patches{prefix_text(prefix_tokens)} "
-                f"({prefix_tokens + th * tw} positions); "
+                f"{describe_grid(name, (th, tw), prefix_tokens)}; "
                 f"asked for a {gh} x {gw} grid ({tokens} positions): pass interpolate=True to resize it (fp.resize_grid)"
             )
         resized = resize_patch_grid(

@@ -6,23 +6,37 @@ as the on-device guard (:mod:`flax_posenc.overflow`), whose run-time errors call
 verdict all read alike::
 
     gpt2 position table (wpe.weight) holds 1024 positions (0..1023); asked for position 1024, 1 past the end
+
+Every "holds" phrase is built here: :func:`describe_limit` (N positions), :func:`limit_name`
+(what holds them and why: :func:`rope_limit_reason`, :data:`ALIBI_LIMIT_REASON`),
+:func:`describe_grid` (a grid of patches) and :func:`describe_seconds` (seconds of audio). A
+record names the config field its limit comes from (``max_position_embeddings``, or a GGUF
+file's ``llama.context_length``) through ``length_field``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from flax_posenc.errors import PositionLimitError
 
 __all__ = [
+    "ALIBI_LIMIT_REASON",
     "OVERFLOW_POLICIES",
     "NoLimit",
     "OverflowPolicy",
     "check_policy",
     "check_positions",
+    "describe_grid",
     "describe_limit",
+    "describe_seconds",
+    "grid_phrase",
+    "limit_name",
     "length_verdict",
     "lowest_position",
+    "prefix_text",
+    "rope_limit_reason",
     "verdict_line",
 ]
 
@@ -62,6 +76,79 @@ def describe_limit(name: str, rows: int, offset: int = 0, *, unit: str = "positi
     usable = rows - offset
     reserved = f" after {offset} reserved rows" if offset else ""
     return f"{name} holds {usable} {unit}{'' if usable == 1 else 's'} (0..{usable - 1}){reserved}"
+
+
+#: Why an ALiBi model has the limit it has: its config sets one (ALiBi's bias has none).
+ALIBI_LIMIT_REASON = "configured limit; ALiBi itself has none"
+
+
+def limit_name(what: str, reason: str = "", *, of: str | None = None) -> str:
+    """What holds the positions, why, and of which SOURCE: the subject of every limit sentence.
+
+    >>> limit_name("llama3 RoPE", "max_position_embeddings 8192")
+    'llama3 RoPE (max_position_embeddings 8192)'
+    >>> limit_name("llama llama3 RoPE", "max_position_embeddings 8192", of="path/to/llama")
+    'llama llama3 RoPE (max_position_embeddings 8192) of path/to/llama'
+    """
+    name = f"{what} ({reason})" if reason else what
+    return f"{name} of {of}" if of else name
+
+
+def larger_of(parts: Sequence[str]) -> str:
+    """``""``, the one part, or ``"the larger of A and B"``."""
+    return (parts[0] if len(parts) == 1 else f"the larger of {' and '.join(parts)}") if parts else ""
+
+
+def rope_limit_reason(
+    max_position_embeddings: int | None,
+    scaled_limit: int | None = None,
+    factor: float | None = None,
+    trained_length: int | None = None,
+    *,
+    length_field: str = "max_position_embeddings",
+) -> str:
+    """Why a RoPE model holds the positions it holds: its declared length and its scaled one.
+
+    >>> rope_limit_reason(8192, 65536, 8.0, 8192)
+    'the larger of max_position_embeddings 8192 and scaled 8 x 8192 = 65536'
+    >>> rope_limit_reason(4096, length_field="llama.context_length")
+    'llama.context_length 4096'
+    """
+    parts = [f"{length_field} {max_position_embeddings}"] if max_position_embeddings else []
+    if scaled_limit is not None:
+        parts.append(f"scaled {factor:g} x {trained_length} = {scaled_limit}")
+    return larger_of(parts)
+
+
+def prefix_text(n: int) -> str:
+    """``" + 1 class token"``, ``" + class and distillation tokens"``, ``""`` or ``" + n prefix tokens"``."""
+    return {0: "", 1: " + 1 class token", 2: " + class and distillation tokens"}.get(n, f" + {n} prefix tokens")
+
+
+def grid_phrase(grid: tuple[int, int], prefix_tokens: int = 0, detail: str = "") -> str:
+    """``"a 14 x 14 grid of patches + 1 class token (197 positions)"``: what a position grid holds;
+    ``detail`` (the image and patch sizes) goes in the parentheses.
+
+    >>> grid_phrase((14, 14), 1, "224 px / 16")
+    'a 14 x 14 grid of patches + 1 class token (197 positions; 224 px / 16)'
+    """
+    gh, gw = grid
+    more = f"; {detail}" if detail else ""
+    return f"a {gh} x {gw} grid of patches{prefix_text(prefix_tokens)} ({prefix_tokens + gh * gw} positions{more})"
+
+
+def describe_grid(name: str, grid: tuple[int, int], prefix_tokens: int = 0, detail: str = "") -> str:
+    """``"<name> holds a 14 x 14 grid of patches + 1 class token (197 positions)"`` (:func:`grid_phrase`).
+
+    >>> describe_grid("position grid", (2, 2))
+    'position grid holds a 2 x 2 grid of patches (4 positions)'
+    """
+    return f"{name} holds {grid_phrase(grid, prefix_tokens, detail)}"
+
+
+def describe_seconds(name: str, seconds: str, positions: int, per_second: float) -> str:
+    """``"<name> holds 30 s of audio (1500 positions at 50 per second)"``."""
+    return f"{name} holds {seconds} of audio ({positions} positions at {per_second:g} per second)"
 
 
 def check_positions(

@@ -3,8 +3,8 @@
 Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 (``nn.with_logical_partitioning``), so ``nn.get_partition_spec`` and
 ``nn.logical_to_mesh_sharding`` work with your rules. As in NNX, each module's first field is
-its spec (or config) and ``from_arguments(...)`` takes the flat arguments; a flat call still
-works but is deprecated (a ``DeprecationWarning``).
+its spec (or config), and a module is built from its flat arguments too, as ``nn.Dense(features)``
+is: ``LearnedPositionalEmbedding(1024, 768)`` is ``LearnedPositionalEmbedding.from_arguments(1024, 768)``.
 
 >>> import jax, jax.numpy as jnp
 >>> import flax_posenc as fp
@@ -46,7 +46,6 @@ from flax_posenc.shells import (
     learned_spec,
     relative_bias_source,
     sinusoidal_spec,
-    warn_flat,
 )
 from flax_posenc.sinusoid_math import Layout
 
@@ -58,7 +57,7 @@ def _param(module: nn.Module, name: str, init, shape, dtype, axes=None):
 
 
 class _SpecOrFlatArguments(type):
-    """Sends a deprecated flat call ``Module(flat...)`` to ``Module.from_arguments`` (with a DeprecationWarning).
+    """Sends a flat call ``Module(flat...)`` to ``Module.from_arguments`` (the module's one field is its spec).
 
     A module class names its spec type (``_spec_type``) and its flat call (``_flat_names``). Any
     call with a spec (``clone`` and the transforms pass ``spec=``) is the dataclass's own; a spec
@@ -79,7 +78,6 @@ class _SpecOrFlatArguments(type):
                     f"found both: a spec and {sorted(extra)}"
                 )
             return super().__call__(*args, **kwargs)
-        warn_flat(cls.__name__, flat_names, spec_type.__name__)
         return cls.from_arguments(*args, **kwargs)  # type: ignore[attr-defined]
 
 
@@ -129,8 +127,8 @@ class SinusoidalPositionalEncoding(_PositionShell):
     """Vaswani et al.'s fixed encoding; no parameters (see the NNX module of the same name).
 
     The field ``spec`` is a :class:`~flax_posenc.block.PositionSpec` of kind ``"sinusoidal"``;
-    :meth:`from_arguments` takes the flat arguments (the flat call
-    ``SinusoidalPositionalEncoding(dim, ...)`` is deprecated: a ``DeprecationWarning``).
+    :meth:`from_arguments` takes the flat arguments, and so does the flat call
+    ``SinusoidalPositionalEncoding(dim, ...)``.
 
     >>> from flax_posenc.block import PositionSpec
     >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512)).apply({}, length=128).shape
@@ -173,8 +171,7 @@ class LearnedPositionalEmbedding(_PositionShell):
 
     The field ``spec`` is a :class:`~flax_posenc.block.PositionSpec` of kind ``"learned"``; the
     parameter is ``embedding``, shape ``(offset + num_positions, dim)``. :meth:`from_arguments`
-    takes the flat arguments (the flat call ``LearnedPositionalEmbedding(num_positions, dim)`` is
-    deprecated: a ``DeprecationWarning``).
+    takes the flat arguments, and so does the flat call ``LearnedPositionalEmbedding(num_positions, dim)``.
 
     >>> import jax
     >>> from flax_posenc.block import PositionSpec
@@ -237,8 +234,7 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
     same names and shapes, and identical parameters give identical outputs. Build it from a
     spec, ``TransformerInput(spec)``, or from the spec's flat arguments with
     :meth:`from_arguments` (``TransformerInput.from_arguments(vocab_size, dim, num_positions=...)``,
-    the NNX names). The flat call ``TransformerInput(vocab_size, dim, ...)`` still works but is
-    deprecated (a ``DeprecationWarning``).
+    the NNX names), which the flat call ``TransformerInput(vocab_size, dim, ...)`` is too.
 
     Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``; it
     is on when ``deterministic=False`` is given to the call or, failing that, set as a field
@@ -476,8 +472,7 @@ class RelativePositionBias(nn.Module, metaclass=_SpecOrFlatArguments):
 
     The field ``spec`` is a :class:`~flax_posenc.RelativeBiasSpec`; parameter ``embedding``
     ``(num_rows, num_heads)``, logical axes ``(None, "heads")``. :meth:`from_arguments` takes the
-    flat arguments (the flat call ``RelativePositionBias(num_heads, num_buckets=...)`` is
-    deprecated: a ``DeprecationWarning``).
+    flat arguments, and so does the flat call ``RelativePositionBias(num_heads, num_buckets=...)``.
 
     >>> import jax
     >>> import flax_posenc as fp
@@ -550,8 +545,8 @@ class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
 
     The field ``spec`` is a :class:`~flax_posenc.GridSpec`; the parameter is ``embedding``,
     ``(prefix_tokens + gh * gw, dim)``, logical axes ``(None, "embed")``; :meth:`from_pretrained`
-    returns ``(module, variables)``. :meth:`from_arguments` takes the flat arguments (the flat
-    call ``PatchPositionalEmbedding(grid, dim, ...)`` is deprecated: a ``DeprecationWarning``).
+    returns ``(module, variables)``. :meth:`from_arguments` takes the flat arguments, and so does
+    the flat call ``PatchPositionalEmbedding(grid, dim, ...)``.
 
     >>> import jax, jax.numpy as jnp
     >>> import flax_posenc as fp

@@ -7,9 +7,9 @@ Every module is built from a spec -- :class:`~flax_posenc.block.InputSpec`,
 :class:`~flax_posenc.block.PositionSpec`, :class:`~flax_posenc.RelativeBiasSpec`,
 :class:`~flax_posenc.GridSpec`, :class:`~flax_posenc.RopeConfig`, :class:`~flax_posenc.AlibiConfig`
 -- plus only its module concerns (dtypes, initializer, ``on_overflow``, ``rngs``, ...); each
-spec-built module also has ``from_arguments(...)`` for the flat arguments. A flat call such as
-``LearnedPositionalEmbedding(1024, 768, rngs=...)`` still works but is deprecated (a
-``DeprecationWarning`` naming your line).
+module is built from its flat arguments too, as ``nnx.Embed(num_embeddings, features, rngs=...)``
+is: ``LearnedPositionalEmbedding(1024, 768, rngs=...)`` builds the spec inside (the same as
+``from_arguments(...)``), and ``Module(spec)`` keeps a spec you built.
 
 >>> import jax.numpy as jnp
 >>> from flax import nnx
@@ -49,7 +49,6 @@ from flax_posenc.shells import (
     relative_bias_source,
     sinusoidal_spec,
     spec_or_flat,
-    warn_flat,
 )
 from flax_posenc.sinusoid_math import Layout
 
@@ -117,8 +116,8 @@ class SinusoidalPositionalEncoding(_PositionShell):
     device (:func:`~flax_posenc.sinusoidal_encoding`).
 
     Build it from a spec, ``SinusoidalPositionalEncoding(PositionSpec("sinusoidal", dim, ...))``,
-    or from flat arguments with :meth:`from_arguments`; the flat call
-    ``SinusoidalPositionalEncoding(dim, ...)`` still works but is deprecated (a ``DeprecationWarning``).
+    or from its flat arguments, ``SinusoidalPositionalEncoding(dim, ...)`` (the same as
+    :meth:`from_arguments`).
 
     Args:
       spec: a :class:`~flax_posenc.block.PositionSpec` of kind ``"sinusoidal"`` (``dim``;
@@ -187,9 +186,8 @@ class LearnedPositionalEmbedding(_PositionShell):
     traced positions follow ``on_overflow`` -- never JAX's silent clamp or NaN unless asked.
 
     Build it from a spec, ``LearnedPositionalEmbedding(PositionSpec("learned", dim, num_positions),
-    rngs=...)``, or from flat arguments with :meth:`from_arguments`; the flat call
-    ``LearnedPositionalEmbedding(num_positions, dim, rngs=...)`` still works but is deprecated
-    (a ``DeprecationWarning``).
+    rngs=...)``, or from its flat arguments, ``LearnedPositionalEmbedding(num_positions, dim,
+    rngs=...)`` (the same as :meth:`from_arguments`).
 
     Args:
       spec: a :class:`~flax_posenc.block.PositionSpec` of kind ``"learned"`` (``num_positions``:
@@ -278,18 +276,18 @@ class TransformerInput(nnx.Module):
 
     Build it from a spec, ``TransformerInput(spec, rngs=...)``, or from the spec's flat
     arguments with :meth:`from_arguments`, ``TransformerInput.from_arguments(vocab_size, dim,
-    num_positions=..., rngs=...)``. The flat call ``TransformerInput(vocab_size, dim, ...)`` still
-    works but is deprecated (a ``DeprecationWarning``).
+    num_positions=..., rngs=...)``, which the flat call ``TransformerInput(vocab_size, dim, ...,
+    rngs=...)`` is too.
 
     Args:
-      spec: an :class:`~flax_posenc.block.InputSpec` (deprecated: ``vocab_size`` followed by ``dim``).
+      spec: an :class:`~flax_posenc.block.InputSpec`, or ``vocab_size`` followed by ``dim``.
       dropout_rate: dropout on the output.
       deterministic: ``True`` (the default: inference, no dropout) or ``False``; set by
         ``model.train()`` / ``model.eval()`` as for ``nnx.Dropout``, overridden per call.
       param_dtype: dtype parameters are stored in.
       embedding_init: initializer of the embedding tables.
       rngs: ``nnx.Rngs`` (``params``; ``dropout`` when ``dropout_rate > 0``).
-      **spec_arguments: deprecated here (use :meth:`from_arguments`): the flat arguments of the
+      **spec_arguments: with the flat call (as :meth:`from_arguments`): the flat arguments of the
         spec (instead of ``spec``):
 
         - ``vocab_size``, ``dim``: token vocabulary size, model width.
@@ -345,8 +343,6 @@ class TransformerInput(nnx.Module):
         rngs: nnx.Rngs,
         **spec_arguments,
     ):
-        if not isinstance(spec, InputSpec):
-            warn_flat("TransformerInput", "vocab_size, dim, ...", "InputSpec")
         self.spec = spec = InputSpec.of(spec, dim, **spec_arguments)
         self.on_overflow = block.policy_of(spec.position, on_overflow)
         shapes = spec.param_shapes()
@@ -650,9 +646,8 @@ class RelativePositionBias(nnx.Module):
     from the saturation distance on share the last bucket (see :mod:`flax_posenc.relative_bias_config`).
 
     Build it from a spec, ``RelativePositionBias(RelativeBiasSpec(num_heads, BucketConfig(...)),
-    rngs=...)``, or from flat arguments with :meth:`from_arguments`; the flat call
-    ``RelativePositionBias(num_heads, num_buckets=..., rngs=...)`` still works but is deprecated
-    (a ``DeprecationWarning``).
+    rngs=...)``, or from its flat arguments, ``RelativePositionBias(num_heads, num_buckets=...,
+    rngs=...)`` (the same as :meth:`from_arguments`).
 
     Args:
       spec: a :class:`~flax_posenc.RelativeBiasSpec`: ``num_heads``, ``buckets`` (a
@@ -761,9 +756,8 @@ class PatchPositionalEmbedding(nnx.Module):
     with :meth:`from_pretrained`). The core is :func:`~flax_posenc.grids.add_grid_positions`.
 
     Build it from a spec, ``PatchPositionalEmbedding(GridSpec(grid, dim, ...), rngs=...)``, or
-    from flat arguments with :meth:`from_arguments`; the flat call
-    ``PatchPositionalEmbedding(grid, dim, ..., rngs=...)`` still works but is deprecated (a
-    ``DeprecationWarning``).
+    from its flat arguments, ``PatchPositionalEmbedding(grid, dim, ..., rngs=...)`` (the same as
+    :meth:`from_arguments`).
 
     Args:
       spec: a :class:`~flax_posenc.GridSpec`: ``grid`` (``(gh, gw)`` patches the table was

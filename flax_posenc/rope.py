@@ -45,7 +45,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flax_posenc import overflow
+from flax_posenc import limits, overflow
+from flax_posenc.limits import rope_limit_reason
 from flax_posenc.rope_config import (
     ROPE_LAYOUTS,
     ROPE_TYPES,
@@ -68,20 +69,16 @@ __all__ = [
 
 
 def limit_name(config: RopeConfig) -> str:
-    """``"llama3 RoPE (max_position_embeddings 131072)"``: the limit's name in error messages.
+    """``"llama3 RoPE (max_position_embeddings 131072)"``: the limit's name in error messages, in
+    the words of the command line's ``check`` (:func:`flax_posenc.limits.rope_limit_reason`).
 
     >>> limit_name(RopeConfig(head_dim=8, rope_type="linear", factor=2.0, max_position_embeddings=16))
-    'linear RoPE (the larger of max_position_embeddings 16 and scaled limit 32)'
+    'linear RoPE (the larger of max_position_embeddings 16 and scaled 2 x 16 = 32)'
     """
-    parts = []
-    if config.max_position_embeddings is not None:
-        parts.append(f"max_position_embeddings {config.max_position_embeddings}")
-    if config.scaled_limit is not None:
-        parts.append(f"scaled limit {config.scaled_limit}")
-    if not parts:
-        return f"{config.rope_type} RoPE"
-    why = parts[0] if len(parts) == 1 else f"the larger of {' and '.join(parts)}"
-    return f"{config.rope_type} RoPE ({why})"
+    reason = rope_limit_reason(
+        config.max_position_embeddings, config.scaled_limit, config.effective_factor, config.trained_length
+    )
+    return limits.limit_name(f"{config.rope_type} RoPE", reason)
 
 
 def default_positions(length: int, start: int | jax.Array = 0):

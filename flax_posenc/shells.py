@@ -3,10 +3,11 @@
 The contract: every module is built from a spec (a frozen record: :class:`~flax_posenc.block.InputSpec`,
 :class:`~flax_posenc.block.PositionSpec`, :class:`~flax_posenc.RelativeBiasSpec`,
 :class:`~flax_posenc.GridSpec`, :class:`~flax_posenc.RopeConfig`, :class:`~flax_posenc.AlibiConfig`)
-plus its module concerns (dtypes, initializers, ``on_overflow``, ``rngs``, ...); the flat
-arguments are the classmethod ``from_arguments``. :func:`spec_or_flat` is what a constructor does
-with its leading arguments: a spec is checked and kept, flat arguments still build one but warn
-(:func:`warn_flat`, a ``DeprecationWarning`` naming the user's line).
+plus its module concerns (dtypes, initializers, ``on_overflow``, ``rngs``, ...). The flat
+arguments, as in ``nnx.Embed(num_embeddings, features, rngs=...)``, are first-class too:
+``Module(*flat)`` and the classmethod ``Module.from_arguments(*flat)`` build the same spec.
+:func:`spec_or_flat` is what a constructor does with its leading arguments: a spec is checked and
+kept, flat arguments build one.
 
 :class:`RotaryCalls` and :class:`ALiBiCalls` are plain mixins (not modules): each shell's
 ``RotaryEmbedding`` / ``ALiBiBias`` inherits its ``__call__`` (and ``rotate_qk``) from them, so
@@ -18,13 +19,9 @@ the two frameworks' modules run the same lines over :mod:`flax_posenc.rope` and
 from __future__ import annotations
 
 import os
-import sys
-import types
-import warnings
 from collections.abc import Callable
 from typing import Any
 
-import flax
 import jax
 import jax.numpy as jnp
 
@@ -50,15 +47,7 @@ __all__ = [
     "relative_bias_source",
     "sinusoidal_spec",
     "spec_or_flat",
-    "user_stacklevel",
-    "warn_flat",
 ]
-
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-#: frames a deprecation warning looks past: the shells (and this file), and flax (NNX calls ``__init__``)
-_SKIPPED = tuple(_HERE + f for f in ("nnx.py", "linen.py", "shells.py")) + (
-    os.path.dirname(os.path.abspath(flax.__file__)) + os.sep,
-)
 
 
 def sinusoidal_spec(
@@ -129,32 +118,6 @@ def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, i
     )
 
 
-def user_stacklevel() -> int:
-    """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the first frame outside the shells and flax."""
-    frame: types.FrameType | None = sys._getframe(2)  # the caller of the function that warns
-    level = 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_SKIPPED):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def warn_flat(module: str, flat: str, spec: str) -> None:
-    """The ``DeprecationWarning`` of a flat call ``module(flat)``, reported at the user's line.
-
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as seen:
-    ...     warnings.simplefilter("always")
-    ...     warn_flat("LearnedPositionalEmbedding", "num_positions, dim, ...", "PositionSpec")
-    >>> str(seen[0].message)
-    'LearnedPositionalEmbedding(num_positions, dim, ...): deprecated, use LearnedPositionalEmbedding(PositionSpec(...)) or LearnedPositionalEmbedding.from_arguments(num_positions, dim, ...)'
-    """
-    warnings.warn(
-        f"{module}({flat}): deprecated, use {module}({spec}(...)) or {module}.from_arguments({flat})",
-        DeprecationWarning,
-        stacklevel=user_stacklevel(),
-    )
-
-
 def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
@@ -181,11 +144,11 @@ def spec_or_flat(
     flat_names: str,
     kind: str | None = None,
 ) -> Any:
-    """What a constructor does with its leading arguments: ``spec`` kept, or flat ones built (deprecated).
+    """What a constructor does with its leading arguments: ``spec`` kept, or flat ones built.
 
     ``spec`` of ``spec_type`` (checked against ``kind`` when given) must come alone; anything
-    else is the first flat argument: ``build(spec, *flat, **arguments)`` makes the spec, with
-    :func:`warn_flat`'s ``DeprecationWarning`` (``flat_names`` spells the flat call).
+    else is the first flat argument: ``build(spec, *flat, **arguments)`` makes the spec (the
+    flat call, as first-class as the spec; ``flat_names`` spells it in messages).
 
     Raises:
       TypeError: a spec together with flat arguments (their names are listed).
@@ -198,7 +161,6 @@ def spec_or_flat(
                 f"found both: a spec and {given}"
             )
         return spec if kind is None else check_kind(spec, kind, module)
-    warn_flat(module, flat_names, spec_type.__name__)
     return build(spec, *flat, **arguments)
 
 

@@ -31,14 +31,41 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from flax_posenc.sinusoid_math import sinusoidal_frequencies
 
-if TYPE_CHECKING:
-    from flax_posenc.conversion.table import PositionTable
+
+class TableLike(Protocol):
+    """What :func:`summarize` reads of a table (a :class:`~flax_posenc.conversion.table.PositionTable`,
+    one floor up, which this numpy floor does not import)."""
+
+    @property
+    def weights(self) -> np.ndarray: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def dtype(self) -> Any: ...
+
 
 DEFAULT_MAX_ROWS = 4096
 Metric = Literal["dot", "cosine"]
@@ -663,7 +690,7 @@ class TableReport:
         return "\n".join(lines)
 
 
-def summarize(table: PositionTable, *, max_rows: int = DEFAULT_MAX_ROWS) -> TableReport:
+def summarize(table: TableLike, *, max_rows: int = DEFAULT_MAX_ROWS) -> TableReport:
     """Gather the properties of a loaded table (what ``flax-posenc inspect`` prints).
 
     Args:

@@ -98,14 +98,14 @@ def test_limit_under_the_overflow_rule():
     fp.alibi_bias(cfg, 32)
     with pytest.raises(
         PositionLimitError,
-        match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
+        match=r"^ALiBi key positions \(configured limit; ALiBi itself has none\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
     ):
         fp.alibi_bias(cfg, 33)
     f = fp.position_errors(jax.jit(lambda q, k: fp.alibi_bias_from_positions(cfg, q, k)))
     assert f(jnp.arange(4), jnp.arange(32)).shape == (4, 4, 32)
     with pytest.raises(
         PositionLimitError,
-        match=r"^ALiBi key positions \(configured limit 32\) holds 32 positions \(0..31\); asked for position 39, 8 past the end$",
+        match=r"^ALiBi key positions \(configured limit; ALiBi itself has none\) holds 32 positions \(0..31\); asked for position 39, 8 past the end$",
     ):
         f(jnp.arange(4), jnp.arange(40))
 

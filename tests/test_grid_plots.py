@@ -46,7 +46,9 @@ def test_grid_figures_render_and_say_random(tmp_path, figures):
     sim, resize = figures
     for fig in figures:
         assert fig.get_suptitle().startswith("RANDOMLY INITIALISED weights")
-        assert "grid 4 x 4 patches (32 px / 8) + 1 class token" in fig.get_suptitle().replace("\n", " ")
+        assert "a 4 x 4 grid of patches + 1 class token (17 positions; 32 px / 8)" in fig.get_suptitle().replace(
+            "\n", " "
+        )
     # the mosaic: the small map at row i, column j is patch (i, j)'s similarity to every patch
     image = sim.axes[0].get_images()[0].get_array()
     expected = _reference_similarity(grid.patches.astype(np.float64))

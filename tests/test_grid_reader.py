@@ -75,12 +75,14 @@ def test_inspect_source_reports_a_grid_mechanism(checkpoints, model_type, kinds,
 def test_inspect_text_and_json(checkpoints, capsys):
     _, path = checkpoints["deit"]
     assert main(["inspect", str(path)]) == 0
-    assert "grid 4 x 4 patches (32 px / 8) + class and distillation tokens" in capsys.readouterr().out
+    assert (
+        "a 4 x 4 grid of patches + class and distillation tokens (18 positions; 32 px / 8)" in capsys.readouterr().out
+    )
     assert main(["inspect", str(path), "--json"]) == 0
     mech = json.loads(capsys.readouterr().out)["mechanisms"][0]
     assert mech["kind"] == "grid" and mech["grid"] == [4, 4] and mech["prefix_tokens"] == 2
     assert mech["patch_size"] == [8, 8] and mech["image_size"] == [32, 32]
-    assert mech["sentence"] == "grid 4 x 4 patches (32 px / 8) + class and distillation tokens"
+    assert mech["sentence"] == "a 4 x 4 grid of patches + class and distillation tokens (18 positions; 32 px / 8)"
 
 
 def test_check_image_size(checkpoints, capsys):

@@ -109,7 +109,7 @@ class Rope:
 
 
 class Alibi:
-    name = "ALiBi query positions (configured limit 8) holds 8"
+    name = "ALiBi query positions (configured limit; ALiBi itself has none) holds 8"
 
     def build(self, policy):
         return fp.nnx.ALiBiBias(fp.AlibiConfig(2, max_positions=LIMIT), causal=False, on_overflow=policy)

@@ -28,13 +28,14 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in (ROOT / "flax_posenc").rglob("*.py")}
 
 
-def imports(name: str) -> list[tuple[str, bool]]:
-    """``(imported name, inside a function)`` for every import of ``name``'s file."""
+def imports(name: str, *, type_checking: bool = False) -> list[tuple[str, bool]]:
+    """``(imported name, inside a function)`` for every import of ``name``'s file (with
+    ``type_checking``, those of ``if TYPE_CHECKING`` blocks too)."""
     found = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test) and not type_checking:
                 continue
             inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             if isinstance(child, ast.Import):
@@ -221,3 +222,78 @@ def test_old_paths_are_aliases_of_the_wing():
 
 def arrows_of(module: str) -> set[str]:
     return {b for a, b in graph()[0] if a == module}
+
+
+# ----------------------------------------------------------------------------- floors
+
+#: The shells: the NNX and Linen modules, their shared construction, ``from_pretrained`` and
+#: the orbax writer it uses (orbax, and with it jax, imported only when a file is written).
+SHELLS = {
+    "flax_posenc.nnx",
+    "flax_posenc.linen",
+    "flax_posenc.shells",
+    "flax_posenc.pretrained",
+    "flax_posenc.orbax_io",
+}
+
+#: The floors, lowest first: the numpy floor (specs, configs, limits, numpy math), then the
+#: checkpoint reader (``conversion``) and the jax core side by side, then the shells, then the
+#: reporting wing, then the package's ``__init__``. An arrow may stay on its floor or go down;
+#: conversion and the jax core never import each other.
+FLOORS = {"numpy floor": 0, "conversion": 1, "jax core": 1, "shells": 2, "report wing": 3, "package": 4}
+
+
+def floor_of(module: str) -> str:
+    """The floor ``module`` stands on (the jax core: every other module whose imports reach jax)."""
+    if module == "flax_posenc":
+        return "package"
+    if in_wing(module):
+        return "report wing"
+    if module in SHELLS:
+        return "shells"
+    if module.startswith("flax_posenc.conversion"):
+        return "conversion"
+    return "jax core" if module in graph()[1] else "numpy floor"
+
+
+def arrows_against_the_floors() -> list[str]:
+    """``"a (floor) -> b (floor)"`` for every own import, at any depth and in ``TYPE_CHECKING``
+    blocks too, that goes up a floor or across between conversion and the jax core."""
+    bad = []
+    for name in sorted(MODULES):
+        for imported, _ in imports(name, type_checking=True):
+            target = next((c for c in (imported, imported.rpartition(".")[0]) if c in MODULES), None)
+            if target is None or target == name:
+                continue
+            a, b = floor_of(name), floor_of(target)
+            if FLOORS[b] > FLOORS[a] or (a != b and FLOORS[a] == FLOORS[b]):
+                bad.append(f"{name} ({a}) -> {target} ({b})")
+    return sorted(set(bad))
+
+
+def test_every_arrow_goes_down_the_floors():
+    assert floor_of("flax_posenc.grid_config") == floor_of("flax_posenc.grid_sincos") == "numpy floor"
+    assert floor_of("flax_posenc.grids") == floor_of("flax_posenc.rope") == "jax core"
+    assert floor_of("flax_posenc.conversion.models") == "conversion" and floor_of("flax_posenc.nnx") == "shells"
+    assert floor_of("flax_posenc.report.cli") == floor_of("flax_posenc.plots") == "report wing"
+    assert arrows_against_the_floors() == []
+
+
+def test_the_floor_check_sees_an_arrow_against_them(monkeypatch):
+    """The check is not vacuous: an import of the checkpoint reader from the jax core (what
+    ``grids.py`` once did), and one hidden in a ``TYPE_CHECKING`` block of the numpy floor, are named."""
+    real = imports
+
+    def more(name: str, *, type_checking: bool = False):
+        extra = []
+        if name == "flax_posenc.grids":
+            extra = [("flax_posenc.conversion.grid_tables", False)]
+        if name == "flax_posenc.limits" and type_checking:
+            extra = [("flax_posenc.overflow", False)]
+        return real(name, type_checking=type_checking) + extra
+
+    monkeypatch.setitem(globals(), "imports", more)
+    assert arrows_against_the_floors() == [
+        "flax_posenc.grids (jax core) -> flax_posenc.conversion.grid_tables (conversion)",
+        "flax_posenc.limits (numpy floor) -> flax_posenc.overflow (jax core)",
+    ]

@@ -71,16 +71,16 @@ def test_nnx_and_linen_from_spec_equal_from_flat_kwargs_under_jit():
         np.testing.assert_array_equal(np.asarray(apply(module, variables, ids, types, mask)), expected)
 
 
-def test_flat_calls_are_deprecated_and_build_what_from_arguments_builds():
-    with pytest.warns(DeprecationWarning, match=r"^TransformerInput\(vocab_size, dim, ...\): deprecated, use") as seen:
+def test_flat_calls_are_first_class_and_build_what_from_arguments_builds():
+    """``TransformerInput(vocab_size, dim, ...)`` as ``nnx.Embed(num_embeddings, features, ...)``: no warning."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
         old = fp.nnx.TransformerInput(VOCAB, DIM, **FLAT, dropout_rate=0.1, rngs=nnx.Rngs(3))
-    assert seen[0].filename == __file__  # the user's line is named, not flax's
+        linen_old = fp.linen.TransformerInput(vocab_size=VOCAB, dim=DIM, **FLAT, dropout_rate=0.1)
+    assert [str(w.message) for w in seen] == []
     new = fp.nnx.TransformerInput.from_arguments(VOCAB, DIM, **FLAT, dropout_rate=0.1, rngs=nnx.Rngs(3))
     assert old.spec == new.spec and old.dropout.rate == new.dropout.rate == 0.1
     jax.tree.map(np.testing.assert_array_equal, old.params(), new.params())
-    with pytest.warns(DeprecationWarning, match=r"^TransformerInput\(vocab_size, dim, ...\): deprecated, use") as seen:
-        linen_old = fp.linen.TransformerInput(vocab_size=VOCAB, dim=DIM, **FLAT, dropout_rate=0.1)
-    assert seen[0].filename == __file__
     linen_new = fp.linen.TransformerInput.from_arguments(VOCAB, DIM, **FLAT, dropout_rate=0.1)
     assert linen_old == linen_new and linen_new.spec == new.spec and linen_new.dropout_rate == 0.1
     with warnings.catch_warnings():

@@ -77,6 +77,13 @@ def test_a_toy_kind_shows_in_the_cli(toy, capsys):
     assert code == 1 and json.loads(out)["excess"] == 2
 
 
+def test_a_toy_kind_without_figures_is_not_plotted(toy, tmp_path):
+    from flax_posenc.report.plots import figure_jobs
+
+    with pytest.raises(ValueError, match=r"nothing to plot \(mechanisms: toy_window; none has figures\)"):
+        figure_jobs(inspect_source(toy), tmp_path / "figures")
+
+
 def test_a_toy_kind_shows_on_the_generated_pages(toy):
     coverage = _script("coverage_script", "benchmarks/coverage.py")
     assert any(line.startswith("| `toy_window` | a made-up window") for line in coverage.mechanism_kinds())

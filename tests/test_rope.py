@@ -258,7 +258,7 @@ def test_positions_past_the_limit_raise():
     fp.rotary_cos_sin(jnp.arange(32), cfg)
     with pytest.raises(
         PositionLimitError,
-        match=r"^linear RoPE \(the larger of max_position_embeddings 16 and scaled limit 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
+        match=r"^linear RoPE \(the larger of max_position_embeddings 16 and scaled 2 x 16 = 32\) holds 32 positions \(0..31\); asked for position 32, 1 past the end$",
     ):
         fp.rotary_cos_sin(jnp.arange(33), cfg)
     with pytest.raises(TypeError, match="positions: expected an integer array"):

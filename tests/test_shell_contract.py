@@ -10,9 +10,9 @@ For each module the library ships in both frameworks:
 5. ``from_pretrained`` round-trips: the module written to its checkpoint format and read back
    has the same parameters and outputs (rows with a checkpoint format);
 6. it is built from a spec plus module concerns: ``Module.from_arguments(*flat)`` builds what
-   ``Module(spec)`` builds (same spec, parameter shapes and outputs), and the deprecated flat call
-   ``Module(*flat)`` still does, with one ``DeprecationWarning`` reported at the caller's line
-   (rows with flat arguments; RoPE and ALiBi take their config).
+   ``Module(spec)`` builds (same spec, parameter shapes and outputs), and so does the flat call
+   ``Module(*flat)``, first-class as in ``nnx.Embed(num_embeddings, features, rngs=...)``: no
+   warning (rows with flat arguments; RoPE and ALiBi take their config).
 
 References are the row's own eager calls one example at a time (for 2 and 3) and the expected
 names, shapes and axes written out below from the module docstrings (for 1 and 4). What each
@@ -294,23 +294,19 @@ FLAT = [r for r in ROWS if r.flat]
 
 
 @pytest.mark.parametrize("row", FLAT, ids=[r.name for r in FLAT])
-def test_from_arguments_builds_the_spec_module_and_the_flat_call_warns_once(row):
+def test_from_arguments_and_the_flat_call_build_the_spec_module_without_a_warning(row):
     args, kwargs = row.flat
     module, linen = row.nnx(), row.linen()
     nnx_type, linen_type = type(module), type(linen)
     rngs = (lambda: {"rngs": nnx.Rngs(0)}) if row.params else dict  # parameter-free modules take no rngs
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the spec and from_arguments forms do not warn
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")  # the spec, from_arguments and flat forms do not warn
         built = nnx_type.from_arguments(*args, **kwargs, **rngs())
         linen_built = linen_type.from_arguments(*args, **kwargs)
         variables = _linen_variables(row, linen)
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
         flat = nnx_type(*args, **kwargs, **rngs())
         linen_flat = linen_type(*args, **kwargs)
-    assert [(w.category, w.filename) for w in seen] == [(DeprecationWarning, __file__)] * 2  # once each, our line
-    for w, cls in zip(seen, (nnx_type, linen_type)):
-        assert str(w.message).startswith(f"{cls.__name__}(") and f"{cls.__name__}.from_arguments(" in str(w.message)
+    assert [str(w.message) for w in seen] == []
     assert built.spec == flat.spec == module.spec and linen_built == linen_flat == linen
     e = row.example(0)
     call_args, call_kwargs = row.call(e)

@@ -120,10 +120,18 @@ def mechanism_kinds() -> tuple[str, list[str]]:
         return ", ".join(_code(r.removeprefix("flax_posenc.conversion.")) for r, _ in k.registries) or "read with RoPE"
 
     rows = [
-        (name, k.summary, k.limit_unit, k.tower, ", ".join(_code(t.__name__) for t in k.record_types), registries(k))
+        (
+            name,
+            k.summary,
+            k.limit_unit,
+            k.tower,
+            ", ".join(_code(t.__name__) for t in k.record_types),
+            registries(k),
+            k.figures or "none",
+        )
         for name, k in MECHANISMS.items()
     ]
-    header = ("kind", "what", "limit counts", "tower", "records", "registries")
+    header = ("kind", "what", "limit counts", "tower", "records", "registries", "figures")
     return "`flax_posenc.conversion.mechanisms.MECHANISMS`", _table(header, rows)
 
 

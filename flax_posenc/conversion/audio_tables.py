@@ -34,7 +34,7 @@ import numpy as np
 from flax_posenc.conversion.families import Family
 from flax_posenc.conversion.position_tables import read_position_table
 from flax_posenc.conversion.table import PositionTable, TableBacked
-from flax_posenc.limits import describe_limit, length_verdict
+from flax_posenc.limits import describe_limit, describe_seconds, length_verdict
 from flax_posenc.sinusoid_math import sinusoidal_values
 
 __all__ = ["AUDIO_TABLE_FAMILIES", "AudioTableFamily", "AudioTableSource", "read_audio_table", "seconds_verdict"]
@@ -150,10 +150,7 @@ class AudioTableSource(TableBacked):
         'whisper_encoder position table (encoder.embed_positions.weight) of demo holds 30 s of audio (1500 positions at 50 per second); asked for 31 s (1550 positions): 1 s past the limit (split longer audio into 30 s windows)'
         """
         positions = math.ceil(seconds * self.positions_per_second - 1e-9)
-        holds = (
-            f"{self.name} holds {_seconds(self.seconds_limit)} of audio "
-            f"({self.limit} positions at {self.positions_per_second:g} per second)"
-        )
+        holds = describe_seconds(self.name, _seconds(self.seconds_limit), self.limit, self.positions_per_second)
         asked = f"{_seconds(seconds)} ({positions} positions)"
         if positions <= self.limit:
             pad = f", padded to the {_seconds(self.seconds_limit)} window" if self.family_row.fixed_window else ""

@@ -27,13 +27,12 @@ SigLIP (64) are learned tables of :data:`~flax_posenc.conversion.position_tables
 >>> g = GridTable(np.zeros((197, 8), np.float32), family="vit", key="pos", prefix_tokens=1,
 ...               patch_size=(16, 16), image_size=(224, 224), model_type="vit")
 >>> g.grid, g.describe()
-((14, 14), 'grid 14 x 14 patches (224 px / 16) + 1 class token')
+((14, 14), 'a 14 x 14 grid of patches + 1 class token (197 positions; 224 px / 16)')
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -44,6 +43,15 @@ import numpy as np
 from flax_posenc.conversion.readers import fail, read_float
 from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.conversion.table import TableBacked
+from flax_posenc.grid_config import (
+    MAX_IMAGE_SIDE,
+    MAX_PATCHES,
+    grid_of_rows,
+    image_grid,
+    positive_pair,
+    prefix_text,
+)
+from flax_posenc.limits import grid_phrase
 
 __all__ = [
     "GRID_FAMILIES",
@@ -57,13 +65,6 @@ __all__ = [
     "load_grid_table",
     "prefix_text",
 ]
-
-#: pixels along one side of an image (2**16 px: 64 times a 1024-px ViT input).
-MAX_IMAGE_SIDE = 1 << 16
-#: patches in one resized grid (2**22: a 2048 x 2048 grid).
-MAX_PATCHES = 1 << 22
-
-_PREFIX_NAMES = {0: "", 1: " + 1 class token", 2: " + class and distillation tokens"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,66 +137,6 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
         )
     }
 )
-
-
-def _positive_int(value: Any, field: str, where: object, bound: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise fail(where, f"{field} as a positive integer", repr(value)[:80])
-    if value > bound:
-        raise fail(where, f"{field} at most {bound}", repr(value)[:80])
-    return int(value)
-
-
-def _pair(value: Any, field: str, where: object, bound: int) -> tuple[int, int]:
-    """``224`` or ``(224, 224)`` -> ``(224, 224)``, each a positive integer at most ``bound``."""
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2:
-            raise fail(where, f"{field} as one integer or (height, width)", repr(value)[:80])
-        return _positive_int(value[0], field, where, bound), _positive_int(value[1], field, where, bound)
-    side = _positive_int(value, field, where, bound)
-    return side, side
-
-
-def image_grid(image_size: Any, patch_size: Any, *, where: object = "image_size") -> tuple[int, int]:
-    """The ``(gh, gw)`` patch grid of an image: ``image_size / patch_size`` along each side.
-
-    Raises:
-      ValueError: (a :class:`~flax_posenc.CheckpointError`) a size that is not a positive
-        integer, an image side past :data:`MAX_IMAGE_SIDE`, a patch size that does not divide
-        the image size, or more than :data:`MAX_PATCHES` patches; one line naming the field.
-
-    >>> image_grid(448, 16)
-    (28, 28)
-    >>> image_grid(230, 16)
-    Traceback (most recent call last):
-    ...
-    flax_posenc.errors.CheckpointError: image_size: expected image_size divisible by patch_size 16, found 230 x 230 px
-    """
-    h, w = _pair(image_size, "image_size", where, MAX_IMAGE_SIDE)
-    ph, pw = _pair(patch_size, "patch_size", where, MAX_IMAGE_SIDE)
-    if h % ph or w % pw:
-        patch = f"{ph}" if ph == pw else f"{ph} x {pw}"
-        raise fail(where, f"image_size divisible by patch_size {patch}", f"{h} x {w} px")
-    gh, gw = h // ph, w // pw
-    if gh * gw > MAX_PATCHES:
-        raise fail(where, f"at most {MAX_PATCHES} patches", f"{gh} x {gw} = {gh * gw} patches")
-    return gh, gw
-
-
-def grid_of_rows(rows: int, prefix_tokens: int, *, where: object = "grid table") -> tuple[int, int]:
-    """The square ``(g, g)`` grid of a table of ``rows = prefix_tokens + g * g`` rows.
-
-    Raises:
-      CheckpointError: ``rows - prefix_tokens`` is not a positive square (one line).
-
-    >>> grid_of_rows(197, 1)
-    (14, 14)
-    """
-    patches = rows - prefix_tokens
-    side = math.isqrt(patches) if patches > 0 else 0
-    if side == 0 or side * side != patches:
-        raise fail(where, f"{prefix_tokens} prefix rows + a square grid of patches", f"{rows} rows")
-    return side, side
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,9 +213,9 @@ class GridTable:
         return self.weights[self.prefix_tokens :].reshape(*self.grid, self.dim)
 
     def describe(self) -> str:
-        """``"grid 14 x 14 patches (224 px / 16) + 1 class token"``."""
-        gh, gw = self.grid
-        return f"grid {gh} x {gw} patches ({self._image_text()} px / {self._patch_text()}){prefix_text(self.prefix_tokens)}"
+        """``"a 14 x 14 grid of patches + 1 class token (197 positions; 224 px / 16)"``: what the
+        grid holds, in the words of the run-time error (:func:`flax_posenc.limits.grid_phrase`)."""
+        return grid_phrase(self.grid, self.prefix_tokens, f"{self._image_text()} px / {self._patch_text()}")
 
     def __repr__(self) -> str:
         return (
@@ -282,11 +223,6 @@ class GridTable:
             f"prefix_tokens={self.prefix_tokens}, dim={self.dim}, patch_size={self.patch_size}, "
             f"image_size={self.image_size}, source={self.source!r})"
         )
-
-
-def prefix_text(n: int) -> str:
-    """``" + 1 class token"``, ``" + class and distillation tokens"``, ``""`` or ``" + n prefix tokens"``."""
-    return _PREFIX_NAMES.get(n, f" + {n} prefix tokens")
 
 
 def _family_of(model_type: object) -> GridFamily | None:
@@ -336,7 +272,7 @@ def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> 
     for field in ("image_size", "patch_size"):
         if field not in section:
             raise fail(f"{field_where}{field}", f"{field} in config.json", "none")
-        sizes[field] = _pair(section[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
+        sizes[field] = positive_pair(section[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
     image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
     keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
     if len(keys) != 1:
@@ -389,7 +325,7 @@ class GridSource(TableBacked):
         return f"{name} of {self.table.source}" if self.table.source else name
 
     def describe_limit(self) -> str:
-        """``"vit position grid (...) of SOURCE holds grid 14 x 14 patches (224 px / 16) + 1 class token"``."""
+        """``"vit position grid (...) of SOURCE holds a 14 x 14 grid of patches + 1 class token (197 positions; 224 px / 16)"``."""
         return f"{self.name} holds {self.table.describe()}"
 
     def check_length(self, length: int) -> tuple[bool, str]:

@@ -129,6 +129,8 @@ class MechanismKind:
       read: ``(row, ReadContext) -> records`` (``None`` with no registries).
       tower: the tower its rows serve unless a row names its own ``tower``.
       details: ``record -> dict``: its part of ``Mechanism.to_dict()``.
+      figures: which figures ``flax-posenc plot`` draws of it (:mod:`flax_posenc.report.plots`):
+        ``"table"`` (a record with a ``table``), ``"grid"``, ``"relative"``, or ``None``: none.
     """
 
     name: str
@@ -140,6 +142,7 @@ class MechanismKind:
     read: Reader | None = None
     tower: str = "text"
     details: Callable[[Any], dict[str, Any]] = record_details
+    figures: str | None = None
 
     @property
     def rows(self) -> Mapping[str, Any]:
@@ -344,6 +347,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             ),
             _read_learned,
             details=table_details,
+            figures="table",
         ),
         MechanismKind(
             "sinusoidal",
@@ -354,6 +358,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             (("flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES", COMPUTED_SINUSOID_FAMILIES),),
             lambda row, ctx: [computed_sinusoid_from_dict(ctx.config, row.name, ctx.text, ctx.config_path)],
             details=table_details,
+            figures="table",  # a sinusoidal:L:D table; a computed one has none
         ),
         MechanismKind(
             "rope",
@@ -363,6 +368,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             (RelativeConfig,),
             ((f"{_RELATIVE} (scheme rope)", _relative_rows("rope")),),
             _read_relative,
+            figures="relative",
         ),
         MechanismKind(
             "nope",
@@ -379,6 +385,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             (RelativeConfig,),
             ((f"{_RELATIVE} (scheme alibi)", _relative_rows("alibi")),),
             _read_relative,
+            figures="relative",
         ),
         MechanismKind(
             "mrope",
@@ -397,6 +404,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             (RelativeBiasSource,),
             (("flax_posenc.conversion.relative_bias.RELATIVE_BIAS_FAMILIES", RELATIVE_BIAS_FAMILIES),),
             _read_relative_bias,
+            figures="relative",
         ),
         MechanismKind(
             "deberta_relative",
@@ -417,6 +425,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             lambda row, ctx: [GridSource(load_grid_table(ctx.source, family=row.name))],
             tower="vision",
             details=grid_details,
+            figures="grid",
         ),
         MechanismKind(
             "none",

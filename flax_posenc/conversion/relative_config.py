@@ -62,7 +62,14 @@ from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
 from flax_posenc.errors import CheckpointError
-from flax_posenc.limits import NoLimit, verdict_line
+from flax_posenc.limits import (
+    ALIBI_LIMIT_REASON,
+    NoLimit,
+    describe_limit,
+    limit_name,
+    rope_limit_reason,
+    verdict_line,
+)
 from flax_posenc.mrope_config import MRopeConfig
 from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, RopeLayout, scaling_of
 
@@ -439,6 +446,8 @@ class RelativeConfig:
       rope: the :class:`~flax_posenc.RopeConfig` (``None`` for ALiBi; the text tower's for M-RoPE).
       mrope: the :class:`~flax_posenc.MRopeConfig` of an ``"mrope"`` scheme, else ``None``.
       alibi: the :class:`~flax_posenc.AlibiConfig` (``None`` for RoPE).
+      length_field: the field the file holds its length in, as the limit sentence names it
+        (``max_position_embeddings``; a GGUF file's ``llama.context_length``).
       num_heads: attention heads.
       layer_type: the ``layer_types`` entry this record serves (``None``: not per layer type).
       layers: the layers it serves (``None``: every layer).
@@ -452,6 +461,7 @@ class RelativeConfig:
     num_heads: int
     rope: RopeConfig | None = None
     alibi: AlibiConfig | None = None
+    length_field: str = "max_position_embeddings"
     layer_type: str | None = None
     layers: tuple[int, ...] | None = None
     mrope: Any = None
@@ -464,23 +474,27 @@ class RelativeConfig:
         return self.rope.limit if self.rope is not None else cast(AlibiConfig, self.alibi).limit
 
     def describe_limit(self) -> str:
-        """One phrase naming the limit and where it comes from."""
-        name = f"{self.family} {self.label} of {self.source}"
+        """One phrase naming the limit and where it comes from, in the words of the run-time error
+        (:mod:`flax_posenc.limits`: :func:`~flax_posenc.limits.rope_limit_reason`)."""
+        what = f"{self.family} {self.label}"
         if self.rope is not None:
             r = self.rope
             if r.no_limit_reason is not None:
-                return f"{name} has no limit ({r.no_limit_reason})"
+                return f"{limit_name(what, of=self.source)} has no limit ({r.no_limit_reason})"
             if r.limit is None:
-                return f"{name} has no configured limit"
-            parts = [f"max_position_embeddings {r.max_position_embeddings}"] if r.max_position_embeddings else []
-            if r.scaled_limit is not None:
-                parts.append(f"scaled {r.effective_factor:g} x {r.trained_length} = {r.scaled_limit}")
-            why = parts[0] if len(parts) == 1 else f"the larger of {' and '.join(parts)}"
-            return f"{name} holds {r.limit} positions (0..{r.limit - 1}; {why})"
+                return f"{limit_name(what, of=self.source)} has no configured limit"
+            reason = rope_limit_reason(
+                r.max_position_embeddings,
+                r.scaled_limit,
+                r.effective_factor,
+                r.trained_length,
+                length_field=self.length_field,
+            )
+            return describe_limit(limit_name(what, reason, of=self.source), r.limit)
         limit = cast(AlibiConfig, self.alibi).max_positions  # one of rope and alibi is set
         if limit is None:
-            return f"{name} has no configured limit (ALiBi extrapolates)"
-        return f"{name} holds {limit} positions (0..{limit - 1}; configured, ALiBi itself has none)"
+            return f"{limit_name(what, of=self.source)} has no configured limit (ALiBi extrapolates)"
+        return describe_limit(limit_name(what, ALIBI_LIMIT_REASON, of=self.source), limit)
 
     @property
     def scheme_name(self) -> str:

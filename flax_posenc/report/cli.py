@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flax_posenc import __version__
+from flax_posenc._version import __version__
 from flax_posenc.conversion import LearnedTableSource, export_position_table, inspect_source, load_position_table
 from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES

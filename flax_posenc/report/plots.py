@@ -60,6 +60,7 @@ import numpy as np
 from flax_posenc.alibi_config import AlibiConfig, alibi_slopes
 from flax_posenc.bounds import MAX_PLOT_LINES, check_bound
 from flax_posenc.conversion.grid_tables import image_grid
+from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.report import analysis
 from flax_posenc.sinusoid_math import sinusoidal_frequencies  # the loader's convention (interleaved)
 from flax_posenc.table_properties import Metric
@@ -812,8 +813,11 @@ def plot_relative_bias_source(source: Any, out_dir: str | Path, *, prefix: str =
 # --------------------------------------------------------------------------- any SOURCE record
 
 
-#: Mechanism kinds with figures: tables, RoPE, ALiBi and relative biases.
-_PLOTTED_KINDS = ("learned", "sinusoidal", "rope", "alibi", "relative_bias", "grid")
+def _has_figures(mechanism: Any) -> bool:
+    """Whether its kind has figures (``MECHANISMS[kind].figures``: tables, grids, RoPE, ALiBi and
+    relative biases); a ``"table"`` kind only with a table (not a computed sinusoid)."""
+    figures = MECHANISMS[mechanism.kind].figures
+    return figures is not None and (figures != "table" or mechanism.table is not None)
 
 
 def figure_jobs(
@@ -836,9 +840,7 @@ def figure_jobs(
     """
     mechanisms = getattr(record, "mechanisms", None)
     if mechanisms is not None:  # a ModelRecord: every mechanism that has figures, each under its own prefix
-        plottable = [
-            m for m in mechanisms if m.kind in _PLOTTED_KINDS and (m.kind != "sinusoidal" or m.table is not None)
-        ]
+        plottable = [m for m in mechanisms if _has_figures(m)]
         if not plottable:
             kinds = ", ".join(m.kind for m in mechanisms)
             raise ValueError(f"{record.source}: nothing to plot (mechanisms: {kinds}; none has figures)")
