@@ -63,6 +63,7 @@ _EXPORTS = {
     "mrope_positions": "flax_posenc.mrope_config",
     "mrope_cos_sin": "flax_posenc.mrope",
     "apply_mrope": "flax_posenc.mrope",
+    "rotate_keys": "flax_posenc.rotate",
 }
 _SUBMODULES = {
     "nnx",
@@ -93,6 +94,7 @@ _SUBMODULES = {
     "grid_sincos",
     "mrope",
     "mrope_config",
+    "rotate",
 }
 
 #: submodules that live in the reporting wing (``flax_posenc.plots`` still imports: an alias module)
