@@ -64,6 +64,7 @@ _EXPORTS = {
     "mrope_cos_sin": "flax_posenc.mrope",
     "apply_mrope": "flax_posenc.mrope",
     "rotate_keys": "flax_posenc.rotate",
+    "attention_temperature": "flax_posenc.temperature",
 }
 _SUBMODULES = {
     "nnx",
@@ -95,6 +96,7 @@ _SUBMODULES = {
     "mrope",
     "mrope_config",
     "rotate",
+    "temperature",
 }
 
 #: submodules that live in the reporting wing (``flax_posenc.plots`` still imports: an alias module)

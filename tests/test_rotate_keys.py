@@ -220,7 +220,9 @@ def test_bad_input_one_line():
     with pytest.raises(ValueError, match=r"^k: expected keys shaped \(\.\.\., seq, heads, 8\).*got \(1, 4, 1, 6\)$"):
         fp.rotate_keys(jnp.zeros((1, 4, 1, 6)), 1, cfg)
     other = fp.RopeConfig(head_dim=8, partial_rotary_factor=0.5)
-    with pytest.raises(ValueError, match=r"^to_rope: expected the keys' shape of rotation .* \(8, 8, 'half'\), got \(8, 4"):
+    with pytest.raises(
+        ValueError, match=r"^to_rope: expected the keys' shape of rotation .* \(8, 8, 'half'\), got \(8, 4"
+    ):
         fp.rotate_keys(k, 1, cfg, to_rope=other)
     with pytest.raises(ValueError, match=r"^delta: expected a shape that broadcasts against positions \(4,\)"):
         fp.rotate_keys(k, np.zeros(3, int), cfg)
