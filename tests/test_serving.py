@@ -81,3 +81,97 @@ def test_bad_sinks_and_window_one_line(one_layer):
         llama.generate(model, prompt, 5, sink_tokens=2, window=32)
     with pytest.raises(ValueError, match=r"^sink_tokens: expected a Python int >= 0, got None$"):
         llama.generate(model, prompt, 5, window=16)
+
+
+# ----------------------------------------------------------------------------- LongRoPE's switch
+
+ORIGINAL = 12  # original_max_position_embeddings: crossed a few tokens into decoding
+
+
+def phi3_as_llama(path, layers: int):
+    """A tiny Phi-3 (LongRoPE) and the same weights saved as a Llama checkpoint (fused qkv and
+    gate_up split), for the example Llama to load; returns the Phi-3 torch model."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausalLM
+
+    rng = np.random.default_rng(0)
+    rope = {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "short_factor": list(1.0 + rng.random(8)),
+        "long_factor": list(4.0 + 8 * rng.random(8)),
+        "original_max_position_embeddings": ORIGINAL,
+    }
+    sizes = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=layers)
+    sizes.update(num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=48, rms_norm_eps=1e-6)
+    sizes.update(bos_token_id=1, eos_token_id=None, pad_token_id=999)  # no eos: min_new_tokens would mask it
+    phi3 = Phi3ForCausalLM(Phi3Config(**sizes, original_max_position_embeddings=ORIGINAL, rope_parameters=rope))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in phi3.parameters():
+            p.copy_(torch.randn_like(p) * (0.1 if p.ndim == 1 else 0.2) + (1.0 if p.ndim == 1 else 0.0))
+    state = {}
+    for name, value in phi3.state_dict().items():
+        if name.endswith("qkv_proj.weight"):
+            q, k, v = value.split([64, 32, 32])
+            for part, w in zip("qkv", (q, k, v), strict=True):
+                state[name.replace("qkv_proj", f"{part}_proj")] = w
+        elif name.endswith("gate_up_proj.weight"):
+            gate, up = value.chunk(2)
+            state[name.replace("gate_up_proj", "gate_proj")], state[name.replace("gate_up_proj", "up_proj")] = gate, up
+        else:
+            state[name] = value
+    llama_model = LlamaForCausalLM(LlamaConfig(**sizes, rope_parameters=rope, tie_word_embeddings=False))
+    llama_model.load_state_dict(state, strict=True)
+    llama_model.save_pretrained(path)
+    return phi3.eval()
+
+
+def _switch_reference_logits(phi3, ids, prompt_len):
+    """transformers' logits for every new token: short factors up to position ORIGINAL - 1 (a
+    forward of the first ORIGINAL tokens), long ones after (a forward of them all)."""
+    import torch
+
+    with torch.no_grad():
+        short = phi3(torch.tensor(ids[:, :ORIGINAL])).logits[:, prompt_len - 1 :].double().numpy()
+        long = phi3(torch.tensor(ids[:, :-1])).logits[:, ORIGINAL:].double().numpy()
+    return np.concatenate([short, long], axis=1)
+
+
+def test_longrope_switch_without_prefill_equals_transformers_generate(tmp_path):
+    """One layer: the re-rotated keys are exactly the keys transformers' new prefill makes."""
+    from model_checkpoints import hf_generate
+
+    phi3 = phi3_as_llama(tmp_path, 1)
+    model = llama.from_pretrained(tmp_path)
+    assert model.rope.rope_type == "longrope" and model.rope.original_max_position_embeddings == ORIGINAL
+    prompt = np.random.default_rng(2).integers(0, 1000, (2, 8))
+    steps = 14  # positions 8 .. 21: the switch at position 12
+    ids, logits = serving.generate_longrope(model, prompt, steps, return_logits=True)
+    # transformers' Phi-3 drops its cache at the switch and runs a new prefill with the long factors
+    np.testing.assert_array_equal(np.asarray(ids), hf_generate(phi3, prompt, steps))
+    want = _switch_reference_logits(phi3, np.asarray(ids), 8)
+    assert np.abs(np.asarray(logits, np.float64) - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_longrope_switch_in_two_layers(tmp_path):
+    """Two layers: a new prefill inside the program equals transformers; re-rotating only the keys
+    leaves layer 1's cache computed with the short angles in view (measured, not equal)."""
+    from model_checkpoints import hf_generate
+
+    phi3 = phi3_as_llama(tmp_path, 2)
+    model = llama.from_pretrained(tmp_path)
+    prompt = np.random.default_rng(2).integers(0, 1000, (2, 8))
+    ids, logits = serving.generate_longrope(model, prompt, 14, at_switch="prefill", return_logits=True)
+    np.testing.assert_array_equal(np.asarray(ids), hf_generate(phi3, prompt, 14))
+    want = _switch_reference_logits(phi3, np.asarray(ids), 8)
+    assert np.abs(np.asarray(logits, np.float64) - want).max() <= 1e-5 * np.abs(want).max()
+    _, rotated = serving.generate_longrope(model, prompt, 6, return_logits=True)  # new token 5: position 12
+    np.testing.assert_allclose(np.asarray(rotated[:, :5]), want[:, :5], atol=1e-5 * np.abs(want).max())
+    assert np.abs(np.asarray(rotated[:, 5], np.float64) - want[:, 5]).max() > 1e-3 * np.abs(want).max()
+
+
+def test_longrope_switch_needs_long_factors(one_layer):
+    _, model = one_layer
+    with pytest.raises(ValueError, match=r"^rope: a LongRoPE switch needs rope_type 'longrope' with long_factor, got"):
+        serving.generate_longrope(model, np.zeros((1, 4), np.int64), 2)

@@ -167,3 +167,144 @@ def _decode(graphdef, sinks: int, window: int, drop: int, steps: int, state, pro
     carry = (token, cache, jnp.int32(prompt_len), out, all_logits, token == eos)
     _, _, _, out, all_logits, _ = jax.lax.fori_loop(1, steps, step, carry)
     return out, all_logits
+
+
+# ----------------------------------------------------------------------------- LongRoPE's switch
+
+
+class _PinnedRope(fp.RopeConfig):
+    """A ``longrope`` config whose frequencies do not follow the length: the short set (or the long
+    set, copied into ``short_factor``) at every position, so decoding needs no ``seq_len``."""
+
+    @property
+    def needs_length(self) -> bool:
+        return False
+
+
+def pinned_ropes(rope: fp.RopeConfig) -> tuple[fp.RopeConfig, fp.RopeConfig]:
+    """``(short, long)``: ``rope`` (LongRoPE) pinned to its short factors and to its long ones.
+
+    Raises:
+      ValueError: not a ``longrope`` config (no long factors to switch to).
+    """
+    if rope.rope_type != "longrope" or rope.long_factor is None:
+        raise ValueError(
+            f"rope: a LongRoPE switch needs rope_type 'longrope' with long_factor, got rope_type {rope.rope_type!r}"
+        )
+    fields = {f: getattr(rope, f) for f in rope.__dataclass_fields__}
+    return _PinnedRope(**fields), _PinnedRope(**{**fields, "short_factor": rope.long_factor})
+
+
+def _split_with_rope(model, rope):
+    """``nnx.split(model)`` with every ``rope`` attribute equal to ``model.rope`` set to ``rope``."""
+    old = model.rope
+    nodes = [node for _, node in nnx.iter_graph(model) if getattr(node, "rope", None) == old]
+    for node in nodes:
+        node.rope = rope
+    try:
+        return nnx.split(model)
+    finally:
+        for node in nodes:
+            node.rope = old
+
+
+def switch_cache(cache, rope: fp.RopeConfig, *, length: int):
+    """Re-rotate the keys of a cache written with LongRoPE's short factors to its long ones.
+
+    ``cache``: a pytree with ``"k"`` leaves ``(..., batch, slots, kv_heads, head_dim)``, slot ``i``
+    at position ``i``; ``length``: the ``seq_len`` the keys were rotated at (at most
+    ``original_max_position_embeddings``). Exactly the keys a new prefill past the switch would
+    make (:func:`flax_posenc.rotate_keys` with ``to_seq_len = original + 1``).
+    """
+    original = rope.original_max_position_embeddings
+
+    def switch(path, x):
+        if getattr(path[-1], "key", None) != "k":
+            return x
+        where = np.arange(x.shape[x.ndim - 3])
+        return fp.rotate_keys(x, 0, rope, positions=where, seq_len=length, to_seq_len=original + 1).astype(x.dtype)
+
+    return jax.tree_util.tree_map_with_path(switch, cache)
+
+
+def generate_longrope(
+    model, prompt_ids, max_new_tokens: int, *, at_switch: str = "rotate", return_logits: bool = False
+):
+    """Greedy decoding across LongRoPE's switch, the cache re-rotated instead of a new prefill.
+
+    The prompt (unpadded rows of one length) and the tokens up to position
+    ``original_max_position_embeddings - 1`` use the short factors; before the token at position
+    ``original_max_position_embeddings`` every cached key moves to the long factors
+    (:func:`switch_cache`), and decoding goes on with them: transformers' Phi-3 drops its cache
+    there and runs a new prefill with the long factors (``Phi3ForCausalLM.prepare_inputs_for_generation``).
+    Layer 0's keys are then exactly the prefill's; deeper layers keep the values they computed
+    with the short factors in view (``docs/serving.md`` measures both). ``at_switch="prefill"``
+    does what transformers does instead (a new prefill of the ``original`` tokens with the long
+    factors, inside the same program): equal for any depth.
+
+    Returns:
+      ``(batch, prompt_len + max_new_tokens)`` ids (and the new tokens' logits with ``return_logits``).
+
+    Raises:
+      ValueError: not a LongRoPE model, a padded prompt, ``max_new_tokens`` < 1, an unknown ``at_switch``.
+      PositionLimitError: the whole sequence past the model's limit.
+    """
+    prompt = np.asarray(prompt_ids)
+    if prompt.ndim != 2 or not np.issubdtype(prompt.dtype, np.integer) or prompt.shape[1] == 0:
+        raise ValueError(f"prompt_ids: expected (batch, prompt_len) integer ids, got shape {prompt.shape}")
+    steps = _count("max_new_tokens", max_new_tokens, 1)
+    if at_switch not in ("rotate", "prefill"):
+        raise ValueError(f"at_switch: expected 'rotate' (re-rotate the cached keys) or 'prefill', got {at_switch!r}")
+    short, long = pinned_ropes(model.rope)
+    limit = model.rope.limit
+    total = prompt.shape[1] + steps
+    if limit is not None and total > limit:
+        raise fp.PositionLimitError(
+            f"max_new_tokens: {fp.describe_limit('longrope RoPE', limit)}; a prompt of {prompt.shape[1]} tokens "
+            f"plus max_new_tokens={steps} needs {total}, {total - limit} past the end"
+        )
+    short_def, state = _split_with_rope(model, short)
+    long_def, _ = _split_with_rope(model, long)
+    ids, logits = _decode_longrope(
+        short_def, long_def, model.rope, steps, at_switch == "prefill", state, jnp.asarray(prompt, jnp.int32)
+    )
+    ids = jnp.concatenate([jnp.asarray(prompt, jnp.int32), ids], axis=1)
+    return (ids, logits) if return_logits else ids
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _decode_longrope(short_def, long_def, rope, steps: int, prefill: bool, state, prompt):
+    batch, prompt_len = prompt.shape
+    original = rope.original_max_position_embeddings
+    short, long = nnx.merge(short_def, state), nnx.merge(long_def, state)
+    first_model = short if prompt_len <= original else long
+    logits, cache = first_model(prompt, None, cache=first_model.init_cache(batch, prompt_len + steps), start=0)
+    last = logits[:, -1].astype(jnp.float32)
+    token = jnp.argmax(last, axis=-1).astype(jnp.int32)
+    out = jnp.zeros((batch, steps), jnp.int32).at[:, 0].set(token)
+    all_logits = jnp.zeros((batch, steps, last.shape[-1]), jnp.float32).at[:, 0].set(last)
+
+    def run(model):
+        def step(i, carry):  # feed new token i - 1 at position prompt_len + i - 1
+            token, cache, out, all_logits = carry
+            logits, cache = model(token[:, None], None, cache=cache, start=prompt_len + i - 1)
+            last = logits[:, -1].astype(jnp.float32)
+            token = jnp.argmax(last, axis=-1).astype(jnp.int32)
+            return token, cache, out.at[:, i].set(token), all_logits.at[:, i].set(last)
+
+        return step
+
+    carry = (token, cache, out, all_logits)
+    switch = max(1, min(steps, original - prompt_len + 1))  # the first i fed at position >= original
+    if prompt_len <= original:
+        carry = jax.lax.fori_loop(1, switch, run(short), carry)
+        if switch < steps and prefill:  # transformers' way: a new prefill of the first `original` tokens
+            token, cache, out, all_logits = carry
+            seen = jnp.concatenate([prompt, out[:, : original - prompt_len]], axis=1)
+            _, cache = long(seen, None, cache=long.init_cache(batch, prompt_len + steps), start=0)
+            carry = (token, cache, out, all_logits)
+        elif switch < steps:  # the switch: the cached keys move to the long factors
+            token, cache, out, all_logits = carry
+            carry = (token, switch_cache(cache, rope, length=original), out, all_logits)
+    carry = jax.lax.fori_loop(switch, steps, run(long), carry)
+    return carry[2], carry[3]
