@@ -63,6 +63,7 @@ _EXPORTS = {
     "mrope_positions": "flax_posenc.mrope_config",
     "mrope_cos_sin": "flax_posenc.mrope",
     "apply_mrope": "flax_posenc.mrope",
+    "mrope_decode_positions": "flax_posenc.mrope",
     "rotate_keys": "flax_posenc.rotate",
     "attention_temperature": "flax_posenc.temperature",
 }
