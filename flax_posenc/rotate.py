@@ -244,6 +244,9 @@ def rotate_keys(
     if not shape or shape[-1] not in (1, seq):
         raise ValueError(f"positions: expected (..., seq) with seq {seq} (k's axis {seq_axis}), got shape {shape}")
     traced = overflow.is_traced(old) or overflow.is_traced(d)
+    new: Any
+    old_g: Any
+    new_g: Any
     if traced:
         new = jnp.asarray(old, jnp.int32) + jnp.asarray(d, jnp.int32)
     else:

@@ -14,6 +14,8 @@ the two numbers on the layers' record
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -52,11 +54,12 @@ def attention_temperature(
     """
     if isinstance(floor_scale, bool) or not isinstance(floor_scale, (int, np.integer)) or floor_scale < 1:
         raise ValueError(f"floor_scale: expected a positive int (positions per temperature step), got {floor_scale!r}")
-    if not overflow.is_traced(positions) and not isinstance(positions, jax.Array):
-        positions = np.asarray(positions)
-    if not jnp.issubdtype(positions.dtype, jnp.integer):
-        raise TypeError(f"positions: expected integer positions, got dtype {positions.dtype}")
-    if not overflow.is_traced(positions) and np.size(positions) and int(np.min(np.asarray(positions))) < 0:
-        raise ValueError(f"positions: expected positions >= 0, found {int(np.min(np.asarray(positions)))}")
-    steps = (jnp.asarray(positions).astype(jnp.int32) + 1) // np.int32(floor_scale)
+    p: Any = positions
+    if not overflow.is_traced(p) and not isinstance(p, jax.Array):
+        p = np.asarray(p)
+    if not jnp.issubdtype(p.dtype, jnp.integer):
+        raise TypeError(f"positions: expected integer positions, got dtype {p.dtype}")
+    if not overflow.is_traced(p) and np.size(p) and int(np.min(np.asarray(p))) < 0:
+        raise ValueError(f"positions: expected positions >= 0, found {int(np.min(np.asarray(p)))}")
+    steps = (jnp.asarray(p).astype(jnp.int32) + 1) // np.int32(floor_scale)
     return (jnp.log1p(steps.astype(jnp.float32)) * np.float32(attn_scale) + 1).astype(dtype)
