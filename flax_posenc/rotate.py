@@ -20,10 +20,16 @@ numpy, under ``jit``, ``vmap`` and ``scan``); the float32 ``cos(d * w)`` others 
 ``~d * 6e-8`` radians (``docs/figures/rotate_keys_error.png``).
 
 What cannot be moved. ALiBi (its bias depends on the query-key distance only: cached keys need
-nothing) and NoPE (``rope=None``) are the identity. A learned absolute table is added to the
+nothing) and NoPE (``rope=None``) are the identity (Llama 4's NoPE temperature tuning scales
+queries only, so its cached keys need nothing either). A learned absolute table is added to the
 input of the first layer, so the keys of every layer depend on it non-linearly: refused, with one
-line (run a new prefill). An attention whose layer-1 keys depend on position in any other way
-(Llama 4's NoPE temperature tuning scales *queries* only: its keys move freely).
+line (run a new prefill).
+
+What a moved key is not. Each layer's key is moved exactly; but a layer's key also depends on
+the hidden state below it, which attention computed with the tokens (and angles) of its time:
+after a context shift or a LongRoPE switch, the keys of layer 0 equal a new prefill's, those of
+deeper layers keep what the earlier context made of them (llama.cpp and StreamingLLM accept
+this; ``docs/serving.md`` measures it).
 
 MLA (DeepSeek V2/V3): only the decoupled rope head ``k_pe`` (``qk_rope_head_dim`` wide, one
 head) carries positions; the compressed ``kv`` latent is position-free. Move ``k_pe`` alone with
