@@ -231,3 +231,14 @@ def test_bad_input_one_line():
     dyn = fp.RopeConfig(head_dim=8, rope_type="dynamic", factor=2.0, max_position_embeddings=16)
     with pytest.raises(ValueError, match=r"^seq_len: rope_type 'dynamic' depends on the sequence length"):
         jax.jit(lambda k, p: fp.rotate_keys(k, 1, dyn, positions=p))(k, jnp.arange(4))
+
+
+def test_fill_and_clip_policies_for_traced_offsets():
+    cfg = fp.RopeConfig(head_dim=8, max_position_embeddings=16)
+    raw = keys((1, 4, 1, 8), seed=7)
+    k = cached(raw, np.arange(4), cfg)
+    fill = jax.jit(lambda k, d: fp.rotate_keys(k, d, cfg, on_overflow="fill"))(k, jnp.array([[0, 0, 13, 14]]))
+    assert np.isnan(np.asarray(fill)[0, 3]).all() and not np.isnan(np.asarray(fill)[0, :3]).any()
+    assert err(fill[0, :3], rope64(raw[0, :3], np.array([0, 1, 15]), cfg)) < TOL
+    clip = jax.jit(lambda k, d: fp.rotate_keys(k, d, cfg, on_overflow="clip"))(k, jnp.int32(20))
+    assert err(clip, rope64(raw, np.full(4, 15), cfg)) < TOL  # every key clamped to the last position
