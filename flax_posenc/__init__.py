@@ -87,9 +87,11 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
         relative_bias_config,
         rope,
         rope_config,
+        rotate,
         sinusoid_math,
         sinusoidal,
         spec,
+        temperature,
     )
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
@@ -105,7 +107,7 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
         padding_aware_positions,
         sequential_positions,
     )
-    from flax_posenc.mrope import apply_mrope, mrope_cos_sin  # noqa: F401
+    from flax_posenc.mrope import apply_mrope, mrope_cos_sin, mrope_decode_positions  # noqa: F401
     from flax_posenc.mrope_config import MRopeConfig, mrope_positions  # noqa: F401
     from flax_posenc.orbax_io import load_orbax, save_orbax  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
@@ -114,6 +116,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.report import analysis, plots  # noqa: F401
     from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401
     from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies  # noqa: F401
+    from flax_posenc.rotate import rotate_keys  # noqa: F401
     from flax_posenc.sinusoid_math import sinusoidal_frequencies  # noqa: F401
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
     from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401
+    from flax_posenc.temperature import attention_temperature  # noqa: F401

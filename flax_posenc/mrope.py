@@ -30,7 +30,7 @@ from flax_posenc import overflow
 from flax_posenc.mrope_config import MRopeConfig, mrope_positions, section_components
 from flax_posenc.rope import apply_rotary, rotary_cos_sin
 
-__all__ = ["MRopeConfig", "apply_mrope", "mrope_cos_sin", "mrope_positions"]
+__all__ = ["MRopeConfig", "apply_mrope", "mrope_cos_sin", "mrope_decode_positions", "mrope_positions"]
 
 
 def _check_positions(positions) -> None:
@@ -123,3 +123,43 @@ def apply_mrope(
     elif cos.ndim > 2:
         cos, sin = cos[..., None, :, :], sin[..., None, :, :]
     return apply_rotary(x, cos, sin, layout=config.rope.layout)
+
+
+def mrope_decode_positions(text_positions: jax.typing.ArrayLike, rope_deltas: jax.typing.ArrayLike) -> jax.Array:
+    """The ``(3, batch, seq)`` M-RoPE positions of decoded tokens: ``text_positions + rope_deltas``.
+
+    After the prompt, every new token is text: its three components are equal, at the row's
+    padding-aware text position (the count of real tokens before it, as for plain RoPE:
+    :func:`flax_posenc.padding_aware_positions`) plus the row's ``rope_deltas`` from
+    :func:`flax_posenc.mrope_positions` (``max(prompt position) + 1 - real tokens``). This is what
+    transformers' Qwen2-VL ``generate`` feeds its rotary module at each step
+    (``tests/test_mrope_decoding.py`` compares every step's positions and ``cos``/``sin``); keep the
+    prompt's ``rope_deltas`` for the whole generation (a stale or zero one shifts every new token).
+
+    Args:
+      text_positions: ``(batch, seq)`` integer positions (traced under ``jit``: a decoding step).
+      rope_deltas: ``(batch, 1)`` integers (or ``(batch,)``), known or traced.
+
+    Returns:
+      int32 ``(3, batch, seq)``, for :func:`mrope_cos_sin` / :func:`apply_mrope` (which check the limit).
+
+    Raises:
+      ValueError: ``text_positions`` not ``(batch, seq)``, or deltas that are not one per row.
+
+    >>> import numpy as np
+    >>> mrope_decode_positions(np.array([[10], [13]]), np.array([[-3], [-3]]))[:, :, 0].tolist()
+    [[7, 10], [7, 10], [7, 10]]
+    """
+    text = jnp.asarray(text_positions)
+    deltas = jnp.asarray(rope_deltas)
+    if text.ndim != 2 or not jnp.issubdtype(text.dtype, jnp.integer):
+        raise ValueError(f"text_positions: expected (batch, seq) integers, got shape {tuple(text.shape)} {text.dtype}")
+    if deltas.ndim == 1:
+        deltas = deltas[:, None]
+    if deltas.shape != (text.shape[0], 1) or not jnp.issubdtype(deltas.dtype, jnp.integer):
+        raise ValueError(
+            f"rope_deltas: expected ({text.shape[0]}, 1) integers (one per row), got shape {tuple(deltas.shape)} "
+            f"{deltas.dtype}"
+        )
+    out = text.astype(jnp.int32) + deltas.astype(jnp.int32)
+    return jnp.broadcast_to(out[None], (3, *out.shape))

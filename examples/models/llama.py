@@ -33,6 +33,7 @@ from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402
+import serving  # noqa: E402
 from common import LayerNorm, Linear, Weights  # noqa: E402
 
 import flax_posenc as fp  # noqa: E402
@@ -159,14 +160,35 @@ def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Llama:
 
 
 def generate(
-    model: Llama, prompt_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, pad_token_id=None
+    model: Llama,
+    prompt_ids,
+    max_new_tokens: int,
+    *,
+    attention_mask=None,
+    eos_token_id=None,
+    pad_token_id=None,
+    sink_tokens: int | None = None,
+    window: int | None = None,
 ) -> jax.Array:
     """Greedy ids ``(batch, prompt_len + steps)``, equal to transformers' ``generate(do_sample=False)``;
     ragged batches left-padded with ``attention_mask``, rows stopping at ``eos_token_id``; see
-    :func:`common.generate`.
+    :func:`common.generate`. With ``sink_tokens`` and ``window``: a cache of ``window`` slots with
+    attention sinks and a context shift (keys re-rotated exactly), see :mod:`serving`.
 
-    Raises ``PositionLimitError`` when the longest prompt + new tokens exceed the RoPE limit.
+    Raises ``PositionLimitError`` when the longest prompt + new tokens exceed the RoPE limit
+    (with a window: when the window does).
     """
+    if sink_tokens is not None or window is not None:  # opt-in: a context shift (examples/models/serving.py)
+        return serving.generate_with_sinks(
+            model,
+            prompt_ids,
+            max_new_tokens,
+            sink_tokens=sink_tokens,
+            window=window,
+            attention_mask=attention_mask,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+        )
     return common.generate(
         model,
         prompt_ids,

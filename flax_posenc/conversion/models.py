@@ -204,6 +204,12 @@ class Mechanism:
         return getattr(self.record, "rope", None)
 
     @property
+    def softmax_scale(self) -> float | None:
+        """RoPE kinds: the softmax scale its model's attention uses (see
+        :mod:`flax_posenc.conversion.attention_scale`); else ``None``."""
+        return getattr(self.record, "softmax_scale", None)
+
+    @property
     def alibi(self):
         """The :class:`~flax_posenc.AlibiConfig` of an ``alibi`` mechanism, else ``None``."""
         return getattr(self.record, "alibi", None)

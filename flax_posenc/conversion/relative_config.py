@@ -58,6 +58,7 @@ from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from flax_posenc.alibi_config import AlibiConfig
+from flax_posenc.conversion.attention_scale import softmax_scale, temperature_of
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
@@ -451,6 +452,9 @@ class RelativeConfig:
       num_heads: attention heads.
       layer_type: the ``layer_types`` entry this record serves (``None``: not per layer type).
       layers: the layers it serves (``None``: every layer).
+      softmax_scale: RoPE: the factor the model's attention multiplies ``q . k`` by
+        (:func:`~flax_posenc.conversion.attention_scale.softmax_scale`: ``head_dim ** -0.5``, a
+        config override, or MLA's ``mscale ** 2`` times it); ``None`` for ALiBi.
     """
 
     source: str
@@ -465,6 +469,7 @@ class RelativeConfig:
     layer_type: str | None = None
     layers: tuple[int, ...] | None = None
     mrope: Any = None
+    softmax_scale: float | None = None
 
     key = None  # a config holds no tensor (the :class:`~flax_posenc.conversion.SourceRecord` field)
 
@@ -526,6 +531,8 @@ class RelativeConfig:
         if self.layers is not None:
             out["layers"] = list(self.layers)
         out[self.scheme] = cast("RopeConfig | AlibiConfig", self.mrope or self.rope or self.alibi).to_dict()
+        if self.softmax_scale is not None:
+            out["softmax_scale"] = self.softmax_scale
         return out
 
     def __str__(self) -> str:
@@ -541,6 +548,8 @@ class RelativeConfig:
                 f"head_dim:    {r.head_dim} (rotary_dim {r.rotary_dim}, layout {r.layout})",
                 f"rope_theta:  {r.rope_theta:g}",
             ]
+            if self.softmax_scale is not None:
+                lines.append(f"softmax:     scale {self.softmax_scale:.6g} (head_dim ** -0.5 = {r.head_dim**-0.5:.6g})")
             extras = {k: v for k, v in r.to_dict().items() if k in _SCALING_NUMBERS}
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))
@@ -582,13 +591,19 @@ class NoPositionLayers(NoLimit):
     model_type: str
     layers: tuple[int, ...] | None
     layer_type: str | None = None
+    #: ``(floor_scale, attn_scale)``: Llama 4's temperature tuning scales these layers' queries by
+    #: position (:func:`flax_posenc.attention_temperature`); ``None``: position-free.
+    temperature: tuple[int, float] | None = None
 
     scheme = "nope"
     key = None
 
     @property
     def label(self) -> str:
-        return "NoPE" + _layers_phrase(self.layer_type, self.layers)
+        label = "NoPE" + _layers_phrase(self.layer_type, self.layers)
+        if self.temperature is not None:
+            label += f", queries scaled by log1p(floor((p + 1) / {self.temperature[0]})) * {self.temperature[1]:g} + 1"
+        return label
 
     def describe_limit(self) -> str:
         return f"{self.family} {self.label} of {self.source} has no limit (no position encoding)"
@@ -597,6 +612,8 @@ class NoPositionLayers(NoLimit):
         out: dict[str, Any] = {"source": self.source, "family": self.family, "model_type": self.model_type}
         out.update(scheme="nope", layer_type=self.layer_type, limit=None)
         out["layers"] = None if self.layers is None else list(self.layers)
+        if self.temperature is not None:
+            out["temperature_tuning"] = {"floor_scale": self.temperature[0], "attn_scale": self.temperature[1]}
         return out
 
     def __str__(self) -> str:
@@ -774,7 +791,11 @@ def relative_configs_from_dict(
         records: list[RelativeConfig | NoPositionLayers] = []
         for layer_type, layers, parameters, overrides in groups:
             if parameters is None:
-                records.append(NoPositionLayers(source, family.name, model_type, layers, layer_type))
+                records.append(
+                    NoPositionLayers(
+                        source, family.name, model_type, layers, layer_type, temperature_of(config, model_type)
+                    )
+                )
                 continue
             layer_config = {**config, **overrides}
             layer_heads = (
@@ -787,11 +808,22 @@ def relative_configs_from_dict(
                 mrope = _mrope_from(outer, config, family, rope, parameters, where)
                 records.append(
                     RelativeConfig(
-                        scheme="mrope", rope=rope, mrope=mrope, layer_type=layer_type, layers=layers, **common
+                        scheme="mrope",
+                        rope=rope,
+                        mrope=mrope,
+                        layer_type=layer_type,
+                        layers=layers,
+                        softmax_scale=softmax_scale(layer_config, rope),
+                        **common,
                     )
                 )
                 continue
-            records.append(RelativeConfig(scheme="rope", rope=rope, layer_type=layer_type, layers=layers, **common))
+            scale = softmax_scale(layer_config, rope)
+            records.append(
+                RelativeConfig(
+                    scheme="rope", rope=rope, layer_type=layer_type, layers=layers, softmax_scale=scale, **common
+                )
+            )
     except CheckpointError:
         raise
     except (ValueError, TypeError, ArithmeticError) as e:  # RopeConfig / AlibiConfig validation: one line
@@ -828,8 +860,17 @@ def _refuse_unread_per_layer_fields(config: Mapping[str, Any], where: object) ->
             )
 
 
-#: The fields a ``per_layer_config`` override may change that RoPE depends on.
-_ROPE_LAYER_FIELDS = ("head_dim", "qk_rope_head_dim", "hidden_size", "num_attention_heads", "partial_rotary_factor")
+#: The fields a ``per_layer_config`` override may change that RoPE (or its softmax scale) depends on.
+_ROPE_LAYER_FIELDS = (
+    "head_dim",
+    "qk_rope_head_dim",
+    "hidden_size",
+    "num_attention_heads",
+    "partial_rotary_factor",
+    "qk_nope_head_dim",
+    "attention_multiplier",
+    "query_pre_attn_scalar",
+)
 
 
 def _split_by_overrides(groups, config: Mapping[str, Any], where: object):

@@ -20,6 +20,8 @@ own modules hold and do:
 - Vision grids: the rows (bit-equal), the tokens the embeddings module yields at the trained
   size, and ``fp.resize_grid`` at twice the size against the model's own float32
   ``interpolate_pos_encoding`` (8 float32 ulps at the table's largest magnitude).
+- The softmax scale (RoPE, M-RoPE): the record's ``softmax_scale`` against the ``scaling`` of the
+  model's decoder attention modules (every ``layer_idx`` the mechanism serves).
 - A mechanism in the model that we did not report (a rotary module, a position table) is a problem.
 
 An empty list means the model type conforms.
@@ -547,6 +549,29 @@ def _relative_bias_problems(model, mech) -> list[str]:
     return problems
 
 
+#: Model types whose attention module's ``scaling`` is not the softmax scale itself:
+#: ``openai_privacy_filter`` multiplies queries and keys each by ``scaling`` (``head_dim ** -0.25``).
+SCALING_APPLIED_TWICE = {"openai_privacy_filter"}
+
+
+def _softmax_scale_problems(model, mech) -> list[str]:
+    """The record's ``softmax_scale`` against the ``scaling`` of every decoder attention module of
+    the layers it serves (instantiated with the model: no forward pass)."""
+    found = []
+    for m in model.modules():
+        scaling, layer = getattr(m, "scaling", None), getattr(m, "layer_idx", None)
+        if isinstance(scaling, (int, float)) and not isinstance(scaling, bool) and isinstance(layer, int):
+            if mech.layers is None or layer in mech.layers:
+                found.append((layer, float(scaling)))
+    if model.config.model_type in SCALING_APPLIED_TWICE:
+        found = [(layer, s * s) for layer, s in found]
+    ours = mech.softmax_scale
+    bad = [(layer, s) for layer, s in found if ours is None or not np.isclose(ours, s, rtol=1e-6, atol=0)]
+    if bad:
+        return [f"softmax_scale {ours}, the attention module of layer {bad[0][0]} scales by {bad[0][1]}"]
+    return []
+
+
 def conformance_problems(model_type: str, directory: Path) -> list[str]:
     """What disagrees between transformers' tiny ``model_type`` and our reading ([] = conforms)."""
     from flax_posenc.conversion import inspect_source
@@ -565,6 +590,8 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
         problems += _mrope_problems(model, mech, rotary)
     if ropes and not rotary:
         return problems + [p for mech in ropes for p in _sincos_problems(model, mech)]
+    for mech in ropes + mropes:
+        problems += _softmax_scale_problems(model, mech)
     for mech in ropes:
         label = f"RoPE {mech.layer_type or ''}".strip()
         modules = [m for m in rotary if _inv_freq(m, mech.layer_type)[0] is not None]

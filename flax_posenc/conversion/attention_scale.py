@@ -1,0 +1,115 @@
+"""The softmax scale a RoPE model's attention uses, and Llama 4's NoPE temperature tuning, read from ``config.json``.
+
+numpy only. A RoPE record reports, as ``softmax_scale``, the factor its model's attention
+multiplies ``q . k`` by before the softmax (transformers' attention modules' ``scaling``):
+
+- ``config.attention_multiplier`` when the config has one (Granite and its derivatives);
+- ``config.query_pre_attn_scalar ** -0.5`` when it has that (Gemma 2, Gemma 3);
+- multi-head latent attention (``qk_nope_head_dim`` and ``qk_rope_head_dim``: DeepSeek V2/V3 and
+  the 15 model types derived from them): ``(qk_nope_head_dim + qk_rope_head_dim) ** -0.5``, times
+  ``mscale(factor, mscale_all_dim) ** 2`` when the RoPE is scaled and ``mscale_all_dim`` is set
+  (transformers' ``yarn_apply_mscale``; ``mscale(s, m) = 0.1 * m * ln(s) + 1`` for ``s > 1``);
+- ``1.0`` for the model types of :data:`UNIT_SCALE_MODEL_TYPES` (queries and keys
+  RMS-normalised: Gemma 4, EmbeddingGemma 2);
+- ``head_dim ** -0.5`` otherwise.
+
+Missing the MLA factor gives fluent but wrong output (DeepSeek V3's ``mscale_all_dim`` 1.0 and
+``factor`` 40: ``mscale ** 2`` = 1.874). ``tests/conformance`` checks the value against the model's
+own attention modules for every RoPE model type read.
+
+Llama 4's NoPE layers are not position-free: with ``attn_temperature_tuning`` their queries are
+scaled by ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1`` at position ``p``
+(:func:`temperature_of` reads it; :func:`flax_posenc.attention_temperature` computes it on device).
+
+>>> from flax_posenc.rope_config import RopeConfig
+>>> rope = RopeConfig(head_dim=64, rope_type="yarn", factor=40.0, mscale_all_dim=1.0,
+...                   original_max_position_embeddings=4096)
+>>> round(softmax_scale({"qk_nope_head_dim": 128, "qk_rope_head_dim": 64}, rope) * 192 ** 0.5, 4)
+1.8739
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from flax_posenc.rope_config import RopeConfig
+
+__all__ = ["UNIT_SCALE_MODEL_TYPES", "softmax_scale", "temperature_of", "yarn_mscale"]
+
+#: Model types whose attention does not scale ``q . k`` at all (``scaling = 1.0`` in transformers:
+#: their queries and keys are RMS-normalised).
+UNIT_SCALE_MODEL_TYPES: tuple[str, ...] = ("embedding_gemma2_text", "gemma4", "gemma4_text", "gemma4_unified_text")
+
+
+def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    """YaRN's ``mscale``: ``0.1 * mscale * ln(scale) + 1`` for ``scale > 1``, else 1.
+
+    >>> yarn_mscale(1.0), round(yarn_mscale(40.0, 1.0), 6)
+    (1.0, 1.368888)
+    """
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _number(config: Mapping[str, Any], name: str) -> float | None:
+    value = config.get(name)
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def softmax_scale(config: Mapping[str, Any], rope: RopeConfig) -> float:
+    """The attention softmax scale of a model whose (text) ``config`` and layer RoPE are given.
+
+    Args:
+      config: the parsed ``config.json`` (the text tower's for a composite model).
+      rope: the layer's :class:`~flax_posenc.RopeConfig` (``head_dim`` is the attention head's
+        width, except for MLA whose rope head it is).
+
+    Returns:
+      The float that multiplies ``q . k`` (see the module docstring for the rules).
+
+    >>> softmax_scale({}, RopeConfig(head_dim=64))
+    0.125
+    >>> softmax_scale({"query_pre_attn_scalar": 256}, RopeConfig(head_dim=64))
+    0.0625
+    """
+    if config.get("model_type") in UNIT_SCALE_MODEL_TYPES:
+        return 1.0
+    multiplier = _number(config, "attention_multiplier")
+    if multiplier is not None:
+        return multiplier
+    pre = _number(config, "query_pre_attn_scalar")
+    if pre is not None and pre > 0:
+        return pre**-0.5
+    nope, rope_dim = _number(config, "qk_nope_head_dim"), _number(config, "qk_rope_head_dim")
+    if nope is not None and rope_dim is not None:  # multi-head latent attention
+        scale = (nope + rope_dim) ** -0.5
+        factor = rope.factor if rope.factor is not None else rope.effective_factor
+        if rope.rope_type != "default" and rope.mscale_all_dim and factor is not None:
+            m = yarn_mscale(float(factor), float(rope.mscale_all_dim))
+            scale = scale * m * m
+        return scale
+    return float(rope.head_dim) ** -0.5
+
+
+#: Llama 4's defaults (``Llama4TextConfig``) when a config leaves the fields out.
+_TEMPERATURE_DEFAULTS = {"llama4_text": (True, 8192, 0.1), "llama4": (True, 8192, 0.1)}
+
+
+def temperature_of(config: Mapping[str, Any], model_type: str) -> tuple[int, float] | None:
+    """``(floor_scale, attn_scale)`` when the NoPE layers scale queries by position, else ``None``.
+
+    >>> temperature_of({"attn_temperature_tuning": True, "floor_scale": 8192, "attn_scale": 0.1}, "llama4_text")
+    (8192, 0.1)
+    >>> temperature_of({"attn_temperature_tuning": False}, "llama4_text") is None
+    True
+    """
+    on, floor, scale = _TEMPERATURE_DEFAULTS.get(model_type, (False, None, None))
+    on = bool(config.get("attn_temperature_tuning", on))
+    floor = config.get("floor_scale", floor)
+    scale = config.get("attn_scale", scale)
+    if not on or floor is None or scale is None:
+        return None
+    return int(floor), float(scale)
