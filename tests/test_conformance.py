@@ -111,8 +111,9 @@ def test_forward_check_notices_a_learned_rotary_parameter(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     ("model_type", "override"),
     [
-        # EXAONE 4 without a sliding window: every layer rotates (its global NoPE needs the window)
-        ("exaone4", {"sliding_window": None}),
+        # EXAONE 4 without a sliding window: every (full-attention) layer rotates; its global NoPE
+        # needs the window
+        ("exaone4", {"sliding_window": None, "layer_types": ["full_attention"] * 4}),
         # Cohere 2 MoE: a dense prefix layer rotates although it is full attention (force_rope)
         (
             "cohere2_moe",
@@ -128,3 +129,14 @@ def test_layer_rules_follow_the_model_on_other_configs(model_type, override, tmp
 
     monkeypatch.setitem(tiny.OVERRIDES, model_type, override)
     assert conformance_problems(model_type, tmp_path) == []
+
+
+def test_position_parameters_not_read_fail_a_case(tmp_path, monkeypatch):
+    """Inkling 2 read as it was ("no position encoding: a recurrent state") fails: its relative
+    position bias (relative_position_bias.proj) is a position parameter no reported mechanism reads."""
+    from flax_posenc.conversion import models
+
+    monkeypatch.setattr(models, "NO_POSITION_MODEL_TYPES", (*models.NO_POSITION_MODEL_TYPES, "inkling2_text"))
+    monkeypatch.setattr(models, "MODEL_MECHANISMS", models._model_mechanisms())
+    problems = conformance_problems("inkling2_text", tmp_path)
+    assert any(p.startswith("position parameters not read: ") and "relative_position_bias.proj" in p for p in problems), problems

@@ -782,8 +782,8 @@ def _position_parameter_problems(model, record) -> list[str]:
         table = getattr(mech.record, "table", None)
         if getattr(table, "key", None):
             covered.append(table.key)
-        if mech.kind == "deberta_relative":
-            covered.append("rel_embeddings")
+        if mech.kind == "deberta_relative":  # the rows, and the attention's projections of them (its own weights)
+            covered += ["rel_embeddings", "attention.self.pos_"]
         if mech.kind == "relative_bias":  # T5/MPNet buckets: every stack's relative_attention_bias
             covered.append("relative_attention_bias")
     found = []
