@@ -114,6 +114,8 @@ def test_forward_check_notices_a_learned_rotary_parameter(tmp_path, monkeypatch)
         # EXAONE 4 without a sliding window: every (full-attention) layer rotates; its global NoPE
         # needs the window
         ("exaone4", {"sliding_window": None, "layer_types": ["full_attention"] * 4}),
+        # LFM2's convolution layers: no attention, no rotation (one rope_parameters for the model)
+        ("lfm2", {"layer_types": ["conv", "full_attention", "conv", "full_attention"]}),
         # Cohere 2 MoE: a dense prefix layer rotates although it is full attention (force_rope)
         (
             "cohere2_moe",
@@ -139,4 +141,20 @@ def test_position_parameters_not_read_fail_a_case(tmp_path, monkeypatch):
     monkeypatch.setattr(models, "NO_POSITION_MODEL_TYPES", (*models.NO_POSITION_MODEL_TYPES, "inkling2_text"))
     monkeypatch.setattr(models, "MODEL_MECHANISMS", models._model_mechanisms())
     problems = conformance_problems("inkling2_text", tmp_path)
-    assert any(p.startswith("position parameters not read: ") and "relative_position_bias.proj" in p for p in problems), problems
+    assert any(
+        p.startswith("position parameters not read: ") and "relative_position_bias.proj" in p for p in problems
+    ), problems
+
+
+def test_a_layer_rule_without_layer_types_is_refused(tmp_path):
+    """Cohere 2 rotates by its layer types: a config without them is refused, one line naming the field."""
+    import json
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    fields = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4, "sliding_window": 16}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "cohere2", **fields}))
+    with pytest.raises(CheckpointError, match="layer_types as a list of strings") as info:
+        inspect_source(tmp_path)
+    assert "\n" not in str(info.value)

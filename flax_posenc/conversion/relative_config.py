@@ -1022,6 +1022,13 @@ def _split_by_rotating_layers(groups, family: RelativeFamily, config: Mapping[st
     NoPE groups, one per layer type."""
     types = config.get("layer_types")
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        if family.rope_layer_rule is not None:  # which layers rotate follows from layer_types
+            raise fail(
+                where,
+                f"layer_types as a list of strings ({config.get('model_type')} rotates by its layer types, "
+                "as transformers 5 writes them)",
+                repr(types)[:80],
+            )
         return groups
     rotates = [t not in NON_ATTENTION_LAYER_TYPES for t in types]
     if family.rope_layer_rule is not None:
@@ -1035,7 +1042,7 @@ def _split_by_rotating_layers(groups, family: RelativeFamily, config: Mapping[st
         if parameters is None:
             out.append((layer_type, layers, parameters))
             continue
-        kept = tuple(i for i in members if i < len(types) and rotates[i])
+        kept = tuple(i for i in members if i >= len(types) or rotates[i])
         if kept:
             out.append((layer_type, kept, parameters))
         dropped: dict[str, list[int]] = {}

@@ -675,27 +675,63 @@ def _gram(x: np.ndarray, seq_axis: int) -> np.ndarray:
     return np.einsum("...sd,...td->...st", x, x)
 
 
-def _layer_rotation_problems(label: str, rope, name: str, x, out, apply_qk) -> list[str]:
-    """One rotation call of transformers' forward against ``apply_rope_qk`` with our layer RoPE."""
+#: One ``apply_rope_qk`` call per distinct RoPE of a model rotates every recorded tensor at once,
+#: its rows padded to a multiple of this (few compiled shapes across the suite).
+_ROWS = 64
+
+
+def _rotation_call(label: str, rope, name: str, x, out):
+    """A recorded rotation as ``(label, rope, name, x, out, seq_axis)`` (float64), or the problem
+    when it cannot be ours: no axis of the positions, or a width neither our head nor rotary width."""
     x, out = x.double().numpy(), out.double().numpy()
     n = FORWARD_TOKENS
     if x.ndim < 3 or n not in x.shape[-3:-1]:
-        return [f"{label}: {name} rotated a tensor of shape {tuple(x.shape)}, no axis of the {n} positions"]
-    seq_axis = -2 if x.shape[-2] == n else -3
-    width = x.shape[-1]
-    if width == rope.head_dim:
-        ours = apply_qk(x, rope, seq_axis)
-    elif width == rope.rotary_dim:  # the modeling file rotates the rotary slice only
-        padded = np.concatenate([x, np.zeros((*x.shape[:-1], rope.head_dim - width))], -1)
-        ours = apply_qk(padded, rope, seq_axis)[..., :width]
-    else:
-        return [
-            f"{label}: {name} rotates {width} dims per head; we report head_dim {rope.head_dim} "
+        return f"{label}: {name} rotated a tensor of shape {tuple(x.shape)}, no axis of the {n} positions"
+    if x.shape[-1] not in (rope.head_dim, rope.rotary_dim):  # the rotary slice only: Phi, GLM, MLA
+        return (
+            f"{label}: {name} rotates {x.shape[-1]} dims per head; we report head_dim {rope.head_dim} "
             f"(rotary_dim {rope.rotary_dim})"
-        ]
+        )
+    return (label, rope, name, x, out, -2 if x.shape[-2] == n else -3)
+
+
+def _ours(calls: list) -> list[np.ndarray]:
+    """:func:`flax_posenc.apply_rope_qk` of every recorded input, one call per distinct RoPE; a
+    rotary slice is padded to the head width and cut back."""
+    import flax_posenc as fp
+
+    n = FORWARD_TOKENS
+    out: list[Any] = [None] * len(calls)
+    by_rope: dict[Any, list[int]] = {}
+    for i, call in enumerate(calls):
+        by_rope.setdefault(call[1], []).append(i)
+    for rope, members in by_rope.items():
+        rows = []
+        for i in members:
+            x = np.moveaxis(calls[i][3], calls[i][5], -2).reshape(-1, n, calls[i][3].shape[-1])
+            rows.append(np.concatenate([x, np.zeros((*x.shape[:-1], rope.head_dim - x.shape[-1]))], -1))
+        stacked = np.concatenate(rows)
+        total = -(-len(stacked) // _ROWS) * _ROWS
+        stacked = np.concatenate([stacked, np.zeros((total - len(stacked), n, rope.head_dim))])[None]
+        q = stacked.astype(np.float32)
+        rotated = np.asarray(fp.apply_rope_qk(q, q[:, :1], rope, seq_axis=-2)[0], np.float64)[0]
+        start = 0
+        for i in members:
+            x, seq_axis = calls[i][3], calls[i][5]
+            moved = np.moveaxis(x, seq_axis, -2)
+            count = int(np.prod(moved.shape[:-2]))
+            block = rotated[start : start + count, :, : x.shape[-1]].reshape(moved.shape)
+            out[i] = np.moveaxis(block, -2, seq_axis)
+            start += count
+    return out
+
+
+def _rotation_problems(call, ours: np.ndarray) -> list[str]:
+    """One rotation of transformers' forward against ``apply_rope_qk`` with our layer RoPE: equal
+    within ``1e-5`` relative, or the same ``q . k`` products (a fixed reordering of the pairs)."""
+    label, rope, name, x, out, seq_axis = call
     err = float(np.max(np.abs(ours - out)))
-    scale = 1 + float(np.max(np.abs(out)))
-    if err <= 1e-5 * scale:
+    if err <= 1e-5 * (1 + float(np.max(np.abs(out)))):
         return []
     gram_ours, gram_theirs = _gram(ours, seq_axis), _gram(out, seq_axis)
     gram_err = float(np.max(np.abs(gram_ours - gram_theirs)))
@@ -722,7 +758,6 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     rotation, half layout in DeepSeek-V3.2); the attention's own rotation is what is compared."""
     import torch
 
-    import flax_posenc as fp
     from flax_posenc.conversion import rope_for_layer
 
     config = getattr(model.config, "text_config", None) or model.config
@@ -737,21 +772,13 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
         except Exception as e:  # noqa: BLE001 - reported as a problem, not raised
             problem = f"forward check: transformers' forward of {FORWARD_TOKENS} tokens fails: {type(e).__name__}: {e}"
             return [problem[:200]], None
-    cache: dict[tuple, np.ndarray] = {}
-
-    def apply_qk(x, rope, seq_axis):
-        key = (rope, x.shape, seq_axis, x.tobytes())
-        if key not in cache:
-            xs = x.astype(np.float32)
-            cache[key] = np.asarray(fp.apply_rope_qk(xs, xs, rope, seq_axis=seq_axis)[0], np.float64)
-        return cache[key]
-
     problems = []
     if None in watch.calls:
         problems.append(f"forward check: {watch.calls[None][0][0]} called outside the decoder layers")
     if not watch.ran:
         return problems + ["forward check: no decoder layer (a ModuleList entry) ran"], None
     # the layers transformers built and ran (HRM's num_hidden_layers counts the cycles of 4 modules)
+    rotations: list[Any] = []
     for layer in sorted(watch.ran & set(range(count))):
         rope = rope_for_layer(directory, layer)
         calls = watch.calls.get(layer, [])
@@ -765,7 +792,13 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
             if not pairs:
                 problems.append(f"{label}: {name} returned no rotated tensor")
             for x, out in pairs:
-                problems += _layer_rotation_problems(label, rope, name, x, out, apply_qk)
+                call = _rotation_call(label, rope, name, x, out)
+                if isinstance(call, str):
+                    problems.append(call)
+                else:
+                    rotations.append(call)
+    for call, ours in zip(rotations, _ours(rotations), strict=True):
+        problems += _rotation_problems(call, ours)
     for mech in record.mechanisms:  # every per-layer mechanism is seen by the forward: else the tiny model is too small
         if mech.kind in ("rope", "nope") and mech.layers is not None and not set(mech.layers) & watch.ran:
             problems.append(f"forward check: no layer of {mech.record.label} ran in the tiny model")

@@ -224,6 +224,9 @@ def tiny_model(model_type: str, seed: int = 0):
     import torch
     from transformers import AutoModel
 
+    # one intra-op thread: these models are tiny, and a second thread per pytest worker on a shared
+    # 2-core machine made each forward pass ~20x slower (oversubscription), not faster
+    torch.set_num_threads(1)
     config = tiny_config(model_type)
     torch.manual_seed(seed)
     with quiet():
