@@ -13,6 +13,17 @@ own modules hold and do:
   (layout and partial rotary, ``1e-5`` absolute); NoPE layers against the attention modules'
   ``use_rope``. The limit: ``max_position_embeddings`` (transformers declares it, does not
   enforce it).
+- RoPE through the forward pass (:func:`_forward_problems`): the tiny model's forward runs once on
+  7 tokens with every ``apply*rotary*``/``apply*rope*`` function of its modeling files wrapped;
+  per decoder layer that ran, a rotation where :func:`~flax_posenc.conversion.rope_for_layer` gives
+  NoPE, none where it gives RoPE, and every rotated ``q``/``k`` against
+  :func:`flax_posenc.apply_rope_qk` under that layer's ``RopeConfig`` (its cos/sin, layout, head
+  and rotary width at once: ``1e-5`` relative, or equal ``q . k`` products when the modeling file
+  lists the pairs in another order). The rotary module check above then calls the function the
+  attention called, not one found by name.
+- Position parameters (:func:`_position_parameter_problems`): a trainable parameter of a rotary
+  module, or a parameter named for positions, that no reported mechanism reads fails the case
+  ("position parameters not read").
 - M-RoPE (Qwen2-VL, Qwen2.5-VL): the same for the text rotary module at distinct temporal/height/
   width positions, and the model's ``get_rope_index`` against :func:`flax_posenc.mrope_positions`.
 - Learned tables: the rows (bit-equal) and the limit transformers enforces: a forward pass of
