@@ -15,6 +15,14 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
   LongRoPE (``short_factor``/``long_factor`` lists, ``rotary_dim // 2`` each) with the top-level
   ``original_max_position_embeddings``; older configs spell the type ``"su"`` or ``"yarn"``,
   which ``Phi3Config`` rewrites to ``"longrope"`` (so do we).
+- Cohere 2 (and MoE), EXAONE 4 (and MoE), AFMoE, Flint, LaraMini: RoPE only on the layers their
+  attention rotates (sliding-window layers; :data:`ROPE_LAYER_RULES`), NoPE on the others.
+- DeepSeek-V3.2, AXK2, GLM-MoE-DSA, LongCat-Flash, dots3-note: the attention always calls
+  ``apply_rotary_pos_emb_interleave`` (interleaved pairs), with no ``rope_interleave`` flag.
+- JetMoE: the head width is ``kv_channels`` (its ``head_dim`` alias; default 128).
+- Dory, RecurrentGemma, Bamba: the layer list transformers derives when it builds the model
+  (:data:`LAYER_TYPES_RULES`); a ``layer_types`` entry without attention (linear attention, Mamba,
+  convolution) is NoPE whatever ``rope_parameters`` holds.
 - Falcon (``falcon``, legacy ``RefinedWeb``/``RefinedWebModel``): RoPE unless ``alibi: true``.
 - BLOOM: ALiBi, ``n_head`` heads, no length limit in its config.
 - MPT: ALiBi when ``attn_config.alibi`` (default true), ``attn_config.alibi_bias_max`` (8), limit
