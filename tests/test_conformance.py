@@ -158,3 +158,21 @@ def test_a_layer_rule_without_layer_types_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="layer_types as a list of strings") as info:
         inspect_source(tmp_path)
     assert "\n" not in str(info.value)
+
+
+def test_rope_for_layer_counts_the_layers_transformers_builds(tmp_path):
+    """Dory saves two layer_types entries (attention, mlp) and twice num_hidden_layers per layer;
+    transformers builds half as many layers, and so does rope_for_layer's range."""
+    from conformance.tiny import quiet, tiny_model
+
+    from flax_posenc.conversion import rope_for_layer
+    from flax_posenc.errors import CheckpointError
+
+    model = tiny_model("dory")
+    with quiet():
+        model.save_pretrained(tmp_path)
+    count = model.config.num_hidden_layers
+    assert len(model.layers) == count
+    assert all(rope_for_layer(tmp_path, i) is not None for i in range(count))
+    with pytest.raises(CheckpointError, match=rf"layer in 0\.\.{count - 1} \({count} layers"):
+        rope_for_layer(tmp_path, count)
