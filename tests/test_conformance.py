@@ -79,3 +79,114 @@ def test_conformance_notices_a_wrong_table_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(position_tables, "TABLE_FAMILIES", rows)
     problems = conformance_problems("albert", tmp_path)
     assert any("works in transformers" in p for p in problems), problems
+
+
+def _replace_family(monkeypatch, name: str, **changes):
+    """RELATIVE_FAMILIES with row ``name`` changed (the registry as a wrong reading would have it)."""
+    import dataclasses
+
+    from flax_posenc.conversion import relative_config
+
+    rows = dict(relative_config.RELATIVE_FAMILIES)
+    rows[name] = dataclasses.replace(rows[name], **changes)
+    monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
+
+
+def test_forward_check_notices_a_type_registered_with_the_wrong_layout(tmp_path, monkeypatch):
+    """GLM-MoE-DSA's attention rotates interleaved pairs; registered in halves, the forward pass
+    (the rotation its attention calls, layer by layer) disagrees with apply_rope_qk."""
+    _replace_family(monkeypatch, "mla_interleaved", layout="half")
+    problems = conformance_problems("glm_moe_dsa", tmp_path)
+    forward = [p for p in problems if "transformers' forward rotates with apply_rotary_pos_emb_interleave" in p]
+    assert forward and all("layout half" in p for p in forward), problems
+
+
+def test_forward_check_notices_a_nope_layer_given_rope(tmp_path, monkeypatch):
+    """Cohere 2 rotates only on its sliding-window layers; without that rule its full-attention
+    layer 3 (of the tiny 4) would be given RoPE, and the forward pass shows no rotation there."""
+    _replace_family(monkeypatch, "cohere2", rope_layer_rule=None)
+    problems = conformance_problems("cohere2", tmp_path)
+    assert "layer 3: we give RoPE; transformers' forward applies no rotation there" in problems, problems
+
+
+def test_forward_check_notices_a_learned_rotary_parameter(tmp_path, monkeypatch):
+    """Mistral Large 4's rotary module holds a learned alpha: read as plain (interleaved) MLA RoPE,
+    the case fails with "position parameters not read" even though alpha's initial value (0)
+    leaves cos/sin unchanged."""
+    from flax_posenc.conversion import models
+
+    _replace_family(monkeypatch, "mla_interleaved", model_types=("mistral_large4_text",))
+    mechanisms = {**models.MODEL_MECHANISMS, "mistral_large4_text": (("rope_alibi", "mla_interleaved"),)}
+    monkeypatch.setattr(models, "MODEL_MECHANISMS", mechanisms)
+    problems = conformance_problems("mistral_large4_text", tmp_path)
+    assert problems == ["position parameters not read: rotary_emb.alpha"], problems
+
+
+@pytest.mark.parametrize(
+    ("model_type", "override"),
+    [
+        # EXAONE 4 without a sliding window: every (full-attention) layer rotates; its global NoPE
+        # needs the window
+        ("exaone4", {"sliding_window": None, "layer_types": ["full_attention"] * 4}),
+        # LFM2's convolution layers: no attention, no rotation (one rope_parameters for the model)
+        ("lfm2", {"layer_types": ["conv", "full_attention", "conv", "full_attention"]}),
+        # Cohere 2 MoE: a dense prefix layer rotates although it is full attention (force_rope)
+        (
+            "cohere2_moe",
+            {
+                "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+            },
+        ),
+    ],
+)
+def test_layer_rules_follow_the_model_on_other_configs(model_type, override, tmp_path, monkeypatch):
+    from conformance import tiny
+
+    monkeypatch.setitem(tiny.OVERRIDES, model_type, override)
+    assert conformance_problems(model_type, tmp_path) == []
+
+
+def test_position_parameters_not_read_fail_a_case(tmp_path, monkeypatch):
+    """Inkling 2 read as it was ("no position encoding: a recurrent state") fails: its relative
+    position bias (relative_position_bias.proj) is a position parameter no reported mechanism reads."""
+    from flax_posenc.conversion import models
+
+    monkeypatch.setattr(models, "NO_POSITION_MODEL_TYPES", (*models.NO_POSITION_MODEL_TYPES, "inkling2_text"))
+    monkeypatch.setattr(models, "MODEL_MECHANISMS", models._model_mechanisms())
+    problems = conformance_problems("inkling2_text", tmp_path)
+    assert any(
+        p.startswith("position parameters not read: ") and "relative_position_bias.proj" in p for p in problems
+    ), problems
+
+
+def test_a_layer_rule_without_layer_types_is_refused(tmp_path):
+    """Cohere 2 rotates by its layer types: a config without them is refused, one line naming the field."""
+    import json
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    fields = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4, "sliding_window": 16}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "cohere2", **fields}))
+    with pytest.raises(CheckpointError, match="layer_types as a list of strings") as info:
+        inspect_source(tmp_path)
+    assert "\n" not in str(info.value)
+
+
+def test_rope_for_layer_counts_the_layers_transformers_builds(tmp_path):
+    """Dory saves two layer_types entries (attention, mlp) and twice num_hidden_layers per layer;
+    transformers builds half as many layers, and so does rope_for_layer's range."""
+    from conformance.tiny import quiet, tiny_model
+
+    from flax_posenc.conversion import rope_for_layer
+    from flax_posenc.errors import CheckpointError
+
+    model = tiny_model("dory")
+    with quiet():
+        model.save_pretrained(tmp_path)
+    count = model.config.num_hidden_layers
+    assert len(model.layers) == count
+    assert all(rope_for_layer(tmp_path, i) is not None for i in range(count))
+    with pytest.raises(CheckpointError, match=rf"layer in 0\.\.{count - 1} \({count} layers"):
+        rope_for_layer(tmp_path, count)

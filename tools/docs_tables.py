@@ -157,6 +157,12 @@ def rope_alibi_families() -> tuple[str, list[str]]:
             out.append(f"read from `{r.text_config_field}`")
         if r.rotary_dim_field:
             out.append(f"`{r.rotary_dim_field}` rotated dims")
+        if r.head_dim_default is not None:
+            out.append(f"head width `{r.head_dim_field}` (default {r.head_dim_default})")
+        if r.layer_types_rule:
+            out.append(f"layer list as transformers derives it (`{r.layer_types_rule}`)")
+        if r.rope_layer_rule:
+            out.append(f"RoPE layers by the model's rule (`{r.rope_layer_rule}`), NoPE elsewhere")
         return ", ".join(out)
 
     rows = [

@@ -124,6 +124,18 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "roformer": "RoFormer's sinusoidal rotary table is not read",
         "xmod": "X-MOD's positions are not verified (its forward needs language ids)",
         "vilt": "ViLT's positions are not verified (its forward needs pixel values)",
+        "mistral_large4_text": (
+            "its rotary module's learned alpha (LeRoPE: frequencies scaled by exp(alpha), a checkpoint "
+            "tensor) is not read; its MLA attention rotates interleaved pairs"
+        ),
+        **{
+            t: (
+                "a hidden-state-conditioned relative position bias (rel_logits_proj over a window of "
+                "rel_extent = 1024 backward distances) and a log position scaling of it "
+                "(log_scaling_alpha, log_scaling_n_floor) are not read"
+            )
+            for t in ("inkling_text", "inkling2_text", "inkling2_loop_text")
+        },
     }
 )
 

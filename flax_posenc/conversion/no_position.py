@@ -27,9 +27,6 @@ NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
     "kimi_linear",
     "nemotron_h",
     "mamba2",
-    "inkling_text",
-    "inkling2_text",
-    "inkling2_loop_text",
 )
 
 

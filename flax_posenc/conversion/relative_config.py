@@ -15,6 +15,14 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
   LongRoPE (``short_factor``/``long_factor`` lists, ``rotary_dim // 2`` each) with the top-level
   ``original_max_position_embeddings``; older configs spell the type ``"su"`` or ``"yarn"``,
   which ``Phi3Config`` rewrites to ``"longrope"`` (so do we).
+- Cohere 2 (and MoE), EXAONE 4 (and MoE), AFMoE, Flint, LaraMini: RoPE only on the layers their
+  attention rotates (sliding-window layers; :data:`ROPE_LAYER_RULES`), NoPE on the others.
+- DeepSeek-V3.2, AXK2, GLM-MoE-DSA, LongCat-Flash, dots3-note: the attention always calls
+  ``apply_rotary_pos_emb_interleave`` (interleaved pairs), with no ``rope_interleave`` flag.
+- JetMoE: the head width is ``kv_channels`` (its ``head_dim`` alias; default 128).
+- Dory, RecurrentGemma, Bamba: the layer list transformers derives when it builds the model
+  (:data:`LAYER_TYPES_RULES`); a ``layer_types`` entry without attention (linear attention, Mamba,
+  convolution) is NoPE whatever ``rope_parameters`` holds.
 - Falcon (``falcon``, legacy ``RefinedWeb``/``RefinedWebModel``): RoPE unless ``alibi: true``.
 - BLOOM: ALiBi, ``n_head`` heads, no length limit in its config.
 - MPT: ALiBi when ``attn_config.alibi`` (default true), ``attn_config.alibi_bias_max`` (8), limit
@@ -112,6 +120,15 @@ class RelativeFamily:
       mrope_section_default: ``scheme="mrope"``: transformers' section when a config has none.
       mrope_split_video_frames: ``scheme="mrope"``: one grid row per video frame (GLM-4V, Qwen3-VL).
       mrope_interleaved_sections: ``scheme="mrope"``: Qwen3-VL's interleaved frequency sections.
+      head_dim_default: the head width the model uses when ``head_dim_field`` is absent (JetMoE's
+        ``kv_channels``: 128), instead of ``hidden // heads``; ``None``: divide.
+      layer_types_rule: a :data:`LAYER_TYPES_RULES` name: the layer list as transformers derives it
+        when it builds the model (Dory's paired ``layer_types``, RecurrentGemma's ``block_types``,
+        Bamba's ``attn_layer_indices``), read instead of the saved ``layer_types``.
+      rope_layer_rule: a :data:`ROPE_LAYER_RULES` name: which attention layers rotate, by the
+        model's own rule (Cohere 2, EXAONE 4, AFMoE, Flint: RoPE on sliding-window layers only);
+        the others are NoPE. Without one, every attention layer rotates (a ``layer_types`` entry
+        in :data:`NON_ATTENTION_LAYER_TYPES` never does).
       mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
         ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
         ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
@@ -139,6 +156,9 @@ class RelativeFamily:
     layout_flag: str | None = None
     per_layer_type: bool = False
     layer_theta_field: str | None = None
+    head_dim_default: int | None = None
+    layer_types_rule: str | None = None
+    rope_layer_rule: str | None = None
     layer_theta_is_flag: bool = False
     text_config_field: str | None = None
     mrope_temporal_field: str | None = None
@@ -154,12 +174,10 @@ class RelativeFamily:
 #: ``no_rope_layers``. Each is verified by ``tests/test_conformance.py`` against a tiny checkpoint
 #: built by its own transformers classes; adding a model type here adds its conformance case.
 STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
-    "afmoe",
     "apertus",
     "apertus1p5_text",
     "arcee",
     "aria_text",
-    "bamba",
     "bitnet",
     "cwm",
     "diffllama",
@@ -168,11 +186,8 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "esmc",
     "eurobert",
     "exaone",
-    "exaone4",
-    "exaone_moe",
     "falcon_h1",
     "flex_olmo",
-    "flint",
     "gemma",
     "gemma2",
     "glm4_moe",
@@ -191,10 +206,8 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "internlm3",
     "iquestcoder",
     "jais2",
-    "jetmoe",
     "jina_embeddings_v3",
     "kolibri1",
-    "lara_mini",
     "lfm2",
     "minimax",
     "minimax_m2",
@@ -212,7 +225,6 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "phi",
     "phimoe",
     "qwen3_next",
-    "recurrent_gemma",
     "sarvam_moe",
     "seed_oss",
     "smollm3",
@@ -239,15 +251,10 @@ NON_ATTENTION_LAYER_TYPES: tuple[str, ...] = ("conv", "mlp", "mamba", "linear_at
 #: when ``rope_interleave`` is true.
 MLA_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "axk1",
-    "axk2",
     "deepseek_v3",
-    "deepseek_v32",
     "glm4_moe_lite",
-    "glm_moe_dsa",
     "hy_v4",
-    "longcat_flash",
     "minicpm3",
-    "mistral_large4_text",
     "sarvam_mla",
     "youtu",
 )
@@ -257,8 +264,6 @@ MLA_ROPE_MODEL_TYPES: tuple[str, ...] = (
 #: ``rope_local_base_freq`` or ``global_rope_theta``) is refused rather than read with one theta.
 PER_LAYER_TYPE_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "beam",
-    "dory",
-    "dots3_note_text",
     "embedding_gemma2_text",
     "gemma3_text",
     "gemma4_text",
@@ -278,8 +283,6 @@ PER_LAYER_TYPE_ROPE_MODEL_TYPES: tuple[str, ...] = (
 #: Standard RoPE model types whose pairs are interleaved (``x[2i]`` with ``x[2i + 1]``).
 INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "cohere",
-    "cohere2",
-    "cohere2_moe",
     "deepseek_v2",
     "ernie4_5",
     "ernie4_5_moe",
@@ -290,6 +293,98 @@ INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "openai_privacy_filter",
 )
 
+#: MLA/DSA attention whose forward always rotates with ``apply_rotary_pos_emb_interleave`` (pairs
+#: ``x[2i]``, ``x[2i + 1]``), whatever the config says: no ``rope_interleave`` flag is read.
+MLA_INTERLEAVED_ROPE_MODEL_TYPES: tuple[str, ...] = (
+    "axk2",
+    "deepseek_v32",
+    "glm_moe_dsa",
+    "longcat_flash",
+)
+
+
+def _types_paired_with_mlp(config: Mapping[str, Any]) -> tuple[list[Any], Any] | None:
+    """Dory: a released ``layer_types`` listing attention and ``"mlp"`` blocks separately is read by
+    transformers as (attention, mlp) pairs: every other entry, ``num_hidden_layers`` halved."""
+    types = config.get("layer_types")
+    if not isinstance(types, list) or "mlp" not in types:
+        return None
+    count = config.get("num_hidden_layers")
+    return types[::2], count // 2 if isinstance(count, int) and not isinstance(count, bool) else count
+
+
+def _types_from_block_types(config: Mapping[str, Any]) -> tuple[list[Any], Any] | None:
+    """RecurrentGemma: ``block_types`` repeated to ``num_hidden_layers``; ``"recurrent"`` blocks
+    are linear-attention (recurrent) layers, the others local attention."""
+    blocks, count = config.get("block_types"), config.get("num_hidden_layers")
+    if not isinstance(blocks, list) or not blocks or not isinstance(count, int) or isinstance(count, bool):
+        return None
+    types = [("linear_attention" if b == "recurrent" else "sliding_attention") for b in blocks * count][:count]
+    return types, count
+
+
+def _types_from_attention_indices(config: Mapping[str, Any]) -> tuple[list[Any], Any] | None:
+    """Bamba: attention on the layers in ``attn_layer_indices`` (none when it is absent), Mamba elsewhere."""
+    count = config.get("num_hidden_layers")
+    if not isinstance(count, int) or isinstance(count, bool):
+        return None
+    indices = config.get("attn_layer_indices") or []
+    if not isinstance(indices, list):
+        return None
+    return ["full_attention" if i in indices else "mamba" for i in range(count)], count
+
+
+#: ``name -> rule(config) -> (layer_types, num_hidden_layers) or None``: the layer list transformers
+#: derives when it builds the model (:attr:`RelativeFamily.layer_types_rule`).
+LAYER_TYPES_RULES: Mapping[str, Any] = MappingProxyType(
+    {
+        "paired_with_mlp": _types_paired_with_mlp,
+        "block_types": _types_from_block_types,
+        "attention_indices": _types_from_attention_indices,
+    }
+)
+
+
+def _sliding(config: Mapping[str, Any], types: list[Any]) -> list[bool]:
+    """AFMoE, LaraMini: only ``sliding_attention`` layers rotate."""
+    return [t == "sliding_attention" for t in types]
+
+
+def _sliding_windowed(config: Mapping[str, Any], types: list[Any]) -> list[bool]:
+    """Cohere 2, Flint: only layers with a sliding window rotate (``sliding_attention`` while
+    ``sliding_window`` is set; none without one)."""
+    windowed = config.get("sliding_window") is not None
+    return [windowed and t == "sliding_attention" for t in types]
+
+
+def _sliding_windowed_or_dense_prefix(config: Mapping[str, Any], types: list[Any]) -> list[bool]:
+    """Cohere 2 MoE: as Cohere 2, and the dense prefix layers (``mlp_layer_types`` ``"dense"``)
+    also rotate while ``prefix_dense_sliding_window_pattern`` is 1 (its ``force_rope``)."""
+    mlp = config.get("mlp_layer_types")
+    mlp = mlp if isinstance(mlp, list) and len(mlp) == len(types) else ["sparse"] * len(types)
+    forced = config.get("prefix_dense_sliding_window_pattern", 1) == 1
+    return [w or (forced and m == "dense") for w, m in zip(_sliding_windowed(config, types), mlp, strict=True)]
+
+
+def _global_nope_when_windowed(config: Mapping[str, Any], types: list[Any]) -> list[bool]:
+    """EXAONE 4: every layer rotates without a ``sliding_window``; with one, the sliding ones only
+    (global NoPE)."""
+    if config.get("sliding_window") is None:
+        return [True] * len(types)
+    return [t == "sliding_attention" for t in types]
+
+
+#: ``name -> rule(config, layer_types) -> [layer rotates]``: which attention layers apply RoPE, as
+#: the model's own attention decides (:attr:`RelativeFamily.rope_layer_rule`).
+ROPE_LAYER_RULES: Mapping[str, Any] = MappingProxyType(
+    {
+        "sliding": _sliding,
+        "sliding_windowed": _sliding_windowed,
+        "sliding_windowed_or_dense_prefix": _sliding_windowed_or_dense_prefix,
+        "global_nope_when_windowed": _global_nope_when_windowed,
+    }
+)
+
 
 RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
     {
@@ -298,6 +393,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
             RelativeFamily("llama", ("llama",), limit_default=2048),
             RelativeFamily("rope", STANDARD_ROPE_MODEL_TYPES),
             RelativeFamily("rope_per_layer_type", PER_LAYER_TYPE_ROPE_MODEL_TYPES, per_layer_type=True),
+            RelativeFamily("dory", ("dory",), per_layer_type=True, layer_types_rule="paired_with_mlp"),
             RelativeFamily("rope_layer_theta", ("granite_swa", "granitemoe_swa"), layer_theta_field="layer_rope_theta"),
             RelativeFamily(
                 "rope_layer_flag",
@@ -306,6 +402,36 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 layer_theta_is_flag=True,
             ),
             RelativeFamily("rope_interleaved", INTERLEAVED_ROPE_MODEL_TYPES, layout="interleaved"),
+            RelativeFamily(
+                "cohere2",
+                ("cohere2",),
+                layout="interleaved",
+                rope_layer_rule="sliding_windowed",
+            ),
+            RelativeFamily(
+                "cohere2_moe",
+                ("cohere2_moe",),
+                layout="interleaved",
+                rope_layer_rule="sliding_windowed_or_dense_prefix",
+            ),
+            RelativeFamily("rope_sliding_only", ("afmoe", "lara_mini"), rope_layer_rule="sliding"),
+            RelativeFamily("rope_sliding_windowed", ("flint",), rope_layer_rule="sliding_windowed"),
+            RelativeFamily("exaone4", ("exaone4", "exaone_moe"), rope_layer_rule="global_nope_when_windowed"),
+            RelativeFamily("jetmoe", ("jetmoe",), head_dim_field="kv_channels", head_dim_default=128),
+            RelativeFamily("recurrent_gemma", ("recurrent_gemma",), layer_types_rule="block_types"),
+            RelativeFamily("bamba", ("bamba",), layer_types_rule="attention_indices"),
+            RelativeFamily(
+                "rope_per_layer_type_interleaved",
+                ("dots3_note_text",),
+                per_layer_type=True,
+                layout="interleaved",
+            ),
+            RelativeFamily(
+                "mla_interleaved",
+                MLA_INTERLEAVED_ROPE_MODEL_TYPES,
+                rope_head_dim_field="qk_rope_head_dim",
+                layout="interleaved",
+            ),
             RelativeFamily(
                 "mla",
                 MLA_ROPE_MODEL_TYPES,
@@ -779,6 +905,7 @@ def relative_configs_from_dict(
             )
             return (RelativeConfig(scheme="alibi", alibi=AlibiConfig(heads, float(bias_max), limit), **common),)
         _refuse_unread_per_layer_fields(config, where)
+        config = _derived_layer_types(config, family)
         if family.per_layer_type and not _is_per_layer_type(config):
             raise fail(
                 where,
@@ -786,7 +913,11 @@ def relative_configs_from_dict(
                 "one set for all layers (re-save the config with transformers >= 5)",
             )
         groups = _split_by_overrides(
-            _split_by_layer_theta(_layer_groups(config, where), family, config, where), config, where
+            _split_by_rotating_layers(
+                _split_by_layer_theta(_layer_groups(config, where), family, config, where), family, config, where
+            ),
+            config,
+            where,
         )
         records: list[RelativeConfig | NoPositionLayers] = []
         for layer_type, layers, parameters, overrides in groups:
@@ -935,6 +1066,56 @@ def _split_by_layer_theta(groups, family: RelativeFamily, config: Mapping[str, A
     return out
 
 
+def _derived_layer_types(config: Mapping[str, Any], family: RelativeFamily) -> Mapping[str, Any]:
+    """``config`` with ``layer_types`` (and ``num_hidden_layers``) as transformers derives them when
+    it builds the model (:data:`LAYER_TYPES_RULES`), else as saved."""
+    if family.layer_types_rule is None:
+        return config
+    derived = LAYER_TYPES_RULES[family.layer_types_rule](config)
+    if derived is None:
+        return config
+    types, count = derived
+    return {**config, "layer_types": types, "num_hidden_layers": count}
+
+
+def _split_by_rotating_layers(groups, family: RelativeFamily, config: Mapping[str, Any], where: object):
+    """Split RoPE groups by which layers rotate: a ``layer_types`` entry in
+    :data:`NON_ATTENTION_LAYER_TYPES` never does, and the family's :data:`ROPE_LAYER_RULES` entry
+    (Cohere 2: sliding-window layers only) decides among the attention layers. The others become
+    NoPE groups, one per layer type."""
+    types = config.get("layer_types")
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        if family.rope_layer_rule is not None:  # which layers rotate follows from layer_types
+            raise fail(
+                where,
+                f"layer_types as a list of strings ({config.get('model_type')} rotates by its layer types, "
+                "as transformers 5 writes them)",
+                repr(types)[:80],
+            )
+        return groups
+    rotates = [t not in NON_ATTENTION_LAYER_TYPES for t in types]
+    if family.rope_layer_rule is not None:
+        ruled = ROPE_LAYER_RULES[family.rope_layer_rule](config, types)
+        rotates = [a and b for a, b in zip(rotates, ruled, strict=True)]
+    if all(rotates):
+        return groups
+    out: list[tuple[Any, ...]] = []
+    for layer_type, layers, parameters in groups:
+        members = range(len(types)) if layers is None else layers
+        if parameters is None:
+            out.append((layer_type, layers, parameters))
+            continue
+        kept = tuple(i for i in members if i >= len(types) or rotates[i])
+        if kept:
+            out.append((layer_type, kept, parameters))
+        dropped: dict[str, list[int]] = {}
+        for i in members:
+            if i < len(types) and not rotates[i]:
+                dropped.setdefault(types[i], []).append(i)
+        out += [(t, tuple(indices), None) for t, indices in sorted(dropped.items())]
+    return out
+
+
 def _is_per_layer_type(config: Mapping[str, Any]) -> bool:
     parameters = config.get("rope_parameters")
     return isinstance(parameters, Mapping) and any(isinstance(v, Mapping) for v in parameters.values())
@@ -1007,6 +1188,8 @@ def _rope_from(
     if head_dim is None and family.rope_head_dim_field is not None:  # MLA: the rope head (v5 writes head_dim too)
         head_field = family.rope_head_dim_field
         head_dim = config.get(head_field)
+    if head_dim is None and family.head_dim_default is not None:  # JetMoE: kv_channels, default 128
+        head_dim = family.head_dim_default
     if head_dim is None:
         hidden = _int_field(
             where,
@@ -1148,12 +1331,15 @@ def relative_source(source: str | os.PathLike) -> RelativeConfig | None:
 
 __all__ = [
     "INTERLEAVED_ROPE_MODEL_TYPES",
+    "LAYER_TYPES_RULES",
+    "MLA_INTERLEAVED_ROPE_MODEL_TYPES",
     "MLA_ROPE_MODEL_TYPES",
     "NON_ATTENTION_LAYER_TYPES",
     "NoPositionLayers",
     "PER_LAYER_TYPE_ROPE_MODEL_TYPES",
     "QWEN3_VL_MODEL_TYPES",
     "RELATIVE_FAMILIES",
+    "ROPE_LAYER_RULES",
     "STANDARD_ROPE_MODEL_TYPES",
     "RelativeConfig",
     "RelativeFamily",

@@ -13,6 +13,17 @@ own modules hold and do:
   (layout and partial rotary, ``1e-5`` absolute); NoPE layers against the attention modules'
   ``use_rope``. The limit: ``max_position_embeddings`` (transformers declares it, does not
   enforce it).
+- RoPE through the forward pass (:func:`_forward_problems`): the tiny model's forward runs once on
+  7 tokens with every ``apply*rotary*``/``apply*rope*`` function of its modeling files wrapped;
+  per decoder layer that ran, a rotation where :func:`~flax_posenc.conversion.rope_for_layer` gives
+  NoPE, none where it gives RoPE, and every rotated ``q``/``k`` against
+  :func:`flax_posenc.apply_rope_qk` under that layer's ``RopeConfig`` (its cos/sin, layout, head
+  and rotary width at once: ``1e-5`` relative, or equal ``q . k`` products when the modeling file
+  lists the pairs in another order). The rotary module check above then calls the function the
+  attention called, not one found by name.
+- Position parameters (:func:`_position_parameter_problems`): a trainable parameter of a rotary
+  module, or a parameter named for positions, that no reported mechanism reads fails the case
+  ("position parameters not read").
 - M-RoPE (Qwen2-VL, Qwen2.5-VL): the same for the text rotary module at distinct temporal/height/
   width positions, and the model's ``get_rope_index`` against :func:`flax_posenc.mrope_positions`.
 - Learned tables: the rows (bit-equal) and the limit transformers enforces: a forward pass of
@@ -30,8 +41,10 @@ An empty list means the model type conforms.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from conformance.tiny import quiet, tiny_model
@@ -59,14 +72,16 @@ def _call_rotary(module, x, positions, layer_type):
     return module(x, positions)
 
 
-def _apply_fn(model):
+def _apply_fn(model, called: str | None = None):
     module = sys.modules[type(model).__module__]
+    if called is not None and callable(getattr(module, called, None)):
+        return getattr(module, called)  # the rotation the model's attention called in its forward
     if getattr(model.config, "rope_interleave", False) and hasattr(module, "apply_rotary_pos_emb_interleave"):
         return module.apply_rotary_pos_emb_interleave  # what MLA attention calls when the flag is set
     return getattr(module, "apply_rotary_pos_emb", None)
 
 
-def _rope_problems(model, mech, module, label) -> list[str]:
+def _rope_problems(model, mech, module, label, called: str | None = None) -> list[str]:
     import torch
 
     import flax_posenc as fp
@@ -114,7 +129,7 @@ def _rope_problems(model, mech, module, label) -> list[str]:
         problems.append(f"{label}: cos/sin differ from float32 rounding of the angle by up to {worst:.3g}")
     if complex_form:
         return problems + _complex_apply_problems(model, rope, out, label)
-    apply = _apply_fn(model)
+    apply = _apply_fn(model, called)
     if apply is None or problems:
         return problems
     if list(inspect.signature(apply).parameters)[1] == "cos":  # Gemma 4: apply(x, cos, sin), once per tensor
@@ -570,6 +585,288 @@ def _softmax_scale_problems(model, mech) -> list[str]:
     if bad:
         return [f"softmax_scale {ours}, the attention module of layer {bad[0][0]} scales by {bad[0][1]}"]
     return []
+#: Tokens of the forward pass the rotation is watched in (distinct from every tiny head count and width).
+FORWARD_TOKENS = 7
+
+#: Parameter/buffer name parts that hold positions (a learned table, a bias, a rotary module's state).
+_POSITION_NAME = re.compile(
+    r"^(position\w*|pos_\w*|\w*_pos|\w*pos_emb\w*|\w*rotary\w*|\w*rope\w*|rel_\w*|relative\w*|\w*alibi\w*)$", re.I
+)
+
+
+#: Top-level submodules of a composite model that are not its language model: their position
+#: tensors (a vision tower's grid) are not what the model type's text record reads.
+_OTHER_TOWERS = ("visual", "vision_tower", "vision_model", "audio_tower", "audio_model")
+
+
+def _is_rotation_function(name: str, value) -> bool:
+    """A modeling file's function that rotates queries or keys (``apply_rotary_pos_emb``,
+    ``apply_rotary_pos_emb_interleave``, ``apply_rotary_emb``, ...)."""
+    low = name.lower()
+    return inspect.isfunction(value) and low.startswith("apply") and ("rotary" in low or "rope" in low)
+
+
+class _RotationWatch:
+    """Wraps every rotation function of the modeling modules the model's submodules come from, and
+    records each call with the decoder layer it ran in: ``calls[layer] = [(name, inputs, outputs)]``.
+
+    The layer is the index of the outermost ``ModuleList`` entry (``layers.3``) whose forward is
+    running when the rotation is called; a call outside any layer is recorded under ``None``."""
+
+    def __init__(self, model):
+        self.model = model
+        self.calls: dict[int | None, list[tuple[str, list, list]]] = {}
+        self.ran: set[int] = set()  # the layers whose forward ran
+        self.indexer_calls = 0  # rotations inside a DSA indexer (not the attention's; see _forward_problems)
+        self.stack: list[int] = []
+        self._patches: list[tuple[Any, str, Any]] = []
+        self._hooks: list[Any] = []
+
+    def __enter__(self):
+        import torch
+
+        modules = {type(m).__module__ for m in self.model.modules()}
+        for module_name in sorted(modules):
+            module = sys.modules.get(module_name)
+            if module is None or not module_name.startswith("transformers.models."):
+                continue
+            for name, value in list(vars(module).items()):
+                if _is_rotation_function(name, value):
+                    self._patches.append((module, name, value))
+                    setattr(module, name, self._wrap(name, value))
+        lists = [m for m in self.model.modules() if isinstance(m, torch.nn.ModuleList)]
+        for modules_list in lists:
+            for i, layer in enumerate(modules_list):
+                self._hooks.append(layer.register_forward_pre_hook(lambda *_, i=i: self._enter(i)))
+                self._hooks.append(layer.register_forward_hook(lambda *_: self._leave()))
+        return self
+
+    def _enter(self, i: int) -> None:
+        if not self.stack:
+            self.ran.add(i)
+        self.stack.append(i)
+
+    def _leave(self) -> None:  # a forward hook returning a value would replace the layer's output
+        self.stack.pop()
+
+    def __exit__(self, *exc):
+        for module, name, value in self._patches:
+            setattr(module, name, value)
+        for hook in self._hooks:
+            hook.remove()
+        return False
+
+    def _wrap(self, name, fn):
+        import torch
+
+        def watched(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if _inside_indexer():
+                self.indexer_calls += 1
+                return out
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            ins = [a for a in (*args, *kwargs.values()) if torch.is_tensor(a)]
+            layer = self.stack[0] if self.stack else None
+            self.calls.setdefault(layer, []).append(
+                (name, [t.detach().clone() for t in ins], [t.detach().clone() for t in outs if torch.is_tensor(t)])
+            )
+            return out
+
+        return watched
+
+
+def _inside_indexer() -> bool:
+    """Whether the rotation is called from a DSA lightning indexer (``*Indexer.forward``): it
+    rotates the indexer's own keys to choose which keys the attention reads, not the attention's."""
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return False
+        owner = frame.f_locals.get("self")
+        if owner is not None and "Indexer" in type(owner).__name__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _rotated_pairs(inputs, outputs):
+    """``(x, rotated x)`` for each output of a rotation call: the first unused input of its shape
+    and dtype (``q`` with ``q_embed``, ``k`` with ``k_embed``; Gemma 4's one ``x`` per call)."""
+    pairs, used = [], set()
+    for out in outputs:
+        for j, x in enumerate(inputs):
+            if j not in used and x.shape == out.shape and x.dtype == out.dtype and not x.is_complex():
+                used.add(j)
+                pairs.append((x, out))
+                break
+    return pairs
+
+
+def _gram(x: np.ndarray, seq_axis: int) -> np.ndarray:
+    """Dot products of every position's vector with every other's, per head: what attention sees
+    of a rotation (a fixed permutation of the features, applied to q and k alike, leaves it)."""
+    x = np.moveaxis(x, seq_axis, -2)
+    return np.einsum("...sd,...td->...st", x, x)
+
+
+#: One ``apply_rope_qk`` call per distinct RoPE of a model rotates every recorded tensor at once,
+#: its rows padded to a multiple of this (few compiled shapes across the suite).
+_ROWS = 64
+
+
+def _rotation_call(label: str, rope, name: str, x, out):
+    """A recorded rotation as ``(label, rope, name, x, out, seq_axis)`` (float64), or the problem
+    when it cannot be ours: no axis of the positions, or a width neither our head nor rotary width."""
+    x, out = x.double().numpy(), out.double().numpy()
+    n = FORWARD_TOKENS
+    if x.ndim < 3 or n not in x.shape[-3:-1]:
+        return f"{label}: {name} rotated a tensor of shape {tuple(x.shape)}, no axis of the {n} positions"
+    if x.shape[-1] not in (rope.head_dim, rope.rotary_dim):  # the rotary slice only: Phi, GLM, MLA
+        return (
+            f"{label}: {name} rotates {x.shape[-1]} dims per head; we report head_dim {rope.head_dim} "
+            f"(rotary_dim {rope.rotary_dim})"
+        )
+    return (label, rope, name, x, out, -2 if x.shape[-2] == n else -3)
+
+
+def _ours(calls: list) -> list[np.ndarray]:
+    """:func:`flax_posenc.apply_rope_qk` of every recorded input, one call per distinct RoPE; a
+    rotary slice is padded to the head width and cut back."""
+    import flax_posenc as fp
+
+    n = FORWARD_TOKENS
+    out: list[Any] = [None] * len(calls)
+    by_rope: dict[Any, list[int]] = {}
+    for i, call in enumerate(calls):
+        by_rope.setdefault(call[1], []).append(i)
+    for rope, members in by_rope.items():
+        rows = []
+        for i in members:
+            x = np.moveaxis(calls[i][3], calls[i][5], -2).reshape(-1, n, calls[i][3].shape[-1])
+            rows.append(np.concatenate([x, np.zeros((*x.shape[:-1], rope.head_dim - x.shape[-1]))], -1))
+        stacked = np.concatenate(rows)
+        total = -(-len(stacked) // _ROWS) * _ROWS
+        stacked = np.concatenate([stacked, np.zeros((total - len(stacked), n, rope.head_dim))])[None]
+        q = stacked.astype(np.float32)
+        rotated = np.asarray(fp.apply_rope_qk(q, q[:, :1], rope, seq_axis=-2)[0], np.float64)[0]
+        start = 0
+        for i in members:
+            x, seq_axis = calls[i][3], calls[i][5]
+            moved = np.moveaxis(x, seq_axis, -2)
+            count = int(np.prod(moved.shape[:-2]))
+            block = rotated[start : start + count, :, : x.shape[-1]].reshape(moved.shape)
+            out[i] = np.moveaxis(block, -2, seq_axis)
+            start += count
+    return out
+
+
+def _rotation_problems(call, ours: np.ndarray) -> list[str]:
+    """One rotation of transformers' forward against ``apply_rope_qk`` with our layer RoPE: equal
+    within ``1e-5`` relative, or the same ``q . k`` products (a fixed reordering of the pairs)."""
+    label, rope, name, x, out, seq_axis = call
+    err = float(np.max(np.abs(ours - out)))
+    if err <= 1e-5 * (1 + float(np.max(np.abs(out)))):
+        return []
+    gram_ours, gram_theirs = _gram(ours, seq_axis), _gram(out, seq_axis)
+    gram_err = float(np.max(np.abs(gram_ours - gram_theirs)))
+    if gram_err <= 1e-5 * (1 + float(np.max(np.abs(gram_theirs)))):
+        return []  # DeepSeek's de-interleaving: the same rotation, its pairs listed first-members-first
+    return [
+        f"{label}: transformers' forward rotates with {name}; apply_rope_qk (layout {rope.layout}, head_dim "
+        f"{rope.head_dim}, rotary_dim {rope.rotary_dim}) differs by {err:.3g} (q.k by {gram_err:.3g})"
+    ]
+
+
+def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | None]:
+    """Run the tiny model's forward once and compare, layer by layer, what its attention does with
+    what :func:`~flax_posenc.conversion.rope_for_layer` says: a layer that rotates where we give
+    NoPE, a layer that does not where we give RoPE, and every rotated ``q``/``k`` (inputs recorded
+    from the modeling file's own rotation function, wrapped while the forward runs) against
+    :func:`flax_posenc.apply_rope_qk` with our layer's RoPE at positions ``0 .. n - 1``.
+
+    Returns the problems and the name of the rotation function the attention called (the first
+    layer's; ``None`` when none was), for the rotary module check to use the same one.
+
+    Calls from a DSA lightning indexer (DeepSeek-V3.2, AXK2, GLM-MoE-DSA: ``*Indexer.forward``)
+    are counted, not compared: the indexer scores which keys the attention may read (its own
+    rotation, half layout in DeepSeek-V3.2); the attention's own rotation is what is compared."""
+    import torch
+
+    from flax_posenc.conversion import rope_for_layer
+
+    config = getattr(model.config, "text_config", None) or model.config
+    count = getattr(config, "num_hidden_layers", None)
+    if not isinstance(count, int):
+        return ["forward check: the config has no num_hidden_layers"], None
+    ids = torch.full((1, FORWARD_TOKENS), 5, dtype=torch.long)
+    ids[0, ::2] = 3
+    with _RotationWatch(model) as watch, torch.no_grad(), quiet():
+        try:
+            model(input_ids=ids, use_cache=False)
+        except Exception as e:  # noqa: BLE001 - reported as a problem, not raised
+            problem = f"forward check: transformers' forward of {FORWARD_TOKENS} tokens fails: {type(e).__name__}: {e}"
+            return [problem[:200]], None
+    problems = []
+    if None in watch.calls:
+        problems.append(f"forward check: {watch.calls[None][0][0]} called outside the decoder layers")
+    if not watch.ran:
+        return problems + ["forward check: no decoder layer (a ModuleList entry) ran"], None
+    # the layers transformers built and ran (HRM's num_hidden_layers counts the cycles of 4 modules)
+    rotations: list[Any] = []
+    for layer in sorted(watch.ran & set(range(count))):
+        rope = rope_for_layer(directory, layer)
+        calls = watch.calls.get(layer, [])
+        label = f"layer {layer}"
+        if rope is None and calls:
+            problems.append(f"{label}: we give NoPE; transformers' forward rotates with {calls[0][0]}")
+        elif rope is not None and not calls:
+            problems.append(f"{label}: we give RoPE; transformers' forward applies no rotation there")
+        for name, inputs, outputs in calls if rope is not None else ():
+            pairs = _rotated_pairs(inputs, outputs)
+            if not pairs:
+                problems.append(f"{label}: {name} returned no rotated tensor")
+            for x, out in pairs:
+                call = _rotation_call(label, rope, name, x, out)
+                if isinstance(call, str):
+                    problems.append(call)
+                else:
+                    rotations.append(call)
+    for call, ours in zip(rotations, _ours(rotations), strict=True):
+        problems += _rotation_problems(call, ours)
+    for mech in record.mechanisms:  # every per-layer mechanism is seen by the forward: else the tiny model is too small
+        if mech.kind in ("rope", "nope") and mech.layers is not None and not set(mech.layers) & watch.ran:
+            problems.append(f"forward check: no layer of {mech.record.label} ran in the tiny model")
+    called = next((calls[0][0] for _, calls in sorted(watch.calls.items(), key=str) if calls), None)
+    return list(dict.fromkeys(problems)), called
+
+
+def _position_parameter_problems(model, record) -> list[str]:
+    """Trainable parameters of a rotary module (Mistral Large 4's ``alpha``), and any parameter
+    whose name says it holds positions, that no mechanism we report reads: "position parameters
+    not read"."""
+    covered = []
+    for mech in record.mechanisms:
+        table = getattr(mech.record, "table", None)
+        if getattr(table, "key", None):
+            covered.append(table.key)
+        if mech.kind == "deberta_relative":  # the rows, and the attention's projections of them (its own weights)
+            covered += ["rel_embeddings", "attention.self.pos_"]
+        if mech.kind == "relative_bias":  # T5/MPNet buckets: every stack's relative_attention_bias
+            covered.append("relative_attention_bias")
+    found = []
+    rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
+    for name, _ in model.named_parameters():
+        parent = name.rsplit(".", 1)[0]
+        in_rotary = parent in rotary_names
+        parts = name.split(".")
+        if parts[0] in _OTHER_TOWERS:
+            continue  # a vision/audio tower's positions: not this text model type's (see _OTHER_TOWERS)
+        positional = any(_POSITION_NAME.match(part) and "norm" not in part for part in parts)
+        if (in_rotary or positional) and not any(c in name for c in covered):
+            found.append(name)
+    if not found:
+        return []
+    return [f"position parameters not read: {', '.join(found[:4])}{' ...' if len(found) > 4 else ''}"]
 
 
 def conformance_problems(model_type: str, directory: Path) -> list[str]:
@@ -584,6 +881,11 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
     rotary = _rotary_modules(model)
     ropes = [m for m in record.mechanisms if m.kind == "rope"]
     mropes = [m for m in record.mechanisms if m.kind == "mrope"]
+    called = None
+    if ropes or mropes:
+        forward, called = _forward_problems(model, directory, record)
+        problems += forward
+    problems += _position_parameter_problems(model, record)
     if rotary and not ropes and not mropes:
         problems.append(f"the model has {type(rotary[0]).__name__}; we report no RoPE")
     for mech in mropes:
@@ -599,7 +901,7 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
             problems += _sincos_problems(model, mech)
             continue
         for module in modules:  # every rotary module of the model (Granite-SWA, Molmo 2 have two)
-            problems += _rope_problems(model, mech, module, label)
+            problems += _rope_problems(model, mech, module, label, called)
         mpe = getattr(model.config, "max_position_embeddings", None)
         if mech.limit != mpe and mech.rope.rope_type == "default":
             problems.append(f"{label}: limit {mech.limit}, max_position_embeddings {mpe}")

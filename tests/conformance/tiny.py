@@ -31,6 +31,8 @@ SMALL: dict[str, Any] = {
     "shared_expert_intermediate_size": 32,
     "n_shared_experts": 1,
     "first_k_dense_replace": 1,
+    "n_group": 1,
+    "topk_group": 1,
     "kv_lora_rank": 16,
     "q_lora_rank": 16,
     "qk_rope_head_dim": 8,
@@ -82,6 +84,10 @@ _GLM_VISION = {**_MROPE_VISION, "hidden_size": 32, "out_hidden_size": 64, "inter
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
+    # JetMoE's head width is kv_channels (its head_dim alias): not hidden_size / heads, so a reading
+    # that divides is caught
+    "jetmoe": {"head_dim": 8},
+    "bamba": {"attn_layer_indices": [1, 3]},  # attention (and RoPE) on these layers, Mamba elsewhere
     "codegen": {"rotary_dim": 8},
     "mimo_v2_flash": {"head_dim": 48},
     "dots3_note_text": {"num_key_value_heads": 4},
@@ -204,6 +210,10 @@ def tiny_config(model_type: str):
         base = cls().to_dict()
     aliases = set(getattr(cls, "attribute_map", {}) or {})
     kwargs = {k: v for k, v in SMALL.items() if k in base or k in aliases}
+    if "qk_rope_head_dim" in base:  # MLA: the rotary module's head_dim is the rope head's width; one kv head per head
+        kwargs.update(num_key_value_heads=SMALL["num_attention_heads"])
+        if "head_dim" in base:
+            kwargs["head_dim"] = SMALL["qk_rope_head_dim"]
     kwargs.update(OVERRIDES.get(model_type, {}))
     with quiet():
         return cls(**kwargs)
@@ -214,6 +224,9 @@ def tiny_model(model_type: str, seed: int = 0):
     import torch
     from transformers import AutoModel
 
+    # one intra-op thread: these models are tiny, and a second thread per pytest worker on a shared
+    # 2-core machine made each forward pass ~20x slower (oversubscription), not faster
+    torch.set_num_threads(1)
     config = tiny_config(model_type)
     torch.manual_seed(seed)
     with quiet():
