@@ -92,6 +92,33 @@ def _replace_family(monkeypatch, name: str, **changes):
     monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
 
 
+def _read_not_refused(monkeypatch, model_type: str, kind: str, row: str):
+    """The mechanism table with ``model_type`` added to row ``row`` of kind ``kind`` and taken out of
+    the refused types: the registry as a wrong reading would have it."""
+    import dataclasses
+
+    from flax_posenc.conversion import models
+    from flax_posenc.conversion.mechanisms import MECHANISMS
+
+    old = MECHANISMS[kind]
+    registries = tuple(
+        (
+            name,
+            {
+                n: dataclasses.replace(r, model_types=(*r.model_types, model_type)) if n == row else r
+                for n, r in rows.items()
+            },
+        )
+        for name, rows in old.registries
+    )
+    monkeypatch.setattr(
+        MECHANISMS, "_kinds", {**MECHANISMS._kinds, kind: dataclasses.replace(old, registries=registries)}
+    )
+    monkeypatch.setattr(MECHANISMS, "_derived", {})
+    refused = {t: why for t, why in models.REFUSED_MODEL_TYPES.items() if t != model_type}
+    monkeypatch.setattr(models, "REFUSED_MODEL_TYPES", refused)
+
+
 def test_forward_check_notices_a_type_registered_with_the_wrong_layout(tmp_path, monkeypatch):
     """GLM-MoE-DSA's attention rotates interleaved pairs; registered in halves, the forward pass
     (the rotation its attention calls, layer by layer) disagrees with apply_rope_qk."""
@@ -113,11 +140,8 @@ def test_forward_check_notices_a_learned_rotary_parameter(tmp_path, monkeypatch)
     """Mistral Large 4's rotary module holds a learned alpha: read as plain (interleaved) MLA RoPE,
     the case fails with "position parameters not read" even though alpha's initial value (0)
     leaves cos/sin unchanged."""
-    from flax_posenc.conversion import models
-
     _replace_family(monkeypatch, "mla_interleaved", model_types=("mistral_large4_text",))
-    mechanisms = {**models.MODEL_MECHANISMS, "mistral_large4_text": (("rope_alibi", "mla_interleaved"),)}
-    monkeypatch.setattr(models, "MODEL_MECHANISMS", mechanisms)
+    _read_not_refused(monkeypatch, "mistral_large4_text", "rope", "mla_interleaved")
     problems = conformance_problems("mistral_large4_text", tmp_path)
     assert problems == ["position parameters not read: rotary_emb.alpha"], problems
 
@@ -150,10 +174,7 @@ def test_layer_rules_follow_the_model_on_other_configs(model_type, override, tmp
 def test_position_parameters_not_read_fail_a_case(tmp_path, monkeypatch):
     """Inkling 2 read as it was ("no position encoding: a recurrent state") fails: its relative
     position bias (relative_position_bias.proj) is a position parameter no reported mechanism reads."""
-    from flax_posenc.conversion import models
-
-    monkeypatch.setattr(models, "NO_POSITION_MODEL_TYPES", (*models.NO_POSITION_MODEL_TYPES, "inkling2_text"))
-    monkeypatch.setattr(models, "MODEL_MECHANISMS", models._model_mechanisms())
+    _read_not_refused(monkeypatch, "inkling2_text", "none", "recurrent")
     problems = conformance_problems("inkling2_text", tmp_path)
     assert any(
         p.startswith("position parameters not read: ") and "relative_position_bias.proj" in p for p in problems
