@@ -30,6 +30,10 @@ _EXPORTS = {
     "describe_limit": "flax_posenc.limits",
     "position_errors": "flax_posenc.overflow",
     "checkify_errors": "flax_posenc.overflow",
+    "checked": "flax_posenc.portable",
+    "export": "flax_posenc.portable",
+    "call_exported": "flax_posenc.portable",
+    "PositionReport": "flax_posenc.portable",
     "packed_positions": "flax_posenc.lookup",
     "sequential_positions": "flax_posenc.lookup",
     "padding_aware_positions": "flax_posenc.lookup",
@@ -81,6 +85,7 @@ _SUBMODULES = {
     "rope_config",
     "alibi_config",
     "overflow",
+    "portable",
     "limits",
     "relative_bias",
     "relative_bias_config",
@@ -136,6 +141,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real names
     from flax_posenc.mrope_config import MRopeConfig, mrope_positions  # noqa: F401
     from flax_posenc.orbax_io import load_orbax, save_orbax  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
+    from flax_posenc.portable import PositionReport, call_exported, checked, export  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
     from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec  # noqa: F401
     from flax_posenc.rope import apply_rope, apply_rope_qk, apply_rotary, rotary_cos_sin  # noqa: F401
