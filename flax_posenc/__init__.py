@@ -85,7 +85,6 @@ _SUBMODULES = {
     "rope_config",
     "alibi_config",
     "overflow",
-    "portable",
     "limits",
     "relative_bias",
     "relative_bias_config",

@@ -44,15 +44,18 @@ GOOD, BAD = jnp.array([[5, 6, 7]], jnp.int32), jnp.array([[6, 7, 8]], jnp.int32)
 GOOD3, BAD3 = jnp.broadcast_to(GOOD, (3, 1, 3)), jnp.broadcast_to(BAD, (3, 1, 3))
 
 
+NNX = {  # built once, outside any trace (their weights are constants of the exported programs)
+    "learned": fp.nnx.LearnedPositionalEmbedding.from_arguments(P, D, rngs=nnx.Rngs(0)),
+    "sinusoid": fp.nnx.SinusoidalPositionalEncoding.from_arguments(D, num_positions=P),
+    "block": fp.nnx.TransformerInput.from_arguments(20, D, num_positions=P, rngs=nnx.Rngs(0)),
+    "rotary": fp.nnx.RotaryEmbedding(ROPE),
+    "alibi": fp.nnx.ALiBiBias(ALIBI, causal=False),
+    "relative": fp.nnx.RelativePositionBias.from_arguments(H, rngs=nnx.Rngs(0)),
+}
+
+
 def _nnx(name):
-    rngs = nnx.Rngs(0)
-    return {
-        "learned": lambda: fp.nnx.LearnedPositionalEmbedding.from_arguments(P, D, rngs=rngs),
-        "sinusoid": lambda: fp.nnx.SinusoidalPositionalEncoding.from_arguments(D, num_positions=P),
-        "block": lambda: fp.nnx.TransformerInput.from_arguments(20, D, num_positions=P, rngs=rngs),
-        "rotary": lambda: fp.nnx.RotaryEmbedding(ROPE),
-        "alibi": lambda: fp.nnx.ALiBiBias(ALIBI, causal=False),
-    }[name]()
+    return NNX[name]
 
 
 def _linen(module, *args, **kwargs):
@@ -107,9 +110,7 @@ NO_LIMIT = {
     "deberta_relative_positions": lambda p: fp.deberta_relative_positions(
         3, 3, position_buckets=4, max_relative_positions=P, query_positions=p[0]
     ),
-    "nnx.RelativePositionBias": lambda p: fp.nnx.RelativePositionBias.from_arguments(H, rngs=nnx.Rngs(0))(
-        3, 3, query_start=p[0, 0]
-    ),
+    "nnx.RelativePositionBias": lambda p: _nnx("relative")(3, 3, query_start=p[0, 0]),
 }
 
 
@@ -166,7 +167,7 @@ def test_functions_without_a_limit_export_too(name):
 
 
 @pytest.mark.parametrize("platform", ["cuda", "tpu"])
-@pytest.mark.parametrize("name", ["apply_rope", "nnx.TransformerInput", "linen.RotaryEmbedding", "apply_rope/start"])
+@pytest.mark.parametrize("name", ["apply_rope/start", "nnx.TransformerInput"])
 def test_lowers_for_another_platform(name, platform):
     fn = CASES[name][0]
     lowered = jax.jit(fp.checked(fn)).trace(GOOD).lower(lowering_platforms=(platform,))
