@@ -23,6 +23,7 @@ Not a test: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -69,18 +70,19 @@ def write_empty_strings(path: Path, count: int) -> None:
     w.close()
 
 
-def timed(fn, repeats: int) -> tuple[float, float]:
-    """(median seconds, peak MB allocated during one call)."""
-    times = []
+def timed(fn, repeats: int) -> tuple[float, float, float]:
+    """(median wall seconds, median CPU seconds of this process, peak MB allocated during one call)."""
+    times, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
     tracemalloc.start()
     fn()
     peak = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
-    return statistics.median(times), peak
+    return statistics.median(times), statistics.median(cpu), peak
 
 
 def main() -> None:
@@ -111,9 +113,11 @@ def main() -> None:
         ]
         size_mb = path.stat().st_size / 1e6
     print(f"GGUF with {what} ({size_mb:.1f} MB), median of {args.repeats}:")
-    print("| step | seconds | peak MB allocated |\n|---|---|---|")
-    for name, (seconds, peak) in rows:
-        print(f"| {name} | {seconds:.2f} | {peak:.1f} |")
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores")
+    print("| step | wall s | CPU s | peak MB allocated |\n|---|---|---|---|")
+    for name, (seconds, cpu, peak) in rows:
+        print(f"| {name} | {seconds:.2f} | {cpu:.2f} | {peak:.2f} |")
 
 
 if __name__ == "__main__":
