@@ -92,7 +92,9 @@ def main(argv=None) -> None:
         for name in ("common", "llama"):
             text = subprocess.run(
                 ["git", "-C", str(ROOT), "show", f"{args.before}:examples/models/{name}.py"],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
             (folder / f"{name}.py").write_text(text)
         versions[f"unrolled ({args.before})"] = folder

@@ -107,8 +107,10 @@ def main() -> None:
             rows.append(("gguf.GGUFReader(path)", timed(lambda: gguf.GGUFReader(path), args.repeats)))
         rows += [
             ("inspect_source(path)", timed(lambda: inspect_source(path), args.repeats)),
-            ("check: inspect_source(path).check_length(4096)", timed(
-                lambda: inspect_source(path).check_length(4096), args.repeats)),
+            (
+                "check: inspect_source(path).check_length(4096)",
+                timed(lambda: inspect_source(path).check_length(4096), args.repeats),
+            ),
             ("rope_for_layer(path, 0)", timed(lambda: rope_for_layer(path, 0), args.repeats)),
         ]
         size_mb = path.stat().st_size / 1e6

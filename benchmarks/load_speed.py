@@ -83,7 +83,10 @@ def write_block(folder: Path) -> Path:
 
     rng = np.random.default_rng(0)
     save_file(
-        {"wte.weight": rng.standard_normal((50257, 768), np.float32), "wpe.weight": rng.standard_normal((1024, 768), np.float32)},
+        {
+            "wte.weight": rng.standard_normal((50257, 768), np.float32),
+            "wpe.weight": rng.standard_normal((1024, 768), np.float32),
+        },
         str(folder / "model.safetensors"),
     )
     config = {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_positions": 1024, "n_layer": 1, "n_head": 12}
@@ -108,11 +111,11 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", help="a git revision whose examples/models/{common,llama}.py to compare")
     args = parser.parse_args(argv)
+    from compile_decode import load_models
     from flax import nnx
     from safetensors.numpy import load_file
 
     import flax_posenc as fp
-    from compile_decode import load_models
 
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores\n")
@@ -125,23 +128,49 @@ def main(argv=None) -> None:
         floor = timed(lambda: list(load_file(str(llama_dir / "model.safetensors")).values()), args.repeats)
         rows = [(f"safetensors load_file (Llama, {mb:.0f} MB)", floor, floor)]
         _, llama = load_models(ROOT / "examples" / "models")
-        rows.append(("llama.from_pretrained (abstract, filled)", timed(lambda: nnx.state(llama.from_pretrained(llama_dir)), args.repeats), floor))
+        rows.append(
+            (
+                "llama.from_pretrained (abstract, filled)",
+                timed(lambda: nnx.state(llama.from_pretrained(llama_dir)), args.repeats),
+                floor,
+            )
+        )
         if args.before:
             folder = Path(tmp) / "before"
             folder.mkdir()
             for name in ("common", "llama"):
                 text = subprocess.run(
                     ["git", "-C", str(ROOT), "show", f"{args.before}:examples/models/{name}.py"],
-                    capture_output=True, text=True, check=True,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 ).stdout
                 (folder / f"{name}.py").write_text(text)
             _, old = load_models(folder)
-            rows.append((f"llama.from_pretrained ({args.before}: random init, overwritten)", timed(lambda: nnx.state(old.from_pretrained(llama_dir)), args.repeats), floor))
+            rows.append(
+                (
+                    f"llama.from_pretrained ({args.before}: random init, overwritten)",
+                    timed(lambda: nnx.state(old.from_pretrained(llama_dir)), args.repeats),
+                    floor,
+                )
+            )
         bmb = (block_dir / "model.safetensors").stat().st_size / 1e6
         bfloor = timed(lambda: list(load_file(str(block_dir / "model.safetensors")).values()), args.repeats)
         rows.append((f"safetensors load_file (GPT-2 input block, {bmb:.0f} MB)", bfloor, bfloor))
-        rows.append(("fp.nnx.TransformerInput.from_pretrained", timed(lambda: nnx.state(fp.nnx.TransformerInput.from_pretrained(block_dir)), args.repeats), bfloor))
-        rows.append(("fp.linen.TransformerInput.from_pretrained", timed(lambda: fp.linen.TransformerInput.from_pretrained(block_dir)[1], args.repeats), bfloor))
+        rows.append(
+            (
+                "fp.nnx.TransformerInput.from_pretrained",
+                timed(lambda: nnx.state(fp.nnx.TransformerInput.from_pretrained(block_dir)), args.repeats),
+                bfloor,
+            )
+        )
+        rows.append(
+            (
+                "fp.linen.TransformerInput.from_pretrained",
+                timed(lambda: fp.linen.TransformerInput.from_pretrained(block_dir)[1], args.repeats),
+                bfloor,
+            )
+        )
     print(f"median of {args.repeats}, {args.layers} layers\n")
     print("| load | seconds | / safetensors |\n|---|---|---|")
     for name, seconds, base in rows:

@@ -90,7 +90,6 @@ __all__ = [
 _CALLBACK_PLATFORMS = frozenset({"cpu", "gpu", "cuda", "rocm", "tpu"})
 
 
-
 class _GuardMode:
     """How traced checks are emitted: ``None`` (host callback), ``"checkify"`` or ``"export"``.
 

@@ -86,8 +86,11 @@ CASES = {
     "apply_mrope": (lambda p: fp.apply_mrope(X8, MROPE, jnp.broadcast_to(p, (3, 1, 3))), "default RoPE"),
     "transformer_input": (
         lambda p: fp.block.transformer_input(
-            fp.InputSpec.from_arguments(20, D, num_positions=P), {"word_embeddings": TABLE.repeat(3, 0)[:20],
-            "position_embeddings": TABLE}, IDS, position_ids=p),
+            fp.InputSpec.from_arguments(20, D, num_positions=P),
+            {"word_embeddings": TABLE.repeat(3, 0)[:20], "position_embeddings": TABLE},
+            IDS,
+            position_ids=p,
+        ),
         "position table holds 8",
     ),
     "nnx.LearnedPositionalEmbedding": (lambda p: _nnx("learned")(p), "position table holds 8"),
@@ -201,6 +204,7 @@ def test_vmap_and_scan_inside_the_exported_function():
     def decode(p):  # a scan over steps with a traced counter, inside a vmap over rows
         def step(carry, t):
             return carry, fp.apply_rope(X[0], ROPE, start=t)
+
         return jax.vmap(lambda row: jax.lax.scan(step, 0, row)[1])(p)
 
     program = jax.export.deserialize(fp.export(decode, platforms=("cpu", "tpu"))(GOOD3[:, 0]).serialize())

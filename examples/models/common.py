@@ -291,9 +291,7 @@ def init_cache(layers: int, batch: int, max_len: int, kv_heads: int, head_dim: i
     return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(layers)]
 
 
-def init_stacked_cache(
-    layers: int, batch: int, max_len: int, kv_heads: int, head_dim: int, dtype=jnp.float32
-) -> dict:
+def init_stacked_cache(layers: int, batch: int, max_len: int, kv_heads: int, head_dim: int, dtype=jnp.float32) -> dict:
     """An empty cache of a layer stack: ``{"k", "v"}`` of zeros ``(layers, batch, max_len, kv_heads, head_dim)``."""
     shape = (layers, batch, max_len, kv_heads, head_dim)
     return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}

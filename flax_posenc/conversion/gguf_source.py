@@ -368,7 +368,11 @@ def _scan(buf: Any, size: int, path: Path, quant_sizes: Mapping[int, tuple[int, 
             )
         tensors[name] = (ggml_type, shape, offset)
     return ScannedHeader(
-        version, MappingProxyType(metadata), MappingProxyType(types), MappingProxyType(tensors), data_start,
+        version,
+        MappingProxyType(metadata),
+        MappingProxyType(types),
+        MappingProxyType(tensors),
+        data_start,
         endian == ">",
     )
 
