@@ -229,12 +229,16 @@ def scan_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=Non
     mask = causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
     graphdef, state = nnx.split(layers)
 
-    def body(x, xs):
-        layer_state, layer_cache = xs
-        layer = nnx.merge(graphdef, layer_state)
-        return layer(x, mask=mask, layer_cache=layer_cache, start=start, **layer_kwargs)
+    def body(carry, xs):  # the whole cache rides in the carry: each layer writes its slot in place
+        x, cache = carry
+        layer_state, index = xs
+        layer_cache = None if cache is None else {**cache, "layer": index}
+        x, cache = nnx.merge(graphdef, layer_state)(x, mask=mask, layer_cache=layer_cache, start=start, **layer_kwargs)
+        return (x, cache), None
 
-    return jax.lax.scan(body, x, (state, cache))
+    count = jax.tree.leaves(state)[0].shape[0]
+    (x, cache), _ = jax.lax.scan(body, (x, cache), (state, jnp.arange(count)))
+    return x, cache
 
 
 def causal_mask(q_len: int, k_len: int, *, start: int | jax.Array = 0, key_mask: jax.Array | None = None) -> jax.Array:
@@ -299,9 +303,18 @@ def init_stacked_cache(layers: int, batch: int, max_len: int, kv_heads: int, hea
 
 def cache_update(layer_cache: dict | None, k: jax.Array, v: jax.Array, start: int | jax.Array):
     """Write this step's ``k, v`` at ``start`` (static or traced); return the new layer cache and
-    the keys/values to attend to (the whole cache, or just ``k, v`` without one)."""
+    the keys/values to attend to (the whole cache, or just ``k, v`` without one). A stacked cache
+    (``{"k", "v", "layer"}``, :func:`scan_layers`) is returned whole, layer ``layer`` written."""
     if layer_cache is None:
         return None, k, v
+    if "layer" in layer_cache:  # a stacked cache (layers, batch, slots, heads, d): write this layer's slot
+        i = layer_cache["layer"]
+        at = (i, 0, start, 0, 0)
+        new = {
+            "k": jax.lax.dynamic_update_slice(layer_cache["k"], k.astype(layer_cache["k"].dtype)[None], at),
+            "v": jax.lax.dynamic_update_slice(layer_cache["v"], v.astype(layer_cache["v"].dtype)[None], at),
+        }
+        return new, new["k"][i], new["v"][i]
     index = (0, start, 0, 0)
     new = {
         "k": jax.lax.dynamic_update_slice(layer_cache["k"], k.astype(layer_cache["k"].dtype), index),
