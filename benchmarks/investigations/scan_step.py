@@ -77,7 +77,7 @@ print("max diff", float(jnp.abs(a[0] - b[0]).max()))
 def bench(f, *args, n=20):
     jax.block_until_ready(f(*args))
     ts = []
-    for r in range(3):
+    for _ in range(3):
         t0 = time.perf_counter()
         for _ in range(n):
             out = f(*args)
@@ -86,7 +86,7 @@ def bench(f, *args, n=20):
     return ts
 
 
-for r in range(2):
+for _ in range(2):
     s = bench(step_scan, state, cache, t)
     u = bench(step_unrolled, state, per_layer, cache, t)
     print(
