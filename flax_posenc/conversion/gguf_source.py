@@ -693,14 +693,14 @@ def read_tensor(g: GGUFFile, name: str) -> np.ndarray:
         gguf.GGMLQuantizationType.F16: np.float16,
         gguf.GGMLQuantizationType.F64: np.float64,
     }
-    endian = ">" if g.header.big_endian else "<"
     with open(g.path, "rb") as f:
         f.seek(start)
         raw = f.read(int(np.prod(rows, dtype=np.int64)) * row_bytes)
     if len(raw) != int(np.prod(rows, dtype=np.int64)) * row_bytes:
         raise fail(where, f"{row_bytes} bytes per row inside the file", f"{len(raw)} bytes (the file changed?)")
     if kind in floats:
-        return np.frombuffer(raw, np.dtype(floats[kind]).newbyteorder(endian)).astype(floats[kind]).reshape(shape)
+        stored = np.dtype(floats[kind]).newbyteorder(">" if g.header.big_endian else "<")
+        return np.frombuffer(raw, stored).astype(floats[kind]).reshape(shape)
     if kind.name.startswith("I"):
         raise fail(where, "a float or quantized float table", f"ggml type {kind.name}")
     try:
