@@ -91,10 +91,11 @@ def test_block_similarity_equals_the_mean_of_every_pair(metric, rows):
 
     x = np.random.default_rng(rows).standard_normal((rows, 24))
     x[3] = 0.0  # a zero row: cosine 0 with everything
-    m, b = block_similarity(x, metric, blocks=5)
+    got, b = block_similarity(x, metric, blocks=5)
     y = x / np.where(np.linalg.norm(x, axis=1, keepdims=True) > 0, np.linalg.norm(x, axis=1, keepdims=True), 1)
     full = (y if metric == "cosine" else x) @ (y if metric == "cosine" else x).T
     edges = list(range(0, rows, b)) + [rows]
-    expected = np.array([[full[i:j, k:l].mean() for k, l in zip(edges, edges[1:])] for i, j in zip(edges, edges[1:])])
-    assert b == -(-rows // 5) and m.shape == expected.shape
-    np.testing.assert_allclose(m, expected, rtol=1e-12, atol=1e-12)
+    pairs = list(zip(edges, edges[1:]))
+    expected = np.array([[full[i:j, k:m].mean() for k, m in pairs] for i, j in pairs])
+    assert b == -(-rows // 5) and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
