@@ -119,7 +119,8 @@ class _GuardMode:
             self._var.reset(token)
 
 
-_guard_mode = _GuardMode()
+#: how traced checks are emitted now (``guard_mode.get()``; ``with guard_mode("export"): ...``)
+guard_mode = _GuardMode()
 #: prefix of the ``checkify.check`` message that :func:`flax_posenc.checked` turns back into a limit
 EXPORT_CHECK_PREFIX = "flax-posenc position check "
 _warned_poison = False
@@ -257,7 +258,7 @@ def _runtime_error(bad: jax.Array, lowest: jax.Array, highest: jax.Array, limit:
     alive; a constant zero under :func:`checkify_errors`), or ``True`` (poison with NaN) on a
     backend that cannot call back to the host.
     """
-    mode = _guard_mode.get()
+    mode = guard_mode.get()
     if mode == "checkify":
         message = f"{limit.describe()}; asked for {limit.unit}s from {{lo}} to {{hi}}"
         checkify.check(~bad, message, lo=lowest, hi=highest)
@@ -468,7 +469,7 @@ def guard_start(
         on_overflow != "error"
         or start.ndim
         or not jnp.issubdtype(start.dtype, jnp.integer)
-        or _guard_mode.get() is not None
+        or guard_mode.get() is not None
         or jax.default_backend() not in _CALLBACK_PLATFORMS
     ):
         return None
@@ -517,7 +518,7 @@ def checkify_errors() -> Iterator[None]:
     >>> err.get().startswith("position table holds 4 positions (0..3); asked for positions from 5 to 5")
     True
     """
-    with _guard_mode("checkify"):
+    with guard_mode("checkify"):
         yield
 
 

@@ -43,7 +43,7 @@ import jax
 import numpy as np
 from jax.experimental import checkify
 
-from flax_posenc.overflow import EXPORT_CHECK_PREFIX, Limit, _guard_mode, decode_limit, encode_limit
+from flax_posenc.overflow import EXPORT_CHECK_PREFIX, Limit, decode_limit, encode_limit, guard_mode
 
 __all__ = ["PositionReport", "call_exported", "checked", "export"]
 
@@ -197,7 +197,7 @@ def checked(fn: Callable[..., Any]) -> Callable[..., tuple[PositionReport, Any]]
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        with _guard_mode("export"):
+        with guard_mode("export"):
             error, out = checkify.checkify(fn)(*args, **kwargs)
         return _report(error), out
 
