@@ -111,6 +111,7 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.mrope_config import MRopeConfig, mrope_positions  # noqa: F401
     from flax_posenc.orbax_io import load_orbax, save_orbax  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
+    from flax_posenc.portable import PositionReport, call_exported, checked, export  # noqa: F401
     from flax_posenc.relative_bias import relative_position_bias, relative_position_bucket  # noqa: F401
     from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec  # noqa: F401
     from flax_posenc.report import analysis, plots  # noqa: F401

@@ -42,10 +42,12 @@ flax_posenc.errors.PositionLimitError: position table holds 4 positions (0..3); 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
 import dataclasses
 import functools
+import json
 import logging
 import re
 import warnings
@@ -86,7 +88,41 @@ __all__ = [
 
 # Backends whose compiled code can call back into Python (jax.debug.callback).
 _CALLBACK_PLATFORMS = frozenset({"cpu", "gpu", "cuda", "rocm", "tpu"})
-_use_checkify = contextvars.ContextVar("flax_posenc_use_checkify", default=False)
+
+
+class _GuardMode:
+    """How traced checks are emitted: ``None`` (host callback), ``"checkify"`` or ``"export"``.
+
+    A ``jax.make_user_context``: part of ``jit``'s cache key, so a function jitted (and cached)
+    under one mode is traced again under another (a cached program with a host callback is never
+    reused by :func:`flax_posenc.export`). A context variable where JAX has no user contexts.
+    """
+
+    def __init__(self):
+        maker = getattr(jax, "make_user_context", None)
+        self._context = maker(default_value=None) if maker is not None else None
+        self._var: contextvars.ContextVar[str | None] = contextvars.ContextVar("flax_posenc_guard_mode", default=None)
+
+    def get(self) -> str | None:
+        return self._context.value if self._context is not None else self._var.get()
+
+    @contextlib.contextmanager
+    def __call__(self, mode: str | None) -> Iterator[None]:
+        if self._context is not None:
+            with self._context(mode):
+                yield
+            return
+        token = self._var.set(mode)
+        try:
+            yield
+        finally:
+            self._var.reset(token)
+
+
+#: how traced checks are emitted now (``guard_mode.get()``; ``with guard_mode("export"): ...``)
+guard_mode = _GuardMode()
+#: prefix of the ``checkify.check`` message that :func:`flax_posenc.checked` turns back into a limit
+EXPORT_CHECK_PREFIX = "flax-posenc position check "
 _warned_poison = False
 
 
@@ -161,6 +197,21 @@ class Limit:
             raise PositionLimitError(f"{self.describe()}; asked for {self.unit} {worst}")
 
 
+def encode_limit(limit: Limit) -> str:
+    """``limit`` as one printable token (base64 of its JSON fields; no braces, no spaces)."""
+    text = json.dumps(dataclasses.asdict(limit), sort_keys=True, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def decode_limit(token: str) -> Limit:
+    """The :class:`Limit` of :func:`encode_limit` (``ValueError`` on a token it did not write)."""
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(token.encode()).decode())
+        return Limit(**fields)
+    except (ValueError, TypeError) as error:  # binascii.Error and JSONDecodeError are ValueErrors
+        raise ValueError(f"flax-posenc position check: expected an encoded limit, found {token[:40]!r}") from error
+
+
 def _bounds_in(dtype, limit: Limit) -> tuple[int, int]:
     """The limit's bounds clipped to what ``dtype`` can hold (so comparisons never wrap)."""
     info = jnp.iinfo(dtype)
@@ -207,9 +258,13 @@ def _runtime_error(bad: jax.Array, lowest: jax.Array, highest: jax.Array, limit:
     alive; a constant zero under :func:`checkify_errors`), or ``True`` (poison with NaN) on a
     backend that cannot call back to the host.
     """
-    if _use_checkify.get():
+    mode = guard_mode.get()
+    if mode == "checkify":
         message = f"{limit.describe()}; asked for {limit.unit}s from {{lo}} to {{hi}}"
         checkify.check(~bad, message, lo=lowest, hi=highest)
+        return jnp.zeros((), jnp.int32)
+    if mode == "export":  # the limit travels in the message, decoded by flax_posenc.checked
+        checkify.check(~bad, EXPORT_CHECK_PREFIX + encode_limit(limit) + " {0} {1}", lowest, highest)
         return jnp.zeros((), jnp.int32)
     if jax.default_backend() not in _CALLBACK_PLATFORMS:
         global _warned_poison
@@ -414,7 +469,7 @@ def guard_start(
         on_overflow != "error"
         or start.ndim
         or not jnp.issubdtype(start.dtype, jnp.integer)
-        or _use_checkify.get()
+        or guard_mode.get() is not None
         or jax.default_backend() not in _CALLBACK_PLATFORMS
     ):
         return None
@@ -463,11 +518,8 @@ def checkify_errors() -> Iterator[None]:
     >>> err.get().startswith("position table holds 4 positions (0..3); asked for positions from 5 to 5")
     True
     """
-    token = _use_checkify.set(True)
-    try:
+    with guard_mode("checkify"):
         yield
-    finally:
-        _use_checkify.reset(token)
 
 
 _MESSAGE = re.compile(r"PositionLimitError: (.*)")

@@ -30,7 +30,7 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
 import flax_posenc as fp
 from flax_posenc.conversion import inspect_source, load_position_table, rope_for_layer
-from flax_posenc.conversion.gguf_source import GGUF_EXTRA_HINT, MAX_METADATA_ITEMS
+from flax_posenc.conversion.gguf_source import GGUF_EXTRA_HINT, MAX_METADATA_ITEMS, open_gguf, read_tensor
 from flax_posenc.errors import CheckpointError
 from flax_posenc.report.cli import main
 from flax_posenc.rope_config import rope_inverse_frequencies
@@ -47,6 +47,39 @@ def _finish(w: gguf.GGUFWriter) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    same_as_gguf_reader(Path(w.path))  # every file written here: the bounded scan reads what GGUFReader reads
+
+
+def _finish_unchecked(w: gguf.GGUFWriter) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def same_as_gguf_reader(path: Path) -> None:
+    """The bounded scan's metadata and tensors equal ``gguf.GGUFReader``'s (the reference) for ``path``:
+    every key, its GGUF type, every scalar and string value, every array's item type and length,
+    and every tensor (F32/F16 as stored, quantized ones dequantized by gguf)."""
+    g = open_gguf(path)
+    reader = gguf.GGUFReader(path)
+    fields = {k: f for k, f in reader.fields.items() if not k.startswith("GGUF.")}  # the reader's header pseudo-keys
+    assert list(g.header.metadata) == list(fields)
+    assert g.header.version == reader.fields["GGUF.version"].contents()
+    for key, field in fields.items():
+        vtype = int(field.types[0])
+        assert g.header.types[key] == vtype, key
+        if vtype == 9:  # an array: skipped by the scan, only its item type and length kept
+            assert g.header.metadata[key] == ("array", int(field.types[1]), len(field.data)), key
+        else:
+            assert g.header.metadata[key] == field.contents(), key
+    assert sorted(g.header.tensors) == sorted(t.name for t in reader.tensors)
+    for t in reader.tensors:
+        kind = Q(t.tensor_type)
+        expected = np.array(t.data) if kind in (Q.F32, Q.F16, Q.F64) else gguf.quants.dequantize(t.data, kind)
+        got = read_tensor(g, t.name)
+        assert got.dtype == expected.dtype and got.shape == expected.shape, t.name
+        np.testing.assert_array_equal(got, expected)
 
 
 def _tokenizer(w: gguf.GGUFWriter, model: str) -> None:
@@ -589,3 +622,63 @@ def test_gguf_read_benchmark_runs_small():
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "| gguf.GGUFReader(path) |" in run.stdout and "| inspect_source(path) |" in run.stdout
+
+
+def test_metadata_reads_never_open_gguf_reader(tmp_path, monkeypatch):
+    """inspect, check and rope_for_layer read the bounded scan only (GGUFReader parses every array)."""
+    llama3 = write_llama3(tmp_path / "llama3.gguf", llama_cpp_rope_freqs(64, 5e5, 8.0, 1.0, 4.0, 512))
+    gpt2 = write_gpt2(tmp_path / "gpt2.gguf", Q.Q8_0)
+    expected = (inspect_source(llama3).to_dict(), rope_for_layer(llama3, 0), inspect_source(gpt2).to_dict())
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("gguf.GGUFReader opened")
+
+    monkeypatch.setattr(gguf, "GGUFReader", refuse)
+    assert (inspect_source(llama3).to_dict(), rope_for_layer(llama3, 0), inspect_source(gpt2).to_dict()) == expected
+    assert load_position_table(gpt2).weights.shape == (64, 32)
+
+
+def test_half_a_million_empty_strings_read_in_bounded_memory(tmp_path):
+    """Issue 34's file: 3.8 MB, one metadata array of 500,000 empty strings (GGUFReader: 822 MiB peak)."""
+    path = tmp_path / "empty-strings.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(CONTEXT)
+    w.add_embedding_length(HIDDEN)
+    w.add_head_count(HEADS)
+    w.add_array("tokenizer.ggml.tokens", [""] * 500_000)
+    w.add_tensor("token_embd.weight", np.zeros((VOCAB, HIDDEN), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    assert 3.5e6 < path.stat().st_size < 4.5e6
+    tracemalloc.start()
+    try:
+        record = inspect_source(path)
+        rope = rope_for_layer(path, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert record.limit == CONTEXT and rope.limit == CONTEXT
+    assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB"
+    assert open_gguf(path).header.metadata["tokenizer.ggml.tokens"] == ("array", 8, 500_000)
+
+
+@pytest.mark.parametrize("at", [0, 1, 499_999])
+def test_a_lying_string_length_inside_a_skipped_array_is_one_line(tmp_path, capsys, at):
+    """The string array is stepped over by its length prefixes: a prefix past the end of the file
+    (or past MAX_STRING_BYTES) is one line naming the item, with nothing allocated for it."""
+    path = tmp_path / "lying.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(CONTEXT)
+    w.add_embedding_length(HIDDEN)
+    w.add_head_count(HEADS)
+    w.add_array("tokenizer.ggml.tokens", [""] * 500_000)
+    _finish_unchecked(w)
+    raw = bytearray(path.read_bytes())
+    first = raw.index(struct.pack("<IQ", 8, 500_000)) + 12  # item type (string), count, then the items
+    struct.pack_into("<Q", raw, first + 8 * at, 2**40 if at else 2**27)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError) as e:
+        inspect_source(path)
+    one_line(e, str(path), f"'tokenizer.ggml.tokens'[{at}]")

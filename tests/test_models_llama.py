@@ -18,7 +18,7 @@ llama, checkpoint, model = example_fixtures("llama")
 def test_rope_config_read_from_config_json(model):
     assert model.rope.rope_type == "llama3" and model.rope.factor == 4.0
     assert model.rope.original_max_position_embeddings == 16 and model.position_limit == 64
-    assert model.kv_heads == 2 and model.layers[0].self_attn.heads == 4
+    assert model.kv_heads == 2 and model.layers.self_attn.heads == 4
 
 
 def test_logits_equal_hugging_face(checkpoint, model):

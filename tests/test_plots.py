@@ -80,3 +80,22 @@ def test_matplotlib_is_lazy_and_pyplot_untouched(tmp_path):
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+@pytest.mark.parametrize("rows", [7, 64, 1000])
+def test_block_similarity_equals_the_mean_of_every_pair(metric, rows):
+    """The block-averaged matrix (block sums, S S^T) equals the brute-force float64 mean of every
+    pair's similarity over each block (the last block holding the remainder)."""
+    from flax_posenc.report.plots import block_similarity
+
+    x = np.random.default_rng(rows).standard_normal((rows, 24))
+    x[3] = 0.0  # a zero row: cosine 0 with everything
+    got, b = block_similarity(x, metric, blocks=5)
+    y = x / np.where(np.linalg.norm(x, axis=1, keepdims=True) > 0, np.linalg.norm(x, axis=1, keepdims=True), 1)
+    full = (y if metric == "cosine" else x) @ (y if metric == "cosine" else x).T
+    edges = list(range(0, rows, b)) + [rows]
+    pairs = list(zip(edges, edges[1:]))
+    expected = np.array([[full[i:j, k:m].mean() for k, m in pairs] for i, j in pairs])
+    assert b == -(-rows // 5) and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

@@ -52,7 +52,7 @@ def _checked_by_library(positions, limit, on_overflow) -> bool:
     """True where the library's own code path applies (everything but the traced "error" check)."""
     if on_overflow != "error" or not overflow.is_traced(positions) or positions.size == 0:
         return True
-    if overflow._use_checkify.get() or jax.default_backend() not in overflow._CALLBACK_PLATFORMS:
+    if overflow.guard_mode.get() is not None or jax.default_backend() not in overflow._CALLBACK_PLATFORMS:
         return True
     lo, hi = overflow._bounds_in(positions.dtype, limit)
     info = jnp.iinfo(positions.dtype)

@@ -77,11 +77,52 @@ class Weights:
         return value.T if transpose else value
 
 
+class LayerWeights:
+    """The tensors of ``count`` layers ``template.format(i) + key``, stacked on a leading axis
+    ``(count, ...)``: what a layer stack (:func:`stacked`) loads, with the ``Weights`` interface."""
+
+    def __init__(self, weights: Weights, template: str, count: int):
+        self.weights, self.template, self.count = weights, template, count
+
+    def has(self, key: str, *, prefixed: bool = True) -> bool:
+        return self.weights.has(self.template.format(0) + key, prefixed=prefixed)
+
+    def __call__(self, key: str, *, transpose: bool = False, prefixed: bool = True) -> np.ndarray:
+        first = self.weights(self.template.format(0) + key, transpose=transpose, prefixed=prefixed)
+        out = np.empty((self.count, *first.shape), first.dtype)
+        out[0] = first
+        for i in range(1, self.count):
+            out[i] = self.weights(self.template.format(i) + key, transpose=transpose, prefixed=prefixed)
+        return out
+
+
 def assign(param: nnx.Param, value: np.ndarray, name: str) -> None:
-    """Set a parameter from a checkpoint array, refusing a shape mismatch with one line."""
+    """Set a parameter (concrete, or abstract from ``nnx.eval_shape``) from a checkpoint array,
+    in the parameter's dtype, refusing a shape mismatch with one line."""
     if tuple(param.shape) != tuple(value.shape):
         raise ValueError(f"{name}: expected shape {tuple(param.shape)}, found {tuple(value.shape)}")
     param.set_value(jnp.asarray(value, param.dtype))
+
+
+def abstract(make, dtype=jnp.float32):
+    """``make()`` built with ``nnx.eval_shape``: every parameter a ``ShapeDtypeStruct`` of ``dtype``
+    (floating ones), nothing initialised; fill them with :func:`assign`, then :func:`check_filled`."""
+    dtype = jnp.dtype(dtype)
+    model = nnx.eval_shape(make)
+    for _, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+        value = variable.get_value()
+        if jnp.issubdtype(value.dtype, jnp.floating) and value.dtype != dtype:
+            variable.set_value(jax.ShapeDtypeStruct(value.shape, dtype))
+    model.dtype = dtype
+    return model
+
+
+def check_filled(model, path) -> None:
+    """Refuse (one line) a model built by :func:`abstract` with a parameter the checkpoint did not fill."""
+    for key, variable in nnx.to_flat_state(nnx.state(model)):
+        if isinstance(variable.get_value(), jax.ShapeDtypeStruct):
+            name = ".".join(map(str, key))
+            raise fp.CheckpointError(f"{path}: expected a tensor for the parameter {name}, found none")
 
 
 def param(value: jax.Array, axes: tuple) -> nnx.Param:
@@ -164,6 +205,42 @@ def run_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=None
     return x, new_cache
 
 
+def stacked(make, count: int, rngs: nnx.Rngs):
+    """``count`` layers ``make(rngs)`` as one module whose parameters have a leading layer axis
+    (``nnx.vmap`` over split rngs: MaxText's ``scan_layers``); run it with :func:`scan_layers`.
+    The layer axis carries no logical name (``None``: replicated, never sharded)."""
+
+    @nnx.split_rngs(splits=count)
+    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: None})
+    def create(rngs):
+        return make(rngs)
+
+    return create(rngs)
+
+
+def scan_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=None, **layer_kwargs):
+    """:func:`run_layers` for a layer stack (:func:`stacked`): one ``lax.scan`` over the layers, so
+    the program holds one layer whatever their number (compile time does not grow with it).
+
+    ``cache`` is ``{"k", "v"}`` of ``(layers, batch, slots, kv_heads, head_dim)``
+    (:func:`init_stacked_cache`) or ``None``; returns ``(x, new_cache)``.
+    """
+    k_len = input_ids.shape[1] if cache is None else cache["k"].shape[2]
+    mask = causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
+    graphdef, state = nnx.split(layers)
+
+    def body(carry, xs):  # the whole cache rides in the carry: each layer writes its slot in place
+        x, cache = carry
+        layer_state, index = xs
+        layer_cache = None if cache is None else {**cache, "layer": index}
+        x, cache = nnx.merge(graphdef, layer_state)(x, mask=mask, layer_cache=layer_cache, start=start, **layer_kwargs)
+        return (x, cache), None
+
+    count = jax.tree.leaves(state)[0].shape[0]
+    (x, cache), _ = jax.lax.scan(body, (x, cache), (state, jnp.arange(count)))
+    return x, cache
+
+
 def causal_mask(q_len: int, k_len: int, *, start: int | jax.Array = 0, key_mask: jax.Array | None = None) -> jax.Array:
     """``(batch|1, 1, q_len, k_len)`` booleans: query ``i`` (at position ``start + i``) sees key ``j``
     iff ``j <= start + i`` (and ``key_mask[b, j]``). Cache slots not yet written lie after every
@@ -218,11 +295,26 @@ def init_cache(layers: int, batch: int, max_len: int, kv_heads: int, head_dim: i
     return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(layers)]
 
 
+def init_stacked_cache(layers: int, batch: int, max_len: int, kv_heads: int, head_dim: int, dtype=jnp.float32) -> dict:
+    """An empty cache of a layer stack: ``{"k", "v"}`` of zeros ``(layers, batch, max_len, kv_heads, head_dim)``."""
+    shape = (layers, batch, max_len, kv_heads, head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
 def cache_update(layer_cache: dict | None, k: jax.Array, v: jax.Array, start: int | jax.Array):
     """Write this step's ``k, v`` at ``start`` (static or traced); return the new layer cache and
-    the keys/values to attend to (the whole cache, or just ``k, v`` without one)."""
+    the keys/values to attend to (the whole cache, or just ``k, v`` without one). A stacked cache
+    (``{"k", "v", "layer"}``, :func:`scan_layers`) is returned whole, layer ``layer`` written."""
     if layer_cache is None:
         return None, k, v
+    if "layer" in layer_cache:  # a stacked cache (layers, batch, slots, heads, d): write this layer's slot
+        i = layer_cache["layer"]
+        at = (i, 0, start, 0, 0)
+        new = {
+            "k": jax.lax.dynamic_update_slice(layer_cache["k"], k.astype(layer_cache["k"].dtype)[None], at),
+            "v": jax.lax.dynamic_update_slice(layer_cache["v"], v.astype(layer_cache["v"].dtype)[None], at),
+        }
+        return new, new["k"][i], new["v"][i]
     index = (0, start, 0, 0)
     new = {
         "k": jax.lax.dynamic_update_slice(layer_cache["k"], k.astype(layer_cache["k"].dtype), index),

@@ -103,7 +103,9 @@ class Llama(nnx.Module):
         dim, vocab = config["hidden_size"], config["vocab_size"]
         self.rope, self.kv_heads = rope, config.get("num_key_value_heads") or config["num_attention_heads"]
         self.embed = fp.nnx.TransformerInput.from_arguments(vocab, dim, position="none", rngs=rngs)
-        self.layers = nnx.List([Block(config, rope, rngs=rngs) for _ in range(config["num_hidden_layers"])])
+        self.num_layers = config["num_hidden_layers"]
+        # one Block whose parameters are stacked (num_layers, ...): run by one lax.scan
+        self.layers = common.stacked(lambda r: Block(config, rope, rngs=r), self.num_layers, rngs)
         self.norm = LayerNorm(dim, config.get("rms_norm_eps", 1e-6), rms=True)
         tied = config.get("tie_word_embeddings", False)
         self.lm_head = None if tied else Linear(dim, vocab, ("embed", "vocab"), bias=False, rngs=rngs)
@@ -121,8 +123,9 @@ class Llama(nnx.Module):
     def limit_name(self) -> str:
         return f"llama {self.rope.rope_type} RoPE"
 
-    def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        return common.init_cache(len(self.layers), batch, max_len, self.kv_heads, self.rope.head_dim, self.dtype)
+    def init_cache(self, batch: int, max_len: int) -> dict:
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, kv_heads, head_dim)`` in the model's dtype."""
+        return common.init_stacked_cache(self.num_layers, batch, max_len, self.kv_heads, self.rope.head_dim, self.dtype)
 
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
         """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at cache slots
@@ -130,7 +133,7 @@ class Llama(nnx.Module):
         ``start ..``). See ``gpt2.GPT2.__call__`` for the arguments."""
         input_ids = jnp.asarray(input_ids)
         x = self.embed(input_ids)
-        x, new_cache = common.run_layers(
+        x, new_cache = common.scan_layers(
             self.layers, x, input_ids, cache=cache, start=start, attention_mask=attention_mask, positions=positions
         )
         x = self.norm(x)
@@ -143,20 +146,21 @@ def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Llama:
     ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
     w = Weights(path, prefixes=("model.", ""), probe="embed_tokens.weight")
     rope = rope_for_layer(path, 0)  # every Llama layer has the same RoPE
-    model = Llama(w.config, rope, rngs=nnx.Rngs(seed))
+    # built abstractly (no random weights drawn), then every parameter filled from the file
+    model = common.abstract(lambda: Llama(w.config, rope, rngs=nnx.Rngs(seed)), dtype)
     common.assign(model.embed.word_embeddings, w("embed_tokens.weight"), "embed_tokens.weight")
-    for i, block in enumerate(model.layers):
-        p = f"layers.{i}."
-        block.input_layernorm.load(w, p + "input_layernorm")
-        block.post_attention_layernorm.load(w, p + "post_attention_layernorm")
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            getattr(block.self_attn, name).load(w, p + "self_attn." + name)
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            getattr(block, name).load(w, p + "mlp." + name)
+    block, layers = model.layers, common.LayerWeights(w, "layers.{}.", model.num_layers)
+    block.input_layernorm.load(layers, "input_layernorm")
+    block.post_attention_layernorm.load(layers, "post_attention_layernorm")
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        getattr(block.self_attn, name).load(layers, "self_attn." + name)
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        getattr(block, name).load(layers, "mlp." + name)
     model.norm.load(w, "norm")
     if model.lm_head is not None:
         common.assign(model.lm_head.kernel, w("lm_head.weight", transpose=True, prefixed=False), "lm_head.weight")
-    return common.set_dtype(model, dtype)
+    common.check_filled(model, path)
+    return model
 
 
 def generate(

@@ -39,6 +39,7 @@ lies inside the file. Only the given file is read.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import mmap
 import os
 import struct
@@ -197,6 +198,24 @@ class _Scan:
         self.pos += n
         return raw
 
+    def skip_strings(self, count: int, what: str) -> None:
+        """Step over ``count`` strings (an array's items) without reading their bytes: one length
+        prefix per item, each checked against :data:`MAX_STRING_BYTES` and the bytes left."""
+        length = struct.Struct(self.e + "Q").unpack_from
+        buf, pos, end, cap = self.buf, self.pos, self.size, MAX_STRING_BYTES
+        for i in range(count):
+            if pos + 8 > end:
+                self.pos = pos
+                self.need(8, f"the length of {what}[{i}]")
+            (n,) = length(buf, pos)
+            if n > cap:
+                raise fail(self.path, f"{what}[{i}] of at most {cap} bytes", f"a declared length of {n} at byte {pos}")
+            pos += 8 + n
+            if pos > end:
+                self.pos = pos - n
+                self.need(n, f"{what}[{i}]")
+        self.pos = pos
+
     def value(self, vtype: int, what: str, depth: int = 0) -> Any:
         """One value; arrays are skipped (``("array", item type, count)``) except short ones."""
         if vtype in _SCALARS:
@@ -230,6 +249,9 @@ class _Scan:
             if itype in _SCALARS:
                 self.pos += count * smallest
                 return ("array", itype, count)
+            if itype == _STRING:  # skipped, not parsed: walk the length prefixes only
+                self.skip_strings(count, what)
+                return ("array", itype, count)
             for i in range(count):
                 self.value(itype, f"{what}[{i}]", depth + 1)
             return ("array", itype, count)
@@ -246,6 +268,7 @@ class ScannedHeader:
     types: Mapping[str, int]
     tensors: Mapping[str, tuple[int, tuple[int, ...], int]]
     data_start: int
+    big_endian: bool = False
 
 
 def scan_header(path: str | os.PathLike, quant_sizes: Mapping[int, tuple[int, int]]) -> ScannedHeader:
@@ -345,7 +368,12 @@ def _scan(buf: Any, size: int, path: Path, quant_sizes: Mapping[int, tuple[int, 
             )
         tensors[name] = (ggml_type, shape, offset)
     return ScannedHeader(
-        version, MappingProxyType(metadata), MappingProxyType(types), MappingProxyType(tensors), data_start
+        version,
+        MappingProxyType(metadata),
+        MappingProxyType(types),
+        MappingProxyType(tensors),
+        data_start,
+        endian == ">",
     )
 
 
@@ -354,26 +382,59 @@ def _scan(buf: Any, size: int, path: Path, quant_sizes: Mapping[int, tuple[int, 
 
 @dataclasses.dataclass(frozen=True)
 class GGUFFile:
-    """An opened GGUF file: its checked header, ``gguf.GGUFReader`` over it and its architecture row.
+    """An opened GGUF file: its checked header and its architecture row.
 
-    Metadata values are read from the reader's fields (``reader.fields``); the header scan only
-    decides whether the reader may see the file.
+    Metadata values are read from the bounded scan (:func:`scan_header`), which keeps every scalar
+    and string and skips the arrays (a tokenizer's 128k tokens and 280k merges are stepped over,
+    never parsed). Tensors are read from the scanned offsets (:func:`read_tensor`);
+    ``gguf.GGUFReader`` over the file (``reader``) is opened only when asked for.
     """
 
     path: Path
     source: str
     header: ScannedHeader
     architecture: GGUFArchitecture
-    reader: Any
+
+    @functools.cached_property
+    def reader(self) -> Any:
+        """``gguf.GGUFReader`` over the file (parses every metadata array: slow on a large tokenizer)."""
+        gguf = import_gguf(self.path)
+        try:
+            return gguf.GGUFReader(self.path)
+        except Exception as e:  # the header passed our checks; anything gguf still refuses: one line
+            raise fail(
+                self.path, "a GGUF file gguf.GGUFReader reads", f"{type(e).__name__}: {one_line(e)[:160]}"
+            ) from None
 
     def field(self, suffix: str, kind: Literal["int", "float", "str"], *, required: bool = False) -> Any:
         """``{arch}.<suffix>`` as a Python value of ``kind`` (``None`` when absent and not required)."""
         key = f"{self.architecture.arch}.{suffix}"
-        return metadata_value(self.reader.fields, key, kind, self.path, required=required)
+        return header_value(self.header, key, kind, self.path, required=required)
 
     def keys(self) -> list[str]:
         """Every metadata key of the file."""
-        return list(self.reader.fields)
+        return list(self.header.metadata)
+
+
+def header_value(
+    header: ScannedHeader, key: str, kind: Literal["int", "float", "str"], where: object, *, required: bool
+) -> Any:
+    """One scalar metadata value of a scanned header of the expected kind (as :func:`metadata_value`
+    reads it from ``GGUFReader``: the same values, the same one-line errors)."""
+    if key not in header.metadata:
+        if required:
+            raise fail(where, f"the GGUF metadata key {key}", "no such key")
+        return None
+    vtype, value = header.types[key], header.metadata[key]
+    ok = {
+        "int": vtype in _INT_TYPES,
+        "float": vtype in _FLOAT_TYPES or vtype in _INT_TYPES,
+        "str": vtype == _STRING,
+    }[kind]
+    if not ok:
+        shown = f"an array of {value[2]} items" if vtype == _ARRAY else f"{value!r} (GGUF type {vtype})"
+        raise fail(where, f"{key} as {'an' if kind == 'int' else 'a'} {kind}", shown[:120])
+    return float(value) if kind == "float" else value
 
 
 def metadata_value(
@@ -403,7 +464,7 @@ def metadata_value(
 
 
 def open_gguf(source: str | os.PathLike) -> GGUFFile:
-    """Open a ``.gguf`` SOURCE: import ``gguf``, scan the header, open ``GGUFReader``, find the row.
+    """Open a ``.gguf`` SOURCE: import ``gguf``, scan the header (bounded), find the row.
 
     Raises:
       CheckpointError: gguf not installed (naming the extra), no such file or not a regular
@@ -415,11 +476,7 @@ def open_gguf(source: str | os.PathLike) -> GGUFFile:
     gguf = import_gguf(path)
     sizes = {int(k): (int(b), int(n)) for k, (b, n) in gguf.GGML_QUANT_SIZES.items()}
     header = scan_header(path, sizes)
-    try:
-        reader = gguf.GGUFReader(path)
-    except Exception as e:  # the header passed our checks; anything gguf still refuses: one line
-        raise fail(path, "a GGUF file gguf.GGUFReader reads", f"{type(e).__name__}: {one_line(e)[:160]}") from None
-    arch = metadata_value(reader.fields, "general.architecture", "str", path, required=True)
+    arch = header_value(header, "general.architecture", "str", path, required=True)
     row = GGUF_ARCHITECTURES.get(arch)
     if row is None:
         raise fail(
@@ -427,7 +484,7 @@ def open_gguf(source: str | os.PathLike) -> GGUFFile:
             f"a GGUF architecture whose positions are read ({', '.join(GGUF_ARCHITECTURES)})",
             f"general.architecture={arch!r}",
         )
-    return GGUFFile(path, text, header, row, reader)
+    return GGUFFile(path, text, header, row)
 
 
 # ----------------------------------------------------------------------------- RoPE
@@ -608,8 +665,9 @@ def llama3_from_rope_freqs(g: GGUFFile, config: Mapping[str, Any]) -> dict[str, 
 
 
 def read_tensor(g: GGUFFile, name: str) -> np.ndarray:
-    """Tensor ``name`` as numpy ``(rows, dim)`` order: F16/F32/F64 as stored (copied out of the
-    file), any other ggml type dequantized to float32 by ``gguf.quants.dequantize``.
+    """Tensor ``name`` as numpy ``(rows, dim)`` order, read at its scanned offset (only its bytes):
+    F16/F32/F64 as stored, any other ggml type dequantized to float32 by ``gguf.quants.dequantize``
+    (the same values as ``gguf.GGUFReader``'s tensor, without parsing the metadata).
 
     Raises:
       CheckpointError: no such tensor (naming the file's split when it is one of several), a
@@ -617,20 +675,37 @@ def read_tensor(g: GGUFFile, name: str) -> np.ndarray:
     """
     import gguf
 
-    found = next((t for t in g.reader.tensors if t.name == name), None)
+    found = g.header.tensors.get(name)
     if found is None:
-        split = metadata_value(g.reader.fields, "split.count", "int", g.path, required=False)
+        split = header_value(g.header, "split.count", "int", g.path, required=False)
         hint = f" (this file is one of {split} splits: pass the one holding it)" if split else ""
         near = [t for t in g.header.tensors if "position" in t or "pos" in t][:5]
         raise fail(g.path, f"the tensor {name!r}", f"no such tensor{hint}; position-like tensors: {near or 'none'}")
-    kind = gguf.GGMLQuantizationType(found.tensor_type)
+    ggml_type, shape, offset = found
+    kind = gguf.GGMLQuantizationType(ggml_type)
     where = f"{g.path}:{name}"
-    if kind in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.F64):
-        return np.array(found.data)
+    block, block_bytes = gguf.GGML_QUANT_SIZES[kind]
+    rows = shape[:-1]
+    row_bytes = shape[-1] // block * block_bytes
+    start = g.header.data_start + offset  # inside the file: checked by the scan
+    floats = {
+        gguf.GGMLQuantizationType.F32: np.float32,
+        gguf.GGMLQuantizationType.F16: np.float16,
+        gguf.GGMLQuantizationType.F64: np.float64,
+    }
+    with open(g.path, "rb") as f:
+        f.seek(start)
+        raw = f.read(int(np.prod(rows, dtype=np.int64)) * row_bytes)
+    if len(raw) != int(np.prod(rows, dtype=np.int64)) * row_bytes:
+        raise fail(where, f"{row_bytes} bytes per row inside the file", f"{len(raw)} bytes (the file changed?)")
+    if kind in floats:
+        stored = np.dtype(floats[kind]).newbyteorder(">" if g.header.big_endian else "<")
+        return np.frombuffer(raw, stored).astype(floats[kind]).reshape(shape)
     if kind.name.startswith("I"):
         raise fail(where, "a float or quantized float table", f"ggml type {kind.name}")
     try:
-        return np.asarray(gguf.quants.dequantize(found.data, kind))
+        data = np.frombuffer(raw, np.uint8).reshape(*rows, row_bytes)
+        return np.asarray(gguf.quants.dequantize(data, kind))
     except Exception as e:
         raise fail(
             where, f"a storage gguf dequantizes ({kind.name})", f"{type(e).__name__}: {one_line(e)[:120]}"
@@ -696,6 +771,7 @@ __all__ = [
     "MAX_METADATA_ITEMS",
     "ScannedHeader",
     "gguf_position_table",
+    "header_value",
     "hf_config",
     "import_gguf",
     "table_of",

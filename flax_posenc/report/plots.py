@@ -467,7 +467,9 @@ def block_similarity(
     """The similarity matrix averaged over ``b x b`` blocks of positions, at most ``blocks`` a side.
 
     Every pair contributes (no row is skipped), so the diagonal blocks stay continuous; the last
-    block holds the remainder. Computed one block-row at a time (memory ``b x rows``).
+    block holds the remainder. The sum of ``x_p . x_q`` over a block of pairs is the dot product of
+    the two blocks' sums, so the matrix is ``S S^T`` over the block sums ``S`` (``blocks x dim``):
+    ``O(rows x dim)``, never the ``rows x rows`` products.
 
     Returns:
       ``(matrix, b)``: ``(ceil(rows / b),) * 2`` float64 and the block size in positions.
@@ -484,12 +486,9 @@ def block_similarity(
     b = max(1, math.ceil(n / blocks))
     nb = math.ceil(n / b)
     edges = np.minimum(np.arange(nb + 1) * b, n)
-    out = np.empty((nb, nb))
-    for i in range(nb):
-        row = x[edges[i] : edges[i + 1]] @ x.T  # (b, n)
-        sums = np.add.reduceat(row.sum(axis=0), edges[:-1])
-        out[i] = sums / ((edges[i + 1] - edges[i]) * np.diff(edges))
-    return out, b
+    sums = np.add.reduceat(x, edges[:-1], axis=0)  # (nb, dim): each block's sum of rows
+    sizes = np.diff(edges).astype(np.float64)
+    return (sums @ sums.T) / np.outer(sizes, sizes), b
 
 
 def plot_similarity_matrix(

@@ -52,7 +52,7 @@ def main(paths: dict) -> dict:
             mlp = next(
                 v
                 for p, v in nnx.to_flat_state(sharded)
-                if "mlp" in (v.get_metadata().get("out_sharding") or ()) and v.ndim == 2
+                if "mlp" in (v.get_metadata().get("out_sharding") or ()) and v.ndim in (2, 3)  # 3: a layer stack
             )
             results[f"{name}/{kind}"] = {
                 "max_abs_diff": float(np.abs(np.asarray(out) - expected).max()),
