@@ -150,3 +150,164 @@ def test_encode_positions_on_a_numpy_table():
     assert np.asarray(block.encode_positions(spec, table, np.array([5, 0]))).tolist() == [[10.0, 11.0], [0.0, 1.0]]
     with pytest.raises(PositionLimitError):
         block.encode_positions(spec, table, np.array([6]))
+
+
+# --------------------------------------------------------------------------- config and GGUF readings
+
+
+def _gguf_with(path, arch="llama", *, floats=None, uints=None, scaling=None):
+    from test_gguf import write_rope
+
+    gguf = pytest.importorskip("gguf")
+    path = write_rope(path, arch, scaling=scaling)
+    if not floats and not uints:
+        return path
+    # re-write with the extra keys (write_rope's extra_kv writes uint32 only)
+    reader = gguf.GGUFReader(path)
+    w = gguf.GGUFWriter(str(path) + ".tmp", arch)
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        vtype = gguf.GGUFValueType(int(field.types[0]))
+        if vtype == gguf.GGUFValueType.ARRAY:
+            sub = gguf.GGUFValueType(int(field.types[1]))
+            w.add_array(field.name, [field.parts[i].tolist()[0] if sub != gguf.GGUFValueType.STRING else bytes(field.parts[i]) for i in field.data])
+        else:
+            w.add_key_value(field.name, field.contents(), vtype)
+    for key, value in (floats or {}).items():
+        w.add_float32(key, value)
+    for key, value in (uints or {}).items():
+        w.add_int32(key, value)
+    for t in reader.tensors:
+        w.add_tensor(t.name, np.array(t.data))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    import os
+
+    os.replace(str(path) + ".tmp", path)
+    return path
+
+
+SCALE_LINEAR = [
+    # (llama.rope.scale_linear, other scaling keys, the scaling llama.cpp applies)
+    (4.0, None, {"rope_type": "linear", "factor": 4.0}),
+    (2.5, None, {"rope_type": "linear", "factor": 2.5}),
+    (4.0, {"type": "yarn", "original_context_length": 64}, {"rope_type": "yarn", "factor": 4.0,
+                                                             "original_max_position_embeddings": 64}),
+    (4.0, {"type": "linear", "factor": 2.0}, {"rope_type": "linear", "factor": 2.0}),  # the newer key wins
+    (0.0, None, None),  # llama.cpp: 0 means no scaling
+    (1.0, None, None),
+]
+
+
+@pytest.mark.parametrize("legacy,scaling,applied", SCALE_LINEAR)
+def test_gguf_older_scale_linear_key_is_read_as_llama_cpp_applies_it(tmp_path, legacy, scaling, applied):
+    from test_gguf import CONTEXT, THETA, hf_inv_freq, transformers_config
+    from transformers import LlamaConfig
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.rope_config import rope_inverse_frequencies
+
+    path = _gguf_with(tmp_path / "old.gguf", floats={"llama.rope.scale_linear": legacy}, scaling=scaling)
+    rope = inspect_source(path).mechanisms[0].rope
+    loaded = transformers_config(path)  # transformers' loader: the unscaled part
+    parameters = {"rope_theta": THETA, "rope_type": "default"} if applied is None else {"rope_theta": THETA, **applied}
+    reference = LlamaConfig(**{**loaded.to_dict(), "rope_parameters": parameters})
+    inv, scale = rope_inverse_frequencies(rope)
+    inv_hf, scale_hf = hf_inv_freq(reference)
+    np.testing.assert_allclose(inv, inv_hf, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(scale, scale_hf, rtol=1e-6)
+    want_type = "default" if applied is None else applied["rope_type"]
+    assert rope.rope_type == want_type
+    if want_type == "linear":
+        assert rope.limit == int(applied["factor"] * CONTEXT)
+
+
+@pytest.mark.parametrize("count", [0, -1])
+def test_gguf_block_count_not_positive_is_refused_naming_the_key(tmp_path, count, capsys):
+    from flax_posenc.conversion import rope_for_layer
+    from flax_posenc.errors import CheckpointError
+
+    path = _gguf_with(tmp_path / "b.gguf", uints={"llama.block_count": count})
+    with pytest.raises(CheckpointError) as info:
+        rope_for_layer(path, 5)
+    message = str(info.value)
+    assert "\n" not in message and "llama.block_count" in message and str(count) in message, message
+
+
+@pytest.mark.parametrize("count", [0, -1, "2", 2.0, True, [2], {"n": 2}])
+def test_invalid_layer_count_is_refused_not_read_as_missing(tmp_path, count):
+    import json
+
+    from flax_posenc.conversion import rope_for_layer
+    from flax_posenc.errors import CheckpointError
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 64,
+        "num_hidden_layers": count,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for layer in (0, 5):
+        with pytest.raises(CheckpointError) as info:
+            rope_for_layer(tmp_path, layer)
+        assert "num_hidden_layers" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_valid_layer_count_bounds_the_layer(tmp_path):
+    import json
+
+    from flax_posenc.conversion import rope_for_layer
+    from flax_posenc.errors import CheckpointError
+
+    base = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 64}
+    (tmp_path / "config.json").write_text(json.dumps({**base, "num_hidden_layers": 2}))
+    assert rope_for_layer(tmp_path, 1).head_dim == 16
+    with pytest.raises(CheckpointError, match="2 layers"):
+        rope_for_layer(tmp_path, 2)
+
+
+MPT_ATTN = [{}, {"alibi": False}, {"alibi_bias_max": 16}, {"alibi": False, "alibi_bias_max": 4}, {"alibi": True}]
+
+
+@pytest.mark.parametrize("attn", MPT_ATTN, ids=lambda a: str(a))
+def test_mpt_record_holds_the_alibi_mptmodel_applies(tmp_path, attn):
+    """The reference is the position bias MptModel's forward passes to its blocks."""
+    torch = pytest.importorskip("torch")
+    from transformers import MptConfig, MptModel
+
+    from flax_posenc.alibi_config import alibi_slopes
+    from flax_posenc.conversion import inspect_source
+
+    heads, seq = 6, 16
+    config = MptConfig(n_heads=heads, d_model=48, n_layers=1, max_seq_len=seq, vocab_size=20, attn_config=attn)
+    config.save_pretrained(tmp_path)
+    record = inspect_source(tmp_path)
+    assert [m.kind for m in record.mechanisms] == ["alibi"], record.mechanisms
+    ours = record.mechanisms[0].alibi
+    model = MptModel(config).eval()
+    seen = {}
+    model.blocks[0].register_forward_pre_hook(lambda m, a, kw: seen.update(bias=kw["position_bias"]), with_kwargs=True)
+    with torch.no_grad():
+        model(torch.zeros((1, 4), dtype=torch.long))
+    bias = seen["bias"].double().numpy()  # (heads, 1, seq): slope * (j - (seq - 1))
+    theirs = -bias[:, 0, seq - 2]
+    np.testing.assert_allclose(alibi_slopes(heads, max_bias=ours.max_bias), theirs, rtol=1e-6)
+    assert ours.num_heads == heads and record.limit == seq
+
+
+@pytest.mark.parametrize("bad", [[8], "8", 1e308, True])
+def test_mpt_mistyped_alibi_bias_max_is_still_refused(tmp_path, bad):
+    import json
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    config = {"model_type": "mpt", "n_heads": 4, "d_model": 64, "attn_config": {"alibi_bias_max": bad}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="alibi_bias_max"):
+        inspect_source(tmp_path)

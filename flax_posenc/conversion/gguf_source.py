@@ -12,7 +12,8 @@ What is read, per architecture (:data:`GGUF_ARCHITECTURES`, one row each):
   (llama.cpp's default 10000 when absent), ``{arch}.rope.dimension_count`` (the rotated dims;
   default the head dim), ``{arch}.attention.key_length`` (the head dim; default
   ``embedding_length / head_count``) and ``{arch}.rope.scaling.*`` (``type`` ``none``/``linear``/
-  ``yarn``, ``factor``, ``original_context_length``, ``yarn_beta_fast``, ``yarn_beta_slow``),
+  ``yarn``, ``factor``, ``original_context_length``, ``yarn_beta_fast``, ``yarn_beta_slow``; the
+  older ``{arch}.rope.scale_linear`` stands for ``factor`` when that is absent, as in llama.cpp),
   turned into the Hugging Face config fields a :class:`~flax_posenc.RopeConfig` is read from;
   Llama 3.x's ``llama3`` scaling, which llama.cpp stores as the tensor ``rope_freqs.weight``,
   is read back from it (:func:`llama3_from_rope_freqs`).
@@ -143,6 +144,9 @@ FREQUENCY_FACTOR_TENSORS: tuple[str, ...] = (
     "rope_factors_long.weight",
     "rope_factors_short.weight",
 )
+#: llama.cpp's older ``{arch}.<key>`` for the scaling factor, which it still applies when
+#: ``rope.scaling.factor`` is absent (linear unless ``rope.scaling.type`` says otherwise).
+LEGACY_SCALE_LINEAR = "rope.scale_linear"
 #: ``rope.scaling`` keys that do not change the rotation.
 SCALING_IGNORED: tuple[str, ...] = ("finetuned",)
 
@@ -443,11 +447,14 @@ def rope_scaling(g: GGUFFile) -> dict[str, Any] | None:
     """
     prefix = f"{g.architecture.arch}.rope.scaling."
     present = sorted(k[len(prefix) :] for k in g.keys() if k.startswith(prefix))
-    if not present:
+    # llama.cpp's older key: read when rope.scaling.factor is absent, 0 meaning none (llama-model.cpp)
+    legacy = g.field(LEGACY_SCALE_LINEAR, "float")
+    legacy = None if legacy == 0.0 or "factor" in present else legacy
+    if not present and legacy is None:
         return None
     kind = g.field("rope.scaling.type", "str")
-    if kind is None:
-        kind = "linear" if "factor" in present else "none"  # llama.cpp: a factor alone means linear
+    if kind is None:  # llama.cpp: a factor alone means linear
+        kind = "linear" if "factor" in present or legacy is not None else "none"
     if kind not in SCALING_TYPES:
         raise fail(g.path, f"{prefix}type one of {', '.join(SCALING_TYPES)}", repr(kind))
     out: dict[str, Any] = {}
@@ -468,6 +475,8 @@ def rope_scaling(g: GGUFFile) -> dict[str, Any] | None:
         out[SCALING_KEYS[suffix]] = g.field(
             f"rope.scaling.{suffix}", "int" if suffix == "original_context_length" else "float"
         )
+    if legacy is not None:
+        out["factor"] = legacy
     rope_type = SCALING_TYPES[kind]
     if rope_type is None:
         return None
@@ -516,6 +525,8 @@ def hf_config(g: GGUFFile) -> dict[str, Any]:
     }
     for suffix, name in (("block_count", "num_hidden_layers"), ("attention.head_count_kv", "num_key_value_heads")):
         value = g.field(suffix, "int")
+        if value is not None and value < 1:  # never read as "no count" (rope_for_layer's range)
+            raise fail(g.path, f"{row.arch}.{suffix} as a positive integer", str(value))
         if value is not None:
             config[name] = value
     theta = g.field("rope.freq_base", "float")

@@ -17,8 +17,10 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
   which ``Phi3Config`` rewrites to ``"longrope"`` (so do we).
 - Falcon (``falcon``, legacy ``RefinedWeb``/``RefinedWebModel``): RoPE unless ``alibi: true``.
 - BLOOM: ALiBi, ``n_head`` heads, no length limit in its config.
-- MPT: ALiBi when ``attn_config.alibi`` (default true), ``attn_config.alibi_bias_max`` (8), limit
-  ``max_seq_len`` (2048).
+- MPT: ALiBi, limit ``max_seq_len`` (2048). transformers' ``MptModel`` always builds ALiBi with
+  ``alibi_bias_max=8`` (``build_mpt_alibi_tensor``'s default): it reads neither
+  ``attn_config.alibi`` (``false`` still runs ALiBi, never RoPE) nor ``attn_config.alibi_bias_max``
+  (type-checked here, then 8 as the model uses).
 - Qwen2-VL, Qwen2.5-VL, GLM-4V (and GLM-OCR), GLM-4V-MoE: multimodal RoPE (``scheme="mrope"``,
   :class:`~flax_posenc.MRopeConfig`): the text tower's RoPE from ``text_config`` (or the flat 4.x
   fields), ``mrope_section`` in ``rope_parameters`` (4.x: ``rope_scaling`` with ``type: "mrope"``,
@@ -89,7 +91,9 @@ class RelativeFamily:
       layout: RoPE layout, ``"half"`` or ``"interleaved"``.
       limit_fields, limit_default: fields holding the length limit and the model's default
         (``None``: no limit).
-      alibi_bias_max_field, alibi_bias_max_default: ALiBi's ``max_bias`` (MPT) and its default.
+      alibi_bias_max_field, alibi_bias_max_default: a config field stating ALiBi's ``max_bias`` that
+        the model does not apply (MPT's ``attn_config.alibi_bias_max``: type-checked only) and the
+        ``max_bias`` the model uses (8).
       rope_head_dim_field: the MLA rope head's field, read when ``head_dim`` is absent.
       layout_flag: a config boolean choosing the interleaved layout (DeepSeek's ``rope_interleave``).
       per_layer_type: the family's configs hold one ``rope_parameters`` per layer type; one
@@ -414,8 +418,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
             RelativeFamily(
                 "mpt",
                 ("mpt",),
-                scheme="alibi",
-                alibi_flag="attn_config.alibi",
+                scheme="alibi",  # MptModel ignores attn_config.alibi: ALiBi always
                 heads_fields=("n_heads", "num_attention_heads"),
                 hidden_fields=("d_model", "hidden_size"),
                 head_dim_field=None,
@@ -740,12 +743,10 @@ def relative_configs_from_dict(
     )
     try:
         if scheme == "alibi":
-            bias_max = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
-            bias_max = (
-                family.alibi_bias_max_default
-                if bias_max is None
-                else _number_field(where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
-            )
+            stated = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
+            if stated is not None:  # a mistyped field is still a bad config, though the model ignores it
+                _number_field(where, str(family.alibi_bias_max_field), stated, bound=1e6)
+            bias_max = family.alibi_bias_max_default  # what the model applies
             return (RelativeConfig(scheme="alibi", alibi=AlibiConfig(heads, float(bias_max), limit), **common),)
         _refuse_unread_per_layer_fields(config, where)
         if family.per_layer_type and not _is_per_layer_type(config):
@@ -785,12 +786,25 @@ def relative_configs_from_dict(
     return tuple(records)
 
 
+def layer_count(config: Mapping[str, Any], where: object) -> int | None:
+    """THE layer-count reader: ``num_hidden_layers`` of a parsed config, ``None`` when absent or null.
+
+    Raises:
+      CheckpointError: a count that is not a positive integer (``0``, ``-1``, ``"2"``, ``2.0``,
+        ``true``): one line naming ``where`` and the field, never read as "no count".
+
+    >>> layer_count({"num_hidden_layers": 2}, "config.json"), layer_count({}, "config.json")
+    (2, None)
+    """
+    count = config.get("num_hidden_layers")
+    return None if count is None else _int_field(where, "num_hidden_layers", count)
+
+
 def _layer_count(config: Mapping[str, Any], where: object, field: str, value: Any) -> int | None:
     """``num_hidden_layers`` when the config has it; a per-layer list must have that length."""
-    count = config.get("num_hidden_layers")
+    count = layer_count(config, where)
     if count is None:
         return None
-    count = _int_field(where, "num_hidden_layers", count)
     if not isinstance(value, list) or len(value) != count:
         found = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
         raise fail(where, f"{field} as a list of num_hidden_layers = {count} entries", found)
@@ -828,7 +842,7 @@ def _split_by_overrides(groups, config: Mapping[str, Any], where: object):
         return [(*g, {}) for g in groups]
     if not isinstance(raw, Mapping) or not all(isinstance(v, Mapping) for v in raw.values()):
         raise fail(where, "per_layer_config as {layer index: {field: value}}", repr(raw)[:80])
-    count = config.get("num_hidden_layers")
+    count = layer_count(config, where)
     count = _int_field(where, "num_hidden_layers (per_layer_config is set)", count)
     overrides: dict[int, dict[str, Any]] = {}
     for key, value in raw.items():
@@ -1093,6 +1107,7 @@ def relative_source(source: str | os.PathLike) -> RelativeConfig | None:
 
 __all__ = [
     "INTERLEAVED_ROPE_MODEL_TYPES",
+    "layer_count",
     "MLA_ROPE_MODEL_TYPES",
     "NON_ATTENTION_LAYER_TYPES",
     "NoPositionLayers",
