@@ -311,3 +311,55 @@ def test_mpt_mistyped_alibi_bias_max_is_still_refused(tmp_path, bad):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="alibi_bias_max"):
         inspect_source(tmp_path)
+
+
+# --------------------------------------------------------------------------- on_overflow at construction
+
+
+def _position_modules(on_overflow):
+    from flax import nnx
+
+    learned = fp.PositionSpec(dim=4, num_positions=8)
+    sinusoid = fp.PositionSpec("sinusoidal", dim=4)
+    return {
+        "nnx.SinusoidalPositionalEncoding": lambda: fp.nnx.SinusoidalPositionalEncoding(sinusoid, on_overflow=on_overflow),
+        "nnx.LearnedPositionalEmbedding": lambda: fp.nnx.LearnedPositionalEmbedding(
+            learned, on_overflow=on_overflow, rngs=nnx.Rngs(0)
+        ),
+        "nnx.RotaryEmbedding": lambda: fp.nnx.RotaryEmbedding(fp.RopeConfig(head_dim=4), on_overflow=on_overflow),
+        "linen.SinusoidalPositionalEncoding": lambda: fp.linen.SinusoidalPositionalEncoding(
+            sinusoid, on_overflow=on_overflow
+        ),
+        "linen.LearnedPositionalEmbedding": lambda: fp.linen.LearnedPositionalEmbedding(learned, on_overflow=on_overflow),
+    }
+
+
+@pytest.mark.parametrize("value", [None, "clamp", "", 0, "ERROR"])
+@pytest.mark.parametrize("module", sorted(_position_modules(None)))
+def test_position_modules_refuse_a_non_policy_at_construction(module, value):
+    with pytest.raises(ValueError) as info:
+        _position_modules(value)[module]()
+    assert str(info.value) == f"on_overflow: expected one of ('error', 'clip', 'fill'), got {value!r}"
+
+
+def test_input_block_none_means_error_as_documented():
+    import jax
+    from flax import nnx
+
+    spec = fp.InputSpec(10, fp.PositionSpec(dim=4, num_positions=8))
+    module = fp.nnx.TransformerInput(spec, on_overflow=None, rngs=nnx.Rngs(0))
+    assert module.on_overflow == "error"
+    run_time = (PositionLimitError, jax.errors.JaxRuntimeError)  # plain jit: the limit's message at run time
+    with pytest.raises(run_time, match="position table holds 8 positions"):  # not a clamp
+        jax.jit(lambda p: module(np.array([[1]]), position_ids=p))(np.array([[8]], np.int32)).block_until_ready()
+    linen = fp.linen.TransformerInput(spec, on_overflow=None)
+    params = {"word_embeddings": np.ones((10, 4), np.float32), "position_embeddings": np.ones((8, 4), np.float32)}
+    with pytest.raises(run_time, match="position table holds 8 positions"):
+        jax.jit(lambda p: linen.apply({"params": params}, np.array([[1]]), position_ids=p))(
+            np.array([[8]], np.int32)
+        ).block_until_ready()
+    for bad in ("clamp", 0):
+        with pytest.raises(ValueError, match="on_overflow: expected one of"):
+            fp.nnx.TransformerInput(spec, on_overflow=bad, rngs=nnx.Rngs(0))
+        with pytest.raises(ValueError, match="on_overflow: expected one of"):
+            fp.linen.TransformerInput(spec, on_overflow=bad)
