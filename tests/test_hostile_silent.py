@@ -363,3 +363,68 @@ def test_input_block_none_means_error_as_documented():
             fp.nnx.TransformerInput(spec, on_overflow=bad, rngs=nnx.Rngs(0))
         with pytest.raises(ValueError, match="on_overflow: expected one of"):
             fp.linen.TransformerInput(spec, on_overflow=bad)
+
+
+# --------------------------------------------------------------------------- which tensors a GGUF's layout is for
+
+
+def _llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf ``LlamaModel.permute`` (Q/K rows for its rotation)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_gguf_record_says_which_tensors_its_layout_is_for(tmp_path, arch, capsys):
+    """Attention scores from the file's own Q/K rotated in the layout the record names for them
+    equal those from transformers' un-permuted Q/K rotated in ``rope.layout``."""
+    pytest.importorskip("gguf")
+    from test_gguf import HEADS, HIDDEN, KV_HEADS, write_rope
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.conversion.gguf_source import GGUF_OWN_TENSOR_LAYOUT
+
+    rng = np.random.default_rng(3)
+    head_dim = HIDDEN // HEADS
+    q_hf = rng.standard_normal((HEADS * head_dim, HIDDEN)).astype(np.float32)
+    k_hf = rng.standard_normal((KV_HEADS * head_dim, HIDDEN)).astype(np.float32)
+    stored = (_llama_cpp_permute(q_hf, HEADS), _llama_cpp_permute(k_hf, KV_HEADS)) if arch == "llama" else (q_hf, k_hf)
+    path = write_rope(
+        tmp_path / f"{arch}.gguf", arch, dims=None, extra={"blk.0.attn_q.weight": stored[0], "blk.0.attn_k.weight": stored[1]}
+    )
+    record = inspect_source(path)
+    mech = record.mechanisms[0]
+    rope = mech.rope
+    own = GGUF_OWN_TENSOR_LAYOUT[arch]
+    d = record.to_dict()["mechanisms"][0]
+    sentence = d["tensors"]
+    assert f"layout {rope.layout} is for the Hugging Face q_proj/k_proj" in sentence
+    assert (f"rotate them in layout {own}" in sentence) == (own != rope.layout), sentence
+    from flax_posenc.report.cli import main
+
+    capsys.readouterr()
+    assert main(["inspect", str(path)]) == 0
+    assert f"tensors:     {sentence}" in capsys.readouterr().out.splitlines()
+    from test_gguf import transformers_config
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(transformers_config(path))
+    loaded = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model)["tensors"]
+    hf_q = np.asarray(loaded["model.layers.0.self_attn.q_proj.weight"], np.float32)
+    np.testing.assert_array_equal(hf_q, q_hf)  # transformers un-permutes the file's rows
+    x = rng.standard_normal((1, 5, HIDDEN)).astype(np.float32)
+
+    def scores(wq, wk, layout):
+        import dataclasses
+
+        cfg = dataclasses.replace(rope, layout=layout)
+        q = (x @ wq.T).reshape(1, 5, HEADS, head_dim)
+        k = (x @ wk.T).reshape(1, 5, KV_HEADS, head_dim)
+        q, k = np.asarray(fp.apply_rope(q, cfg), np.float64), np.asarray(fp.apply_rope(k, cfg), np.float64)
+        k = np.repeat(k, HEADS // KV_HEADS, axis=2)
+        return np.einsum("bqhd,bkhd->bhqk", q, k)
+
+    want = scores(q_hf, k_hf, rope.layout)
+    np.testing.assert_allclose(scores(*stored, own), want, rtol=1e-4, atol=1e-3)
+    if own != rope.layout:  # the other layout on the file's own tensors is wrong: the statement matters
+        assert not np.allclose(scores(*stored, rope.layout), want, rtol=1e-2, atol=1e-1)

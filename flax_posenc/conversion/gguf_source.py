@@ -120,6 +120,25 @@ GGUF_ARCHITECTURES: Mapping[str, GGUFArchitecture] = MappingProxyType(
     }
 )
 
+#: The layout llama.cpp rotates a file's own ``attn_q``/``attn_k`` tensors in, per architecture:
+#: its converter permutes Llama's Q/K rows for its interleaved (NORM) rotation and transformers'
+#: GGUF loader un-permutes them (``LlamaTensorProcessor``); Qwen2's are stored as in Hugging Face.
+GGUF_OWN_TENSOR_LAYOUT: Mapping[str, str] = MappingProxyType({"llama": "interleaved", "qwen2": "half"})
+
+
+def tensors_sentence(arch: str, layout: str) -> str:
+    """Which tensors a GGUF record's RoPE ``layout`` refers to (the record's ``tensors`` field).
+
+    >>> tensors_sentence("llama", "half")[:60]
+    'layout half is for the Hugging Face q_proj/k_proj that trans'
+    """
+    own = GGUF_OWN_TENSOR_LAYOUT.get(arch, layout)
+    theirs = f"layout {layout} is for the Hugging Face q_proj/k_proj that transformers makes on load"
+    if own == layout:
+        return f"{theirs}; the file's own attn_q/attn_k are stored the same way"
+    return f"{theirs}; the file's own attn_q/attn_k are stored permuted for llama.cpp: rotate them in layout {own}"
+
+
 #: ``{arch}.rope.scaling.type`` -> Hugging Face ``rope_type`` (``none``: no scaling).
 SCALING_TYPES: Mapping[str, str | None] = MappingProxyType({"none": None, "linear": "linear", "yarn": "yarn"})
 #: ``{arch}.rope.scaling.<suffix>`` -> the ``rope_scaling`` key it becomes.
@@ -702,6 +721,7 @@ def table_of(g: GGUFFile, *, family: str | None, key: str | None) -> PositionTab
 __all__ = [
     "GGUF_ARCHITECTURES",
     "GGUF_EXTRA_HINT",
+    "GGUF_OWN_TENSOR_LAYOUT",
     "GGUFArchitecture",
     "GGUFFile",
     "MAX_METADATA_ITEMS",
@@ -715,4 +735,5 @@ __all__ = [
     "open_gguf",
     "rope_scaling",
     "scan_header",
+    "tensors_sentence",
 ]

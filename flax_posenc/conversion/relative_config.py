@@ -445,6 +445,9 @@ class RelativeConfig:
       num_heads: attention heads.
       layer_type: the ``layer_types`` entry this record serves (``None``: not per layer type).
       layers: the layers it serves (``None``: every layer).
+      tensors: which query/key tensors ``rope.layout`` refers to when they are not the source's own
+        (a GGUF file's: the Hugging Face ones transformers makes on load), one sentence; ``None``:
+        the checkpoint's own tensors.
     """
 
     source: str
@@ -458,6 +461,7 @@ class RelativeConfig:
     layer_type: str | None = None
     layers: tuple[int, ...] | None = None
     mrope: Any = None
+    tensors: str | None = None
 
     key = None  # a config holds no tensor (the :class:`~flax_posenc.conversion.SourceRecord` field)
 
@@ -514,6 +518,8 @@ class RelativeConfig:
             out["layer_type"] = self.layer_type
         if self.layers is not None:
             out["layers"] = list(self.layers)
+        if self.tensors is not None:
+            out["tensors"] = self.tensors
         out[self.scheme] = cast("RopeConfig | AlibiConfig", self.mrope or self.rope or self.alibi).to_dict()
         return out
 
@@ -530,6 +536,8 @@ class RelativeConfig:
                 f"head_dim:    {r.head_dim} (rotary_dim {r.rotary_dim}, layout {r.layout})",
                 f"rope_theta:  {r.rope_theta:g}",
             ]
+            if self.tensors is not None:
+                lines.insert(-1, f"tensors:     {self.tensors}")
             extras = {k: v for k, v in r.to_dict().items() if k in _SCALING_NUMBERS}
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))

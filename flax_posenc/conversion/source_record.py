@@ -27,12 +27,13 @@ The three implementations: :class:`LearnedTableSource` (wraps a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.converted_file import is_converted_file, position_table, read_converted
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
-from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf, table_of
+from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf, table_of, tensors_sentence
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
 from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
@@ -130,7 +131,11 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
     else:
         if family is not None:
             raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
-        records = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+        arch = g.architecture.arch
+        records = tuple(
+            dataclasses.replace(r, tensors=tensors_sentence(arch, r.rope.layout)) if r.rope is not None else r
+            for r in relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+        )
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
 
 
