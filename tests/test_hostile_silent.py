@@ -171,7 +171,13 @@ def _gguf_with(path, arch="llama", *, floats=None, uints=None, scaling=None):
         vtype = gguf.GGUFValueType(int(field.types[0]))
         if vtype == gguf.GGUFValueType.ARRAY:
             sub = gguf.GGUFValueType(int(field.types[1]))
-            w.add_array(field.name, [field.parts[i].tolist()[0] if sub != gguf.GGUFValueType.STRING else bytes(field.parts[i]) for i in field.data])
+            w.add_array(
+                field.name,
+                [
+                    field.parts[i].tolist()[0] if sub != gguf.GGUFValueType.STRING else bytes(field.parts[i])
+                    for i in field.data
+                ],
+            )
         else:
             w.add_key_value(field.name, field.contents(), vtype)
     for key, value in (floats or {}).items():
@@ -194,8 +200,11 @@ SCALE_LINEAR = [
     # (llama.rope.scale_linear, other scaling keys, the scaling llama.cpp applies)
     (4.0, None, {"rope_type": "linear", "factor": 4.0}),
     (2.5, None, {"rope_type": "linear", "factor": 2.5}),
-    (4.0, {"type": "yarn", "original_context_length": 64}, {"rope_type": "yarn", "factor": 4.0,
-                                                             "original_max_position_embeddings": 64}),
+    (
+        4.0,
+        {"type": "yarn", "original_context_length": 64},
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+    ),
     (4.0, {"type": "linear", "factor": 2.0}, {"rope_type": "linear", "factor": 2.0}),  # the newer key wins
     (0.0, None, None),  # llama.cpp: 0 means no scaling
     (1.0, None, None),
@@ -322,7 +331,9 @@ def _position_modules(on_overflow):
     learned = fp.PositionSpec(dim=4, num_positions=8)
     sinusoid = fp.PositionSpec("sinusoidal", dim=4)
     return {
-        "nnx.SinusoidalPositionalEncoding": lambda: fp.nnx.SinusoidalPositionalEncoding(sinusoid, on_overflow=on_overflow),
+        "nnx.SinusoidalPositionalEncoding": lambda: fp.nnx.SinusoidalPositionalEncoding(
+            sinusoid, on_overflow=on_overflow
+        ),
         "nnx.LearnedPositionalEmbedding": lambda: fp.nnx.LearnedPositionalEmbedding(
             learned, on_overflow=on_overflow, rngs=nnx.Rngs(0)
         ),
@@ -330,7 +341,9 @@ def _position_modules(on_overflow):
         "linen.SinusoidalPositionalEncoding": lambda: fp.linen.SinusoidalPositionalEncoding(
             sinusoid, on_overflow=on_overflow
         ),
-        "linen.LearnedPositionalEmbedding": lambda: fp.linen.LearnedPositionalEmbedding(learned, on_overflow=on_overflow),
+        "linen.LearnedPositionalEmbedding": lambda: fp.linen.LearnedPositionalEmbedding(
+            learned, on_overflow=on_overflow
+        ),
     }
 
 
@@ -390,7 +403,10 @@ def test_gguf_record_says_which_tensors_its_layout_is_for(tmp_path, arch, capsys
     k_hf = rng.standard_normal((KV_HEADS * head_dim, HIDDEN)).astype(np.float32)
     stored = (_llama_cpp_permute(q_hf, HEADS), _llama_cpp_permute(k_hf, KV_HEADS)) if arch == "llama" else (q_hf, k_hf)
     path = write_rope(
-        tmp_path / f"{arch}.gguf", arch, dims=None, extra={"blk.0.attn_q.weight": stored[0], "blk.0.attn_k.weight": stored[1]}
+        tmp_path / f"{arch}.gguf",
+        arch,
+        dims=None,
+        extra={"blk.0.attn_q.weight": stored[0], "blk.0.attn_k.weight": stored[1]},
     )
     record = inspect_source(path)
     mech = record.mechanisms[0]

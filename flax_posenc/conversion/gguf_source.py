@@ -53,7 +53,7 @@ import numpy as np
 from flax_posenc.conversion.readers import fail, one_line
 from flax_posenc.conversion.safety import regular_file
 from flax_posenc.conversion.table import PositionTable
-from flax_posenc.errors import CheckpointError
+from flax_posenc.errors import CheckpointError, shown
 from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
 
 GGUF_EXTRA_HINT = "pip install 'flax-posenc[gguf]'"
@@ -137,6 +137,41 @@ def tensors_sentence(arch: str, layout: str) -> str:
     if own == layout:
         return f"{theirs}; the file's own attn_q/attn_k are stored the same way"
     return f"{theirs}; the file's own attn_q/attn_k are stored permuted for llama.cpp: rotate them in layout {own}"
+
+
+#: The Hugging Face config field :func:`hf_config` fills -> the GGUF key (``{arch}.`` + suffix) it
+#: came from: a refusal of the translated config names the key the file holds (:func:`gguf_message`).
+GGUF_KEY_OF_FIELD: Mapping[str, str] = MappingProxyType(
+    {
+        "max_position_embeddings": "context_length",
+        "n_positions": "context_length",
+        "rope_theta": "rope.freq_base",
+        "num_attention_heads": "attention.head_count",
+        "n_head": "attention.head_count",
+        "hidden_size": "embedding_length",
+        "n_embd": "embedding_length",
+        "head_dim": "attention.key_length",
+        "num_key_value_heads": "attention.head_count_kv",
+        "num_hidden_layers": "block_count",
+        "partial_rotary_factor": "rope.dimension_count",
+        "original_max_position_embeddings": "rope.scaling.original_context_length",
+        "beta_fast": "rope.scaling.yarn_beta_fast",
+        "beta_slow": "rope.scaling.yarn_beta_slow",
+        "rope_scaling": "rope.scaling.*",
+    }
+)
+
+
+def gguf_message(message: str, arch: str) -> str:
+    """``message`` about :func:`hf_config`'s translated fields, naming the GGUF keys instead.
+
+    >>> gguf_message("expected max_position_embeddings at most 1099511627776 positions", "llama")
+    'expected llama.context_length at most 1099511627776 positions'
+    """
+    import re
+
+    pattern = r"\b(" + "|".join(sorted(GGUF_KEY_OF_FIELD, key=len, reverse=True)) + r")\b"
+    return re.sub(pattern, lambda m: f"{arch}.{GGUF_KEY_OF_FIELD[m.group(1)]}", message)
 
 
 #: ``{arch}.rope.scaling.type`` -> Hugging Face ``rope_type`` (``none``: no scaling).
@@ -448,7 +483,7 @@ def open_gguf(source: str | os.PathLike) -> GGUFFile:
         raise fail(
             path,
             f"a GGUF architecture whose positions are read ({', '.join(GGUF_ARCHITECTURES)})",
-            f"general.architecture={arch!r}",
+            f"general.architecture='{shown(arch)}'",
         )
     return GGUFFile(path, text, header, row, reader)
 
@@ -721,11 +756,13 @@ def table_of(g: GGUFFile, *, family: str | None, key: str | None) -> PositionTab
 __all__ = [
     "GGUF_ARCHITECTURES",
     "GGUF_EXTRA_HINT",
+    "GGUF_KEY_OF_FIELD",
     "GGUF_OWN_TENSOR_LAYOUT",
     "GGUFArchitecture",
     "GGUFFile",
     "MAX_METADATA_ITEMS",
     "ScannedHeader",
+    "gguf_message",
     "gguf_position_table",
     "hf_config",
     "import_gguf",

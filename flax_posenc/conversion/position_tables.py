@@ -211,7 +211,11 @@ def read_position_table(
     if not isinstance(section, Mapping):
         raise fail(ckpt.config_path or ckpt.weights_path, f"{row.config_section} as an object", repr(section)[:80])
     declared = section.get(row.length_field)
-    if isinstance(declared, int) and not isinstance(declared, bool) and row.expected_rows(declared) != weights.shape[0]:
+    field = f"{row.config_section + '.' if row.config_section else ''}{row.length_field}"
+    if declared is not None and (isinstance(declared, bool) or not isinstance(declared, int) or declared < 1):
+        # "100" or 100.0 is a mistyped config, never a field skipped (its rows would go unchecked)
+        raise fail(ckpt.config_path or ckpt.weights_path, f"{field} as a positive integer", repr(declared)[:80])
+    if declared is not None and row.expected_rows(declared) != weights.shape[0]:
         raise fail(
             ckpt.weights_path,
             f"{keys[0]} of {row.expected_rows(declared)} rows "

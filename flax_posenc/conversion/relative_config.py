@@ -60,6 +60,7 @@ from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from flax_posenc.alibi_config import AlibiConfig
+from flax_posenc.bounds import MAX_HEADS, MAX_POSITIONS
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
@@ -613,6 +614,18 @@ def _first(config: Mapping[str, Any], fields: tuple[str, ...]) -> Any:
     return next((config[f] for f in fields if config.get(f) is not None), None)
 
 
+def _first_name(config: Mapping[str, Any], fields: tuple[str, ...]) -> str:
+    """The config's own name of the first present field (for messages), else all of them."""
+    return next((f for f in fields if config.get(f) is not None), " or ".join(fields))
+
+
+def _bounded(where: object, field: str, value: int, bound: int, what: str) -> int:
+    """``value`` when at most ``bound``, else one line naming the config's own ``field``."""
+    if value > bound:
+        raise fail(where, f"{field} at most {bound} {what}", repr(value)[:80])
+    return value
+
+
 def _int_field(where: object, expected: str, value: Any) -> int:
     """``value`` when it is a positive integer (not a bool, a string or a float), else one line."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -716,11 +729,15 @@ def relative_configs_from_dict(
     One :class:`RelativeConfig` when all layers share one RoPE (or ALiBi); one per layer type
     when ``rope_parameters`` holds a dict per ``layer_types`` entry (Gemma 3, ModernBERT); and a
     :class:`NoPositionLayers` for the layers without any (``no_rope_layers`` zeros: SmolLM3,
-    Llama 4; a layer type whose parameters are ``null``).
+    Llama 4; a layer type whose parameters are ``null``). ``rope_parameters`` for a layer type no
+    layer uses are not read (no record, no check of their values), as transformers ignores them:
+    its own configs carry them (a one-layer ModernBERT or a Gemma 3 whose ``layer_types`` are all
+    ``full_attention`` is saved with ``sliding_attention`` parameters too).
 
     Raises:
       CheckpointError: as :func:`relative_config_from_dict`; also per-layer lists of the wrong
-        length, ``layer_types`` entries without parameters, or parameters for no layer type.
+        length, ``layer_types`` entries without parameters, or per-type parameters that are not
+        dicts.
     """
     where = path or source
     family = family_for(config)
@@ -736,6 +753,7 @@ def relative_configs_from_dict(
     heads = _int_field(
         where, f"a positive head count in {' or '.join(family.heads_fields)}", _first(config, family.heads_fields)
     )
+    heads = _bounded(where, _first_name(config, family.heads_fields), heads, MAX_HEADS, "heads")
     scheme = family.scheme
     if family.alibi_flag is not None:
         flag = _get(config, family.alibi_flag)
@@ -745,6 +763,7 @@ def relative_configs_from_dict(
     limit = family.limit_default if limit is None and family.limit_fields else limit
     if limit is not None:
         limit = _int_field(where, " or ".join(family.limit_fields), limit)
+        limit = _bounded(where, _first_name(config, family.limit_fields), limit, MAX_POSITIONS, "positions")
     model_type = str(config.get("model_type"))
     common: dict[str, Any] = dict(
         source=source, config_path=Path(where), family=family.name, model_type=model_type, num_heads=heads

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.converted_file import is_converted_file, position_table, read_converted
 from flax_posenc.conversion.families import FAMILIES, row_for_model_type
-from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf, table_of, tensors_sentence
+from flax_posenc.conversion.gguf_source import (
+    gguf_message,
+    hf_config,
+    is_gguf_source,
+    open_gguf,
+    table_of,
+    tensors_sentence,
+)
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
 from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
@@ -132,9 +139,15 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
         if family is not None:
             raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
         arch = g.architecture.arch
+        try:
+            read = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+        except CheckpointError as exc:  # a refusal of the translated fields names the file's keys
+            message, where = str(exc), f"{g.path}: "
+            head, rest = (where, message[len(where) :]) if message.startswith(where) else ("", message)
+            raise CheckpointError(head + gguf_message(rest, arch)) from None
         records = tuple(
             dataclasses.replace(r, tensors=tensors_sentence(arch, r.rope.layout)) if r.rope is not None else r
-            for r in relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+            for r in read
         )
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -76,6 +77,9 @@ EXIT_OK = 0
 EXIT_LIMIT = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+#: the reader of stdout went away (``flax-posenc families | head``): quiet, as a shell reports a
+#: command ended by SIGPIPE (128 + 13)
+EXIT_PIPE = 141
 REPORT = "please report it to the flax-posenc maintainers with the command line and its --debug output"
 
 CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.report.tour
@@ -571,6 +575,17 @@ def _report_error(where: str, kind: str, message: str, code: int, *, as_json: bo
     return code
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again on the
+    closed pipe ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is no file descriptor (a test's capture)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (0 ok, 1 limit exceeded, 2 bad input, 3 internal).
 
@@ -592,6 +607,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except BrokenPipeError:  # stdout's reader stopped reading: nothing to say, and no one to say it to
+        _silence_stdout()
+        return EXIT_PIPE
     except UsageError as exc:
         where = exc.prog or (f"{PROG} {command}" if command != "?" else PROG)
         return _report_error(where, "usage", _one_line(exc), EXIT_USAGE, as_json=as_json, debug=debug)
