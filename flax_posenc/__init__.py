@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 
 from flax_posenc.errors import CheckpointError, PositionLimitError
 
-__version__ = "0.1.0"
+#: THE version (pyproject.toml reads it: the package metadata says the same; CHANGELOG.md's newest
+#: heading names it)
+__version__ = "0.2.0"
 
 # public name -> module that defines it
 _EXPORTS = {
