@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import flax_posenc
 from flax_posenc.conversion.models import MECHANISM_KINDS, MODEL_MECHANISMS
 from flax_posenc.report.cli import KIND_PHRASES, main
@@ -48,9 +46,9 @@ def test_version_is_one_number_everywhere(capsys):
 
 def test_built_metadata_carries_the_package_version(tmp_path):
     """What pip installs: setuptools reads __version__ statically into the metadata."""
-    code = "import os, setuptools.build_meta as b; os.chdir(%r); print(b.prepare_metadata_for_build_wheel(%r))" % (
-        str(ROOT),
-        str(tmp_path),
+    code = (
+        f"import os, setuptools.build_meta as b; os.chdir({str(ROOT)!r}); "
+        f"print(b.prepare_metadata_for_build_wheel({str(tmp_path)!r}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
