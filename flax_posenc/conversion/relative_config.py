@@ -61,6 +61,7 @@ from typing import Any, Literal, cast
 
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.bounds import MAX_HEADS, MAX_POSITIONS
+from flax_posenc.conversion.config_defaults import with_defaults
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
@@ -744,6 +745,7 @@ def relative_configs_from_dict(
     if family is None:
         known = sorted(t for f in RELATIVE_FAMILIES.values() for t in f.model_types)
         raise fail(where, f"a RoPE/ALiBi model_type ({len(known)} known)", repr(config.get("model_type")))
+    config = with_defaults(config)  # the model type's own defaults for the fields a Hub config leaves out
     outer = config
     if family.text_config_field is not None and config.get(family.text_config_field) is not None:
         text = config[family.text_config_field]
@@ -1016,8 +1018,12 @@ def _rope_from(
         if rotary > head_dim:
             raise fail(where, f"{family.rotary_dim_field} at most the head width {head_dim}", str(rotary))
         params["partial_rotary_factor"] = rotary / head_dim
-    scaling_dict = config.get("rope_scaling")  # 4.x, then 5.x's rope_parameters (wins)
-    for key, value in (("rope_scaling", scaling_dict), ("rope_parameters", parameters)):
+    scaling_dict = config.get("rope_scaling")
+    # transformers 5 (convert_rope_params_to_dict: ``rope_scaling or rope_parameters``): a 4.x
+    # rope_scaling, when present and not empty, replaces rope_parameters whole (a config edited
+    # after an upgrade holds both; tests/test_hub_shaped_configs.py)
+    chosen = ("rope_scaling", scaling_dict) if scaling_dict else ("rope_parameters", parameters)
+    for key, value in (chosen,):
         if value is None:
             continue
         if not isinstance(value, Mapping):
