@@ -213,14 +213,14 @@ def transformer_input(
     >>> transformer_input(spec, params, jnp.array([[2]]), start=3).tolist()  # the 4th position
     [[[20.0, 24.0]]]
     """
-    input_ids = overflow.host_or_device(input_ids)  # host ids are checked before any cast (no wrap)
-    if not jnp.issubdtype(input_ids.dtype, jnp.integer) or input_ids.ndim < 1:
+    ids: Any = overflow.host_or_device(input_ids)  # host ids are checked before any cast (no wrap)
+    if not jnp.issubdtype(ids.dtype, jnp.integer) or ids.ndim < 1:
         raise TypeError(
             f"input_ids: expected an integer array of shape (..., seq_len), "
-            f"got dtype {input_ids.dtype} and shape {tuple(input_ids.shape)}"
+            f"got dtype {ids.dtype} and shape {tuple(ids.shape)}"
         )
-    position_ids = _like_input_ids("position_ids", position_ids, input_ids)
-    token_type_ids = _like_input_ids("token_type_ids", token_type_ids, input_ids)
+    position_ids = _like_input_ids("position_ids", position_ids, ids)
+    token_type_ids = _like_input_ids("token_type_ids", token_type_ids, ids)
     # The user's policy governs every table: word ids, positions and token types alike.
     policy = policy_of(spec.position, on_overflow)
     # numpy parameters (load_pretrained's) are taken as JAX functions take array-likes
@@ -228,7 +228,7 @@ def transformer_input(
     word = params["word_embeddings"]
     dtype = spec.dtype or word.dtype
     words = overflow.Limit(word.shape[0], name="word embedding table", unit="id", argument="input_ids")
-    x = lookup.lookup_rows(word, input_ids, words, policy).astype(dtype)
+    x = lookup.lookup_rows(word, ids, words, policy).astype(dtype)
     if spec.embed_scale != 1.0:
         x = x * jnp.asarray(spec.embed_scale, dtype)
 
@@ -238,7 +238,7 @@ def transformer_input(
         table = params.get("position_embeddings")
         padding = None
         if position_ids is None:
-            position_ids, bounds = _default_positions(spec, input_ids, attention_mask, start)
+            position_ids, bounds = _default_positions(spec, ids, attention_mask, start)
             if bounds is not None:  # padding-aware positions with a static start: bounded by the shape
                 if pos.kind == "learned":
                     check_positions(*bounds, rows=pos.rows, offset=pos.offset, name=pos.name)
@@ -250,7 +250,7 @@ def transformer_input(
                 position_ids = jnp.maximum(position_ids, 0)
         if position_ids is None:
             vectors = encode_positions(
-                pos, table, length=input_ids.shape[-1], start=start, dtype=dtype, on_overflow=position_policy
+                pos, table, length=ids.shape[-1], start=start, dtype=dtype, on_overflow=position_policy
             )
         else:
             vectors = encode_positions(pos, table, position_ids, dtype=dtype, on_overflow=position_policy)

@@ -134,7 +134,7 @@ def int32_values(value: Any, argument: str) -> Any:
         isinstance(value, np.ndarray)
         and value.size
         and np.issubdtype(value.dtype, np.integer)
-        and not jax.config.jax_enable_x64
+        and not jax.config.read("jax_enable_x64")
         and value.dtype.itemsize >= 4
     ):
         lowest, highest = int(value.min()), int(value.max())

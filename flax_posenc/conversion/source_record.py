@@ -47,7 +47,7 @@ from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, re
 from flax_posenc.conversion.orbax_file import is_orbax_checkpoint, read_orbax_origin, read_orbax_params
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES
-from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, relative_configs_from_dict
+from flax_posenc.conversion.relative_config import RELATIVE_FAMILIES, RelativeConfig, relative_configs_from_dict
 from flax_posenc.conversion.sources import config_json_path, read_config
 from flax_posenc.errors import CheckpointError
 
@@ -146,7 +146,9 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
             head, rest = (where, message[len(where) :]) if message.startswith(where) else ("", message)
             raise CheckpointError(head + gguf_message(rest, arch)) from None
         records = tuple(
-            dataclasses.replace(r, tensors=tensors_sentence(arch, r.rope.layout)) if r.rope is not None else r
+            dataclasses.replace(r, tensors=tensors_sentence(arch, r.rope.layout))
+            if isinstance(r, RelativeConfig) and r.rope is not None
+            else r
             for r in read
         )
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
