@@ -301,8 +301,8 @@ def file_origin(family: str, key: str, source: str | None) -> Origin:
     """An :class:`Origin` read from a file, its strings through :func:`~flax_posenc.errors.shown`
     (escape codes and newlines escaped, length capped): they reach ``check``'s and ``inspect``'s lines.
 
-    >>> file_origin("bert", "k\nok: 1000000 positions fit", None).key
-    'k\\nok: 1000000 positions fit'
+    >>> print(file_origin("bert", "k" + chr(10) + "ok: 1000000 positions fit", None).key)
+    k\\nok: 1000000 positions fit
     """
     return Origin(shown(family), shown(key), None if source is None else shown(source, 1000))
 
