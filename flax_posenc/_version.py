@@ -1,3 +1,3 @@
 """The version of flax-posenc (the numpy floor: the command line reads it without the package's ``__init__``)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

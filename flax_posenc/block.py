@@ -85,6 +85,7 @@ def encode_positions(
         raise ValueError("this spec has no position encoding (kind='none')")
     on_overflow = policy_of(spec, on_overflow)
     if spec.kind == "learned":
+        table = None if table is None else jnp.asarray(table)  # numpy tables (load_pretrained's) too
         if table is None or tuple(table.shape) != spec.table_shape:
             found = None if table is None else tuple(table.shape)
             raise ValueError(f"{spec.name}: expected a table of shape {spec.table_shape}, found {found}")
@@ -158,7 +159,7 @@ def _like_input_ids(name: str, value, input_ids: jax.Array) -> jax.Array | None:
     """``value`` as an integer array whose shape broadcasts to ``input_ids``' (``None`` stays ``None``)."""
     if value is None:
         return None
-    value = jnp.asarray(value)
+    value = overflow.host_or_device(value)  # host ids are checked before any cast (no wrap)
     shape = tuple(input_ids.shape)
     if not jnp.issubdtype(value.dtype, jnp.integer):
         raise TypeError(f"{name}: expected an integer array, got dtype {value.dtype}")
@@ -212,20 +213,22 @@ def transformer_input(
     >>> transformer_input(spec, params, jnp.array([[2]]), start=3).tolist()  # the 4th position
     [[[20.0, 24.0]]]
     """
-    input_ids = jnp.asarray(input_ids)
-    if not jnp.issubdtype(input_ids.dtype, jnp.integer) or input_ids.ndim < 1:
+    ids: Any = overflow.host_or_device(input_ids)  # host ids are checked before any cast (no wrap)
+    if not jnp.issubdtype(ids.dtype, jnp.integer) or ids.ndim < 1:
         raise TypeError(
             f"input_ids: expected an integer array of shape (..., seq_len), "
-            f"got dtype {input_ids.dtype} and shape {tuple(input_ids.shape)}"
+            f"got dtype {ids.dtype} and shape {tuple(ids.shape)}"
         )
-    position_ids = _like_input_ids("position_ids", position_ids, input_ids)
-    token_type_ids = _like_input_ids("token_type_ids", token_type_ids, input_ids)
+    position_ids = _like_input_ids("position_ids", position_ids, ids)
+    token_type_ids = _like_input_ids("token_type_ids", token_type_ids, ids)
     # The user's policy governs every table: word ids, positions and token types alike.
     policy = policy_of(spec.position, on_overflow)
+    # numpy parameters (load_pretrained's) are taken as JAX functions take array-likes
+    params = jax.tree.map(jnp.asarray, dict(params))
     word = params["word_embeddings"]
     dtype = spec.dtype or word.dtype
     words = overflow.Limit(word.shape[0], name="word embedding table", unit="id", argument="input_ids")
-    x = lookup.lookup_rows(word, input_ids, words, policy).astype(dtype)
+    x = lookup.lookup_rows(word, ids, words, policy).astype(dtype)
     if spec.embed_scale != 1.0:
         x = x * jnp.asarray(spec.embed_scale, dtype)
 
@@ -235,7 +238,7 @@ def transformer_input(
         table = params.get("position_embeddings")
         padding = None
         if position_ids is None:
-            position_ids, bounds = _default_positions(spec, input_ids, attention_mask, start)
+            position_ids, bounds = _default_positions(spec, ids, attention_mask, start)
             if bounds is not None:  # padding-aware positions with a static start: bounded by the shape
                 if pos.kind == "learned":
                     check_positions(*bounds, rows=pos.rows, offset=pos.offset, name=pos.name)
@@ -247,7 +250,7 @@ def transformer_input(
                 position_ids = jnp.maximum(position_ids, 0)
         if position_ids is None:
             vectors = encode_positions(
-                pos, table, length=input_ids.shape[-1], start=start, dtype=dtype, on_overflow=position_policy
+                pos, table, length=ids.shape[-1], start=start, dtype=dtype, on_overflow=position_policy
             )
         else:
             vectors = encode_positions(pos, table, position_ids, dtype=dtype, on_overflow=position_policy)
@@ -286,7 +289,7 @@ def attend(spec: InputSpec, word_embeddings: jax.Array, query: jax.typing.ArrayL
     >>> attend(spec, jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), jnp.array([2.0, 3.0])).tolist()
     [2.0, 3.0, 5.0]
     """
-    query = jnp.asarray(query)
+    query, word_embeddings = jnp.asarray(query), jnp.asarray(word_embeddings)
     if query.shape[-1:] != word_embeddings.shape[-1:]:
         raise ValueError(
             f"query: expected last axis {word_embeddings.shape[-1]} (dim), found shape {tuple(query.shape)}"

@@ -239,7 +239,11 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
     Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``; it
     is on when ``deterministic=False`` is given to the call or, failing that, set as a field
     (Linen's ``merge_param`` idiom); by default the block is deterministic (inference).
-    ``apply(variables, hidden, method="attend")`` is the tied output head.
+    ``apply(variables, hidden, method="attend")`` is the tied output head. The field
+    ``on_overflow`` (the policy for traced ids past a table, a call's overriding it): ``None``
+    (the default) means ``"error"``, or the policy of a spec built with the deprecated
+    ``PositionSpec(on_overflow=)``; any other value than the three policies is a ``ValueError`` at
+    construction.
 
     >>> import jax, jax.numpy as jnp
     >>> from flax_posenc.block import InputSpec

@@ -28,6 +28,7 @@ from flax_posenc.overflow import (
     fill_invalid,
     guard_indices,
     guard_start,
+    int32_values,
     is_traced,
     keep_check,
 )
@@ -79,7 +80,7 @@ def take_rows(table: jax.Array, indices: jax.typing.ArrayLike, *, in_bounds: boo
            [4, 5],
            [nan, nan]], dtype=bfloat16)
     """
-    indices = jnp.asarray(indices)
+    table, indices = jnp.asarray(table), jnp.asarray(indices)
     if not jnp.issubdtype(table.dtype, jnp.floating) or table.dtype.itemsize != 2:  # 4-byte rows: no gain
         return table.at[indices].get(mode="promise_in_bounds") if in_bounds else jnp.take(table, indices, axis=0)
     return _take_bits(table, indices, in_bounds)
@@ -291,7 +292,7 @@ def packed_positions(segment_ids: jax.typing.ArrayLike) -> jax.Array:
     >>> packed_positions(jnp.array([[1, 1, 1, 2, 2, 0, 0]]))
     Array([[0, 1, 2, 0, 1, 0, 1]], dtype=int32)
     """
-    segment_ids = jnp.asarray(segment_ids)
+    segment_ids = jnp.asarray(int32_values(segment_ids, "segment_ids"))  # never two ids wrapped into one
     if not jnp.issubdtype(segment_ids.dtype, jnp.integer) or segment_ids.ndim < 1:
         raise TypeError(
             f"segment_ids: expected an integer array of shape (..., seq_len), got dtype {segment_ids.dtype}, "

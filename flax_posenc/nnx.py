@@ -148,6 +148,7 @@ class SinusoidalPositionalEncoding(_PositionShell):
             name, PositionSpec, spec, flat, spec_arguments, sinusoidal_spec, "dim, ...", "sinusoidal"
         )
         self.dtype = dtype
+        check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
         self.on_overflow = block.policy_of(self.spec, on_overflow)
 
     @classmethod
@@ -229,6 +230,7 @@ class LearnedPositionalEmbedding(_PositionShell):
         name = "LearnedPositionalEmbedding"
         flat_names = "num_positions, dim, ..."
         self.spec = spec_or_flat(name, PositionSpec, spec, flat, spec_arguments, learned_spec, flat_names, "learned")
+        check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
         self.on_overflow = block.policy_of(self.spec, on_overflow)
         self.embedding = _param(
             embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
@@ -305,8 +307,9 @@ class TransformerInput(nnx.Module):
         - ``position_name``: the position table's name in error messages.
 
       on_overflow: the policy for traced ids past a table -- word ids, positions and token types
-        alike (see :mod:`flax_posenc.overflow`; a call's ``on_overflow`` overrides it). Default
-        ``"error"`` (or the policy of a spec built with the deprecated ``PositionSpec(on_overflow=)``).
+        alike (see :mod:`flax_posenc.overflow`; a call's ``on_overflow`` overrides it). ``None``
+        (the default) means ``"error"``, or the policy of a spec built with the deprecated
+        ``PositionSpec(on_overflow=)``; any other value is a ``ValueError`` at construction.
         Not part of the spec: never written to files.
 
     Parameters carry logical axis names (``("vocab", "embed")``, ``(None, "embed")``,

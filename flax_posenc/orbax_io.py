@@ -123,6 +123,10 @@ def _check_params(out: Path, spec, host: Mapping) -> None:
             raise fail(out, f"finite values in {name}", "NaN/Inf values")
 
 
+#: names an orbax directory may not take: the suffixes of files (a converted file's, a checkpoint's)
+FILE_SUFFIXES = (".msgpack", ".safetensors", ".bin", ".gguf", ".json")
+
+
 def save_orbax(
     out: str | os.PathLike,
     block,
@@ -135,7 +139,8 @@ def save_orbax(
     """Write an input block as an orbax checkpoint directory ``out`` (layout: this module's docstring).
 
     Args:
-      out: the new directory (its parent must exist).
+      out: the new directory (its parent must exist; a name ending in a file suffix, ``.msgpack``,
+        ``.safetensors``, ``.bin``, ``.gguf`` or ``.json``, is refused).
       block: an NNX :class:`~flax_posenc.nnx.TransformerInput`; a Linen
         :class:`~flax_posenc.linen.TransformerInput` (then ``variables`` are its variables,
         ``{"params": ...}``, boxed or not); or an :class:`~flax_posenc.block.InputSpec` (then
@@ -166,6 +171,9 @@ def save_orbax(
     (True, (8, 4))
     """
     out = Path(out).absolute()
+    file_suffix = next((x for x in FILE_SUFFIXES if out.name.lower().endswith(x)), None)
+    if file_suffix is not None:  # a directory named like a converted file: `check x.msgpack` could not read it
+        raise fail(out, "a directory name for an orbax checkpoint", f"the file suffix {file_suffix!r}")
     if os.path.lexists(out) and not overwrite:
         raise fail(out, "a new path", "an existing file or directory (pass overwrite=True / --overwrite)")
     check_output(

@@ -135,6 +135,55 @@ def is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
+def host_or_device(value: Any) -> Any:
+    """``value`` itself when it is a jax array or a tracer, else a numpy array of it.
+
+    Index arguments (ids, positions, token types) given on the host stay numpy until the guard has
+    compared them with their limit: ``jnp.asarray`` of an ``int64``/``uint64`` array with x64 off
+    wraps ``2**32 + 5`` to ``5`` before any check could see it.
+
+    >>> host_or_device([2**32 + 5]).tolist()
+    [4294967301]
+    """
+    if isinstance(value, jax.Array) or is_traced(value):
+        return value
+    return np.asarray(value)
+
+
+def int32_values(value: Any, argument: str) -> Any:
+    """:func:`host_or_device`, refusing host integers that do not fit int32 when x64 is off.
+
+    For integer arguments whose values are compared, not bounded by a table (segment ids):
+    ``jnp.asarray`` would wrap them silently, and two different ids could become equal.
+
+    Raises:
+      ValueError: a host integer array with a value outside ``-2**31 .. 2**31 - 1`` (x64 off),
+        naming ``argument`` and the value.
+
+    >>> int32_values([2**32 + 1], "segment_ids")
+    Traceback (most recent call last):
+    ...
+    ValueError: segment_ids: expected integers that fit int32 (-2147483648..2147483647; jax_enable_x64 is off), found 4294967297
+    """
+    value = host_or_device(value)
+    if (
+        isinstance(value, np.ndarray)
+        and value.size
+        and np.issubdtype(value.dtype, np.integer)
+        and not jax.config.read("jax_enable_x64")
+        and value.dtype.itemsize >= 4
+    ):
+        lowest, highest = int(value.min()), int(value.max())
+        info = np.iinfo(np.int32)
+        if lowest < info.min or highest > info.max:
+            worst = lowest if lowest < info.min else highest
+            raise ValueError(
+                f"{argument}: expected integers that fit int32 ({info.min}..{info.max}; jax_enable_x64 is off), "
+                f"found {worst}"
+            )
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Limit:
     """Positions ``0 .. rows - offset - 1`` are valid, and ``-1`` with reserved rows (static, hashable).

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from flax_posenc.overflow import host_or_device
 from flax_posenc.relative_bias_config import DEFAULT_MAX_DISTANCE, DEFAULT_NUM_BUCKETS, BucketConfig
 
 #: logical axis names of the ``(num_buckets, heads)`` table.
@@ -72,14 +73,24 @@ def relative_position_bucket(
     [3, 0, 0]
     """
     cfg = BucketConfig(num_buckets, max_distance, bidirectional)
-    rp = jnp.asarray(relative_position)
+    rp = host_or_device(relative_position)
     if not jnp.issubdtype(rp.dtype, jnp.integer):
         raise ValueError(f"relative_position_bucket: expected integer relative positions, found dtype {rp.dtype}")
-    return _buckets(rp, cfg)
+    if isinstance(rp, np.ndarray) and rp.size and rp.dtype.itemsize >= 4:
+        # every distance past the saturation distance shares its direction's last bucket, so
+        # clipping into int32 (symmetric: |-2**31| wraps) keeps each bucket and nothing wraps
+        lowest = 0 if np.issubdtype(rp.dtype, np.unsignedinteger) else -_INT32_MAX
+        rp = np.clip(rp, lowest, _INT32_MAX).astype(np.int32)
+    return _buckets(jnp.asarray(rp), cfg)
+
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 @functools.partial(jax.jit, static_argnums=1)  # one small program per shape and config, also eagerly
 def _buckets(rp: jax.Array, cfg: BucketConfig) -> jax.Array:
+    if rp.dtype.itemsize >= 4:  # int64 under x64 and int32 alike: clip before the cast (see above)
+        rp = jnp.clip(rp, -_INT32_MAX if jnp.issubdtype(rp.dtype, jnp.signedinteger) else 0, _INT32_MAX)
     rp = rp.astype(jnp.int32)
     if cfg.bidirectional:
         base = jnp.where(rp > 0, cfg.per_direction, 0)

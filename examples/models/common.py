@@ -35,6 +35,16 @@ from flax_posenc.limits import describe_limit
 # ----------------------------------------------------------------------------- checkpoints
 
 
+def refuse_gguf(path) -> None:
+    """One ``CheckpointError`` line for a GGUF file: the example models read Hugging Face
+    checkpoints only (``docs/models.md`` says how to turn a GGUF into one)."""
+    if str(path).lower().endswith(".gguf"):
+        raise fp.CheckpointError(
+            f"{path}: expected a Hugging Face checkpoint directory (config.json + model.safetensors), found a GGUF "
+            "file, which the example models do not read (docs/models.md: from a GGUF to a checkpoint directory)"
+        )
+
+
 class Weights:
     """A Hugging Face checkpoint read with :func:`flax_posenc.conversion.open_checkpoint`: its
     config and its tensors under the base model's key prefix.
@@ -56,6 +66,7 @@ class Weights:
     """
 
     def __init__(self, path, *, prefixes: tuple[str, ...], probe: str):
+        refuse_gguf(path)
         self.path = path
         self.checkpoint = open_checkpoint(path)
         self.config = self.checkpoint.config
@@ -326,11 +337,20 @@ def cache_update(layer_cache: dict | None, k: jax.Array, v: jax.Array, start: in
 # ----------------------------------------------------------------------------- decoding
 
 
+#: the most positions a sequence may reach on device (int32 positions), with no model limit (ALiBi)
+MAX_POSITIONS = 2**31 - 1
+
+
 def check_generation_length(prompt_len: int, max_new_tokens: int, limit: int | None, what: str) -> None:
     """Raise :class:`~flax_posenc.PositionLimitError` before compiling unless the whole sequence
     (the longest real prompt + new tokens) fits ``limit`` positions (``None``: no limit)."""
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: expected a positive Python integer, got {max_new_tokens!r}")
+    if limit is None and prompt_len + max_new_tokens > MAX_POSITIONS:  # positions are int32 on device
+        raise ValueError(
+            f"max_new_tokens: expected at most {MAX_POSITIONS - prompt_len} (int32 positions: a prompt of "
+            f"{prompt_len} tokens plus new tokens up to {MAX_POSITIONS}), got {max_new_tokens}"
+        )
     if limit is not None and prompt_len + max_new_tokens > limit:
         total = prompt_len + max_new_tokens
         raise fp.PositionLimitError(
@@ -535,16 +555,36 @@ def greedy_decode(forward, init_cache, prompt, mask, max_new_tokens, eos, pad, n
     return out, steps
 
 
+def float_dtype(dtype) -> np.dtype:
+    """``dtype`` as a ``jnp.dtype`` when it is a floating type (parameters, computation and cache).
+
+    Raises ``ValueError`` (one line) for anything else: an integer or boolean dtype would cast
+    every weight and generate garbage.
+
+    >>> float_dtype("bfloat16").name
+    'bfloat16'
+    """
+    try:
+        got = jnp.dtype(dtype)
+    except TypeError:
+        got = None
+    if got is None or not jnp.issubdtype(got, jnp.floating):
+        raise ValueError(
+            f"dtype: expected a floating dtype (float32, bfloat16, float16, float64), got {getattr(got, 'name', dtype)!r}"
+        )
+    return got
+
+
 def cast_floats(tree, dtype):
     """Every floating array of ``tree`` (an ``nnx.State`` or a variables dict) cast to ``dtype``."""
-    dtype = jnp.dtype(dtype)
+    dtype = float_dtype(dtype)
     return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
 
 
 def set_dtype(model, dtype):
     """Cast an NNX model's floating parameters to ``dtype`` in place; its cache follows (``model.dtype``)."""
     nnx.update(model, cast_floats(nnx.state(model), dtype))
-    model.dtype = jnp.dtype(dtype)
+    model.dtype = float_dtype(dtype)
     return model
 
 
@@ -634,6 +674,8 @@ def special_ids(path, tokenizer) -> tuple[int | None, int | None]:
         file = Path(path) / name
         if file.is_file():
             data = json.loads(file.read_text())
+            if not isinstance(data, dict):
+                raise ValueError(f"{file}: expected a JSON object, found {type(data).__name__}")
             for key in ("eos_token_id", "pad_token_id"):
                 if found.get(key) is None and data.get(key) is not None:
                     value = data[key]
@@ -680,6 +722,7 @@ def cli(description: str, load, argv=None, *, run=None) -> None:
         id_rows = [[0]]
     run = run or generate
     try:
+        refuse_gguf(args.path)  # before the tokenizer: a GGUF holds one, but these models read no GGUF
         tokenizer = load_tokenizer(args.path)
         if texts and tokenizer is None:
             raise ValueError(
@@ -693,6 +736,9 @@ def cli(description: str, load, argv=None, *, run=None) -> None:
         out = run(model, ids, args.max_new_tokens, attention_mask=mask, eos_token_id=eos, pad_token_id=pad)
     except (fp.PositionLimitError, fp.CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
+    except (MemoryError, jax.errors.JaxRuntimeError) as e:  # e.g. a cache too large for the device: one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SystemExit(f"error: {type(e).__name__}: {first[:300]}") from None
     out = np.asarray(out)
     for row, new in zip(rows, out[:, ids.shape[1] :]):
         if texts:

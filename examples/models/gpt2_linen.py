@@ -135,7 +135,7 @@ def from_pretrained(path, *, dtype=jnp.float32) -> tuple[GPT2, dict]:
         c.get("layer_norm_epsilon", 1e-5),
         c.get("resid_pdrop", 0.1),
         c.get("attn_pdrop", 0.1),
-        jnp.dtype(dtype),
+        common.float_dtype(dtype),
     )
 
     def linear(key):  # Conv1D weights are already (in, out)

@@ -45,6 +45,7 @@ naming the file, what was expected and what was found.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -62,7 +63,7 @@ from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
 from flax_posenc.conversion.readers import SafetensorsReader, read_safetensors_header
 from flax_posenc.conversion.safety import kind_of, parse_json, regular_file
 from flax_posenc.conversion.table import PositionTable
-from flax_posenc.errors import CheckpointError
+from flax_posenc.errors import CheckpointError, one_line, shown
 from flax_posenc.spec import InputSpec
 
 __all__ = [
@@ -120,7 +121,7 @@ class Converted(NamedTuple):
 
 
 def _fail(path: object, expected: str, found: str) -> CheckpointError:
-    return CheckpointError(" ".join(f"{path}: expected {expected}, found {found}".split())[:400])
+    return CheckpointError(one_line(f"{path}: expected {expected}, found {found}", 400))
 
 
 def flat_params(params: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -246,8 +247,8 @@ def _spec(path: Path, stored: object, field: str, version: int) -> InputSpec:
         raise _fail(path, f"a {field!r} dict (version {version})", type(stored).__name__)
     try:  # version 1 stored the flat constructor arguments; InputSpec is the one place that reads them
         if version == 1:  # its on_overflow, a run-time policy, is ignored (as later versions', in from_dict)
-            return InputSpec.from_arguments(**{k: v for k, v in stored.items() if k != "on_overflow"})
-        return InputSpec.from_dict(stored)
+            return file_spec(InputSpec.from_arguments(**{k: v for k, v in stored.items() if k != "on_overflow"}))
+        return file_spec(InputSpec.from_dict(stored))
     except (TypeError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise _fail(path, f"a valid {field!r} (version {version})", message) from None
@@ -277,7 +278,7 @@ def _read_safetensors(path: Path) -> Converted:
             or not isinstance(stored["source"], (str, type(None)))
         ):
             raise _fail(path, 'an origin {"family": str, "key": str, "source": str or null}', str(stored)[:120])
-        origin = Origin(stored["family"], stored["key"], stored["source"])
+        origin = file_origin(stored["family"], stored["key"], stored["source"])
     reader = SafetensorsReader(path)
     unknown = sorted(set(reader.keys()) - set(PARAM_NAMES))
     if unknown:
@@ -343,6 +344,25 @@ def _read_msgpack(path: Path) -> Converted:
     field = "config" if version == 1 else "spec"
     spec = _spec(path, blob.get(field), field, version)
     return Converted(spec, params, origin_from_name(spec.position.name), version)
+
+
+def file_origin(family: str, key: str, source: str | None) -> Origin:
+    """An :class:`Origin` read from a file, its strings through :func:`~flax_posenc.errors.shown`
+    (escape codes and newlines escaped, length capped): they reach ``check``'s and ``inspect``'s lines.
+
+    >>> print(file_origin("bert", "k" + chr(10) + "ok: 1000000 positions fit", None).key)
+    k\\nok: 1000000 positions fit
+    """
+    return Origin(shown(family), shown(key), None if source is None else shown(source, 1000))
+
+
+def file_spec(spec: InputSpec) -> InputSpec:
+    """A spec read from a file, its table's ``name`` (which every limit message shows) through
+    :func:`~flax_posenc.errors.shown`."""
+    name = spec.position.name
+    if name is None or shown(name) == name:
+        return spec
+    return dataclasses.replace(spec, position=dataclasses.replace(spec.position, name=shown(name)))
 
 
 def origin_from_name(name: str) -> Origin | None:

@@ -12,7 +12,8 @@ What is read, per architecture (:data:`GGUF_ARCHITECTURES`, one row each):
   (llama.cpp's default 10000 when absent), ``{arch}.rope.dimension_count`` (the rotated dims;
   default the head dim), ``{arch}.attention.key_length`` (the head dim; default
   ``embedding_length / head_count``) and ``{arch}.rope.scaling.*`` (``type`` ``none``/``linear``/
-  ``yarn``, ``factor``, ``original_context_length``, ``yarn_beta_fast``, ``yarn_beta_slow``),
+  ``yarn``, ``factor``, ``original_context_length``, ``yarn_beta_fast``, ``yarn_beta_slow``; the
+  older ``{arch}.rope.scale_linear`` stands for ``factor`` when that is absent, as in llama.cpp),
   turned into the Hugging Face config fields a :class:`~flax_posenc.RopeConfig` is read from;
   Llama 3.x's ``llama3`` scaling, which llama.cpp stores as the tensor ``rope_freqs.weight``,
   is read back from it (:func:`llama3_from_rope_freqs`).
@@ -53,7 +54,7 @@ import numpy as np
 from flax_posenc.conversion.readers import fail, one_line
 from flax_posenc.conversion.safety import regular_file
 from flax_posenc.conversion.table import PositionTable
-from flax_posenc.errors import CheckpointError
+from flax_posenc.errors import CheckpointError, shown
 from flax_posenc.rope_config import RopeConfig, rope_inverse_frequencies
 
 GGUF_EXTRA_HINT = "pip install 'flax-posenc[gguf]'"
@@ -120,6 +121,60 @@ GGUF_ARCHITECTURES: Mapping[str, GGUFArchitecture] = MappingProxyType(
     }
 )
 
+#: The layout llama.cpp rotates a file's own ``attn_q``/``attn_k`` tensors in, per architecture:
+#: its converter permutes Llama's Q/K rows for its interleaved (NORM) rotation and transformers'
+#: GGUF loader un-permutes them (``LlamaTensorProcessor``); Qwen2's are stored as in Hugging Face.
+GGUF_OWN_TENSOR_LAYOUT: Mapping[str, str] = MappingProxyType({"llama": "interleaved", "qwen2": "half"})
+
+
+def tensors_sentence(arch: str, layout: str) -> str:
+    """Which tensors a GGUF record's RoPE ``layout`` refers to (the record's ``tensors`` field).
+
+    >>> tensors_sentence("llama", "half")[:60]
+    'layout half is for the Hugging Face q_proj/k_proj that trans'
+    """
+    own = GGUF_OWN_TENSOR_LAYOUT.get(arch, layout)
+    theirs = f"layout {layout} is for the Hugging Face q_proj/k_proj that transformers makes on load"
+    if own == layout:
+        return f"{theirs}; the file's own attn_q/attn_k are stored the same way"
+    return f"{theirs}; the file's own attn_q/attn_k are stored permuted for llama.cpp: rotate them in layout {own}"
+
+
+#: The Hugging Face config field :func:`hf_config` fills -> the GGUF key (``{arch}.`` + suffix) it
+#: came from: a refusal of the translated config names the key the file holds (:func:`gguf_message`).
+GGUF_KEY_OF_FIELD: Mapping[str, str] = MappingProxyType(
+    {
+        "max_position_embeddings": "context_length",
+        "n_positions": "context_length",
+        "rope_theta": "rope.freq_base",
+        "num_attention_heads": "attention.head_count",
+        "n_head": "attention.head_count",
+        "hidden_size": "embedding_length",
+        "n_embd": "embedding_length",
+        "head_dim": "attention.key_length",
+        "num_key_value_heads": "attention.head_count_kv",
+        "num_hidden_layers": "block_count",
+        "partial_rotary_factor": "rope.dimension_count",
+        "original_max_position_embeddings": "rope.scaling.original_context_length",
+        "beta_fast": "rope.scaling.yarn_beta_fast",
+        "beta_slow": "rope.scaling.yarn_beta_slow",
+        "rope_scaling": "rope.scaling.*",
+    }
+)
+
+
+def gguf_message(message: str, arch: str) -> str:
+    """``message`` about :func:`hf_config`'s translated fields, naming the GGUF keys instead.
+
+    >>> gguf_message("expected max_position_embeddings at most 1099511627776 positions", "llama")
+    'expected llama.context_length at most 1099511627776 positions'
+    """
+    import re
+
+    pattern = r"\b(" + "|".join(sorted(GGUF_KEY_OF_FIELD, key=len, reverse=True)) + r")\b"
+    return re.sub(pattern, lambda m: f"{arch}.{GGUF_KEY_OF_FIELD[m.group(1)]}", message)
+
+
 #: ``{arch}.rope.scaling.type`` -> Hugging Face ``rope_type`` (``none``: no scaling).
 SCALING_TYPES: Mapping[str, str | None] = MappingProxyType({"none": None, "linear": "linear", "yarn": "yarn"})
 #: ``{arch}.rope.scaling.<suffix>`` -> the ``rope_scaling`` key it becomes.
@@ -144,6 +199,9 @@ FREQUENCY_FACTOR_TENSORS: tuple[str, ...] = (
     "rope_factors_long.weight",
     "rope_factors_short.weight",
 )
+#: llama.cpp's older ``{arch}.<key>`` for the scaling factor, which it still applies when
+#: ``rope.scaling.factor`` is absent (linear unless ``rope.scaling.type`` says otherwise).
+LEGACY_SCALE_LINEAR = "rope.scale_linear"
 #: ``rope.scaling`` keys that do not change the rotation.
 SCALING_IGNORED: tuple[str, ...] = ("finetuned",)
 
@@ -482,7 +540,7 @@ def open_gguf(source: str | os.PathLike) -> GGUFFile:
         raise fail(
             path,
             f"a GGUF architecture whose positions are read ({', '.join(GGUF_ARCHITECTURES)})",
-            f"general.architecture={arch!r}",
+            f"general.architecture='{shown(arch)}'",
         )
     return GGUFFile(path, text, header, row)
 
@@ -500,11 +558,14 @@ def rope_scaling(g: GGUFFile) -> dict[str, Any] | None:
     """
     prefix = f"{g.architecture.arch}.rope.scaling."
     present = sorted(k[len(prefix) :] for k in g.keys() if k.startswith(prefix))
-    if not present:
+    # llama.cpp's older key: read when rope.scaling.factor is absent, 0 meaning none (llama-model.cpp)
+    legacy = g.field(LEGACY_SCALE_LINEAR, "float")
+    legacy = None if legacy == 0.0 or "factor" in present else legacy
+    if not present and legacy is None:
         return None
     kind = g.field("rope.scaling.type", "str")
-    if kind is None:
-        kind = "linear" if "factor" in present else "none"  # llama.cpp: a factor alone means linear
+    if kind is None:  # llama.cpp: a factor alone means linear
+        kind = "linear" if "factor" in present or legacy is not None else "none"
     if kind not in SCALING_TYPES:
         raise fail(g.path, f"{prefix}type one of {', '.join(SCALING_TYPES)}", repr(kind))
     out: dict[str, Any] = {}
@@ -525,6 +586,8 @@ def rope_scaling(g: GGUFFile) -> dict[str, Any] | None:
         out[SCALING_KEYS[suffix]] = g.field(
             f"rope.scaling.{suffix}", "int" if suffix == "original_context_length" else "float"
         )
+    if legacy is not None:
+        out["factor"] = legacy
     rope_type = SCALING_TYPES[kind]
     if rope_type is None:
         return None
@@ -573,6 +636,8 @@ def hf_config(g: GGUFFile) -> dict[str, Any]:
     }
     for suffix, name in (("block_count", "num_hidden_layers"), ("attention.head_count_kv", "num_key_value_heads")):
         value = g.field(suffix, "int")
+        if value is not None and value < 1:  # never read as "no count" (rope_for_layer's range)
+            raise fail(g.path, f"{row.arch}.{suffix} as a positive integer", str(value))
         if value is not None:
             config[name] = value
     theta = g.field("rope.freq_base", "float")
@@ -766,10 +831,13 @@ def table_of(g: GGUFFile, *, family: str | None, key: str | None) -> PositionTab
 __all__ = [
     "GGUF_ARCHITECTURES",
     "GGUF_EXTRA_HINT",
+    "GGUF_KEY_OF_FIELD",
+    "GGUF_OWN_TENSOR_LAYOUT",
     "GGUFArchitecture",
     "GGUFFile",
     "MAX_METADATA_ITEMS",
     "ScannedHeader",
+    "gguf_message",
     "gguf_position_table",
     "header_value",
     "hf_config",
@@ -780,4 +848,5 @@ __all__ = [
     "open_gguf",
     "rope_scaling",
     "scan_header",
+    "tensors_sentence",
 ]

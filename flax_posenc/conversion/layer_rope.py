@@ -27,7 +27,7 @@ import numpy as np
 from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf
 from flax_posenc.conversion.models import mechanisms_of
 from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.relative_config import _derived_layer_types, config_path_of, family_for
+from flax_posenc.conversion.relative_config import _derived_layer_types, config_path_of, family_for, layer_count
 from flax_posenc.conversion.source_record import inspect_source
 from flax_posenc.conversion.sources import read_config
 from flax_posenc.errors import CheckpointError
@@ -82,8 +82,8 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
     if not any(m.kind in rope_kinds for m in mechanisms):
         have = ", ".join(dict.fromkeys(m.kind for m in mechanisms))
         raise fail(text, "a checkpoint with a RoPE mechanism", f"model_type {record.model_type!r} with: {have}")
-    count, counted = config.get("num_hidden_layers"), "num_hidden_layers"
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    count, counted = layer_count(config, path or text), "num_hidden_layers"
+    if count is None:
         indices = [i for m in mechanisms if m.layers for i in m.layers]
         count, counted = (max(indices) + 1 if indices else None), "as the config's per-layer lists hold"
     if layer < 0 or (count is not None and layer >= count):

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from flax_posenc.conversion.converted_file import Origin, origin_from_name
+from flax_posenc.conversion.converted_file import Origin, file_origin, file_spec, origin_from_name
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.safety import load_json
 from flax_posenc.spec import InputSpec
@@ -164,7 +164,7 @@ def read_orbax_metadata(path: str | os.PathLike) -> tuple[InputSpec, dict[str, d
     if not isinstance(stored, dict):
         raise fail(file, "a 'spec' dict", type(stored).__name__)
     try:
-        spec = InputSpec.from_dict(stored)
+        spec = file_spec(InputSpec.from_dict(stored))
     except (TypeError, ValueError) as exc:
         raise fail(file, "a valid 'spec'", (str(exc).splitlines() or [type(exc).__name__])[0][:200]) from None
     declared = blob.get("params")
@@ -209,7 +209,7 @@ def read_orbax_origin(path: str | os.PathLike) -> Origin | None:
         or not isinstance(stored["source"], (str, type(None)))
     ):
         raise fail(file, 'an origin {"family": str, "key": str, "source": str or null}', repr(stored)[:120])
-    return Origin(stored["family"], stored["key"], stored["source"])
+    return file_origin(stored["family"], stored["key"], stored["source"])
 
 
 def orbax_checkpointer():

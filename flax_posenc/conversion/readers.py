@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from flax_posenc import errors
 from flax_posenc.conversion.safety import contained, load_json, parse_json, regular_file, safe_member_name
 from flax_posenc.errors import CheckpointError
 
@@ -66,8 +67,9 @@ MAX_HEADER_BYTES = 100_000_000
 
 
 def one_line(text: object) -> str:
-    """Collapse a (possibly multi-line) message into one line."""
-    return " ".join(str(text).split())
+    """Collapse a (possibly multi-line) message into one line (:func:`flax_posenc.errors.one_line`:
+    control characters escaped, length capped)."""
+    return errors.one_line(text)
 
 
 def fail(where: object, expected: str, found: str) -> CheckpointError:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from flax_posenc.bounds import MAX_DISTANCE
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail, nearest_keys, read_float
 from flax_posenc.conversion.relative_config import config_path_of
@@ -286,6 +287,8 @@ def load_relative_bias(
         or _int_field(cfg, ("relative_attention_max_distance",), config_where, "max distance")
         or DEFAULT_MAX_DISTANCE
     )
+    if max_distance > MAX_DISTANCE:  # name the config's field, not BucketConfig's argument
+        raise fail(config_where, f"relative_attention_max_distance at most {MAX_DISTANCE}", repr(max_distance)[:80])
     try:
         buckets = BucketConfig(num_buckets, max_distance, bidirectional=(stack == "encoder"))
     except ValueError as e:

@@ -25,8 +25,10 @@ Facts checked against transformers 5.x (``models/*/configuration_*.py``, ``model
   convolution) is NoPE whatever ``rope_parameters`` holds.
 - Falcon (``falcon``, legacy ``RefinedWeb``/``RefinedWebModel``): RoPE unless ``alibi: true``.
 - BLOOM: ALiBi, ``n_head`` heads, no length limit in its config.
-- MPT: ALiBi when ``attn_config.alibi`` (default true), ``attn_config.alibi_bias_max`` (8), limit
-  ``max_seq_len`` (2048).
+- MPT: ALiBi, limit ``max_seq_len`` (2048). transformers' ``MptModel`` always builds ALiBi with
+  ``alibi_bias_max=8`` (``build_mpt_alibi_tensor``'s default): it reads neither
+  ``attn_config.alibi`` (``false`` still runs ALiBi, never RoPE) nor ``attn_config.alibi_bias_max``
+  (type-checked here, then 8 as the model uses).
 - Qwen2-VL, Qwen2.5-VL, GLM-4V (and GLM-OCR), GLM-4V-MoE: multimodal RoPE (``scheme="mrope"``,
   :class:`~flax_posenc.MRopeConfig`): the text tower's RoPE from ``text_config`` (or the flat 4.x
   fields), ``mrope_section`` in ``rope_parameters`` (4.x: ``rope_scaling`` with ``type: "mrope"``,
@@ -66,7 +68,9 @@ from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from flax_posenc.alibi_config import AlibiConfig
+from flax_posenc.bounds import MAX_HEADS, MAX_POSITIONS
 from flax_posenc.conversion.attention_scale import softmax_scale, temperature_of
+from flax_posenc.conversion.config_defaults import with_defaults
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.sources import CONFIG_NAME, read_config
@@ -105,7 +109,9 @@ class RelativeFamily:
       layout: RoPE layout, ``"half"`` or ``"interleaved"``.
       limit_fields, limit_default: fields holding the length limit and the model's default
         (``None``: no limit).
-      alibi_bias_max_field, alibi_bias_max_default: ALiBi's ``max_bias`` (MPT) and its default.
+      alibi_bias_max_field, alibi_bias_max_default: a config field stating ALiBi's ``max_bias`` that
+        the model does not apply (MPT's ``attn_config.alibi_bias_max``: type-checked only) and the
+        ``max_bias`` the model uses (8).
       rope_head_dim_field: the MLA rope head's field, read when ``head_dim`` is absent.
       layout_flag: a config boolean choosing the interleaved layout (DeepSeek's ``rope_interleave``).
       per_layer_type: the family's configs hold one ``rope_parameters`` per layer type; one
@@ -548,8 +554,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
             RelativeFamily(
                 "mpt",
                 ("mpt",),
-                scheme="alibi",
-                alibi_flag="attn_config.alibi",
+                scheme="alibi",  # MptModel ignores attn_config.alibi: ALiBi always
                 heads_fields=("n_heads", "num_attention_heads"),
                 hidden_fields=("d_model", "hidden_size"),
                 head_dim_field=None,
@@ -581,6 +586,9 @@ class RelativeConfig:
       softmax_scale: RoPE: the factor the model's attention multiplies ``q . k`` by
         (:func:`~flax_posenc.conversion.attention_scale.softmax_scale`: ``head_dim ** -0.5``, a
         config override, or MLA's ``mscale ** 2`` times it); ``None`` for ALiBi.
+      tensors: which query/key tensors ``rope.layout`` refers to when they are not the source's own
+        (a GGUF file's: the Hugging Face ones transformers makes on load), one sentence; ``None``:
+        the checkpoint's own tensors.
     """
 
     source: str
@@ -596,6 +604,7 @@ class RelativeConfig:
     layers: tuple[int, ...] | None = None
     mrope: Any = None
     softmax_scale: float | None = None
+    tensors: str | None = None
 
     key = None  # a config holds no tensor (the :class:`~flax_posenc.conversion.SourceRecord` field)
 
@@ -656,6 +665,8 @@ class RelativeConfig:
             out["layer_type"] = self.layer_type
         if self.layers is not None:
             out["layers"] = list(self.layers)
+        if self.tensors is not None:
+            out["tensors"] = self.tensors
         out[self.scheme] = cast("RopeConfig | AlibiConfig", self.mrope or self.rope or self.alibi).to_dict()
         if self.softmax_scale is not None:
             out["softmax_scale"] = self.softmax_scale
@@ -676,6 +687,8 @@ class RelativeConfig:
             ]
             if self.softmax_scale is not None:
                 lines.append(f"softmax:     scale {self.softmax_scale:.6g} (head_dim ** -0.5 = {r.head_dim**-0.5:.6g})")
+            if self.tensors is not None:
+                lines.insert(-1, f"tensors:     {self.tensors}")
             extras = {k: v for k, v in r.to_dict().items() if k in _SCALING_NUMBERS}
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))
@@ -757,6 +770,18 @@ def _get(config: Mapping[str, Any], dotted: str) -> Any:
 
 def _first(config: Mapping[str, Any], fields: tuple[str, ...]) -> Any:
     return next((config[f] for f in fields if config.get(f) is not None), None)
+
+
+def _first_name(config: Mapping[str, Any], fields: tuple[str, ...]) -> str:
+    """The config's own name of the first present field (for messages), else all of them."""
+    return next((f for f in fields if config.get(f) is not None), " or ".join(fields))
+
+
+def _bounded(where: object, field: str, value: int, bound: int, what: str) -> int:
+    """``value`` when at most ``bound``, else one line naming the config's own ``field``."""
+    if value > bound:
+        raise fail(where, f"{field} at most {bound} {what}", repr(value)[:80])
+    return value
 
 
 def _int_field(where: object, expected: str, value: Any) -> int:
@@ -862,17 +887,22 @@ def relative_configs_from_dict(
     One :class:`RelativeConfig` when all layers share one RoPE (or ALiBi); one per layer type
     when ``rope_parameters`` holds a dict per ``layer_types`` entry (Gemma 3, ModernBERT); and a
     :class:`NoPositionLayers` for the layers without any (``no_rope_layers`` zeros: SmolLM3,
-    Llama 4; a layer type whose parameters are ``null``).
+    Llama 4; a layer type whose parameters are ``null``). ``rope_parameters`` for a layer type no
+    layer uses are not read (no record, no check of their values), as transformers ignores them:
+    its own configs carry them (a one-layer ModernBERT or a Gemma 3 whose ``layer_types`` are all
+    ``full_attention`` is saved with ``sliding_attention`` parameters too).
 
     Raises:
       CheckpointError: as :func:`relative_config_from_dict`; also per-layer lists of the wrong
-        length, ``layer_types`` entries without parameters, or parameters for no layer type.
+        length, ``layer_types`` entries without parameters, or per-type parameters that are not
+        dicts.
     """
     where = path or source
     family = family_for(config)
     if family is None:
         known = sorted(t for f in RELATIVE_FAMILIES.values() for t in f.model_types)
         raise fail(where, f"a RoPE/ALiBi model_type ({len(known)} known)", repr(config.get("model_type")))
+    config = with_defaults(config)  # the model type's own defaults for the fields a Hub config leaves out
     outer = config
     if family.text_config_field is not None and config.get(family.text_config_field) is not None:
         text = config[family.text_config_field]
@@ -882,6 +912,7 @@ def relative_configs_from_dict(
     heads = _int_field(
         where, f"a positive head count in {' or '.join(family.heads_fields)}", _first(config, family.heads_fields)
     )
+    heads = _bounded(where, _first_name(config, family.heads_fields), heads, MAX_HEADS, "heads")
     scheme = family.scheme
     if family.alibi_flag is not None:
         flag = _get(config, family.alibi_flag)
@@ -891,18 +922,17 @@ def relative_configs_from_dict(
     limit = family.limit_default if limit is None and family.limit_fields else limit
     if limit is not None:
         limit = _int_field(where, " or ".join(family.limit_fields), limit)
+        limit = _bounded(where, _first_name(config, family.limit_fields), limit, MAX_POSITIONS, "positions")
     model_type = str(config.get("model_type"))
     common: dict[str, Any] = dict(
         source=source, config_path=Path(where), family=family.name, model_type=model_type, num_heads=heads
     )
     try:
         if scheme == "alibi":
-            bias_max = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
-            bias_max = (
-                family.alibi_bias_max_default
-                if bias_max is None
-                else _number_field(where, str(family.alibi_bias_max_field), bias_max, bound=1e6)
-            )
+            stated = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
+            if stated is not None:  # a mistyped field is still a bad config, though the model ignores it
+                _number_field(where, str(family.alibi_bias_max_field), stated, bound=1e6)
+            bias_max = family.alibi_bias_max_default  # what the model applies
             return (RelativeConfig(scheme="alibi", alibi=AlibiConfig(heads, float(bias_max), limit), **common),)
         _refuse_unread_per_layer_fields(config, where)
         config = _derived_layer_types(config, family)
@@ -962,12 +992,25 @@ def relative_configs_from_dict(
     return tuple(records)
 
 
+def layer_count(config: Mapping[str, Any], where: object) -> int | None:
+    """THE layer-count reader: ``num_hidden_layers`` of a parsed config, ``None`` when absent or null.
+
+    Raises:
+      CheckpointError: a count that is not a positive integer (``0``, ``-1``, ``"2"``, ``2.0``,
+        ``true``): one line naming ``where`` and the field, never read as "no count".
+
+    >>> layer_count({"num_hidden_layers": 2}, "config.json"), layer_count({}, "config.json")
+    (2, None)
+    """
+    count = config.get("num_hidden_layers")
+    return None if count is None else _int_field(where, "num_hidden_layers", count)
+
+
 def _layer_count(config: Mapping[str, Any], where: object, field: str, value: Any) -> int | None:
     """``num_hidden_layers`` when the config has it; a per-layer list must have that length."""
-    count = config.get("num_hidden_layers")
+    count = layer_count(config, where)
     if count is None:
         return None
-    count = _int_field(where, "num_hidden_layers", count)
     if not isinstance(value, list) or len(value) != count:
         found = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
         raise fail(where, f"{field} as a list of num_hidden_layers = {count} entries", found)
@@ -1014,7 +1057,7 @@ def _split_by_overrides(groups, config: Mapping[str, Any], where: object):
         return [(*g, {}) for g in groups]
     if not isinstance(raw, Mapping) or not all(isinstance(v, Mapping) for v in raw.values()):
         raise fail(where, "per_layer_config as {layer index: {field: value}}", repr(raw)[:80])
-    count = config.get("num_hidden_layers")
+    count = layer_count(config, where)
     count = _int_field(where, "num_hidden_layers (per_layer_config is set)", count)
     overrides: dict[int, dict[str, Any]] = {}
     for key, value in raw.items():
@@ -1213,8 +1256,12 @@ def _rope_from(
         if rotary > head_dim:
             raise fail(where, f"{family.rotary_dim_field} at most the head width {head_dim}", str(rotary))
         params["partial_rotary_factor"] = rotary / head_dim
-    scaling_dict = config.get("rope_scaling")  # 4.x, then 5.x's rope_parameters (wins)
-    for key, value in (("rope_scaling", scaling_dict), ("rope_parameters", parameters)):
+    scaling_dict = config.get("rope_scaling")
+    # transformers 5 (convert_rope_params_to_dict: ``rope_scaling or rope_parameters``): a 4.x
+    # rope_scaling, when present and not empty, replaces rope_parameters whole (a config edited
+    # after an upgrade holds both; tests/test_hub_shaped_configs.py)
+    chosen = ("rope_scaling", scaling_dict) if scaling_dict else ("rope_parameters", parameters)
+    for key, value in (chosen,):
         if value is None:
             continue
         if not isinstance(value, Mapping):
@@ -1333,6 +1380,7 @@ __all__ = [
     "INTERLEAVED_ROPE_MODEL_TYPES",
     "LAYER_TYPES_RULES",
     "MLA_INTERLEAVED_ROPE_MODEL_TYPES",
+    "layer_count",
     "MLA_ROPE_MODEL_TYPES",
     "NON_ATTENTION_LAYER_TYPES",
     "NoPositionLayers",

@@ -33,7 +33,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from flax_posenc.errors import CheckpointError
+from flax_posenc.errors import CheckpointError, one_line
 
 #: nesting levels allowed in any JSON we read (Hugging Face configs use fewer than 6).
 MAX_JSON_DEPTH = 64
@@ -44,7 +44,7 @@ MAX_JSON_BYTES = 64 << 20
 
 
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    return one_line(text)
 
 
 def _fail(where: object, expected: str, found: str) -> CheckpointError:

@@ -28,18 +28,26 @@ wraps a :class:`~flax_posenc.conversion.table.PositionTable`,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.converted_file import is_converted_file, position_table, read_converted
-from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf, table_of
+from flax_posenc.conversion.gguf_source import (
+    gguf_message,
+    hf_config,
+    is_gguf_source,
+    open_gguf,
+    table_of,
+    tensors_sentence,
+)
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
 from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import Mechanism, ModelRecord, is_refused, read_model, refusal
 from flax_posenc.conversion.orbax_file import is_orbax_checkpoint, read_orbax_origin, read_orbax_params
 from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.relative_config import relative_configs_from_dict
+from flax_posenc.conversion.relative_config import RelativeConfig, relative_configs_from_dict
 from flax_posenc.conversion.sources import config_json_path, read_config
 from flax_posenc.errors import CheckpointError
 
@@ -129,7 +137,19 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
     else:
         if family is not None:
             raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
-        records = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+        arch = g.architecture.arch
+        try:
+            read = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+        except CheckpointError as exc:  # a refusal of the translated fields names the file's keys
+            message, where = str(exc), f"{g.path}: "
+            head, rest = (where, message[len(where) :]) if message.startswith(where) else ("", message)
+            raise CheckpointError(head + gguf_message(rest, arch)) from None
+        records = tuple(
+            dataclasses.replace(r, tensors=tensors_sentence(arch, r.rope.layout))
+            if isinstance(r, RelativeConfig) and r.rope is not None
+            else r
+            for r in read
+        )
     return ModelRecord(text, g.architecture.model_type, tuple(Mechanism.of(r) for r in records))
 
 

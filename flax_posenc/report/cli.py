@@ -36,8 +36,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,7 @@ from flax_posenc.conversion import LearnedTableSource, export_position_table, in
 from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES
 from flax_posenc.conversion.mechanisms import MECHANISMS
-from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
+from flax_posenc.conversion.models import MECHANISM_KINDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 from flax_posenc.conversion.outputs import check_apart, protected_paths
 from flax_posenc.conversion.source_record import verdict
 from flax_posenc.errors import CheckpointError, PositionLimitError
@@ -78,6 +80,9 @@ EXIT_OK = 0
 EXIT_LIMIT = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+#: the reader of stdout went away (``flax-posenc families | head``): quiet, as a shell reports a
+#: command ended by SIGPIPE (128 + 13)
+EXIT_PIPE = 141
 REPORT = "please report it to the flax-posenc maintainers with the command line and its --debug output"
 
 CACHE_ENV = "FLAX_POSENC_CACHE"  # also read by flax_posenc.report.tour
@@ -94,6 +99,33 @@ LEARNED_SOURCE_HELP = (
     "families of `flax-posenc inspect`): a directory with config.json, or a Hugging Face model id "
     "(local cache first)"
 )
+
+#: what ``flax-posenc --help`` says of each mechanism kind (every one of MECHANISM_KINDS has a phrase;
+#: tests/test_hostile_messages.py holds the help to it)
+KIND_PHRASES: dict[str, str] = {
+    "learned": "learned tables (GPT-2, BERT, RoBERTa, OPT, ...)",
+    "sinusoidal": "sinusoids (sinusoidal:LENGTH:DIM, M2M-100, Whisper's audio table: check --seconds)",
+    "rope": "RoPE and its scalings (linear, dynamic, YaRN, LongRoPE, Llama 3; Llama, Qwen, Mistral, ...)",
+    "nope": "layers without positions (NoPE: SmolLM3, Llama 4)",
+    "alibi": "ALiBi (BLOOM, MPT, Falcon)",
+    "mrope": "multimodal RoPE (Qwen2-VL, GLM-4V)",
+    "relative_bias": "T5/MPNet relative position biases",
+    "deberta_relative": "DeBERTa's relative positions",
+    "grid": "vision position grids (ViT, CLIP, SigLIP: check --image-size)",
+    "none": "models without position encoding (state-space, recurrent)",
+}
+
+
+def _description() -> str:
+    kinds = "; ".join(KIND_PHRASES[k] for k in MECHANISM_KINDS)
+    return textwrap.fill(
+        "Make a transformer's position limit visible: inspect, check, plot, extend and convert the positional "
+        "encodings of a Hugging Face checkpoint directory or file, a Hub model id, a .gguf file (llama.cpp), a "
+        f"converted file or an orbax directory. Read: {kinds}. '{PROG} families' lists the "
+        f"{len(MODEL_MECHANISMS)} model types read and those refused.",
+        width=100,
+    )
+
 
 TOP_EPILOG = f"""\
 examples:
@@ -477,20 +509,21 @@ def _configure_tour(p: argparse.ArgumentParser) -> None:
 
 COMMANDS: dict[str, Command] = {
     "inspect": Command(
-        "report a table: family, key, rows, dim, offset, num_positions, dtype and its properties",
+        "report every position mechanism of SOURCE (table, RoPE, ALiBi, bias, grid, ...) and its limit",
         f"{PROG} inspect sinusoidal:1024:768\n  {PROG} inspect path/to/bert --json | jq .num_positions",
         _configure_inspect,
         cmd_inspect,
     ),
     "check": Command(
-        "exit 0 if N positions fit in the table, else exit 1 with one line naming the limit",
+        "exit 0 if N positions (--length), an image (--image-size) or audio (--seconds) fit, else exit 1 "
+        "with one line naming the limit",
         f"{PROG} check path/to/gpt2 --length 1024     # exit 0\n  {PROG} check path/to/gpt2 --length 1025     # exit 1: 1 past the limit"
         f"\n  {PROG} check path/to/vit --image-size 448   # exit 1: the 14 x 14 grid must be resized (fp.resize_grid)",
         _configure_check,
         cmd_check,
     ),
     "plot": Command(
-        "write PNG figures: heatmap, waves, similarity vs offset, similarity matrix",
+        "write PNG figures of SOURCE's mechanisms: heatmaps, waves, similarity vs offset, RoPE decay, ...",
         f"{PROG} plot sinusoidal:1024:768 --out figures --dims 0 1 50 100",
         _configure_plot,
         cmd_plot,
@@ -526,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser, one subparser per entry of :data:`COMMANDS`."""
     parser = _Parser(
         prog=PROG,
-        description="Inspect, check and plot positional-encoding tables (GPT-2, BERT, RoBERTa, ..., sinusoidal).",
+        description=_description(),
         epilog=TOP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -582,6 +615,17 @@ def _report_error(where: str, kind: str, message: str, code: int, *, as_json: bo
     return code
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again on the
+    closed pipe ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is no file descriptor (a test's capture)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (0 ok, 1 limit exceeded, 2 bad input, 3 internal).
 
@@ -603,6 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except BrokenPipeError:  # stdout's reader stopped reading: nothing to say, and no one to say it to
+        _silence_stdout()
+        return EXIT_PIPE
     except UsageError as exc:
         where = exc.prog or (f"{PROG} {command}" if command != "?" else PROG)
         return _report_error(where, "usage", _one_line(exc), EXIT_USAGE, as_json=as_json, debug=debug)

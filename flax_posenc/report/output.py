@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from flax_posenc import errors
 from flax_posenc.progress import Progress
 from flax_posenc.report import plots
 
@@ -34,7 +35,7 @@ class UsageError(Exception):
 
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (its type name when it has none)."""
-    text = " ".join(str(exc).split())
+    text = errors.one_line(str(exc))  # control characters escaped, length capped
     return text or type(exc).__name__
 
 

@@ -61,6 +61,7 @@ from flax_posenc.alibi_config import AlibiConfig, alibi_slopes
 from flax_posenc.bounds import MAX_PLOT_LINES, check_bound
 from flax_posenc.conversion.grid_tables import image_grid
 from flax_posenc.conversion.mechanisms import MECHANISMS
+from flax_posenc.errors import shown
 from flax_posenc.report import analysis
 from flax_posenc.sinusoid_math import sinusoidal_frequencies  # the loader's convention (interleaved)
 from flax_posenc.table_properties import Metric
@@ -172,7 +173,8 @@ def model_name(source: str | None) -> tuple[str, bool]:
     The name is, first found: the Hub name of a Hugging Face cache snapshot
     (``models--org--name``), the config's ``_name_or_path`` when it is a Hub id, else the
     checkpoint directory's name (its parent's when the directory is called ``model`` or the
-    like); followed by ``(model_type, L layers x width)`` from ``config.json``. Sources that
+    like); followed by ``(model_type, L layers x width)`` from ``config.json``. A ``.gguf`` file
+    (one file, one model, whatever folder it sits in) is named by its file name. Sources that
     are not local checkpoints (``sinusoidal:...``, a Hub id) are returned as given. A
     directory holding :data:`RANDOM_INIT_MARKER` is randomly initialised.
 
@@ -181,6 +183,8 @@ def model_name(source: str | None) -> tuple[str, bool]:
     """
     if not source:
         return "array", False
+    if str(source).lower().endswith(".gguf"):  # one file holds the model: its name, not its folder's
+        return shown(Path(source).name), False
     root = _checkpoint_dir(source)
     if root is None:
         return short_source(source), False

@@ -1,0 +1,136 @@
+"""transformers' defaults for the RoPE fields a Hub ``config.json`` may leave out, per model type.
+
+A ``config.json`` on the Hub often omits a field at its default, and the default is the model
+type's, not a generic one: Gemma's ``head_dim`` is 256 whatever ``hidden_size / heads`` gives,
+Phi rotates half of each head, Mixtral's ``rope_theta`` is 1e6, DeepSeek-V3 interleaves its
+pairs. :data:`CONFIG_DEFAULTS` holds, for each RoPE model type read, the fields whose default in
+transformers' config class differs from the registry row's generic default (and does not depend
+on other sizes); :func:`with_defaults` fills the fields a config leaves out (absent, not
+``null``: transformers passes an explicit ``null`` on). Data only (numpy-free);
+``tests/test_hub_shaped_configs.py`` recomputes it from transformers' own config classes and
+fails when the two disagree.
+
+>>> with_defaults({"model_type": "gemma", "hidden_size": 32})["head_dim"]
+256
+>>> with_defaults({"model_type": "gemma", "head_dim": 8})["head_dim"]
+8
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+#: model_type -> {field: transformers' default}, for the fields read when absent (rope_theta,
+#: partial_rotary_factor, head_dim, max_position_embeddings, rope_interleave, rotary_dim);
+#: transformers 5.24.0
+CONFIG_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "afmoe": {"head_dim": 128, "max_position_embeddings": 16384},
+        "apertus": {"max_position_embeddings": 65536, "rope_theta": 12000000.0},
+        "apertus1p5_text": {"max_position_embeddings": 65536, "rope_theta": 12000000.0},
+        "arcee": {"max_position_embeddings": 4096},
+        "aria_text": {"max_position_embeddings": 2048},
+        "axk1": {"max_position_embeddings": 32768, "rope_interleave": True},
+        "axk2": {"max_position_embeddings": 131072},
+        "bamba": {"max_position_embeddings": 262144, "partial_rotary_factor": 0.5},
+        "bitnet": {"max_position_embeddings": 2048, "rope_theta": 500000.0},
+        "codegen": {"rotary_dim": 64},
+        "cohere": {"max_position_embeddings": 8192, "rope_theta": 500000.0},
+        "cohere2": {"max_position_embeddings": 8192},
+        "cohere2_moe": {"head_dim": 128, "max_position_embeddings": 8192},
+        "cwm": {"head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 1000000.0},
+        "deepseek_v2": {"head_dim": 64, "max_position_embeddings": 2048},
+        "deepseek_v3": {"max_position_embeddings": 4096, "rope_interleave": True},
+        "deepseek_v32": {"max_position_embeddings": 163840},
+        "diffllama": {"max_position_embeddings": 2048},
+        "doge": {"max_position_embeddings": 2048},
+        "dots1": {"max_position_embeddings": 2048},
+        "ernie4_5": {"head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 500000.0},
+        "ernie4_5_moe": {"max_position_embeddings": 131072, "rope_theta": 500000.0},
+        "esmc": {"max_position_embeddings": 2048},
+        "eurobert": {"max_position_embeddings": 8192},
+        "exaone": {"max_position_embeddings": 4096, "rope_theta": 500000.0},
+        "exaone4": {"max_position_embeddings": 2048},
+        "exaone_moe": {"max_position_embeddings": 2048},
+        "falcon_h1": {"max_position_embeddings": 8192},
+        "flex_olmo": {"max_position_embeddings": 4096, "rope_theta": 500000.0},
+        "flint": {"head_dim": 128, "max_position_embeddings": 262144},
+        "gemma": {"head_dim": 256, "max_position_embeddings": 8192},
+        "gemma2": {"head_dim": 256, "max_position_embeddings": 8192},
+        "glm": {"head_dim": 128, "max_position_embeddings": 131072, "partial_rotary_factor": 0.5},
+        "glm4": {"head_dim": 128, "max_position_embeddings": 131072, "partial_rotary_factor": 0.5},
+        "glm4_moe": {"max_position_embeddings": 131072, "partial_rotary_factor": 0.5},
+        "glm4_moe_lite": {"max_position_embeddings": 202752, "rope_interleave": True},
+        "glm_moe_dsa": {"max_position_embeddings": 202752},
+        "gpt_neox_japanese": {"max_position_embeddings": 2048},
+        "gpt_oss": {"head_dim": 64, "max_position_embeddings": 131072, "rope_theta": 150000.0},
+        "gptj": {"rotary_dim": 64},
+        "granite": {"max_position_embeddings": 2048},
+        "granite_docling_text": {"max_position_embeddings": 32768},
+        "granite_swa": {"max_position_embeddings": 8192},
+        "granitemoe": {"max_position_embeddings": 2048},
+        "granitemoe_swa": {"max_position_embeddings": 2048},
+        "granitemoeshared": {"max_position_embeddings": 2048},
+        "gte": {"max_position_embeddings": 8192, "rope_theta": 160000.0},
+        "helium": {"head_dim": 128, "max_position_embeddings": 4096, "rope_theta": 100000.0},
+        "hrm_text": {"head_dim": 128, "max_position_embeddings": 2048},
+        "hunyuan_v1_dense": {"max_position_embeddings": 2048},
+        "hunyuan_v1_moe": {"max_position_embeddings": 2048},
+        "hy_v3": {"head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 11158840.0},
+        "hy_v4": {"max_position_embeddings": 262144},
+        "hyperclovax": {"max_position_embeddings": 2048},
+        "internlm3": {"head_dim": 128, "max_position_embeddings": 32768},
+        "iquestcoder": {"head_dim": 128, "max_position_embeddings": 131072},
+        "jais2": {"max_position_embeddings": 8192},
+        "jetmoe": {"max_position_embeddings": 4096},
+        "jina_embeddings_v3": {"max_position_embeddings": 8194, "rope_theta": 20000.0},
+        "kolibri1": {"head_dim": 128, "max_position_embeddings": 262144},
+        "lara_mini": {"head_dim": 128, "max_position_embeddings": 131072},
+        "lfm2": {"max_position_embeddings": 128000, "rope_theta": 1000000.0},
+        "llama4_text": {"head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 500000.0},
+        "longcat_flash": {"max_position_embeddings": 131072, "rope_theta": 10000000.0},
+        "minicpm3": {"max_position_embeddings": 32768},
+        "minimax": {"max_position_embeddings": 131072, "rope_theta": 1000000.0},
+        "minimax_m2": {"head_dim": 128, "max_position_embeddings": 196608, "rope_theta": 5000000.0},
+        "minimax_m3_vl_text": {"head_dim": 128, "max_position_embeddings": 524288, "rope_theta": 5000000.0},
+        "ministral": {"max_position_embeddings": 131072},
+        "ministral3": {"head_dim": 128, "max_position_embeddings": 262144, "rope_theta": 1000000.0},
+        "mistral_large4_text": {"max_position_embeddings": 1048576},
+        "molmo2_text": {"head_dim": 128, "max_position_embeddings": 36864},
+        "muse_glimmer_text": {"head_dim": 128, "max_position_embeddings": 131072},
+        "muse_spark_text": {"head_dim": 64, "max_position_embeddings": 1048576, "rope_theta": 500000.0},
+        "nemotron": {"max_position_embeddings": 4096, "partial_rotary_factor": 0.5},
+        "nomic_bert": {"max_position_embeddings": 2048, "rope_theta": 1000.0},
+        "olmo": {"max_position_embeddings": 2048},
+        "olmo2": {"max_position_embeddings": 2048},
+        "olmo_hybrid": {"max_position_embeddings": 65536},
+        "olmoe": {"max_position_embeddings": 4096},
+        "openai_privacy_filter": {"head_dim": 64, "max_position_embeddings": 131072, "rope_theta": 150000.0},
+        "persimmon": {"max_position_embeddings": 16384, "partial_rotary_factor": 0.5},
+        "phi": {"max_position_embeddings": 2048, "partial_rotary_factor": 0.5},
+        "phimoe": {"max_position_embeddings": 131072, "rope_theta": 1000000.0},
+        "qwen3": {"head_dim": 128},
+        "qwen3_next": {"head_dim": 256, "max_position_embeddings": 32768, "partial_rotary_factor": 0.25},
+        "recurrent_gemma": {"partial_rotary_factor": 0.5},
+        "sarvam_mla": {"max_position_embeddings": 4096, "rope_interleave": True},
+        "sarvam_moe": {"head_dim": 64, "max_position_embeddings": 131072, "rope_theta": 8000000.0},
+        "seed_oss": {"head_dim": 128, "max_position_embeddings": 524288},
+        "smollm3": {"max_position_embeddings": 32768, "rope_theta": 2000000.0},
+        "solar_open": {"head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 1000000.0},
+        "stablelm": {"max_position_embeddings": 4096, "partial_rotary_factor": 0.25},
+        "starcoder2": {"max_position_embeddings": 4096},
+        "vaultgemma": {"head_dim": 256, "max_position_embeddings": 8192},
+        "youtu": {"max_position_embeddings": 131072, "rope_interleave": True},
+    }
+)
+
+
+def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with its model type's :data:`CONFIG_DEFAULTS` for the fields it leaves out."""
+    defaults = CONFIG_DEFAULTS.get(str(config.get("model_type")), {})
+    return {**defaults, **config}
+
+
+__all__ = ["CONFIG_DEFAULTS", "with_defaults"]
