@@ -19,9 +19,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_help_describes_the_whole_tool(capsys):
     assert main(["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert set(KIND_PHRASES) == set(MECHANISM_KINDS)  # a new mechanism kind needs its phrase
+    assert set(KIND_PHRASES) == set(MECHANISM_KINDS)  # every built-in kind has its phrase with examples
     for kind in MECHANISM_KINDS:
         assert " ".join(KIND_PHRASES[kind].split()) in text, kind
+
+
+def test_help_describes_a_kind_registered_later_by_its_summary(capsys):
+    import toy_mechanism
+
+    from flax_posenc.conversion.mechanisms import MECHANISMS
+
+    with MECHANISMS.registered(toy_mechanism.TOY):
+        assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert " ".join(toy_mechanism.TOY.summary.split()) in text
     for word in ("RoPE", "ALiBi", "relative", "grids", "audio", ".gguf", "Hub", "orbax", "--image-size", "--seconds"):
         assert word in text, word
     assert f"the {len(MODEL_MECHANISMS)} model types read" in text

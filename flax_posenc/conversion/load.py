@@ -62,7 +62,7 @@ def table_offset(family: Family, config: Mapping[str, Any], where: object = CONF
 def check_config_length(
     family: Family, config: Mapping[str, Any], rows: int, offset: int, *, config_where: object, table_where: str
 ) -> None:
-    """Raise CheckpointError when the config's limit disagrees with the table's rows (or is no integer).
+    """Raise CheckpointError when the config's limit disagrees with the table's rows (or is no positive integer).
 
     The one rows-against-config check of every learned table (:data:`FAMILIES` and
     :data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES` rows alike): ``length_field``
@@ -76,8 +76,8 @@ def check_config_length(
     if value is None:
         return
     field = family.length_label
-    if not _is_int(value):
-        raise fail(config_where, f"{field} as an integer", f"{value!r}"[:80])
+    if not _is_int(value) or value < 1:  # "100", 100.0, true, 0: a mistyped config, never a field skipped
+        raise fail(config_where, f"{field} as a positive integer", f"{value!r}"[:80])
     expected = family.config_length(rows, offset)
     if value != expected:
         how = "" if family.length_counts_offset or not offset else f", {offset} of them reserved and not counted"

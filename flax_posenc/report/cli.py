@@ -100,8 +100,8 @@ LEARNED_SOURCE_HELP = (
     "(local cache first)"
 )
 
-#: what ``flax-posenc --help`` says of each mechanism kind (every one of MECHANISM_KINDS has a phrase;
-#: tests/test_hostile_messages.py holds the help to it)
+#: what ``flax-posenc --help`` says of each built-in mechanism kind, with examples; a kind without a
+#: phrase here (one registered later) is described by its table row's summary
 KIND_PHRASES: dict[str, str] = {
     "learned": "learned tables (GPT-2, BERT, RoBERTa, OPT, ...)",
     "sinusoidal": "sinusoids (sinusoidal:LENGTH:DIM, M2M-100, Whisper's audio table: check --seconds)",
@@ -117,7 +117,7 @@ KIND_PHRASES: dict[str, str] = {
 
 
 def _description() -> str:
-    kinds = "; ".join(KIND_PHRASES[k] for k in MECHANISM_KINDS)
+    kinds = "; ".join(KIND_PHRASES.get(k, MECHANISMS[k].summary) for k in MECHANISM_KINDS)
     return textwrap.fill(
         "Make a transformer's position limit visible: inspect, check, plot, extend and convert the positional "
         "encodings of a Hugging Face checkpoint directory or file, a Hub model id, a .gguf file (llama.cpp), a "
