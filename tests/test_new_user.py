@@ -23,6 +23,12 @@ def test_help_describes_the_whole_tool(capsys):
     for kind in MECHANISM_KINDS:
         assert " ".join(KIND_PHRASES[kind].split()) in text, kind
 
+    for word in ("RoPE", "ALiBi", "relative", "grids", "audio", ".gguf", "Hub", "orbax", "--image-size", "--seconds"):
+        assert word in text, word
+    assert f"the {len(MODEL_MECHANISMS)} model types read" in text
+    for command in ("inspect", "check", "plot", "extend", "convert", "families", "tour"):
+        assert f" {command} " in text, command
+
 
 def test_help_describes_a_kind_registered_later_by_its_summary(capsys):
     import toy_mechanism
@@ -33,11 +39,6 @@ def test_help_describes_a_kind_registered_later_by_its_summary(capsys):
         assert main(["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert " ".join(toy_mechanism.TOY.summary.split()) in text
-    for word in ("RoPE", "ALiBi", "relative", "grids", "audio", ".gguf", "Hub", "orbax", "--image-size", "--seconds"):
-        assert word in text, word
-    assert f"the {len(MODEL_MECHANISMS)} model types read" in text
-    for command in ("inspect", "check", "plot", "extend", "convert", "families", "tour"):
-        assert f" {command} " in text, command
 
 
 def _changelog_version() -> str:
