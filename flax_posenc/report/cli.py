@@ -231,7 +231,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     checks = []  # (fits, line, json)
     if args.image_size is not None:
         if not grids:
-            raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {record.scheme}")
+            unread = [u for u in getattr(record, "unread", ()) if u.tower == "vision"]
+            found = f"its {unread[0]}" if unread else record.scheme
+            raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
         for grid in grids:
             fits, line = grid.check_image_size(args.image_size)
             h, w = args.image_size
