@@ -136,7 +136,9 @@ def render() -> str:
             continue
         status = "read" if t in MODEL_MECHANISMS else ("refused" if t in REFUSED_MODEL_TYPES else "not read")
         if t in composite:
-            status = "read (towers: " + ", ".join(f"{f.split('_')[0]} `{m}`" for f, m in composite_towers(t) or ()) + ")"
+            status = (
+                "read (towers: " + ", ".join(f"{f.split('_')[0]} `{m}`" for f, m in composite_towers(t) or ()) + ")"
+            )
         lines.append(f"| `{t}` | {status} | {kinds[t]} |")
     return "\n".join(lines) + "\n"
 
