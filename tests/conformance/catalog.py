@@ -101,11 +101,13 @@ def composite_read(model_type: str) -> bool:
     try:
         from transformers import CONFIG_MAPPING
 
-        fields = set(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or ())
+        subs = dict(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {})
     except Exception:  # noqa: BLE001 - a model type that cannot be imported here
         return False
-    if not fields or not fields <= set(TOWER_FIELDS):  # cheap: no config is built for these
+    if not subs or not set(subs) <= set(TOWER_FIELDS):  # cheap: no config is built for these
         return False
+    if any(getattr(c, "model_type", None) and c.model_type not in MODEL_MECHANISMS for c in subs.values()):
+        return False  # a tower of a fixed config class that is not read (cheap: no config is built)
     towers = composite_towers(model_type)
     if not towers:
         return False
