@@ -115,3 +115,16 @@ def test_bad_sub_config_is_one_line_naming_the_field(tmp_path, sub):
     ) as e:
         inspect_source(d)
     assert "\n" not in str(e.value)
+
+
+def test_a_part_that_is_not_a_tower_is_listed_unread(tmp_path):
+    """BLIP-2-like: the Q-Former's sub-config is neither text, vision nor audio: named, not skipped."""
+    config = {
+        "model_type": "no_such_vlm",
+        "text_config": _LLAMA,
+        "qformer_config": {"model_type": "blip_2_qformer"},
+    }
+    record = inspect_source(_write(tmp_path / "q", config))
+    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [
+        ("qformer", "qformer_config", "blip_2_qformer")
+    ]

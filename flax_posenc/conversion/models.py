@@ -433,7 +433,8 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
     in :data:`MODEL_MECHANISMS`; else, for a composite model (:func:`composite_towers`), the union
     of its towers' mechanisms (each tower's sub-config read as its own model type, its tensors
     found under the composite's prefix, each mechanism labelled with its ``tower``; towers not
-    read are listed in ``unread``); else ``None`` (no tower is read either).
+    read, and any other sub-config with a ``model_type`` (BLIP-2's ``qformer_config``), are listed
+    in ``unread``); else ``None`` (no tower is read either).
 
     Raises:
       CheckpointError: a mechanism cannot be read (one line naming the file), or mechanisms that
@@ -469,4 +470,8 @@ def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_pa
             found += [Mechanism.of(r, tower) for r in kind.read(row, context)]
     if not found:
         return None
+    for field, sub in config.items():  # another part with its own model type (BLIP-2's Q-Former): not read
+        if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
+            tower = field.removesuffix("_config")
+            unread.append(UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision or audio tower"))
     return ModelRecord(os.fspath(source), str(config.get("model_type")), tuple(found), tuple(unread))
