@@ -47,7 +47,7 @@ from flax_posenc.conversion import LearnedTableSource, export_position_table, in
 from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES
 from flax_posenc.conversion.mechanisms import MECHANISMS
-from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
+from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
 from flax_posenc.conversion.outputs import check_apart, protected_paths
 from flax_posenc.conversion.source_record import verdict
 from flax_posenc.errors import CheckpointError, PositionLimitError
@@ -342,6 +342,8 @@ def cmd_families(args: argparse.Namespace) -> int:
     print("# refused with a reason:")
     for model_type, why in REFUSED_MODEL_TYPES.items():
         print(f"{model_type:<{width}}  refused: {why}")
+    fields = ", ".join(TOWER_FIELDS)
+    print(f"# a composite model type not listed ({fields}) is read as its towers, each as its model type above")
     return EXIT_OK
 
 
