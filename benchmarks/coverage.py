@@ -40,10 +40,11 @@ def readme_counts() -> str:
 
     types = all_model_types()
     text = [t for t in types if text_kind(t) is None]
-    read = [t for t in types if t in MODEL_MECHANISMS or composite_read(t)]
+    composite = [t for t in types if composite_read(t)]
+    read = [t for t in types if t in MODEL_MECHANISMS] + composite
     read_text = [t for t in text if t in MODEL_MECHANISMS]
     return (
-        f"{len(read)} of transformers {transformers.__version__}'s, "
+        f"{len(read)} of transformers {transformers.__version__}'s ({len(composite)} composite, read as their towers), "
         f"{len(read_text)} of its {len(text)} text model types"
     )
 
