@@ -26,7 +26,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conformance.catalog import all_model_types, text_kind  # noqa: E402
+from conformance.catalog import all_model_types, composite_read, composite_towers, text_kind  # noqa: E402
 
 from flax_posenc.conversion.mechanisms import MECHANISMS  # noqa: E402
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES  # noqa: E402
@@ -45,10 +45,11 @@ def readme_counts() -> str:
 
     types = all_model_types()
     text = [t for t in types if text_kind(t) is None]
-    read = [t for t in types if t in MODEL_MECHANISMS]
+    composite = [t for t in types if composite_read(t)]
+    read = [t for t in types if t in MODEL_MECHANISMS] + composite
     read_text = [t for t in text if t in MODEL_MECHANISMS]
     return (
-        f"{len(read)} of transformers {transformers.__version__}'s, "
+        f"{len(read)} of transformers {transformers.__version__}'s ({len(composite)} composite, read as their towers), "
         f"{len(read_text)} of its {len(text)} text model types"
     )
 
@@ -105,7 +106,8 @@ def render() -> str:
     kinds = {t: text_kind(t) for t in types}
     text = [t for t in types if kinds[t] is None]
     read_text = [t for t in text if t in MODEL_MECHANISMS]
-    read_other = [t for t in types if kinds[t] is not None and t in MODEL_MECHANISMS]
+    composite = {t for t in types if kinds[t] is not None and composite_read(t)}
+    read_other = [t for t in types if kinds[t] is not None and (t in MODEL_MECHANISMS or t in composite)]
     lines = [
         "# Coverage: the model types flax-posenc reads",
         "",
@@ -133,7 +135,15 @@ def render() -> str:
         f"- model types in transformers: **{len(types)}**; text model types: **{len(text)}**",
         f"- text model types read: **{len(read_text)}** of {len(text)}",
         *_verified_line(read_text),
-        f"- other model types read: {len(read_other)}; refused with a named mechanism: {len(REFUSED_MODEL_TYPES)}",
+        f"- other model types read: {len(read_other)}, of which {len(composite)} composite types read as their towers;"
+        f" refused with a named mechanism: {len(REFUSED_MODEL_TYPES)}",
+        "",
+        "A *composite* model type (its config has sub-configs) that is not a row of the registry is read as its",
+        "towers when every sub-config is a tower (`text_config`, `vision_config`, `audio_config`) whose model type",
+        "is read (the tower types come from the config class's defaults, `tests/conformance/catalog.py`);",
+        "`tests/test_conformance.py` builds each such type with its own transformers class (tiny sub-configs) and",
+        "checks every tower's mechanisms against that tower's own module, as for the tower's model type.",
+        "A checkpoint whose towers are only partly read is reported with its unread towers named, never as read.",
         "",
         *mechanism_kinds(),
         "## Text model types",
@@ -162,6 +172,10 @@ def render() -> str:
         if kinds[t] is None:
             continue
         status = "read" if t in MODEL_MECHANISMS else ("refused" if t in REFUSED_MODEL_TYPES else "not read")
+        if t in composite:
+            status = (
+                "read (towers: " + ", ".join(f"{f.split('_')[0]} `{m}`" for f, m in composite_towers(t) or ()) + ")"
+            )
         lines.append(f"| `{t}` | {status} | {kinds[t]} |")
     return "\n".join(lines) + "\n"
 

@@ -9,8 +9,8 @@ the values (:mod:`conformance.reference` says exactly what and to which toleranc
 from __future__ import annotations
 
 import pytest
-from conformance.catalog import all_model_types, text_model_types
-from conformance.reference import conformance_problems
+from conformance.catalog import all_model_types, composite_model_types, text_model_types
+from conformance.reference import composite_problems, conformance_problems
 
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 
@@ -30,6 +30,50 @@ CASES = cases()
 @pytest.mark.parametrize("model_type", CASES)
 def test_model_type_conforms(model_type, tmp_path):
     assert conformance_problems(model_type, tmp_path) == []
+
+
+#: Every composite model type of the pinned transformers read as its towers (derived from its
+#: config classes' ``sub_configs``: adding a tower's model type to the registry adds its case).
+COMPOSITE_CASES = list(composite_model_types())
+
+
+@pytest.mark.parametrize("model_type", COMPOSITE_CASES)
+def test_composite_model_type_conforms(model_type, tmp_path):
+    """Each tower of a tiny composite checkpoint (transformers' own class) read as its tower's own model type."""
+    assert composite_problems(model_type, tmp_path) == []
+
+
+def test_composite_cases_include_the_sample():
+    assert {"llava", "paligemma", "gemma3", "aya_vision", "vision-text-dual-encoder"} <= set(COMPOSITE_CASES)
+    assert not set(COMPOSITE_CASES) & set(MODEL_MECHANISMS)
+
+
+def test_composite_conformance_notices_a_wrong_text_tower(tmp_path, monkeypatch):
+    """The per-tower check is not vacuous: LLaVA's Llama tower read with interleaved pairs is caught."""
+    import dataclasses
+
+    from flax_posenc.conversion import relative_config
+
+    real = relative_config._rope_from
+
+    def swapped(*args, **kwargs):
+        return dataclasses.replace(real(*args, **kwargs), layout="interleaved")
+
+    monkeypatch.setattr(relative_config, "_rope_from", swapped)
+    problems = composite_problems("llava", tmp_path)
+    assert any(p.startswith("text tower") and "apply_rotary_pos_emb" in p for p in problems), problems
+
+
+def test_composite_conformance_notices_an_unread_tower(tmp_path, monkeypatch):
+    """A tower whose model type is not read is reported as unread, never passed over."""
+    from flax_posenc.conversion import mechanisms
+
+    plan = mechanisms.MECHANISMS.plan
+    monkeypatch.setattr(
+        mechanisms.MECHANISMS, "plan", lambda t: None if t == "siglip_vision_model" else plan(t), raising=False
+    )
+    problems = composite_problems("paligemma", tmp_path)
+    assert any("tower not read" in p and "siglip_vision_model" in p for p in problems), problems
 
 
 def test_every_mechanism_kind_has_a_conformance_hook():

@@ -235,7 +235,9 @@ def _family_of(model_type: object) -> GridFamily | None:
     return None
 
 
-def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> GridTable:
+def load_grid_table(
+    source: str | os.PathLike, *, family: str | None = None, section: tuple[str, Mapping[str, Any]] | None = None
+) -> GridTable:
     """The learned 2-D position grid of a vision checkpoint (only that tensor is read).
 
     Args:
@@ -243,6 +245,9 @@ def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> 
         ``model_type`` is in :data:`GRID_FAMILIES` (``vit``, ``deit``, ``dinov2``,
         ``dinov2_with_registers``, ``clip``/``clip_vision_model``, ``siglip``/``siglip_vision_model``).
       family: force a :data:`GRID_FAMILIES` row.
+      section: ``(field, sub-config)``: read ``image_size``/``patch_size`` from this sub-config of
+        a composite model's ``config.json`` (the vision tower of LLaVA, PaliGemma, Gemma 3, ...)
+        instead of the row's own section.
 
     Returns:
       :class:`GridTable`: ``weights`` ``(prefix + gh * gw, dim)``, ``grid``, ``prefix_tokens``,
@@ -262,17 +267,20 @@ def load_grid_table(source: str | os.PathLike, *, family: str | None = None) -> 
         expected = "a grid family: " + ", ".join(GRID_FAMILIES) if family is not None else "a vision model_type"
         found = repr(family) if family is not None else f"model_type {config.get('model_type')!r}"
         raise fail(where_config, f"{expected} with a learned position grid", found)
-    section: Any = config
-    if row.config_section is not None:
-        section = config.get(row.config_section)
-        if not isinstance(section, dict):
-            raise fail(where_config, f"{row.config_section} as an object", repr(section)[:80])
-    field_where = f"{where_config}:{row.config_section + '.' if row.config_section else ''}"
+    part: Any = config
+    section_name = row.config_section
+    if section is not None:
+        section_name, part = section
+    elif row.config_section is not None:
+        part = config.get(row.config_section)
+        if not isinstance(part, dict):
+            raise fail(where_config, f"{row.config_section} as an object", repr(part)[:80])
+    field_where = f"{where_config}:{section_name + '.' if section_name else ''}"
     sizes = {}
     for field in ("image_size", "patch_size"):
-        if field not in section:
+        if field not in part:
             raise fail(f"{field_where}{field}", f"{field} in config.json", "none")
-        sizes[field] = positive_pair(section[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
+        sizes[field] = positive_pair(part[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
     image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
     keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
     if len(keys) != 1:

@@ -71,11 +71,14 @@ __all__ = ["MECHANISMS", "MechanismKind", "MechanismTable", "ReadContext"]
 @dataclasses.dataclass(frozen=True)
 class ReadContext:
     """What a reader gets besides its row: the SOURCE as given (``source``, ``text``), its parsed
-    ``config.json`` (``config``) and that file's path (``config_path``)."""
+    ``config.json`` (``config``) and that file's path (``config_path``). In a composite model
+    (LLaVA, PaliGemma, ...) ``config`` is one tower's sub-config and ``section`` its field
+    (``"text_config"``, ``"vision_config"``, ``"audio_config"``); ``None`` for a whole config."""
 
     source: str | os.PathLike
     config: Mapping[str, Any]
     config_path: Path
+    section: str | None = None
 
     @property
     def text(self) -> str:
@@ -422,7 +425,13 @@ MECHANISMS: MechanismTable = MechanismTable(
             ("grid",),
             (GridSource,),
             (("flax_posenc.conversion.grid_tables.GRID_FAMILIES", GRID_FAMILIES),),
-            lambda row, ctx: [GridSource(load_grid_table(ctx.source, family=row.name))],
+            lambda row, ctx: [
+                GridSource(
+                    load_grid_table(
+                        ctx.source, family=row.name, section=None if ctx.section is None else (ctx.section, ctx.config)
+                    )
+                )
+            ],
             tower="vision",
             details=grid_details,
             figures="grid",

@@ -37,6 +37,9 @@ __all__ = [
     "MODEL_MECHANISMS",
     "NO_POSITION_MODEL_TYPES",
     "REFUSED_MODEL_TYPES",
+    "TOWER_FIELDS",
+    "UnreadTower",
+    "composite_towers",
     "NoPositionEncoding",
     "is_refused",
     "Mechanism",
@@ -136,8 +139,64 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             )
             for t in ("inkling_text", "inkling2_text", "inkling2_loop_text")
         },
+        "video_llava": "its two vision towers (image_tower, video_tower) share one vision_config; not read apart",
     }
 )
+
+
+#: The sub-config fields of a composite model (LLaVA, PaliGemma, Gemma 3, ...) read as towers,
+#: and the tower each one is. A composite whose own model type is not in
+#: :data:`MODEL_MECHANISMS` is read as the union of these towers (:func:`read_model`).
+TOWER_FIELDS: Mapping[str, str] = MappingProxyType(
+    {"text_config": "text", "vision_config": "vision", "audio_config": "audio"}
+)
+
+
+def composite_towers(config: Mapping[str, Any], where: object = "config.json") -> tuple[tuple[str, str, Mapping], ...]:
+    """``((field, tower, sub-config), ...)`` of a composite ``config.json``: every :data:`TOWER_FIELDS`
+    entry that is set (``null`` or absent: no such tower), in that order; ``()`` when none is.
+
+    >>> composite_towers({"model_type": "llava", "text_config": {"model_type": "llama"}})[0][:2]
+    ('text_config', 'text')
+
+    Raises:
+      CheckpointError: a tower's sub-config is not an object with a string ``model_type`` (one
+        line naming the file and the field).
+    """
+    out = []
+    for field, tower in TOWER_FIELDS.items():
+        sub = config.get(field)
+        if sub is None:
+            continue
+        if not isinstance(sub, Mapping) or not isinstance(sub.get("model_type"), str):
+            found = repr(sub.get("model_type")) if isinstance(sub, Mapping) else type(sub).__name__
+            raise fail(f"{where}:{field}", "a sub-config object with a string model_type", found[:80])
+        out.append((field, tower, sub))
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnreadTower:
+    """A tower of a composite model whose positions this library does not read.
+
+    Attributes:
+      tower: ``"text"``, ``"vision"`` or ``"audio"``.
+      field: its sub-config's field in ``config.json`` (``"vision_config"``, ...).
+      model_type: the sub-config's ``model_type``.
+      reason: :func:`refusal` of that model type (the mechanism known not to be read, or "not in
+        the registry").
+    """
+
+    tower: str
+    field: str
+    model_type: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.tower} tower ({self.field}: {self.model_type}) NOT READ: {self.reason}"
 
 
 def mechanisms_of(model_type: str | None) -> tuple[tuple[str, str], ...] | None:
@@ -271,11 +330,16 @@ class ModelRecord:
     ``check_length(n)`` fails when any of them refuses ``n`` positions; ``check_seconds(s)`` asks
     the audio ones (Whisper's encoder: ``unit == "seconds"``). Attributes of the first
     mechanism's record (``table``, ``rope``, ``report``, ...) are reachable on the record itself.
+
+    A composite model (LLaVA, PaliGemma, Gemma 3, ...) is read as its towers: each mechanism's
+    ``tower`` says which; ``unread`` lists the towers whose positions are not read
+    (:class:`UnreadTower`), so that a partly read model never passes for a read one.
     """
 
     source: str
     model_type: str | None
     mechanisms: tuple[Mechanism, ...]
+    unread: tuple[UnreadTower, ...] = ()
 
     def __post_init__(self):
         if not self.mechanisms:
@@ -362,22 +426,33 @@ class ModelRecord:
             limit_sentence=self.describe_limit(),
             mechanisms=[m.to_dict() for m in self.mechanisms],
         )
+        if self.unread or len({m.tower for m in self.mechanisms}) > 1:
+            out.update(
+                towers=sorted({m.tower for m in self.mechanisms}), unread_towers=[u.to_dict() for u in self.unread]
+            )
         return out
 
     def __str__(self) -> str:
-        if len(self.mechanisms) == 1:
+        towers = self.unread or len({m.tower for m in self.mechanisms}) > 1
+        if len(self.mechanisms) == 1 and not towers:
             return str(self.mechanisms[0].record)
         parts = [f"source:      {self.source}", f"model_type:  {self.model_type}"]
         for i, m in enumerate(self.mechanisms):
-            parts.append(f"--- mechanism {i + 1} of {len(self.mechanisms)}: {m.kind}")
+            where = f" ({m.tower} tower)" if towers else ""
+            parts.append(f"--- mechanism {i + 1} of {len(self.mechanisms)}: {m.kind}{where}")
             parts.append(str(m.record))
+        parts += [f"--- {u}" for u in self.unread]
         parts.append(f"=== limit:   {self.describe_limit()}")
         return "\n".join(parts)
 
 
 def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path: Path) -> ModelRecord | None:
     """Every mechanism of a checkpoint whose ``config.json`` (parsed: ``config``) names a model type
-    in :data:`MODEL_MECHANISMS`, else ``None``.
+    in :data:`MODEL_MECHANISMS`; else, for a composite model (:func:`composite_towers`), the union
+    of its towers' mechanisms (each tower's sub-config read as its own model type, its tensors
+    found under the composite's prefix, each mechanism labelled with its ``tower``; towers not
+    read, and any other sub-config with a ``model_type`` (BLIP-2's ``qformer_config``), are listed
+    in ``unread``); else ``None`` (no tower is read either).
 
     Raises:
       CheckpointError: a mechanism cannot be read (one line naming the file), or mechanisms that
@@ -385,7 +460,7 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
     """
     plan = MECHANISMS.plan(config.get("model_type"))
     if plan is None:
-        return None
+        return _read_towers(source, config, config_path)
     context = ReadContext(source, config, config_path)
     found: list[Mechanism] = []
     for kind, row in plan:
@@ -394,3 +469,27 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
     if not found:
         raise fail(config_path, f"the position mechanisms of {config.get('model_type')}", "none readable")
     return ModelRecord(context.text, str(config.get("model_type")), tuple(found))
+
+
+def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_path: Path) -> ModelRecord | None:
+    """The composite model of :func:`read_model`: its towers, read one by one; ``None`` when none is."""
+    if is_refused(config.get("model_type")):
+        return None
+    found: list[Mechanism] = []
+    unread: list[UnreadTower] = []
+    for field, tower, sub in composite_towers(config, config_path):
+        plan = MECHANISMS.plan(sub["model_type"])
+        if plan is None:
+            unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
+            continue
+        context = ReadContext(source, sub, config_path, section=field)
+        for kind, row in plan:
+            assert kind.read is not None
+            found += [Mechanism.of(r, tower) for r in kind.read(row, context)]
+    if not found:
+        return None
+    for field, sub in config.items():  # another part with its own model type (BLIP-2's Q-Former): not read
+        if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
+            tower = field.removesuffix("_config")
+            unread.append(UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision or audio tower"))
+    return ModelRecord(os.fspath(source), str(config.get("model_type")), tuple(found), tuple(unread))

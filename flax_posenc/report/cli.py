@@ -49,7 +49,7 @@ from flax_posenc.conversion import LearnedTableSource, export_position_table, in
 from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES
 from flax_posenc.conversion.mechanisms import MECHANISMS
-from flax_posenc.conversion.models import MECHANISM_KINDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES
+from flax_posenc.conversion.models import MECHANISM_KINDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
 from flax_posenc.conversion.outputs import check_apart, protected_paths
 from flax_posenc.conversion.source_record import verdict
 from flax_posenc.errors import CheckpointError, PositionLimitError
@@ -263,7 +263,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     checks = []  # (fits, line, json)
     if args.image_size is not None:
         if not grids:
-            raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {record.scheme}")
+            unread = [u for u in getattr(record, "unread", ()) if u.tower == "vision"]
+            found = f"its {unread[0]}" if unread else record.scheme
+            raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
         for grid in grids:
             fits, line = grid.check_image_size(args.image_size)
             h, w = args.image_size
@@ -372,6 +374,8 @@ def cmd_families(args: argparse.Namespace) -> int:
     print("# refused with a reason:")
     for model_type, why in REFUSED_MODEL_TYPES.items():
         print(f"{model_type:<{width}}  refused: {why}")
+    fields = ", ".join(TOWER_FIELDS)
+    print(f"# a composite model type not listed ({fields}) is read as its towers, each as its model type above")
     return EXIT_OK
 
 

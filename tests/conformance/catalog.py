@@ -63,3 +63,58 @@ def text_kind(model_type: str) -> str | None:
 @functools.cache
 def text_model_types() -> tuple[str, ...]:
     return tuple(t for t in all_model_types() if text_kind(t) is None)
+
+
+@functools.cache
+def composite_towers(model_type: str) -> tuple[tuple[str, str], ...] | None:
+    """``((field, tower model type), ...)`` of a composite model type of the pinned transformers
+    (its config class's ``sub_configs``, each tower's model type from the class's default
+    sub-config, else the sub-config class's own ``model_type``); ``None`` when the config class has
+    no sub-configs or cannot be built here. A field that names no model type is ``""``."""
+    from conformance.tiny import quiet
+    from transformers import CONFIG_MAPPING
+
+    try:
+        cls = CONFIG_MAPPING[model_type]
+        subs = dict(getattr(cls, "sub_configs", None) or {})
+        if not subs:
+            return None
+        with quiet():
+            default = cls()
+    except Exception:  # noqa: BLE001 - a model type that cannot be built here
+        return None
+    out = []
+    for field, sub_cls in subs.items():
+        sub = getattr(default, field, None)
+        tower = getattr(sub, "model_type", None) or getattr(sub_cls, "model_type", None) or ""
+        out.append((field, str(tower)))
+    return tuple(out)
+
+
+def composite_read(model_type: str) -> bool:
+    """Whether flax-posenc reads ``model_type`` as its towers: it is not a row of the registry
+    itself, and every one of its sub-configs is a tower (``TOWER_FIELDS``) whose model type is."""
+    from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
+
+    if model_type in MODEL_MECHANISMS or model_type in REFUSED_MODEL_TYPES:
+        return False
+    try:
+        from transformers import CONFIG_MAPPING
+
+        subs = dict(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {})
+    except Exception:  # noqa: BLE001 - a model type that cannot be imported here
+        return False
+    if not subs or not set(subs) <= set(TOWER_FIELDS):  # cheap: no config is built for these
+        return False
+    if any(getattr(c, "model_type", None) and c.model_type not in MODEL_MECHANISMS for c in subs.values()):
+        return False  # a tower of a fixed config class that is not read (cheap: no config is built)
+    towers = composite_towers(model_type)
+    if not towers:
+        return False
+    return all(field in TOWER_FIELDS and tower in MODEL_MECHANISMS for field, tower in towers)
+
+
+@functools.cache
+def composite_model_types() -> tuple[str, ...]:
+    """Every model type of the pinned transformers read as its towers (:func:`composite_read`)."""
+    return tuple(t for t in all_model_types() if composite_read(t))

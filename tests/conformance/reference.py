@@ -585,6 +585,8 @@ def _softmax_scale_problems(model, mech) -> list[str]:
     if bad:
         return [f"softmax_scale {ours}, the attention module of layer {bad[0][0]} scales by {bad[0][1]}"]
     return []
+
+
 #: Tokens of the forward pass the rotation is watched in (distinct from every tiny head count and width).
 FORWARD_TOKENS = 7
 
@@ -876,7 +878,12 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
     model = tiny_model(model_type)
     with quiet():
         model.save_pretrained(directory)
-    record = inspect_source(directory)
+    return record_problems(model, inspect_source(directory), directory)
+
+
+def record_problems(model, record, directory: Path) -> list[str]:
+    """What disagrees between ``model`` (transformers' module) and ``record`` (our reading of its
+    saved checkpoint in ``directory``): every mechanism against the model's own modules."""
     problems: list[str] = []
     rotary = _rotary_modules(model)
     ropes = [m for m in record.mechanisms if m.kind == "rope"]
@@ -946,3 +953,74 @@ KIND_CHECKS = {
     "grid": lambda model, mech, directory: _grid_problems(model, mech),
     "none": None,
 }
+
+
+def _tower_module(model, sub_config):
+    """The submodule of a composite ``model`` built from ``sub_config`` (LLaVA's ``language_model``,
+    ``vision_tower``): the shallowest module whose ``config`` is that object."""
+    for _, module in sorted(model.named_modules(), key=lambda nm: nm[0].count(".")):
+        if module is not model and getattr(module, "config", None) is sub_config:
+            return module
+    return None
+
+
+def _model_class(model_type: str, auto):
+    """``auto`` (AutoModel) when it knows ``model_type``; else the class of the first of transformers'
+    Auto mappings that names it (ShieldGemma 2: image classification; Jev: causal LM)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    if model_type in modeling_auto.MODEL_MAPPING_NAMES:
+        return auto
+    for name in sorted(dir(modeling_auto)):
+        mapping = getattr(modeling_auto, name)
+        if (
+            name.endswith("_MAPPING_NAMES")
+            and "CONFIG" not in name
+            and isinstance(mapping, dict)
+            and model_type in mapping
+        ):
+            found = mapping[model_type]
+            return getattr(transformers, found if isinstance(found, str) else found[0])
+    return auto
+
+
+def composite_problems(model_type: str, directory: Path) -> list[str]:
+    """A composite model type read as its towers, against transformers' own composite model: every
+    tower reported (none unread), each tower's mechanisms checked by :func:`record_problems`
+    against that tower's own module (its rotary module and ``apply_rotary_pos_emb``, its grid's
+    rows and ``interpolate_pos_encoding``, its table's forward pass), and the record's limit that
+    of its text tower."""
+    import torch
+    from conformance.catalog import composite_towers
+    from conformance.tiny import tiny_composite_config
+    from transformers import AutoModel
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.conversion.models import TOWER_FIELDS, ModelRecord
+
+    config = tiny_composite_config(model_type)
+    torch.manual_seed(0)
+    with quiet():
+        cls = _model_class(model_type, AutoModel)
+        model = (cls.from_config(config, torch_dtype=torch.float32) if cls is AutoModel else cls(config)).float().eval()
+        model.save_pretrained(directory)
+    record = inspect_source(directory)
+    problems = [f"tower not read: {u}" for u in record.unread]
+    for field, tower_type in composite_towers(model_type) or ():
+        tower = TOWER_FIELDS[field]
+        sub_config = getattr(config, field)
+        mechs = tuple(m for m in record.mechanisms if m.tower == tower)
+        module = _tower_module(model, sub_config)
+        if module is None:
+            problems.append(f"{field}: no module of the model is built from it")
+            continue
+        if not mechs:
+            problems.append(f"{tower} tower ({tower_type}): we report no mechanism")
+            continue
+        sub = ModelRecord(record.source, tower_type, mechs)
+        problems += [f"{tower} tower: {p}" for p in record_problems(module, sub, directory)]
+    text = [m.limit for m in record.mechanisms if m.tower == "text" and m.unit == "tokens" and m.limit is not None]
+    if text and record.limit != min(text):
+        problems.append(f"limit {record.limit}, the text tower's is {min(text)}")
+    return problems

@@ -232,3 +232,18 @@ def tiny_model(model_type: str, seed: int = 0):
     with quiet():
         model = AutoModel.from_config(config, torch_dtype=torch.float32)
     return model.eval()
+
+
+def tiny_composite_config(model_type: str):
+    """A composite model type's config with each tower's sub-config that of :func:`tiny_config` of
+    the tower's own model type (the towers' defaults from the composite's config class)."""
+    from conformance.catalog import composite_towers
+    from transformers import CONFIG_MAPPING
+
+    kwargs: dict[str, Any] = {}
+    for field, tower in composite_towers(model_type) or ():
+        sub = tiny_config(tower).to_dict()
+        kwargs[field] = {**sub, **OVERRIDES.get(f"{model_type}.{field}", {})}
+    kwargs.update(OVERRIDES.get(model_type, {}))
+    with quiet():
+        return CONFIG_MAPPING[model_type](**kwargs)
