@@ -79,3 +79,17 @@ def test_conformance_notices_a_wrong_table_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(position_tables, "TABLE_FAMILIES", rows)
     problems = conformance_problems("albert", tmp_path)
     assert any("works in transformers" in p for p in problems), problems
+
+
+def test_conformance_notices_a_position_tensor_in_a_model_declared_free_of_positions(tmp_path):
+    """A model declared without positions is caught when it holds a position table (BERT's), and
+    every declared type is a case of its own (derived from the registry)."""
+    from conformance.reference import KIND_CHECKS
+    from conformance.tiny import tiny_model
+
+    from flax_posenc.conversion.no_position import NO_POSITION_FAMILIES
+
+    problems = KIND_CHECKS["none"](tiny_model("bert"), None, tmp_path)
+    assert problems == ["we report no position encoding; the model holds embeddings.position_embeddings.weight"]
+    declared = {t for row in NO_POSITION_FAMILIES.values() for t in row.model_types}
+    assert {"resnet", "convnext", "dac"} <= declared <= set(CASES)

@@ -351,8 +351,8 @@ MECHANISMS: MechanismTable = MechanismTable(
         ),
         MechanismKind(
             "sinusoidal",
-            "fixed sinusoids of absolute positions (computed by the model: no limit)",
-            "none",
+            "fixed sinusoids of absolute positions computed by the model (growing: no limit; CTRL: its rows)",
+            "tokens",
             ("sinusoidal", "sinusoidal_computed"),
             (ComputedSinusoid, LearnedTableSource),
             (("flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES", COMPUTED_SINUSOID_FAMILIES),),
@@ -429,12 +429,12 @@ MECHANISMS: MechanismTable = MechanismTable(
         ),
         MechanismKind(
             "none",
-            "no position encoding at all (a recurrent or state-space model)",
+            "no position encoding at all (a recurrent, state-space or convolutional model)",
             "none",
             ("none",),
             (NoPositionEncoding,),
             (("flax_posenc.conversion.no_position.NO_POSITION_FAMILIES", NO_POSITION_FAMILIES),),
-            lambda row, ctx: [NoPositionEncoding(ctx.text, str(ctx.config.get("model_type")))],
+            lambda row, ctx: [NoPositionEncoding(ctx.text, str(ctx.config.get("model_type")), row.name)],
         ),
     )
 )

@@ -101,6 +101,9 @@ MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _ModelMechanisms()
 REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
         "gemma3n_text": "per-layer AltUp inputs are not read",
+        "inkling_text": "Inkling's relative position logits (rel_logits_proj over distance) are not read",
+        "inkling2_text": "Inkling 2's relative position bias (relative_position_bias) is not read",
+        "inkling2_loop_text": "Inkling 2's relative position bias (relative_position_bias) is not read",
         "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
@@ -112,16 +115,13 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "bros": "BROS's 2-D bounding-box position encodings are not read",
         "canine": "CANINE's character positions under downsampling are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
-        "ctrl": "CTRL's computed sinusoid table (pos_encoding) is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
         "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
-        "led": "LED's encoder and decoder tables under attention-window padding are not read",
         "lilt": "LiLT's layout (bounding-box) position embeddings are not read",
         "lxmert": "LXMERT's positions are not verified (its forward needs visual features)",
         "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
         "pegasus_x": "PEGASUS-X's computed sinusoids are not read",
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
-        "roformer": "RoFormer's sinusoidal rotary table is not read",
         "xmod": "X-MOD's positions are not verified (its forward needs language ids)",
         "vilt": "ViLT's positions are not verified (its forward needs pixel values)",
     }
