@@ -38,6 +38,7 @@ NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
     "kimi_linear",
     "nemotron_h",
     "mamba2",
+    "zamba",  # Mamba layers and a shared attention block without any position encoding
 )
 
 #: Convolutional image models (and MobileViT/SwiftFormer: attention without a position tensor).

@@ -199,6 +199,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "kolibri1",
     "lara_mini",
     "lfm2",
+    "lfm2_moe",
     "minimax",
     "minimax_m2",
     "minimax_m3_vl_text",
