@@ -6,6 +6,9 @@ one is exactly ``1/10000``), positions counted from ``pad_token_id + 1`` (the pa
 zero), and the table grows whenever a longer sequence comes: there is no limit. Nothing is read
 from the weights; the ``config.json`` says it all.
 
+PEGASUS-X computes the same ``[sin | cos]`` (endpoint spacing) at every call, from position 0,
+with no padding row: no limit either.
+
 CTRL computes its table once (a buffer, not saved): ``[sin | cos]`` of ``d_model // 2``
 frequencies ``10000 ** (-2 i / d_model)`` (the usual spacing), positions from row 0, and
 ``n_positions`` rows that it indexes: its limit.
@@ -59,6 +62,7 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
         row.name: row
         for row in (
             ComputedSinusoidFamily("fairseq_sinusoid", ("m2m_100", "nllb-moe", "xglm", "fsmt")),
+            ComputedSinusoidFamily("pegasus_x_sinusoid", ("pegasus_x",), offset_from_pad=False),
             ComputedSinusoidFamily(
                 "ctrl_sinusoid", ("ctrl",), dim_field="n_embd", endpoint=False, offset_from_pad=False, rows_field="n_positions"
             ),

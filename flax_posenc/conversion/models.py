@@ -120,7 +120,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "lilt": "LiLT's layout (bounding-box) position embeddings are not read",
         "lxmert": "LXMERT's positions are not verified (its forward needs visual features)",
         "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
-        "pegasus_x": "PEGASUS-X's computed sinusoids are not read",
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
         "xmod": "X-MOD's positions are not verified (its forward needs language ids)",
         "vilt": "ViLT's positions are not verified (its forward needs pixel values)",

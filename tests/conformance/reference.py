@@ -458,18 +458,20 @@ def _audio_table_problems(model, mech, directory: Path) -> list[str]:
 
 
 def _computed_sinusoid_problems(model, mech) -> list[str]:
-    """The model's own sinusoid buffers (every ``embed_positions.weights``, CTRL's ``pos_encoding``)
+    """The model's own sinusoid buffers (every ``embed_positions.weights``, CTRL's ``pos_encoding``,
+    PEGASUS-X's module output at positions ``0 .. 63``)
     against ours, row by row (float32 rounding of transformers' own angle, whose frequencies are
     written here from the formula), and the limit: none (a forward pass twice the declared length
     works), or CTRL's rows (a forward pass of ``limit`` tokens works and one of ``limit + 1`` fails)."""
     import torch
 
     rec = mech.record
-    buffers = [
-        m.weights if hasattr(m, "weights") else m.weight
-        for m in model.modules()
-        if type(m).__name__.endswith("SinusoidalPositionalEmbedding")
-    ] + [b for name, b in model.named_buffers() if name.split(".")[-1] == "pos_encoding"]
+    modules = [m for m in model.modules() if type(m).__name__.endswith("SinusoidalPositionalEmbedding")]
+    stored = [m for m in modules if hasattr(m, "weights") or hasattr(m, "weight")]
+    buffers = [m.weights if hasattr(m, "weights") else m.weight for m in stored]
+    with torch.no_grad():  # PEGASUS-X: computed at every call, from position 0
+        buffers += [m(torch.zeros(1, MAX_POSITIONS, rec.dim))[0] for m in modules if m not in stored]
+    buffers += [b for name, b in model.named_buffers() if name.split(".")[-1] == "pos_encoding"]
     if not buffers:
         return ["we report computed sinusoids; the model has no sinusoidal module"]
     problems = []
