@@ -64,7 +64,12 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
             ComputedSinusoidFamily("fairseq_sinusoid", ("m2m_100", "nllb-moe", "xglm", "fsmt")),
             ComputedSinusoidFamily("pegasus_x_sinusoid", ("pegasus_x",), offset_from_pad=False),
             ComputedSinusoidFamily(
-                "ctrl_sinusoid", ("ctrl",), dim_field="n_embd", endpoint=False, offset_from_pad=False, rows_field="n_positions"
+                "ctrl_sinusoid",
+                ("ctrl",),
+                dim_field="n_embd",
+                endpoint=False,
+                offset_from_pad=False,
+                rows_field="n_positions",
             ),
         )
     }

@@ -516,7 +516,9 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
         if not runs(rec.limit):
             problems.append(f"a forward pass of {rec.limit} tokens (our limit) fails in transformers")
         if runs(rec.limit + 1):
-            problems.append(f"a forward pass of {rec.limit + 1} tokens works in transformers (our limit is {rec.limit})")
+            problems.append(
+                f"a forward pass of {rec.limit + 1} tokens works in transformers (our limit is {rec.limit})"
+            )
     return problems
 
 
