@@ -71,6 +71,19 @@ def mechanism_kinds() -> list[str]:
     return [*lines, ""]
 
 
+def position_free(model_type: str) -> bool:
+    """Whether ``model_type`` is read as free of positions: its only mechanisms are of kind ``none``."""
+    rows = MODEL_MECHANISMS.get(model_type, ())
+    return bool(rows) and all(kind == "none" for kind, _ in rows)
+
+
+def status(model_type: str) -> str:
+    """``read``, ``free of positions`` (read: kind ``none``), ``refused`` or ``not read``."""
+    if model_type in MODEL_MECHANISMS:
+        return "free of positions" if position_free(model_type) else "read"
+    return "refused" if model_type in REFUSED_MODEL_TYPES else "not read"
+
+
 def render() -> str:
     """The page, from the registry and transformers' own catalog (no model is built)."""
     import transformers
@@ -80,6 +93,8 @@ def render() -> str:
     text = [t for t in types if kinds[t] is None]
     read_text = [t for t in text if t in MODEL_MECHANISMS]
     read_other = [t for t in types if kinds[t] is not None and t in MODEL_MECHANISMS]
+    free = [t for t in types if position_free(t)]
+    free_text = [t for t in free if kinds[t] is None]
     lines = [
         "# Coverage: the model types flax-posenc reads",
         "",
@@ -98,6 +113,9 @@ def render() -> str:
         f"- model types in transformers: **{len(types)}**; text model types: **{len(text)}**",
         f"- text model types read: **{len(read_text)}** of {len(text)}; read wrong: **0** (the conformance suite is green)",
         f"- other model types read: {len(read_other)}; refused with a named mechanism: {len(REFUSED_MODEL_TYPES)}",
+        "- of those read, declared free of positions (kind `none`: no position table, buffer, rotary module or",
+        f"  relative bias in the tiny model, checked by its conformance case): {len(free)} ({len(free_text)} text,",
+        f"  {len(free) - len(free_text)} other); with a position mechanism: {len(read_text) + len(read_other) - len(free)}",
         "",
         *mechanism_kinds(),
         "## Text model types",
@@ -110,7 +128,7 @@ def render() -> str:
     for t in text:
         if t in MODEL_MECHANISMS:
             mech = " + ".join(f"{r}:{f}" for r, f in MODEL_MECHANISMS[t])
-            lines.append(f"| `{t}` | read | {mech} |")
+            lines.append(f"| `{t}` | {status(t)} | {mech} |")
         elif t in REFUSED_MODEL_TYPES:
             lines.append(f"| `{t}` | refused | {REFUSED_MODEL_TYPES[t]} |")
         else:
@@ -119,14 +137,14 @@ def render() -> str:
         "",
         "## Other model types",
         "",
-        "| model type | status | why not a text model type |",
-        "| --- | --- | --- |",
+        "| model type | status | mechanisms | why not a text model type |",
+        "| --- | --- | --- | --- |",
     ]
     for t in types:
         if kinds[t] is None:
             continue
-        status = "read" if t in MODEL_MECHANISMS else ("refused" if t in REFUSED_MODEL_TYPES else "not read")
-        lines.append(f"| `{t}` | {status} | {kinds[t]} |")
+        mech = " + ".join(f"{r}:{f}" for r, f in MODEL_MECHANISMS.get(t, ())) or REFUSED_MODEL_TYPES.get(t, "")
+        lines.append(f"| `{t}` | {status(t)} | {mech} | {kinds[t]} |")
     return "\n".join(lines) + "\n"
 
 
