@@ -143,3 +143,12 @@ def test_not_declared_free_of_positions():
         assert model_type not in MODEL_MECHANISMS
     for model_type in ("inkling_text", "inkling2_text", "inkling2_loop_text"):  # relative position biases
         assert model_type in REFUSED_MODEL_TYPES and model_type not in MODEL_MECHANISMS
+
+
+def test_speech_to_text_sinusoids_serve_the_audio_encoder_and_the_text_decoder_without_a_limit(tmp_path):
+    config = {"model_type": "speech_to_text", "d_model": 8, "pad_token_id": 1, "max_source_positions": 6000}
+    rec = inspect_source(_checkpoint(tmp_path, config, {"x": [[0.0]]}))
+    assert [(m.kind, m.tower, m.record.family, m.limit, m.record.offset) for m in rec.mechanisms] == [
+        ("sinusoidal", "audio", "speech_to_text_encoder", None, 2),
+        ("sinusoidal", "text", "speech_to_text_decoder", None, 2),
+    ]

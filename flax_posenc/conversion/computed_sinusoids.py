@@ -6,6 +6,9 @@ one is exactly ``1/10000``), positions counted from ``pad_token_id + 1`` (the pa
 zero), and the table grows whenever a longer sequence comes: there is no limit. Nothing is read
 from the weights; the ``config.json`` says it all.
 
+Speech2Text's encoder and decoder use fairseq's sinusoids too (the encoder's over the frames left
+after its convolutional subsampling): they grow, so ``max_source_positions`` is no limit.
+
 PEGASUS-X computes the same ``[sin | cos]`` (endpoint spacing) at every call, from position 0,
 with no padding row: no limit either.
 
@@ -47,6 +50,8 @@ class ComputedSinusoidFamily:
       offset_from_pad: positions start at row ``pad_token_id + 1`` (fairseq), else at row 0.
       rows_field: the config field holding the fixed number of rows the model computes and
         indexes (CTRL's ``n_positions``: its limit), or ``None``: the table grows (no limit).
+      tower: the part of the model it serves (``"audio"``: Speech2Text's encoder, over the
+        frames left after its convolutional subsampling).
     """
 
     name: str
@@ -55,6 +60,7 @@ class ComputedSinusoidFamily:
     endpoint: bool = True
     offset_from_pad: bool = True
     rows_field: str | None = None
+    tower: str = "text"
 
 
 COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyType(
@@ -63,6 +69,10 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
         for row in (
             ComputedSinusoidFamily("fairseq_sinusoid", ("m2m_100", "nllb-moe", "xglm", "fsmt")),
             ComputedSinusoidFamily("pegasus_x_sinusoid", ("pegasus_x",), offset_from_pad=False),
+            # Speech2Text: fairseq's sinusoids in both stacks (they grow: max_source_positions and
+            # max_target_positions only size the first table); the encoder's over subsampled frames
+            ComputedSinusoidFamily("speech_to_text_encoder", ("speech_to_text",), tower="audio"),
+            ComputedSinusoidFamily("speech_to_text_decoder", ("speech_to_text",)),
             ComputedSinusoidFamily(
                 "ctrl_sinusoid",
                 ("ctrl",),

@@ -498,12 +498,20 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
             problems.append(f"the model computes {theirs.shape[0]} rows; we read {rec.rows}")
     takes_decoder = "decoder_input_ids" in inspect.signature(model.forward).parameters
 
+    features = "input_features" in inspect.signature(model.forward).parameters
+
     def runs(n: int) -> bool:
         ids = torch.full((1, n), 5, dtype=torch.long)
         kwargs = {"decoder_input_ids": ids} if takes_decoder else {}
+        if features:  # Speech2Text: n encoder positions after its subsampling (stride 2 per conv layer)
+            cfg = model.config
+            frames = n * 2**cfg.num_conv_layers
+            kwargs["input_features"] = torch.zeros(1, frames, cfg.input_feat_per_channel * cfg.input_channels)
+        else:
+            kwargs["input_ids"] = ids
         try:
             with torch.no_grad(), quiet():
-                model(input_ids=ids, **kwargs)
+                model(**kwargs)
             return True
         except (IndexError, RuntimeError, ValueError):
             return False

@@ -115,6 +115,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "bit": {"hidden_sizes": [32, 32, 32, 32], "depths": [1, 1, 1, 1], "embedding_size": 32, "num_groups": 8},
     "ctrl": {"dff": 64},
+    # 64 first rows, as the other sinusoids (at 6000 rows float32 frequencies drift past the angle's rounding)
+    "speech_to_text": {"max_source_positions": 64, "max_target_positions": 64, "conv_channels": 32},
     "lfm2_moe": {"layer_types": ["conv", "full_attention", "conv", "full_attention"]},
     "zamba": {"num_hidden_layers": 6, "attn_layer_period": 2, "attn_layer_offset": 1},
     "led": {"max_encoder_position_embeddings": 64, "max_decoder_position_embeddings": 64, "attention_window": 16},
