@@ -152,3 +152,13 @@ def test_speech_to_text_sinusoids_serve_the_audio_encoder_and_the_text_decoder_w
         ("sinusoidal", "audio", "speech_to_text_encoder", None, 2),
         ("sinusoidal", "text", "speech_to_text_decoder", None, 2),
     ]
+
+
+def test_zamba2_with_rope_in_its_shared_blocks_is_refused(tmp_path):
+    d = _checkpoint(tmp_path, {"model_type": "zamba2", "use_mem_rope": True}, {"x": [[0.0]]})
+    with pytest.raises(CheckpointError) as e:
+        inspect_source(d)
+    assert str(e.value) == (
+        f"{d / 'config.json'}: expected use_mem_rope false "
+        "(Zamba2's RoPE in its shared attention blocks is not read), found True"
+    )

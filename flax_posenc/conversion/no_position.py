@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from flax_posenc.conversion.readers import fail
 from flax_posenc.limits import NoLimit
 
 __all__ = ["NO_POSITION_FAMILIES", "NO_POSITION_MODEL_TYPES", "NoPositionEncoding", "NoPositionFamily"]
@@ -39,6 +40,7 @@ NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
     "nemotron_h",
     "mamba2",
     "zamba",  # Mamba layers and a shared attention block without any position encoding
+    "zamba2",  # the same, unless use_mem_rope (refused: its RoPE is not read)
 )
 
 #: Convolutional image models (and MobileViT/SwiftFormer: attention without a position tensor).
@@ -75,19 +77,26 @@ class NoPositionFamily:
       name, model_types: as every registry row.
       tower: the tower the models are (``"text"``, ``"vision"``, ``"audio"``).
       reason: why no position enters (the end of the record's limit sentence).
+      refuse_flags: ``(config field, what)`` pairs: a true value means the model has a position
+        mechanism after all (Zamba2's ``use_mem_rope``), refused in one line naming the field.
     """
 
     name: str
     model_types: tuple[str, ...]
     tower: str = "text"
     reason: str = "a recurrent state"
+    refuse_flags: tuple[tuple[str, str], ...] = ()
 
 
 NO_POSITION_FAMILIES: Mapping[str, NoPositionFamily] = MappingProxyType(
     {
         row.name: row
         for row in (
-            NoPositionFamily("recurrent", NO_POSITION_MODEL_TYPES),
+            NoPositionFamily(
+                "recurrent",
+                NO_POSITION_MODEL_TYPES,
+                refuse_flags=(("use_mem_rope", "Zamba2's RoPE in its shared attention blocks"),),
+            ),
             NoPositionFamily(
                 "convolutional_vision",
                 CONVOLUTIONAL_VISION_MODEL_TYPES,
@@ -103,6 +112,18 @@ NO_POSITION_FAMILIES: Mapping[str, NoPositionFamily] = MappingProxyType(
         )
     }
 )
+
+
+def no_position_encoding(row: NoPositionFamily, config: Mapping[str, Any], source: str, where: object):
+    """The :class:`NoPositionEncoding` of a parsed ``config.json`` of ``row``'s model types.
+
+    Raises:
+      CheckpointError: a ``refuse_flags`` field is true (one line naming the file and the field).
+    """
+    for field, what in row.refuse_flags:
+        if config.get(field):
+            raise fail(where, f"{field} false ({what} is not read)", repr(config.get(field))[:80])
+    return NoPositionEncoding(source, str(config.get("model_type")), row.name)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -119,6 +119,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "speech_to_text": {"max_source_positions": 64, "max_target_positions": 64, "conv_channels": 32},
     "lfm2_moe": {"layer_types": ["conv", "full_attention", "conv", "full_attention"]},
     "zamba": {"num_hidden_layers": 6, "attn_layer_period": 2, "attn_layer_offset": 1},
+    "zamba2": {
+        "num_hidden_layers": 4,
+        "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"],
+        "n_mamba_heads": 4,
+        "num_key_value_heads": 4,
+    },
     "led": {"max_encoder_position_embeddings": 64, "max_decoder_position_embeddings": 64, "attention_window": 16},
     "roformer": {"embedding_size": 64},
     "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64},
