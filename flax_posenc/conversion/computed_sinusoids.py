@@ -73,6 +73,15 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
             # max_target_positions only size the first table); the encoder's over subsampled frames
             ComputedSinusoidFamily("speech_to_text_encoder", ("speech_to_text",), tower="audio"),
             ComputedSinusoidFamily("speech_to_text_decoder", ("speech_to_text",)),
+            # TIPSv2's text tower: fairseq's frequencies, from position 0, no padding row, a fixed
+            # table of max_position_embeddings rows (a longer input is refused: its limit)
+            ComputedSinusoidFamily(
+                "tipsv2_text_sinusoid",
+                ("tipsv2_text_model",),
+                dim_field="hidden_size",
+                offset_from_pad=False,
+                rows_field="max_position_embeddings",
+            ),
             ComputedSinusoidFamily(
                 "ctrl_sinusoid",
                 ("ctrl",),
