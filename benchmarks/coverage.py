@@ -97,6 +97,19 @@ def _verified_line(read_text: list[str]) -> list[str]:
     return lines
 
 
+def position_free(model_type: str) -> bool:
+    """Whether ``model_type`` is read as free of positions: its only mechanisms are of kind ``none``."""
+    rows = MODEL_MECHANISMS.get(model_type, ())
+    return bool(rows) and all(kind == "none" for kind, _ in rows)
+
+
+def status(model_type: str) -> str:
+    """``read``, ``free of positions`` (read: kind ``none``), ``refused`` or ``not read``."""
+    if model_type in MODEL_MECHANISMS:
+        return "free of positions" if position_free(model_type) else "read"
+    return "refused" if model_type in REFUSED_MODEL_TYPES else "not read"
+
+
 def render() -> str:
     """The page, from the registry, transformers' own catalog and the last ``--verify`` result
     (:data:`VERIFIED`; no model is built)."""
@@ -108,6 +121,8 @@ def render() -> str:
     read_text = [t for t in text if t in MODEL_MECHANISMS]
     composite = {t for t in types if kinds[t] is not None and composite_read(t)}
     read_other = [t for t in types if kinds[t] is not None and (t in MODEL_MECHANISMS or t in composite)]
+    free = [t for t in types if position_free(t)]
+    free_text = [t for t in free if kinds[t] is None]
     lines = [
         "# Coverage: the model types flax-posenc reads",
         "",
@@ -137,6 +152,9 @@ def render() -> str:
         *_verified_line(read_text),
         f"- other model types read: {len(read_other)}, of which {len(composite)} composite types read as their towers;"
         f" refused with a named mechanism: {len(REFUSED_MODEL_TYPES)}",
+        "- of those read, declared free of positions (kind `none`: no position table, buffer, rotary module or",
+        f"  relative bias in the tiny model, checked by its conformance case): {len(free)} ({len(free_text)} text,",
+        f"  {len(free) - len(free_text)} other); with a position mechanism: {len(read_text) + len(read_other) - len(free)}",
         "",
         "A *composite* model type (its config has sub-configs) that is not a row of the registry is read as its",
         "towers when every sub-config is a tower (`text_config`, `vision_config`, `audio_config`) whose model type",
@@ -156,7 +174,7 @@ def render() -> str:
     for t in text:
         if t in MODEL_MECHANISMS:
             mech = " + ".join(f"{r}:{f}" for r, f in MODEL_MECHANISMS[t])
-            lines.append(f"| `{t}` | read | {mech} |")
+            lines.append(f"| `{t}` | {status(t)} | {mech} |")
         elif t in REFUSED_MODEL_TYPES:
             lines.append(f"| `{t}` | refused | {REFUSED_MODEL_TYPES[t]} |")
         else:
@@ -165,18 +183,17 @@ def render() -> str:
         "",
         "## Other model types",
         "",
-        "| model type | status | why not a text model type |",
-        "| --- | --- | --- |",
+        "| model type | status | mechanisms | why not a text model type |",
+        "| --- | --- | --- | --- |",
     ]
     for t in types:
         if kinds[t] is None:
             continue
-        status = "read" if t in MODEL_MECHANISMS else ("refused" if t in REFUSED_MODEL_TYPES else "not read")
+        mech = " + ".join(f"{r}:{f}" for r, f in MODEL_MECHANISMS.get(t, ())) or REFUSED_MODEL_TYPES.get(t, "")
+        shown = status(t)
         if t in composite:
-            status = (
-                "read (towers: " + ", ".join(f"{f.split('_')[0]} `{m}`" for f, m in composite_towers(t) or ()) + ")"
-            )
-        lines.append(f"| `{t}` | {status} | {kinds[t]} |")
+            shown = "read (towers: " + ", ".join(f"{f.split('_')[0]} `{m}`" for f, m in composite_towers(t) or ()) + ")"
+        lines.append(f"| `{t}` | {shown} | {mech} | {kinds[t]} |")
     return "\n".join(lines) + "\n"
 
 

@@ -258,11 +258,12 @@ def test_proportional_rope_equals_transformers(partial, factor):
 
 
 def test_a_refused_model_type_is_refused_even_with_a_table_in_its_weights(tmp_path):
-    """RoFormer keeps a sinusoid table under a learned-looking key: it is refused, not guessed as a table."""
+    """BROS keeps a BERT-like position table beside its bounding-box encodings: it is refused, not
+    guessed as a table."""
     with quiet():
-        tiny_model("roformer").save_pretrained(tmp_path)
+        tiny_model("bros").save_pretrained(tmp_path)
     with pytest.raises(CheckpointError) as e:
         inspect_source(tmp_path)
-    assert "\n" not in str(e.value) and "roformer: RoFormer's sinusoidal rotary table is not read" in str(e.value)
+    assert "\n" not in str(e.value) and "bros: BROS's 2-D bounding-box position encodings are not read" in str(e.value)
     proc = cli("check", str(tmp_path), "--length", "8")
-    assert proc.returncode == 2 and "RoFormer's sinusoidal rotary table is not read" in proc.stderr
+    assert proc.returncode == 2 and "BROS's 2-D bounding-box position encodings are not read" in proc.stderr

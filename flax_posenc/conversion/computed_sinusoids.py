@@ -6,6 +6,16 @@ one is exactly ``1/10000``), positions counted from ``pad_token_id + 1`` (the pa
 zero), and the table grows whenever a longer sequence comes: there is no limit. Nothing is read
 from the weights; the ``config.json`` says it all.
 
+Speech2Text's encoder and decoder use fairseq's sinusoids too (the encoder's over the frames left
+after its convolutional subsampling): they grow, so ``max_source_positions`` is no limit.
+
+PEGASUS-X computes the same ``[sin | cos]`` (endpoint spacing) at every call, from position 0,
+with no padding row: no limit either.
+
+CTRL computes its table once (a buffer, not saved): ``[sin | cos]`` of ``d_model // 2``
+frequencies ``10000 ** (-2 i / d_model)`` (the usual spacing), positions from row 0, and
+``n_positions`` rows that it indexes: its limit.
+
 >>> rec = ComputedSinusoid("demo", "m2m_100", dim=8, offset=2, max_position_embeddings=1024)
 >>> rec.limit, rec.values([0]).shape
 (None, (1, 8))
@@ -22,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from flax_posenc.conversion.readers import fail
-from flax_posenc.limits import NoLimit
+from flax_posenc.limits import NoLimit, describe_limit, verdict_line
 from flax_posenc.sinusoid_math import sinusoidal_values
 
 __all__ = ["COMPUTED_SINUSOID_FAMILIES", "ComputedSinusoid", "ComputedSinusoidFamily", "computed_sinusoid_from_dict"]
@@ -35,24 +45,63 @@ class ComputedSinusoidFamily:
     Attributes:
       name, model_types: as every registry row.
       dim_field: the config field holding the width.
+      endpoint: the frequencies' spacing: ``True`` for fairseq's (the last is exactly 1/10000),
+        ``False`` for the usual ``10000 ** (-2 i / dim)``.
+      offset_from_pad: positions start at row ``pad_token_id + 1`` (fairseq), else at row 0.
+      rows_field: the config field holding the fixed number of rows the model computes and
+        indexes (CTRL's ``n_positions``: its limit), or ``None``: the table grows (no limit).
+      tower: the part of the model it serves (``"audio"``: Speech2Text's encoder, over the
+        frames left after its convolutional subsampling).
     """
 
     name: str
     model_types: tuple[str, ...]
     dim_field: str = "d_model"
+    endpoint: bool = True
+    offset_from_pad: bool = True
+    rows_field: str | None = None
+    tower: str = "text"
 
 
 COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyType(
-    {row.name: row for row in (ComputedSinusoidFamily("fairseq_sinusoid", ("m2m_100", "nllb-moe", "xglm", "fsmt")),)}
+    {
+        row.name: row
+        for row in (
+            ComputedSinusoidFamily("fairseq_sinusoid", ("m2m_100", "nllb-moe", "xglm", "fsmt")),
+            ComputedSinusoidFamily("pegasus_x_sinusoid", ("pegasus_x",), offset_from_pad=False),
+            # Speech2Text: fairseq's sinusoids in both stacks (they grow: max_source_positions and
+            # max_target_positions only size the first table); the encoder's over subsampled frames
+            ComputedSinusoidFamily("speech_to_text_encoder", ("speech_to_text",), tower="audio"),
+            ComputedSinusoidFamily("speech_to_text_decoder", ("speech_to_text",)),
+            # TIPSv2's text tower: fairseq's frequencies, from position 0, no padding row, a fixed
+            # table of max_position_embeddings rows (a longer input is refused: its limit)
+            ComputedSinusoidFamily(
+                "tipsv2_text_sinusoid",
+                ("tipsv2_text_model",),
+                dim_field="hidden_size",
+                offset_from_pad=False,
+                rows_field="max_position_embeddings",
+            ),
+            ComputedSinusoidFamily(
+                "ctrl_sinusoid",
+                ("ctrl",),
+                dim_field="n_embd",
+                endpoint=False,
+                offset_from_pad=False,
+                rows_field="n_positions",
+            ),
+        )
+    }
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class ComputedSinusoid(NoLimit):
-    """A computed, growing sinusoid table: a :class:`~flax_posenc.conversion.SourceRecord` with no limit.
+    """A computed sinusoid table: a :class:`~flax_posenc.conversion.SourceRecord`, with no limit
+    when it grows (fairseq's), else ``rows`` positions (CTRL's).
 
     Row ``r`` of the model's table is :meth:`values` ``(r)``; position ``p`` of a sequence uses row
-    ``offset + p`` (``offset = pad_token_id + 1``); the padding row is zero.
+    ``offset + p`` (fairseq: ``offset = pad_token_id + 1``, and the padding row is zero; CTRL: 0).
     """
 
     source: str
@@ -60,16 +109,28 @@ class ComputedSinusoid(NoLimit):
     dim: int
     offset: int
     max_position_embeddings: int | None = None
+    family: str = "fairseq_sinusoid"
+    endpoint: bool = True
+    rows: int | None = None
 
     scheme = "sinusoidal_computed"
     key = None
-    family = "fairseq_sinusoid"
+
+    @property
+    def limit(self) -> int | None:  # type: ignore[override]
+        """Usable positions (``rows - offset``), or ``None`` for a table that grows."""
+        return None if self.rows is None else self.rows - self.offset
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        return verdict_line(length, self.limit, self.describe_limit())
 
     def values(self, rows: Any) -> np.ndarray:
-        """Float64 rows ``rows`` of the table (``[sin | cos]``, endpoint frequencies)."""
-        return sinusoidal_values(np.asarray(rows), self.dim, layout="concatenated", endpoint=True)
+        """Float64 rows ``rows`` of the table (``[sin | cos]``; endpoint or usual frequencies)."""
+        return sinusoidal_values(np.asarray(rows), self.dim, layout="concatenated", endpoint=self.endpoint)
 
     def describe_limit(self) -> str:
+        if self.rows is not None:
+            return describe_limit(f"{self.model_type} computed sinusoid table of {self.source}", self.rows, self.offset)
         return (
             f"{self.model_type} computed sinusoids of {self.source} have no limit (the table grows past "
             f"max_position_embeddings {self.max_position_embeddings} on demand)"
@@ -83,13 +144,16 @@ class ComputedSinusoid(NoLimit):
             "dim": self.dim,
             "offset": self.offset,
             "layout": "concatenated",
+            "endpoint": self.endpoint,
             "max_position_embeddings": self.max_position_embeddings,
-            "limit": None,
+            "rows": self.rows,
+            "limit": self.limit,
         }
 
     def __str__(self) -> str:
         return (
-            f"scheme:      computed sinusoids [sin | cos], dim {self.dim}, positions from row {self.offset}\n"
+            f"scheme:      computed sinusoids [sin | cos], dim {self.dim}, positions from row {self.offset}"
+            f"{'' if self.endpoint else ' (usual frequencies)'}\n"
             f"limit:       {self.describe_limit()}"
         )
 
@@ -109,6 +173,16 @@ def computed_sinusoid_from_dict(config: Mapping[str, Any], family: str, source: 
     """
     row = COMPUTED_SINUSOID_FAMILIES[family]
     dim = _count(config, row.dim_field, path, lowest=4)
-    pad = _count(config, "pad_token_id", path, lowest=0)
+    offset = _count(config, "pad_token_id", path, lowest=0) + 1 if row.offset_from_pad else 0
+    rows = None if row.rows_field is None else _count(config, row.rows_field, path, lowest=1)
     mpe = config.get("max_position_embeddings")
-    return ComputedSinusoid(source, str(config.get("model_type")), dim, pad + 1, mpe if isinstance(mpe, int) else None)
+    return ComputedSinusoid(
+        source,
+        str(config.get("model_type")),
+        dim,
+        offset,
+        mpe if isinstance(mpe, int) else None,
+        family=row.name,
+        endpoint=row.endpoint,
+        rows=rows,
+    )

@@ -103,6 +103,9 @@ class Family:
         ``WhisperForAudioClassification``, has no decoder table): then the mechanism is absent.
       tower: the part of a composite model the table serves (``"text"``; ``"audio"`` for
         Whisper's encoder): a :class:`~flax_posenc.conversion.models.Mechanism`'s ``tower``.
+      window_field: a config field (an int, or one per layer) the model pads its input up to a
+        multiple of (LED's encoder: the largest ``attention_window``); the table's usable rows must
+        be a multiple of it, else the padded limit would lie below the table and the read is refused.
     """
 
     name: str
@@ -134,6 +137,7 @@ class Family:
     present_default: bool = True
     optional: bool = False
     tower: str = "text"
+    window_field: str | None = None
 
     @property
     def key_suffix(self) -> str:

@@ -54,7 +54,7 @@ from flax_posenc.conversion.families import FAMILIES, model_type_spellings
 from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, load_grid_table
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
-from flax_posenc.conversion.no_position import NO_POSITION_FAMILIES, NoPositionEncoding
+from flax_posenc.conversion.no_position import NO_POSITION_FAMILIES, NoPositionEncoding, no_position_encoding
 from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, RelativeBiasSource, relative_bias_source
 from flax_posenc.conversion.relative_config import (
@@ -354,8 +354,8 @@ MECHANISMS: MechanismTable = MechanismTable(
         ),
         MechanismKind(
             "sinusoidal",
-            "fixed sinusoids of absolute positions (computed by the model: no limit)",
-            "none",
+            "fixed sinusoids of absolute positions computed by the model (growing: no limit; CTRL: its rows)",
+            "tokens",
             ("sinusoidal", "sinusoidal_computed"),
             (ComputedSinusoid, LearnedTableSource),
             (("flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES", COMPUTED_SINUSOID_FAMILIES),),
@@ -438,12 +438,12 @@ MECHANISMS: MechanismTable = MechanismTable(
         ),
         MechanismKind(
             "none",
-            "no position encoding at all (a recurrent or state-space model)",
+            "no position encoding at all (a recurrent, state-space or convolutional model)",
             "none",
             ("none",),
             (NoPositionEncoding,),
             (("flax_posenc.conversion.no_position.NO_POSITION_FAMILIES", NO_POSITION_FAMILIES),),
-            lambda row, ctx: [NoPositionEncoding(ctx.text, str(ctx.config.get("model_type")))],
+            lambda row, ctx: [no_position_encoding(row, ctx.config, ctx.text, ctx.config_path)],
         ),
     )
 )

@@ -1,7 +1,18 @@
-"""Models without any position encoding (recurrent and state-space models): the ``none`` mechanism.
+"""Models without any position encoding: the ``none`` mechanism, numpy only.
+
+Three rows (:data:`NO_POSITION_FAMILIES`), each checked by reading the model types' modeling files
+in the pinned transformers (no position table or buffer, no rotary module, no relative bias) and by
+their conformance cases (the tiny model has no parameter or buffer whose name suggests positions):
+
+- ``recurrent`` (text): recurrent and state-space models; the state carries the order.
+- ``convolutional_vision`` (vision): convolutional image models (ResNet, ConvNeXt, EfficientNet,
+  MobileNet, RegNet, BiT, PoolFormer, ...) and MobileViT/SwiftFormer, whose attention has no
+  position tensor: where a pixel is enters only through the convolutions' receptive field and padding.
+- ``convolutional_audio`` (audio): convolutional codecs and vocoders (DAC, UnivNet, VibeVoice's
+  acoustic tokenizer): positions in time enter only through the convolutions.
 
 Nothing limits their length: :class:`NoPositionEncoding` is a
-:class:`~flax_posenc.conversion.SourceRecord` with no limit. numpy only.
+:class:`~flax_posenc.conversion.SourceRecord` with no limit.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from flax_posenc.conversion.readers import fail
 from flax_posenc.limits import NoLimit
 
 __all__ = ["NO_POSITION_FAMILIES", "NO_POSITION_MODEL_TYPES", "NoPositionEncoding", "NoPositionFamily"]
@@ -27,38 +39,125 @@ NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
     "kimi_linear",
     "nemotron_h",
     "mamba2",
+    "zamba",  # Mamba layers and a shared attention block without any position encoding
+    "zamba2",  # the same, unless use_mem_rope (refused: its RoPE is not read)
 )
+
+#: Convolutional image models (and MobileViT/SwiftFormer: attention without a position tensor).
+#: Each modeling file was read: no position embedding, rotary module or relative bias. Not here on
+#: purpose: LeViT (attention biases by offset), CvT, EfficientFormer (attention biases), backbone
+#: wrappers (UperNet, ViTPose, timm_backbone: their positions are their backbone's).
+CONVOLUTIONAL_VISION_MODEL_TYPES: tuple[str, ...] = (
+    "bit",
+    "convnext",
+    "convnextv2",
+    "dinov3_convnext",
+    "efficientnet",
+    "hgnet_v2",
+    "mobilenet_v1",
+    "mobilenet_v2",
+    "mobilevit",
+    "mobilevitv2",
+    "poolformer",
+    "regnet",
+    "resnet",
+    "swiftformer",
+    "textnet",
+)
+
+#: Convolutional audio codecs and vocoders (no position table, rotary module or relative bias).
+CONVOLUTIONAL_AUDIO_MODEL_TYPES: tuple[str, ...] = ("dac", "univnet")
 
 
 @dataclasses.dataclass(frozen=True)
 class NoPositionFamily:
-    """The model types without a position encoding (the one row of :data:`NO_POSITION_FAMILIES`)."""
+    """Model types without a position encoding (a row of :data:`NO_POSITION_FAMILIES`).
+
+    Attributes:
+      name, model_types: as every registry row.
+      tower: the tower the models are (``"text"``, ``"vision"``, ``"audio"``).
+      reason: why no position enters (the end of the record's limit sentence).
+      refuse_flags: ``(config field, what)`` pairs: a true value means the model has a position
+        mechanism after all (Zamba2's ``use_mem_rope``), refused in one line naming the field.
+    """
 
     name: str
     model_types: tuple[str, ...]
+    tower: str = "text"
+    reason: str = "a recurrent state"
+    refuse_flags: tuple[tuple[str, str], ...] = ()
 
 
 NO_POSITION_FAMILIES: Mapping[str, NoPositionFamily] = MappingProxyType(
-    {"recurrent": NoPositionFamily("recurrent", NO_POSITION_MODEL_TYPES)}
+    {
+        row.name: row
+        for row in (
+            NoPositionFamily(
+                "recurrent",
+                NO_POSITION_MODEL_TYPES,
+                refuse_flags=(("use_mem_rope", "Zamba2's RoPE in its shared attention blocks"),),
+            ),
+            NoPositionFamily(
+                "convolutional_vision",
+                CONVOLUTIONAL_VISION_MODEL_TYPES,
+                tower="vision",
+                reason="convolutions over the image; no position table, rotary or relative bias",
+            ),
+            NoPositionFamily(
+                "convolutional_audio",
+                CONVOLUTIONAL_AUDIO_MODEL_TYPES,
+                tower="audio",
+                reason="convolutions over time; no position table, rotary or relative bias",
+            ),
+        )
+    }
 )
+
+
+def no_position_encoding(row: NoPositionFamily, config: Mapping[str, Any], source: str, where: object):
+    """The :class:`NoPositionEncoding` of a parsed ``config.json`` of ``row``'s model types.
+
+    Raises:
+      CheckpointError: a ``refuse_flags`` field is true (one line naming the file and the field).
+    """
+    for field, what in row.refuse_flags:
+        if config.get(field):
+            raise fail(where, f"{field} false ({what} is not read)", repr(config.get(field))[:80])
+    return NoPositionEncoding(source, str(config.get("model_type")), row.name)
 
 
 @dataclasses.dataclass(frozen=True)
 class NoPositionEncoding(NoLimit):
-    """A model without any position encoding (a recurrent or state-space model): no limit."""
+    """A model without any position encoding (recurrent, state-space or convolutional): no limit.
+
+    ``family`` is its row of :data:`NO_POSITION_FAMILIES` (``"recurrent"`` unless given).
+    """
 
     source: str
     model_type: str
+    family: str = "recurrent"
 
     scheme = "none"
     key = None
-    family = "recurrent"
+
+    @property
+    def reason(self) -> str:
+        """Why no position enters: its row's ``reason``."""
+        row = NO_POSITION_FAMILIES.get(self.family)
+        return row.reason if row is not None else "a recurrent state"
 
     def describe_limit(self) -> str:
-        return f"{self.model_type} model {self.source} has no limit (no position encoding: a recurrent state)"
+        return f"{self.model_type} model {self.source} has no limit (no position encoding: {self.reason})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "model_type": self.model_type, "scheme": "none", "limit": None}
+        return {
+            "source": self.source,
+            "model_type": self.model_type,
+            "scheme": "none",
+            "family": self.family,
+            "limit": None,
+        }
 
     def __str__(self) -> str:
-        return f"source:      {self.source}\nscheme:      none (recurrent)\nlimit:       {self.describe_limit()}"
+        label = "recurrent" if self.family == "recurrent" else self.family.replace("_", ", ")
+        return f"source:      {self.source}\nscheme:      none ({label})\nlimit:       {self.describe_limit()}"

@@ -122,6 +122,19 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
             _table("openai_gpt", ("openai-gpt",), position_key="positions_embed.weight", length_field="n_positions"),
             _table("biogpt", ("biogpt",), position_key="embed_positions.weight", offset=2),
             # Whisper's decoder tokens (448); its encoder's audio table: audio_tables.AUDIO_TABLE_FAMILIES
+            _table(  # LED pads the encoder's input up to a multiple of attention_window (checked)
+                "led_encoder",
+                ("led",),
+                position_key="encoder.embed_positions.weight",
+                length_field="max_encoder_position_embeddings",
+                window_field="attention_window",
+            ),
+            _table(
+                "led_decoder",
+                ("led",),
+                position_key="decoder.embed_positions.weight",
+                length_field="max_decoder_position_embeddings",
+            ),
             _table(
                 "whisper_decoder",
                 ("whisper",),
@@ -153,6 +166,23 @@ def table_present(source: str | os.PathLike, family: str) -> bool:
     return any(k == row.position_key or k.endswith("." + row.position_key) for k in keys)
 
 
+def _check_window(row: Family, config: Mapping[str, Any], usable: int, where: object) -> None:
+    """Refuse a table whose usable rows are not a multiple of the padding window (``row.window_field``)."""
+    field = row.window_field
+    value = config.get(field) if field else None
+    windows = value if isinstance(value, list) else [value]
+    if not windows or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in windows):
+        raise fail(where, f"{field} as a positive integer or a list of them", repr(value)[:80])
+    window = max(windows)
+    if usable % window:
+        raise fail(
+            where,
+            f"{row.name} table rows ({usable}) a multiple of the padding window {field} {window} "
+            f"(the input is padded up to it; the padded limit {usable // window * window} is not read)",
+            f"{usable} % {window} = {usable % window}",
+        )
+
+
 def read_position_table(
     source: str | os.PathLike, family: str, config: Mapping[str, Any], *, row: Family | None = None
 ) -> PositionTable:
@@ -180,6 +210,8 @@ def read_position_table(
         )
     table_where = f"{ckpt.reader.file_of(keys[0])}:{keys[0]}"
     check_config_length(row, config, int(weights.shape[0]), offset, config_where=config_where, table_where=table_where)
+    if row.window_field is not None:
+        _check_window(row, config, int(weights.shape[0]) - offset, config_where)
     return PositionTable(
         weights, family=row.name, key=keys[0], offset=offset, source=os.fspath(source), config=dict(config)
     )

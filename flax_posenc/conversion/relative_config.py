@@ -135,6 +135,9 @@ class RelativeFamily:
         model's own rule (Cohere 2, EXAONE 4, AFMoE, Flint: RoPE on sliding-window layers only);
         the others are NoPE. Without one, every attention layer rotates (a ``layer_types`` entry
         in :data:`NON_ATTENTION_LAYER_TYPES` never does).
+      refuse_flags: ``(config field, what)`` pairs: a true value means a use of the positions this
+        library does not reproduce (RoFormer's ``rotary_value``: the values are rotated too), and
+        the config is refused in one line naming the field.
       mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
         ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
         ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
@@ -172,6 +175,7 @@ class RelativeFamily:
     mrope_section_default: tuple[int, ...] = (16, 24, 24)
     mrope_split_video_frames: bool = False
     mrope_interleaved_sections: bool = False
+    refuse_flags: tuple[tuple[str, str], ...] = ()
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -215,6 +219,7 @@ STANDARD_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "jina_embeddings_v3",
     "kolibri1",
     "lfm2",
+    "lfm2_moe",
     "minimax",
     "minimax_m2",
     "minimax_m3_vl_text",
@@ -533,6 +538,18 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 layout="interleaved",
                 limit_fields=("n_positions", "max_position_embeddings"),
                 limit_default=2048,
+            ),
+            # RoFormer: an nn.Embedding of [sin | cos] per head (head_dim = hidden // heads), rotating
+            # interleaved pairs of q and k (apply_rotary_position_embeddings); base 10000; rows:
+            # max_position_embeddings, which it indexes (its limit)
+            RelativeFamily(
+                "roformer",
+                ("roformer",),
+                head_dim_field=None,
+                theta_fields=(),
+                layout="interleaved",
+                limit_default=1536,
+                refuse_flags=(("rotary_value", "the value vectors rotated too"),),
             ),
             RelativeFamily(
                 "falcon",
@@ -909,6 +926,9 @@ def relative_configs_from_dict(
         if not isinstance(text, Mapping):
             raise fail(where, f"{family.text_config_field} as a JSON object", type(text).__name__)
         config = {**text, "model_type": config.get("model_type")}
+    for field, what in family.refuse_flags:
+        if config.get(field):
+            raise fail(where, f"{field} false ({what} is not read)", repr(config.get(field))[:80])
     heads = _int_field(
         where, f"a positive head count in {' or '.join(family.heads_fields)}", _first(config, family.heads_fields)
     )

@@ -296,13 +296,16 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
 
 
 def _sincos_problems(model, mech) -> list[str]:
-    """GPT-J-style attention holding ``embed_positions`` = ``[sin | cos]`` of the angles."""
+    """GPT-J-style attention holding ``embed_positions`` = ``[sin | cos]`` of the angles (RoFormer:
+    an embedding module of them, and the modeling file's own ``apply_rotary_position_embeddings``
+    against :func:`flax_posenc.apply_rope_qk`, 1e-5 absolute)."""
     from flax_posenc.rope_config import rope_inverse_frequencies
 
     buffers = [m.embed_positions for m in model.modules() if hasattr(m, "embed_positions")]
     if not buffers:
         return ["we report RoPE; the model has no rotary module"]
-    table = buffers[0].detach().double().numpy()
+    table = buffers[0]
+    table = (table.weight if hasattr(table, "weight") else table).detach().double().numpy()
     ours, _ = rope_inverse_frequencies(mech.rope)
     angles = np.arange(table.shape[0])[:, None] * ours[None, :]
     expected = np.concatenate([np.sin(angles), np.cos(angles)], -1)
@@ -312,7 +315,27 @@ def _sincos_problems(model, mech) -> list[str]:
     problems = [] if worst <= 0 else [f"embed_positions differ by up to {worst:.3g}"]
     if mech.limit != table.shape[0]:
         problems.append(f"limit {mech.limit}, embed_positions rows {table.shape[0]}")
+    appliers = [m for m in model.modules() if hasattr(m, "apply_rotary_position_embeddings")]
+    if appliers:
+        problems += _roformer_apply_problems(appliers[0].apply_rotary_position_embeddings, table, mech.rope)
     return problems
+
+
+def _roformer_apply_problems(apply, table, rope) -> list[str]:
+    """RoFormer's own rotation of q and k (sinusoidal_pos = its table's rows) against ours."""
+    import torch
+
+    import flax_posenc as fp
+
+    n = min(MAX_POSITIONS, table.shape[0])
+    rng = np.random.default_rng(0)
+    q, k = (rng.standard_normal((1, 2, n, rope.head_dim)).astype(np.float32) for _ in range(2))
+    pos = torch.from_numpy(table[:n].astype(np.float32))[None, None]
+    with torch.no_grad():
+        rq, rk = apply(pos, torch.from_numpy(q), torch.from_numpy(k))
+    oq, ok = fp.apply_rope_qk(q, k, rope, seq_axis=-2)
+    err = max(float(np.max(np.abs(np.asarray(oq) - rq.numpy()))), float(np.max(np.abs(np.asarray(ok) - rk.numpy()))))
+    return [] if err <= 1e-5 else [f"apply_rotary_position_embeddings differs by {err:.3g} (layout {rope.layout})"]
 
 
 def _nope_problems(model, record) -> list[str]:
@@ -451,38 +474,75 @@ def _audio_table_problems(model, mech, directory: Path) -> list[str]:
 
 
 def _computed_sinusoid_problems(model, mech) -> list[str]:
-    """The model's own sinusoid buffers (every ``embed_positions.weights``) against ours, row by row
-    (float32 rounding of transformers' own angle), and no limit: a forward pass twice the declared
-    length works."""
+    """The model's own sinusoid buffers (every ``embed_positions.weights``, CTRL's ``pos_encoding``,
+    PEGASUS-X's module output at positions ``0 .. 63``)
+    against ours, row by row (float32 rounding of transformers' own angle, whose frequencies are
+    written here from the formula), and the limit: none (a forward pass twice the declared length
+    works), or CTRL's rows (a forward pass of ``limit`` tokens works and one of ``limit + 1`` fails)."""
     import torch
 
     rec = mech.record
-    buffers = [
-        m.weights if hasattr(m, "weights") else m.weight
-        for m in model.modules()
-        if type(m).__name__.endswith("SinusoidalPositionalEmbedding")
-    ]
+    modules = [m for m in model.modules() if type(m).__name__.endswith("SinusoidalPositionalEmbedding")]
+    stored = [m for m in modules if hasattr(m, "weights") or hasattr(m, "weight")]
+    buffers = [m.weights if hasattr(m, "weights") else m.weight for m in stored]
+    with torch.no_grad():  # PEGASUS-X: computed at every call, from position 0
+        buffers += [m(torch.zeros(1, MAX_POSITIONS, rec.dim))[0] for m in modules if m not in stored]
+    buffers += [b for name, b in model.named_buffers() if name.split(".")[-1] == "pos_encoding"]
     if not buffers:
         return ["we report computed sinusoids; the model has no sinusoidal module"]
     problems = []
+    half = rec.dim // 2
+    if rec.endpoint:  # fairseq: exp(-i ln(10000) / (half - 1))
+        freqs = np.exp(-np.arange(half) * np.log(10000.0) / (half - 1))
+    else:  # CTRL's angle_defn: 1 / 10000 ** (2 (i // 2) / d_model) at the even i
+        freqs = 1.0 / 10000.0 ** (2 * np.arange(half) / rec.dim)
     for weights in buffers:
         theirs = weights.detach().double().numpy()
         rows = np.arange(theirs.shape[0])
         ours = rec.values(rows)
-        ours[rec.offset - 1] = 0.0  # the padding row
-        freqs = np.exp(-np.arange(rec.dim // 2) * np.log(10000.0) / (rec.dim // 2 - 1))
+        if rec.offset:
+            ours[rec.offset - 1] = 0.0  # the padding row
         angle = np.concatenate([rows[:, None] * freqs[None, :]] * 2, -1)
-        worst = float(np.max(np.abs(theirs - ours) - 2.0**-22 * (1 + angle)))
+        reference = np.concatenate([np.sin(angle[:, :half]), np.cos(angle[:, half:])], -1)
+        if rec.offset:
+            reference[rec.offset - 1] = 0.0
+        tol = 2.0**-22 * (1 + angle)
+        worst = max(float(np.max(np.abs(theirs - ours) - tol)), float(np.max(np.abs(reference - ours) - tol)))
         if worst > 0:
             problems.append(f"sinusoid rows differ by up to {worst:.3g}")
-    n = 2 * int(getattr(model.config, "max_position_embeddings", 64))
-    ids = torch.full((1, n), 5, dtype=torch.long)
-    kwargs = {"decoder_input_ids": ids} if "decoder_input_ids" in inspect.signature(model.forward).parameters else {}
-    try:
-        with torch.no_grad(), quiet():
-            model(input_ids=ids, **kwargs)
-    except (IndexError, RuntimeError, ValueError) as e:
-        problems.append(f"a forward pass of {n} tokens fails ({type(e).__name__}); we report no limit")
+        if rec.rows is not None and theirs.shape[0] != rec.rows:
+            problems.append(f"the model computes {theirs.shape[0]} rows; we read {rec.rows}")
+    takes_decoder = "decoder_input_ids" in inspect.signature(model.forward).parameters
+
+    features = "input_features" in inspect.signature(model.forward).parameters
+
+    def runs(n: int) -> bool:
+        ids = torch.full((1, n), 5, dtype=torch.long)
+        kwargs = {"decoder_input_ids": ids} if takes_decoder else {}
+        if features:  # Speech2Text: n encoder positions after its subsampling (stride 2 per conv layer)
+            cfg = model.config
+            frames = n * 2**cfg.num_conv_layers
+            kwargs["input_features"] = torch.zeros(1, frames, cfg.input_feat_per_channel * cfg.input_channels)
+        else:
+            kwargs["input_ids"] = ids
+        try:
+            with torch.no_grad(), quiet():
+                model(**kwargs)
+            return True
+        except (IndexError, RuntimeError, ValueError):
+            return False
+
+    if rec.limit is None:
+        n = 2 * int(getattr(model.config, "max_position_embeddings", 64))
+        if not runs(n):
+            problems.append(f"a forward pass of {n} tokens fails; we report no limit")
+    else:
+        if not runs(rec.limit):
+            problems.append(f"a forward pass of {rec.limit} tokens (our limit) fails in transformers")
+        if runs(rec.limit + 1):
+            problems.append(
+                f"a forward pass of {rec.limit + 1} tokens works in transformers (our limit is {rec.limit})"
+            )
     return problems
 
 
@@ -926,6 +986,20 @@ def record_problems(model, record, directory: Path) -> list[str]:
     return problems
 
 
+#: A parameter or buffer name that suggests a position mechanism.
+POSITION_NAME = re.compile(r"position|(^|[._])(pos|rel)_|rotary|relative|sinusoid", re.IGNORECASE)
+
+
+def _no_position_problems(model, mech, directory: Path) -> list[str]:
+    """A model declared free of positions: no parameter or buffer (persistent or not) whose name
+    suggests positions, and no rotary module (:func:`conformance_problems` checks the latter)."""
+    named = [*model.named_parameters(), *model.named_buffers()]
+    found = [name for name, _ in named if POSITION_NAME.search(name)]
+    if not named:
+        return ["the model has no parameter or buffer at all (nothing was checked)"]
+    return [f"we report no position encoding; the model holds {found[0]}"] if found else []
+
+
 def _learned_or_audio(model, mech, directory: Path) -> list[str]:
     if mech.unit == "seconds":
         return _audio_table_problems(model, mech, directory)
@@ -935,7 +1009,7 @@ def _learned_or_audio(model, mech, directory: Path) -> list[str]:
 #: The conformance hook of every kind of :data:`flax_posenc.conversion.mechanisms.MECHANISMS`:
 #: ``(model, mechanism, directory) -> problems``, run on each mechanism of that kind. ``None``:
 #: no per-mechanism hook, because the kind is checked across mechanisms in
-#: :func:`conformance_problems` (``rope``, ``mrope``, ``nope`` and ``none`` against the model's
+#: :func:`conformance_problems` (``rope``, ``mrope`` and ``nope`` against the model's
 #: rotary modules and attention layers) or, for ``alibi``, only its limit is read here (its
 #: values are checked against transformers by ``tests/test_alibi.py``). A kind missing here
 #: fails ``tests/test_conformance.py``: adding a mechanism means adding its hook.
@@ -951,7 +1025,7 @@ KIND_CHECKS = {
     "relative_bias": lambda model, mech, directory: _relative_bias_problems(model, mech),
     "deberta_relative": lambda model, mech, directory: _deberta_problems(model, mech),
     "grid": lambda model, mech, directory: _grid_problems(model, mech),
-    "none": None,
+    "none": _no_position_problems,
 }
 
 

@@ -114,6 +114,27 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         for t, length in (("clip", 77), ("siglip", 64))
     },
     # M-RoPE: mrope_section must sum to head_dim // 2 = 8 (transformers' default [16, 24, 24] is for 128)
+    # convolutional models (kind "none"): four one-block stages instead of ResNet-50-sized defaults
+    **{
+        t: {"hidden_sizes": [8, 16, 24, 32], "depths": [1, 1, 1, 1], "embedding_size": 8}
+        for t in ("resnet", "regnet", "convnext", "convnextv2", "dinov3_convnext", "poolformer")
+    },
+    "bit": {"hidden_sizes": [32, 32, 32, 32], "depths": [1, 1, 1, 1], "embedding_size": 32, "num_groups": 8},
+    "ctrl": {"dff": 64},
+    # 64 first rows, as the other sinusoids (at 6000 rows float32 frequencies drift past the angle's rounding)
+    "speech_to_text": {"max_source_positions": 64, "max_target_positions": 64, "conv_channels": 32},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention", "conv", "full_attention"]},
+    "zamba": {"num_hidden_layers": 6, "attn_layer_period": 2, "attn_layer_offset": 1},
+    "zamba2": {
+        "num_hidden_layers": 4,
+        "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"],
+        "n_mamba_heads": 4,
+        "num_key_value_heads": 4,
+    },
+    "led": {"max_encoder_position_embeddings": 64, "max_decoder_position_embeddings": 64, "attention_window": 16},
+    "roformer": {"embedding_size": 64},
+    "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64},
+    "dac": {"encoder_hidden_size": 8, "decoder_hidden_size": 16, "n_codebooks": 2, "codebook_size": 16},
     "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_5_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_vl": {
