@@ -255,6 +255,8 @@ def test_rope_for_layer_counts_the_layers_transformers_builds(tmp_path):
     assert all(rope_for_layer(tmp_path, i) is not None for i in range(count))
     with pytest.raises(CheckpointError, match=rf"layer in 0\.\.{count - 1} \({count} layers"):
         rope_for_layer(tmp_path, count)
+
+
 def test_conformance_notices_a_position_tensor_in_a_model_declared_free_of_positions(tmp_path):
     """A model declared without positions is caught when it holds a position table (BERT's), and
     every declared type is a case of its own (derived from the registry)."""
