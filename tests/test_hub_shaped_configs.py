@@ -32,12 +32,25 @@ HUB_CONFIGS = [
     # Mixtral's rope_theta defaults to 1e6, its max_position_embeddings to 4096 * 32
     (
         "mixtral-no-theta",
-        {"model_type": "mixtral", "hidden_size": 32, "num_attention_heads": 2, "num_local_experts": 2, **TINY_TEXT},
+        {
+            "model_type": "mixtral",
+            "hidden_size": 32,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,  # as every real config states it (its default, 8, is no tiny model's)
+            "num_local_experts": 2,
+            **TINY_TEXT,
+        },
     ),
     # Qwen2: max_position_embeddings 32768
-    ("qwen2-no-theta", {"model_type": "qwen2", "hidden_size": 32, "num_attention_heads": 2, **TINY_TEXT}),
+    (
+        "qwen2-no-theta",
+        {"model_type": "qwen2", "hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2, **TINY_TEXT},
+    ),
     # Gemma: head_dim defaults to 256, not hidden_size / heads
-    ("gemma-no-head-dim", {"model_type": "gemma", "hidden_size": 32, "num_attention_heads": 2, **TINY_TEXT}),
+    (
+        "gemma-no-head-dim",
+        {"model_type": "gemma", "hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1, **TINY_TEXT},
+    ),
     # GPT-NeoX: rotary_pct 0.25 and rotary_emb_base 10000
     (
         "gpt-neox-no-rotary-pct",

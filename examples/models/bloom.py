@@ -190,7 +190,9 @@ def generate(
     allocated or compiled.
     """
     shape = np.shape(prompt_ids)
-    if len(shape) == 2 and isinstance(max_new_tokens, (int, np.integer)) and not isinstance(max_new_tokens, bool):
+    counted = isinstance(max_new_tokens, (int, np.integer)) and not isinstance(max_new_tokens, bool)
+    # past int32 positions common.generate's own line says so; below them the cache may still not fit
+    if len(shape) == 2 and counted and shape[1] + int(max_new_tokens) <= common.MAX_POSITIONS:
         need = cache_bytes(model, shape[0], shape[1], max(int(max_new_tokens), 1))
         if need > MAX_CACHE_BYTES:
             raise ValueError(

@@ -118,7 +118,7 @@ def assign(param: nnx.Param, value: np.ndarray, name: str) -> None:
 def abstract(make, dtype=jnp.float32):
     """``make()`` built with ``nnx.eval_shape``: every parameter a ``ShapeDtypeStruct`` of ``dtype``
     (floating ones), nothing initialised; fill them with :func:`assign`, then :func:`check_filled`."""
-    dtype = jnp.dtype(dtype)
+    dtype = float_dtype(dtype)  # floating dtypes only: one line otherwise
     model = nnx.eval_shape(make)
     for _, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
         value = variable.get_value()

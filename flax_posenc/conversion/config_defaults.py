@@ -89,6 +89,7 @@ CONFIG_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "kolibri1": {"head_dim": 128, "max_position_embeddings": 262144},
         "lara_mini": {"head_dim": 128, "max_position_embeddings": 131072},
         "lfm2": {"max_position_embeddings": 128000, "rope_theta": 1000000.0},
+        "lfm2_moe": {"max_position_embeddings": 128000, "rope_theta": 1000000.0},
         "llama4_text": {"head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 500000.0},
         "longcat_flash": {"max_position_embeddings": 131072, "rope_theta": 10000000.0},
         "minicpm3": {"max_position_embeddings": 32768},

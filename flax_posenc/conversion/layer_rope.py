@@ -27,7 +27,7 @@ import numpy as np
 from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf
 from flax_posenc.conversion.models import mechanisms_of
 from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.relative_config import _derived_layer_types, config_path_of, family_for, layer_count
+from flax_posenc.conversion.relative_config import derived_layer_types, config_path_of, family_for, layer_count
 from flax_posenc.conversion.source_record import inspect_source
 from flax_posenc.conversion.sources import read_config
 from flax_posenc.errors import CheckpointError
@@ -64,7 +64,7 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
         config = hf_config(open_gguf(source))
     family = family_for(config) if isinstance(config.get("model_type"), str) else None
     if family is not None:  # the layers as transformers counts them (Dory's saved list holds 2 per layer)
-        config = dict(_derived_layer_types(config, family))
+        config = dict(derived_layer_types(config, family))
     try:
         record = inspect_source(source)
     except CheckpointError:

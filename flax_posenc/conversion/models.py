@@ -138,6 +138,10 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             )
             for t in ("inkling_text", "inkling2_text", "inkling2_loop_text")
         },
+        "gemma4_unified_assistant": (
+            "its text tower attends with key/value states shared from the main model (shared_kv_states), "
+            "so its rotation is not verified on its own"
+        ),
         "video_llava": "its two vision towers (image_tower, video_tower) share one vision_config; not read apart",
     }
 )

@@ -955,7 +955,7 @@ def relative_configs_from_dict(
             bias_max = family.alibi_bias_max_default  # what the model applies
             return (RelativeConfig(scheme="alibi", alibi=AlibiConfig(heads, float(bias_max), limit), **common),)
         _refuse_unread_per_layer_fields(config, where)
-        config = _derived_layer_types(config, family)
+        config = derived_layer_types(config, family)
         if family.per_layer_type and not _is_per_layer_type(config):
             raise fail(
                 where,
@@ -1129,7 +1129,7 @@ def _split_by_layer_theta(groups, family: RelativeFamily, config: Mapping[str, A
     return out
 
 
-def _derived_layer_types(config: Mapping[str, Any], family: RelativeFamily) -> Mapping[str, Any]:
+def derived_layer_types(config: Mapping[str, Any], family: RelativeFamily) -> Mapping[str, Any]:
     """``config`` with ``layer_types`` (and ``num_hidden_layers``) as transformers derives them when
     it builds the model (:data:`LAYER_TYPES_RULES`), else as saved."""
     if family.layer_types_rule is None:
@@ -1400,6 +1400,7 @@ __all__ = [
     "INTERLEAVED_ROPE_MODEL_TYPES",
     "LAYER_TYPES_RULES",
     "MLA_INTERLEAVED_ROPE_MODEL_TYPES",
+    "derived_layer_types",
     "layer_count",
     "MLA_ROPE_MODEL_TYPES",
     "NON_ATTENTION_LAYER_TYPES",

@@ -696,6 +696,13 @@ class _RotationWatch:
                 if _is_rotation_function(name, value):
                     self._patches.append((module, name, value))
                     setattr(module, name, self._wrap(name, value))
+                elif inspect.isclass(value) and value.__module__ == module_name:
+                    # a rotation written as a static method of the attention (RoFormer's
+                    # apply_rotary_position_embeddings)
+                    for attr, raw in list(vars(value).items()):
+                        if isinstance(raw, staticmethod) and _is_rotation_function(attr, raw.__func__):
+                            self._patches.append((value, attr, raw))
+                            setattr(value, attr, staticmethod(self._wrap(attr, raw.__func__)))
         lists = [m for m in self.model.modules() if isinstance(m, torch.nn.ModuleList)]
         for modules_list in lists:
             for i, layer in enumerate(modules_list):
@@ -915,6 +922,7 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["rel_embeddings", "attention.self.pos_"]
         if mech.kind == "relative_bias":  # T5/MPNet buckets: every stack's relative_attention_bias
             covered.append("relative_attention_bias")
+    # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
     for name, _ in model.named_parameters():
@@ -924,7 +932,7 @@ def _position_parameter_problems(model, record) -> list[str]:
         if parts[0] in _OTHER_TOWERS:
             continue  # a vision/audio tower's positions: not this text model type's (see _OTHER_TOWERS)
         positional = any(_POSITION_NAME.match(part) and "norm" not in part for part in parts)
-        if (in_rotary or positional) and not any(c in name for c in covered):
+        if (in_rotary or positional) and not any(c in name or c.endswith("." + name) for c in covered):
             found.append(name)
     if not found:
         return []
