@@ -27,7 +27,7 @@ import numpy as np
 from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf
 from flax_posenc.conversion.models import mechanisms_of
 from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.relative_config import derived_layer_types, config_path_of, family_for, layer_count
+from flax_posenc.conversion.relative_config import config_path_of, derived_layer_types, family_for, layer_count
 from flax_posenc.conversion.source_record import inspect_source
 from flax_posenc.conversion.sources import read_config
 from flax_posenc.errors import CheckpointError
