@@ -280,7 +280,9 @@ def test_a_config_with_only_its_sizes_reads_as_transformers_defaults_it():
         if problems:
             wrong.append(f"{model_type}: {'; '.join(problems)}")
     assert wrong == [], wrong
-    assert compared >= 100, compared
+    # most RoPE types compared; those whose layers rotate by a layer rule (Cohere 2, EXAONE 4, ...) are
+    # refused on a sizes-only config (no layer_types), one line, and so not compared here
+    assert compared >= 95, compared
 
 
 def np_close(a: float, b: float) -> bool:
