@@ -402,6 +402,16 @@ def test_huge_declared_array(tmp_path, capsys, itype, count):
     _refused(path, capsys, "tokenizer.ggml.tokens")
 
 
+def test_metadata_array_items_are_bounded_in_all_not_per_array(tmp_path, capsys):
+    """Two arrays of MAX_METADATA_ITEMS / 2 + 1 uint32 items each: each fits the bound alone, the two
+    together do not; refused at the second (the bound is on all arrays together)."""
+    half = MAX_METADATA_ITEMS // 2 + 1
+    arrays = [_s(key) + struct.pack("<IIQ", 9, 4, half) + b"\0" * (4 * half) for key in ("first.items", "second.items")]
+    path = tmp_path / "many.gguf"
+    path.write_bytes(_header([_kv_str("general.architecture", "llama"), *arrays], []))
+    _refused(path, capsys, f"at most {MAX_METADATA_ITEMS} metadata array items in all", f"{2 * half} at", "second.items")
+
+
 def test_huge_declared_string(tmp_path, capsys):
     path = tmp_path / "string.gguf"
     path.write_bytes(_header([_s("general.architecture") + struct.pack("<IQ", 8, 1 << 62)], []))
