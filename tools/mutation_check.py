@@ -472,7 +472,7 @@ MUTANTS = [
     (  # M76 EXAONE 4 without a sliding window: only the sliding layers rotate
         "flax_posenc/conversion/relative_config.py",
         '    if config.get("sliding_window") is None:\n        return [True] * len(types)',
-        '    if False:\n        return [True] * len(types)',
+        "    if False:\n        return [True] * len(types)",
         "tests/test_conformance.py -k exaone4",
     ),
     (  # M77 a wrong per-family default (Phi's partial_rotary_factor)
