@@ -281,3 +281,29 @@ def test_sharded_export_on_eight_host_devices():
     assert result["max_abs_diff"] == 0.0
     assert result["error"] == result["callback_error"]
     assert result["error"].startswith("default RoPE (max_position_embeddings 64) holds 64 positions (0..63)")
+
+
+def test_two_failed_checks_report_the_first_in_program_order():
+    """Two tables (8 rows, then 4 rows): row 0 fails only the second check, row 1 fails the first.
+    A report batched by ``jax.vmap(fp.checked(...))`` holds one failed check per row; it raises the
+    first check's error in program order (the 8-row table's), not the first row's; swapped, the other.
+    Exported with the vmap inside, the program says the same."""
+    small = TABLE[:4]
+    bad = jnp.asarray([[1, 2, 5], [1, 2, 8]], jnp.int32)  # row 0: past the 4 rows only; row 1: past both
+
+    def first_big(r):
+        return fp.lookup_positions(TABLE, r), fp.lookup_positions(small, r)
+
+    def first_small(r):
+        return fp.lookup_positions(small, r), fp.lookup_positions(TABLE, r)
+
+    for fn, holds in ((first_big, "holds 8 positions (0..7)"), (first_small, "holds 4 positions (0..3)")):
+        report, _ = jax.vmap(fp.checked(fn))(bad)
+        assert np.asarray(report.entries[0][0]).shape == (2,)  # one check per row
+        with pytest.raises(fp.PositionLimitError) as batched:
+            report.throw()
+        assert holds in str(batched.value), str(batched.value)
+        program = jax.export.deserialize(fp.export(jax.vmap(fn), platforms=("cpu",))(bad).serialize())
+        with pytest.raises(fp.PositionLimitError) as by_export:
+            fp.call_exported(program, bad)
+        assert holds in str(by_export.value), str(by_export.value)

@@ -402,6 +402,18 @@ def test_huge_declared_array(tmp_path, capsys, itype, count):
     _refused(path, capsys, "tokenizer.ggml.tokens")
 
 
+def test_metadata_array_items_are_bounded_in_all_not_per_array(tmp_path, capsys):
+    """Two arrays of MAX_METADATA_ITEMS / 2 + 1 uint32 items each: each fits the bound alone, the two
+    together do not; refused at the second (the bound is on all arrays together)."""
+    half = MAX_METADATA_ITEMS // 2 + 1
+    arrays = [_s(key) + struct.pack("<IIQ", 9, 4, half) + b"\0" * (4 * half) for key in ("first.items", "second.items")]
+    path = tmp_path / "many.gguf"
+    path.write_bytes(_header([_kv_str("general.architecture", "llama"), *arrays], []))
+    _refused(
+        path, capsys, f"at most {MAX_METADATA_ITEMS} metadata array items in all", f"{2 * half} at", "second.items"
+    )
+
+
 def test_huge_declared_string(tmp_path, capsys):
     path = tmp_path / "string.gguf"
     path.write_bytes(_header([_s("general.architecture") + struct.pack("<IQ", 8, 1 << 62)], []))
@@ -526,6 +538,20 @@ def test_rope_freqs_read_as_llama3_like_transformers(tmp_path, factor, high, old
 )
 def test_rope_freqs_that_are_not_llama3_are_refused(tmp_path, capsys, factors, scaling, fragments):
     _refused(write_llama3(tmp_path / "odd.gguf", factors, scaling=scaling), capsys, "rope_freqs.weight", *fragments)
+
+
+@pytest.mark.parametrize("dim,scale", [(15, 1.01), (16, 0.995), (17, 1.003)])
+def test_rope_freqs_one_medium_factor_off_is_refused_by_the_reproduction_check(tmp_path, capsys, dim, scale):
+    """Llama 3.1's factors (llama.cpp's converter) with ONE medium factor moved by under 1%: every
+    earlier check passes (finite, >= 1, medium dims to fit, a positive fit) and the fit is close,
+    but no llama3 scaling divides every frequency by these factors: only the final reproduction
+    check (1e-5) refuses them."""
+    factors = llama_cpp_rope_freqs(64, 500000.0, 8.0, 1.0, 4.0, 8192)
+    medium = np.flatnonzero((factors > 1 + 1e-5) & (factors < 8.0 * (1 - 1e-5)))
+    assert dim in medium and len(medium) >= 3  # a medium dim, with enough others to fit
+    factors = factors.copy()
+    factors[dim] *= np.float32(scale)
+    _refused(write_llama3(tmp_path / "off.gguf", factors), capsys, "rope_freqs.weight", "llama3 frequency factors")
 
 
 def test_all_ones_rope_freqs_is_no_scaling(tmp_path):

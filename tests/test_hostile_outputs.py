@@ -233,3 +233,16 @@ def test_plot_never_writes_into_the_source_nor_through_a_link(tmp_path, capsys):
     check_apart(tmp_path, protected_paths(src), containing_ok=True)
     with pytest.raises(CheckpointError, match="found a path that contains the source"):
         check_apart(tmp_path, protected_paths(src))
+
+
+@pytest.mark.parametrize("kind", ["extend", "orbax"])
+def test_overwrite_never_replaces_an_own_output_of_the_other_kind(tmp_path, capsys, kind):
+    """A converted file (flax-posenc's own, but a file) is not replaced by a directory output."""
+    src = write_ckpt(tmp_path / "src")
+    out = tmp_path / "out.safetensors"  # a directory output may ask for this name too
+    code, err = run(capsys, "safetensors", src, out)
+    assert code == 0, err
+    assert own_output(out) == "a converted file"
+    err = refused(capsys, kind, src, out, tmp_path)
+    assert "expected an extended checkpoint or an orbax input block written by flax-posenc" in err, err
+    assert err.endswith("found a converted file (left untouched)"), err

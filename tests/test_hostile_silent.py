@@ -264,7 +264,9 @@ def test_invalid_layer_count_is_refused_not_read_as_missing(tmp_path, count):
     for layer in (0, 5):
         with pytest.raises(CheckpointError) as info:
             rope_for_layer(tmp_path, layer)
-        assert "num_hidden_layers" in str(info.value) and "\n" not in str(info.value)
+        # the count itself refused (0 is not read as "no layers": then layer 0 would be "past the end")
+        assert "expected num_hidden_layers as a positive integer" in str(info.value), str(info.value)
+        assert "\n" not in str(info.value)
 
 
 def test_valid_layer_count_bounds_the_layer(tmp_path):

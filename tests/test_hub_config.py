@@ -488,3 +488,25 @@ def test_export_from_a_hub_id_downloads_the_snapshot_checked(hub_server, tmp_pat
     assert not (tmp_path / "outside").exists() and list(cwd.iterdir()) == []
     snapshot = tmp_path / "hf" / "hub" / "models--org--good" / "snapshots" / hub_server.repos["org/good"].commit
     assert sorted(p.name for p in snapshot.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+
+
+def test_a_snapshot_file_answered_for_another_commit_is_refused(hub_server, tmp_path):
+    """The API lists commit A; a file asked at A is answered with ``X-Repo-Commit`` B (40 hex digits,
+    a valid token: only the comparison with A catches it). Refused, and nothing of B in the cache."""
+    files = {"config.json": GPT2_CONFIG, "model.safetensors": save(GPT2_TENSORS)}
+    repo = hub_server.add("org/moved", files)
+    other = "f" * 40
+    assert repo.commit != other
+    repo.commit_header = other
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    proc = run_python(EXPORT_MANY, str(tmp_path / "outs"), "org/moved", env=hub_server.env(tmp_path / "hf"), cwd=cwd)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    (moved,) = json.loads(proc.stdout)
+    line = one_line(moved.get("error", ""))
+    assert line.startswith("org/moved/"), moved
+    assert line.endswith(
+        f": expected the Hub's answer for commit {repo.commit}, found X-Repo-Commit {other!r} (refused)"
+    ), line
+    assert not (tmp_path / "outs" / "out0").exists()
+    assert not list((tmp_path / "hf").rglob(other))  # no snapshot folder of the other commit

@@ -242,3 +242,15 @@ def test_fill_and_clip_policies_for_traced_offsets():
     assert err(fill[0, :3], rope64(raw[0, :3], np.array([0, 1, 15]), cfg)) < TOL
     clip = jax.jit(lambda k, d: fp.rotate_keys(k, d, cfg, on_overflow="clip"))(k, jnp.int32(20))
     assert err(clip, rope64(raw, np.full(4, 15), cfg)) < TOL  # every key clamped to the last position
+
+
+def test_without_lengths_a_dynamic_rope_is_taken_one_past_the_largest_position():
+    """No ``seq_len``/``to_seq_len``: the length is max(positions) + 1, as ``rotary_cos_sin``. Dynamic
+    NTK with 16 positions: keys at 0..3 (length 4, unscaled) moved by 13 to 13..16 (length 17 > 16:
+    the base grows) equal the float64 rotation at 13..16 with the frequencies of length 17."""
+    dyn = fp.RopeConfig(head_dim=8, rope_type="dynamic", factor=2.0, max_position_embeddings=16)
+    raw, old = keys((1, 4, 1, 8), seed=7), np.arange(4)
+    k = cached(raw, old, dyn, seq_len=4)
+    want = rope64(raw, old + 13, dyn, seq_len=17)
+    assert err(fp.rotate_keys(k, 13, dyn, positions=old), want) < TOL
+    assert err(rope64(raw, old + 13, dyn, seq_len=16), want) > 100 * TOL  # the length matters here

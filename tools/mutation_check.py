@@ -176,8 +176,8 @@ MUTANTS = [
     ),
     (  # M28 word ids bypass the guard (item 3: NaN rows, -1 reads the last row)
         "flax_posenc/block.py",
-        "    x = lookup.lookup_rows(word, input_ids, words, policy).astype(dtype)",
-        "    x = lookup.take_rows(word, input_ids).astype(dtype)",
+        "    x = lookup.lookup_rows(word, ids, words, policy).astype(dtype)",  # re-pointed (issue 34)
+        "    x = lookup.take_rows(word, ids).astype(dtype)",
         CORE,
     ),
     (  # M29 the rows no longer carry the check: XLA drops it with a one-row gather (item 2)
@@ -247,7 +247,7 @@ MUTANTS = [
         "tests/test_grid_modules.py",
     ),
     (  # M40 a patch size that does not divide the image size accepted (floor division)
-        "flax_posenc/conversion/grid_tables.py",
+        "flax_posenc/grid_config.py",  # re-pointed (issue 34: the grid arithmetic moved here)
         "    if h % ph or w % pw:",
         "    if False:",
         "tests/test_grid_reader.py",
@@ -278,16 +278,17 @@ MUTANTS = [
         '    return module, {"params": params}',
         "tests/test_shell_contract.py",
     ),
-    (  # M45 the flat Linen call silently builds the module (no deprecation)
+    (  # M45 a Linen module given a spec AND flat arguments drops the flat ones silently
+        # (re-pointed, issue 34: the flat call is first-class now, its deprecation was removed)
         "flax_posenc/linen.py",
-        "        warn_flat(cls.__name__, flat_names, spec_type.__name__)",
-        "        pass",
+        "            if extra:",
+        "            if False:",
         "tests/test_shell_contract.py tests/test_input_spec.py",
     ),
     # issue 25 item 1: the converted file on conversion's floor
     (  # a v3 file's stored origin ignored (inspect would fall back to guessing)
         "flax_posenc/conversion/converted_file.py",
-        '        origin = Origin(stored["family"], stored["key"], stored["source"])',
+        '        origin = file_origin(stored["family"], stored["key"], stored["source"])',  # re-pointed
         "        origin = None",
         "tests/test_converted_file.py",
     ),
@@ -316,10 +317,11 @@ MUTANTS = [
         "    if False:",
         "tests/test_shell_contract.py",
     ),
-    (  # a flat call no longer warns (the deprecation silently dropped)
+    (  # M51 an NNX module given a spec AND flat arguments drops the flat ones silently
+        # (re-pointed, issue 34: the flat call is first-class now, its deprecation was removed)
         "flax_posenc/shells.py",
-        "    warn_flat(module, flat_names, spec_type.__name__)",
-        "    pass",
+        "        if flat or arguments:",
+        "        if False:",
         "tests/test_shell_contract.py",
     ),
     (  # a relative-bias table with fewer rows than buckets accepted (gathers past the table)
@@ -339,6 +341,157 @@ MUTANTS = [
         "    num_positions = usable_length(table.rows, table.offset)",
         "    num_positions = usable_length(table.rows, 0)",
         "tests/test_analysis.py tests/test_cli.py",
+    ),
+    # issue 34 (2026-12-02): a fresh round over the code of the last two rounds (issues 31-34)
+    (  # M55 an output of the other kind overwritten (a converted file replaced by a directory export)
+        "flax_posenc/conversion/outputs.py",
+        '    fits = what is not None and (what == "a converted file") == (kind == "file")',
+        "    fits = what is not None",
+        "tests/test_hostile_outputs.py",
+    ),
+    (  # M56 an output folder that contains the source accepted (the overwrite would delete it)
+        "flax_posenc/conversion/outputs.py",
+        "        elif real in src.parents and not containing_ok:",
+        "        elif False:",
+        "tests/test_hostile_outputs.py",
+    ),
+    (  # M57 the Hub's answer for a pinned commit not compared with that commit
+        "flax_posenc/conversion/hub_download.py",
+        "    if _COMMIT.fullmatch(revision) and commit != revision:",
+        "    if False:",
+        "tests/test_hub_config.py",
+    ),
+    (  # M58 an ETag that is a path (../../x) used as a blob name
+        "flax_posenc/conversion/hub_download.py",
+        "    if not _COMMIT.fullmatch(commit) or not _ETAG.fullmatch(etag):",
+        "    if not _COMMIT.fullmatch(commit):",
+        "tests/test_hub_config.py",
+    ),
+    (  # M59 the announced size of a JSON file not bounded before downloading
+        "flax_posenc/conversion/hub_download.py",
+        "    if size is not None and bound is not None and size > bound:",
+        "    if False:",
+        "tests/test_hub_config.py",
+    ),
+    (  # M60 the deadline not checked while waiting (a Hub that never finishes hangs the call)
+        "flax_posenc/conversion/hub_download.py",
+        "            if time.monotonic() > state.deadline:",
+        "            if False:",
+        "tests/test_hub_config.py -k deadline",
+    ),
+    (  # M61 links to folders inside an orbax directory not checked (files only)
+        "flax_posenc/conversion/orbax_file.py",
+        "        for name in dirnames + filenames:",
+        "        for name in filenames:",
+        "tests/test_orbax.py",
+    ),
+    (  # M62 NaN/Inf parameters of an orbax directory accepted when the checksum matches
+        "flax_posenc/conversion/orbax_file.py",
+        "        if not finite:  # save_orbax refuses them",
+        "        if False:  # save_orbax refuses them",
+        "tests/test_orbax.py",
+    ),
+    (  # M63 host int64 ids below int32's range wrap silently (only the top is checked)
+        "flax_posenc/overflow.py",
+        "        if lowest < info.min or highest > info.max:",
+        "        if highest > info.max:",
+        "tests/test_hostile_silent.py",
+    ),
+    (  # M64 num_hidden_layers 0 accepted as a layer count
+        "flax_posenc/conversion/relative_config.py",
+        "    if isinstance(value, bool) or not isinstance(value, int) or value < 1:",
+        "    if isinstance(value, bool) or not isinstance(value, int) or value < 0:",
+        "tests/test_hostile_silent.py -k layer_count",
+    ),
+    (  # M65 GGUF's legacy rope.scale_linear read even beside rope.scaling.factor
+        "flax_posenc/conversion/gguf_source.py",
+        '    legacy = None if legacy == 0.0 or "factor" in present else legacy',
+        "    legacy = None if legacy == 0.0 else legacy",
+        "tests/test_hostile_silent.py -k scale_linear",
+    ),
+    (  # M66 GGUF metadata items bounded per array, not in all
+        "flax_posenc/conversion/gguf_source.py",
+        "            self.items += count",
+        "            self.items = count",
+        "tests/test_gguf.py -k metadata_array_items",
+    ),
+    (  # M67 format characters (a bidi override) shown raw in a message
+        "flax_posenc/errors.py",
+        '_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})',
+        '_ESCAPED_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cs", "Co", "Cn"})',
+        "tests/test_hostile_messages.py",
+    ),
+    (  # M68 two rows claiming one model type and tensor pass the import-time check
+        "flax_posenc/conversion/mechanisms.py",
+        "                if slot in claimed and claimed[slot][1] is not row:",
+        "                if False:",
+        "tests/test_mechanism_table.py",
+    ),
+    (  # M69 a grid's position count leaves out its class token
+        "flax_posenc/limits.py",
+        '({prefix_tokens + gh * gw} positions{more})"',
+        '({gh * gw} positions{more})"',
+        "tests/test_grid_reader.py tests/test_grid_modules.py",
+    ),
+    (  # M70 the largest of a record's limits binds (not the smallest)
+        "flax_posenc/conversion/models.py",
+        "        return min(limited, key=lambda m: cast(int, m.limit)) if limited else tokens[0]",
+        "        return max(limited, key=lambda m: cast(int, m.limit)) if limited else tokens[0]",
+        "tests/test_model_reach.py -k led",
+    ),
+    (  # M71 rotate_keys: dynamic RoPE's default length is the largest position, not one past it
+        "flax_posenc/rotate.py",
+        "    return None if overflow.is_traced(positions) else int(np.max(np.asarray(positions))) + 1",
+        "    return None if overflow.is_traced(positions) else int(np.max(np.asarray(positions)))",
+        "tests/test_rotate_keys.py",
+    ),
+    (  # M72 rotate_keys: the attention-factor ratio inverted
+        "flax_posenc/rotate.py",
+        "        ratio = np.float32(a_new / a_old)",
+        "        ratio = np.float32(a_old / a_new)",
+        "tests/test_rotate_keys.py",
+    ),
+    (  # M73 MLA's softmax scale multiplied by mscale once, not squared
+        "flax_posenc/conversion/attention_scale.py",
+        "            scale = scale * m * m",
+        "            scale = scale * m",
+        "tests/test_attention_scale.py",
+    ),
+    (  # M74 Llama 4's attention temperature steps counted from position, not position + 1
+        "flax_posenc/temperature.py",
+        "    steps = (jnp.asarray(p).astype(jnp.int32) + 1) // np.int32(floor_scale)",
+        "    steps = jnp.asarray(p).astype(jnp.int32) // np.int32(floor_scale)",
+        "tests/test_attention_scale.py",
+    ),
+    (  # M75 an exported program reports the last failed check, not the first in program order
+        "flax_posenc/portable.py",
+        "                if worst is None or c < worst[0]:  # the first check in program order",
+        "                if worst is None or c > worst[0]:  # the first check in program order",
+        "tests/test_export.py",
+    ),
+    (  # M76 EXAONE 4 without a sliding window: only the sliding layers rotate
+        "flax_posenc/conversion/relative_config.py",
+        '    if config.get("sliding_window") is None:\n        return [True] * len(types)',
+        "    if False:\n        return [True] * len(types)",
+        "tests/test_conformance.py -k exaone4",
+    ),
+    (  # M77 a wrong per-family default (Phi's partial_rotary_factor)
+        "flax_posenc/conversion/config_defaults.py",
+        '"phi": {"max_position_embeddings": 2048, "partial_rotary_factor": 0.5}',
+        '"phi": {"max_position_embeddings": 2048, "partial_rotary_factor": 0.4}',
+        "tests/test_hub_shaped_configs.py",
+    ),
+    (  # M78 a no-position model's refuse flag ignored (its positions read as none)
+        "flax_posenc/conversion/no_position.py",
+        "        if config.get(field):",
+        "        if False:",
+        "tests/test_model_reach.py tests/test_composite_towers.py",
+    ),
+    (  # M79 a fitted GGUF llama3 reading accepted without its final reproduction check
+        "flax_posenc/conversion/gguf_source.py",
+        "    if not np.allclose(got, inv / f, rtol=1e-5, atol=0):",
+        "    if False:",
+        "tests/test_gguf.py -k rope_freqs",
     ),
 ]
 
