@@ -49,7 +49,6 @@ import dataclasses
 import json
 import os
 import re
-import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,7 +60,7 @@ from safetensors.numpy import save as safetensors_bytes
 
 from flax_posenc.conversion.atomic import cleanup_on_signal, publish_file
 from flax_posenc.conversion.readers import SafetensorsReader, read_safetensors_header
-from flax_posenc.conversion.safety import kind_of, parse_json, regular_file
+from flax_posenc.conversion.safety import kind_of_output, parse_json, regular_file
 from flax_posenc.conversion.table import PositionTable
 from flax_posenc.errors import CheckpointError, one_line, shown
 from flax_posenc.spec import InputSpec
@@ -206,20 +205,6 @@ def is_own_converted_file(path: str | os.PathLike) -> bool:
     if path.name.endswith(MSGPACK_SUFFIX):
         return _msgpack_is_ours(path)
     return is_converted_file(str(path))
-
-
-def _kind_of_path(path: Path) -> str:
-    if os.path.islink(path):
-        return "a symbolic link"
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return "an unreadable path"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISREG(mode):
-        return "a file not written by flax-posenc"
-    return kind_of(mode)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -520,7 +505,7 @@ def write_converted(
         raise _fail(out, f"an output file name ending in {SUFFIX} or {MSGPACK_SUFFIX}", repr(out.suffix or "no suffix"))
     if overwrite and os.path.lexists(out) and not is_own_converted_file(out):  # the overwrite rule (outputs.py)
         raise _fail(
-            out, "a converted file written by flax-posenc to overwrite", f"{_kind_of_path(out)} (left untouched)"
+            out, "a converted file written by flax-posenc to overwrite", f"{kind_of_output(out)} (left untouched)"
         )
     tmp: str | None = None
     try:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from flax_posenc.conversion.converted_file import is_own_converted_file
 from flax_posenc.conversion.orbax_file import read_orbax_metadata
-from flax_posenc.conversion.safety import checkpoint_boundary, kind_of
+from flax_posenc.conversion.safety import checkpoint_boundary, kind_of_output
 from flax_posenc.conversion.sources import SINUSOIDAL_PREFIX, hub_cache_dir, looks_like_repo_id, repo_folder
 from flax_posenc.errors import CheckpointError
 
@@ -134,20 +134,6 @@ def own_output(path: str | os.PathLike) -> str | None:
     return "a converted file" if is_own_converted_file(path) else None
 
 
-def _describe(path: Path) -> str:
-    if os.path.islink(path):
-        return "a symbolic link"
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return "an unreadable path"
-    if stat.S_ISDIR(mode):
-        return "a directory not written by flax-posenc (no flax-posenc marker)"
-    if stat.S_ISREG(mode):
-        return "a file not written by flax-posenc"
-    return kind_of(mode)
-
-
 def check_output(out: str | os.PathLike, *, kind: str, sources: Iterable[Path], overwrite: bool) -> None:
     """Both rules for one output (see the module docstring); ``kind``: ``"directory"`` or ``"file"``.
 
@@ -169,7 +155,11 @@ def check_output(out: str | os.PathLike, *, kind: str, sources: Iterable[Path], 
             if kind == "directory"
             else "a converted file written by flax-posenc"
         )
-        found = what if what is not None else _describe(out)
+        found = (
+            what
+            if what is not None
+            else kind_of_output(out, directory="a directory not written by flax-posenc (no flax-posenc marker)")
+        )
         raise CheckpointError(_one_line(f"{out}: expected {expected} to overwrite, found {found} (left untouched)"))
 
 

@@ -66,6 +66,22 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def kind_of_output(path: os.PathLike | str, *, directory: str = "a directory") -> str:
+    """What stands at an output ``path`` that flax-posenc did not write, for a refusal: ``"a symbolic
+    link"``, ``directory``, ``"a file not written by flax-posenc"``, ``"a FIFO (named pipe)"``, ..."""
+    if os.path.islink(path):
+        return "a symbolic link"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "an unreadable path"
+    if stat.S_ISDIR(mode):
+        return directory
+    if stat.S_ISREG(mode):
+        return "a file not written by flax-posenc"
+    return kind_of(mode)
+
+
 def regular_file(path: str | os.PathLike, *, what: str) -> os.stat_result:
     """``os.stat(path)`` (symlinks followed) when it is a regular file, else CheckpointError.
 
@@ -236,6 +252,7 @@ __all__ = [
     "contained",
     "is_inside",
     "kind_of",
+    "kind_of_output",
     "load_json",
     "parse_json",
     "regular_file",
