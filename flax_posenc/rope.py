@@ -76,7 +76,11 @@ def limit_name(config: RopeConfig) -> str:
     'linear RoPE (the larger of max_position_embeddings 16 and scaled 2 x 16 = 32)'
     """
     reason = rope_limit_reason(
-        config.max_position_embeddings, config.scaled_limit, config.effective_factor, config.trained_length
+        config.max_position_embeddings,
+        config.scaled_limit,
+        config.effective_factor,
+        config.trained_length,
+        length_field=config.length_field,
     )
     return limits.limit_name(f"{config.rope_type} RoPE", reason)
 

@@ -189,6 +189,8 @@ class RopeConfig:
       short_factor, long_factor: LongRoPE's per-frequency factors (``rotary_dim // 2`` each).
       layout: how rotated pairs sit in a head: ``"half"`` (GPT-NeoX/Llama: ``x[i]`` with
         ``x[i + d/2]``) or ``"interleaved"`` (GPT-J/RoFormer: ``x[2i]`` with ``x[2i + 1]``).
+      length_field: the name the limit's sentence gives ``max_position_embeddings`` (a GGUF
+        file's ``llama.context_length``); a label only, not compared or hashed.
 
     Raises:
       ValueError: one line naming the field, e.g. an odd ``head_dim``, a fraction that rotates
@@ -221,6 +223,7 @@ class RopeConfig:
     short_factor: tuple[float, ...] | None = None
     long_factor: tuple[float, ...] | None = None
     layout: RopeLayout = "half"
+    length_field: str = dataclasses.field(default="max_position_embeddings", compare=False)
 
     def __post_init__(self):
         for name in (k for k, kind in ROPE_PARAMETERS.items() if kind == "factors"):
@@ -434,6 +437,8 @@ class RopeConfig:
         16
         """
         out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        if out["length_field"] == "max_position_embeddings":
+            del out["length_field"]  # the default name of the limit's field: not part of the config
         for name in ("short_factor", "long_factor"):
             if name in out:
                 out[name] = list(out[name])

@@ -253,6 +253,24 @@ def test_rotary_embedding_from_a_gguf_under_jit(tmp_path):
     one_line(e, "0..1", "2 layers")
 
 
+def test_the_limit_sentence_names_the_files_key_at_the_command_line_and_at_run_time(tmp_path, capsys):
+    """One limit, one sentence: ``check`` and the run-time error both name ``llama.context_length``
+    (the file's key), not config.json's ``max_position_embeddings``, and agree word for word."""
+    path = write_rope(tmp_path / "llama.gguf")
+    assert main(["check", str(path), "--length", str(CONTEXT + 3)]) == 1
+    cli = "".join(capsys.readouterr())
+    rope = fp.nnx.RotaryEmbedding.from_pretrained(path, layer=0, seq_axis=-2)
+    q = np.zeros((1, HEADS, 1, 16), np.float32)
+    with pytest.raises(fp.PositionLimitError) as e:
+        rope(q, np.array([CONTEXT + 2]))
+    runtime = str(e.value)
+    phrase = f"(llama.context_length {CONTEXT})"
+    assert phrase in cli and phrase in runtime, (cli, runtime)
+    assert "max_position_embeddings" not in cli + runtime
+    assert rope.config == rope_for_layer(path, 0)  # the label is not part of the config's identity
+    assert rope.config.length_field == "llama.context_length"
+
+
 # ----------------------------------------------------------------------------- GPT-2 tables
 
 

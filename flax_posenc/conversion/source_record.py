@@ -144,8 +144,14 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
             message, where = str(exc), f"{g.path}: "
             head, rest = (where, message[len(where) :]) if message.startswith(where) else ("", message)
             raise CheckpointError(head + gguf_message(rest, arch)) from None
+        field = f"{arch}.context_length"  # the limit sentence names the file's key, not config.json's
         records = tuple(
-            dataclasses.replace(r, tensors=tensors_sentence(arch, r.rope.layout))
+            dataclasses.replace(
+                r,
+                tensors=tensors_sentence(arch, r.rope.layout),
+                length_field=field,
+                rope=dataclasses.replace(r.rope, length_field=field),
+            )
             if isinstance(r, RelativeConfig) and r.rope is not None
             else r
             for r in read
