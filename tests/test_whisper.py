@@ -13,27 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from helpers import TINY_WHISPER as TINY
 from safetensors.numpy import load_file
 
 import flax_posenc as fp
 from flax_posenc.conversion import inspect_source
 from flax_posenc.report.cli import main
-
-TINY = dict(
-    vocab_size=128,
-    d_model=64,
-    encoder_layers=1,
-    decoder_layers=1,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    num_mel_bins=8,
-    pad_token_id=1,
-    bos_token_id=0,
-    eos_token_id=2,
-    decoder_start_token_id=3,
-)
 
 
 @pytest.fixture(scope="module")
