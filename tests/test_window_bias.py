@@ -206,7 +206,8 @@ def test_the_record_says_the_window(swin):
     rec = inspect_source(swin)
     (mech,) = rec.mechanisms
     assert mech.kind == "window_bias" and mech.tower == "vision" and rec.limit is None
-    assert "hold the offsets of a 4 x 4 window of patches (49 rows per head)" in mech.record.describe_limit()
+    assert "swin window bias (2 tables) of " in mech.record.describe_limit()
+    assert "holds the offsets of a 4 x 4 window of patches (49 rows per head)" in mech.record.describe_limit()
     assert mech.record.check_image_size(32)[0] and not mech.record.check_image_size(16)[0]
     assert json.loads(json.dumps(rec.to_dict()))["mechanisms"][0]["window"] == [4, 4]
 

@@ -248,13 +248,14 @@ class WindowBiasSource:
 
     @property
     def name(self) -> str:
-        kind = "continuous window bias (cpb_mlp)" if self.row.layout == "continuous" else "window bias tables"
-        name = f"{self.family} {kind} ({len(self.layers)} {'table' if len(self.layers) == 1 else 'tables'})"
+        kind = "continuous window bias (cpb_mlp" if self.row.layout == "continuous" else "window bias ("
+        count = f"{len(self.layers)} {'layer' if self.row.layout == 'continuous' else 'table'}"
+        name = f"{self.family} {kind}{', ' if self.row.layout == 'continuous' else ''}{count}{'' if len(self.layers) == 1 else 's'})"
         return f"{name} of {self.source}" if self.source else name
 
     def describe_limit(self) -> str:
-        """``"swin window bias tables (4 tables) of SRC hold the offsets of a 7 x 7 window of
-        patches (169 rows per head); a larger window needs a resized table (timm)"``."""
+        """``"swin window bias (4 tables) of SRC holds the offsets of a 7 x 7 window of patches
+        (169 rows per head); a larger window needs a resized table (timm)"``."""
         h, w = self.window
         if self.row.layout == "beit":
             detail = f"{self.image_size[0]} px / {self.patch_size[0]}; {num_relative_positions((h, w), class_token=True)} rows per head"
@@ -262,10 +263,10 @@ class WindowBiasSource:
         if self.row.layout == "continuous":
             windows = sorted({layer.window for layer in self.layers})
             text = ", ".join(f"{a} x {b}" for a, b in windows)
-            return f"{self.name} compute the bias of any window from their MLP (built for {text} windows of patches)"
+            return f"{self.name} computes the bias of any window from its MLPs (built for {text} windows of patches)"
         rows = num_relative_positions((h, w))
         return (
-            f"{self.name} hold the offsets of a {h} x {w} window of patches ({rows} rows per head); "
+            f"{self.name} holds the offsets of a {h} x {w} window of patches ({rows} rows per head); "
             f"a larger window needs a resized table (timm)"
         )
 
