@@ -252,9 +252,13 @@ class ALiBiCalls:
 
 
 # ----------------------------------------------------------------------------- window bias (issue 35)
+from flax_posenc.conversion.readers import fail  # noqa: E402 - the block stays self-contained
+from flax_posenc.conversion.window_bias import load_window_bias  # noqa: E402
+from flax_posenc.window_bias_config import WindowBiasSpec, window_pair  # noqa: E402
+from flax_posenc.windows import resize_window_table, window_bias  # noqa: E402
 
 
-def window_bias_source(source: str | os.PathLike, layer: int) -> tuple[Any, dict]:
+def window_bias_source(source: str | os.PathLike, layer: int) -> tuple[WindowBiasSpec, dict]:
     """``(WindowBiasSpec, params)`` of layer ``layer`` of a Swin/BEiT checkpoint's window bias
     tables (NNX and Linen ``WindowRelativeBias.from_pretrained`` load through this).
 
@@ -262,10 +266,6 @@ def window_bias_source(source: str | os.PathLike, layer: int) -> tuple[Any, dict
       CheckpointError: no such table (SwinV2's MLP: use :func:`~flax_posenc.continuous_window_bias`),
         a layer out of range (one line).
     """
-    from flax_posenc.conversion.readers import fail
-    from flax_posenc.conversion.window_bias import load_window_bias
-    from flax_posenc.window_bias_config import WindowBiasSpec
-
     record = load_window_bias(source)
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(record.layers):
         raise fail("layer", f"a layer in 0..{len(record.layers) - 1} of {record.name}", repr(layer))
@@ -276,12 +276,9 @@ def window_bias_source(source: str | os.PathLike, layer: int) -> tuple[Any, dict
     return spec, {"embedding": found.table}
 
 
-def window_bias_call(spec: Any, table: jax.Array, window: Any, convention: str, dtype: Any) -> jax.Array:
+def window_bias_call(spec: WindowBiasSpec, table: jax.Array, window: Any, convention: str, dtype: Any) -> jax.Array:
     """The call of both ``WindowRelativeBias`` shells: the bias of ``window`` (``None``: the spec's),
     the table resized by ``convention`` when the window differs."""
-    from flax_posenc.window_bias_config import window_pair
-    from flax_posenc.windows import resize_window_table, window_bias
-
     new = spec.window if window is None else window_pair(window)
     if new != spec.window:
         table = resize_window_table(table, spec.window, new, class_token=spec.class_token, convention=convention)
