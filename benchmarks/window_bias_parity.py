@@ -121,7 +121,12 @@ def rows() -> list[tuple[str, ...]]:
             scale = float(np.abs(f64).max())
             h, w = layer.window
             out.append(
-                (model_type, f"{layer.label}, {h} x {w}", f"{_ulps(ours, f64, scale):.2f}", f"{_ulps(f32, f64, scale):.2f}")
+                (
+                    model_type,
+                    f"{layer.label}, {h} x {w}",
+                    f"{_ulps(ours, f64, scale):.2f}",
+                    f"{_ulps(f32, f64, scale):.2f}",
+                )
             )
             if layer.table is None or layer.label not in ("stage 0 block 0", "layer 0", "shared"):
                 continue
@@ -132,7 +137,9 @@ def rows() -> list[tuple[str, ...]]:
                 module.double()
                 ref64 = _torch_window_bias(module, layer, big)
                 module.float()
-                resized = fp.resize_window_table(jnp.asarray(table), layer.window, big, class_token=True, convention="transformers")
+                resized = fp.resize_window_table(
+                    jnp.asarray(table), layer.window, big, class_token=True, convention="transformers"
+                )
                 ours = fp.window_bias(resized, big, class_token=True)
                 what = f"{layer.label}, {h} x {w} -> 24 x 24 (transformers)"
             else:
@@ -142,7 +149,9 @@ def rows() -> list[tuple[str, ...]]:
                 default = torch.get_default_dtype()
                 torch.set_default_dtype(torch.float64)
                 try:
-                    ref64 = timm_resize_rel_pos_bias_table(torch.from_numpy(table.astype(np.float64)), big, (rows_, table.shape[1]))
+                    ref64 = timm_resize_rel_pos_bias_table(
+                        torch.from_numpy(table.astype(np.float64)), big, (rows_, table.shape[1])
+                    )
                 finally:
                     torch.set_default_dtype(default)
                 ref64 = ref64.numpy()
@@ -177,7 +186,11 @@ def figure(path: Path) -> None:
     fig, axes = plt.subplots(1, heads + 1, figsize=(3.2 * (heads + 1), 3.4))
     for k in range(heads):
         ax = axes[k]
-        im = ax.imshow(layer.table[:, k].reshape(2 * h - 1, 2 * w - 1), cmap="RdBu_r", extent=(-w + 0.5, w - 0.5, h - 0.5, -h + 0.5))
+        im = ax.imshow(
+            layer.table[:, k].reshape(2 * h - 1, 2 * w - 1),
+            cmap="RdBu_r",
+            extent=(-w + 0.5, w - 0.5, h - 0.5, -h + 0.5),
+        )
         ax.set_title(f"head {k}: table (dy, dx)")
         ax.set_xlabel("dx = column offset")
         ax.set_ylabel("dy = row offset")

@@ -195,7 +195,10 @@ WINDOW = fp.WindowBiasSpec(H, 2)
 
 def _swin(folder: Path, module) -> Path:
     table = np.asarray(module.embedding[...])
-    save_file({"swin.encoder.layers.0.blocks.0.attention.self.relative_position_bias_table": table}, str(folder / "model.safetensors"))
+    save_file(
+        {"swin.encoder.layers.0.blocks.0.attention.self.relative_position_bias_table": table},
+        str(folder / "model.safetensors"),
+    )
     config = {"model_type": "swin", "image_size": 8, "patch_size": 2, "depths": [1], "num_heads": [H], "window_size": 2}
     (folder / "config.json").write_text(json.dumps(config))
     return folder

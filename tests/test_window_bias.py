@@ -99,7 +99,9 @@ def test_continuous_bias_equals_a_float64_mlp():
     ours = np.asarray(fp.continuous_window_bias(w1, b1, w2, (3, 3), pretrained_window=4, dtype=jnp.float32))
     idx = _brute_index(3, 3, False)
     coords = log_spaced_coords(3, 4)
-    table = np.array([[sum(w2[k, j] * max(0.0, w1[j] @ c + b1[j]) for j in range(16)) for k in range(2)] for c in coords])
+    table = np.array(
+        [[sum(w2[k, j] * max(0.0, w1[j] @ c + b1[j]) for j in range(16)) for k in range(2)] for c in coords]
+    )
     expected = 16.0 / (1.0 + np.exp(-table[idx].transpose(2, 0, 1)))
     assert np.abs(ours - expected).max() <= 8 * np.spacing(np.float32(16))
 
@@ -117,10 +119,14 @@ def test_transformers_resize_equals_beit_forward(grid, new):
         module.relative_position_bias_table.normal_()
         ref = module(new, interpolate_pos_encoding=False)[0].numpy()
     table = module.relative_position_bias_table.detach().numpy()
-    ours = fp.window_bias(fp.resize_window_table(table, grid, new, class_token=True, convention="transformers"), new, class_token=True)
+    ours = fp.window_bias(
+        fp.resize_window_table(table, grid, new, class_token=True, convention="transformers"), new, class_token=True
+    )
     scale = np.spacing(np.float32(np.abs(table).max()))  # torch weighs in float32: 8 ulps, as the conformance hook
     assert np.abs(np.asarray(ours, np.float64) - ref).max() <= 8 * scale
-    f64 = resize_table(table, grid, new, class_token=True, convention="transformers")[relative_position_index(new, class_token=True)]
+    f64 = resize_table(table, grid, new, class_token=True, convention="transformers")[
+        relative_position_index(new, class_token=True)
+    ]
     assert np.abs(f64.transpose(2, 0, 1) - ref).max() <= 8 * scale
 
 
@@ -184,7 +190,10 @@ def _copy(path, tmp_path, **changes):
             {"window_size": 3},
             "expected 25 rows ((2*3-1) x (2*3-1) offsets of a 3 x 3 window), found 49 rows",
         ),
-        ({"use_absolute_embeddings": True}, "config.json:use_absolute_embeddings: expected use_absolute_embeddings false (its absolute grid is not read), found true"),
+        (
+            {"use_absolute_embeddings": True},
+            "config.json:use_absolute_embeddings: expected use_absolute_embeddings false (its absolute grid is not read), found true",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field(swin, tmp_path, changes, line):
@@ -216,6 +225,10 @@ def test_conformance_notices_a_wrong_index(tmp_path, monkeypatch):
     """The hook is not vacuous: an index read transposed (query and key swapped) is caught."""
     from flax_posenc import windows
 
-    monkeypatch.setattr(windows, "relative_position_index", lambda w, class_token=False: relative_position_index(w, class_token=class_token).T)
+    monkeypatch.setattr(
+        windows,
+        "relative_position_index",
+        lambda w, class_token=False: relative_position_index(w, class_token=class_token).T,
+    )
     problems = conformance_problems("donut-swin", tmp_path)
     assert any("bias differs from the model's" in p for p in problems), problems

@@ -259,7 +259,10 @@ class WindowBiasSource:
         h, w = self.window
         if self.row.layout == "beit":
             detail = f"{self.image_size[0]} px / {self.patch_size[0]}; {num_relative_positions((h, w), class_token=True)} rows per head"
-            return describe_grid(self.name, (h, w), 1, detail) + "; another grid resizes the table (transformers: bilinear)"
+            return (
+                describe_grid(self.name, (h, w), 1, detail)
+                + "; another grid resizes the table (transformers: bilinear)"
+            )
         if self.row.layout == "continuous":
             windows = sorted({layer.window for layer in self.layers})
             text = ", ".join(f"{a} x {b}" for a, b in windows)
@@ -288,7 +291,10 @@ class WindowBiasSource:
         if self.row.layout == "beit":
             if (gh, gw) == self.grid:
                 return True, f"{self.describe_limit()}; a {gh} x {gw} grid fits"
-            return False, f"{self.describe_limit()}; a {gh} x {gw} grid needs the table resized (fp.resize_window_table)"
+            return (
+                False,
+                f"{self.describe_limit()}; a {gh} x {gw} grid needs the table resized (fp.resize_window_table)",
+            )
         if self.row.layout == "continuous":
             return True, f"{self.describe_limit()}; a {gh} x {gw} grid fits"
         h, w = self.window
@@ -361,7 +367,9 @@ def read_window_bias(
     """
     where = f"{config_path}:{section + '.' if section else ''}"
     if _flag(config, row.absolute_field):
-        raise fail(f"{where}{row.absolute_field}", f"{row.absolute_field} false (its absolute grid is not read)", "true")
+        raise fail(
+            f"{where}{row.absolute_field}", f"{row.absolute_field} false (its absolute grid is not read)", "true"
+        )
     for field in ("image_size", "patch_size"):
         if field not in config:
             raise fail(f"{where}{field}", f"{field} in config.json", "none")
@@ -373,7 +381,9 @@ def read_window_bias(
     plans: list[tuple[str, tuple[int, int], int, tuple[int, int]]] = []  # label, window, heads, pretrained
     stage_grids: list[tuple[int, int]] = []
     if row.layout == "beit":
-        heads = positive_pair(config.get("num_attention_heads"), "num_attention_heads", f"{where}num_attention_heads", 1 << 16)[0]
+        heads = positive_pair(
+            config.get("num_attention_heads"), "num_attention_heads", f"{where}num_attention_heads", 1 << 16
+        )[0]
         shared = _flag(config, "use_shared_relative_position_bias")
         per_layer = _flag(config, "use_relative_position_bias")
         if not shared and not per_layer:
@@ -381,7 +391,9 @@ def read_window_bias(
         if shared:
             plans.append(("shared", grid, heads, (0, 0)))
         if per_layer:
-            layers = positive_pair(config.get("num_hidden_layers"), "num_hidden_layers", f"{where}num_hidden_layers", MAX_LAYERS)[0]
+            layers = positive_pair(
+                config.get("num_hidden_layers"), "num_hidden_layers", f"{where}num_hidden_layers", MAX_LAYERS
+            )[0]
             plans += [(f"layer {i}", grid, heads, (0, 0)) for i in range(layers)]
         keys = sorted(keys, key=lambda k: (bool(_ints(k)), _ints(k), k))  # the shared table (no layer number) first
     else:
@@ -426,7 +438,9 @@ def read_window_bias(
                     f"{tuple(w1.shape)}, {tuple(b1.shape)}, {tuple(w2.shape)}",
                 )
             log_spaced_coords(window, pretrained_window)  # refuses a pretrained window of 1
-            out.append(WindowBiasLayer(key, label, window, heads, mlp=(w1, b1, w2), pretrained_window=pretrained_window))
+            out.append(
+                WindowBiasLayer(key, label, window, heads, mlp=(w1, b1, w2), pretrained_window=pretrained_window)
+            )
             continue
         table = read_float(ckpt.reader, key, ndim=2, what="window bias table")
         check_table_rows(table.shape[0], window, class_token=class_token, where=at)

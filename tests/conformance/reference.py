@@ -1197,7 +1197,9 @@ def timm_resize_rel_pos_bias_table(rel_pos_bias, new_window_size, new_bias_shape
 
 def _ulps(ours, ref, scale: float) -> float:
     """The largest difference in float32 ulps of ``scale`` (the table's largest magnitude)."""
-    return float(np.abs(np.asarray(ours, np.float64) - np.asarray(ref, np.float64)).max() / np.spacing(np.float32(scale)))
+    return float(
+        np.abs(np.asarray(ours, np.float64) - np.asarray(ref, np.float64)).max() / np.spacing(np.float32(scale))
+    )
 
 
 def _randomize_window_bias(model) -> int:
@@ -1284,7 +1286,9 @@ def _window_bias_problems(model, mech, directory: Path) -> list[str]:
         ref = _torch_window_bias(module, layer)
         if layer.mlp is not None:
             w1, b1, w2 = layer.mlp
-            ours = np.asarray(fp.continuous_window_bias(w1, b1, w2, layer.window, pretrained_window=layer.pretrained_window))
+            ours = np.asarray(
+                fp.continuous_window_bias(w1, b1, w2, layer.window, pretrained_window=layer.pretrained_window)
+            )
             tol, scale = 8.0, 16.0
         else:
             ours = np.asarray(fp.window_bias(jnp.asarray(layer.table), layer.window, class_token=layer.class_token))
@@ -1295,20 +1299,26 @@ def _window_bias_problems(model, mech, directory: Path) -> list[str]:
         if _ulps(ours, ref, scale) > tol:
             problems.append(f"{layer.label}: bias differs from the model's by {_ulps(ours, ref, scale):.3g} ulps")
         if _ulps(layer.bias(), ref, scale) > max(tol, 1.0):
-            problems.append(f"{layer.label}: float64 bias differs from the model's by {_ulps(layer.bias(), ref, scale):.3g} ulps")
+            problems.append(
+                f"{layer.label}: float64 bias differs from the model's by {_ulps(layer.bias(), ref, scale):.3g} ulps"
+            )
         if layer.table is None:
             continue
         h, w = layer.window
         if layer.class_token:  # BEiT's own forward resizes its table to any grid (bilinear)
             big = (2 * h, 2 * w)
             ref = _torch_window_bias(module, layer, big)
-            table = fp.resize_window_table(jnp.asarray(layer.table), layer.window, big, class_token=True, convention="transformers")
+            table = fp.resize_window_table(
+                jnp.asarray(layer.table), layer.window, big, class_token=True, convention="transformers"
+            )
             ours = np.asarray(fp.window_bias(table, big, class_token=True))
             what = "BEiT's own forward"
         else:  # transformers cannot resize a Swin table: timm's resize_rel_pos_bias_table
             big = (h + 1, w + 1)
             rows = (2 * h + 1) * (2 * w + 1)
-            ref = timm_resize_rel_pos_bias_table(torch.from_numpy(np.asarray(layer.table)), big, (rows, layer.num_heads)).numpy()
+            ref = timm_resize_rel_pos_bias_table(
+                torch.from_numpy(np.asarray(layer.table)), big, (rows, layer.num_heads)
+            ).numpy()
             ours = np.asarray(fp.resize_window_table(jnp.asarray(layer.table), layer.window, big, convention="timm"))
             what = "timm's resize_rel_pos_bias_table"
         if ours.shape != ref.shape or _ulps(ours, ref, scale) > 8:

@@ -269,6 +269,7 @@ def tiny_composite_config(model_type: str):
     with quiet():
         return CONFIG_MAPPING[model_type](**kwargs)
 
+
 # ----------------------------------------------------------------------------- window bias (issue 35)
 #: Swin-family and BEiT tiny sizes: a 32 px image, 1-2 stages of depth 1, a 2-4 patch window.
 #: (``num_attention_heads`` and ``num_hidden_layers`` are Swin's aliases of ``num_heads`` and ``num_layers``:

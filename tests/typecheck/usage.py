@@ -156,7 +156,9 @@ def window_bias_usage() -> None:
     bias: jax.Array = fp.window_bias(table, 4)
     bigger: jax.Array = fp.resize_window_table(table, 4, 7, convention="timm")
     beit: jax.Array = fp.window_bias(jnp.zeros((52, 2)), (4, 4), class_token=True)
-    v2: jax.Array = fp.continuous_window_bias(jnp.zeros((8, 2)), jnp.zeros(8), jnp.zeros((4, 8)), 8, pretrained_window=4)
+    v2: jax.Array = fp.continuous_window_bias(
+        jnp.zeros((8, 2)), jnp.zeros(8), jnp.zeros((4, 8)), 8, pretrained_window=4
+    )
     module = fp.nnx.WindowRelativeBias(fp.WindowBiasSpec(4, (7, 7)), rngs=nnx.Rngs(0))
     flat = fp.nnx.WindowRelativeBias.from_arguments(4, 7, class_token=False, rngs=nnx.Rngs(0))
     linen = fp.linen.WindowRelativeBias(fp.WindowBiasSpec(4, 7), convention="transformers")
