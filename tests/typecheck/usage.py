@@ -161,7 +161,7 @@ def window_bias_usage() -> None:
     )
     module = fp.nnx.WindowRelativeBias(fp.WindowBiasSpec(4, (7, 7)), rngs=nnx.Rngs(0))
     flat = fp.nnx.WindowRelativeBias.from_arguments(4, 7, class_token=False, rngs=nnx.Rngs(0))
-    linen = fp.linen.WindowRelativeBias(fp.WindowBiasSpec(4, 7), convention="transformers")
+    linen = fp.linen.WindowRelativeBias(fp.WindowBiasSpec(4, (7, 7)), convention="transformers")
     loaded, variables = fp.linen.WindowRelativeBias.from_pretrained("path/to/swin", layer=1)
     record: WindowBiasSource = load_window_bias("path/to/swin")
     print(bias, bigger, beit, v2, module(), flat(window=8), linen, loaded, variables, record.layers[0].bias())
