@@ -92,6 +92,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
         sinusoidal,
         spec,
         temperature,
+        window_bias_config,
+        windows,
     )
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
@@ -122,3 +124,12 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
     from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401
     from flax_posenc.temperature import attention_temperature  # noqa: F401
+
+    # window relative position bias (issue 35): Swin, SwinV2, BEiT
+    from flax_posenc.window_bias_config import WINDOW_RESIZES, WindowBiasSpec  # noqa: F401
+    from flax_posenc.windows import (  # noqa: F401
+        continuous_window_bias,
+        continuous_window_table,
+        resize_window_table,
+        window_bias,
+    )

@@ -635,4 +635,67 @@ __all__ = [
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
     "TransformerInput",
+    "WindowRelativeBias",
 ]
+
+
+# ----------------------------------------------------------------------------- window bias (issue 35)
+from flax_posenc.shells import window_bias_call, window_bias_source  # noqa: E402 - the block stays self-contained
+from flax_posenc.window_bias_config import WindowBiasSpec  # noqa: E402
+from flax_posenc.windows import WINDOW_BIAS_AXES  # noqa: E402
+
+
+class WindowRelativeBias(nn.Module, metaclass=_SpecOrFlatArguments):
+    """Swin's (and BEiT's) learned window relative position bias (see the NNX module of the same name).
+
+    The field ``spec`` is a :class:`~flax_posenc.WindowBiasSpec`; parameter ``embedding``
+    ``(rows, num_heads)``, logical axes ``(None, "heads")``. :meth:`from_arguments` takes the flat
+    arguments, and so does the flat call ``WindowRelativeBias(num_heads, window)``.
+
+    >>> import jax
+    >>> import flax_posenc as fp
+    >>> bias = WindowRelativeBias(fp.WindowBiasSpec(4, 7))
+    >>> variables = bias.init(jax.random.key(0))
+    >>> bias.apply(variables).shape, bias.apply(variables, 8).shape
+    ((4, 49, 49), (4, 64, 64))
+    """
+
+    _spec_type: ClassVar[type] = WindowBiasSpec
+    _flat_names: ClassVar[str] = "num_heads, window, class_token=False"
+    spec: WindowBiasSpec
+    convention: str = "timm"
+    dtype: jax.typing.DTypeLike | None = None
+    param_dtype: jax.typing.DTypeLike = jnp.float32
+    embedding_init: nn.initializers.Initializer = default_embed_init
+
+    @classmethod
+    def from_arguments(
+        cls, num_heads: int, window: Any, *, class_token: bool = False, **fields: Any
+    ) -> WindowRelativeBias:
+        """The bias of the spec's flat arguments and the module's fields (``convention``, ``dtype``,
+        ``param_dtype``, ``embedding_init``, ``parent``, ``name``).
+
+        >>> WindowRelativeBias.from_arguments(2, 3, class_token=True).spec.table_shape
+        (28, 2)
+        """
+        return cls(WindowBiasSpec.from_arguments(num_heads, window, class_token=class_token), **fields)
+
+    @nn.compact
+    def __call__(self, window: Any = None) -> jax.Array:
+        spec = self.spec
+        table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, WINDOW_BIAS_AXES)
+        return window_bias_call(spec, table, window, self.convention, self.dtype)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        layer: int = 0,
+        convention: str = "timm",
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> tuple[WindowRelativeBias, dict[str, Any]]:
+        """``(module, variables)`` for a checkpoint's layer ``layer`` (see the NNX ``from_pretrained``)."""
+        spec, params = window_bias_source(source, layer)
+        return _loaded(cls, spec, params, None, param_dtype=param_dtype, convention=convention, dtype=dtype)

@@ -876,5 +876,100 @@ __all__ = [
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
     "TransformerInput",
+    "WindowRelativeBias",
     "default_embed_init",
 ]
+
+
+# ----------------------------------------------------------------------------- window bias (issue 35)
+from flax_posenc.shells import window_bias_call, window_bias_source  # noqa: E402 - the block stays self-contained
+from flax_posenc.window_bias_config import WindowBiasSpec  # noqa: E402
+from flax_posenc.windows import WINDOW_BIAS_AXES  # noqa: E402
+
+
+class WindowRelativeBias(nnx.Module):
+    """Swin's (and BEiT's) learned window relative position bias ``(heads, N, N)``: a thin shell
+    over :func:`flax_posenc.window_bias` and :func:`flax_posenc.resize_window_table`.
+
+    Parameter ``embedding`` ``(rows, num_heads)``, ``rows = (2h-1) * (2w-1)`` (``+ 3`` with BEiT's
+    class token), logical axes ``(None, "heads")``. A call returns the bias of one window of
+    ``N = h * w`` patches (``+ 1`` with the class token first), to add to that window's attention
+    logits. Every pair of a window has a row; another window (``window=``) resizes the table by
+    ``convention`` (``"timm"``: ``resize_rel_pos_bias_table``; ``"transformers"``: BEiT's bilinear).
+
+    Args:
+      spec: a :class:`~flax_posenc.WindowBiasSpec` (``num_heads``, ``window``, ``class_token``),
+        or flat arguments ``num_heads, window, class_token=False``.
+      convention: how another window resizes the table; dtype: output dtype (``None``: the table's);
+      param_dtype, embedding_init, rngs: the table's dtype, initializer and ``params`` stream.
+
+    >>> from flax import nnx
+    >>> import flax_posenc as fp
+    >>> bias = WindowRelativeBias(fp.WindowBiasSpec(4, (7, 7)), rngs=nnx.Rngs(0))
+    >>> bias().shape, bias(window=8).shape
+    ((4, 49, 49), (4, 64, 64))
+    >>> WindowRelativeBias(2, 3, class_token=True, rngs=nnx.Rngs(0)).embedding.shape
+    (28, 2)
+    """
+
+    def __init__(
+        self,
+        spec: WindowBiasSpec | Any,
+        /,
+        *flat: Any,
+        convention: str = "timm",
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        rngs: nnx.Rngs,
+        **spec_arguments: Any,
+    ):
+        build, flat_names = WindowBiasSpec.from_arguments, "num_heads, window, class_token=False"
+        self.spec = spec_or_flat("WindowRelativeBias", WindowBiasSpec, spec, flat, spec_arguments, build, flat_names)
+        self.convention = convention
+        self.dtype = dtype
+        self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), WINDOW_BIAS_AXES)
+
+    @classmethod
+    def from_arguments(
+        cls,
+        num_heads: int,
+        window: Any,
+        *,
+        class_token: bool = False,
+        convention: str = "timm",
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        rngs: nnx.Rngs,
+    ) -> WindowRelativeBias:
+        """The bias of flat arguments: the spec's (:class:`~flax_posenc.WindowBiasSpec`) and the module's."""
+        spec = WindowBiasSpec.from_arguments(num_heads, window, class_token=class_token)
+        return cls(
+            spec, convention=convention, dtype=dtype, param_dtype=param_dtype, embedding_init=embedding_init, rngs=rngs
+        )
+
+    def __call__(self, window: Any = None) -> jax.Array:
+        """``(heads, N, N)``: the bias of ``window`` (``None``: the spec's; another resizes the table)."""
+        return window_bias_call(self.spec, self.embedding[...], window, self.convention, self.dtype)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        layer: int = 0,
+        convention: str = "timm",
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> WindowRelativeBias:
+        """Layer ``layer``'s table of a Swin, DonutSwin, MaskFormerSwin, BEiT or Data2Vec-Vision
+        checkpoint (BEiT's shared table is layer 0 when present); equal to the model's own bias.
+
+        Raises :class:`~flax_posenc.CheckpointError` as :func:`~flax_posenc.conversion.load_window_bias`,
+        and for SwinV2 (an MLP, no table: :func:`~flax_posenc.continuous_window_bias`).
+
+        bias = WindowRelativeBias.from_pretrained("path/to/swin-tiny", layer=3)
+        """
+        spec, params = window_bias_source(source, layer)
+        return _loaded(cls, spec, params, param_dtype=param_dtype, convention=convention, dtype=dtype)

@@ -249,3 +249,37 @@ class ALiBiCalls:
             dtype=self.dtype,
             on_overflow=on_overflow or self.on_overflow,
         )
+
+
+# ----------------------------------------------------------------------------- window bias (issue 35)
+from flax_posenc.conversion.readers import fail  # noqa: E402 - the block stays self-contained
+from flax_posenc.conversion.window_bias import load_window_bias  # noqa: E402
+from flax_posenc.window_bias_config import WindowBiasSpec, window_pair  # noqa: E402
+from flax_posenc.windows import resize_window_table, window_bias  # noqa: E402
+
+
+def window_bias_source(source: str | os.PathLike, layer: int) -> tuple[WindowBiasSpec, dict]:
+    """``(WindowBiasSpec, params)`` of layer ``layer`` of a Swin/BEiT checkpoint's window bias
+    tables (NNX and Linen ``WindowRelativeBias.from_pretrained`` load through this).
+
+    Raises:
+      CheckpointError: no such table (SwinV2's MLP: use :func:`~flax_posenc.continuous_window_bias`),
+        a layer out of range (one line).
+    """
+    record = load_window_bias(source)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(record.layers):
+        raise fail("layer", f"a layer in 0..{len(record.layers) - 1} of {record.name}", repr(layer))
+    found = record.layers[layer]
+    if found.table is None:
+        raise fail(found.key, "a window bias table (SwinV2's cpb_mlp: fp.continuous_window_bias)", "an MLP")
+    spec = WindowBiasSpec(found.num_heads, found.window, found.class_token)
+    return spec, {"embedding": found.table}
+
+
+def window_bias_call(spec: WindowBiasSpec, table: jax.Array, window: Any, convention: str, dtype: Any) -> jax.Array:
+    """The call of both ``WindowRelativeBias`` shells: the bias of ``window`` (``None``: the spec's),
+    the table resized by ``convention`` when the window differs."""
+    new = spec.window if window is None else window_pair(window)
+    if new != spec.window:
+        table = resize_window_table(table, spec.window, new, class_token=spec.class_token, convention=convention)
+    return window_bias(table, new, class_token=spec.class_token, dtype=dtype)

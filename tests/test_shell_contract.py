@@ -188,6 +188,34 @@ ROWS = [
         (([2, 3], D), {"patch_size": 8}),
     ),
 ]
+
+# window bias (issue 35): a Swin window of 2 x 2 patches; the call takes no array (the example is unused)
+WINDOW = fp.WindowBiasSpec(H, 2)
+
+
+def _swin(folder: Path, module) -> Path:
+    table = np.asarray(module.embedding[...])
+    save_file(
+        {"swin.encoder.layers.0.blocks.0.attention.self.relative_position_bias_table": table},
+        str(folder / "model.safetensors"),
+    )
+    config = {"model_type": "swin", "image_size": 8, "patch_size": 2, "depths": [1], "num_heads": [H], "window_size": 2}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+ROWS.append(
+    Row(
+        "WindowRelativeBias",
+        lambda: fp.nnx.WindowRelativeBias(WINDOW, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.WindowRelativeBias(WINDOW),
+        lambda unused: ((), {}),
+        _ints(1, ()),
+        {"embedding": ((9, H), (None, "heads"))},
+        _swin,
+        ((H, 2), {}),
+    )
+)
 IDS = [row.name for row in ROWS]
 
 

@@ -92,3 +92,13 @@ __all__ = [
     "rope_for_layer",
     "which_family",
 ]
+
+# window relative position bias (issue 35): Swin, SwinV2, Swin2SR, BEiT, Data2Vec-Vision
+from flax_posenc.conversion.window_bias import (  # noqa: E402
+    WINDOW_BIAS_FAMILIES,
+    WindowBiasLayer,
+    WindowBiasSource,
+    load_window_bias,
+)
+
+__all__ += ["WINDOW_BIAS_FAMILIES", "WindowBiasLayer", "WindowBiasSource", "load_window_bias"]

@@ -447,3 +447,31 @@ MECHANISMS: MechanismTable = MechanismTable(
         ),
     )
 )
+
+
+# ----------------------------------------------------------------------------- window bias (issue 35)
+# One block of its own (appended, not in the tuple above): Swin, SwinV2, Swin2SR, BEiT and
+# Data2Vec-Vision window relative position bias tables (flax_posenc/conversion/window_bias.py).
+
+from flax_posenc.conversion.window_bias import (  # noqa: E402 - the block stays self-contained
+    WINDOW_BIAS_FAMILIES,
+    WindowBiasSource,
+    read_window_bias,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "window_bias",
+        "a learned bias per head for each offset within a window of patches (Swin, BEiT with its "
+        "class token; SwinV2: an MLP over log-spaced offsets); limits the window, not a token count",
+        "window (patches)",
+        ("window_bias",),
+        (WindowBiasSource,),
+        (("flax_posenc.conversion.window_bias.WINDOW_BIAS_FAMILIES", WINDOW_BIAS_FAMILIES),),
+        lambda row, ctx: read_window_bias(
+            ctx.source, row, ctx.config, section=ctx.section, config_path=ctx.config_path
+        ),
+        tower="vision",
+        details=grid_details,
+    )
+)

@@ -922,6 +922,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["rel_embeddings", "attention.self.pos_"]
         if mech.kind == "relative_bias":  # T5/MPNet buckets: every stack's relative_attention_bias
             covered.append("relative_attention_bias")
+        if mech.kind == "window_bias":  # every layer's table or cpb_mlp (its hook counts them against the model's)
+            covered += ["relative_position_bias_table", "continuous_position_bias_mlp"]
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1106,3 +1108,223 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
     if text and record.limit != min(text):
         problems.append(f"limit {record.limit}, the text tower's is {min(text)}")
     return problems
+
+
+# ----------------------------------------------------------------------------- window bias (issue 35)
+
+
+def timm_resize_rel_pos_bias_table(rel_pos_bias, new_window_size, new_bias_shape):
+    """timm's ``resize_rel_pos_bias_table`` (``timm/layers/pos_embed_rel.py``, pytorch-image-models
+    at aa4b585, the flat ``(num_pos, heads)`` path without scipy), transcribed line by line with its
+    ``RegularGridInterpolator`` (``timm/layers/interpolate.py``): the independent torch reference of
+    our ``"timm"`` convention (timm is not a dependency)."""
+    from itertools import product
+
+    import torch
+
+    def interpolate(points, values, points_to_interp):
+        idxs, dists, overalls = [], [], []
+        for p, x in zip(points, points_to_interp):
+            idx_right = torch.bucketize(x.contiguous(), p)  # timm: x
+            idx_right[idx_right >= p.shape[0]] = p.shape[0] - 1
+            idx_left = (idx_right - 1).clamp(0, p.shape[0] - 1)
+            dist_left = x - p[idx_left]
+            dist_right = p[idx_right] - x
+            dist_left[dist_left < 0] = 0.0
+            dist_right[dist_right < 0] = 0.0
+            both_zero = (dist_left == 0) & (dist_right == 0)
+            dist_left[both_zero] = dist_right[both_zero] = 1.0
+            idxs.append((idx_left, idx_right))
+            dists.append((dist_left, dist_right))
+            overalls.append(dist_left + dist_right)
+        numerator = 0.0
+        for indexer in product([0, 1], repeat=len(points)):
+            as_s = [idx[onoff] for onoff, idx in zip(indexer, idxs)]
+            bs_s = [dist[1 - onoff] for onoff, dist in zip(indexer, dists)]
+            numerator += values[tuple(as_s)] * torch.prod(torch.stack(bs_s), dim=0)  # timm: values[as_s]
+        return numerator / torch.prod(torch.stack(overalls), dim=0)
+
+    dst_size = (new_window_size[0] * 2 - 1, new_window_size[1] * 2 - 1)
+    dst_num_pos, _ = new_bias_shape
+    src_num_pos, num_attn_heads = rel_pos_bias.shape
+    num_extra_tokens = dst_num_pos - (dst_size[0] * dst_size[1])
+    src_size = int((src_num_pos - num_extra_tokens) ** 0.5)
+    src_size = (src_size, src_size)
+    if src_size[0] == dst_size[0] and src_size[1] == dst_size[1]:
+        return rel_pos_bias
+    extra_tokens = rel_pos_bias[-num_extra_tokens:, :] if num_extra_tokens else None
+    if num_extra_tokens:
+        rel_pos_bias = rel_pos_bias[:-num_extra_tokens, :]
+
+    def geometric_progression(a, r, n):
+        return a * (1.0 - r**n) / (1.0 - r)
+
+    def _calc(src, dst):
+        left, right = 1.01, 1.5
+        while right - left > 1e-6:
+            q = (left + right) / 2.0
+            gp = geometric_progression(1, q, src // 2)
+            if gp > dst // 2:
+                right = q
+            else:
+                left = q
+        dis = []
+        cur = 1
+        for i in range(src // 2):
+            dis.append(cur)
+            cur += q ** (i + 1)
+        r_ids = [-_ for _ in reversed(dis)]
+        return r_ids + [0] + dis
+
+    y = _calc(src_size[0], dst_size[0])
+    x = _calc(src_size[1], dst_size[1])
+    yx = [torch.tensor(y), torch.tensor(x)]
+    ty = dst_size[0] // 2.0
+    tx = dst_size[1] // 2.0
+    dy = torch.arange(-ty, ty + 0.1, 1.0)
+    dx = torch.arange(-tx, tx + 0.1, 1.0)
+    dyx = torch.meshgrid(dy, dx, indexing="ij")
+    all_rel_pos_bias = []
+    for i in range(num_attn_heads):
+        z = rel_pos_bias[:, i].view(src_size[0], src_size[1]).float()
+        r = interpolate(yx, z, dyx).contiguous()
+        all_rel_pos_bias.append(r.view(-1, 1))
+    rel_pos_bias = torch.cat(all_rel_pos_bias, dim=-1)
+    if extra_tokens is not None:
+        rel_pos_bias = torch.cat((rel_pos_bias, extra_tokens), dim=0)
+    return rel_pos_bias
+
+
+def _ulps(ours, ref, scale: float) -> float:
+    """The largest difference in float32 ulps of ``scale`` (the table's largest magnitude)."""
+    return float(
+        np.abs(np.asarray(ours, np.float64) - np.asarray(ref, np.float64)).max() / np.spacing(np.float32(scale))
+    )
+
+
+def _randomize_window_bias(model) -> int:
+    """transformers initialises Swin and BEiT tables to zeros: a comparison of zeros cannot fail.
+    Fill every ``relative_position_bias_table`` with seeded normal values; return how many."""
+    import torch
+
+    gen = torch.Generator().manual_seed(35)
+    n = 0
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("relative_position_bias_table"):
+                p.copy_(torch.randn(p.shape, generator=gen))
+                n += 1
+    return n
+
+
+def _torch_window_bias(module, layer, window=None):
+    """What the model's own module adds to one window's attention logits, ``(heads, N, N)`` float32."""
+    import torch
+
+    with torch.no_grad():
+        if hasattr(module, "generate_relative_position_index"):  # BEiT / Data2Vec-Vision
+            return module(tuple(window or layer.window), interpolate_pos_encoding=False)[0].numpy()
+        if hasattr(module, "continuous_position_bias_mlp"):  # SwinV2 / Swin2SR self-attention
+            heads = module.num_attention_heads
+            table = module.continuous_position_bias_mlp(module.relative_coords_table).view(-1, heads)
+            n = module.window_size[0] * module.window_size[1]
+            bias = table[module.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1)
+            return (16 * torch.sigmoid(bias)).numpy()
+        if callable(getattr(module, "forward", None)) and not hasattr(module, "query"):  # SwinRelativePositionBias
+            return module()[0].numpy()
+        n = module.window_size[0] * module.window_size[1]  # DonutSwin / MaskFormerSwin self-attention
+        bias = module.relative_position_bias_table[module.relative_position_index.view(-1)].view(n, n, -1)
+        return bias.permute(2, 0, 1).numpy()
+
+
+def _window_bias_problems(model, mech, directory: Path) -> list[str]:
+    """Swin/SwinV2/Swin2SR/BEiT/Data2Vec-Vision: per layer, the bias the model's own module adds
+    (its table indexed by its ``relative_position_index``, SwinV2's MLP over its coordinates with
+    ``16 * sigmoid``, ``BeitRelativePositionBias.forward``) against ``fp.window_bias`` /
+    ``fp.continuous_window_bias`` of our reading (tables bit-equal; the MLP within 8 float32 ulps
+    of 16), and the float64 ``layer.bias()``; every bias module of the model read, with its window
+    and heads; resized: BEiT's own forward at a grid twice as large against ``"transformers"``, a
+    Swin table to a window one larger against timm's ``resize_rel_pos_bias_table`` (both within 8
+    ulps). transformers' zero-initialised tables are filled with seeded values first (saved again
+    and re-read), so no comparison is of zeros."""
+    import jax.numpy as jnp
+    import torch
+
+    import flax_posenc as fp
+    from flax_posenc.conversion import inspect_source
+
+    problems: list[str] = []
+    if _randomize_window_bias(model):
+        again = directory / "window_bias_random"
+        with quiet():
+            model.save_pretrained(again)
+        found = [m for m in inspect_source(again).mechanisms if m.kind == "window_bias"]
+        if len(found) != 1:
+            return [f"the checkpoint with random tables reads as {len(found)} window_bias mechanisms"]
+        mech = found[0]
+    record = mech.record
+    # the modules owning a table or an MLP, in layer order (the checkpoint may spell their names
+    # the legacy way, ``attention.self.``: matched by their layer numbers, shared first)
+    owners = sorted(
+        (
+            (tuple(int(x) for x in re.findall(r"(?:^|\.)(\d+)(?=\.|$)", n)), m)
+            for n, m in model.named_modules()
+            if isinstance(getattr(m, "relative_position_bias_table", None), torch.nn.Parameter)
+            or isinstance(getattr(m, "continuous_position_bias_mlp", None), torch.nn.Module)
+        ),
+        key=lambda nm: (bool(nm[0]), nm[0]),
+    )
+    if len(owners) != len(record.layers):
+        problems.append(f"the model has {len(owners)} window bias modules; we read {len(record.layers)}")
+    for layer, (_, module) in zip(record.layers, owners):
+        own_window = tuple(getattr(module, "window_size", layer.window))
+        if own_window != layer.window:
+            problems.append(f"{layer.label}: window {layer.window}, the model's {own_window}")
+        pretrained = tuple(getattr(module, "pretrained_window_size", (0, 0)))
+        if layer.mlp is not None and pretrained != tuple(layer.pretrained_window):
+            problems.append(f"{layer.label}: pretrained window {layer.pretrained_window}, the model's {pretrained}")
+        ref = _torch_window_bias(module, layer)
+        if layer.mlp is not None:
+            w1, b1, w2 = layer.mlp
+            ours = np.asarray(
+                fp.continuous_window_bias(w1, b1, w2, layer.window, pretrained_window=layer.pretrained_window)
+            )
+            tol, scale = 8.0, 16.0
+        else:
+            ours = np.asarray(fp.window_bias(jnp.asarray(layer.table), layer.window, class_token=layer.class_token))
+            tol, scale = 0.0, float(np.abs(layer.table).max())
+        if ours.shape != ref.shape:
+            problems.append(f"{layer.label}: bias shape {ours.shape}, the model's {ref.shape}")
+            continue
+        if _ulps(ours, ref, scale) > tol:
+            problems.append(f"{layer.label}: bias differs from the model's by {_ulps(ours, ref, scale):.3g} ulps")
+        if _ulps(layer.bias(), ref, scale) > max(tol, 1.0):
+            problems.append(
+                f"{layer.label}: float64 bias differs from the model's by {_ulps(layer.bias(), ref, scale):.3g} ulps"
+            )
+        if layer.table is None:
+            continue
+        h, w = layer.window
+        if layer.class_token:  # BEiT's own forward resizes its table to any grid (bilinear)
+            big = (2 * h, 2 * w)
+            ref = _torch_window_bias(module, layer, big)
+            table = fp.resize_window_table(
+                jnp.asarray(layer.table), layer.window, big, class_token=True, convention="transformers"
+            )
+            ours = np.asarray(fp.window_bias(table, big, class_token=True))
+            what = "BEiT's own forward"
+        else:  # transformers cannot resize a Swin table: timm's resize_rel_pos_bias_table
+            big = (h + 1, w + 1)
+            rows = (2 * h + 1) * (2 * w + 1)
+            ref = timm_resize_rel_pos_bias_table(
+                torch.from_numpy(np.asarray(layer.table)), big, (rows, layer.num_heads)
+            ).numpy()
+            ours = np.asarray(fp.resize_window_table(jnp.asarray(layer.table), layer.window, big, convention="timm"))
+            what = "timm's resize_rel_pos_bias_table"
+        if ours.shape != ref.shape or _ulps(ours, ref, scale) > 8:
+            err = _ulps(ours, ref, scale) if ours.shape == ref.shape else float("inf")
+            problems.append(f"{layer.label}: resized to {big} differs from {what} by {err:.3g} ulps")
+    return problems
+
+
+KIND_CHECKS["window_bias"] = _window_bias_problems

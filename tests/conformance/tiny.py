@@ -268,3 +268,35 @@ def tiny_composite_config(model_type: str):
     kwargs.update(OVERRIDES.get(model_type, {}))
     with quiet():
         return CONFIG_MAPPING[model_type](**kwargs)
+
+
+# ----------------------------------------------------------------------------- window bias (issue 35)
+#: Swin-family and BEiT tiny sizes: a 32 px image, 1-2 stages of depth 1, a 2-4 patch window.
+#: (``num_attention_heads`` and ``num_hidden_layers`` are Swin's aliases of ``num_heads`` and ``num_layers``:
+#: SMALL's would replace them.)
+_SWIN = {"image_size": 32, "patch_size": 4, "embed_dim": 16, "depths": [1, 1], "window_size": 4}
+_SWIN.update(num_heads=[2, 4], num_attention_heads=[2, 4], num_hidden_layers=2)
+_BEIT = {
+    "image_size": 32,
+    "patch_size": 8,
+    "hidden_size": 16,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+}
+OVERRIDES.update(
+    {
+        "swin": _SWIN,
+        "donut-swin": _SWIN,
+        "maskformer-swin": _SWIN,
+        # SwinV2: stage 1's 4 x 4 grid clamps the window 8 -> 4; stage 0 normalises by a pretrained 3
+        "swinv2": {**_SWIN, "window_size": 8, "pretrained_window_sizes": [3, 0]},
+        "swin2sr": {
+            **{k: v for k, v in _SWIN.items() if k not in ("depths", "num_heads", "num_attention_heads")},
+            **{"image_size": 16, "patch_size": 1, "depths": [1], "num_heads": [2], "num_attention_heads": [2]},
+            "num_hidden_layers": 1,
+        },
+        "beit": {**_BEIT, "use_relative_position_bias": True},
+        "data2vec-vision": {**_BEIT, "use_shared_relative_position_bias": True},
+    }
+)

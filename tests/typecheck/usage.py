@@ -146,3 +146,22 @@ def rejected() -> None:
     fp.linen.SinusoidalPositionalEncoding.from_arguments(8, layout="split")  # type: ignore[arg-type]
     block = fp.nnx.TransformerInput.from_arguments(10, 4, num_positions=8, rngs=nnx.Rngs(0))
     block.extend_positions(16, method="nearest")  # type: ignore[arg-type]
+
+
+def window_bias_usage() -> None:
+    """Window relative position bias (issue 35), as users would write it."""
+    from flax_posenc.conversion import WindowBiasSource, load_window_bias
+
+    table = jnp.zeros((49, 4))
+    bias: jax.Array = fp.window_bias(table, 4)
+    bigger: jax.Array = fp.resize_window_table(table, 4, 7, convention="timm")
+    beit: jax.Array = fp.window_bias(jnp.zeros((52, 2)), (4, 4), class_token=True)
+    v2: jax.Array = fp.continuous_window_bias(
+        jnp.zeros((8, 2)), jnp.zeros(8), jnp.zeros((4, 8)), 8, pretrained_window=4
+    )
+    module = fp.nnx.WindowRelativeBias(fp.WindowBiasSpec(4, (7, 7)), rngs=nnx.Rngs(0))
+    flat = fp.nnx.WindowRelativeBias.from_arguments(4, 7, class_token=False, rngs=nnx.Rngs(0))
+    linen = fp.linen.WindowRelativeBias(fp.WindowBiasSpec(4, (7, 7)), convention="transformers")
+    loaded, variables = fp.linen.WindowRelativeBias.from_pretrained("path/to/swin", layer=1)
+    record: WindowBiasSource = load_window_bias("path/to/swin")
+    print(bias, bigger, beit, v2, module(), flat(window=8), linen, loaded, variables, record.layers[0].bias())
