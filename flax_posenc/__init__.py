@@ -122,3 +122,6 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
     from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401
     from flax_posenc.temperature import attention_temperature  # noqa: F401
+    from flax_posenc import detr, detr_config  # noqa: F401
+    from flax_posenc.detr import detr_feature_mask, detr_learned_embedding, detr_sine_embedding  # noqa: F401
+    from flax_posenc.detr_config import DetrSineConfig  # noqa: F401

@@ -126,7 +126,7 @@ def detr_sine_embedding(mask: jax.typing.ArrayLike, config: DetrSineConfig, *, d
     >>> from flax_posenc.detr_config import DetrSineConfig
     >>> mask = jnp.array([[[1, 1, 0]]])
     >>> e = detr_sine_embedding(mask, DetrSineConfig(2, normalize=False))
-    >>> e[0, 2].tolist()  # x: sin of the count 1, 2, 2 (the padded cell repeats the last count)
+    >>> e[0, 2, 0].tolist()  # x: sin of the count 1, 2, 2 (the padded cell repeats the last count)
     [0.8414709568023682, 0.9092974066734314, 0.9092974066734314]
     """
     check_mask(mask)
