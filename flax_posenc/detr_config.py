@@ -31,7 +31,7 @@ pixel mask to the feature map (``nn.functional.interpolate``, mode ``"nearest"``
 
 >>> cfg = DetrSineConfig(4, normalize=False)   # cell (0, 2): y = 1, x = 3; frequencies 1 and 0.01
 >>> detr_sine_values(np.ones((1, 1, 3), bool), cfg)[0, :, 0, 2].round(4).tolist()
-[0.8415, 0.5403, 0.01, 0.9999, 0.1411, -0.99, 0.03, 0.9996]
+[0.8415, 0.5403, 0.01, 1.0, 0.1411, -0.99, 0.03, 0.9996]
 """
 
 from __future__ import annotations

@@ -922,6 +922,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["rel_embeddings", "attention.self.pos_"]
         if mech.kind == "relative_bias":  # T5/MPNet buckets: every stack's relative_attention_bias
             covered.append("relative_attention_bias")
+        if mech.kind == "detr_positions" and mech.record.key:  # DETR's learned row and column tables
+            covered += [mech.record.key, mech.record.column_key]
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
