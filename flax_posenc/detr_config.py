@@ -127,7 +127,7 @@ class DetrSineConfig:
         return 2 * int(self.num_pos_feats)
 
 
-def detr_sine_frequencies(config: DetrSineConfig, axis: Literal["y", "x"]) -> np.ndarray:
+def detr_sine_frequencies(config: DetrSineConfig, axis: str) -> np.ndarray:
     """``(num_pos_feats / 2,)`` float64 angular frequencies ``w_k = T ** (-2k / num_pos_feats)``
     of one axis, times ``scale`` when ``normalize`` (radians per unit of the normalized count).
 

@@ -30,9 +30,9 @@ from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.bounds import check_bound
+from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.detr import detr_learned_embedding, detr_sine_embedding
 from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSineConfig
-from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy

@@ -33,9 +33,9 @@ from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.bounds import check_bound
+from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.detr import detr_learned_embedding, detr_sine_embedding
 from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSineConfig
-from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
@@ -56,6 +56,7 @@ from flax_posenc.shells import (
 from flax_posenc.sinusoid_math import Layout
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
+detr_embed_init = nnx.initializers.uniform(1.0)  # DETR's learned row/column tables: U[0, 1), as transformers
 
 
 def _param(value: jax.Array, axes: tuple) -> nnx.Param:
@@ -928,7 +929,7 @@ class DetrLearnedPositionEmbedding(nnx.Module):
         *,
         num_rows: int = LEARNED_DETR_ROWS,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
-        embedding_init: nnx.Initializer = nnx.initializers.uniform(1.0),
+        embedding_init: nnx.Initializer = detr_embed_init,
         rngs: nnx.Rngs,
     ):
         shape = (check_bound("num_rows", num_rows, MAX_FEATURE_SIDE), num_pos_feats)

@@ -249,5 +249,7 @@ def test_learned_variant_conforms(model_type, tmp_path, monkeypatch):
     from conformance import tiny
     from conformance.reference import conformance_problems
 
-    monkeypatch.setitem(tiny.OVERRIDES, model_type, {**tiny.OVERRIDES[model_type], "position_embedding_type": "learned"})
+    monkeypatch.setitem(
+        tiny.OVERRIDES, model_type, {**tiny.OVERRIDES[model_type], "position_embedding_type": "learned"}
+    )
     assert conformance_problems(model_type, tmp_path) == []

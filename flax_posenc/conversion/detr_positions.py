@@ -207,8 +207,14 @@ class DetrPositions:
         limit = self.feature_limit
         if limit is None or (height <= limit[0] and width <= limit[1]):
             return True, f"ok: a {height} x {width} feature map fits; {self.describe_limit()}"
-        past = [f"{height - limit[0]} rows" if height > limit[0] else "", f"{width - limit[1]} columns" if width > limit[1] else ""]
-        return False, f"{self.describe_limit()}; asked for a {height} x {width} feature map: {' and '.join(p for p in past if p)} past the limit"
+        past = [
+            f"{height - limit[0]} rows" if height > limit[0] else "",
+            f"{width - limit[1]} columns" if width > limit[1] else "",
+        ]
+        return (
+            False,
+            f"{self.describe_limit()}; asked for a {height} x {width} feature map: {' and '.join(p for p in past if p)} past the limit",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -298,4 +304,3 @@ def read_detr_positions(
         row_embeddings=rows,
         column_embeddings=columns,
     )
-

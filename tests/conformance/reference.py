@@ -1060,7 +1060,9 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
     from flax_posenc.errors import PositionLimitError
 
     rec = mech.record
-    found = [(n, m) for n, m in model.named_modules() if re.search(r"(Sine|Learned)PositionEmbedding$", type(m).__name__)]
+    found = [
+        (n, m) for n, m in model.named_modules() if re.search(r"(Sine|Learned)PositionEmbedding$", type(m).__name__)
+    ]
     if len(found) != 1:
         return [f"expected one DETR position module, found {[n for n, _ in found]}"]
     name, module = found[0]
