@@ -253,3 +253,11 @@ def test_learned_variant_conforms(model_type, tmp_path, monkeypatch):
         tiny.OVERRIDES, model_type, {**tiny.OVERRIDES[model_type], "position_embedding_type": "learned"}
     )
     assert conformance_problems(model_type, tmp_path) == []
+
+
+def test_plot_detr_sine_writes_a_png(tmp_path):
+    mask = np.zeros((1, 6, 9), bool)
+    mask[0, :, :7] = True
+    e = np.asarray(fp.detr_sine_embedding(mask, fp.DetrSineConfig(16)))[0]
+    path = fp.plots.plot_detr_sine(e, mask[0], tmp_path / "detr.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
