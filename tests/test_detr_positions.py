@@ -190,6 +190,10 @@ def test_records_say_what_they_limit(tmp_path):
         "(sine of the pixel mask: any feature map, unit feature-map cells)"
     )
     assert mech.to_dict()["offset"] == -0.5
+    rt_dir = tmp_path / "rt"
+    rt_dir.mkdir()
+    rt = inspect_source(_write(rt_dir, {"model_type": "rt_detr_v2", "encoder_hidden_dim": 64})).mechanisms[0].record
+    assert rt.sine == fp.DetrSineConfig(32, normalize=False, offset=-1.0, layout="blocks")
     learned_dir = tmp_path / "learned"
     learned_dir.mkdir()
     tables = {
@@ -210,6 +214,7 @@ def test_records_say_what_they_limit(tmp_path):
         ({"model_type": "detr", "d_model": 30}, "d_model: expected d_model as a positive multiple of 4, found 30"),
         ({"model_type": "dab-detr", "hidden_size": 32, "temperature_width": -1}, "temperature_width: expected temperature_width as a positive finite number, found -1"),
         ({"model_type": "detr", "d_model": 32, "position_embedding_type": "learned"}, "expected one learned DETR table *position_embedding.row_embeddings.weight, found none"),
+        ({"model_type": "rt_detr", "encoder_hidden_dim": 32, "eval_size": [640, 640]}, "eval_size: expected eval_size null (with eval_size set, transformers' eval forward adds no position embedding), found [640, 640]"),
     ],
 )  # fmt: skip
 def test_bad_checkpoints_are_one_line(tmp_path, config, message):

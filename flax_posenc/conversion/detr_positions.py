@@ -16,7 +16,12 @@ conditional_detr     ``d_model // 2``            0       10000        ``position
 table-transformer    ``d_model // 2``            0       10000        ``backbone.position_embedding.*``
 deformable_detr      ``d_model // 2``            -0.5    10000        ``position_embedding.*``
 dab-detr             ``hidden_size // 2``        0       ``temperature_height`` / ``_width``; none
+rt_detr, rt_detr_v2  ``encoder_hidden_dim // 2`` -1      ``positional_encoding_temperature``; none
 ===================  ==========================  ======  ==========  ==========================
+
+RT-DETR (``build_2d_sinusoidal_position_embedding``, float64 then cast) takes no mask: raw
+positions ``0 .. H - 1`` (no ``normalize``), ``[sin | cos]`` blocks per axis, on its encoder's
+AIFI level; with ``eval_size`` set its eval forward adds no position embedding at all (refused).
 
 All normalize (``eps`` 1e-6, ``scale`` 2 pi; DAB-DETR: ``sine_position_embedding_scale``), lay
 each axis out interleaved (``sin, cos`` per frequency) and put ``y`` before ``x``; the learned
@@ -69,6 +74,10 @@ class DetrPositionFamily:
       learned_suffix: the learned tables' key without ``row_embeddings.weight`` /
         ``column_embeddings.weight`` and the checkpoint's prefix; ``None``: no learned variant.
       type_field: the config field choosing ``"sine"`` or ``"learned"`` (``None``: always sine).
+      normalize, layout: as :class:`~flax_posenc.detr_config.DetrSineConfig`'s (RT-DETR: raw
+        positions ``0 .. H - 1``, ``[sin | cos]`` blocks).
+      refuse_fields: ``(config field, why)``: a set (non-null) field is refused in one line (RT-DETR's
+        ``eval_size``: with it, transformers' eval forward adds no position embedding at all).
       tower: ``"vision"``.
     """
 
@@ -80,6 +89,9 @@ class DetrPositionFamily:
     scale_field: str | None = None
     learned_suffix: str | None = "position_embedding."
     type_field: str | None = "position_embedding_type"
+    normalize: bool = True
+    layout: str = "interleaved"
+    refuse_fields: tuple[tuple[str, str], ...] = ()
     tower: str = "vision"
 
 
@@ -101,6 +113,23 @@ DETR_POSITION_FAMILIES: Mapping[str, DetrPositionFamily] = MappingProxyType(
                 scale_field="sine_position_embedding_scale",
                 learned_suffix=None,
                 type_field=None,
+            ),
+            *(
+                DetrPositionFamily(
+                    name,
+                    (name,),
+                    width_field="encoder_hidden_dim",
+                    offset=-1.0,
+                    temperature_fields=("positional_encoding_temperature", "positional_encoding_temperature"),
+                    learned_suffix=None,
+                    type_field=None,
+                    normalize=False,
+                    layout="blocks",
+                    refuse_fields=(
+                        ("eval_size", "null (with eval_size set, transformers' eval forward adds no position embedding)"),
+                    ),
+                )
+                for name in ("rt_detr", "rt_detr_v2")
             ),
         )
     }
@@ -138,7 +167,13 @@ def sine_config(row: DetrPositionFamily, config: Mapping[str, Any], where: objec
         tw = _positive_float(config, row.temperature_fields[1], where, 10000.0)
     scale = _positive_float(config, row.scale_field, where, 2 * math.pi) if row.scale_field else 2 * math.pi
     return DetrSineConfig(
-        width // 2, temperature_height=th, temperature_width=tw, scale=scale, offset=row.offset, normalize=True
+        width // 2,
+        temperature_height=th,
+        temperature_width=tw,
+        scale=scale,
+        offset=row.offset,
+        normalize=row.normalize,
+        layout="blocks" if row.layout == "blocks" else "interleaved",
     )
 
 
@@ -273,6 +308,9 @@ def read_detr_positions(
         scale that is not valid, learned tables that are missing, not one each, not ``(rows, F)``
         of the width ``d_model // 2`` (one line naming the file and the field or tensor).
     """
+    for field, expected in row.refuse_fields:
+        if config.get(field) is not None:
+            raise fail(f"{where}:{field}", f"{field} {expected}", repr(config.get(field))[:80])
     kind = "sine" if row.type_field is None else config.get(row.type_field, "sine")
     allowed = ("sine", "learned") if row.learned_suffix else ("sine",)
     if kind not in allowed:

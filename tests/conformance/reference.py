@@ -1040,6 +1040,9 @@ def _detr_module_output(module, mask: np.ndarray, channels: int):
     b, h, w = mask.shape
     params = list(inspect.signature(module.forward).parameters)
     with torch.no_grad():
+        if params[0] == "width":  # RT-DETR: no mask; (1, H * W, D) of raw positions
+            out = module(width=w, height=h, device=torch.device("cpu"), dtype=torch.float32).numpy()
+            return np.broadcast_to(out.reshape(1, h, w, -1).transpose(0, 3, 1, 2), (b, out.shape[-1], h, w))
         if params[0] == "shape":
             return module(shape=torch.Size((b, channels, h, w)), device="cpu", dtype=torch.float32, mask=m).numpy()
         return module(torch.zeros(b, channels, h, w), m.long()).numpy()
@@ -1070,11 +1073,13 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
     variant = "learned" if "Learned" in type(module).__name__ else "sine"
     if variant != rec.variant:
         return [f"we read the {rec.variant} variant; the model's {name} is {type(module).__name__}"]
-    width = getattr(model.config, "d_model", None) or model.config.hidden_size
+    c = model.config
+    width = getattr(c, "encoder_hidden_dim", None) or getattr(c, "d_model", None) or c.hidden_size
     if 2 * rec.num_pos_feats != width:
         problems.append(f"{2 * rec.num_pos_feats} channels; the model's width is {width}")
     channels = 2 * rec.num_pos_feats
-    mask = _detr_mask([(7, 9), (4, 6), (1, 2)], 7, 9)
+    takes_mask = list(inspect.signature(module.forward).parameters)[0] != "width"
+    mask = _detr_mask([(7, 9), (4, 6), (1, 2)] if takes_mask else [(7, 9)], 7, 9)
     theirs = _detr_module_output(module, mask, channels)
     pixel = np.zeros((2, 37, 45), np.int64)
     pixel[0], pixel[1, :20, :31] = 1, 1

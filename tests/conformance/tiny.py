@@ -108,6 +108,24 @@ DETR_OVERRIDES: dict[str, dict[str, Any]] = {
         "encoder_n_points": 2,
         "decoder_n_points": 2,
     },
+    **{
+        t: {
+            "backbone_config": {**_DETR_RESNET, "model_type": "rt_detr_resnet", "out_indices": [2, 3, 4]},
+            "encoder_in_channels": [8, 16, 16],
+            "encoder_hidden_dim": 32,
+            "decoder_in_channels": [32, 32, 32],
+            "d_model": 32,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 32,
+            "decoder_ffn_dim": 32,
+            "num_queries": 5,
+            "num_denoising": 0,
+        }
+        for t in ("rt_detr", "rt_detr_v2")
+    },
     "dab-detr": {
         **{k: v for k, v in _DETR.items() if k != "d_model"},
         "hidden_size": 32,
