@@ -8,7 +8,8 @@ DAB-DETR's default temperatures 20 / 20), a batch of two images as a DETR image 
 them (800 x 1066 and 800 x 1201 px, padded to 800 x 1201) gives its pixel mask, downsampled to the
 feature map as the model does (``fp.detr_feature_mask``, checked against ``interpolate``): stride
 32 (25 x 38 cells) for DETR, conditional DETR, Table Transformer and DAB-DETR, stride 8
-(100 x 151) for deformable DETR's largest level. Columns, in float32 ulps of 1.0 (``2**-23``):
+(100 x 151) for deformable DETR's largest level; RT-DETR takes no mask: one 640 x 640 image, its
+AIFI level at stride 32 (20 x 20). Columns, in float32 ulps of 1.0 (``2**-23``):
 
 - ``ours vs float64``: ``fp.detr_sine_embedding`` (float32, jitted) against the float64 formula
   (``flax_posenc.detr_config.detr_sine_values``, numpy; cross-checked here against DETR's own
@@ -42,6 +43,15 @@ MODELS = {  # model type -> (config class, model class, extra config, stride)
         8,
     ),
     "dab-detr": ("DabDetrConfig", "DabDetrModel", {}, 32),
+    "rt_detr": ("RTDetrConfig", "RTDetrModel", {}, 32),
+    "rt_detr_v2": ("RTDetrV2Config", "RTDetrV2Model", {}, 32),
+}
+#: RT-DETR: its own ResNet variant, channels matched to the encoder's inputs; no mask (one 640 px image).
+RT_DETR = {
+    "encoder_in_channels": [8, 16, 16],
+    "encoder_hidden_dim": WIDTH,
+    "decoder_in_channels": [WIDTH] * 3,
+    "num_denoising": 0,
 }
 
 
@@ -60,6 +70,11 @@ def _model(model_type: str):
     config_name, model_name, extra, _ = MODELS[model_type]
     backbone = ResNetConfig(hidden_sizes=[8, 8, 16, 16], depths=[1, 1, 1, 1], embedding_size=8, out_features=["stage4"])
     width = {"hidden_size": WIDTH} if model_type == "dab-detr" else {"d_model": WIDTH}
+    if model_type.startswith("rt_detr"):
+        backbone = transformers.RTDetrResNetConfig(
+            hidden_sizes=[8, 8, 16, 16], depths=[1, 1, 1, 1], embedding_size=8, out_indices=[2, 3, 4]
+        )
+        extra = {**extra, **RT_DETR}
     config = getattr(transformers, config_name)(
         backbone_config=backbone,
         use_timm_backbone=False,
@@ -99,7 +114,9 @@ def main() -> None:
     torch.set_num_threads(1)
     pixel = _pixel_mask()
     ulp = 2.0**-23
-    print("| model type | feature map | variant | ours vs float64 | transformers float32 vs float64 | ours vs transformers |")
+    print(
+        "| model type | feature map | variant | ours vs float64 | transformers float32 vs float64 | ours vs transformers |"
+    )
     print("|---|---|---|---|---|---|")
     cross = None
     import tempfile
@@ -114,11 +131,18 @@ def main() -> None:
         mask = np.asarray(fp.detr_feature_mask(pixel, (h, w)))
         ref_mask = torch.nn.functional.interpolate(torch.from_numpy(pixel)[None].float(), size=(h, w)).bool()[0]
         assert np.array_equal(mask, ref_mask.numpy())
+        rt_detr = list(inspect.signature(module.forward).parameters)[0] == "width"
+        if rt_detr:  # no mask: one unpadded 640 x 640 image
+            h = w = 640 // stride
+            mask = np.ones((1, h, w), bool)
         ref = detr_sine_values(mask, cfg)
         ours = np.asarray(jax.jit(lambda m, cfg=cfg: fp.detr_sine_embedding(m, cfg))(mask), np.float64)
         tm = torch.from_numpy(mask)
         with torch.no_grad():
-            if list(inspect.signature(module.forward).parameters)[0] != "shape":  # (pixel_values, pixel_mask)
+            if rt_detr:  # (1, H * W, D) in float64, cast to float32
+                out = module(width=w, height=h, device=torch.device("cpu"), dtype=torch.float32).double().numpy()
+                theirs = out.reshape(1, h, w, -1).transpose(0, 3, 1, 2)
+            elif list(inspect.signature(module.forward).parameters)[0] != "shape":  # (pixel_values, pixel_mask)
                 theirs = module(torch.zeros(2, WIDTH, h, w), tm.long()).double().numpy()
             else:
                 shape = torch.Size((2, WIDTH, h, w))

@@ -882,7 +882,7 @@ class DetrSinePositionEmbedding(nnx.Module):
 
     Args:
       config: the variant.
-      dtype: the output's dtype (computed in float32, within 0.5 float32 ulp of float64).
+      dtype: the output's dtype (computed in float32, within one float32 ulp of 1.0 of float64).
 
     >>> import jax.numpy as jnp
     >>> import flax_posenc as fp

@@ -126,7 +126,10 @@ DETR_POSITION_FAMILIES: Mapping[str, DetrPositionFamily] = MappingProxyType(
                     normalize=False,
                     layout="blocks",
                     refuse_fields=(
-                        ("eval_size", "null (with eval_size set, transformers' eval forward adds no position embedding)"),
+                        (
+                            "eval_size",
+                            "null (with eval_size set, transformers' eval forward adds no position embedding)",
+                        ),
                     ),
                 )
                 for name in ("rt_detr", "rt_detr_v2")

@@ -1053,6 +1053,12 @@ def plot_detr_sine(
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
-    _title(fig, title or f"DETR 2-D position embedding ({channels} channels, {h} x {w} feature map)", random_init=random_init)
+    _title(
+        fig,
+        title or f"DETR 2-D position embedding ({channels} channels, {h} x {w} feature map)",
+        random_init=random_init,
+    )
     return _save(fig, path)
+
+
 __all__ += ["plot_detr_sine"]
