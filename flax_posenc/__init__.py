@@ -63,13 +63,15 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads it); type checkers see them
-    from flax_posenc import (  # noqa: F401
+    from flax_posenc import (  # noqa: F401  # noqa: F401
         alibi,
         alibi_config,
         block,
         conversion,
         deberta,
         deberta_config,
+        detr,
+        detr_config,
         extend,
         grid_config,
         grid_sincos,
@@ -99,6 +101,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
     from flax_posenc.deberta_config import DebertaRelativeConfig  # noqa: F401
+    from flax_posenc.detr import detr_feature_mask, detr_learned_embedding, detr_sine_embedding  # noqa: F401
+    from flax_posenc.detr_config import DetrSineConfig  # noqa: F401
     from flax_posenc.grid_config import GRID_CONVENTIONS, GridConvention, GridSpec  # noqa: F401
     from flax_posenc.grid_sincos import sincos_2d_table  # noqa: F401
     from flax_posenc.grids import resize_grid, resize_patch_grid  # noqa: F401

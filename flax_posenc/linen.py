@@ -29,7 +29,10 @@ from flax import linen as nn
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.bounds import check_bound
 from flax_posenc.conversion.layer_rope import rope_for_layer
+from flax_posenc.detr import detr_learned_embedding, detr_sine_embedding
+from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSineConfig
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
@@ -627,8 +630,52 @@ class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
         return _loaded(cls, spec, params, x, param_dtype=param_dtype, interpolate=interpolate)
 
 
+class DetrSinePositionEmbedding(nn.Module):
+    """The Linen twin of :class:`flax_posenc.nnx.DetrSinePositionEmbedding` (no parameters).
+
+    >>> import jax, jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> pos = DetrSinePositionEmbedding(fp.DetrSineConfig(16))
+    >>> pos.apply({}, jnp.ones((2, 5, 7), bool)).shape
+    (2, 32, 5, 7)
+    """
+
+    config: DetrSineConfig
+    dtype: jax.typing.DTypeLike = jnp.float32
+
+    def __call__(self, mask: jax.typing.ArrayLike) -> jax.Array:
+        return detr_sine_embedding(mask, self.config, dtype=self.dtype)
+
+
+class DetrLearnedPositionEmbedding(nn.Module):
+    """The Linen twin of :class:`flax_posenc.nnx.DetrLearnedPositionEmbedding`: parameters
+    ``row_embeddings`` and ``column_embeddings`` ``(num_rows, num_pos_feats)``, axes ``(None, "embed")``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> pos = DetrLearnedPositionEmbedding(8)
+    >>> variables = pos.init(jax.random.key(0), jnp.ones((1, 3, 4), bool))
+    >>> pos.apply(variables, jnp.ones((1, 3, 4), bool)).shape
+    (1, 16, 3, 4)
+    """
+
+    num_pos_feats: int
+    num_rows: int = LEARNED_DETR_ROWS
+    param_dtype: jax.typing.DTypeLike = jnp.float32
+    embedding_init: Any = nn.initializers.uniform(1.0)
+
+    @nn.compact
+    def __call__(self, mask: jax.typing.ArrayLike) -> jax.Array:
+        shape = (check_bound("num_rows", self.num_rows, MAX_FEATURE_SIDE), self.num_pos_feats)
+        axes = AXES["position_embeddings"]
+        rows = _param(self, "row_embeddings", self.embedding_init, shape, self.param_dtype, axes)
+        columns = _param(self, "column_embeddings", self.embedding_init, shape, self.param_dtype, axes)
+        return detr_learned_embedding(mask, rows, columns)
+
+
 __all__ = [
     "ALiBiBias",
+    "DetrLearnedPositionEmbedding",
+    "DetrSinePositionEmbedding",
     "LearnedPositionalEmbedding",
     "PatchPositionalEmbedding",
     "RelativePositionBias",

@@ -32,7 +32,10 @@ from flax.core import meta
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.bounds import check_bound
 from flax_posenc.conversion.layer_rope import rope_for_layer
+from flax_posenc.detr import detr_learned_embedding, detr_sine_embedding
+from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSineConfig
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
@@ -53,6 +56,7 @@ from flax_posenc.shells import (
 from flax_posenc.sinusoid_math import Layout
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
+detr_embed_init = nnx.initializers.uniform(1.0)  # DETR's learned row/column tables: U[0, 1), as transformers
 
 
 def _param(value: jax.Array, axes: tuple) -> nnx.Param:
@@ -868,8 +872,79 @@ class PatchPositionalEmbedding(nnx.Module):
         return _loaded(cls, spec, params, param_dtype=param_dtype, interpolate=interpolate)
 
 
+class DetrSinePositionEmbedding(nnx.Module):
+    """A DETR-family 2-D sine position embedding of a feature-map mask (no parameters, no limit).
+
+    The core is :func:`~flax_posenc.detr.detr_sine_embedding`; the variant (``normalize``,
+    ``scale``, ``temperature``, the offset of deformable DETR, DAB-DETR's two temperatures) is its
+    :class:`~flax_posenc.DetrSineConfig` (a checkpoint's:
+    :data:`~flax_posenc.conversion.detr_positions.DETR_POSITION_FAMILIES`).
+
+    Args:
+      config: the variant.
+      dtype: the output's dtype (computed in float32, within one float32 ulp of 1.0 of float64).
+
+    >>> import jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> pos = DetrSinePositionEmbedding(fp.DetrSineConfig(16))
+    >>> pos(jnp.ones((2, 5, 7), bool)).shape   # (batch, 2 * num_pos_feats, H, W)
+    (2, 32, 5, 7)
+    """
+
+    def __init__(self, config: DetrSineConfig, *, dtype: jax.typing.DTypeLike = jnp.float32):
+        if not isinstance(config, DetrSineConfig):
+            raise TypeError(f"config: expected a DetrSineConfig, got {type(config).__name__}")
+        self.config = config
+        self.dtype = dtype
+
+    def __call__(self, mask: jax.typing.ArrayLike) -> jax.Array:
+        """``(batch, 2 * num_pos_feats, H, W)`` for a ``(batch, H, W)`` boolean or integer mask."""
+        return detr_sine_embedding(mask, self.config, dtype=self.dtype)
+
+
+class DetrLearnedPositionEmbedding(nnx.Module):
+    """DETR's learned 2-D position embedding (``position_embedding_type="learned"``).
+
+    Parameters ``row_embeddings`` and ``column_embeddings``, each ``(num_rows, num_pos_feats)``
+    (transformers: 50 rows, ``d_model // 2``), logical axes ``(None, "embed")``. A call on a
+    ``(batch, H, W)`` mask gives ``(batch, 2 * num_pos_feats, H, W)``, channels
+    ``[column_embeddings[x] | row_embeddings[y]]``; a feature map taller or wider than the tables
+    raises :class:`~flax_posenc.PositionLimitError` at trace time (the core is
+    :func:`~flax_posenc.detr.detr_learned_embedding`).
+
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> pos = DetrLearnedPositionEmbedding(8, rngs=nnx.Rngs(0))
+    >>> pos(jnp.ones((1, 3, 4), bool)).shape
+    (1, 16, 3, 4)
+    >>> pos(jnp.ones((1, 51, 4), bool))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: learned DETR row table holds 50 feature-map rows (0..49); asked for feature-map row 50, 1 past the end
+    """
+
+    def __init__(
+        self,
+        num_pos_feats: int,
+        *,
+        num_rows: int = LEARNED_DETR_ROWS,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = detr_embed_init,
+        rngs: nnx.Rngs,
+    ):
+        shape = (check_bound("num_rows", num_rows, MAX_FEATURE_SIDE), num_pos_feats)
+        self.row_embeddings = _param(embedding_init(rngs.params(), shape, param_dtype), AXES["position_embeddings"])
+        self.column_embeddings = _param(embedding_init(rngs.params(), shape, param_dtype), AXES["position_embeddings"])
+
+    def __call__(self, mask: jax.typing.ArrayLike) -> jax.Array:
+        """``(batch, 2 * num_pos_feats, H, W)`` for a ``(batch, H, W)`` mask (only its shape is used)."""
+        return detr_learned_embedding(mask, self.row_embeddings[...], self.column_embeddings[...])
+
+
 __all__ = [
     "ALiBiBias",
+    "DetrLearnedPositionEmbedding",
+    "DetrSinePositionEmbedding",
     "LearnedPositionalEmbedding",
     "PatchPositionalEmbedding",
     "RelativePositionBias",

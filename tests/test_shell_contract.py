@@ -187,6 +187,22 @@ ROWS = [
         _vit,
         (([2, 3], D), {"patch_size": 8}),
     ),
+    Row(
+        "DetrSinePositionEmbedding",
+        lambda: fp.nnx.DetrSinePositionEmbedding(fp.DetrSineConfig(D, offset=-0.5)),
+        lambda: fp.linen.DetrSinePositionEmbedding(fp.DetrSineConfig(D, offset=-0.5)),
+        lambda mask: ((mask,), {}),
+        lambda seed: jnp.asarray(np.random.default_rng(seed).integers(0, 2, (1, 3, 4)), jnp.int32),
+        {},
+    ),
+    Row(
+        "DetrLearnedPositionEmbedding",
+        lambda: fp.nnx.DetrLearnedPositionEmbedding(D, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.DetrLearnedPositionEmbedding(D),
+        lambda mask: ((mask,), {}),
+        lambda seed: jnp.asarray(np.random.default_rng(seed).integers(0, 2, (1, 3, 4)), jnp.int32),
+        {"row_embeddings": ((50, D), (None, "embed")), "column_embeddings": ((50, D), (None, "embed"))},
+    ),
 ]
 
 # window bias (issue 35): a Swin window of 2 x 2 patches; the call takes no array (the example is unused)

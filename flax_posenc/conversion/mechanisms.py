@@ -50,6 +50,7 @@ from flax_posenc.conversion.computed_sinusoids import (
     computed_sinusoid_from_dict,
 )
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, DebertaRelative, deberta_relative_from_dict
+from flax_posenc.conversion.detr_positions import DETR_POSITION_FAMILIES, DetrPositions, read_detr_positions
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
 from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, load_grid_table
 from flax_posenc.conversion.learned_source import LearnedTableSource
@@ -444,6 +445,17 @@ MECHANISMS: MechanismTable = MechanismTable(
             (NoPositionEncoding,),
             (("flax_posenc.conversion.no_position.NO_POSITION_FAMILIES", NO_POSITION_FAMILIES),),
             lambda row, ctx: [no_position_encoding(row, ctx.config, ctx.text, ctx.config_path)],
+        ),
+        MechanismKind(
+            "detr_positions",
+            "a DETR-family 2-D position embedding of the feature map (sine of the pixel mask: no limit; "
+            "learned: 50 rows and columns)",
+            "feature-map cells",
+            ("detr_positions",),
+            (DetrPositions,),
+            (("flax_posenc.conversion.detr_positions.DETR_POSITION_FAMILIES", DETR_POSITION_FAMILIES),),
+            lambda row, ctx: [read_detr_positions(ctx.source, row, ctx.config, ctx.config_path)],
+            tower="vision",
         ),
     )
 )

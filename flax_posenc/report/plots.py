@@ -1006,3 +1006,59 @@ GRID_FIGURES: Mapping[str, Callable[..., Path]] = MappingProxyType({"grid_simila
 """The figures of a vision position grid, by kind (``flax-posenc plot``)."""
 
 __all__ += ["GRID_FIGURES", "MAX_GRID_PANELS", "grid_cosine_similarity", "plot_grid_resize", "plot_grid_similarity"]
+
+
+def plot_detr_sine(
+    embedding: Any,
+    mask: Any,
+    path: str | Path,
+    *,
+    title: str | None = None,
+    random_init: bool = False,
+) -> Path:
+    """A DETR 2-D position embedding of one padded image: its feature-map mask, four channels
+    (the fastest and a slower frequency of ``y`` and of ``x``), and four cells' cosine similarity
+    to every cell (padding hatched out).
+
+    ``embedding`` is ``(2F, H, W)`` (one example of :func:`~flax_posenc.detr_sine_embedding` or
+    :func:`~flax_posenc.detr_learned_embedding`), ``y`` channels first (a learned one: ``x``
+    first, say so in ``title``); ``mask`` ``(H, W)``. The sine embedding is a formula, not
+    weights; ``random_init`` marks a learned one built from a config.
+    """
+    e = np.asarray(embedding, np.float64)
+    m = np.asarray(mask, bool)
+    channels, h, w = e.shape
+    f = channels // 2
+    fig = _figure(12, 6)
+    axes = fig.subplots(2, 5)
+    axes[0, 0].imshow(m, cmap="gray", vmin=0, vmax=1)
+    axes[0, 0].set_title(f"mask: {int(m.any(1).sum())} x {int(m.any(0).sum())} of {h} x {w} cells valid", fontsize=9)
+    slow = min(f - 2, 8)  # a slower frequency (pair 4 of F / 2)
+    picks = [(0, "y: sin, fastest"), (slow, f"y: sin, pair {slow // 2}"), (f, "x: sin, fastest")]
+    picks.append((f + slow, f"x: sin, pair {slow // 2}"))
+    for ax, (c, label) in zip(axes[0, 1:], picks, strict=True):
+        image = ax.imshow(e[c], cmap="RdBu_r", vmin=-1, vmax=1)
+        ax.set_title(label, fontsize=9)
+    fig.colorbar(image, ax=axes[0, 1:], shrink=0.8)
+    unit = e / np.maximum(np.linalg.norm(e, axis=0, keepdims=True), 1e-12)
+    rows, cols = np.nonzero(m)
+    cells = [(0, 0), (int(rows.max()) // 2, int(cols.max()) // 2), (int(rows.max()), int(cols.max())), (h - 1, w - 1)]
+    axes[1, 0].axis("off")
+    for ax, (i, j) in zip(axes[1, 1:], cells, strict=True):
+        sim = np.einsum("c,chw->hw", unit[:, i, j], unit)
+        image = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
+        ax.plot([j], [i], "r+", markersize=10)
+        ax.set_title(f"similarity to cell ({i}, {j}){' (padding)' if not m[i, j] else ''}", fontsize=9)
+    fig.colorbar(image, ax=axes[1, 1:], shrink=0.8)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    _title(
+        fig,
+        title or f"DETR 2-D position embedding ({channels} channels, {h} x {w} feature map)",
+        random_init=random_init,
+    )
+    return _save(fig, path)
+
+
+__all__ += ["plot_detr_sine"]

@@ -924,6 +924,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered.append("relative_attention_bias")
         if mech.kind == "window_bias":  # every layer's table or cpb_mlp (its hook counts them against the model's)
             covered += ["relative_position_bias_table", "continuous_position_bias_mlp"]
+        if mech.kind == "detr_positions" and mech.record.key:  # DETR's learned row and column tables
+            covered += [mech.record.key, mech.record.column_key]
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1016,6 +1018,129 @@ def _learned_or_audio(model, mech, directory: Path) -> list[str]:
     return _learned_problems(model, mech, directory)
 
 
+#: DETR positions: transformers' float32 angle (``c / (c_last + eps) * scale / T ** (2k/F)``, three
+#: float32 roundings) against ours (within 0.5 ulp of float64): |difference| <= this many float32
+#: ulps of 1.0 (2**-23) times (1 + |angle|).
+DETR_ULPS = 8
+
+
+def _detr_mask(batch_sides, height: int, width: int):
+    """A ``(batch, height, width)`` feature-map mask: each example's valid ``h x w`` rectangle at
+    the top left (padding right and below, as a DETR image processor pads), one of them unpadded."""
+    mask = np.zeros((len(batch_sides), height, width), bool)
+    for b, (h, w) in enumerate(batch_sides):
+        mask[b, :h, :w] = True
+    return mask
+
+
+def _detr_module_output(module, mask: np.ndarray, channels: int):
+    """The model's own position module on ``mask``: DETR's ``(shape, device, dtype, mask)`` or
+    DAB-DETR's/Grounding DINO's ``(pixel_values, pixel_mask)``."""
+    import torch
+
+    m = torch.from_numpy(mask)
+    b, h, w = mask.shape
+    params = list(inspect.signature(module.forward).parameters)
+    with torch.no_grad():
+        if params[0] == "width":  # RT-DETR: no mask; (1, H * W, D) of raw positions
+            out = module(width=w, height=h, device=torch.device("cpu"), dtype=torch.float32).numpy()
+            return np.broadcast_to(out.reshape(1, h, w, -1).transpose(0, 3, 1, 2), (b, out.shape[-1], h, w))
+        if params[0] == "shape":
+            return module(shape=torch.Size((b, channels, h, w)), device="cpu", dtype=torch.float32, mask=m).numpy()
+        return module(torch.zeros(b, channels, h, w), m.long()).numpy()
+
+
+def _detr_problems(model, mech, directory: Path) -> list[str]:
+    """A DETR-family position embedding against the model's own position module: the sine
+    variant's values on a mask with padding (``fp.detr_sine_embedding``; within
+    :data:`DETR_ULPS` float32 ulps of 1 times ``1 + |angle|`` wherever the row/column has a valid
+    cell: a fully padded column under deformable DETR's -0.5 offset has the angle -0.5/eps*2pi =
+    -3e6 rad, where float32 keeps no digit of it, and only finiteness is compared there), the
+    channel count, and ``fp.detr_feature_mask`` against the model's ``interpolate`` of a pixel
+    mask; the learned variant's tables (bit-equal), its output (bit-equal) and its limit (50 x 50
+    cells run in transformers and here; 51 rows fail in both)."""
+    import torch
+
+    import flax_posenc as fp
+    from flax_posenc.errors import PositionLimitError
+
+    rec = mech.record
+    found = [
+        (n, m) for n, m in model.named_modules() if re.search(r"(Sine|Learned)PositionEmbedding$", type(m).__name__)
+    ]
+    if len(found) != 1:
+        return [f"expected one DETR position module, found {[n for n, _ in found]}"]
+    name, module = found[0]
+    problems = []
+    variant = "learned" if "Learned" in type(module).__name__ else "sine"
+    if variant != rec.variant:
+        return [f"we read the {rec.variant} variant; the model's {name} is {type(module).__name__}"]
+    c = model.config
+    width = getattr(c, "encoder_hidden_dim", None) or getattr(c, "d_model", None) or c.hidden_size
+    if 2 * rec.num_pos_feats != width:
+        problems.append(f"{2 * rec.num_pos_feats} channels; the model's width is {width}")
+    channels = 2 * rec.num_pos_feats
+    takes_mask = list(inspect.signature(module.forward).parameters)[0] != "width"
+    mask = _detr_mask([(7, 9), (4, 6), (1, 2)] if takes_mask else [(7, 9)], 7, 9)
+    theirs = _detr_module_output(module, mask, channels)
+    pixel = np.zeros((2, 37, 45), np.int64)
+    pixel[0], pixel[1, :20, :31] = 1, 1
+    ref_mask = torch.nn.functional.interpolate(torch.from_numpy(pixel)[None].float(), size=(5, 6)).bool()[0].numpy()
+    if not np.array_equal(np.asarray(fp.detr_feature_mask(pixel, (5, 6))), ref_mask):
+        problems.append("detr_feature_mask differs from the model's nearest interpolate of the pixel mask")
+    if variant == "learned":
+        rows = module.row_embeddings.weight.detach().numpy()
+        cols = module.column_embeddings.weight.detach().numpy()
+        if not (np.array_equal(rows, rec.row_embeddings) and np.array_equal(cols, rec.column_embeddings)):
+            problems.append(f"learned tables {rec.key}, {rec.column_key} differ from the model's")
+        ours = np.asarray(fp.detr_learned_embedding(mask, rec.row_embeddings, rec.column_embeddings))
+        if ours.shape != theirs.shape or not np.array_equal(ours, theirs):
+            problems.append("detr_learned_embedding differs from the model's learned position module")
+        limit = rec.feature_limit
+        if limit != (rows.shape[0], cols.shape[0]):
+            problems.append(f"feature limit {limit}; the model's tables hold {rows.shape[0]} x {cols.shape[0]}")
+        for side, fits in ((limit[0], True), (limit[0] + 1, False)):
+            big = np.ones((1, side, side), bool)
+            try:
+                _detr_module_output(module, big, channels)
+                ran = True
+            except (IndexError, RuntimeError):
+                ran = False
+            try:
+                fp.detr_learned_embedding(big, rec.row_embeddings, rec.column_embeddings)
+                ours_ran = True
+            except PositionLimitError:
+                ours_ran = False
+            if ran != fits or ours_ran != fits:
+                problems.append(f"a {side} x {side} map: transformers runs {ran}, ours {ours_ran}, limit {limit}")
+        return problems
+    ours = np.asarray(fp.detr_sine_embedding(mask, rec.sine), np.float64)
+    if ours.shape != theirs.shape:
+        return problems + [f"detr_sine_embedding shape {ours.shape}, the model's {theirs.shape}"]
+    from flax_posenc.detr_config import detr_sine_frequencies
+
+    cfg = rec.sine
+    counts_y, counts_x = np.cumsum(mask, 1), np.cumsum(mask, 2)
+    valid_y = np.broadcast_to(counts_y[:, -1:, :] > 0, mask.shape)
+    valid_x = np.broadcast_to(counts_x[:, :, -1:] > 0, mask.shape)
+    half = rec.num_pos_feats
+    for axis, counts, valid, chans in (
+        ("y", counts_y, valid_y, slice(0, half)),
+        ("x", counts_x, valid_x, slice(half, 2 * half)),
+    ):
+        last = counts[:, -1:, :] if axis == "y" else counts[:, :, -1:]
+        p = (counts + cfg.offset) / (last + cfg.eps) if cfg.normalize else counts + cfg.offset
+        angle = np.repeat(np.abs(p)[:, None] * detr_sine_frequencies(cfg, axis)[None, :, None, None], 2, axis=1)
+        d = np.abs(ours[:, chans] - theirs[:, chans])
+        tol = DETR_ULPS * 2.0**-23 * (1 + angle)
+        ok = (d <= tol) | ~valid[:, None]
+        if not ok.all():
+            problems.append(f"{axis}: detr_sine_embedding differs from the model's by {float(d[~ok].max()):.3g}")
+        if not np.isfinite(ours[:, chans]).all():
+            problems.append(f"{axis}: detr_sine_embedding is not finite on padding")
+    return problems
+
+
 #: The conformance hook of every kind of :data:`flax_posenc.conversion.mechanisms.MECHANISMS`:
 #: ``(model, mechanism, directory) -> problems``, run on each mechanism of that kind. ``None``:
 #: no per-mechanism hook, because the kind is checked across mechanisms in
@@ -1036,6 +1161,7 @@ KIND_CHECKS = {
     "deberta_relative": lambda model, mech, directory: _deberta_problems(model, mech),
     "grid": lambda model, mech, directory: _grid_problems(model, mech),
     "none": _no_position_problems,
+    "detr_positions": _detr_problems,
 }
 
 

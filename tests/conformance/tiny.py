@@ -81,6 +81,59 @@ _MROPE_VISION = {"depth": 1, "hidden_size": 64, "num_heads": 2, "patch_size": 2,
 _GLM_ROPE = {"rope_type": "default", "mrope_section": [1, 2, 1], "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
 _GLM_VISION = {**_MROPE_VISION, "hidden_size": 32, "out_hidden_size": 64, "intermediate_size": 64}
 
+#: A tiny ResNet backbone of the DETR family (its last stage, or the last three for deformable DETR).
+_DETR_RESNET = {"model_type": "resnet", "hidden_sizes": [8, 8, 16, 16], "depths": [1, 1, 1, 1], "embedding_size": 8}
+_DETR = {
+    "backbone_config": {**_DETR_RESNET, "out_features": ["stage4"]},
+    "use_timm_backbone": False,
+    "use_pretrained_backbone": False,
+    "d_model": 32,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
+    "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 32,
+    "decoder_ffn_dim": 32,
+    "num_queries": 5,
+}
+#: DETR-family detectors (kind ``detr_positions``): a tiny ResNet, width 32, one layer each.
+DETR_OVERRIDES: dict[str, dict[str, Any]] = {
+    "detr": _DETR,
+    "conditional_detr": _DETR,
+    "table-transformer": _DETR,
+    "deformable_detr": {
+        **_DETR,
+        "backbone_config": {**_DETR_RESNET, "out_features": ["stage2", "stage3", "stage4"]},
+        "num_feature_levels": 3,
+        "encoder_n_points": 2,
+        "decoder_n_points": 2,
+    },
+    **{
+        t: {
+            "backbone_config": {**_DETR_RESNET, "model_type": "rt_detr_resnet", "out_indices": [2, 3, 4]},
+            "encoder_in_channels": [8, 16, 16],
+            "encoder_hidden_dim": 32,
+            "decoder_in_channels": [32, 32, 32],
+            "d_model": 32,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 32,
+            "decoder_ffn_dim": 32,
+            "num_queries": 5,
+            "num_denoising": 0,
+        }
+        for t in ("rt_detr", "rt_detr_v2")
+    },
+    "dab-detr": {
+        **{k: v for k, v in _DETR.items() if k != "d_model"},
+        "hidden_size": 32,
+        "temperature_height": 20,
+        "temperature_width": 30,
+    },
+}
+
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
@@ -189,6 +242,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "image_token_id": 100,
         "video_token_id": 101,
     },
+    **DETR_OVERRIDES,
     "qwen2_5_vl": {
         "text_config": _MROPE_TEXT,
         "vision_config": {

@@ -77,6 +77,10 @@ def nnx_shells() -> None:
     grid = fp.nnx.PatchPositionalEmbedding.from_arguments(14, 768, prefix_tokens=2, rngs=rngs)
     out = grid(jnp.zeros((1, 198, 768)), image_size=224)
     q, k = rope.rotate_qk(jnp.ones((2, 4, 3, 8)), jnp.ones((2, 4, 3, 8)), jnp.arange(4))
+    detr_sine = fp.nnx.DetrSinePositionEmbedding(fp.DetrSineConfig(128, offset=-0.5), dtype=jnp.bfloat16)
+    detr_learned = fp.nnx.DetrLearnedPositionEmbedding(128, rngs=rngs)
+    mask = fp.detr_feature_mask(jnp.ones((2, 800, 1066), bool), (25, 34))
+    out = detr_sine(mask) + detr_learned(mask) + fp.detr_sine_embedding(mask, fp.DetrSineConfig(128))
     bf16 = fp.nnx.TransformerInput.from_pretrained("gpt2", dtype=jnp.bfloat16, param_dtype=jnp.float32)
     print(q, k, bf16)
     out = rel(8, 8)
@@ -111,6 +115,11 @@ def linen_shells() -> None:
     rel = fp.linen.RelativePositionBias.from_arguments(8, num_buckets=32, max_distance=128)
     grid = fp.linen.PatchPositionalEmbedding(fp.GridSpec((14, 14), 768, convention="deit"), interpolate=True)
     grid = fp.linen.PatchPositionalEmbedding.from_arguments((14, 14), 768, patch_size=16)
+    detr = fp.linen.DetrLearnedPositionEmbedding(128)
+    mask = jnp.ones((1, 25, 34), bool)
+    out = detr.apply(detr.init(key, mask), mask) + fp.linen.DetrSinePositionEmbedding(fp.DetrSineConfig(128)).apply(
+        {}, mask
+    )
     print(rel, grid)
     longer, longer_variables = module.extend_positions(params, 2048, method="linear")
     logits = module.apply(params, jnp.ones((2, 8, 768)), method="attend")
