@@ -122,3 +122,11 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
     from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401
     from flax_posenc.temperature import attention_temperature  # noqa: F401
+    # vision-tower RoPE (issue 35, item 2)
+    from flax_posenc import vision_rope, vision_rope_config  # noqa: F401
+    from flax_posenc.vision_rope import apply_vision_rope, apply_vision_rope_qk, vision_rope_cos_sin  # noqa: F401
+    from flax_posenc.vision_rope_config import (  # noqa: F401
+        VisionRopeConfig,
+        vision_patch_positions,
+        vision_window_index,
+    )
