@@ -118,7 +118,9 @@ def vision_rope_cos_sin(
     if config.coordinates == "normalized":
         return _normalized_cos_sin(positions, config, traced=traced, dtype=dtype)
     if not jnp.issubdtype(positions.dtype, jnp.integer):
-        raise TypeError(f"positions: expected integer rows and columns (coordinates 'index'), got dtype {positions.dtype}")
+        raise TypeError(
+            f"positions: expected integer rows and columns (coordinates 'index'), got dtype {positions.dtype}"
+        )
     invalid = None
     limit = grid_limit(config)
     if limit is not None:
@@ -254,5 +256,7 @@ def apply_vision_rope_qk(
     cos, sin = _cos_sin_for(q, config, positions, on_overflow=on_overflow, seq_axis=seq_axis)
     k = jnp.asarray(k)
     if k.ndim != jnp.ndim(q) or k.shape[seq_axis] != jnp.shape(q)[seq_axis] or k.shape[-1] != config.head_dim:
-        raise ValueError(f"q and k: expected the same tokens and head width, got shapes {tuple(jnp.shape(q))} and {tuple(k.shape)}")
+        raise ValueError(
+            f"q and k: expected the same tokens and head width, got shapes {tuple(jnp.shape(q))} and {tuple(k.shape)}"
+        )
     return apply_rotary(q, cos, sin, layout=config.layout), apply_rotary(k, cos, sin, layout=config.layout)

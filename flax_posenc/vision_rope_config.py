@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from flax_posenc.rope_config import ROPE_LAYOUTS, RopeConfig, RopeLayout
+from flax_posenc.rope_config import ROPE_LAYOUTS, RopeConfig, RopeLayout, rope_inverse_frequencies
 
 __all__ = [
     "VISION_ROPE_COORDINATES",
@@ -114,11 +114,20 @@ class VisionRopeConfig:
 
     def __post_init__(self):
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, (int, np.integer)):
-            raise ValueError(f"head_dim: expected a positive multiple of 4 (two axes of rotated pairs), got {self.head_dim!r}")
+            raise ValueError(
+                f"head_dim: expected a positive multiple of 4 (two axes of rotated pairs), got {self.head_dim!r}"
+            )
         if self.head_dim < 4 or self.head_dim % 4:
-            raise ValueError(f"head_dim: expected a positive multiple of 4 (two axes of rotated pairs), got {self.head_dim}")
+            raise ValueError(
+                f"head_dim: expected a positive multiple of 4 (two axes of rotated pairs), got {self.head_dim}"
+            )
         theta = self.rope_theta
-        if isinstance(theta, bool) or not isinstance(theta, (int, float, np.number)) or not np.isfinite(theta) or theta <= 1:
+        if (
+            isinstance(theta, bool)
+            or not isinstance(theta, (int, float, np.number))
+            or not np.isfinite(theta)
+            or theta <= 1
+        ):
             raise ValueError(f"rope_theta: expected a finite number above 1, got {theta!r}")
         if self.split not in VISION_ROPE_SPLITS:
             raise ValueError(f"split: expected one of {VISION_ROPE_SPLITS}, got {self.split!r}")
@@ -127,7 +136,11 @@ class VisionRopeConfig:
         if self.coordinates not in VISION_ROPE_COORDINATES:
             raise ValueError(f"coordinates: expected one of {VISION_ROPE_COORDINATES}, got {self.coordinates!r}")
         _positive_int("patches_per_side", self.patches_per_side, allow_none=True)
-        if isinstance(self.prefix_tokens, bool) or not isinstance(self.prefix_tokens, (int, np.integer)) or self.prefix_tokens < 0:
+        if (
+            isinstance(self.prefix_tokens, bool)
+            or not isinstance(self.prefix_tokens, (int, np.integer))
+            or self.prefix_tokens < 0
+        ):
             raise ValueError(f"prefix_tokens: expected a non-negative integer, got {self.prefix_tokens!r}")
         _positive_int("spatial_merge_size", self.spatial_merge_size)
         _positive_int("window_size", self.window_size, allow_none=True)
@@ -163,7 +176,6 @@ class VisionRopeConfig:
     def frequencies(self) -> tuple[np.ndarray, np.ndarray]:
         """``(axis, inv_freq)``: each rotary pair's axis and its inverse frequency (float64,
         radians per row/column index; ``normalized`` coordinates turn by ``2 pi`` times it)."""
-        from flax_posenc.rope_config import rope_inverse_frequencies
 
         axis, column = self.columns()
         base, _ = rope_inverse_frequencies(self.base_rope())
@@ -202,9 +214,7 @@ def _grid_rows(grid_thw: Any, merge: int) -> np.ndarray:
         raise ValueError(f"grid_thw: expected sizes in 1..{MAX_GRID_SIDE}, got {rows.tolist()[:4]}")
     bad = rows[(rows[:, 1] % merge != 0) | (rows[:, 2] % merge != 0)]
     if bad.size:
-        raise ValueError(
-            f"grid_thw: expected h and w multiples of spatial_merge_size {merge}, got {bad[0].tolist()}"
-        )
+        raise ValueError(f"grid_thw: expected h and w multiples of spatial_merge_size {merge}, got {bad[0].tolist()}")
     return rows.astype(np.int64)
 
 
@@ -291,7 +301,11 @@ def vision_window_index(
     >>> vision_window_index([[1, 8, 8]], spatial_merge_size=2, window_size=8, patch_size=2)[0].tolist()[:8]
     [0, 1, 4, 5, 2, 3, 6, 7]
     """
-    for name, value in (("spatial_merge_size", spatial_merge_size), ("window_size", window_size), ("patch_size", patch_size)):
+    for name, value in (
+        ("spatial_merge_size", spatial_merge_size),
+        ("window_size", window_size),
+        ("patch_size", patch_size),
+    ):
         _positive_int(name, value)
     m = int(spatial_merge_size)
     side = int(window_size) // m // int(patch_size)

@@ -64,6 +64,7 @@ from flax_posenc.conversion.relative_config import (
     config_path_of,
     relative_configs_from_dict,
 )
+from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, VisionRopeSource, read_vision_rope
 
 __all__ = ["MECHANISMS", "MechanismKind", "MechanismTable", "ReadContext"]
 
@@ -444,6 +445,17 @@ MECHANISMS: MechanismTable = MechanismTable(
             (NoPositionEncoding,),
             (("flax_posenc.conversion.no_position.NO_POSITION_FAMILIES", NO_POSITION_FAMILIES),),
             lambda row, ctx: [no_position_encoding(row, ctx.config, ctx.text, ctx.config_path)],
+        ),
+        MechanismKind(  # issue 35 item 2: vision-tower RoPE (flax_posenc/conversion/vision_rope.py)
+            "vision_rope",
+            "2-D rotary positions of image patches in a vision tower (Pixtral, Qwen2/2.5-VL, DINOv3)",
+            "image size",
+            ("vision_rope",),
+            (VisionRopeSource,),
+            (("flax_posenc.conversion.vision_rope.VISION_ROPE_FAMILIES", VISION_ROPE_FAMILIES),),
+            lambda row, ctx: read_vision_rope(row, ctx.config, ctx.text, ctx.config_path),
+            tower="vision",
+            details=grid_details,
         ),
     )
 )
