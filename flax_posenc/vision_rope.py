@@ -124,9 +124,9 @@ def vision_rope_cos_sin(
     invalid = None
     limit = grid_limit(config)
     if limit is not None:
-        positions, invalid = overflow.guard_positions(positions, limit, on_overflow)
-        if not traced:
-            positions = np.asarray(positions)  # known: keep them on the host (float64 angles)
+        guarded, invalid = overflow.guard_positions(positions, limit, on_overflow)  # known ones: checked here
+        if traced:
+            positions = guarded  # known ones stay on the host (float64 angles), as they were
     per_axis = [rotary_cos_sin(positions[..., a], config.base_rope(), dtype=dtype) for a in (0, 1)]
 
     def pick(values):  # pair j from axis axis[j], frequency column[j]: an exact selection

@@ -1113,9 +1113,9 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
 # ----------------------------------------------------------------------------- vision-tower RoPE (issue 35, item 2)
 
 #: The patch grids a vision RoPE case runs, ``(t, h, w)`` per image (multiples of the tiny towers'
-#: merge size 2; Qwen2.5-VL's tiny window of 2 x 2 blocks cuts the first into 6 windows).
+#: merge size 2; Qwen2.5-VL's tiny window of 2 x 2 blocks cuts the first into 2 windows).
 VISION_GRIDS = {"pixtral": [[1, 4, 6]], "dinov3": [[1, 4, 6]], "qwen2_vl": [[1, 4, 6], [2, 4, 4]]}
-VISION_GRIDS["qwen2_5_vl"] = [[1, 8, 12], [2, 4, 6]]
+VISION_GRIDS["qwen2_5_vl"] = [[1, 4, 8], [2, 4, 4]]  # 2 x 4 blocks: windows order them 0 1 4 5 2 3 6 7
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
 VISION_APPLY = {
@@ -1198,6 +1198,8 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     :func:`flax_posenc.apply_vision_rope_qk` in the model's token order (Qwen2.5-VL's windows,
     DINOv3's prefix tokens: ``1e-5`` relative), and the limit: Pixtral's trained grid
     (``image_size // patch_size``), none for the others."""
+    import jax
+
     import flax_posenc as fp
     from flax_posenc.vision_rope_config import vision_patch_positions
 
@@ -1228,7 +1230,7 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     if cos_t.shape != (raw.shape[0], cfg.head_dim) or not np.array_equal(cos_t[:, :half], cos_t[:, half:]):
         problems.append(f"the rotary module's cos is {cos_t.shape}, not [cos | cos] of ({raw.shape[0]}, {half})")
     else:
-        ours_cos, ours_sin = (np.asarray(x, np.float64) for x in fp.vision_rope_cos_sin(raw, cfg))
+        ours_cos, ours_sin = (np.asarray(x, np.float64) for x in jax.jit(lambda: fp.vision_rope_cos_sin(raw, cfg))())
         tol = 2.0**-22 * (1 + np.abs(angle))
         for label, a, b, exact in (
             ("cos", ours_cos, cos_t[:, :half], np.cos(angle)),
@@ -1243,7 +1245,9 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     tokens = order.shape[0] + cfg.prefix_tokens
     seq_axis = -3 if q.ndim >= 3 and q.shape[-3] == tokens else -2
     try:
-        rq, rk = fp.apply_vision_rope_qk(q, k, cfg, order, seq_axis=seq_axis)
+        # one jitted call (one compilation per case, not one per eager primitive); the positions are
+        # known while tracing (a closure constant), so their limit is checked then
+        rq, rk = jax.jit(lambda q, k: fp.apply_vision_rope_qk(q, k, cfg, order, seq_axis=seq_axis))(q, k)
     except ValueError as e:
         return problems + [f"apply_vision_rope_qk cannot take the model's q {q.shape}: {e}"[:200]]
     for label, a, b in (("q", rq, out_q), ("k", rk, out_k)):
