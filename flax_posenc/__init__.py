@@ -92,6 +92,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
         sinusoidal,
         spec,
         temperature,
+        vision_rope,
+        vision_rope_config,
     )
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
@@ -122,8 +124,6 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
     from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401
     from flax_posenc.temperature import attention_temperature  # noqa: F401
-    # vision-tower RoPE (issue 35, item 2)
-    from flax_posenc import vision_rope, vision_rope_config  # noqa: F401
     from flax_posenc.vision_rope import apply_vision_rope, apply_vision_rope_qk, vision_rope_cos_sin  # noqa: F401
     from flax_posenc.vision_rope_config import (  # noqa: F401
         VisionRopeConfig,

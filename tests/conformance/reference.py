@@ -1173,7 +1173,7 @@ def run_vision_tower(tower, family: str, grid):
     try:
         with torch.no_grad(), quiet():
             if family in ("pixtral", "dinov3"):
-                (t, h, w), p = grid[0], cfg.patch_size
+                (_, h, w), p = grid[0], cfg.patch_size
                 pixels = torch.randn(1, cfg.num_channels, h * p, w * p)
                 kwargs = {"image_sizes": [(h * p, w * p)]} if family == "pixtral" else {}
                 tower(pixels, **kwargs)
