@@ -145,9 +145,8 @@ def test_shells_equal_the_core_and_read_a_checkpoint(tmp_path):
     core = fp.apply_vision_rope(q, cfg, positions)
     nnx_out = nnx.jit(lambda m, q: m(q, positions))(fp.nnx.VisionRotaryEmbedding(cfg), q)
     linen_out = fp.linen.VisionRotaryEmbedding(cfg).apply({}, q, positions)
-    assert np.array_equal(np.asarray(nnx_out), np.asarray(core)) and np.array_equal(
-        np.asarray(linen_out), np.asarray(core)
-    )
+    for out in (nnx_out, linen_out):  # jitted or not: within float32 roundings of the eager core
+        assert np.max(np.abs(np.asarray(out) - np.asarray(core))) <= 1e-6
     rq, rk = fp.linen.VisionRotaryEmbedding(cfg).apply({}, q, q, positions, method="rotate_qk")
     for out in (rq, rk):  # one cos/sin for both, rotated as the core does (float32 roundings apart)
         assert np.max(np.abs(np.asarray(out) - np.asarray(core))) <= 1e-6
