@@ -63,7 +63,7 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads it); type checkers see them
-    from flax_posenc import (  # noqa: F401  # noqa: F401
+    from flax_posenc import (  # noqa: F401
         alibi,
         alibi_config,
         block,
@@ -94,6 +94,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
         sinusoidal,
         spec,
         temperature,
+        vision_rope,
+        vision_rope_config,
         window_bias_config,
         windows,
     )
@@ -128,6 +130,12 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
     from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401
     from flax_posenc.temperature import attention_temperature  # noqa: F401
+    from flax_posenc.vision_rope import apply_vision_rope, apply_vision_rope_qk, vision_rope_cos_sin  # noqa: F401
+    from flax_posenc.vision_rope_config import (  # noqa: F401
+        VisionRopeConfig,
+        vision_patch_positions,
+        vision_window_index,
+    )
 
     # window relative position bias (issue 35): Swin, SwinV2, BEiT
     from flax_posenc.window_bias_config import WINDOW_RESIZES, WindowBiasSpec  # noqa: F401

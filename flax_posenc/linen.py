@@ -43,14 +43,17 @@ from flax_posenc.rope_config import RopeConfig
 from flax_posenc.shells import (
     ALiBiCalls,
     RotaryCalls,
+    VisionRotaryCalls,
     add_grid,
     check_kind,
     grid_source,
     learned_spec,
     relative_bias_source,
     sinusoidal_spec,
+    vision_rope_source,
 )
 from flax_posenc.sinusoid_math import Layout
+from flax_posenc.vision_rope_config import VisionRopeConfig
 
 default_embed_init = nn.initializers.normal(stddev=0.02)
 
@@ -746,3 +749,38 @@ class WindowRelativeBias(nn.Module, metaclass=_SpecOrFlatArguments):
         """``(module, variables)`` for a checkpoint's layer ``layer`` (see the NNX ``from_pretrained``)."""
         spec, params = window_bias_source(source, layer)
         return _loaded(cls, spec, params, None, param_dtype=param_dtype, convention=convention, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- vision-tower RoPE (issue 35, item 2)
+
+
+class VisionRotaryEmbedding(VisionRotaryCalls, nn.Module):
+    """A vision tower's 2-D rotary position embedding (see the NNX module of the same name).
+
+    >>> import jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> cfg = fp.VisionRopeConfig(head_dim=8)
+    >>> fp.linen.VisionRotaryEmbedding(cfg).apply({}, jnp.ones((6, 2, 8)), cfg.positions([[1, 2, 3]])).shape
+    (6, 2, 8)
+    """
+
+    config: VisionRopeConfig
+    on_overflow: OverflowPolicy = "error"
+    seq_axis: int = -3
+
+    def __post_init__(self):
+        check_policy(self.on_overflow)  # once, at construction
+        if not isinstance(self.config, VisionRopeConfig):
+            raise TypeError(f"config: expected a VisionRopeConfig, got {type(self.config).__name__}")
+        super().__post_init__()
+
+    @classmethod
+    def from_pretrained(
+        cls, source: str | os.PathLike, *, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
+    ) -> tuple[VisionRotaryEmbedding, dict[str, Any]]:
+        """``(module, variables)`` of a checkpoint's vision-tower RoPE (see the NNX ``from_pretrained``);
+        ``variables`` is ``{}`` (no parameters)."""
+        return cls(vision_rope_source(source), on_overflow=on_overflow, seq_axis=seq_axis), {}
+
+
+__all__ += ["VisionRotaryEmbedding"]

@@ -46,14 +46,17 @@ from flax_posenc.rope_config import RopeConfig
 from flax_posenc.shells import (
     ALiBiCalls,
     RotaryCalls,
+    VisionRotaryCalls,
     add_grid,
     grid_source,
     learned_spec,
     relative_bias_source,
     sinusoidal_spec,
     spec_or_flat,
+    vision_rope_source,
 )
 from flax_posenc.sinusoid_math import Layout
+from flax_posenc.vision_rope_config import VisionRopeConfig
 
 default_embed_init = nnx.initializers.normal(stddev=0.02)  # GPT-2 and BERT's initializer_range
 detr_embed_init = nnx.initializers.uniform(1.0)  # DETR's learned row/column tables: U[0, 1), as transformers
@@ -1048,3 +1051,52 @@ class WindowRelativeBias(nnx.Module):
         """
         spec, params = window_bias_source(source, layer)
         return _loaded(cls, spec, params, param_dtype=param_dtype, convention=convention, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- vision-tower RoPE (issue 35, item 2)
+
+
+class VisionRotaryEmbedding(VisionRotaryCalls, nnx.Module):
+    """A vision tower's 2-D rotary position embedding of queries or keys; no parameters.
+
+    A thin shell over :func:`flax_posenc.apply_vision_rope`: each rotary pair turns with its
+    patch's row or column (:class:`~flax_posenc.VisionRopeConfig`: Pixtral, Qwen2/2.5-VL, DINOv3),
+    equal to the model's own rotary module and apply function.
+
+    Args:
+      config: a :class:`~flax_posenc.VisionRopeConfig` (e.g. from :meth:`from_pretrained`).
+      on_overflow: policy for traced rows or columns past ``config.limit`` (Pixtral's trained grid).
+      seq_axis: ``-3`` for ``(..., tokens, heads, head_dim)`` (default), ``-2`` for Hugging Face's
+        ``(..., heads, tokens, head_dim)``.
+
+    >>> import jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> cfg = fp.VisionRopeConfig(head_dim=8)
+    >>> rope = fp.nnx.VisionRotaryEmbedding(cfg)
+    >>> rope(jnp.ones((6, 2, 8)), cfg.positions([[1, 2, 3]])).shape   # (patches, heads, head_dim)
+    (6, 2, 8)
+    """
+
+    def __init__(self, config: VisionRopeConfig, *, on_overflow: OverflowPolicy = "error", seq_axis: int = -3):
+        check_policy(on_overflow)
+        if not isinstance(config, VisionRopeConfig):
+            raise TypeError(f"config: expected a VisionRopeConfig, got {type(config).__name__}")
+        self.config = config
+        self.on_overflow = on_overflow
+        self.seq_axis = seq_axis
+
+    @classmethod
+    def from_pretrained(
+        cls, source: str | os.PathLike, *, on_overflow: OverflowPolicy = "error", seq_axis: int = -3
+    ) -> VisionRotaryEmbedding:
+        """The vision-tower RoPE of a checkpoint (its ``config.json``; a composite's ``vision_config``).
+
+        Raises:
+          CheckpointError: the source has no vision-tower RoPE, or an unreadable source.
+
+        rope = VisionRotaryEmbedding.from_pretrained("path/to/pixtral-12b")
+        """
+        return cls(vision_rope_source(source), on_overflow=on_overflow, seq_axis=seq_axis)
+
+
+__all__ += ["VisionRotaryEmbedding"]

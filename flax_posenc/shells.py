@@ -25,17 +25,20 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from flax_posenc import alibi, block, rope
+from flax_posenc import alibi, block, rope, vision_rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import PositionSpec
 from flax_posenc.conversion.grid_tables import image_grid, load_grid_table
+from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import load_relative_bias
+from flax_posenc.conversion.source_record import inspect_source
 from flax_posenc.grid_config import GridSpec
 from flax_posenc.grids import add_grid_positions
 from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
 from flax_posenc.sinusoid_math import Layout
+from flax_posenc.vision_rope_config import VisionRopeConfig
 
 __all__ = [
     "ALiBiCalls",
@@ -252,7 +255,6 @@ class ALiBiCalls:
 
 
 # ----------------------------------------------------------------------------- window bias (issue 35)
-from flax_posenc.conversion.readers import fail  # noqa: E402 - the block stays self-contained
 from flax_posenc.conversion.window_bias import load_window_bias  # noqa: E402
 from flax_posenc.window_bias_config import WindowBiasSpec, window_pair  # noqa: E402
 from flax_posenc.windows import resize_window_table, window_bias  # noqa: E402
@@ -283,3 +285,56 @@ def window_bias_call(spec: WindowBiasSpec, table: jax.Array, window: Any, conven
     if new != spec.window:
         table = resize_window_table(table, spec.window, new, class_token=spec.class_token, convention=convention)
     return window_bias(table, new, class_token=spec.class_token, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- vision-tower RoPE (issue 35, item 2)
+
+__all__ += ["VisionRotaryCalls", "vision_rope_source"]
+
+
+def vision_rope_source(source: str | os.PathLike) -> VisionRopeConfig:
+    """The :class:`~flax_posenc.VisionRopeConfig` of a checkpoint's vision tower (its ``config.json``;
+    no weights are read): the first ``vision_rope`` mechanism :func:`~flax_posenc.conversion.inspect_source` reports.
+
+    Raises:
+      CheckpointError: the source has no vision-tower RoPE (one line naming the kinds it has).
+    """
+    record = inspect_source(source)
+    found = [m.record.config for m in getattr(record, "mechanisms", ()) if m.kind == "vision_rope"]
+    if not found:
+        kinds = ", ".join(dict.fromkeys(m.kind for m in getattr(record, "mechanisms", ()))) or "none"
+        raise fail(
+            source, "a checkpoint with a vision-tower RoPE (Pixtral, Qwen2/2.5-VL, DINOv3)", f"{kinds} positions"
+        )
+    return found[0]
+
+
+class VisionRotaryCalls:
+    """``__call__`` and ``rotate_qk`` of ``VisionRotaryEmbedding`` (attributes ``config``, ``on_overflow``, ``seq_axis``)."""
+
+    config: Any
+    on_overflow: OverflowPolicy
+    seq_axis: int
+
+    def __call__(
+        self, x: jax.typing.ArrayLike, positions: jax.typing.ArrayLike, *, on_overflow: OverflowPolicy | None = None
+    ) -> jax.Array:
+        """Rotate ``x`` (``(..., tokens, heads, head_dim)``) by its patches' ``(..., patches, 2)`` positions
+        (:func:`flax_posenc.apply_vision_rope`); the ``prefix_tokens`` first tokens pass unchanged."""
+        return vision_rope.apply_vision_rope(
+            x, self.config, positions, on_overflow=on_overflow or self.on_overflow, seq_axis=self.seq_axis
+        )
+
+    def rotate_qk(
+        self,
+        q: jax.typing.ArrayLike,
+        k: jax.typing.ArrayLike,
+        positions: jax.typing.ArrayLike,
+        *,
+        on_overflow: OverflowPolicy | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
+        """``(q, k)`` rotated at the same patch positions (:func:`flax_posenc.apply_vision_rope_qk`).
+        In Linen: ``apply({}, q, k, positions, method="rotate_qk")``."""
+        return vision_rope.apply_vision_rope_qk(
+            q, k, self.config, positions, on_overflow=on_overflow or self.on_overflow, seq_axis=self.seq_axis
+        )

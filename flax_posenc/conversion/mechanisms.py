@@ -65,6 +65,7 @@ from flax_posenc.conversion.relative_config import (
     config_path_of,
     relative_configs_from_dict,
 )
+from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, VisionRopeSource, read_vision_rope
 
 __all__ = ["MECHANISMS", "MechanismKind", "MechanismTable", "ReadContext"]
 
@@ -483,6 +484,20 @@ MECHANISMS.register(
         lambda row, ctx: read_window_bias(
             ctx.source, row, ctx.config, section=ctx.section, config_path=ctx.config_path
         ),
+        tower="vision",
+        details=grid_details,
+    )
+)
+
+MECHANISMS.register(
+    MechanismKind(  # issue 35 item 2: vision-tower RoPE (flax_posenc/conversion/vision_rope.py)
+        "vision_rope",
+        "2-D rotary positions of image patches in a vision tower (Pixtral, Qwen2/2.5-VL, DINOv3)",
+        "image size",
+        ("vision_rope",),
+        (VisionRopeSource,),
+        (("flax_posenc.conversion.vision_rope.VISION_ROPE_FAMILIES", VISION_ROPE_FAMILIES),),
+        lambda row, ctx: read_vision_rope(row, ctx.config, ctx.text, ctx.config_path),
         tower="vision",
         details=grid_details,
     )

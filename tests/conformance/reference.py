@@ -965,6 +965,8 @@ def record_problems(model, record, directory: Path) -> list[str]:
         forward, called = _forward_problems(model, directory, record)
         problems += forward
     problems += _position_parameter_problems(model, record)
+    if any(m.kind == "vision_rope" for m in record.mechanisms):  # a vision tower's rotary: its own hook
+        rotary = [m for m in rotary if "Vision" not in type(m).__name__]
     if rotary and not ropes and not mropes:
         problems.append(f"the model has {type(rotary[0]).__name__}; we report no RoPE")
     for mech in mropes:
@@ -1454,3 +1456,157 @@ def _window_bias_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["window_bias"] = _window_bias_problems
+# ----------------------------------------------------------------------------- vision-tower RoPE (issue 35, item 2)
+
+#: The patch grids a vision RoPE case runs, ``(t, h, w)`` per image (multiples of the tiny towers'
+#: merge size 2; Qwen2.5-VL's tiny window of 2 x 2 blocks cuts the first into 2 windows).
+VISION_GRIDS = {"pixtral": [[1, 4, 6]], "dinov3": [[1, 4, 6]], "qwen2_vl": [[1, 4, 6], [2, 4, 4]]}
+VISION_GRIDS["qwen2_5_vl"] = [[1, 4, 8], [2, 4, 4]]  # 2 x 4 blocks: windows order them 0 1 4 5 2 3 6 7
+
+#: Their modeling files' apply function (the one each vision attention calls by name).
+VISION_APPLY = {
+    "pixtral": "apply_rotary_pos_emb",
+    "dinov3": "apply_rotary_pos_emb",
+    "qwen2_vl": "apply_rotary_pos_emb_vision",
+    "qwen2_5_vl": "apply_rotary_pos_emb_vision",
+}
+
+
+def vision_tower(model):
+    """The vision tower of ``model`` (Qwen-VL's ``visual``, LLaVA-style ``vision_tower``), else ``model``."""
+    for name in ("visual", "vision_tower", "vision_model"):
+        tower = getattr(model, name, None)
+        if tower is not None and hasattr(tower, "config"):
+            return tower
+    return model
+
+
+def _vision_rotary(tower):
+    return [
+        m
+        for m in tower.modules()
+        if hasattr(m, "inv_freq")
+        and (type(m).__name__.endswith("RotaryEmbedding") or type(m).__name__.endswith("RopePositionEmbedding"))
+    ]
+
+
+def run_vision_tower(tower, family: str, grid):
+    """Run ``tower``'s forward on random patches of ``grid`` and record its rotary module's input
+    and output and the first call of its apply function: ``(position_ids, (cos, sin), (q, k, out_q,
+    out_k))`` (``position_ids`` ``None`` for DINOv3, whose module takes the pixels)."""
+    import torch
+
+    cfg = tower.config
+    seen: dict[str, Any] = {}
+    rotary = _vision_rotary(tower)[0]
+
+    def hook(module, args, output):
+        seen.setdefault("args", args)
+        seen.setdefault("out", output)
+
+    module = sys.modules[type(tower).__module__]
+    name = VISION_APPLY[family]
+    real = getattr(module, name)
+
+    def watched(q, k, cos, sin, *args, **kwargs):
+        out = real(q, k, cos, sin, *args, **kwargs)
+        seen.setdefault("apply", (q.detach().clone(), k.detach().clone(), out[0].detach(), out[1].detach()))
+        return out
+
+    handle = rotary.register_forward_hook(hook)
+    setattr(module, name, watched)
+    torch.manual_seed(1)
+    try:
+        with torch.no_grad(), quiet():
+            if family in ("pixtral", "dinov3"):
+                (_, h, w), p = grid[0], cfg.patch_size
+                pixels = torch.randn(1, cfg.num_channels, h * p, w * p)
+                kwargs = {"image_sizes": [(h * p, w * p)]} if family == "pixtral" else {}
+                tower(pixels, **kwargs)
+            else:
+                grid_thw = torch.tensor(grid)
+                n = int(sum(t * h * w for t, h, w in grid))
+                width = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size**2
+                tower(torch.randn(n, width), grid_thw=grid_thw)
+    finally:
+        setattr(module, name, real)
+        handle.remove()
+    args = seen.get("args") or (None,)
+    positions = args[1] if len(args) > 1 and torch.is_tensor(args[1]) else None
+    return positions, seen.get("out"), seen.get("apply")
+
+
+def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
+    """A vision tower's 2-D RoPE against its own modules, in a forward pass on a small grid: the
+    rotary module's ``inv_freq`` (within ``2**-21`` relative) and its input position ids (equal),
+    its ``cos``/``sin`` (float32 rounding of our float64 angle: ``|d| <= 2**-22 (1 + angle)``), the
+    rotated ``q``/``k`` of the apply function the attention calls against
+    :func:`flax_posenc.apply_vision_rope_qk` in the model's token order (Qwen2.5-VL's windows,
+    DINOv3's prefix tokens: ``1e-5`` relative), and the limit: Pixtral's trained grid
+    (``image_size // patch_size``), none for the others."""
+    import jax
+
+    import flax_posenc as fp
+    from flax_posenc.vision_rope_config import vision_patch_positions
+
+    record = mech.record
+    cfg = record.config
+    tower = vision_tower(model)
+    rotary = _vision_rotary(tower)
+    if not rotary:
+        return [f"we report a {record.family} vision RoPE; the vision tower has no rotary module"]
+    problems = []
+    axis, column = cfg.columns()
+    axis_, ours_freq = cfg.frequencies()
+    theirs = rotary[0].inv_freq.detach().double().numpy()
+    expect = ours_freq if theirs.size == ours_freq.size else ours_freq[: theirs.size]
+    if theirs.shape != expect.shape or not np.allclose(theirs, expect, rtol=2**-21, atol=0):
+        return [f"vision inv_freq {theirs.shape} differs from ours {expect.shape}"]
+    grid = VISION_GRIDS[record.family]
+    positions, out, applied = run_vision_tower(tower, record.family, grid)
+    if out is None or applied is None:
+        return ["the vision forward pass called no rotary module or apply function"]
+    normalized = cfg.coordinates == "normalized"
+    raw = vision_patch_positions(grid, spatial_merge_size=cfg.spatial_merge_size, normalized=normalized)
+    if positions is not None and not np.array_equal(positions.numpy(), raw):
+        problems.append("vision position ids differ from the rotary module's input")
+    angle = raw[:, axis].astype(np.float64) * ours_freq * (2 * np.pi if normalized else 1.0)
+    cos_t, sin_t = (np.asarray(x.detach().double().numpy()) for x in out)
+    half = cfg.head_dim // 2
+    if cos_t.shape != (raw.shape[0], cfg.head_dim) or not np.array_equal(cos_t[:, :half], cos_t[:, half:]):
+        problems.append(f"the rotary module's cos is {cos_t.shape}, not [cos | cos] of ({raw.shape[0]}, {half})")
+    else:
+        ours_cos, ours_sin = (np.asarray(x, np.float64) for x in jax.jit(lambda: fp.vision_rope_cos_sin(raw, cfg))())
+        tol = 2.0**-22 * (1 + np.abs(angle))
+        for label, a, b, exact in (
+            ("cos", ours_cos, cos_t[:, :half], np.cos(angle)),
+            ("sin", ours_sin, sin_t[:, :half], np.sin(angle)),
+        ):
+            if not np.all(np.abs(a - b) <= 2 * tol):
+                problems.append(f"vision RoPE {label} differs from the rotary module's by {np.max(np.abs(a - b)):.3g}")
+            if not np.all(np.abs(a - exact) <= tol):
+                problems.append(f"vision RoPE {label} differs from float64 by {np.max(np.abs(a - exact)):.3g}")
+    q, k, out_q, out_k = (x.numpy() for x in applied)
+    order = cfg.positions(grid)  # the model's token order (windows), or DINOv3's centres
+    tokens = order.shape[0] + cfg.prefix_tokens
+    seq_axis = -3 if q.ndim >= 3 and q.shape[-3] == tokens else -2
+    try:
+        # one jitted call (one compilation per case, not one per eager primitive); the positions are
+        # known while tracing (a closure constant), so their limit is checked then
+        rq, rk = jax.jit(lambda q, k: fp.apply_vision_rope_qk(q, k, cfg, order, seq_axis=seq_axis))(q, k)
+    except ValueError as e:
+        return problems + [f"apply_vision_rope_qk cannot take the model's q {q.shape}: {e}"[:200]]
+    for label, a, b in (("q", rq, out_q), ("k", rk, out_k)):
+        err = float(np.max(np.abs(np.asarray(a) - b)))
+        if not err <= 1e-5 * (1 + float(np.max(np.abs(b)))):
+            problems.append(f"{VISION_APPLY[record.family]}({label}) differs from apply_vision_rope_qk by {err:.3g}")
+    if record.family == "pixtral":
+        side = tower.config.image_size // tower.config.patch_size
+        if record.patches_per_side != side:
+            problems.append(f"patches per side {record.patches_per_side}, the config's image_size / patch_size {side}")
+    elif record.patches_per_side is not None:
+        problems.append(f"we report a limit of {record.patches_per_side} patches per side; transformers has none")
+    return problems
+
+
+KIND_CHECKS["vision_rope"] = _vision_rope_problems

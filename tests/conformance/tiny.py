@@ -259,6 +259,32 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 
+# vision-tower RoPE (issue 35, item 2): one layer, width 32, 2 heads (head_dim 16), tiny patches
+_VISION_ROPE = {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 32, "num_attention_heads": 2}
+OVERRIDES.update(
+    {
+        "pixtral": {**_VISION_ROPE, "image_size": 32, "patch_size": 4, "head_dim": 16},
+        "dinov3_vit": {**_VISION_ROPE, "image_size": 16, "patch_size": 4, "num_register_tokens": 2},
+        "qwen2_vl_vision": {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 2},
+        "qwen2_5_vl_vision": {
+            "depth": 1,
+            "hidden_size": 32,
+            "out_hidden_size": 32,
+            "intermediate_size": 32,
+            "num_heads": 2,
+            "patch_size": 2,
+            "window_size": 8,  # windows of 2 x 2 merged blocks
+            "fullatt_block_indexes": [],
+        },
+    }
+)
+
+#: Tower model types that ``AutoModel`` does not map: their model class (dotted path).
+TOWER_CLASSES: dict[str, str] = {
+    "qwen2_vl_vision": "transformers.models.qwen2_vl.modeling_qwen2_vl.Qwen2VisionTransformerPretrainedModel",
+}
+
+
 @contextlib.contextmanager
 def quiet():
     """transformers' warnings and logs off (they are about random weights, not positions)."""
@@ -305,7 +331,13 @@ def tiny_model(model_type: str, seed: int = 0):
     config = tiny_config(model_type)
     torch.manual_seed(seed)
     with quiet():
-        model = AutoModel.from_config(config, torch_dtype=torch.float32)
+        if model_type in TOWER_CLASSES:
+            import importlib
+
+            path, name = TOWER_CLASSES[model_type].rsplit(".", 1)
+            model = getattr(importlib.import_module(path), name)(config).float()
+        else:
+            model = AutoModel.from_config(config, torch_dtype=torch.float32)
     return model.eval()
 
 

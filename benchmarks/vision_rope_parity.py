@@ -1,0 +1,138 @@
+"""Vision-tower RoPE against transformers and float64: what docs/vision-audio.md ("Vision-tower RoPE") claims.
+
+    python benchmarks/vision_rope_parity.py        # ~20 s of CPU (80 s wall on 2 loaded cores); torch + transformers
+
+At each model's real sizes (Pixtral-12B's tower: head_dim 64, theta 1e4, a 64 x 64 grid, its
+trained side; Qwen2-VL's and Qwen2.5-VL's towers: head_dim 80, theta 1e4, a 64 x 64 grid in 2 x 2
+blocks, Qwen2.5-VL's 112 px windows at patch 14; DINOv3 ViT-B: head_dim 64, theta 100, a 64 x 64
+grid of patch centres), for every patch:
+
+1. cos/sin: transformers' own vision rotary module (float32) and ``fp.vision_rope_cos_sin`` (known
+   positions: the RoPE core's host or iota path; traced under ``jit``: exact-angle arithmetic for
+   indices, a float32 angle for DINOv3's coordinates) against
+   the float64 value of the model's formula. Unit: float32 ulps of 1 (``2**-23``; cos and sin lie
+   in [-1, 1]).
+2. The rotation: the modeling file's own apply function with its module's cos/sin, and
+   ``fp.apply_vision_rope`` (traced positions), against the float64 rotation of the same float32
+   N(0, 1) queries. Unit: float32 ulps of the largest query entry (``max|q| * 2**-23``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+EPS = 2.0**-23
+SIDE = 64
+
+
+def cases():
+    """``(name, VisionRopeConfig, transformers rotary module, its apply function, call)``."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.dinov3_vit import modeling_dinov3_vit as dino
+    from transformers.models.pixtral import modeling_pixtral as pix
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as q25
+    from transformers.models.qwen2_vl import modeling_qwen2_vl as q2
+
+    from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, vision_rope_config
+
+    out = []
+    for name, model_type, module_file, cls, apply in (
+        ("pixtral (Pixtral-12B tower)", "pixtral", pix, "PixtralVisionRotaryEmbedding", "apply_rotary_pos_emb"),
+        ("qwen2_vl (Qwen2-VL tower)", "qwen2_vl_vision", q2, "Qwen2VLVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
+        ("qwen2_5_vl (Qwen2.5-VL tower)", "qwen2_5_vl_vision", q25, "Qwen2_5_VLVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
+        ("dinov3 (DINOv3 ViT-B)", "dinov3_vit", dino, "DINOv3ViTRopePositionEmbedding", "apply_rotary_pos_emb"),
+    ):  # fmt: skip
+        sizes = {"hidden_size": 1280, "num_heads": 16} if model_type.startswith("qwen") else {}
+        if model_type == "qwen2_vl_vision":
+            sizes = {"embed_dim": 1280, "num_heads": 16}
+        if model_type == "dinov3_vit":
+            sizes = {"hidden_size": 768, "num_attention_heads": 12, "image_size": SIDE * 16}
+        hf = CONFIG_MAPPING[model_type](**sizes)
+        row = next(r for r in VISION_ROPE_FAMILIES.values() if model_type in r.model_types)
+        cfg = vision_rope_config(row, hf.to_dict(), model_type)
+        out.append(
+            (name, cfg, getattr(module_file, cls)(hf).eval(), getattr(module_file, apply), hf)
+        )  # eval: no jitter
+    return out
+
+
+def reference(cfg, positions):
+    """float64 angles of the model's formula (numpy, from the frequencies of the config's split)."""
+    axis, inv_freq = cfg.frequencies()
+    scale = 2 * np.pi if cfg.coordinates == "normalized" else 1.0
+    return np.asarray(positions, np.float64)[:, axis] * inv_freq * scale
+
+
+def rotate(x, angle):
+    cos, sin = np.concatenate([np.cos(angle)] * 2, -1), np.concatenate([np.sin(angle)] * 2, -1)
+    half = x.shape[-1] // 2
+    return x * cos + np.concatenate([-x[..., half:], x[..., :half]], -1) * sin
+
+
+def measure(name, cfg, module, apply, hf):
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    import flax_posenc as fp
+
+    positions = cfg.positions([[1, SIDE, SIDE]])
+    angle = reference(cfg, positions)
+    half = cfg.head_dim // 2
+    with torch.no_grad():
+        if cfg.coordinates == "normalized":
+            theirs = module(torch.zeros(1, 3, SIDE * hf.patch_size, SIDE * hf.patch_size))
+        else:
+            theirs = module(torch.zeros(1), torch.from_numpy(positions))
+    t_cos, t_sin = (x.double().numpy()[:, :half] for x in theirs)
+    o_cos, o_sin = (np.asarray(x, np.float64) for x in fp.vision_rope_cos_sin(positions, cfg))
+    dtype = jnp.float32 if cfg.coordinates == "normalized" else jnp.int32
+    d_cos, d_sin = (
+        np.asarray(x, np.float64)
+        for x in jax.jit(lambda p: fp.vision_rope_cos_sin(p, cfg))(jnp.asarray(positions, dtype))
+    )
+    ulps = lambda a, b: float(np.max(np.abs(a - b))) / EPS  # noqa: E731
+    rows = {
+        "cos/sin, transformers float32": max(ulps(t_cos, np.cos(angle)), ulps(t_sin, np.sin(angle))),
+        "cos/sin, ours (known positions)": max(ulps(o_cos, np.cos(angle)), ulps(o_sin, np.sin(angle))),
+        "cos/sin, ours (traced under jit)": max(ulps(d_cos, np.cos(angle)), ulps(d_sin, np.sin(angle))),
+    }  # fmt: skip
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((positions.shape[0] + cfg.prefix_tokens, 2, cfg.head_dim)).astype(np.float32)
+    exact = rotate(q[cfg.prefix_tokens :].astype(np.float64), angle[:, None, :])
+    tq = torch.from_numpy(q)
+    with torch.no_grad():
+        if cfg.coordinates == "normalized" or name.startswith("pixtral"):  # (batch, heads, tokens, dim)
+            hq = tq.permute(1, 0, 2)[None]
+            out, _ = apply(hq, hq, *theirs) if name.startswith("dinov3") else apply(hq, hq, *theirs, unsqueeze_dim=0)
+            out = out[0].permute(1, 0, 2).numpy()
+        else:
+            out, _ = apply(tq, tq, *theirs)
+            out = out.numpy()
+    ours = np.asarray(jax.jit(lambda x, p: fp.apply_vision_rope(x, cfg, p))(q, jnp.asarray(positions, dtype)))
+    scale = float(np.max(np.abs(q))) * EPS
+    p = cfg.prefix_tokens
+    rows["rotated q, transformers' apply"] = float(np.max(np.abs(out[p:] - exact))) / scale
+    rows["rotated q, ours (traced)"] = float(np.max(np.abs(ours[p:] - exact))) / scale
+    return rows
+
+
+def main() -> None:
+    from conformance.tiny import quiet
+
+    with quiet():
+        found = [(name, measure(name, *rest)) for name, *rest in cases()]
+    labels = list(found[0][1])
+    print(f"| {SIDE} x {SIDE} patches, float32 ulps vs float64 | " + " | ".join(n for n, _ in found) + " |")
+    print("| --- |" + " --- |" * len(found))
+    for label in labels:
+        print(f"| {label} | " + " | ".join(f"{rows[label]:.2f}" for _, rows in found) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,335 @@
+"""Vision towers' 2-D rotary positions (the ``vision_rope`` mechanism), numpy only.
+
+One row of :data:`VISION_ROPE_FAMILIES` per way a vision tower rotates its patches, each checked
+against the modeling file of the pinned transformers (5.24.0) and by its conformance case (the
+tiny tower's own rotary module's position ids and ``cos``/``sin``, and its own apply function's
+rotated ``q``/``k`` in a forward pass, against :func:`flax_posenc.apply_vision_rope_qk`):
+
+- ``pixtral`` (``pixtral``: Mistral 3's and LightOnOCR's tower): ``PixtralVisionRotaryEmbedding``,
+  ``inv_freq`` of the whole head split even/odd between rows and columns, patches in raster
+  order, ``apply_rotary_pos_emb`` (``rotate_half``). The limit is the trained grid,
+  ``image_size // patch_size`` patches per side (1024 / 16 = 64): transformers 5.x computes the
+  angles for any grid and does not enforce it (as ``max_position_embeddings`` for text RoPE).
+- ``qwen2_vl`` (``qwen2_vl_vision``, and ``qwen2_vl`` itself beside its text M-RoPE):
+  ``Qwen2VLVisionRotaryEmbedding``, the frequencies of a ``head_dim // 2`` RoPE first with the
+  row, then with the column, patches in ``spatial_merge_size`` blocks (``get_vision_position_ids``),
+  ``apply_rotary_pos_emb_vision``. No limit: the angles are computed for any image.
+- ``qwen2_5_vl`` (``qwen2_5_vl_vision``, ``qwen2_5_vl``): as ``qwen2_vl``, then the blocks in
+  window order (``get_vision_window_index`` with ``window_size``, ``permute_input_for_window_attn``
+  of ``cos``/``sin``). No limit.
+- ``dinov3`` (``dinov3_vit``): ``DINOv3ViTRopePositionEmbedding``, patch centres normalized to
+  ``[-1, 1]`` turned by ``2 pi c w`` (``w = rope_theta ** (-4i / head_dim)``), the class and
+  register tokens not rotated; ``pos_embed_shift``/``jitter``/``rescale`` act only in training. No
+  limit: the coordinates are normalized for any image size.
+
+Qwen3-VL's, GLM-4V's and Llama 4's vision towers rotate as ``qwen2_vl`` (Llama 4: 1-based,
+interleaved, a class token) but also add a learned position grid that is resampled per image (or,
+Llama 4, fixed): they are not read here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from flax_posenc.conversion.readers import fail
+from flax_posenc.grid_config import image_grid
+from flax_posenc.vision_rope_config import VisionRopeConfig
+
+__all__ = ["VISION_ROPE_FAMILIES", "VisionRopeFamily", "VisionRopeSource", "read_vision_rope"]
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionRopeFamily:
+    """A way a vision tower rotates its patches (a row of :data:`VISION_ROPE_FAMILIES`).
+
+    Attributes:
+      name, model_types: as every registry row (a composite model type registered on its own,
+        Qwen2-VL's, is read from its ``vision_config``).
+      split, layout, coordinates: the :class:`~flax_posenc.VisionRopeConfig` fields.
+      width_field, heads_field: the config fields whose quotient is the head width (``head_dim``
+        when the config has it); defaults: transformers' config class's.
+      theta_default: ``rope_theta`` when neither ``rope_parameters`` nor ``rope_theta`` gives one.
+      merge_field: the field of ``spatial_merge_size`` (``None``: raster order).
+      window_field: the field of ``window_size`` (Qwen2.5-VL; ``None``: no window order).
+      limit_fields: ``(image_size field, patch_size field)`` whose quotient is the trained
+        patches per side, the limit (``None``: no limit).
+      register_field: the field counting register tokens after the class token (DINOv3);
+        ``class_token``: a class token before the patches, not rotated.
+      defaults: transformers' config class defaults of the fields read (a Hub ``config.json`` may
+        leave them out).
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    split: str = "axial"
+    layout: str = "half"
+    coordinates: str = "index"
+    width_field: str = "hidden_size"
+    heads_field: str = "num_heads"
+    theta_default: float = 10000.0
+    merge_field: str | None = None
+    window_field: str | None = None
+    limit_fields: tuple[str, str] | None = None
+    class_token: bool = False
+    register_field: str | None = None
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    tower: str = "vision"
+
+
+VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
+    {
+        row.name: row
+        for row in (
+            VisionRopeFamily(
+                "pixtral",
+                ("pixtral",),
+                split="pixtral",
+                heads_field="num_attention_heads",
+                limit_fields=("image_size", "patch_size"),
+                defaults={"hidden_size": 1024, "num_attention_heads": 16, "image_size": 1024, "patch_size": 16},
+            ),
+            VisionRopeFamily(
+                "qwen2_vl",
+                ("qwen2_vl_vision", "qwen2_vl"),
+                width_field="embed_dim",
+                merge_field="spatial_merge_size",
+                defaults={"embed_dim": 1280, "num_heads": 16, "spatial_merge_size": 2},
+            ),
+            VisionRopeFamily(
+                "qwen2_5_vl",
+                ("qwen2_5_vl_vision", "qwen2_5_vl"),
+                merge_field="spatial_merge_size",
+                window_field="window_size",
+                defaults={
+                    "hidden_size": 3584,
+                    "num_heads": 16,
+                    "spatial_merge_size": 2,
+                    "window_size": 112,
+                    "patch_size": 14,
+                },
+            ),
+            VisionRopeFamily(
+                "dinov3",
+                ("dinov3_vit",),
+                coordinates="normalized",
+                heads_field="num_attention_heads",
+                theta_default=100.0,
+                class_token=True,
+                register_field="num_register_tokens",
+                defaults={"hidden_size": 384, "num_attention_heads": 6, "num_register_tokens": 0},
+            ),
+        )
+    }
+)
+
+
+def _int_field(config: Mapping[str, Any], row: VisionRopeFamily, field: str, where: object) -> int:
+    value = config.get(field, row.defaults.get(field))
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]  # a square [n, n]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail(where, f"{field} as a positive integer", repr(value)[:80])
+    return value
+
+
+def _theta(config: Mapping[str, Any], row: VisionRopeFamily, where: object) -> float:
+    params = config.get("rope_parameters")
+    theta = params.get("rope_theta") if isinstance(params, Mapping) else None
+    if theta is None:
+        theta = config.get("rope_theta", row.theta_default)
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1 or theta == float("inf"):
+        raise fail(where, "rope_theta as a finite number above 1", repr(theta)[:80])
+    if isinstance(params, Mapping) and params.get("rope_type", "axial") not in ("axial", "default"):
+        raise fail(
+            where,
+            "rope_parameters.rope_type 'axial' (the only vision RoPE transformers builds)",
+            repr(params.get("rope_type"))[:80],
+        )
+    return float(theta)
+
+
+def vision_rope_config(row: VisionRopeFamily, config: Mapping[str, Any], where: object) -> VisionRopeConfig:
+    """The :class:`~flax_posenc.VisionRopeConfig` of a vision tower's (sub-)config under ``row``.
+
+    Raises:
+      CheckpointError: a field that is not a positive integer, a head width that is not a
+        multiple of 4, a window smaller than a merged block (one line naming the field).
+    """
+    head_dim = config.get("head_dim")
+    if head_dim is None:
+        width = _int_field(config, row, row.width_field, where)
+        heads = _int_field(config, row, row.heads_field, where)
+        if width % heads:
+            raise fail(where, f"{row.width_field} divisible by {row.heads_field} {heads}", str(width))
+        head_dim = width // heads
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 4 or head_dim % 4:
+        raise fail(
+            where, "a head width (head_dim) that is a positive multiple of 4 (two axes of pairs)", repr(head_dim)[:80]
+        )
+    merge = _int_field(config, row, row.merge_field, where) if row.merge_field else 1
+    window = patch = None
+    if row.window_field:
+        window = _int_field(config, row, row.window_field, where)
+        patch = _int_field(config, row, "patch_size", where)
+        if window // merge // patch < 1:
+            raise fail(
+                where,
+                f"{row.window_field} of at least spatial_merge_size * patch_size = {merge * patch} px",
+                str(window),
+            )
+    side = None
+    if row.limit_fields:
+        image = _int_field(config, row, row.limit_fields[0], where)
+        patch_size = _int_field(config, row, row.limit_fields[1], where)
+        if image % patch_size:
+            raise fail(where, f"{row.limit_fields[0]} divisible by {row.limit_fields[1]} {patch_size}", str(image))
+        side = image // patch_size
+    prefix = 0
+    if row.class_token:
+        prefix = 1 + (_registers(config, row, where) if row.register_field else 0)
+    return VisionRopeConfig(
+        head_dim=head_dim,
+        rope_theta=_theta(config, row, where),
+        split=row.split,  # type: ignore[arg-type]
+        layout=row.layout,  # type: ignore[arg-type]
+        coordinates=row.coordinates,  # type: ignore[arg-type]
+        patches_per_side=side,
+        prefix_tokens=prefix,
+        spatial_merge_size=merge,
+        window_size=window,
+        patch_size=patch,
+    )
+
+
+def _registers(config: Mapping[str, Any], row: VisionRopeFamily, where: object) -> int:
+    assert row.register_field is not None
+    value = config.get(row.register_field, row.defaults.get(row.register_field, 0))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise fail(where, f"{row.register_field} as a non-negative integer", repr(value)[:80])
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionRopeSource:
+    """A vision tower's 2-D RoPE as a :class:`~flax_posenc.conversion.SourceRecord` (a ``vision_rope`` mechanism).
+
+    Like a position grid it limits the *image*, not a token count, so ``limit`` is ``None``;
+    :meth:`check_image_size` asks about an image. ``config`` is the
+    :class:`~flax_posenc.VisionRopeConfig` for :func:`flax_posenc.apply_vision_rope`.
+    """
+
+    source: str
+    model_type: str
+    family: str
+    config: VisionRopeConfig
+    patch_size: int | None = None
+
+    scheme = "vision_rope"
+    key = None
+
+    @property
+    def limit(self) -> None:
+        return None
+
+    @property
+    def patches_per_side(self) -> int | None:
+        """The trained grid's side (Pixtral: ``image_size // patch_size``); ``None``: no limit."""
+        return self.config.patches_per_side
+
+    @property
+    def name(self) -> str:
+        return f"{self.family} vision RoPE of {self.source}" if self.source else f"{self.family} vision RoPE"
+
+    def describe_limit(self) -> str:
+        c = self.config
+        if c.patches_per_side is None:
+            why = (
+                "patch centres normalized to [-1, 1]"
+                if c.coordinates == "normalized"
+                else "the angles are computed for any grid of patches"
+            )
+            return f"{self.name} has no limit ({why})"
+        side = c.patches_per_side
+        px = f"; {side * self.patch_size} px at patch_size {self.patch_size}" if self.patch_size else ""
+        return f"{self.name} holds {side} patches per side (rows and columns 0..{side - 1}{px})"
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        """A token count is not what a vision RoPE limits: always fits; the line says so."""
+        return True, f"{self.describe_limit()}; it limits the image size, not a token count (check --image-size)"
+
+    def check_image_size(self, image_size: Any) -> tuple[bool, str]:
+        """``(fits, line)`` for an image of ``image_size`` px (an int or ``(h, w)``).
+
+        Raises:
+          CheckpointError: a size that is not a whole number of patches (one line).
+        """
+        patch = self.patch_size or 1
+        gh, gw = image_grid(image_size, patch, where="--image-size")
+        side = self.config.patches_per_side
+        if side is None or max(gh, gw) <= side:
+            return True, f"{self.describe_limit()}; a {gh * patch} x {gw * patch} px image fits ({gh} x {gw} patches)"
+        return False, (
+            f"{self.describe_limit()}; a {gh * patch} x {gw * patch} px image needs {gh} x {gw} patches: "
+            f"{max(gh, gw) - side} past the trained side"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "source": self.source,
+            "model_type": self.model_type,
+            "family": self.family,
+            "scheme": self.scheme,
+            "head_dim": c.head_dim,
+            "rope_theta": c.rope_theta,
+            "split": c.split,
+            "layout": c.layout,
+            "coordinates": c.coordinates,
+            "patches_per_side": c.patches_per_side,
+            "patch_size": self.patch_size,
+            "prefix_tokens": c.prefix_tokens,
+            "spatial_merge_size": c.spatial_merge_size,
+            "window_size": c.window_size,
+            "limit": self.limit,
+        }
+
+    def __str__(self) -> str:
+        c = self.config
+        order = f"{c.spatial_merge_size} x {c.spatial_merge_size} blocks" if c.spatial_merge_size > 1 else "raster"
+        if c.window_size:
+            order += f", windows of {c.window_size} px"
+        return "\n".join(
+            [
+                f"source:      {self.source}",
+                f"family:      {self.family} (model_type {self.model_type})",
+                "scheme:      vision_rope",
+                f"rotation:    2-D {c.split} split of head_dim {c.head_dim}, theta {c.rope_theta:g}, {c.layout} pairs, "
+                f"{c.coordinates} coordinates, {order}"
+                + (f", {c.prefix_tokens} prefix tokens not rotated" if c.prefix_tokens else ""),
+                f"limit:       {self.describe_limit()}",
+            ]
+        )
+
+
+def read_vision_rope(
+    row: VisionRopeFamily, config: Mapping[str, Any], source: str, where: object
+) -> list[VisionRopeSource]:
+    """The vision RoPE of a parsed ``config.json`` (a vision tower's, or a composite's whose
+    ``vision_config`` it reads) under ``row``.
+
+    Raises:
+      CheckpointError: a field it needs is not what transformers builds (one line naming it).
+    """
+    model_type = str(config.get("model_type"))
+    sub = config.get("vision_config")
+    if isinstance(sub, Mapping):  # Qwen2-VL registered as its own type: its vision tower's sub-config
+        config, where = sub, f"{where}:vision_config"
+    elif sub is not None:
+        raise fail(where, "vision_config as an object", type(sub).__name__)
+    cfg = vision_rope_config(row, config, where)
+    patch = config.get("patch_size", row.defaults.get("patch_size"))
+    patch_size = patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None
+    return [VisionRopeSource(source, model_type, row.name, cfg, patch_size)]
