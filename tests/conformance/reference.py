@@ -922,6 +922,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["rel_embeddings", "attention.self.pos_"]
         if mech.kind == "relative_bias":  # T5/MPNet buckets: every stack's relative_attention_bias
             covered.append("relative_attention_bias")
+        if mech.kind == "conv_position":  # wav2vec2's position convolution (a composite's tower: no prefix)
+            covered += ["pos_conv_embed.", "encode_positions."]
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1014,6 +1016,87 @@ def _learned_or_audio(model, mech, directory: Path) -> list[str]:
     return _learned_problems(model, mech, directory)
 
 
+#: Frames of the random hidden states a convolutional position embedding is compared on.
+CONV_FRAMES = 24
+
+
+def conv_position_outputs(model, mech, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(theirs, ours)``: the model's own position convolution (``*PositionalConvEmbedding``) and
+    :func:`flax_posenc.conv_position.conv_positions` (the checkpoint's weights, as
+    :func:`~flax_posenc.conversion.load_conv_positions` reads them) on hidden states ``x``
+    ``(batch, frames, dim)``, float32; SEW's module takes ``(batch, dim, frames)``, OmniASR's
+    returns ``hidden + positions`` (both undone here)."""
+    import torch
+
+    from flax_posenc.conv_position import conv_positions
+    from flax_posenc.conversion import load_conv_positions
+
+    module = _conv_module(model)
+    rec = mech.record
+    channels_first = rec.family == "sew_conv"
+    t = torch.from_numpy(x)
+    with torch.no_grad():
+        out = module(t.transpose(1, 2) if channels_first else t)
+        out = out.transpose(1, 2) if channels_first else out
+        if rec.family == "omniasr_conv":
+            out = out - t
+    loaded = load_conv_positions(rec.source)
+    ours = np.asarray(conv_positions(x, loaded.kernel, loaded.bias, loaded.spec))
+    return out.numpy(), ours
+
+
+def _conv_module(model):
+    found = [m for m in model.modules() if type(m).__name__.endswith("PositionalConvEmbedding")]
+    return found[0] if len(found) == 1 else None
+
+
+def _conv_position_problems(model, mech, directory: Path) -> list[str]:
+    """A convolutional position embedding (wav2vec2 and kin): the model's own ``pos_conv_embed`` on
+    random hidden states ``(2, 24, dim)`` against ours (float32: ``1e-5`` of the largest output),
+    the output frames, the kernel and groups of its convolution, and the receptive field: the input
+    frames whose gradient reaches one output frame in the middle (autograd through the model's
+    module) are exactly the ``receptive_field`` frames from ``j * stride - left_context`` on."""
+    import torch
+
+    module = _conv_module(model)
+    if module is None:
+        return ["we report a convolutional position embedding; the model has not exactly one *PositionalConvEmbedding"]
+    rec, spec = mech.record, mech.record.spec
+    problems = []
+    convs = [m for m in module.modules() if isinstance(m, torch.nn.Conv1d)]
+    if len(convs) != spec.num_layers:
+        problems.append(f"{len(convs)} convolutions in {type(module).__name__}, we read {spec.num_layers}")
+    for conv in convs:
+        if (conv.kernel_size[0], conv.groups, conv.stride[0]) != (spec.kernel_size, spec.groups, spec.stride):
+            problems.append(
+                f"convolution kernel/groups/stride {conv.kernel_size[0]}/{conv.groups}/{conv.stride[0]}, "
+                f"ours {spec.kernel_size}/{spec.groups}/{spec.stride}"
+            )
+    x = np.random.default_rng(0).standard_normal((2, CONV_FRAMES, spec.dim)).astype(np.float32)
+    theirs, ours = conv_position_outputs(model, mech, x)
+    if theirs.shape != ours.shape:
+        return problems + [f"position term {ours.shape}, the model's {theirs.shape}"]
+    err = float(np.max(np.abs(ours - theirs)))
+    if not err <= 1e-5 * float(np.max(np.abs(theirs))):
+        problems.append(f"position term differs by {err:.3g} (largest value {float(np.max(np.abs(theirs))):.3g})")
+    # the receptive field, from the gradient of one output frame in the middle
+    t = torch.from_numpy(x[:1]).requires_grad_(True)
+    channels_first = rec.family == "sew_conv"
+    out = module(t.transpose(1, 2)).transpose(1, 2) if channels_first else module(t)
+    j = out.shape[1] // 2
+    out[0, j].sum().backward()
+    if rec.family == "omniasr_conv":  # its module adds the hidden states: frame j's own gradient includes 1
+        t.grad[0, j] -= 1
+    seen = sorted(int(i) for i in np.flatnonzero(np.abs(t.grad[0].numpy()).sum(-1)))
+    start = j * spec.stride - spec.left_context
+    expected = [i for i in range(start, start + spec.receptive_field) if 0 <= i < CONV_FRAMES]
+    if seen != expected:
+        problems.append(f"output frame {j} sees input frames {seen[:3]}..{seen[-3:]}; ours {expected[:3]}..{expected[-3:]}")
+    if rec.limit is not None:
+        problems.append(f"limit {rec.limit}; a convolution has none")
+    return problems
+
+
 #: The conformance hook of every kind of :data:`flax_posenc.conversion.mechanisms.MECHANISMS`:
 #: ``(model, mechanism, directory) -> problems``, run on each mechanism of that kind. ``None``:
 #: no per-mechanism hook, because the kind is checked across mechanisms in
@@ -1033,6 +1116,7 @@ KIND_CHECKS = {
     "relative_bias": lambda model, mech, directory: _relative_bias_problems(model, mech),
     "deberta_relative": lambda model, mech, directory: _deberta_problems(model, mech),
     "grid": lambda model, mech, directory: _grid_problems(model, mech),
+    "conv_position": _conv_position_problems,
     "none": _no_position_problems,
 }
 

@@ -81,6 +81,17 @@ _MROPE_VISION = {"depth": 1, "hidden_size": 64, "num_heads": 2, "patch_size": 2,
 _GLM_ROPE = {"rope_type": "default", "mrope_section": [1, 2, 1], "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
 _GLM_VISION = {**_MROPE_VISION, "hidden_size": 32, "out_hidden_size": 64, "intermediate_size": 64}
 
+#: A tiny speech encoder (wav2vec2 and kin): feature encoder, width, one transformer layer.
+_SPEECH = {
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "conv_dim": (8, 8),
+    "conv_kernel": (10, 3),
+    "conv_stride": (5, 2),
+}
+
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
@@ -135,6 +146,20 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "roformer": {"embedding_size": 64},
     "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64},
     "dac": {"encoder_hidden_size": 8, "decoder_hidden_size": 16, "n_codebooks": 2, "codebook_size": 16},
+    # speech encoders with a convolutional position embedding: a 2-layer feature encoder (hop 10
+    # samples), width 16, one transformer layer, a kernel of 4 frames (even: one frame cut) in 2 groups
+    **{
+        t: {**_SPEECH, "num_conv_pos_embeddings": 4, "num_conv_pos_embedding_groups": 2}
+        for t in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "omniasr_audio")
+    },
+    "sew": {**_SPEECH, "num_conv_pos_embeddings": 4, "num_conv_pos_embedding_groups": 2, "squeeze_factor": 2},
+    # Data2Vec-Audio: num_conv_pos_embeddings counts stacked layers; the kernel is conv_pos_kernel_size (odd)
+    "data2vec-audio": {
+        **_SPEECH,
+        "num_conv_pos_embeddings": 2,
+        "conv_pos_kernel_size": 5,
+        "num_conv_pos_embedding_groups": 2,
+    },
     "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_5_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_vl": {
