@@ -98,6 +98,8 @@ CONV_POSITION_FAMILIES: Mapping[str, ConvPositionFamily] = MappingProxyType(
         for row in (
             ConvPositionFamily("wav2vec2_conv", ("wav2vec2", "hubert", "unispeech", "unispeech-sat")),
             ConvPositionFamily("sew_conv", ("sew",), stride_field="squeeze_factor"),
+            # SEW-D: SEW's strided convolution; its DeBERTa relative attention is a deberta_relative row
+            ConvPositionFamily("sew_d_conv", ("sew-d",), stride_field="squeeze_factor"),
             ConvPositionFamily(
                 "data2vec_audio_conv",
                 ("data2vec-audio",),

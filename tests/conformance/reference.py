@@ -557,11 +557,13 @@ def _deberta_problems(model, mech) -> list[str]:
     hidden = torch.zeros(1, n, 4)
     params = inspect.signature(module.build_relative_position).parameters
     kwargs = {"bucket_size": cfg.position_buckets, "max_position": cfg.max_position} if "bucket_size" in params else {}
-    theirs = module.build_relative_position(hidden, hidden, **kwargs).numpy().reshape(n, n)
+    sizes = list(params)[0] == "query_size"  # SEW-D: the older signature, (query_size, key_size, ...)
+    theirs = module.build_relative_position(*((n, n) if sizes else (hidden, hidden)), **kwargs).numpy().reshape(n, n)
     problems = []
     if not np.array_equal(cfg.relative_positions_np(n, n), theirs):
         problems.append("DeBERTa relative positions differ from build_relative_position")
-    rows = model.encoder.rel_embeddings.weight.shape[0]
+    tables = [m.rel_embeddings for m in model.modules() if isinstance(getattr(m, "rel_embeddings", None), torch.nn.Embedding)]
+    rows = tables[0].weight.shape[0]  # DeBERTa: encoder.rel_embeddings; SEW-D: encoder.encoder.rel_embeddings
     if rows != cfg.rows:
         problems.append(f"DeBERTa rel_embeddings rows {rows}, ours {cfg.rows}")
     return problems
@@ -1033,7 +1035,7 @@ def conv_position_outputs(model, mech, x: np.ndarray) -> tuple[np.ndarray, np.nd
 
     module = _conv_module(model)
     rec = mech.record
-    channels_first = rec.family == "sew_conv"
+    channels_first = rec.family in ("sew_conv", "sew_d_conv")
     t = torch.from_numpy(x)
     with torch.no_grad():
         out = module(t.transpose(1, 2) if channels_first else t)
@@ -1081,7 +1083,7 @@ def _conv_position_problems(model, mech, directory: Path) -> list[str]:
         problems.append(f"position term differs by {err:.3g} (largest value {float(np.max(np.abs(theirs))):.3g})")
     # the receptive field, from the gradient of one output frame in the middle
     t = torch.from_numpy(x[:1]).requires_grad_(True)
-    channels_first = rec.family == "sew_conv"
+    channels_first = rec.family in ("sew_conv", "sew_d_conv")
     out = module(t.transpose(1, 2)).transpose(1, 2) if channels_first else module(t)
     j = out.shape[1] // 2
     out[0, j].sum().backward()

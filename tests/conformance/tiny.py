@@ -152,7 +152,17 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         t: {**_SPEECH, "num_conv_pos_embeddings": 4, "num_conv_pos_embedding_groups": 2}
         for t in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "omniasr_audio")
     },
-    "sew": {**_SPEECH, "num_conv_pos_embeddings": 4, "num_conv_pos_embedding_groups": 2, "squeeze_factor": 2},
+    **{
+        t: {**_SPEECH, "num_conv_pos_embeddings": 4, "num_conv_pos_embedding_groups": 2, "squeeze_factor": 2}
+        for t in ("sew",)
+    },
+    "sew-d": {
+        **_SPEECH,
+        "num_conv_pos_embeddings": 4,
+        "num_conv_pos_embedding_groups": 2,
+        "squeeze_factor": 2,
+        "position_buckets": 16,  # DeBERTa-v2 log buckets: max_relative_positions (64) >= 16 // 2 + 2
+    },
     # Data2Vec-Audio: num_conv_pos_embeddings counts stacked layers; the kernel is conv_pos_kernel_size (odd)
     "data2vec-audio": {
         **_SPEECH,
