@@ -27,7 +27,11 @@ import jax.numpy as jnp
 
 from flax_posenc.conv_position_config import ConvPositionSpec
 
-__all__ = ["add_conv_positions", "conv_positions"]
+__all__ = ["CONV_POSITION_AXES", "add_conv_positions", "conv_positions"]
+
+#: Logical axes of the parameters of ``ConvPositionalEmbedding`` (NNX and Linen): ``kernel``
+#: ``(layers, kernel_size, dim // groups, dim)`` and ``bias`` ``(layers, dim)``.
+CONV_POSITION_AXES = {"kernel": (None, None, None, "embed"), "bias": (None, "embed")}
 
 _ACTIVATIONS = {
     "gelu": lambda x: jax.nn.gelu(x, approximate=False),
@@ -83,9 +87,9 @@ def conv_positions(
         shapes, or too few frames for one output frame (one line naming the argument).
 
     >>> from flax_posenc.conv_position_config import ConvPositionSpec
-    >>> spec = ConvPositionSpec(dim=2, kernel_size=3, activation="relu")
+    >>> spec = ConvPositionSpec(dim=2, kernel_size=3, activation="relu")  # frame t sums frames t-1..t+1
     >>> conv_positions(jnp.arange(8.0).reshape(4, 2), jnp.ones(spec.kernel_shape), jnp.zeros((1, 2)), spec)[:, 0]
-    Array([ 4., 12., 24., 24.], dtype=float32)
+    Array([ 6., 15., 27., 22.], dtype=float32)
     """
     hidden, kernel, bias = jnp.asarray(hidden), jnp.asarray(kernel), jnp.asarray(bias)
     _check(hidden, kernel, bias, spec)

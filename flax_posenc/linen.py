@@ -37,7 +37,12 @@ from flax_posenc.pretrained import load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
 from flax_posenc.relative_bias_config import RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
+from flax_posenc.conv_position import CONV_POSITION_AXES
+from flax_posenc.conv_position_config import ConvPositionSpec
 from flax_posenc.shells import (
+    call_conv_positions,
+    conv_position_init,
+    conv_position_source,
     ALiBiCalls,
     RotaryCalls,
     add_grid,
@@ -627,8 +632,50 @@ class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
         return _loaded(cls, spec, params, x, param_dtype=param_dtype, interpolate=interpolate)
 
 
+
+class ConvPositionalEmbedding(nn.Module):
+    """A wav2vec2-style convolutional position embedding (see the NNX module of the same name).
+
+    The field ``spec`` is a :class:`~flax_posenc.ConvPositionSpec`; parameters ``kernel``
+    ``(num_layers, kernel_size, dim // groups, dim)`` and ``bias`` ``(num_layers, dim)``;
+    :meth:`from_pretrained` returns ``(module, variables)``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> conv = ConvPositionalEmbedding(fp.ConvPositionSpec(16, 4, groups=2))
+    >>> x = jnp.ones((1, 10, 16))
+    >>> conv.apply(conv.init(jax.random.key(0), x), x).shape
+    (1, 10, 16)
+    """
+
+    spec: ConvPositionSpec
+    dtype: jax.typing.DTypeLike | None = None
+    param_dtype: jax.typing.DTypeLike = jnp.float32
+    kernel_init: nn.initializers.Initializer = conv_position_init
+
+    @nn.compact
+    def __call__(self, hidden: jax.Array, *, add: bool = False) -> jax.Array:
+        spec = self.spec
+        kernel = _param(self, "kernel", self.kernel_init, spec.kernel_shape, self.param_dtype, CONV_POSITION_AXES["kernel"])
+        bias = _param(self, "bias", nn.initializers.zeros, spec.bias_shape, self.param_dtype, CONV_POSITION_AXES["bias"])
+        return call_conv_positions(spec, kernel, bias, hidden, add, self.dtype)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> tuple[ConvPositionalEmbedding, dict[str, Any]]:
+        """``(module, variables)`` of a speech checkpoint's position convolution (see the NNX ``from_pretrained``)."""
+        spec, params = conv_position_source(source)
+        example = jnp.zeros((1, spec.kernel_size * spec.num_layers, spec.dim), jnp.float32)
+        return _loaded(cls, spec, params, example, param_dtype=param_dtype, dtype=dtype)
+
 __all__ = [
     "ALiBiBias",
+    "ConvPositionalEmbedding",
     "LearnedPositionalEmbedding",
     "PatchPositionalEmbedding",
     "RelativePositionBias",
