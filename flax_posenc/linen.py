@@ -29,6 +29,8 @@ from flax import linen as nn
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.conv_position import CONV_POSITION_AXES
+from flax_posenc.conv_position_config import ConvPositionSpec
 from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
@@ -37,16 +39,14 @@ from flax_posenc.pretrained import load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
 from flax_posenc.relative_bias_config import RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
-from flax_posenc.conv_position import CONV_POSITION_AXES
-from flax_posenc.conv_position_config import ConvPositionSpec
 from flax_posenc.shells import (
-    call_conv_positions,
-    conv_position_init,
-    conv_position_source,
     ALiBiCalls,
     RotaryCalls,
     add_grid,
+    call_conv_positions,
     check_kind,
+    conv_position_init,
+    conv_position_source,
     grid_source,
     learned_spec,
     relative_bias_source,
@@ -632,7 +632,6 @@ class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
         return _loaded(cls, spec, params, x, param_dtype=param_dtype, interpolate=interpolate)
 
 
-
 class ConvPositionalEmbedding(nn.Module):
     """A wav2vec2-style convolutional position embedding (see the NNX module of the same name).
 
@@ -656,8 +655,12 @@ class ConvPositionalEmbedding(nn.Module):
     @nn.compact
     def __call__(self, hidden: jax.Array, *, add: bool = False) -> jax.Array:
         spec = self.spec
-        kernel = _param(self, "kernel", self.kernel_init, spec.kernel_shape, self.param_dtype, CONV_POSITION_AXES["kernel"])
-        bias = _param(self, "bias", nn.initializers.zeros, spec.bias_shape, self.param_dtype, CONV_POSITION_AXES["bias"])
+        kernel = _param(
+            self, "kernel", self.kernel_init, spec.kernel_shape, self.param_dtype, CONV_POSITION_AXES["kernel"]
+        )
+        bias = _param(
+            self, "bias", nn.initializers.zeros, spec.bias_shape, self.param_dtype, CONV_POSITION_AXES["bias"]
+        )
         return call_conv_positions(spec, kernel, bias, hidden, add, self.dtype)
 
     @classmethod
@@ -672,6 +675,7 @@ class ConvPositionalEmbedding(nn.Module):
         spec, params = conv_position_source(source)
         example = jnp.zeros((1, spec.kernel_size * spec.num_layers, spec.dim), jnp.float32)
         return _loaded(cls, spec, params, example, param_dtype=param_dtype, dtype=dtype)
+
 
 __all__ = [
     "ALiBiBias",

@@ -32,6 +32,8 @@ from flax.core import meta
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
+from flax_posenc.conv_position import CONV_POSITION_AXES
+from flax_posenc.conv_position_config import ConvPositionSpec
 from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
@@ -40,15 +42,13 @@ from flax_posenc.pretrained import load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
 from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
-from flax_posenc.conv_position import CONV_POSITION_AXES
-from flax_posenc.conv_position_config import ConvPositionSpec
 from flax_posenc.shells import (
-    call_conv_positions,
-    conv_position_init,
-    conv_position_source,
     ALiBiCalls,
     RotaryCalls,
     add_grid,
+    call_conv_positions,
+    conv_position_init,
+    conv_position_source,
     grid_source,
     learned_spec,
     relative_bias_source,
@@ -873,7 +873,6 @@ class PatchPositionalEmbedding(nnx.Module):
         return _loaded(cls, spec, params, param_dtype=param_dtype, interpolate=interpolate)
 
 
-
 class ConvPositionalEmbedding(nnx.Module):
     """A wav2vec2-style convolutional position embedding (wav2vec2, HuBERT, UniSpeech(-SAT),
     Data2Vec-Audio, SEW, SEW-D, OmniASR): a thin shell over
@@ -937,6 +936,7 @@ class ConvPositionalEmbedding(nnx.Module):
         """
         spec, params = conv_position_source(source)
         return _loaded(cls, spec, params, param_dtype=param_dtype, dtype=dtype)
+
 
 __all__ = [
     "ALiBiBias",

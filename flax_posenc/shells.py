@@ -105,7 +105,9 @@ def grid_source(source: str | os.PathLike, convention: str | None) -> tuple[Grid
 
 #: The initial kernel of a ``ConvPositionalEmbedding`` (NNX and Linen): fan-in scaled normal over
 #: ``kernel_size * dim // groups`` inputs per output channel, as a grouped convolution's.
-conv_position_init = jax.nn.initializers.variance_scaling(1.0, "fan_in", "normal", in_axis=(1, 2), out_axis=3, batch_axis=0)
+conv_position_init = jax.nn.initializers.variance_scaling(
+    1.0, "fan_in", "normal", in_axis=(1, 2), out_axis=3, batch_axis=0
+)
 
 
 def conv_position_source(source: str | os.PathLike) -> tuple[ConvPositionSpec, dict]:
@@ -144,14 +146,14 @@ def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, i
 def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
-    >>> from flax_posenc.block import PositionSpec
-from flax_posenc.conv_position import add_conv_positions, conv_positions
-from flax_posenc.conv_position_config import ConvPositionSpec
-from flax_posenc.conversion.conv_positions import load_conv_positions
-    >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
-    Traceback (most recent call last):
-    ...
-    ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
+        >>> from flax_posenc.block import PositionSpec
+    from flax_posenc.conv_position import add_conv_positions, conv_positions
+    from flax_posenc.conv_position_config import ConvPositionSpec
+    from flax_posenc.conversion.conv_positions import load_conv_positions
+        >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
+        Traceback (most recent call last):
+        ...
+        ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
     """
     if spec.kind != kind:
         raise ValueError(

@@ -65,7 +65,9 @@ def test_fold_weight_norm_equals_torch():
     g = conv.parametrizations.weight.original0.detach().numpy()
     v = conv.parametrizations.weight.original1.detach().numpy()
     np.testing.assert_allclose(fold_weight_norm(g, v), weight, rtol=1e-6)
-    with pytest.raises(ValueError, match=r"^weight_g: expected shape \(1, 1, 4\) \(weight_v \(8, 4, 4\), dim=2\), found \(8, 1, 1\)$"):
+    with pytest.raises(
+        ValueError, match=r"^weight_g: expected shape \(1, 1, 4\) \(weight_v \(8, 4, 4\), dim=2\), found \(8, 1, 1\)$"
+    ):
         fold_weight_norm(np.ones((8, 1, 1)), v)
 
 
@@ -78,7 +80,9 @@ def wav2vec2(tmp_path_factory):
     model = tiny_model("wav2vec2")
     conv = model.encoder.pos_conv_embed.conv
     with torch.no_grad():
-        conv.parametrizations.weight.original0.mul_(torch.rand(1, 1, 4, generator=torch.Generator().manual_seed(1)) + 0.5)
+        conv.parametrizations.weight.original0.mul_(
+            torch.rand(1, 1, 4, generator=torch.Generator().manual_seed(1)) + 0.5
+        )
         conv.bias.normal_(0, 0.5, generator=torch.Generator().manual_seed(2))
     directory = tmp_path_factory.mktemp("wav2vec2")
     with quiet():

@@ -102,7 +102,10 @@ def _vit(folder: Path, module) -> Path:
 
 def _omniasr_audio(folder: Path, module) -> Path:
     kernel, bias = np.asarray(module.kernel[...]), np.asarray(module.bias[...])
-    tensors = {"encode_positions.conv.weight": kernel[0].transpose(2, 1, 0).copy(), "encode_positions.conv.bias": bias[0]}
+    tensors = {
+        "encode_positions.conv.weight": kernel[0].transpose(2, 1, 0).copy(),
+        "encode_positions.conv.bias": bias[0],
+    }
     save_file(tensors, str(folder / "model.safetensors"))
     config = {"model_type": "omniasr_audio", "hidden_size": D, "num_conv_pos_embeddings": 4, "hidden_act": "gelu"}
     config.update(num_conv_pos_embedding_groups=2, conv_kernel=[10, 3], conv_stride=[5, 2])

@@ -124,7 +124,9 @@ CONV_POSITION_FAMILIES: Mapping[str, ConvPositionFamily] = MappingProxyType(
 
 def _serves(row: ConvPositionFamily, config: Mapping[str, Any]) -> bool:
     model_type = config.get("model_type")
-    return isinstance(model_type, str) and model_type.replace("_", "-") in {t.replace("_", "-") for t in row.model_types}
+    return isinstance(model_type, str) and model_type.replace("_", "-") in {
+        t.replace("_", "-") for t in row.model_types
+    }
 
 
 def _count(config: Mapping[str, Any], field: str, where: object) -> int:
@@ -309,7 +311,10 @@ def _layer_keys(ckpt: CheckpointReader, row: ConvPositionFamily, layer: int) -> 
     base = row.conv_key.format(layer=layer)
     where = ckpt.weights_path
     if row.weight_norm:
-        for g, v in (("parametrizations.weight.original0", "parametrizations.weight.original1"), ("weight_g", "weight_v")):
+        for g, v in (
+            ("parametrizations.weight.original0", "parametrizations.weight.original1"),
+            ("weight_g", "weight_v"),
+        ):
             kv = _find(ckpt, f"{base}.{v}", where)
             if kv is not None:
                 kg = _find(ckpt, f"{base}.{g}", where)
@@ -387,7 +392,9 @@ def read_conv_positions(
             if row.weight_norm:
                 _, g_shape = ckpt.info(found[0])
                 if tuple(g_shape) != (1, 1, kernel):
-                    raise fail(f"{ckpt.weights_path}: {found[0]}", f"shape (1, 1, {kernel}) (weight_norm dim=2)", str(g_shape))
+                    raise fail(
+                        f"{ckpt.weights_path}: {found[0]}", f"shape (1, 1, {kernel}) (weight_norm dim=2)", str(g_shape)
+                    )
             _, b_shape = ckpt.info(found[-1])
             if tuple(b_shape) != (dim,):
                 raise fail(f"{ckpt.weights_path}: {found[-1]}", f"shape ({dim},)", str(b_shape))

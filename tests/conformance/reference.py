@@ -562,7 +562,9 @@ def _deberta_problems(model, mech) -> list[str]:
     problems = []
     if not np.array_equal(cfg.relative_positions_np(n, n), theirs):
         problems.append("DeBERTa relative positions differ from build_relative_position")
-    tables = [m.rel_embeddings for m in model.modules() if isinstance(getattr(m, "rel_embeddings", None), torch.nn.Embedding)]
+    tables = [
+        m.rel_embeddings for m in model.modules() if isinstance(getattr(m, "rel_embeddings", None), torch.nn.Embedding)
+    ]
     rows = tables[0].weight.shape[0]  # DeBERTa: encoder.rel_embeddings; SEW-D: encoder.encoder.rel_embeddings
     if rows != cfg.rows:
         problems.append(f"DeBERTa rel_embeddings rows {rows}, ours {cfg.rows}")
@@ -1093,7 +1095,9 @@ def _conv_position_problems(model, mech, directory: Path) -> list[str]:
     start = j * spec.stride - spec.left_context
     expected = [i for i in range(start, start + spec.receptive_field) if 0 <= i < CONV_FRAMES]
     if seen != expected:
-        problems.append(f"output frame {j} sees input frames {seen[:3]}..{seen[-3:]}; ours {expected[:3]}..{expected[-3:]}")
+        problems.append(
+            f"output frame {j} sees input frames {seen[:3]}..{seen[-3:]}; ours {expected[:3]}..{expected[-3:]}"
+        )
     if rec.limit is not None:
         problems.append(f"limit {rec.limit}; a convolution has none")
     return problems
