@@ -229,3 +229,19 @@ def test_conformance_notices_a_wrong_padding(wav2vec2, monkeypatch):
     sub = ModelRecord(str(directory), "wav2vec2", (Mechanism.of(record[0], "audio"),))
     problems = record_problems(model, sub, directory)
     assert any("position term" in p and "(2, 25, 16)" in p for p in problems), problems
+
+
+def test_musicgen_decoder_sinusoids_are_cos_first(tmp_path, monkeypatch):
+    """MusicGen's decoders compute [cos | sin] halves: read as [sin | cos], the conformance case fails."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import computed_sinusoids
+
+    assert conformance_problems("musicgen_decoder", tmp_path / "ok") == []
+    rows = dict(computed_sinusoids.COMPUTED_SINUSOID_FAMILIES)
+    rows["musicgen_sinusoid"] = dataclasses.replace(rows["musicgen_sinusoid"], cos_first=False)
+    monkeypatch.setattr(computed_sinusoids, "COMPUTED_SINUSOID_FAMILIES", rows)
+    problems = conformance_problems("musicgen_decoder", tmp_path / "swapped")
+    assert any(p.startswith("sinusoid rows differ by up to") for p in problems), problems

@@ -504,6 +504,8 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
             ours[rec.offset - 1] = 0.0  # the padding row
         angle = np.concatenate([rows[:, None] * freqs[None, :]] * 2, -1)
         reference = np.concatenate([np.sin(angle[:, :half]), np.cos(angle[:, half:])], -1)
+        if rec.cos_first:  # MusicGen: [cos | sin]
+            reference = np.concatenate([np.cos(angle[:, :half]), np.sin(angle[:, half:])], -1)
         if rec.offset:
             reference[rec.offset - 1] = 0.0
         tol = 2.0**-22 * (1 + angle)

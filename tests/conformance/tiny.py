@@ -170,6 +170,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "conv_pos_kernel_size": 5,
         "num_conv_pos_embedding_groups": 2,
     },
+    # MusicGen decoders: one codebook, so that a (1, n) batch of ids is one sequence of n frames
+    **{t: {"num_codebooks": 1, "num_hidden_layers": 1} for t in ("musicgen_decoder", "musicgen_melody_decoder")},
     "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_5_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_vl": {
@@ -275,6 +277,14 @@ def tiny_config(model_type: str):
         return cls(**kwargs)
 
 
+#: Model types no Auto mapping builds, and the transformers class that does (the decoders of a
+#: composite that have a config and a class of their own).
+MODEL_CLASSES: dict[str, str] = {
+    "musicgen_decoder": "MusicgenForCausalLM",
+    "musicgen_melody_decoder": "MusicgenMelodyForCausalLM",
+}
+
+
 def tiny_model(model_type: str, seed: int = 0):
     """``AutoModel.from_config(tiny_config(model_type))``, float32, eval mode, seeded."""
     import torch
@@ -286,7 +296,12 @@ def tiny_model(model_type: str, seed: int = 0):
     config = tiny_config(model_type)
     torch.manual_seed(seed)
     with quiet():
-        model = AutoModel.from_config(config, torch_dtype=torch.float32)
+        if model_type in MODEL_CLASSES:
+            import transformers
+
+            model = getattr(transformers, MODEL_CLASSES[model_type])(config).float()
+        else:
+            model = AutoModel.from_config(config, torch_dtype=torch.float32)
     return model.eval()
 
 
