@@ -877,7 +877,11 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     ids[0, ::2] = 3
     with _RotationWatch(model) as watch, torch.no_grad(), quiet():
         try:
-            model(input_ids=ids, use_cache=False)
+            if "input_values" in inspect.signature(model.forward).parameters:  # Moonshine: audio in, and
+                # 3199 samples make 7 encoder frames (its convolutions: kernel/stride 127/64, 7/3, 3/2)
+                model(input_values=torch.zeros(1, 3199), decoder_input_ids=ids, use_cache=False)
+            else:
+                model(input_ids=ids, use_cache=False)
         except Exception as e:  # noqa: BLE001 - reported as a problem, not raised
             problem = f"forward check: transformers' forward of {FORWARD_TOKENS} tokens fails: {type(e).__name__}: {e}"
             return [problem[:200]], None

@@ -172,6 +172,15 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     # MusicGen decoders: one codebook, so that a (1, n) batch of ids is one sequence of n frames
     **{t: {"num_codebooks": 1, "num_hidden_layers": 1} for t in ("musicgen_decoder", "musicgen_melody_decoder")},
+    # Moonshine: encoder and decoder of 2 layers, equal head counts (one rotary config serves both)
+    "moonshine": {
+        "encoder_num_hidden_layers": 2,
+        "decoder_num_hidden_layers": 2,
+        "encoder_num_attention_heads": 4,
+        "decoder_num_attention_heads": 4,
+        "encoder_num_key_value_heads": 4,
+        "decoder_num_key_value_heads": 4,
+    },
     "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_5_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_vl": {
