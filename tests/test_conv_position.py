@@ -178,6 +178,9 @@ def test_seconds_that_are_not_whole_frames_are_refused_naming_the_stride(wav2vec
     cli = [sys.executable, "-m", "flax_posenc.cli", "check", str(directory), "--seconds"]
     ok = subprocess.run([*cli, "2"], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout.startswith("ok: 2 s = 3200 frames"), ok.stderr
+    as_json = subprocess.run([*cli, "2", "--json"], capture_output=True, text=True)
+    verdict = json.loads(as_json.stdout)
+    assert (verdict["fits"], verdict["max_seconds"], verdict["excess_seconds"]) == (True, None, 0), as_json.stderr
     bad = subprocess.run([*cli, "0.0001"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "prod(conv_stride) = 10 samples" in bad.stderr
 
@@ -245,3 +248,18 @@ def test_musicgen_decoder_sinusoids_are_cos_first(tmp_path, monkeypatch):
     monkeypatch.setattr(computed_sinusoids, "COMPUTED_SINUSOID_FAMILIES", rows)
     problems = conformance_problems("musicgen_decoder", tmp_path / "swapped")
     assert any(p.startswith("sinusoid rows differ by up to") for p in problems), problems
+
+
+def test_moonshine_rotates_interleaved_pairs(tmp_path, monkeypatch):
+    """Moonshine's apply_rotary_pos_emb repeat_interleaves cos/sin: read in halves, its case fails."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import relative_config
+
+    rows = dict(relative_config.RELATIVE_FAMILIES)
+    rows["moonshine"] = dataclasses.replace(rows["moonshine"], layout="half")
+    monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
+    problems = conformance_problems("moonshine", tmp_path)
+    assert any("apply_rope_qk (layout half" in p for p in problems), problems
