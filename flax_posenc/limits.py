@@ -226,3 +226,17 @@ def verdict_line(length: int, limit: int | None, holds: str) -> tuple[bool, str]
         spare = "" if limit is None else f" ({limit - length} to spare)"
         return True, f"ok: {length} positions fit; {holds}{spare}"
     return False, f"{holds}; asked for {length} positions (0..{length - 1}): {length - limit} past the limit"
+
+
+def describe_receptive_field(name: str, frames: int, frame_seconds: float, detail: str = "") -> str:
+    """``"<name> has no position limit: each output frame sees 128 frames = 2.56 s of audio"``:
+    the sentence of a convolutional position embedding (wav2vec2), whose reach, not a length, is
+    what it has (``frame_seconds``: one frame of the feature encoder, wav2vec2's 0.02 s).
+
+    >>> describe_receptive_field("wav2vec2 position convolution", 128, 0.02)
+    'wav2vec2 position convolution has no position limit: each output frame sees 128 frames = 2.56 s of audio'
+    """
+    return (
+        f"{name} has no position limit: each output frame sees {frames} frame{'' if frames == 1 else 's'}"
+        f" = {frames * frame_seconds:g} s of audio{detail}"
+    )

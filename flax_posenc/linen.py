@@ -30,6 +30,8 @@ from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.bounds import check_bound
+from flax_posenc.conv_position import CONV_POSITION_AXES
+from flax_posenc.conv_position_config import ConvPositionSpec
 from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.detr import detr_learned_embedding, detr_sine_embedding
 from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSineConfig
@@ -45,7 +47,10 @@ from flax_posenc.shells import (
     RotaryCalls,
     VisionRotaryCalls,
     add_grid,
+    call_conv_positions,
     check_kind,
+    conv_position_init,
+    conv_position_source,
     grid_source,
     learned_spec,
     relative_bias_source,
@@ -675,10 +680,56 @@ class DetrLearnedPositionEmbedding(nn.Module):
         return detr_learned_embedding(mask, rows, columns)
 
 
+class ConvPositionalEmbedding(nn.Module):
+    """A wav2vec2-style convolutional position embedding (see the NNX module of the same name).
+
+    The field ``spec`` is a :class:`~flax_posenc.ConvPositionSpec`; parameters ``kernel``
+    ``(num_layers, kernel_size, dim // groups, dim)`` and ``bias`` ``(num_layers, dim)``;
+    :meth:`from_pretrained` returns ``(module, variables)``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> conv = ConvPositionalEmbedding(fp.ConvPositionSpec(16, 4, groups=2))
+    >>> x = jnp.ones((1, 10, 16))
+    >>> conv.apply(conv.init(jax.random.key(0), x), x).shape
+    (1, 10, 16)
+    """
+
+    spec: ConvPositionSpec
+    dtype: jax.typing.DTypeLike | None = None
+    param_dtype: jax.typing.DTypeLike = jnp.float32
+    kernel_init: nn.initializers.Initializer = conv_position_init
+
+    @nn.compact
+    def __call__(self, hidden: jax.Array, *, add: bool = False) -> jax.Array:
+        spec = self.spec
+        kernel = _param(
+            self, "kernel", self.kernel_init, spec.kernel_shape, self.param_dtype, CONV_POSITION_AXES["kernel"]
+        )
+        bias = _param(
+            self, "bias", nn.initializers.zeros, spec.bias_shape, self.param_dtype, CONV_POSITION_AXES["bias"]
+        )
+        return call_conv_positions(spec, kernel, bias, hidden, add, self.dtype)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> tuple[ConvPositionalEmbedding, dict[str, Any]]:
+        """``(module, variables)`` of a speech checkpoint's position convolution (see the NNX ``from_pretrained``)."""
+        spec, params = conv_position_source(source)
+        example = jnp.zeros((1, spec.kernel_size * spec.num_layers, spec.dim), jnp.float32)
+        return _loaded(cls, spec, params, example, param_dtype=param_dtype, dtype=dtype)
+
+
 __all__ = [
     "ALiBiBias",
     "DetrLearnedPositionEmbedding",
     "DetrSinePositionEmbedding",
+    "ConvPositionalEmbedding",
     "LearnedPositionalEmbedding",
     "PatchPositionalEmbedding",
     "RelativePositionBias",

@@ -33,6 +33,8 @@ from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.bounds import check_bound
+from flax_posenc.conv_position import CONV_POSITION_AXES
+from flax_posenc.conv_position_config import ConvPositionSpec
 from flax_posenc.conversion.layer_rope import rope_for_layer
 from flax_posenc.detr import detr_learned_embedding, detr_sine_embedding
 from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSineConfig
@@ -48,6 +50,9 @@ from flax_posenc.shells import (
     RotaryCalls,
     VisionRotaryCalls,
     add_grid,
+    call_conv_positions,
+    conv_position_init,
+    conv_position_source,
     grid_source,
     learned_spec,
     relative_bias_source,
@@ -944,10 +949,76 @@ class DetrLearnedPositionEmbedding(nnx.Module):
         return detr_learned_embedding(mask, self.row_embeddings[...], self.column_embeddings[...])
 
 
+class ConvPositionalEmbedding(nnx.Module):
+    """A wav2vec2-style convolutional position embedding (wav2vec2, HuBERT, UniSpeech(-SAT),
+    Data2Vec-Audio, SEW, SEW-D, OmniASR): a thin shell over
+    :func:`flax_posenc.conv_position.conv_positions`.
+
+    Parameters ``kernel`` ``(num_layers, kernel_size, dim // groups, dim)`` (the weight norm folded)
+    and ``bias`` ``(num_layers, dim)``, logical axes ``(None, None, None, "embed")`` and
+    ``(None, "embed")``. A call on hidden states ``(batch, frames, dim)`` returns the position term
+    (``add=True``: the hidden states with it added, as the model's encoder does; SEW: pooled by
+    the stride). Nothing limits the frames; the shapes are checked while tracing.
+
+    Args:
+      spec: a :class:`~flax_posenc.ConvPositionSpec` (width, kernel, groups, stride, layers, ...).
+      dtype: computation dtype (``None``: that of the inputs and parameters); param_dtype: the
+        parameters'; kernel_init: initializer of ``kernel``; rngs: ``nnx.Rngs`` with ``params``.
+
+    >>> from flax import nnx
+    >>> import jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> conv = ConvPositionalEmbedding(fp.ConvPositionSpec(16, 4, groups=2), rngs=nnx.Rngs(0))
+    >>> conv(jnp.ones((1, 10, 16))).shape
+    (1, 10, 16)
+    """
+
+    def __init__(
+        self,
+        spec: ConvPositionSpec,
+        /,
+        *,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        kernel_init: nnx.Initializer = conv_position_init,
+        rngs: nnx.Rngs,
+    ):
+        if not isinstance(spec, ConvPositionSpec):
+            raise TypeError(f"spec: expected a ConvPositionSpec, found {type(spec).__name__}")
+        self.spec = spec
+        self.kernel = _param(kernel_init(rngs.params(), spec.kernel_shape, param_dtype), CONV_POSITION_AXES["kernel"])
+        self.bias = _param(jnp.zeros(spec.bias_shape, param_dtype), CONV_POSITION_AXES["bias"])
+        self.dtype = dtype
+
+    def __call__(self, hidden: jax.Array, *, add: bool = False) -> jax.Array:
+        """The position term ``(batch, frames_out, dim)`` of ``hidden`` (``add=True``: added to it)."""
+        return call_conv_positions(self.spec, self.kernel[...], self.bias[...], hidden, add, self.dtype)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> ConvPositionalEmbedding:
+        """The position convolution of a speech checkpoint (weight norm folded in float64).
+
+        Equals transformers' ``pos_conv_embed`` (float32: within 1e-5 of its largest output, see
+        docs/vision-audio.md). Raises :class:`~flax_posenc.CheckpointError` as
+        :func:`~flax_posenc.conversion.load_conv_positions`.
+
+        conv = ConvPositionalEmbedding.from_pretrained("path/to/wav2vec2-base")
+        """
+        spec, params = conv_position_source(source)
+        return _loaded(cls, spec, params, param_dtype=param_dtype, dtype=dtype)
+
+
 __all__ = [
     "ALiBiBias",
     "DetrLearnedPositionEmbedding",
     "DetrSinePositionEmbedding",
+    "ConvPositionalEmbedding",
     "LearnedPositionalEmbedding",
     "PatchPositionalEmbedding",
     "RelativePositionBias",

@@ -28,6 +28,9 @@ import jax.numpy as jnp
 from flax_posenc import alibi, block, rope, vision_rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import PositionSpec
+from flax_posenc.conv_position import add_conv_positions, conv_positions
+from flax_posenc.conv_position_config import ConvPositionSpec
+from flax_posenc.conversion.conv_positions import load_conv_positions
 from flax_posenc.conversion.grid_tables import image_grid, load_grid_table
 from flax_posenc.conversion.readers import fail
 from flax_posenc.conversion.relative_bias import load_relative_bias
@@ -103,6 +106,28 @@ def grid_source(source: str | os.PathLike, convention: str | None) -> tuple[Grid
     return spec, {"embedding": table.weights}
 
 
+#: The initial kernel of a ``ConvPositionalEmbedding`` (NNX and Linen): fan-in scaled normal over
+#: ``kernel_size * dim // groups`` inputs per output channel, as a grouped convolution's.
+conv_position_init = jax.nn.initializers.variance_scaling(
+    1.0, "fan_in", "normal", in_axis=(1, 2), out_axis=3, batch_axis=0
+)
+
+
+def conv_position_source(source: str | os.PathLike) -> tuple[ConvPositionSpec, dict]:
+    """``(spec, params)`` of a speech checkpoint's convolutional position embedding (NNX and Linen load through this)."""
+    loaded = load_conv_positions(source)
+    return loaded.spec, loaded.params()
+
+
+def call_conv_positions(
+    spec: ConvPositionSpec, kernel: jax.Array, bias: jax.Array, hidden: jax.Array, add: bool, dtype: Any
+) -> jax.Array:
+    """The call of both ``ConvPositionalEmbedding`` shells: the position term, or ``hidden`` with it added."""
+    if dtype is not None:
+        hidden, kernel, bias = (jnp.asarray(a, dtype) for a in (hidden, kernel, bias))
+    return (add_conv_positions if add else conv_positions)(hidden, kernel, bias, spec)
+
+
 def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, interpolate: bool) -> jax.Array:
     """The call of both ``PatchPositionalEmbedding`` shells: ``x + positions``."""
     if image_size is not None:
@@ -124,11 +149,14 @@ def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, i
 def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
-    >>> from flax_posenc.block import PositionSpec
-    >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
-    Traceback (most recent call last):
-    ...
-    ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
+        >>> from flax_posenc.block import PositionSpec
+    from flax_posenc.conv_position import add_conv_positions, conv_positions
+    from flax_posenc.conv_position_config import ConvPositionSpec
+    from flax_posenc.conversion.conv_positions import load_conv_positions
+        >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
+        Traceback (most recent call last):
+        ...
+        ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
     """
     if spec.kind != kind:
         raise ValueError(

@@ -117,3 +117,38 @@ TINY_WHISPER = dict(
     eos_token_id=2,
     decoder_start_token_id=3,
 )
+
+
+def conv_positions_float64(
+    hidden, weights, biases, *, groups: int, stride: int = 1, trim: int | None = None, layer_norm: bool = False
+) -> np.ndarray:
+    """A wav2vec2-style position convolution in float64, written from the modeling files (never
+    from our code): per layer, torch's weight ``(out, in / groups, k)`` applied frame by frame over
+    the hidden states padded by ``k // 2`` zeros at both ends (stride ``stride``), ``trim`` frames
+    cut from the end (``None``: 1 for an even ``k``), a parameter-free LayerNorm (eps 1e-5) if
+    asked, then the exact GELU ``x * (1 + erf(x / sqrt(2))) / 2``. ``hidden``: ``(batch, frames, dim)``."""
+    from math import erf, sqrt
+
+    x = np.asarray(hidden, np.float64)
+    gelu = np.vectorize(lambda v: 0.5 * v * (1.0 + erf(v / sqrt(2.0))))
+    for w, b in zip(weights, biases, strict=True):
+        w, b = np.asarray(w, np.float64), np.asarray(b, np.float64)
+        out_ch, per_group, k = w.shape
+        pad = k // 2
+        padded = np.pad(x, ((0, 0), (pad, pad), (0, 0)))
+        frames = (padded.shape[1] - k) // stride + 1
+        y = np.empty((x.shape[0], frames, out_ch))
+        out_per_group = out_ch // groups
+        for o in range(out_ch):
+            g = o // out_per_group
+            inputs = padded[:, :, g * per_group : (g + 1) * per_group]  # (batch, frames, per_group)
+            for t in range(frames):
+                window = inputs[:, t * stride : t * stride + k, :]  # (batch, k, per_group)
+                y[:, t, o] = np.einsum("bki,ik->b", window, w[o]) + b[o]
+        cut = (1 if k % 2 == 0 else 0) if trim is None else trim
+        if cut:
+            y = y[:, :-cut]
+        if layer_norm:
+            y = (y - y.mean(-1, keepdims=True)) / np.sqrt(y.var(-1, keepdims=True) + 1e-5)
+        x = gelu(y)
+    return x

@@ -73,6 +73,7 @@ LEARNED = PositionSpec("learned", D, P, offset=2)
 SINUSOIDAL = PositionSpec("sinusoidal", D, P, layout="concatenated", name="sinusoidal encoding")
 RELATIVE = fp.RelativeBiasSpec(H, fp.BucketConfig(32, 128, bidirectional=True))
 GRID_SPEC = fp.GridSpec(GRID, D, patch_size=8)
+CONV_SPEC = fp.ConvPositionSpec(D, 4, groups=2)  # OmniASR's: one layer, no weight norm, one frame cut
 
 
 def _orbax(folder: Path, module) -> Path:
@@ -95,6 +96,19 @@ def _vit(folder: Path, module) -> Path:
     table = np.asarray(module.embedding[...])[None]
     save_file({"vit.embeddings.position_embeddings": table}, str(folder / "model.safetensors"))
     config = {"model_type": "vit", "hidden_size": D, "image_size": [16, 24], "patch_size": 8, "num_channels": 3}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _omniasr_audio(folder: Path, module) -> Path:
+    kernel, bias = np.asarray(module.kernel[...]), np.asarray(module.bias[...])
+    tensors = {
+        "encode_positions.conv.weight": kernel[0].transpose(2, 1, 0).copy(),
+        "encode_positions.conv.bias": bias[0],
+    }
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = {"model_type": "omniasr_audio", "hidden_size": D, "num_conv_pos_embeddings": 4, "hidden_act": "gelu"}
+    config.update(num_conv_pos_embedding_groups=2, conv_kernel=[10, 3], conv_stride=[5, 2])
     (folder / "config.json").write_text(json.dumps(config))
     return folder
 
@@ -230,6 +244,17 @@ ROWS.append(
         {"embedding": ((9, H), (None, "heads"))},
         _swin,
         ((H, 2), {}),
+    )
+)
+ROWS.append(
+    Row(
+        "ConvPositionalEmbedding",
+        lambda: fp.nnx.ConvPositionalEmbedding(CONV_SPEC, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.ConvPositionalEmbedding(CONV_SPEC),
+        lambda hidden: ((hidden,), {}),
+        _floats((7, D)),
+        {"kernel": ((1, 4, D // 2, D), (None, None, None, "embed")), "bias": ((1, D), (None, "embed"))},
+        _omniasr_audio,
     )
 )
 IDS = [row.name for row in ROWS]

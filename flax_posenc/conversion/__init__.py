@@ -28,6 +28,9 @@ orbax (and with it jax) is imported only to restore an orbax directory's arrays
   (:class:`CheckpointReader`: ``config``, ``names``, ``info(name)``, ``tensor(name)``).
 - :class:`AudioTableSource` -- Whisper's encoder table, its limit in seconds of audio
   (:data:`AUDIO_TABLE_FAMILIES`); M-RoPE configs: :func:`load_mrope_config`.
+- :func:`load_conv_positions` -- the convolutional position embedding of a wav2vec2-style
+  speech encoder (:class:`ConvPositions`: spec, folded kernel, bias; :class:`ConvPositionSource`:
+  no limit, its receptive field in frames and seconds).
 
 A SOURCE is a checkpoint directory, a ``.safetensors``/``.bin`` file, a sharded index, a Hub
 model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gguf`` file
@@ -43,6 +46,12 @@ from __future__ import annotations
 
 from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, AudioTableSource
 from flax_posenc.conversion.checkpoint import CheckpointReader, open_checkpoint
+from flax_posenc.conversion.conv_positions import (
+    CONV_POSITION_FAMILIES,
+    ConvPositions,
+    ConvPositionSource,
+    load_conv_positions,
+)
 from flax_posenc.conversion.export import export_position_table
 from flax_posenc.conversion.families import FAMILIES, Detected, Family, detect_family
 from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, GridTable, load_grid_table
@@ -64,6 +73,9 @@ from flax_posenc.errors import CheckpointError
 __all__ = [
     "AUDIO_TABLE_FAMILIES",
     "AudioTableSource",
+    "CONV_POSITION_FAMILIES",
+    "ConvPositionSource",
+    "ConvPositions",
     "FAMILIES",
     "GRID_FAMILIES",
     "CheckpointError",
@@ -83,6 +95,7 @@ __all__ = [
     "detect_family",
     "export_position_table",
     "inspect_source",
+    "load_conv_positions",
     "load_mrope_config",
     "load_grid_table",
     "load_input_block",

@@ -215,13 +215,14 @@ def seconds_verdict(record: Any, seconds: float) -> dict[str, Any]:
     """The ``check --seconds --json`` object of a model record for ``seconds`` of audio."""
     fits, line = record.check_seconds(seconds)
     audio = [m.record for m in record.mechanisms if m.unit == "seconds"]
-    limit = min(a.seconds_limit for a in audio)
+    limits = [a.seconds_limit for a in audio if a.seconds_limit is not None]  # None: no limit (wav2vec2's convolution)
+    limit = min(limits) if limits else None
     return {
         "source": record.source,
         "model_type": record.model_type,
         "seconds": seconds,
         "max_seconds": limit,
         "fits": fits,
-        "excess_seconds": 0 if fits else seconds - limit,
+        "excess_seconds": 0 if fits or limit is None else seconds - limit,
         "message": line,
     }

@@ -52,6 +52,7 @@ class ComputedSinusoidFamily:
         indexes (CTRL's ``n_positions``: its limit), or ``None``: the table grows (no limit).
       tower: the part of the model it serves (``"audio"``: Speech2Text's encoder, over the
         frames left after its convolutional subsampling).
+      cos_first: the halves are ``[cos | sin]`` (MusicGen's decoders), not ``[sin | cos]``.
     """
 
     name: str
@@ -61,6 +62,7 @@ class ComputedSinusoidFamily:
     offset_from_pad: bool = True
     rows_field: str | None = None
     tower: str = "text"
+    cos_first: bool = False
 
 
 COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyType(
@@ -81,6 +83,16 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
                 dim_field="hidden_size",
                 offset_from_pad=False,
                 rows_field="max_position_embeddings",
+            ),
+            # MusicGen / MusicGen Melody decoders (audio-code tokens): fairseq's frequencies, halves
+            # [cos | sin], from position 0, no padding row; the table grows (no limit)
+            ComputedSinusoidFamily(
+                "musicgen_sinusoid",
+                ("musicgen_decoder", "musicgen_melody_decoder"),
+                dim_field="hidden_size",
+                offset_from_pad=False,
+                tower="audio",
+                cos_first=True,
             ),
             ComputedSinusoidFamily(
                 "ctrl_sinusoid",
@@ -112,6 +124,7 @@ class ComputedSinusoid(NoLimit):
     family: str = "fairseq_sinusoid"
     endpoint: bool = True
     rows: int | None = None
+    cos_first: bool = False
 
     scheme = "sinusoidal_computed"
     key = None
@@ -125,8 +138,13 @@ class ComputedSinusoid(NoLimit):
         return verdict_line(length, self.limit, self.describe_limit())
 
     def values(self, rows: Any) -> np.ndarray:
-        """Float64 rows ``rows`` of the table (``[sin | cos]``; endpoint or usual frequencies)."""
-        return sinusoidal_values(np.asarray(rows), self.dim, layout="concatenated", endpoint=self.endpoint)
+        """Float64 rows ``rows`` of the table (``[sin | cos]``, or ``[cos | sin]`` with ``cos_first``;
+        endpoint or usual frequencies)."""
+        values = sinusoidal_values(np.asarray(rows), self.dim, layout="concatenated", endpoint=self.endpoint)
+        if self.cos_first:
+            half = self.dim // 2
+            values = np.concatenate([values[..., half : 2 * half], values[..., :half], values[..., 2 * half :]], -1)
+        return values
 
     def describe_limit(self) -> str:
         if self.rows is not None:
@@ -145,6 +163,7 @@ class ComputedSinusoid(NoLimit):
             "offset": self.offset,
             "layout": "concatenated",
             "endpoint": self.endpoint,
+            "cos_first": self.cos_first,
             "max_position_embeddings": self.max_position_embeddings,
             "rows": self.rows,
             "limit": self.limit,
@@ -152,7 +171,8 @@ class ComputedSinusoid(NoLimit):
 
     def __str__(self) -> str:
         return (
-            f"scheme:      computed sinusoids [sin | cos], dim {self.dim}, positions from row {self.offset}"
+            f"scheme:      computed sinusoids {'[cos | sin]' if self.cos_first else '[sin | cos]'}, dim {self.dim}, "
+            f"positions from row {self.offset}"
             f"{'' if self.endpoint else ' (usual frequencies)'}\n"
             f"limit:       {self.describe_limit()}"
         )
@@ -185,4 +205,5 @@ def computed_sinusoid_from_dict(config: Mapping[str, Any], family: str, source: 
         family=row.name,
         endpoint=row.endpoint,
         rows=rows,
+        cos_first=row.cos_first,
     )

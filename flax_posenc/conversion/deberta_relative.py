@@ -36,7 +36,8 @@ class DebertaFamily:
 
 
 DEBERTA_FAMILIES: Mapping[str, DebertaFamily] = MappingProxyType(
-    {"deberta": DebertaFamily("deberta", ("deberta", "deberta-v2"))}
+    # SEW-D: DeBERTa-v2's attention over the frames (its convolutional positions: conv_positions.py)
+    {"deberta": DebertaFamily("deberta", ("deberta", "deberta-v2", "sew-d"))}
 )
 
 

@@ -49,6 +49,7 @@ from flax_posenc.conversion.computed_sinusoids import (
     ComputedSinusoid,
     computed_sinusoid_from_dict,
 )
+from flax_posenc.conversion.conv_positions import CONV_POSITION_FAMILIES, ConvPositionSource, read_conv_positions
 from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, DebertaRelative, deberta_relative_from_dict
 from flax_posenc.conversion.detr_positions import DETR_POSITION_FAMILIES, DetrPositions, read_detr_positions
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
@@ -437,6 +438,16 @@ MECHANISMS: MechanismTable = MechanismTable(
             tower="vision",
             details=grid_details,
             figures="grid",
+        ),
+        MechanismKind(
+            "conv_position",
+            "a grouped convolution of the hidden states over audio frames (wav2vec2 and kin): no limit, a receptive field",
+            "none",
+            ("conv_position",),
+            (ConvPositionSource,),
+            (("flax_posenc.conversion.conv_positions.CONV_POSITION_FAMILIES", CONV_POSITION_FAMILIES),),
+            lambda row, ctx: read_conv_positions(row, ctx.config, ctx.source, ctx.config_path),
+            tower="audio",
         ),
         MechanismKind(
             "none",

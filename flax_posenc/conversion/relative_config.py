@@ -429,6 +429,12 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
             RelativeFamily("rope_sliding_windowed", ("flint",), rope_layer_rule="sliding_windowed"),
             RelativeFamily("exaone4", ("exaone4", "exaone_moe"), rope_layer_rule="global_nope_when_windowed"),
             RelativeFamily("jetmoe", ("jetmoe",), head_dim_field="kv_channels", head_dim_default=128),
+            # Moonshine (speech to text): one rope_parameters (partial_rotary_factor 0.9) for its encoder and
+            # decoder, interleaved pairs (its apply_rotary_pos_emb repeat_interleaves cos/sin); its head count
+            # is decoder_num_attention_heads (the alias num_attention_heads is not saved)
+            RelativeFamily(
+                "moonshine", ("moonshine",), heads_fields=("decoder_num_attention_heads",), layout="interleaved"
+            ),
             RelativeFamily("recurrent_gemma", ("recurrent_gemma",), layer_types_rule="block_types"),
             RelativeFamily("bamba", ("bamba",), layer_types_rule="attention_indices"),
             RelativeFamily(

@@ -504,6 +504,8 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
             ours[rec.offset - 1] = 0.0  # the padding row
         angle = np.concatenate([rows[:, None] * freqs[None, :]] * 2, -1)
         reference = np.concatenate([np.sin(angle[:, :half]), np.cos(angle[:, half:])], -1)
+        if rec.cos_first:  # MusicGen: [cos | sin]
+            reference = np.concatenate([np.cos(angle[:, :half]), np.sin(angle[:, half:])], -1)
         if rec.offset:
             reference[rec.offset - 1] = 0.0
         tol = 2.0**-22 * (1 + angle)
@@ -557,11 +559,15 @@ def _deberta_problems(model, mech) -> list[str]:
     hidden = torch.zeros(1, n, 4)
     params = inspect.signature(module.build_relative_position).parameters
     kwargs = {"bucket_size": cfg.position_buckets, "max_position": cfg.max_position} if "bucket_size" in params else {}
-    theirs = module.build_relative_position(hidden, hidden, **kwargs).numpy().reshape(n, n)
+    sizes = list(params)[0] == "query_size"  # SEW-D: the older signature, (query_size, key_size, ...)
+    theirs = module.build_relative_position(*((n, n) if sizes else (hidden, hidden)), **kwargs).numpy().reshape(n, n)
     problems = []
     if not np.array_equal(cfg.relative_positions_np(n, n), theirs):
         problems.append("DeBERTa relative positions differ from build_relative_position")
-    rows = model.encoder.rel_embeddings.weight.shape[0]
+    tables = [
+        m.rel_embeddings for m in model.modules() if isinstance(getattr(m, "rel_embeddings", None), torch.nn.Embedding)
+    ]
+    rows = tables[0].weight.shape[0]  # DeBERTa: encoder.rel_embeddings; SEW-D: encoder.encoder.rel_embeddings
     if rows != cfg.rows:
         problems.append(f"DeBERTa rel_embeddings rows {rows}, ours {cfg.rows}")
     return problems
@@ -871,7 +877,11 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     ids[0, ::2] = 3
     with _RotationWatch(model) as watch, torch.no_grad(), quiet():
         try:
-            model(input_ids=ids, use_cache=False)
+            if "input_values" in inspect.signature(model.forward).parameters:  # Moonshine: audio in, and
+                # 3199 samples make 7 encoder frames (its convolutions: kernel/stride 127/64, 7/3, 3/2)
+                model(input_values=torch.zeros(1, 3199), decoder_input_ids=ids, use_cache=False)
+            else:
+                model(input_ids=ids, use_cache=False)
         except Exception as e:  # noqa: BLE001 - reported as a problem, not raised
             problem = f"forward check: transformers' forward of {FORWARD_TOKENS} tokens fails: {type(e).__name__}: {e}"
             return [problem[:200]], None
@@ -926,6 +936,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["relative_position_bias_table", "continuous_position_bias_mlp"]
         if mech.kind == "detr_positions" and mech.record.key:  # DETR's learned row and column tables
             covered += [mech.record.key, mech.record.column_key]
+        if mech.kind == "conv_position":  # wav2vec2's position convolution (a composite's tower: no prefix)
+            covered += ["pos_conv_embed.", "encode_positions."]
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1140,6 +1152,88 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
             problems.append(f"{axis}: detr_sine_embedding differs from the model's by {float(d[~ok].max()):.3g}")
         if not np.isfinite(ours[:, chans]).all():
             problems.append(f"{axis}: detr_sine_embedding is not finite on padding")
+
+
+#: Frames of the random hidden states a convolutional position embedding is compared on.
+CONV_FRAMES = 24
+
+
+def conv_position_outputs(model, mech, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(theirs, ours)``: the model's own position convolution (``*PositionalConvEmbedding``) and
+    :func:`flax_posenc.conv_position.conv_positions` (the checkpoint's weights, as
+    :func:`~flax_posenc.conversion.load_conv_positions` reads them) on hidden states ``x``
+    ``(batch, frames, dim)``, float32; SEW's module takes ``(batch, dim, frames)``, OmniASR's
+    returns ``hidden + positions`` (both undone here)."""
+    import torch
+
+    from flax_posenc.conv_position import conv_positions
+    from flax_posenc.conversion import load_conv_positions
+
+    module = _conv_module(model)
+    rec = mech.record
+    channels_first = rec.family in ("sew_conv", "sew_d_conv")
+    t = torch.from_numpy(x)
+    with torch.no_grad():
+        out = module(t.transpose(1, 2) if channels_first else t)
+        out = out.transpose(1, 2) if channels_first else out
+        if rec.family == "omniasr_conv":
+            out = out - t
+    loaded = load_conv_positions(rec.source)
+    ours = np.asarray(conv_positions(x, loaded.kernel, loaded.bias, loaded.spec))
+    return out.numpy(), ours
+
+
+def _conv_module(model):
+    found = [m for m in model.modules() if type(m).__name__.endswith("PositionalConvEmbedding")]
+    return found[0] if len(found) == 1 else None
+
+
+def _conv_position_problems(model, mech, directory: Path) -> list[str]:
+    """A convolutional position embedding (wav2vec2 and kin): the model's own ``pos_conv_embed`` on
+    random hidden states ``(2, 24, dim)`` against ours (float32: ``1e-5`` of the largest output),
+    the output frames, the kernel and groups of its convolution, and the receptive field: the input
+    frames whose gradient reaches one output frame in the middle (autograd through the model's
+    module) are exactly the ``receptive_field`` frames from ``j * stride - left_context`` on."""
+    import torch
+
+    module = _conv_module(model)
+    if module is None:
+        return ["we report a convolutional position embedding; the model has not exactly one *PositionalConvEmbedding"]
+    rec, spec = mech.record, mech.record.spec
+    problems = []
+    convs = [m for m in module.modules() if isinstance(m, torch.nn.Conv1d)]
+    if len(convs) != spec.num_layers:
+        problems.append(f"{len(convs)} convolutions in {type(module).__name__}, we read {spec.num_layers}")
+    for conv in convs:
+        if (conv.kernel_size[0], conv.groups, conv.stride[0]) != (spec.kernel_size, spec.groups, spec.stride):
+            problems.append(
+                f"convolution kernel/groups/stride {conv.kernel_size[0]}/{conv.groups}/{conv.stride[0]}, "
+                f"ours {spec.kernel_size}/{spec.groups}/{spec.stride}"
+            )
+    x = np.random.default_rng(0).standard_normal((2, CONV_FRAMES, spec.dim)).astype(np.float32)
+    theirs, ours = conv_position_outputs(model, mech, x)
+    if theirs.shape != ours.shape:
+        return problems + [f"position term {ours.shape}, the model's {theirs.shape}"]
+    err = float(np.max(np.abs(ours - theirs)))
+    if not err <= 1e-5 * float(np.max(np.abs(theirs))):
+        problems.append(f"position term differs by {err:.3g} (largest value {float(np.max(np.abs(theirs))):.3g})")
+    # the receptive field, from the gradient of one output frame in the middle
+    t = torch.from_numpy(x[:1]).requires_grad_(True)
+    channels_first = rec.family in ("sew_conv", "sew_d_conv")
+    out = module(t.transpose(1, 2)).transpose(1, 2) if channels_first else module(t)
+    j = out.shape[1] // 2
+    out[0, j].sum().backward()
+    if rec.family == "omniasr_conv":  # its module adds the hidden states: frame j's own gradient includes 1
+        t.grad[0, j] -= 1
+    seen = sorted(int(i) for i in np.flatnonzero(np.abs(t.grad[0].numpy()).sum(-1)))
+    start = j * spec.stride - spec.left_context
+    expected = [i for i in range(start, start + spec.receptive_field) if 0 <= i < CONV_FRAMES]
+    if seen != expected:
+        problems.append(
+            f"output frame {j} sees input frames {seen[:3]}..{seen[-3:]}; ours {expected[:3]}..{expected[-3:]}"
+        )
+    if rec.limit is not None:
+        problems.append(f"limit {rec.limit}; a convolution has none")
     return problems
 
 
@@ -1162,6 +1256,7 @@ KIND_CHECKS = {
     "relative_bias": lambda model, mech, directory: _relative_bias_problems(model, mech),
     "deberta_relative": lambda model, mech, directory: _deberta_problems(model, mech),
     "grid": lambda model, mech, directory: _grid_problems(model, mech),
+    "conv_position": _conv_position_problems,
     "none": _no_position_problems,
     "detr_positions": _detr_problems,
 }

@@ -134,6 +134,17 @@ DETR_OVERRIDES: dict[str, dict[str, Any]] = {
     },
 }
 
+#: A tiny speech encoder (wav2vec2 and kin): feature encoder, width, one transformer layer.
+_SPEECH = {
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "conv_dim": (8, 8),
+    "conv_kernel": (10, 3),
+    "conv_stride": (5, 2),
+}
+
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 8},
@@ -188,6 +199,41 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "roformer": {"embedding_size": 64},
     "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64},
     "dac": {"encoder_hidden_size": 8, "decoder_hidden_size": 16, "n_codebooks": 2, "codebook_size": 16},
+    # speech encoders with a convolutional position embedding: a 2-layer feature encoder (hop 10
+    # samples), width 16, one transformer layer, a kernel of 4 frames (even: one frame cut) in 2 groups
+    **{
+        t: {**_SPEECH, "num_conv_pos_embeddings": 4, "num_conv_pos_embedding_groups": 2}
+        for t in ("wav2vec2", "hubert", "unispeech", "unispeech-sat", "omniasr_audio")
+    },
+    **{
+        t: {**_SPEECH, "num_conv_pos_embeddings": 4, "num_conv_pos_embedding_groups": 2, "squeeze_factor": 2}
+        for t in ("sew",)
+    },
+    "sew-d": {
+        **_SPEECH,
+        "num_conv_pos_embeddings": 4,
+        "num_conv_pos_embedding_groups": 2,
+        "squeeze_factor": 2,
+        "position_buckets": 16,  # DeBERTa-v2 log buckets: max_relative_positions (64) >= 16 // 2 + 2
+    },
+    # Data2Vec-Audio: num_conv_pos_embeddings counts stacked layers; the kernel is conv_pos_kernel_size (odd)
+    "data2vec-audio": {
+        **_SPEECH,
+        "num_conv_pos_embeddings": 2,
+        "conv_pos_kernel_size": 5,
+        "num_conv_pos_embedding_groups": 2,
+    },
+    # MusicGen decoders: one codebook, so that a (1, n) batch of ids is one sequence of n frames
+    **{t: {"num_codebooks": 1, "num_hidden_layers": 1} for t in ("musicgen_decoder", "musicgen_melody_decoder")},
+    # Moonshine: encoder and decoder of 2 layers, equal head counts (one rotary config serves both)
+    "moonshine": {
+        "encoder_num_hidden_layers": 2,
+        "decoder_num_hidden_layers": 2,
+        "encoder_num_attention_heads": 4,
+        "decoder_num_attention_heads": 4,
+        "encoder_num_key_value_heads": 4,
+        "decoder_num_key_value_heads": 4,
+    },
     "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_5_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}},
     "qwen2_vl": {
@@ -320,6 +366,14 @@ def tiny_config(model_type: str):
         return cls(**kwargs)
 
 
+#: Model types no Auto mapping builds, and the transformers class that does (the decoders of a
+#: composite that have a config and a class of their own).
+MODEL_CLASSES: dict[str, str] = {
+    "musicgen_decoder": "MusicgenForCausalLM",
+    "musicgen_melody_decoder": "MusicgenMelodyForCausalLM",
+}
+
+
 def tiny_model(model_type: str, seed: int = 0):
     """``AutoModel.from_config(tiny_config(model_type))``, float32, eval mode, seeded."""
     import torch
@@ -336,6 +390,10 @@ def tiny_model(model_type: str, seed: int = 0):
 
             path, name = TOWER_CLASSES[model_type].rsplit(".", 1)
             model = getattr(importlib.import_module(path), name)(config).float()
+        elif model_type in MODEL_CLASSES:
+            import transformers
+
+            model = getattr(transformers, MODEL_CLASSES[model_type])(config).float()
         else:
             model = AutoModel.from_config(config, torch_dtype=torch.float32)
     return model.eval()

@@ -189,3 +189,22 @@ def window_bias_usage() -> None:
     loaded, variables = fp.linen.WindowRelativeBias.from_pretrained("path/to/swin", layer=1)
     record: WindowBiasSource = load_window_bias("path/to/swin")
     print(bias, bigger, beit, v2, module(), flat(window=8), linen, loaded, variables, record.layers[0].bias())
+
+
+def convolutional_positions(path: str) -> None:
+    from flax import linen as nn
+
+    from flax_posenc.conversion import load_conv_positions
+
+    spec = fp.ConvPositionSpec(768, 128, groups=16)
+    hidden = jnp.zeros((1, 50, 768))
+    loaded = load_conv_positions(path)
+    positions: jax.Array = fp.conv_positions(hidden, loaded.kernel, loaded.bias, loaded.spec)
+    summed: jax.Array = fp.add_conv_positions(hidden, loaded.kernel, loaded.bias, loaded.spec)
+    weight: np.ndarray = fp.fold_weight_norm(np.ones((1, 1, 128)), np.ones((768, 48, 128)))
+    conv = fp.nnx.ConvPositionalEmbedding(spec, rngs=nnx.Rngs(0))
+    conv = fp.nnx.ConvPositionalEmbedding.from_pretrained(path)
+    module, variables = fp.linen.ConvPositionalEmbedding.from_pretrained(path)
+    out: jax.Array = module.apply(variables, hidden, add=True)
+    linen_module: nn.Module = fp.linen.ConvPositionalEmbedding(spec)
+    print(positions, summed, weight, conv(hidden), out, linen_module)
