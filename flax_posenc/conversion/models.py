@@ -115,12 +115,14 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
         "cosmos3_edge_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "bailing_hybrid": "its limit field (model_max_length) and hybrid MLA/linear layers are not read",
-        "bros": "BROS's 2-D bounding-box position encodings are not read",
+        "bros": (
+            "BROS's 2-D bounding-box position encodings (sinusoids of the pairwise box offsets, "
+            "bbox_projection, added to attention) are not read"
+        ),
         "canine": "CANINE's character positions under downsampling are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
         "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
-        "lilt": "LiLT's layout (bounding-box) position embeddings are not read",
         "lxmert": "LXMERT's positions are not verified (its forward needs visual features)",
         "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
@@ -141,6 +143,18 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "gemma4_unified_assistant": (
             "its text tower attends with key/value states shared from the main model (shared_kv_states), "
             "so its rotation is not verified on its own"
+        ),
+        # document models beside the bbox_2d kind (conversion.bbox_tables)
+        **{
+            t: (
+                "LayoutLMv2's 1-D and 2-D relative attention biases (has_relative_attention_bias, "
+                "has_spatial_attention_bias) and its visual backbone's positions are not read"
+            )
+            for t in ("layoutlmv2", "layoutxlm")
+        },
+        "udop": (
+            "UDOP's cell embeddings of float boxes (scaled by max_2d_position_embeddings - 1, clamped) and its "
+            "1-D, horizontal and vertical relative attention biases (relative_bias_args) are not read"
         ),
         "video_llava": "its two vision towers (image_tower, video_tower) share one vision_config; not read apart",
     }

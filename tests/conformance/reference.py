@@ -922,6 +922,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["rel_embeddings", "attention.self.pos_"]
         if mech.kind == "relative_bias":  # T5/MPNet buckets: every stack's relative_attention_bias
             covered.append("relative_attention_bias")
+        if mech.kind == "bbox_2d":  # the four box tables
+            covered += list(mech.record.keys)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1014,6 +1016,108 @@ def _learned_or_audio(model, mech, directory: Path) -> list[str]:
     return _learned_problems(model, mech, directory)
 
 
+def random_boxes(rows: int, n: int, seed: int = 0) -> np.ndarray:
+    """``(1, n, 4)`` int64 boxes ``x0 <= x1``, ``y0 <= y1`` in ``0 .. rows - 1``, the extremes first
+    (the empty box at 0, the whole page, a box touching the last row)."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, rows, (2, n, 2))
+    boxes = np.concatenate([np.minimum(a, b), np.maximum(a, b)], -1)[:, [0, 1, 2, 3]]
+    boxes[:3] = [[0, 0, 0, 0], [0, 0, rows - 1, rows - 1], [rows - 1, 0, rows - 1, rows - 1]]
+    return boxes[None]
+
+
+def _bbox_theirs(model, bbox, np_ids):
+    """The model's own box embedding of ``bbox`` (float64), and what ours must be turned into to
+    compare with it: ``(theirs, transform)``. LayoutLMv2/v3: its ``*spatial_position_embeddings``
+    method; LiLT: its layout stream's output (our concat through its own linear layer, 1-D box
+    table and LayerNorm); LayoutLM: the sum entering its LayerNorm, less that of all-zero boxes."""
+    import torch
+
+    emb = model.embeddings
+    tb = torch.from_numpy(bbox)
+    for name in ("calculate_spatial_position_embeddings", "_calc_spatial_position_embeddings"):
+        if hasattr(emb, name):
+            with torch.no_grad():
+                return getattr(emb, name)(tb)[0].double().numpy(), lambda ours: ours
+    if hasattr(model, "layout_embeddings"):  # LiLT
+        lay = model.layout_embeddings
+        pos = torch.arange(bbox.shape[1])[None] + model.config.pad_token_id + 1
+
+        def through(ours):
+            with torch.no_grad():
+                x = lay.box_linear_embeddings(torch.from_numpy(np.array(ours, np.float32))[None])
+                return lay.LayerNorm(x + lay.box_position_embeddings(pos))[0].double().numpy()
+
+        with torch.no_grad():
+            return lay(bbox=tb, position_ids=pos)[0].double().numpy(), through
+    seen = []
+    hook = emb.LayerNorm.register_forward_pre_hook(lambda module, args: seen.append(args[0][0].double().numpy()))
+    try:
+        ids = torch.from_numpy(np_ids)
+        with torch.no_grad():
+            emb(input_ids=ids, bbox=tb)
+            emb(input_ids=ids, bbox=torch.zeros_like(tb))
+    finally:
+        hook.remove()
+    return seen[0] - seen[1], None
+
+
+def _bbox_problems(model, mech, directory: Path) -> list[str]:
+    """Bounding-box tables: the limit is ``max_2d_position_embeddings`` and the rows the model's
+    own; :func:`flax_posenc.bbox_embedding` of 48 random boxes (extremes included) equals the
+    model's own embedding of them (bit-equal where the model only gathers and concatenates, or
+    feeds them through its own layers; a summed box within 8 float32 ulps of the sum's magnitude,
+    as the model adds its other tables first); a box at the last coordinate works in transformers
+    and one a coordinate past it fails."""
+    import jax.numpy as jnp
+    import torch
+
+    import flax_posenc as fp
+
+    rec = mech.record
+    rows = int(model.config.max_2d_position_embeddings)
+    problems = []
+    if rec.limit != rows:
+        problems.append(f"bbox limit {rec.limit}, max_2d_position_embeddings {rows}")
+    state = dict(model.state_dict())
+    for key, ours in zip(rec.keys, rec.weights, strict=True):
+        if key not in state or not np.array_equal(state[key].numpy(), ours):
+            problems.append(f"bbox table {key} differs from the model's")
+    if problems:
+        return problems
+    bbox = random_boxes(rows, 48)
+    ids = np.full((1, bbox.shape[1]), 5, np.int64)
+    theirs, transform = _bbox_theirs(model, bbox, ids)
+    ours = np.asarray(fp.bbox_embedding(bbox, *(jnp.asarray(w) for w in rec.weights), rec.spec))[0]
+    if transform is None:  # LayoutLM: the sum, less that of the all-zero boxes
+        zero = np.asarray(fp.bbox_embedding(np.zeros_like(bbox), *(jnp.asarray(w) for w in rec.weights), rec.spec))[0]
+        diff = ours.astype(np.float64) - zero
+        tol = 8 * np.spacing(np.float32(np.max(np.abs(theirs)) + np.max(np.abs(zero))))
+        worst = float(np.max(np.abs(diff - theirs)))
+        if worst > tol:
+            problems.append(f"summed bbox embedding differs from the model's by {worst:.3g} (tolerance {tol:.3g})")
+    else:
+        mine = transform(ours)
+        if mine.shape != theirs.shape or not np.array_equal(mine, theirs):
+            worst = float(np.max(np.abs(mine - theirs))) if mine.shape == theirs.shape else float("inf")
+            problems.append(f"bbox embedding differs from the model's by {worst:.3g} (shape {mine.shape})")
+
+    def runs(largest: int) -> bool:
+        box = np.array([[[0, 0, largest, largest]]], np.int64)
+        try:
+            with torch.no_grad(), quiet():
+                model(input_ids=torch.full((1, 1), 5, dtype=torch.long), bbox=torch.from_numpy(box))
+            return True
+        except (IndexError, RuntimeError):
+            return False
+
+    if not runs(rec.limit - 1):
+        problems.append(f"a box at coordinate {rec.limit - 1} (our last) fails in transformers")
+    if runs(rec.limit):
+        problems.append(f"a box at coordinate {rec.limit} works in transformers (our limit is {rec.limit})")
+    return problems
+
+
 #: The conformance hook of every kind of :data:`flax_posenc.conversion.mechanisms.MECHANISMS`:
 #: ``(model, mechanism, directory) -> problems``, run on each mechanism of that kind. ``None``:
 #: no per-mechanism hook, because the kind is checked across mechanisms in
@@ -1034,6 +1138,7 @@ KIND_CHECKS = {
     "deberta_relative": lambda model, mech, directory: _deberta_problems(model, mech),
     "grid": lambda model, mech, directory: _grid_problems(model, mech),
     "none": _no_position_problems,
+    "bbox_2d": _bbox_problems,
 }
 
 

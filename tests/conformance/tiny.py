@@ -189,6 +189,23 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "image_token_id": 100,
         "video_token_id": 101,
     },
+    # document models (kind bbox_2d): one layer, 24 wide (LiLT's and LayoutLMv3's six box vectors
+    # concatenate to the width); LayoutLMv3 without the relative biases and visual part it refuses
+    **{
+        t: {"hidden_size": 24, "num_attention_heads": 2, "intermediate_size": 32, "num_hidden_layers": 1}
+        for t in ("layoutlm", "lilt")
+    },
+    "layoutlmv3": {
+        "hidden_size": 24,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "coordinate_size": 4,
+        "shape_size": 4,
+        "has_relative_attention_bias": False,
+        "has_spatial_attention_bias": False,
+        "visual_embed": False,
+    },
     "qwen2_5_vl": {
         "text_config": _MROPE_TEXT,
         "vision_config": {
