@@ -79,6 +79,31 @@ class BboxSpec:
                 f"BboxSpec: a summed box needs equal widths, got coord_dim {self.coord_dim} and shape_dim {self.shape_dim}"
             )
 
+    @classmethod
+    def from_arguments(
+        cls,
+        rows: int,
+        coord_dim: int,
+        *,
+        shape_dim: int | None = None,
+        combine: BboxCombine = "sum",
+        shape_clip: int | None = None,
+        position_name: str = "bbox tables",
+    ) -> BboxSpec:
+        """The spec of flat arguments (``shape_dim`` defaults to ``coord_dim``).
+
+        >>> BboxSpec.from_arguments(1024, 128, combine="concat").out_dim
+        768
+        """
+        width = coord_dim if shape_dim is None else shape_dim
+        return cls(rows, coord_dim, width, combine, shape_clip, position_name)
+
+    @property
+    def table_shapes(self) -> dict[str, tuple[int, int]]:
+        """The four tables' shapes by name: ``x``, ``y`` (``coord_dim`` wide), ``h``, ``w`` (``shape_dim``)."""
+        c, s = (self.rows, self.coord_dim), (self.rows, self.shape_dim)
+        return {"x": c, "y": c, "h": s, "w": s}
+
     @property
     def out_dim(self) -> int:
         """Width of one token's box embedding."""

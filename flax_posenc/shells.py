@@ -28,6 +28,8 @@ import jax.numpy as jnp
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.block import PositionSpec
+from flax_posenc.bbox_config import BboxSpec
+from flax_posenc.conversion.bbox_tables import load_bbox_tables
 from flax_posenc.conversion.grid_tables import image_grid, load_grid_table
 from flax_posenc.conversion.relative_bias import load_relative_bias
 from flax_posenc.grid_config import GridSpec
@@ -249,3 +251,9 @@ class ALiBiCalls:
             dtype=self.dtype,
             on_overflow=on_overflow or self.on_overflow,
         )
+
+
+def bbox_source(source: str | os.PathLike) -> tuple[BboxSpec, dict]:
+    """``(spec, params)`` of a document checkpoint's bounding-box tables (NNX and Linen load through this)."""
+    rec = load_bbox_tables(source)
+    return rec.spec, {f"{t}_embedding": w for t, w in zip("xyhw", rec.weights, strict=True)}
