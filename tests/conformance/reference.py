@@ -512,6 +512,8 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
             problems.append(f"sinusoid rows differ by up to {worst:.3g}")
         if rec.rows is not None and theirs.shape[0] != rec.rows:
             problems.append(f"the model computes {theirs.shape[0]} rows; we read {rec.rows}")
+    if "past_values" in inspect.signature(model.forward).parameters:  # time series: rows of time steps
+        return problems + _time_series_limit_problems(model, rec, stored)
     takes_decoder = "decoder_input_ids" in inspect.signature(model.forward).parameters
 
     features = "input_features" in inspect.signature(model.forward).parameters
@@ -543,6 +545,47 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
             problems.append(
                 f"a forward pass of {rec.limit + 1} tokens works in transformers (our limit is {rec.limit})"
             )
+    return problems
+
+
+def _time_series_limit_problems(model, rec, modules) -> list[str]:
+    """A time series model's sinusoid tables: each of its modules (encoder's, decoder's) answers
+    positions ``0 .. limit - 1`` and refuses ``limit``; the whole model runs at its configured
+    context and prediction lengths (the decoder's last step reads row ``limit - 1``)."""
+    import torch
+
+    problems = []
+    if rec.limit is None:
+        return ["we report no limit; a time series table has context_length + prediction_length rows"]
+    for module in modules:
+        try:
+            with torch.no_grad():
+                module(torch.Size([1, rec.limit]), position_ids=torch.arange(rec.limit))
+        except IndexError:
+            problems.append(f"{type(module).__name__} refuses time step {rec.limit - 1} (our last)")
+        try:
+            with torch.no_grad():
+                module(torch.Size([1, rec.limit + 1]), position_ids=torch.arange(rec.limit + 1))
+            problems.append(f"{type(module).__name__} answers time step {rec.limit} (our limit is {rec.limit})")
+        except IndexError:
+            pass
+    cfg = model.config
+    past = cfg.context_length + max(cfg.lags_sequence)
+    future = cfg.prediction_length
+    features = cfg.num_time_features
+    try:
+        with torch.no_grad(), quiet():
+            model(
+                past_values=torch.randn(1, past),
+                past_time_features=torch.randn(1, past, features),
+                past_observed_mask=torch.ones(1, past),
+                future_values=torch.randn(1, future),
+                future_time_features=torch.randn(1, future, features),
+            )
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of {cfg.context_length} + {future} time steps fails: {e}"[:200])
+    if rec.limit != cfg.context_length + future:
+        problems.append(f"limit {rec.limit}, context_length + prediction_length {cfg.context_length + future}")
     return problems
 
 

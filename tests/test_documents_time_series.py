@@ -1,9 +1,12 @@
-"""2-D bounding-box tables (kind ``bbox_2d``): the core against float64 numpy, its guard, the
-reader's refusals, the shells and ``check --bbox-max``.
+"""Documents and time series.
 
-Agreement with transformers' own LayoutLM, LayoutLMv3 and LiLT is the conformance case of each
-(``tests/test_conformance.py`` through ``conformance.reference._bbox_problems``); here the same
-hook is shown to fail when our reading is wrong.
+2-D bounding-box tables (kind ``bbox_2d``): the core against float64 numpy, its guard, the
+reader's refusals, the shells and ``check --bbox-max``. Time series sinusoids (kind
+``sinusoidal``, rows of time steps): ``check --steps``.
+
+Agreement with transformers' own LayoutLM, LayoutLMv3, LiLT, TimeSeriesTransformer, Informer and
+Autoformer is the conformance case of each (``tests/test_conformance.py`` through
+``conformance.reference``); here the bounding-box hook is shown to fail when our reading is wrong.
 """
 
 from __future__ import annotations
@@ -187,3 +190,38 @@ def test_check_bbox_max_on_a_model_without_boxes_is_bad_input(capsys):
     assert main(["check", "sinusoidal:8:8", "--bbox-max", "10"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--bbox-max: expected a SOURCE whose positions count coordinates, found sinusoidal" in err[0]
+
+
+# ----------------------------------------------------------------------------- time series: check --steps
+
+
+@pytest.fixture(scope="module")
+def informer_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("informer")
+    with quiet():
+        tiny_model("informer").save_pretrained(d)
+    return d
+
+
+@pytest.mark.parametrize(
+    "argv,code,needle",
+    [
+        (["--steps", "12"], 0, "ok: 12 time steps fit; informer computed sinusoid table (context_length + prediction_length)"),
+        (["--steps", "13"], 1, "holds 12 time steps (0..11); asked for 13 time steps (0..12): 1 past the limit"),
+        (["--steps", "-3"], 2, "--steps: expected a number of time steps (1 or more), got '-3'"),
+        (["--length", "8"], 2, "expected a model with token positions for --length"),
+    ],
+)
+def test_check_steps(informer_dir, capsys, argv, code, needle):
+    assert main(["check", str(informer_dir), *argv]) == code
+    out = capsys.readouterr()
+    lines = (out.out + out.err).strip().splitlines()
+    assert any(needle in line for line in lines), lines
+    if code:
+        assert len(out.err.strip().splitlines()) == 1
+
+
+def test_check_steps_on_a_token_model_is_bad_input(capsys):
+    assert main(["check", "sinusoidal:8:8", "--steps", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--steps: expected a SOURCE whose positions count time steps" in err[0]
