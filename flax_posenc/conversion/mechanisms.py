@@ -438,15 +438,6 @@ MECHANISMS: MechanismTable = MechanismTable(
             figures="grid",
         ),
         MechanismKind(
-            "bbox_2d",
-            "learned x, y, height and width tables of 2-D bounding boxes (document models; limits coordinates)",
-            "coordinates",
-            ("bbox_2d",),
-            (BboxTableSource,),
-            (("flax_posenc.conversion.bbox_tables.BBOX_FAMILIES", BBOX_FAMILIES),),
-            lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
-        ),
-        MechanismKind(
             "none",
             "no position encoding at all (a recurrent, state-space or convolutional model)",
             "none",
@@ -454,6 +445,15 @@ MECHANISMS: MechanismTable = MechanismTable(
             (NoPositionEncoding,),
             (("flax_posenc.conversion.no_position.NO_POSITION_FAMILIES", NO_POSITION_FAMILIES),),
             lambda row, ctx: [no_position_encoding(row, ctx.config, ctx.text, ctx.config_path)],
+        ),
+        MechanismKind(
+            "bbox_2d",
+            "learned x, y, height and width tables of 2-D bounding boxes (document models; limits coordinates)",
+            "coordinates",
+            ("bbox_2d",),
+            (BboxTableSource,),
+            (("flax_posenc.conversion.bbox_tables.BBOX_FAMILIES", BBOX_FAMILIES),),
+            lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
         ),
     )
 )
