@@ -46,7 +46,7 @@ def ulps(values: np.ndarray, reference: np.ndarray, scale: np.ndarray | None = N
 
 def _model(model_type: str, **overrides):
     import torch
-    from transformers import AutoModel, CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING, AutoModel
 
     torch.manual_seed(0)
     with quiet():
@@ -111,7 +111,11 @@ def document_rows() -> list[tuple[str, str, tuple, tuple, tuple]]:
             theirs = seen[0]
             word, position, token_type = (
                 t.detach().numpy()
-                for t in (emb.word_embeddings.weight[5], emb.position_embeddings.weight[: b.shape[0]], emb.token_type_embeddings.weight[0])
+                for t in (
+                    emb.word_embeddings.weight[5],
+                    emb.position_embeddings.weight[: b.shape[0]],
+                    emb.token_type_embeddings.weight[0],
+                )
             )
             rest64 = word.astype(np.float64) + position + token_type
             rest32 = word + position + token_type  # the model's order: word + position, then the boxes, then type
@@ -132,7 +136,7 @@ def time_series_rows() -> list[tuple[str, str, tuple, tuple, tuple]]:
     for model_type in ("time_series_transformer", "informer", "autoformer"):
         extra = {"label_length": 10} if model_type == "autoformer" else {}
         import torch
-        from transformers import AutoModel, CONFIG_MAPPING
+        from transformers import CONFIG_MAPPING, AutoModel
 
         torch.manual_seed(0)
         with quiet():
@@ -146,14 +150,30 @@ def time_series_rows() -> list[tuple[str, str, tuple, tuple, tuple]]:
         device = np.asarray(fp.sinusoidal_table(rec.limit, rec.dim, layout="concatenated"))
         theirs = model.get_encoder().embed_positions.weight.detach().double().numpy()
         out.append(
-            (model_type, f"{rec.limit} x {rec.dim} table (rounded once)", ulps(mine, ref), ulps(theirs, ref), ulps(mine, theirs))
+            (
+                model_type,
+                f"{rec.limit} x {rec.dim} table (rounded once)",
+                ulps(mine, ref),
+                ulps(theirs, ref),
+                ulps(mine, theirs),
+            )
         )
-        out.append((model_type, "the same on device (`fp.sinusoidal_table`)", ulps(device, ref), ulps(theirs, ref), ulps(device, theirs)))
+        out.append(
+            (
+                model_type,
+                "the same on device (`fp.sinusoidal_table`)",
+                ulps(device, ref),
+                ulps(theirs, ref),
+                ulps(device, theirs),
+            )
+        )
     return out
 
 
 def main() -> None:
-    print("| model type | compared | ours vs float64 (max / mean ulps) | transformers vs float64 | ours vs transformers |")
+    print(
+        "| model type | compared | ours vs float64 (max / mean ulps) | transformers vs float64 | ours vs transformers |"
+    )
     print("|---|---|---|---|---|")
     for name, what, a, b, c in document_rows() + time_series_rows():
         print(f"| `{name}` | {what} | {a[0]:.3g} / {a[1]:.3g} | {b[0]:.3g} / {b[1]:.3g} | {c[0]:.3g} / {c[1]:.3g} |")

@@ -27,8 +27,8 @@ import jax.numpy as jnp
 
 from flax_posenc import alibi, block, rope
 from flax_posenc.alibi_config import AlibiConfig
-from flax_posenc.block import PositionSpec
 from flax_posenc.bbox_config import BboxSpec
+from flax_posenc.block import PositionSpec
 from flax_posenc.conversion.bbox_tables import load_bbox_tables
 from flax_posenc.conversion.grid_tables import image_grid, load_grid_table
 from flax_posenc.conversion.relative_bias import load_relative_bias

@@ -67,14 +67,22 @@ def test_shape_clip_is_applied_before_the_lookup():
     spec = fp.BboxSpec(ROWS, 2, 2, "concat", shape_clip=3)
     tables = _tables(2, 2)
     bbox = np.array([[0, 0, 10, 12]])
-    np.testing.assert_array_equal(np.asarray(fp.bbox_embedding(bbox, *tables, spec)), _reference(bbox, tables, "concat", 3))
+    np.testing.assert_array_equal(
+        np.asarray(fp.bbox_embedding(bbox, *tables, spec)), _reference(bbox, tables, "concat", 3)
+    )
 
 
 @pytest.mark.parametrize(
     "box,message",
     [
-        ([1, 2, 16, 5], "bbox: bbox tables hold 16 coordinates (0..15); asked for x1 16 in box [1, 2, 16, 5], 1 past the end"),
-        ([1, -1, 3, 5], "bbox: bbox tables hold 16 coordinates (0..15); asked for y0 -1 in box [1, -1, 3, 5], below the first row"),
+        (
+            [1, 2, 16, 5],
+            "bbox: bbox tables hold 16 coordinates (0..15); asked for x1 16 in box [1, 2, 16, 5], 1 past the end",
+        ),
+        (
+            [1, -1, 3, 5],
+            "bbox: bbox tables hold 16 coordinates (0..15); asked for y0 -1 in box [1, -1, 3, 5], below the first row",
+        ),
         (
             [5, 2, 3, 4],
             "bbox: expected x0 <= x1 and y0 <= y1 (a box's width and height index its w/h tables); "
@@ -136,7 +144,9 @@ def test_reader_and_shells_reproduce_the_checkpoint_tables(layoutlm_dir):
     np.testing.assert_array_equal(np.asarray(nnx_module(bbox)), ref)
     np.testing.assert_array_equal(np.asarray(linen_module.apply(variables, bbox)), ref)
     np.testing.assert_array_equal(np.asarray(nnx.jit(lambda m, b: m(b))(nnx_module, bbox)), ref)
-    np.testing.assert_array_equal(np.asarray(nnx_module.x_embedding[...]), model.embeddings.x_position_embeddings.weight.detach().numpy())
+    np.testing.assert_array_equal(
+        np.asarray(nnx_module.x_embedding[...]), model.embeddings.x_position_embeddings.weight.detach().numpy()
+    )
 
 
 def test_the_conformance_hook_fails_on_a_wrong_reading(layoutlm_dir):
@@ -189,7 +199,9 @@ def test_check_bbox_max(layoutlm_dir, capsys, argv, code, needle):
 def test_check_bbox_max_on_a_model_without_boxes_is_bad_input(capsys):
     assert main(["check", "sinusoidal:8:8", "--bbox-max", "10"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--bbox-max: expected a SOURCE whose positions count coordinates, found sinusoidal" in err[0]
+    assert (
+        len(err) == 1 and "--bbox-max: expected a SOURCE whose positions count coordinates, found sinusoidal" in err[0]
+    )
 
 
 # ----------------------------------------------------------------------------- time series: check --steps
@@ -206,7 +218,11 @@ def informer_dir(tmp_path_factory):
 @pytest.mark.parametrize(
     "argv,code,needle",
     [
-        (["--steps", "12"], 0, "ok: 12 time steps fit; informer computed sinusoid table (context_length + prediction_length)"),
+        (
+            ["--steps", "12"],
+            0,
+            "ok: 12 time steps fit; informer computed sinusoid table (context_length + prediction_length)",
+        ),
         (["--steps", "13"], 1, "holds 12 time steps (0..11); asked for 13 time steps (0..12): 1 past the limit"),
         (["--steps", "-3"], 2, "--steps: expected a number of time steps (1 or more), got '-3'"),
         (["--length", "8"], 2, "expected a model with token positions for --length"),

@@ -205,7 +205,12 @@ def read_bbox_tables(source: str | os.PathLike, family: str, config: Mapping[str
     except ValueError as e:
         raise fail(ckpt.weights_path, "tables a summed box can add", str(e)) from None
     return BboxTableSource(
-        os.fspath(source), str(config.get("model_type")), row.name, tuple(keys), spec, (x, y, h, w)  # type: ignore[arg-type]
+        os.fspath(source),
+        str(config.get("model_type")),
+        row.name,
+        tuple(keys),
+        spec,
+        (x, y, h, w),  # type: ignore[arg-type]
     )
 
 

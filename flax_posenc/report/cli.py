@@ -217,7 +217,9 @@ def _unit_checks(record: Any, unit: str, option: str, asked: int, ask: str) -> l
     out = []
     for m in found:
         fits, line = getattr(m.record, ask)(asked)
-        out.append((fits, line, {**m.to_dict(), option.lstrip("-").replace("-", "_"): asked, "fits": fits, "message": line}))
+        out.append(
+            (fits, line, {**m.to_dict(), option.lstrip("-").replace("-", "_"): asked, "fits": fits, "message": line})
+        )
     return out
 
 
