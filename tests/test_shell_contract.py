@@ -75,6 +75,15 @@ RELATIVE = fp.RelativeBiasSpec(H, fp.BucketConfig(32, 128, bidirectional=True))
 GRID_SPEC = fp.GridSpec(GRID, D, patch_size=8)
 
 
+BBOX_SPEC = fp.BboxSpec(P, 2, 1, "concat")
+
+
+def _boxes(seed: int):
+    """Four boxes ``(x0, y0, x1, y1)`` with ``x0 <= x1``, ``y0 <= y1`` in ``0 .. P - 1``."""
+    a, b = np.random.default_rng(seed).integers(0, P, (2, 4, 2))
+    return jnp.asarray(np.concatenate([np.minimum(a, b), np.maximum(a, b)], -1), jnp.int32)
+
+
 def _orbax(folder: Path, module) -> Path:
     return fp.save_orbax(folder / "block", module)
 
@@ -186,6 +195,16 @@ ROWS = [
         {"embedding": ((1 + GRID[0] * GRID[1], D), (None, "embed"))},
         _vit,
         (([2, 3], D), {"patch_size": 8}),
+    ),
+    Row(
+        "BoundingBoxEmbedding",
+        lambda: fp.nnx.BoundingBoxEmbedding(BBOX_SPEC, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.BoundingBoxEmbedding(BBOX_SPEC),
+        lambda boxes: ((boxes,), {}),
+        _boxes,
+        {f"{t}_embedding": ((P, 2 if t in "xy" else 1), (None, "embed")) for t in "xyhw"},
+        None,
+        ((P, 2), {"shape_dim": 1, "combine": "concat"}),
     ),
 ]
 IDS = [row.name for row in ROWS]
