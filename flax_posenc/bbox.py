@@ -24,10 +24,10 @@ __all__ = ["bbox_embedding"]
 
 def bbox_embedding(
     bbox: jax.typing.ArrayLike,
-    x_table: jax.Array,
-    y_table: jax.Array,
-    h_table: jax.Array,
-    w_table: jax.Array,
+    x_table: jax.typing.ArrayLike,
+    y_table: jax.typing.ArrayLike,
+    h_table: jax.typing.ArrayLike,
+    w_table: jax.typing.ArrayLike,
     spec: BboxSpec,
     *,
     on_overflow: OverflowPolicy = "error",
@@ -37,7 +37,8 @@ def bbox_embedding(
     Args:
       bbox: integer array ``(..., 4)``: ``(x0, y0, x1, y1)`` in ``0 .. spec.rows - 1``, with
         ``x0 <= x1`` and ``y0 <= y1`` (traced or not).
-      x_table, y_table: ``(spec.rows, spec.coord_dim)``: rows read at ``x0``, ``x1`` and ``y0``, ``y1``.
+      x_table, y_table: ``(spec.rows, spec.coord_dim)``: rows read at ``x0``, ``x1`` and ``y0``, ``y1``
+        (any array: a checkpoint's numpy tables are taken as they are).
       h_table, w_table: ``(spec.rows, spec.shape_dim)``: rows read at ``y1 - y0`` and ``x1 - x0``
         (after clipping to ``spec.shape_clip`` when it is set).
       spec: the tables' :class:`~flax_posenc.bbox_config.BboxSpec` (``combine``: sum or concat).
@@ -73,7 +74,7 @@ def bbox_embedding(
 
     def rows(table, index, which, unit):
         limit = Limit(spec.rows, name=f"{spec.name} ({which})", unit=unit, argument="bbox")
-        return lookup_rows(table, index, limit, on_overflow)
+        return lookup_rows(jnp.asarray(table), index, limit, on_overflow)
 
     parts = [
         rows(x_table, x0, "x table, x0", "coordinate"),

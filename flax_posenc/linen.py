@@ -676,11 +676,11 @@ class BoundingBoxEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
     def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
         check_policy(self.on_overflow)
         axes = AXES["position_embeddings"]
-        tables = [
+        x, y, h, w = (
             _param(self, f"{name}_embedding", self.embedding_init, shape, self.param_dtype, axes)
             for name, shape in self.spec.table_shapes.items()
-        ]
-        return bbox_embedding(bbox, *tables, self.spec, on_overflow=self.on_overflow)
+        )
+        return bbox_embedding(bbox, x, y, h, w, self.spec, on_overflow=self.on_overflow)
 
     @classmethod
     def from_pretrained(

@@ -925,9 +925,11 @@ class BoundingBoxEmbedding(nnx.Module):
         self.spec = spec_or_flat("BoundingBoxEmbedding", BboxSpec, spec, flat, spec_arguments, build, flat_names)
         check_policy(on_overflow)
         self.on_overflow = on_overflow
-        for name, shape in self.spec.table_shapes.items():
-            table = _param(embedding_init(rngs.params(), shape, param_dtype), AXES["position_embeddings"])
-            setattr(self, f"{name}_embedding", table)
+        shapes, axes = self.spec.table_shapes, AXES["position_embeddings"]
+        self.x_embedding = _param(embedding_init(rngs.params(), shapes["x"], param_dtype), axes)
+        self.y_embedding = _param(embedding_init(rngs.params(), shapes["y"], param_dtype), axes)
+        self.h_embedding = _param(embedding_init(rngs.params(), shapes["h"], param_dtype), axes)
+        self.w_embedding = _param(embedding_init(rngs.params(), shapes["w"], param_dtype), axes)
 
     @classmethod
     def from_arguments(

@@ -208,9 +208,9 @@ def read_bbox_tables(source: str | os.PathLike, family: str, config: Mapping[str
         os.fspath(source),
         str(config.get("model_type")),
         row.name,
-        tuple(keys),
+        (keys[0], keys[1], keys[2], keys[3]),
         spec,
-        (x, y, h, w),  # type: ignore[arg-type]
+        (x, y, h, w),
     )
 
 
