@@ -225,7 +225,11 @@ def informer_dir(tmp_path_factory):
         ),
         (["--steps", "13"], 1, "holds 12 time steps (0..11); asked for 13 time steps (0..12): 1 past the limit"),
         (["--steps", "-3"], 2, "--steps: expected a number of time steps (1 or more), got '-3'"),
-        (["--length", "8"], 2, "expected a model with token positions for --length"),
+        (
+            ["--length", "8"],
+            2,
+            "expected a model with token positions for --length, found time steps only (use --steps)",
+        ),
     ],
 )
 def test_check_steps(informer_dir, capsys, argv, code, needle):

@@ -405,6 +405,9 @@ class ModelRecord:
           CheckpointError: every mechanism counts seconds of audio (an encoder-only Whisper).
         """
         if all(m.unit != "tokens" for m in self.mechanisms):
+            units = {m.unit for m in self.mechanisms}
+            if units == {"time steps"}:  # a time series model (TimeSeriesTransformer, Informer, Autoformer)
+                raise fail(self.source, "a model with token positions for --length", "time steps only (use --steps)")
             raise fail(self.source, "a model with token positions for --length", "audio positions only (use --seconds)")
         for m in self.mechanisms:
             if m.unit != "tokens":
