@@ -66,6 +66,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc import (  # noqa: F401
         alibi,
         alibi_config,
+        bbox,
+        bbox_config,
         block,
         conversion,
         deberta,
@@ -101,6 +103,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     )
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
+    from flax_posenc.bbox import bbox_embedding  # noqa: F401
+    from flax_posenc.bbox_config import BboxSpec  # noqa: F401
     from flax_posenc.conv_position import add_conv_positions, conv_positions  # noqa: F401
     from flax_posenc.conv_position_config import ConvPositionSpec, fold_weight_norm  # noqa: F401
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401

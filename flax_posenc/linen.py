@@ -28,6 +28,8 @@ from flax import linen as nn
 
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
+from flax_posenc.bbox import bbox_embedding
+from flax_posenc.bbox_config import BboxSpec
 from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.bounds import check_bound
 from flax_posenc.conv_position import CONV_POSITION_AXES
@@ -47,6 +49,7 @@ from flax_posenc.shells import (
     RotaryCalls,
     VisionRotaryCalls,
     add_grid,
+    bbox_source,
     call_conv_positions,
     check_kind,
     conv_position_init,
@@ -725,11 +728,78 @@ class ConvPositionalEmbedding(nn.Module):
         return _loaded(cls, spec, params, example, param_dtype=param_dtype, dtype=dtype)
 
 
+class BoundingBoxEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
+    """A document model's 2-D bounding-box tables (see the NNX module of the same name).
+
+    The field ``spec`` is a :class:`~flax_posenc.BboxSpec`; the parameters are ``x_embedding``,
+    ``y_embedding``, ``h_embedding``, ``w_embedding``, logical axes ``(None, "embed")``;
+    :meth:`from_pretrained` returns ``(module, variables)``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> import flax_posenc as fp
+    >>> boxes = BoundingBoxEmbedding(fp.BboxSpec(1024, 4, 4, "concat"))
+    >>> bbox = jnp.array([[[10, 20, 110, 40]]])
+    >>> variables = boxes.init(jax.random.key(0), bbox)
+    >>> boxes.apply(variables, bbox).shape
+    (1, 1, 24)
+    """
+
+    _spec_type: ClassVar[type] = BboxSpec
+    _flat_names: ClassVar[str] = "rows, coord_dim, ..."
+    spec: BboxSpec
+    on_overflow: OverflowPolicy = "error"
+    param_dtype: jax.typing.DTypeLike = jnp.float32
+    embedding_init: nn.initializers.Initializer = default_embed_init
+
+    @classmethod
+    def from_arguments(
+        cls,
+        rows: int,
+        coord_dim: int,
+        *,
+        shape_dim: int | None = None,
+        combine: Any = "sum",
+        shape_clip: int | None = None,
+        position_name: str = "bbox tables",
+        **fields: Any,
+    ) -> BoundingBoxEmbedding:
+        """The module of the spec's flat arguments (:meth:`BboxSpec.from_arguments
+        <flax_posenc.BboxSpec.from_arguments>`) and the module's fields."""
+        spec = BboxSpec.from_arguments(
+            rows, coord_dim, shape_dim=shape_dim, combine=combine, shape_clip=shape_clip, position_name=position_name
+        )
+        return cls(spec, **fields)
+
+    @nn.compact
+    def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
+        check_policy(self.on_overflow)
+        axes = AXES["position_embeddings"]
+        x, y, h, w = (
+            _param(self, f"{name}_embedding", self.embedding_init, shape, self.param_dtype, axes)
+            for name, shape in self.spec.table_shapes.items()
+        )
+        return bbox_embedding(bbox, x, y, h, w, self.spec, on_overflow=self.on_overflow)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        on_overflow: OverflowPolicy = "error",
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> tuple[BoundingBoxEmbedding, dict[str, Any]]:
+        """``(module, variables)`` for the bounding-box tables of a document checkpoint (see the NNX twin)."""
+        spec, params = bbox_source(source)
+        box = jnp.zeros((1, 1, 4), jnp.int32)
+        return _loaded(cls, spec, params, box, param_dtype=param_dtype, on_overflow=on_overflow)
+
+
 __all__ = [
     "ALiBiBias",
     "DetrLearnedPositionEmbedding",
     "DetrSinePositionEmbedding",
     "ConvPositionalEmbedding",
+    "BoundingBoxEmbedding",
     "LearnedPositionalEmbedding",
     "PatchPositionalEmbedding",
     "RelativePositionBias",

@@ -31,6 +31,8 @@ from flax.core import meta
 
 from flax_posenc import block
 from flax_posenc.alibi_config import AlibiConfig
+from flax_posenc.bbox import bbox_embedding
+from flax_posenc.bbox_config import BboxSpec
 from flax_posenc.block import AXES, InputSpec, PositionSpec
 from flax_posenc.bounds import check_bound
 from flax_posenc.conv_position import CONV_POSITION_AXES
@@ -50,6 +52,7 @@ from flax_posenc.shells import (
     RotaryCalls,
     VisionRotaryCalls,
     add_grid,
+    bbox_source,
     call_conv_positions,
     conv_position_init,
     conv_position_source,
@@ -1019,6 +1022,7 @@ __all__ = [
     "DetrLearnedPositionEmbedding",
     "DetrSinePositionEmbedding",
     "ConvPositionalEmbedding",
+    "BoundingBoxEmbedding",
     "LearnedPositionalEmbedding",
     "PatchPositionalEmbedding",
     "RelativePositionBias",
@@ -1171,3 +1175,95 @@ class VisionRotaryEmbedding(VisionRotaryCalls, nnx.Module):
 
 
 __all__ += ["VisionRotaryEmbedding"]
+
+
+class BoundingBoxEmbedding(nnx.Module):
+    """A document model's 2-D bounding-box tables (LayoutLM, LayoutLMv3, LiLT): boxes -> vectors.
+
+    Four parameters, ``x_embedding``, ``y_embedding`` (``(rows, coord_dim)``) and ``h_embedding``,
+    ``w_embedding`` (``(rows, shape_dim)``), logical axes ``(None, "embed")``. A call on integer
+    boxes ``(..., 4)`` = ``(x0, y0, x1, y1)`` returns ``(..., spec.out_dim)``: the six rows summed
+    (LayoutLM) or concatenated (LayoutLMv2/v3, LiLT), as :func:`~flax_posenc.bbox_embedding`
+    computes them. A known coordinate past ``rows - 1``, or ``x1 < x0`` / ``y1 < y0``, raises
+    :class:`~flax_posenc.PositionLimitError` while tracing; traced boxes follow ``on_overflow``.
+
+    Build it from a spec, ``BoundingBoxEmbedding(BboxSpec(rows, coord_dim, shape_dim), rngs=...)``,
+    or from its flat arguments, ``BoundingBoxEmbedding(rows, coord_dim, ..., rngs=...)`` (the same
+    as :meth:`from_arguments`).
+
+    >>> import jax.numpy as jnp
+    >>> from flax import nnx
+    >>> import flax_posenc as fp
+    >>> boxes = BoundingBoxEmbedding(fp.BboxSpec(1024, 8, 8), rngs=nnx.Rngs(0))
+    >>> boxes(jnp.array([[[10, 20, 110, 40]]])).shape
+    (1, 1, 8)
+    >>> boxes(jnp.array([[[10, 20, 1024, 40]]]))
+    Traceback (most recent call last):
+    ...
+    flax_posenc.errors.PositionLimitError: bbox: bbox tables hold 1024 coordinates (0..1023); asked for x1 1024 in box [10, 20, 1024, 40], 1 past the end
+    """
+
+    def __init__(
+        self,
+        spec: BboxSpec | int,
+        /,
+        *flat: Any,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy = "error",
+        rngs: nnx.Rngs,
+        **spec_arguments: Any,
+    ):
+        build, flat_names = BboxSpec.from_arguments, "rows, coord_dim, ..."
+        self.spec = spec_or_flat("BoundingBoxEmbedding", BboxSpec, spec, flat, spec_arguments, build, flat_names)
+        check_policy(on_overflow)
+        self.on_overflow = on_overflow
+        shapes, axes = self.spec.table_shapes, AXES["position_embeddings"]
+        self.x_embedding = _param(embedding_init(rngs.params(), shapes["x"], param_dtype), axes)
+        self.y_embedding = _param(embedding_init(rngs.params(), shapes["y"], param_dtype), axes)
+        self.h_embedding = _param(embedding_init(rngs.params(), shapes["h"], param_dtype), axes)
+        self.w_embedding = _param(embedding_init(rngs.params(), shapes["w"], param_dtype), axes)
+
+    @classmethod
+    def from_arguments(
+        cls,
+        rows: int,
+        coord_dim: int,
+        *,
+        shape_dim: int | None = None,
+        combine: Any = "sum",
+        shape_clip: int | None = None,
+        position_name: str = "bbox tables",
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        embedding_init: nnx.Initializer = default_embed_init,
+        on_overflow: OverflowPolicy = "error",
+        rngs: nnx.Rngs,
+    ) -> BoundingBoxEmbedding:
+        """The module of flat arguments: the spec's (:meth:`BboxSpec.from_arguments
+        <flax_posenc.BboxSpec.from_arguments>`) and the module's."""
+        spec = BboxSpec.from_arguments(
+            rows, coord_dim, shape_dim=shape_dim, combine=combine, shape_clip=shape_clip, position_name=position_name
+        )
+        return cls(spec, param_dtype=param_dtype, embedding_init=embedding_init, on_overflow=on_overflow, rngs=rngs)
+
+    def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
+        """``bbox.shape[:-1] + (spec.out_dim,)`` for integer boxes ``(..., 4)``."""
+        tables = (self.x_embedding[...], self.y_embedding[...], self.h_embedding[...], self.w_embedding[...])
+        return bbox_embedding(bbox, *tables, self.spec, on_overflow=self.on_overflow)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        source: str | os.PathLike,
+        *,
+        on_overflow: OverflowPolicy = "error",
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+    ) -> BoundingBoxEmbedding:
+        """The bounding-box tables of a LayoutLM, LayoutLMv3 or LiLT checkpoint
+        (:func:`~flax_posenc.conversion.load_bbox_tables`).
+
+        Raises:
+          CheckpointError: as :func:`~flax_posenc.conversion.load_bbox_tables` (one line).
+        """
+        spec, params = bbox_source(source)
+        return _loaded(cls, spec, params, param_dtype=param_dtype, on_overflow=on_overflow)

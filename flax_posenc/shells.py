@@ -27,9 +27,11 @@ import jax.numpy as jnp
 
 from flax_posenc import alibi, block, rope, vision_rope
 from flax_posenc.alibi_config import AlibiConfig
+from flax_posenc.bbox_config import BboxSpec
 from flax_posenc.block import PositionSpec
 from flax_posenc.conv_position import add_conv_positions, conv_positions
 from flax_posenc.conv_position_config import ConvPositionSpec
+from flax_posenc.conversion.bbox_tables import load_bbox_tables
 from flax_posenc.conversion.conv_positions import load_conv_positions
 from flax_posenc.conversion.grid_tables import image_grid, load_grid_table
 from flax_posenc.conversion.readers import fail
@@ -366,3 +368,9 @@ class VisionRotaryCalls:
         return vision_rope.apply_vision_rope_qk(
             q, k, self.config, positions, on_overflow=on_overflow or self.on_overflow, seq_axis=self.seq_axis
         )
+
+
+def bbox_source(source: str | os.PathLike) -> tuple[BboxSpec, dict]:
+    """``(spec, params)`` of a document checkpoint's bounding-box tables (NNX and Linen load through this)."""
+    rec = load_bbox_tables(source)
+    return rec.spec, {f"{t}_embedding": w for t, w in zip("xyhw", rec.weights, strict=True)}

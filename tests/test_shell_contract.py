@@ -76,6 +76,15 @@ GRID_SPEC = fp.GridSpec(GRID, D, patch_size=8)
 CONV_SPEC = fp.ConvPositionSpec(D, 4, groups=2)  # OmniASR's: one layer, no weight norm, one frame cut
 
 
+BBOX_SPEC = fp.BboxSpec(P, 2, 1, "concat")
+
+
+def _boxes(seed: int):
+    """Four boxes ``(x0, y0, x1, y1)`` with ``x0 <= x1``, ``y0 <= y1`` in ``0 .. P - 1``."""
+    a, b = np.random.default_rng(seed).integers(0, P, (2, 4, 2))
+    return jnp.asarray(np.concatenate([np.minimum(a, b), np.maximum(a, b)], -1), jnp.int32)
+
+
 def _orbax(folder: Path, module) -> Path:
     return fp.save_orbax(folder / "block", module)
 
@@ -216,6 +225,16 @@ ROWS = [
         lambda mask: ((mask,), {}),
         lambda seed: jnp.asarray(np.random.default_rng(seed).integers(0, 2, (1, 3, 4)), jnp.int32),
         {"row_embeddings": ((50, D), (None, "embed")), "column_embeddings": ((50, D), (None, "embed"))},
+    ),
+    Row(
+        "BoundingBoxEmbedding",
+        lambda: fp.nnx.BoundingBoxEmbedding(BBOX_SPEC, rngs=nnx.Rngs(0)),
+        lambda: fp.linen.BoundingBoxEmbedding(BBOX_SPEC),
+        lambda boxes: ((boxes,), {}),
+        _boxes,
+        {f"{t}_embedding": ((P, 2 if t in "xy" else 1), (None, "embed")) for t in "xyhw"},
+        None,
+        ((P, 2), {"shape_dim": 1, "combine": "concat"}),
     ),
 ]
 

@@ -19,6 +19,8 @@ orbax (and with it jax) is imported only to restore an orbax directory's arrays
   (:class:`InputBlockWeights`), enough to reproduce Hugging Face's embedding output.
 - :func:`load_grid_table` -- the learned 2-D position grid of a vision checkpoint
   (:class:`GridTable`: ``weights``, ``grid``, ``prefix_tokens``, ``patch_size``, ``image_size``).
+- :func:`load_bbox_tables` -- the 2-D bounding-box tables of a LayoutLM, LayoutLMv3 or LiLT
+  checkpoint (:class:`BboxTableSource`: ``spec``, ``weights``, ``keys``; limit in coordinates).
 - :func:`load_relative_bias` -- a T5/mT5/UMT5/LongT5/MPNet learned relative position bias
   table and its buckets (:class:`RelativeBiasTable`).
 - :func:`export_position_table` -- write a new table into a copy of the checkpoint.
@@ -45,6 +47,7 @@ model id (local cache first, offline-safe), ``sinusoidal:LENGTH:DIM`` or a ``.gg
 from __future__ import annotations
 
 from flax_posenc.conversion.audio_tables import AUDIO_TABLE_FAMILIES, AudioTableSource
+from flax_posenc.conversion.bbox_tables import BBOX_FAMILIES, BboxTableSource, load_bbox_tables
 from flax_posenc.conversion.checkpoint import CheckpointReader, open_checkpoint
 from flax_posenc.conversion.conv_positions import (
     CONV_POSITION_FAMILIES,
@@ -76,6 +79,8 @@ __all__ = [
     "CONV_POSITION_FAMILIES",
     "ConvPositionSource",
     "ConvPositions",
+    "BBOX_FAMILIES",
+    "BboxTableSource",
     "FAMILIES",
     "GRID_FAMILIES",
     "CheckpointError",
@@ -96,6 +101,7 @@ __all__ = [
     "export_position_table",
     "inspect_source",
     "load_conv_positions",
+    "load_bbox_tables",
     "load_mrope_config",
     "load_grid_table",
     "load_input_block",

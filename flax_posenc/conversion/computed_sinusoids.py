@@ -53,6 +53,9 @@ class ComputedSinusoidFamily:
       tower: the part of the model it serves (``"audio"``: Speech2Text's encoder, over the
         frames left after its convolutional subsampling).
       cos_first: the halves are ``[cos | sin]`` (MusicGen's decoders), not ``[sin | cos]``.
+      rows_fields: config fields whose sum is the fixed number of rows (time series:
+        ``context_length + prediction_length``), instead of ``rows_field``.
+      unit: what a row counts: ``"tokens"``, or ``"time steps"`` (time series: ``check --steps``).
     """
 
     name: str
@@ -63,6 +66,8 @@ class ComputedSinusoidFamily:
     rows_field: str | None = None
     tower: str = "text"
     cos_first: bool = False
+    rows_fields: tuple[str, ...] = ()
+    unit: str = "tokens"
 
 
 COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyType(
@@ -102,6 +107,17 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
                 offset_from_pad=False,
                 rows_field="n_positions",
             ),
+            # time series (TimeSeriesTransformer, Informer, Autoformer): XLM's [sin | cos] of the usual
+            # frequencies, context_length + prediction_length rows over time steps (the encoder's
+            # from 0, the decoder's from context_length, Autoformer's from context - label_length)
+            ComputedSinusoidFamily(
+                "time_series_sinusoid",
+                ("time_series_transformer", "informer", "autoformer"),
+                endpoint=False,
+                offset_from_pad=False,
+                rows_fields=("context_length", "prediction_length"),
+                unit="time steps",
+            ),
         )
     }
 )
@@ -125,6 +141,8 @@ class ComputedSinusoid(NoLimit):
     endpoint: bool = True
     rows: int | None = None
     cos_first: bool = False
+    unit: str = "tokens"
+    rows_from: str | None = None
 
     scheme = "sinusoidal_computed"
     key = None
@@ -146,7 +164,21 @@ class ComputedSinusoid(NoLimit):
             values = np.concatenate([values[..., half : 2 * half], values[..., :half], values[..., 2 * half :]], -1)
         return values
 
+    def check_steps(self, steps: int) -> tuple[bool, str]:
+        """Time series: ``(fits, line)`` for ``steps`` time steps (context plus prediction).
+
+        Raises:
+          CheckpointError: its positions count tokens, not time steps.
+        """
+        if self.unit != "time steps":
+            raise fail(self.source, "a model whose positions count time steps for --steps", f"{self.unit}")
+        fits, line = verdict_line(steps, self.limit, self.describe_limit())
+        return fits, line.replace(f" {steps} positions ", f" {steps} time steps ", 1)
+
     def describe_limit(self) -> str:
+        if self.rows is not None and self.unit == "time steps":
+            name = f"{self.model_type} computed sinusoid table ({self.rows_from}) of {self.source}"
+            return describe_limit(name, self.rows, self.offset, unit="time step")
         if self.rows is not None:
             return describe_limit(f"{self.model_type} computed sinusoid table of {self.source}", self.rows, self.offset)
         return (
@@ -166,6 +198,7 @@ class ComputedSinusoid(NoLimit):
             "cos_first": self.cos_first,
             "max_position_embeddings": self.max_position_embeddings,
             "rows": self.rows,
+            "unit": self.unit,
             "limit": self.limit,
         }
 
@@ -195,6 +228,8 @@ def computed_sinusoid_from_dict(config: Mapping[str, Any], family: str, source: 
     dim = _count(config, row.dim_field, path, lowest=4)
     offset = _count(config, "pad_token_id", path, lowest=0) + 1 if row.offset_from_pad else 0
     rows = None if row.rows_field is None else _count(config, row.rows_field, path, lowest=1)
+    if row.rows_fields:
+        rows = sum(_count(config, f, path, lowest=1) for f in row.rows_fields)
     mpe = config.get("max_position_embeddings")
     return ComputedSinusoid(
         source,
@@ -206,4 +241,6 @@ def computed_sinusoid_from_dict(config: Mapping[str, Any], family: str, source: 
         endpoint=row.endpoint,
         rows=rows,
         cos_first=row.cos_first,
+        unit=row.unit,
+        rows_from=" + ".join(row.rows_fields) or row.rows_field,
     )

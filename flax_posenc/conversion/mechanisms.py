@@ -44,6 +44,7 @@ from flax_posenc.conversion.audio_tables import (
     AudioTableSource,
     read_audio_table,
 )
+from flax_posenc.conversion.bbox_tables import BBOX_FAMILIES, BboxTableSource, read_bbox_tables
 from flax_posenc.conversion.computed_sinusoids import (
     COMPUTED_SINUSOID_FAMILIES,
     ComputedSinusoid,
@@ -512,4 +513,16 @@ MECHANISMS.register(
         tower="vision",
         details=grid_details,
     )
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "bbox_2d",
+        "learned x, y, height and width tables of 2-D bounding boxes (document models; limits coordinates)",
+        "coordinates",
+        ("bbox_2d",),
+        (BboxTableSource,),
+        (("flax_posenc.conversion.bbox_tables.BBOX_FAMILIES", BBOX_FAMILIES),),
+        lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
+    ),
 )

@@ -120,7 +120,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
         "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
-        "lilt": "LiLT's layout (bounding-box) position embeddings are not read",
         "lxmert": "LXMERT's positions are not verified (its forward needs visual features)",
         "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
@@ -141,6 +140,18 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "gemma4_unified_assistant": (
             "its text tower attends with key/value states shared from the main model (shared_kv_states), "
             "so its rotation is not verified on its own"
+        ),
+        # document models beside the bbox_2d kind (conversion.bbox_tables)
+        **{
+            t: (
+                "LayoutLMv2's 1-D and 2-D relative attention biases (has_relative_attention_bias, "
+                "has_spatial_attention_bias) and its visual backbone's positions are not read"
+            )
+            for t in ("layoutlmv2", "layoutxlm")
+        },
+        "udop": (
+            "UDOP's cell embeddings of float boxes (scaled by max_2d_position_embeddings - 1, clamped) and its "
+            "1-D, horizontal and vertical relative attention biases (relative_bias_args) are not read"
         ),
         "video_llava": "its two vision towers (image_tower, video_tower) share one vision_config; not read apart",
         # speech encoders (issue 36, audio): their convolutional positions are a conv_position row where read
@@ -422,6 +433,9 @@ class ModelRecord:
           CheckpointError: every mechanism counts seconds of audio (an encoder-only Whisper).
         """
         if all(m.unit != "tokens" for m in self.mechanisms):
+            units = {m.unit for m in self.mechanisms}
+            if units == {"time steps"}:  # a time series model (TimeSeriesTransformer, Informer, Autoformer)
+                raise fail(self.source, "a model with token positions for --length", "time steps only (use --steps)")
             raise fail(self.source, "a model with token positions for --length", "audio positions only (use --seconds)")
         for m in self.mechanisms:
             if m.unit != "tokens":

@@ -142,6 +142,17 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 length_field="max_target_positions",
                 optional=True,
             ),
+            # document models: the 1-D tables beside their bounding-box tables (kind bbox_2d,
+            # conversion.bbox_tables); LiLT's layout stream has a second table of its own
+            _table("layoutlm_1d", ("layoutlm",)),
+            _table("layoutlmv3_1d", ("layoutlmv3",), offset_from_pad=True),
+            _table("lilt_text", ("lilt",), offset_from_pad=True),
+            _table(
+                "lilt_layout",
+                ("lilt",),
+                offset_from_pad=True,
+                position_key="layout_embeddings.box_position_embeddings.weight",
+            ),
         )
     }
 )

@@ -112,6 +112,7 @@ KIND_PHRASES: dict[str, str] = {
     "relative_bias": "T5/MPNet relative position biases",
     "deberta_relative": "DeBERTa's relative positions",
     "grid": "vision position grids (ViT, CLIP, SigLIP: check --image-size)",
+    "bbox_2d": "2-D bounding-box tables (LayoutLM, LayoutLMv3, LiLT: check --bbox-max)",
     "none": "models without position encoding (state-space, recurrent)",
 }
 
@@ -182,6 +183,44 @@ def _positive_seconds(text: str) -> float:
     if not 0 < value <= MAX_SECONDS:  # NaN fails too
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds up to {MAX_SECONDS:g}, got {text!r}")
     return value
+
+
+def _coordinate(text: str) -> int:
+    """``--bbox-max``: a coordinate, ``0`` or more."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a coordinate (an integer, 0 or more), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a coordinate (an integer, 0 or more), got {text!r}")
+    return value
+
+
+def _time_steps(text: str) -> int:
+    """``--steps``: a number of time steps, 1 or more (a negative one is bad input)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of time steps (1 or more), got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of time steps (1 or more), got {text!r}")
+    return value
+
+
+def _unit_checks(record: Any, unit: str, option: str, asked: int, ask: str) -> list[tuple[bool, str, dict]]:
+    """``(fits, line, json)`` of every mechanism whose limit counts ``unit`` (bounding-box
+    coordinates, time steps), asked with its ``ask`` method; a SOURCE without one is bad input."""
+    found = [m for m in getattr(record, "mechanisms", ()) if m.unit == unit]
+    if not found:
+        kinds = ", ".join(dict.fromkeys(m.kind for m in getattr(record, "mechanisms", ()))) or record.scheme
+        raise UsageError(f"{option}: expected a SOURCE whose positions count {unit}, found {kinds}")
+    out = []
+    for m in found:
+        fits, line = getattr(m.record, ask)(asked)
+        out.append(
+            (fits, line, {**m.to_dict(), option.lstrip("-").replace("-", "_"): asked, "fits": fits, "message": line})
+        )
+    return out
 
 
 def _finite_json(value: Any) -> Any:
@@ -255,8 +294,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    if args.length is None and args.image_size is None and args.seconds is None:
-        raise UsageError("expected --length N (tokens), --seconds S (audio) or --image-size PX (a vision grid)")
+    asked = (args.length, args.image_size, args.seconds, args.bbox_max, args.steps)
+    if all(a is None for a in asked):
+        raise UsageError(
+            "expected --length N (tokens), --seconds S (audio), --image-size PX (a vision grid), "
+            "--bbox-max N (document boxes) or --steps N (time series)"
+        )
     record = load_source(args.source, args.family)
     mechanisms = getattr(record, "mechanisms", ())
     grids = [m.record for m in mechanisms if m.kind == "grid"]
@@ -300,6 +343,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.seconds is not None:  # audio (Whisper's encoder): the limit in seconds
         result = seconds_verdict(record, args.seconds)
         checks.append((result["fits"], result["message"], result))
+    if args.bbox_max is not None:  # document models: the largest box coordinate
+        checks += _unit_checks(record, "coordinates", "--bbox-max", args.bbox_max, "check_bbox_max")
+    if args.steps is not None:  # time series: context plus prediction steps
+        checks += _unit_checks(record, "time steps", "--steps", args.steps, "check_steps")
     fits = all(c[0] for c in checks)
     if args.json:
         print(dumps_json(checks[0][2] if len(checks) == 1 else {"fits": fits, "checks": [c[2] for c in checks]}))
@@ -443,6 +490,18 @@ def _configure_check(p: argparse.ArgumentParser) -> None:
         metavar="PX",
         help="image side in pixels (or HxW) for a vision position grid: exit 0 when it gives the trained grid",
     )
+    p.add_argument(
+        "--bbox-max",
+        type=_coordinate,
+        metavar="N",
+        help="the largest bounding-box coordinate you will pass (LayoutLM, LayoutLMv3, LiLT: 0..1023)",
+    )
+    p.add_argument(
+        "--steps",
+        type=_time_steps,
+        metavar="N",
+        help="time steps to fit (time series models: context plus prediction length, or patches' steps)",
+    )
     _add_json(p, "the verdict")
 
 
@@ -519,7 +578,8 @@ COMMANDS: dict[str, Command] = {
         cmd_inspect,
     ),
     "check": Command(
-        "exit 0 if N positions (--length), an image (--image-size) or audio (--seconds) fit, else exit 1 "
+        "exit 0 if N positions (--length), an image (--image-size), audio (--seconds), boxes (--bbox-max) "
+        "or time steps (--steps) fit, else exit 1 "
         "with one line naming the limit",
         f"{PROG} check path/to/gpt2 --length 1024     # exit 0\n  {PROG} check path/to/gpt2 --length 1025     # exit 1: 1 past the limit"
         f"\n  {PROG} check path/to/vit --image-size 448   # exit 1: the 14 x 14 grid must be resized (fp.resize_grid)",

@@ -514,6 +514,8 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
             problems.append(f"sinusoid rows differ by up to {worst:.3g}")
         if rec.rows is not None and theirs.shape[0] != rec.rows:
             problems.append(f"the model computes {theirs.shape[0]} rows; we read {rec.rows}")
+    if "past_values" in inspect.signature(model.forward).parameters:  # time series: rows of time steps
+        return problems + _time_series_limit_problems(model, rec, stored)
     takes_decoder = "decoder_input_ids" in inspect.signature(model.forward).parameters
 
     features = "input_features" in inspect.signature(model.forward).parameters
@@ -545,6 +547,47 @@ def _computed_sinusoid_problems(model, mech) -> list[str]:
             problems.append(
                 f"a forward pass of {rec.limit + 1} tokens works in transformers (our limit is {rec.limit})"
             )
+    return problems
+
+
+def _time_series_limit_problems(model, rec, modules) -> list[str]:
+    """A time series model's sinusoid tables: each of its modules (encoder's, decoder's) answers
+    positions ``0 .. limit - 1`` and refuses ``limit``; the whole model runs at its configured
+    context and prediction lengths (the decoder's last step reads row ``limit - 1``)."""
+    import torch
+
+    problems = []
+    if rec.limit is None:
+        return ["we report no limit; a time series table has context_length + prediction_length rows"]
+    for module in modules:
+        try:
+            with torch.no_grad():
+                module(torch.Size([1, rec.limit]), position_ids=torch.arange(rec.limit))
+        except IndexError:
+            problems.append(f"{type(module).__name__} refuses time step {rec.limit - 1} (our last)")
+        try:
+            with torch.no_grad():
+                module(torch.Size([1, rec.limit + 1]), position_ids=torch.arange(rec.limit + 1))
+            problems.append(f"{type(module).__name__} answers time step {rec.limit} (our limit is {rec.limit})")
+        except IndexError:
+            pass
+    cfg = model.config
+    past = cfg.context_length + max(cfg.lags_sequence)
+    future = cfg.prediction_length
+    features = cfg.num_time_features
+    try:
+        with torch.no_grad(), quiet():
+            model(
+                past_values=torch.randn(1, past),
+                past_time_features=torch.randn(1, past, features),
+                past_observed_mask=torch.ones(1, past),
+                future_values=torch.randn(1, future),
+                future_time_features=torch.randn(1, future, features),
+            )
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of {cfg.context_length} + {future} time steps fails: {e}"[:200])
+    if rec.limit != cfg.context_length + future:
+        problems.append(f"limit {rec.limit}, context_length + prediction_length {cfg.context_length + future}")
     return problems
 
 
@@ -938,6 +981,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += [mech.record.key, mech.record.column_key]
         if mech.kind == "conv_position":  # wav2vec2's position convolution (a composite's tower: no prefix)
             covered += ["pos_conv_embed.", "encode_positions."]
+        if mech.kind == "bbox_2d":  # the four box tables
+            covered += list(mech.record.keys)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1237,6 +1282,108 @@ def _conv_position_problems(model, mech, directory: Path) -> list[str]:
     return problems
 
 
+def random_boxes(rows: int, n: int, seed: int = 0) -> np.ndarray:
+    """``(1, n, 4)`` int64 boxes ``x0 <= x1``, ``y0 <= y1`` in ``0 .. rows - 1``, the extremes first
+    (the empty box at 0, the whole page, a box touching the last row)."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, rows, (2, n, 2))
+    boxes = np.concatenate([np.minimum(a, b), np.maximum(a, b)], -1)[:, [0, 1, 2, 3]]
+    boxes[:3] = [[0, 0, 0, 0], [0, 0, rows - 1, rows - 1], [rows - 1, 0, rows - 1, rows - 1]]
+    return boxes[None]
+
+
+def _bbox_theirs(model, bbox, np_ids):
+    """The model's own box embedding of ``bbox`` (float64), and what ours must be turned into to
+    compare with it: ``(theirs, transform)``. LayoutLMv2/v3: its ``*spatial_position_embeddings``
+    method; LiLT: its layout stream's output (our concat through its own linear layer, 1-D box
+    table and LayerNorm); LayoutLM: the sum entering its LayerNorm, less that of all-zero boxes."""
+    import torch
+
+    emb = model.embeddings
+    tb = torch.from_numpy(bbox)
+    for name in ("calculate_spatial_position_embeddings", "_calc_spatial_position_embeddings"):
+        if hasattr(emb, name):
+            with torch.no_grad():
+                return getattr(emb, name)(tb)[0].double().numpy(), lambda ours: ours
+    if hasattr(model, "layout_embeddings"):  # LiLT
+        lay = model.layout_embeddings
+        pos = torch.arange(bbox.shape[1])[None] + model.config.pad_token_id + 1
+
+        def through(ours):
+            with torch.no_grad():
+                x = lay.box_linear_embeddings(torch.from_numpy(np.array(ours, np.float32))[None])
+                return lay.LayerNorm(x + lay.box_position_embeddings(pos))[0].double().numpy()
+
+        with torch.no_grad():
+            return lay(bbox=tb, position_ids=pos)[0].double().numpy(), through
+    seen = []
+    hook = emb.LayerNorm.register_forward_pre_hook(lambda module, args: seen.append(args[0][0].double().numpy()))
+    try:
+        ids = torch.from_numpy(np_ids)
+        with torch.no_grad():
+            emb(input_ids=ids, bbox=tb)
+            emb(input_ids=ids, bbox=torch.zeros_like(tb))
+    finally:
+        hook.remove()
+    return seen[0] - seen[1], None
+
+
+def _bbox_problems(model, mech, directory: Path) -> list[str]:
+    """Bounding-box tables: the limit is ``max_2d_position_embeddings`` and the rows the model's
+    own; :func:`flax_posenc.bbox_embedding` of 48 random boxes (extremes included) equals the
+    model's own embedding of them (bit-equal where the model only gathers and concatenates, or
+    feeds them through its own layers; a summed box within 8 float32 ulps of the sum's magnitude,
+    as the model adds its other tables first); a box at the last coordinate works in transformers
+    and one a coordinate past it fails."""
+    import jax.numpy as jnp
+    import torch
+
+    import flax_posenc as fp
+
+    rec = mech.record
+    rows = int(model.config.max_2d_position_embeddings)
+    problems = []
+    if rec.limit != rows:
+        problems.append(f"bbox limit {rec.limit}, max_2d_position_embeddings {rows}")
+    state = dict(model.state_dict())
+    for key, ours in zip(rec.keys, rec.weights, strict=True):
+        if key not in state or not np.array_equal(state[key].numpy(), ours):
+            problems.append(f"bbox table {key} differs from the model's")
+    if problems:
+        return problems
+    bbox = random_boxes(rows, 48)
+    ids = np.full((1, bbox.shape[1]), 5, np.int64)
+    theirs, transform = _bbox_theirs(model, bbox, ids)
+    ours = np.asarray(fp.bbox_embedding(bbox, *(jnp.asarray(w) for w in rec.weights), rec.spec))[0]
+    if transform is None:  # LayoutLM: the sum, less that of the all-zero boxes
+        zero = np.asarray(fp.bbox_embedding(np.zeros_like(bbox), *(jnp.asarray(w) for w in rec.weights), rec.spec))[0]
+        diff = ours.astype(np.float64) - zero
+        tol = 8 * np.spacing(np.float32(np.max(np.abs(theirs)) + np.max(np.abs(zero))))
+        worst = float(np.max(np.abs(diff - theirs)))
+        if worst > tol:
+            problems.append(f"summed bbox embedding differs from the model's by {worst:.3g} (tolerance {tol:.3g})")
+    else:
+        mine = transform(ours)
+        if mine.shape != theirs.shape or not np.array_equal(mine, theirs):
+            worst = float(np.max(np.abs(mine - theirs))) if mine.shape == theirs.shape else float("inf")
+            problems.append(f"bbox embedding differs from the model's by {worst:.3g} (shape {mine.shape})")
+
+    def runs(largest: int) -> bool:
+        box = np.array([[[0, 0, largest, largest]]], np.int64)
+        try:
+            with torch.no_grad(), quiet():
+                model(input_ids=torch.full((1, 1), 5, dtype=torch.long), bbox=torch.from_numpy(box))
+            return True
+        except (IndexError, RuntimeError):
+            return False
+
+    if not runs(rec.limit - 1):
+        problems.append(f"a box at coordinate {rec.limit - 1} (our last) fails in transformers")
+    if runs(rec.limit):
+        problems.append(f"a box at coordinate {rec.limit} works in transformers (our limit is {rec.limit})")
+    return problems
+
+
 #: The conformance hook of every kind of :data:`flax_posenc.conversion.mechanisms.MECHANISMS`:
 #: ``(model, mechanism, directory) -> problems``, run on each mechanism of that kind. ``None``:
 #: no per-mechanism hook, because the kind is checked across mechanisms in
@@ -1259,6 +1406,7 @@ KIND_CHECKS = {
     "conv_position": _conv_position_problems,
     "none": _no_position_problems,
     "detr_positions": _detr_problems,
+    "bbox_2d": _bbox_problems,
 }
 
 

@@ -289,6 +289,42 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "video_token_id": 101,
     },
     **DETR_OVERRIDES,
+    # document models (kind bbox_2d): one layer, 24 wide (LiLT's and LayoutLMv3's six box vectors
+    # concatenate to the width); LayoutLMv3 without the relative biases and visual part it refuses
+    **{
+        t: {"hidden_size": 24, "num_attention_heads": 2, "intermediate_size": 32, "num_hidden_layers": 1}
+        for t in ("layoutlm", "lilt")
+    },
+    "layoutlmv3": {
+        "hidden_size": 24,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "coordinate_size": 4,
+        "shape_size": 4,
+        "has_relative_attention_bias": False,
+        "has_spatial_attention_bias": False,
+        "visual_embed": False,
+    },
+    # time series (computed sinusoids over context_length + prediction_length time steps): one
+    # layer each, 16 wide, 8 + 4 steps, lags 1 and 2, one time feature
+    **{
+        t: {
+            "context_length": 8,
+            "prediction_length": 4,
+            "lags_sequence": [1, 2],
+            "num_time_features": 1,
+            "d_model": 16,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 16,
+            "decoder_ffn_dim": 16,
+            **({"label_length": 4, "moving_average": 3} if t == "autoformer" else {}),
+        }
+        for t in ("time_series_transformer", "informer", "autoformer")
+    },
     "qwen2_5_vl": {
         "text_config": _MROPE_TEXT,
         "vision_config": {

@@ -76,6 +76,12 @@ def nnx_shells() -> None:
     grid = fp.nnx.PatchPositionalEmbedding(fp.GridSpec((14, 14), 768, patch_size=16), interpolate=True, rngs=rngs)
     grid = fp.nnx.PatchPositionalEmbedding.from_arguments(14, 768, prefix_tokens=2, rngs=rngs)
     out = grid(jnp.zeros((1, 198, 768)), image_size=224)
+    boxes = fp.nnx.BoundingBoxEmbedding(fp.BboxSpec(1024, 128, 128, "concat"), rngs=rngs)
+    boxes = fp.nnx.BoundingBoxEmbedding.from_arguments(1024, 768, on_overflow="clip", rngs=rngs)
+    boxes = fp.nnx.BoundingBoxEmbedding.from_pretrained("path/to/layoutlm")
+    out = boxes(jnp.array([[[10, 20, 110, 40]]]))
+    bbox_rec: fp.conversion.BboxTableSource = fp.conversion.load_bbox_tables("path/to/lilt")
+    out = fp.bbox_embedding(jnp.zeros((1, 4), jnp.int32), *bbox_rec.weights, bbox_rec.spec, on_overflow="fill")
     q, k = rope.rotate_qk(jnp.ones((2, 4, 3, 8)), jnp.ones((2, 4, 3, 8)), jnp.arange(4))
     detr_sine = fp.nnx.DetrSinePositionEmbedding(fp.DetrSineConfig(128, offset=-0.5), dtype=jnp.bfloat16)
     detr_learned = fp.nnx.DetrLearnedPositionEmbedding(128, rngs=rngs)
@@ -120,6 +126,10 @@ def linen_shells() -> None:
     out = detr.apply(detr.init(key, mask), mask) + fp.linen.DetrSinePositionEmbedding(fp.DetrSineConfig(128)).apply(
         {}, mask
     )
+    box_module, box_variables = fp.linen.BoundingBoxEmbedding.from_pretrained("path/to/layoutlmv3")
+    out = box_module.apply(box_variables, jnp.zeros((1, 2, 4), jnp.int32))
+    box_flat = fp.linen.BoundingBoxEmbedding.from_arguments(1024, 128, combine="concat", shape_clip=1023)
+    print(box_flat)
     print(rel, grid)
     longer, longer_variables = module.extend_positions(params, 2048, method="linear")
     logits = module.apply(params, jnp.ones((2, 8, 768)), method="attend")
