@@ -80,6 +80,9 @@ class GridFamily:
         checkpoint (``"vision_config"`` for ``clip``/``siglip``), else ``None``.
       convention: the :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` row its own
         ``interpolate_pos_encoding`` follows.
+      resizes_itself: the model's embeddings resize the grid to any image by default (DINOv2,
+        InternViT, CLIPSeg: their forward calls ``interpolate_pos_encoding``); ``False``: a
+        differently sized image is refused unless ``interpolate_pos_encoding=True`` is passed.
     """
 
     name: str
@@ -88,25 +91,45 @@ class GridFamily:
     prefix_tokens: int
     convention: str
     config_section: str | None = None
+    resizes_itself: bool = False
 
 
 GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
     {
         row.name: row
         for row in (
-            GridFamily("vit", ("vit",), "embeddings.position_embeddings", 1, "torch_bicubic"),
+            GridFamily(
+                "vit",
+                ("vit", "vit_msn", "flava_image_model"),
+                "embeddings.position_embeddings",
+                1,
+                "torch_bicubic",
+            ),
             GridFamily("deit", ("deit",), "embeddings.position_embeddings", 2, "torch_bicubic"),
-            GridFamily("dinov2", ("dinov2",), "embeddings.position_embeddings", 1, "torch_bicubic"),
+            GridFamily("dinov2", ("dinov2",), "embeddings.position_embeddings", 1, "torch_bicubic", resizes_itself=True),
             GridFamily(
                 "dinov2_with_registers",
                 ("dinov2_with_registers",),
                 "embeddings.position_embeddings",
                 1,
                 "torch_bicubic_antialias",
+                resizes_itself=True,
             ),
             GridFamily(
                 "clip_vision",
-                ("clip_vision_model",),
+                (
+                    "clip_vision_model",
+                    # CLIP's vision embeddings in other models (issue 35)
+                    "altclip_vision_model",
+                    "bridgetower_vision_model",
+                    "chinese_clip_vision_model",
+                    "git_vision_model",
+                    "kosmos_2_vision_model",
+                    "metaclip_2_vision_model",
+                    "owlv2_vision_model",
+                    "owlvit_vision_model",
+                    "xclip_vision_model",
+                ),
                 "embeddings.position_embedding.weight",
                 1,
                 "torch_bicubic",
@@ -134,6 +157,45 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
                 "torch_bicubic",
                 config_section="vision_config",
             ),
+            # BLIP's vision embeddings: a (1, 1 + N, D) parameter named position_embedding
+            GridFamily(
+                "blip_vision",
+                (
+                    "blip_vision_model",
+                    "blip_2_vision_model",
+                    "instructblip_vision_model",
+                    "instructblipvideo_vision_model",
+                ),
+                "embeddings.position_embedding",
+                1,
+                "torch_bicubic",
+            ),
+            # CLIPSeg's vision tower: CLIP's grid, resized to every image by default
+            GridFamily(
+                "clipseg_vision",
+                ("clipseg_vision_model",),
+                "embeddings.position_embedding.weight",
+                1,
+                "torch_bicubic",
+                resizes_itself=True,
+            ),
+            # InternViT (InternVL's vision tower): ViT's grid, resized to every image by its forward
+            GridFamily(
+                "internvl_vision",
+                ("internvl_vision",),
+                "embeddings.position_embeddings",
+                1,
+                "torch_bicubic",
+                resizes_itself=True,
+            ),
+            # no class token: the grid alone (I-JEPA, GroupViT's vision tower)
+            GridFamily(
+                "patch_grid",
+                ("ijepa", "groupvit_vision_model"),
+                "embeddings.position_embeddings",
+                0,
+                "torch_bicubic",
+            ),
         )
     }
 )
@@ -153,6 +215,8 @@ class GridTable:
       source: where it came from, for messages.
       convention: how the model resizes the grid (a
         :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` name; :func:`~flax_posenc.resize_grid`'s default).
+      resizes_itself: the model's own forward resizes the grid to any image (its row's
+        :attr:`GridFamily.resizes_itself`).
 
     ``grid`` is ``image_size / patch_size``; the rows must equal ``prefix_tokens + gh * gw``.
     """
@@ -166,6 +230,7 @@ class GridTable:
     model_type: str
     source: str = ""
     convention: str = "torch_bicubic"
+    resizes_itself: bool = False
 
     def __post_init__(self):
         where = f"{self.source}:{self.key}" if self.source else self.key
@@ -302,6 +367,7 @@ def load_grid_table(
         model_type=str(config.get("model_type")),
         source=os.fspath(source),
         convention=row.convention,
+        resizes_itself=row.resizes_itself,
     )
 
 
@@ -352,9 +418,14 @@ class GridSource(TableBacked):
         size = f"{h}" if h == w else f"{h} x {w}"
         if (gh, gw) == self.table.grid:
             return True, f"{self.describe_limit()}; a {size} px image fits ({gh} x {gw} patches)"
+        resized = (
+            " (the model's own embeddings resize it by default: interpolate_pos_encoding)"
+            if self.table.resizes_itself
+            else " (the model refuses it unless called with interpolate_pos_encoding=True)"
+        )
         return False, (
             f"{self.describe_limit()}; a {size} px image needs {gh} x {gw} patches: "
-            f"the grid must be resized (fp.resize_grid)"
+            f"the grid must be resized (fp.resize_grid){resized}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -370,6 +441,7 @@ class GridSource(TableBacked):
             "patch_size": list(t.patch_size),
             "image_size": list(t.image_size),
             "convention": t.convention,
+            "resizes_itself": t.resizes_itself,
             "dim": t.dim,
             "rows": t.rows,
             "limit": self.limit,

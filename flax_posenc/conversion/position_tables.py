@@ -64,6 +64,11 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                     "splinter",
                     "squeezebert",
                     "visual_bert",
+                    # text towers of vision-language models (issue 35), BERT's embeddings
+                    "align_text_model",
+                    "blip_text_model",
+                    "chinese_clip_text_model",
+                    "flava_text_model",
                 ),
             ),
             _table(
@@ -77,6 +82,10 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                     "luke",
                     "markuplm",
                     "ibert",
+                    # text towers of vision-language and audio-language models (issue 35), RoBERTa's embeddings
+                    "altclip_text_model",
+                    "bridgetower_text_model",
+                    "clap_text_model",
                 ),
                 offset_from_pad=True,
             ),
@@ -105,7 +114,23 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 ("blenderbot", "blenderbot-small", "marian", "pegasus", "bigbird_pegasus"),
                 position_key="decoder.embed_positions.weight",
             ),
-            _table("clip_text", ("clip_text_model",), position_key="embeddings.position_embedding.weight"),
+            _table(
+                "clip_text",
+                (
+                    "clip_text_model",
+                    # CLIP's text embeddings in other vision-language models (issue 35)
+                    "aimv2_text_model",
+                    "clipseg_text_model",
+                    "groupvit_text_model",
+                    "metaclip_2_text_model",
+                    "owlv2_text_model",
+                    "owlvit_text_model",
+                    "siglip_text_model",
+                    "siglip2_text_model",
+                    "xclip_text_model",
+                ),
+                position_key="embeddings.position_embedding.weight",
+            ),
             _table(
                 "clip_text_tower",
                 ("clip",),
