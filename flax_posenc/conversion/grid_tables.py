@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from flax_posenc.conversion.readers import fail, read_float
+from flax_posenc.conversion.readers import fail, read_float, tower_keys
 from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.conversion.table import TableBacked
 from flax_posenc.grid_config import (
@@ -169,6 +169,15 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
                 "embeddings.position_embedding",
                 1,
                 "torch_bicubic",
+            ),
+            # GIT: CLIP's vision tower inside the model (its text positions: TABLE_FAMILIES' bert_like)
+            GridFamily(
+                "git_vision_tower",
+                ("git",),
+                "image_encoder.vision_model.embeddings.position_embedding.weight",
+                1,
+                "torch_bicubic",
+                config_section="vision_config",
             ),
             # CLIPSeg's vision tower: CLIP's grid, resized to every image by default
             GridFamily(
@@ -348,6 +357,7 @@ def load_grid_table(
         sizes[field] = positive_pair(part[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
     image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
     keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
+    keys = tower_keys(keys, section_name if section is not None else None)
     if len(keys) != 1:
         found = "none" if not keys else ", ".join(keys[:4])
         raise fail(ckpt.weights_path, f"one {row.name} position grid *{row.key_suffix}", found)

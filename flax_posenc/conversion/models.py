@@ -143,6 +143,11 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "so its rotation is not verified on its own"
         ),
         "video_llava": "its two vision towers (image_tower, video_tower) share one vision_config; not read apart",
+        # issue 35: composites whose towers are read but which hold positions of their own
+        "xclip": (
+            "the learned frame positions of its multi-frame integration transformer (mit.position_embedding, "
+            "num_frames rows) are not read"
+        ),
     }
 )
 

@@ -1129,6 +1129,7 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
         model.save_pretrained(directory)
     record = inspect_source(directory)
     problems = [f"tower not read: {u}" for u in record.unread]
+    towers = []
     for field, tower_type in composite_towers(model_type) or ():
         tower = TOWER_FIELDS[field]
         sub_config = getattr(config, field)
@@ -1137,6 +1138,7 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
         if module is None:
             problems.append(f"{field}: no module of the model is built from it")
             continue
+        towers.append(module)
         if not mechs:
             problems.append(f"{tower} tower ({tower_type}): we report no mechanism")
             continue
@@ -1145,4 +1147,18 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
     text = [m.limit for m in record.mechanisms if m.tower == "text" and m.unit == "tokens" and m.limit is not None]
     if text and record.limit != min(text):
         problems.append(f"limit {record.limit}, the text tower's is {min(text)}")
-    return problems
+    return problems + _untowered_position_problems(model, towers)
+
+
+def _untowered_position_problems(model, towers) -> list[str]:
+    """A parameter named for positions outside every tower module (GIT's text positions live in
+    the composite itself, beside its vision tower): not read by any tower, so the type is not read."""
+    inside = {id(p) for module in towers for p in module.parameters()}
+    found = [
+        name
+        for name, param in model.named_parameters()
+        if id(param) not in inside and any(_POSITION_NAME.match(part) for part in name.split("."))
+    ]
+    if not found:
+        return []
+    return [f"position parameters outside every tower, not read: {', '.join(found[:4])}"]

@@ -251,6 +251,7 @@ TEXT_TOWER_TYPES = (
 OVERRIDES.update({t: dict(_GRID_TOWER) for t in GRID_TOWER_TYPES})
 OVERRIDES.update({t: dict(_TEXT_TOWER) for t in TEXT_TOWER_TYPES})
 OVERRIDES["bridgetower_vision_model"]["hidden_size"] = 64  # its heads are hidden_size // 64
+OVERRIDES["git"] = {**_TEXT_TOWER, "vision_config": dict(_GRID_TOWER)}
 # GroupViT's vision tower: one layer per stage, few group tokens
 OVERRIDES["groupvit_vision_model"] = {
     **_GRID_TOWER,
