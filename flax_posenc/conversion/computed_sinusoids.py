@@ -82,6 +82,8 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
                 offset_from_pad=False,
                 rows_field="max_position_embeddings",
             ),
+            # Kosmos-2's text tower: fairseq's sinusoids (M2M100's module), width embed_dim (issue 35)
+            ComputedSinusoidFamily("kosmos2_text_sinusoid", ("kosmos_2_text_model",), dim_field="embed_dim"),
             ComputedSinusoidFamily(
                 "ctrl_sinusoid",
                 ("ctrl",),

@@ -70,6 +70,8 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                     "chinese_clip_text_model",
                     "flava_text_model",
                     "git",  # its text positions (its vision tower: grid_tables' git_vision_tower)
+                    "instructblip_qformer",  # the Q-Former's text tokens (after its query tokens)
+                    "instructblipvideo_qformer",
                 ),
             ),
             _table(

@@ -733,6 +733,7 @@ TOWER_MODULE_WORDS: dict[str, tuple[str, ...]] = {
     "text_config": ("text", "language"),
     "vision_config": ("vision", "visual", "image"),
     "audio_config": ("audio",),
+    "qformer_config": ("qformer",),
 }
 
 

@@ -1144,9 +1144,14 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
             continue
         sub = ModelRecord(record.source, tower_type, mechs)
         problems += [f"{tower} tower: {p}" for p in record_problems(module, sub, directory)]
-    text = [m.limit for m in record.mechanisms if m.tower == "text" and m.unit == "tokens" and m.limit is not None]
+    # the prompt's towers: the text tower, and InstructBLIP's Q-Former, which reads the instruction too
+    text = [
+        m.limit
+        for m in record.mechanisms
+        if m.tower in ("text", "qformer") and m.unit == "tokens" and m.limit is not None
+    ]
     if text and record.limit != min(text):
-        problems.append(f"limit {record.limit}, the text tower's is {min(text)}")
+        problems.append(f"limit {record.limit}, the text tower's (or Q-Former's) is {min(text)}")
     return problems + _untowered_position_problems(model, towers)
 
 

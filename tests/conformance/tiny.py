@@ -251,6 +251,20 @@ TEXT_TOWER_TYPES = (
 OVERRIDES.update({t: dict(_GRID_TOWER) for t in GRID_TOWER_TYPES})
 OVERRIDES.update({t: dict(_TEXT_TOWER) for t in TEXT_TOWER_TYPES})
 OVERRIDES["bridgetower_vision_model"]["hidden_size"] = 64  # its heads are hidden_size // 64
+OVERRIDES["kosmos_2_text_model"] = {
+    "embed_dim": 32,
+    "layers": 1,
+    "attention_heads": 2,
+    "ffn_dim": 32,
+    "max_position_embeddings": 16,
+}
+OVERRIDES.update(
+    {
+        t: {**_TEXT_TOWER, "encoder_hidden_size": 32}
+        for t in ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer")
+    }
+)
+OVERRIDES["align_vision_model"] = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64}
 OVERRIDES["git"] = {**_TEXT_TOWER, "vision_config": dict(_GRID_TOWER)}
 # GroupViT's vision tower: one layer per stage, few group tokens
 OVERRIDES["groupvit_vision_model"] = {
