@@ -77,7 +77,10 @@ def test_a_composite_reads_each_tower_under_its_own_module(tmp_path):
         "vision": ("vision_model.embeddings.position_embedding.weight", 17),
     }
     fits, line = next(m for m in record.mechanisms if m.tower == "vision").record.check_image_size(64)
-    assert not fits and line.endswith("(the model refuses it unless called with interpolate_pos_encoding=True)")
+    assert not fits and line.endswith(
+        "; the model refuses another image size unless called with interpolate_pos_encoding=True; "
+        "a 64 px image needs 8 x 8 patches: the grid must be resized (fp.resize_grid)"
+    ), line
 
 
 def test_composite_conformance_notices_positions_outside_every_tower():

@@ -429,13 +429,13 @@ class GridSource(TableBacked):
         if (gh, gw) == self.table.grid:
             return True, f"{self.describe_limit()}; a {size} px image fits ({gh} x {gw} patches)"
         resized = (
-            " (the model's own embeddings resize it by default: interpolate_pos_encoding)"
+            "the model's own embeddings resize it to another image size by default (interpolate_pos_encoding)"
             if self.table.resizes_itself
-            else " (the model refuses it unless called with interpolate_pos_encoding=True)"
+            else "the model refuses another image size unless called with interpolate_pos_encoding=True"
         )
         return False, (
-            f"{self.describe_limit()}; a {size} px image needs {gh} x {gw} patches: "
-            f"the grid must be resized (fp.resize_grid){resized}"
+            f"{self.describe_limit()}; {resized}; a {size} px image needs {gh} x {gw} patches: "
+            f"the grid must be resized (fp.resize_grid)"
         )
 
     def to_dict(self) -> dict[str, Any]:
