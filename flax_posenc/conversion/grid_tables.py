@@ -106,7 +106,9 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
                 "torch_bicubic",
             ),
             GridFamily("deit", ("deit",), "embeddings.position_embeddings", 2, "torch_bicubic"),
-            GridFamily("dinov2", ("dinov2",), "embeddings.position_embeddings", 1, "torch_bicubic", resizes_itself=True),
+            GridFamily(
+                "dinov2", ("dinov2",), "embeddings.position_embeddings", 1, "torch_bicubic", resizes_itself=True
+            ),
             GridFamily(
                 "dinov2_with_registers",
                 ("dinov2_with_registers",),
