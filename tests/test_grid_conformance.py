@@ -92,3 +92,25 @@ def test_composite_conformance_notices_positions_outside_every_tower():
     problems = _untowered_position_problems(model, [model.image_encoder])
     assert problems == ["position parameters outside every tower, not read: embeddings.position_embeddings.weight"]
     assert _untowered_position_problems(model, [model]) == []
+
+
+@pytest.mark.parametrize("value", [-1, "8", True, 4096])
+def test_a_prefix_count_from_the_config_is_checked(tmp_path, value):
+    """Pixio's prefix rows come from n_cls_tokens: a value that is not a count is one line naming it."""
+    import json
+
+    from conformance.tiny import quiet, tiny_model
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    with quiet():
+        tiny_model("pixio").save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert inspect_source(tmp_path).mechanisms[0].record.table.prefix_tokens == config["n_cls_tokens"] == 2
+    (tmp_path / "config.json").write_text(json.dumps({**config, "n_cls_tokens": value}))
+    with pytest.raises(
+        CheckpointError, match=r"config.json:n_cls_tokens: expected n_cls_tokens as an integer in 0\.\.1024"
+    ) as info:
+        inspect_source(tmp_path)
+    assert "\n" not in str(info.value)

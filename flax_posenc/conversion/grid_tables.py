@@ -67,6 +67,10 @@ __all__ = [
 ]
 
 
+#: prefix rows a config field may ask for (Pixio's ``n_cls_tokens``): bounds the rows expected.
+MAX_PREFIX_TOKENS = 1024
+
+
 @dataclasses.dataclass(frozen=True)
 class GridFamily:
     """One vision family's learned position grid, as data.
@@ -83,6 +87,8 @@ class GridFamily:
       resizes_itself: the model's embeddings resize the grid to any image by default (DINOv2,
         InternViT, CLIPSeg: their forward calls ``interpolate_pos_encoding``); ``False``: a
         differently sized image is refused unless ``interpolate_pos_encoding=True`` is passed.
+      prefix_field: the config field counting the prefix rows when the model chooses it (Pixio's
+        ``n_cls_tokens``); ``prefix_tokens`` is then unused.
     """
 
     name: str
@@ -92,6 +98,7 @@ class GridFamily:
     convention: str
     config_section: str | None = None
     resizes_itself: bool = False
+    prefix_field: str | None = None
 
 
 GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
@@ -198,6 +205,16 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
                 1,
                 "torch_bicubic",
                 resizes_itself=True,
+            ),
+            # Pixio: n_cls_tokens class tokens (8 by default) before the grid, resized to every image
+            GridFamily(
+                "pixio",
+                ("pixio",),
+                "embeddings.position_embeddings",
+                0,
+                "torch_bicubic",
+                resizes_itself=True,
+                prefix_field="n_cls_tokens",
             ),
             # no class token: the grid alone (I-JEPA, GroupViT's vision tower)
             GridFamily(
@@ -358,6 +375,15 @@ def load_grid_table(
             raise fail(f"{field_where}{field}", f"{field} in config.json", "none")
         sizes[field] = positive_pair(part[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
     image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
+    prefix = row.prefix_tokens
+    if row.prefix_field is not None:
+        prefix = part.get(row.prefix_field)
+        if isinstance(prefix, bool) or not isinstance(prefix, int) or not 0 <= prefix <= MAX_PREFIX_TOKENS:
+            raise fail(
+                f"{field_where}{row.prefix_field}",
+                f"{row.prefix_field} as an integer in 0..{MAX_PREFIX_TOKENS}",
+                repr(prefix)[:80],
+            )
     keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
     keys = tower_keys(keys, section_name if section is not None else None)
     if len(keys) != 1:
@@ -373,7 +399,7 @@ def load_grid_table(
         weights,
         family=row.name,
         key=key,
-        prefix_tokens=row.prefix_tokens,
+        prefix_tokens=prefix,
         patch_size=sizes["patch_size"],
         image_size=sizes["image_size"],
         model_type=str(config.get("model_type")),

@@ -265,6 +265,7 @@ OVERRIDES.update(
     }
 )
 OVERRIDES["align_vision_model"] = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64}
+OVERRIDES["pixio"] = {**_GRID_TOWER, "n_cls_tokens": 2}
 OVERRIDES["git"] = {**_TEXT_TOWER, "vision_config": dict(_GRID_TOWER)}
 # GroupViT's vision tower: one layer per stage, few group tokens
 OVERRIDES["groupvit_vision_model"] = {
