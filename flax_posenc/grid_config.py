@@ -17,6 +17,8 @@ resampled, and every family does it a little differently. Each row of
 - ``"torch_bicubic_offset"``: facebookresearch/dinov2's ``interpolate_pos_encoding``
   (``scale_factor=(new + 0.1) / old``, so the output size is ``floor(old * scale_factor)`` and
   the sampling step is ``1 / scale_factor``, not ``old / new``);
+- ``"torch_bilinear_antialias"``: ``F.interpolate(mode="bilinear", antialias=True)``: torch's
+  antialiased resampler with the triangle kernel (transformers' TIPSv2);
 - ``"big_vision"``: ``scipy.ndimage.zoom(order=1)`` of big_vision's ``resample_posemb``:
   bilinear, corners aligned, no prefix tokens (its class token is not in the grid).
 
@@ -139,7 +141,8 @@ class GridConvention:
 
     Attributes:
       name: the key in :data:`GRID_CONVENTIONS`.
-      kernel: ``"cubic"`` or ``"linear"``.
+      kernel: ``"cubic"`` or ``"linear"`` (scipy's corner-aligned zoom, or torch's triangle
+        kernel on the antialiased path).
       a: the cubic convolution parameter (torch: -0.75; torch's antialiased path and PIL: -0.5).
       align_corners: sample positions map corner to corner (``(in-1)/(out-1)``) instead of
         pixel centre to pixel centre (``in/out``).
@@ -185,6 +188,15 @@ GRID_CONVENTIONS: Mapping[str, GridConvention] = MappingProxyType(
                 True,
                 "transformers Dinov2WithRegisters interpolate_pos_encoding and timm "
                 "resample_abs_pos_embed: F.interpolate(mode='bicubic', antialias=True)",
+            ),
+            GridConvention(
+                "torch_bilinear_antialias",
+                "linear",
+                0.0,
+                False,
+                True,
+                "transformers TIPSv2 interpolate_pos_encoding: "
+                "F.interpolate(size=..., mode='bilinear', align_corners=False, antialias=True)",
             ),
             GridConvention(
                 "torch_bicubic_align_corners",
@@ -241,7 +253,7 @@ def convention_for(name: str | GridConvention) -> GridConvention:
     >>> convention_for("nope")
     Traceback (most recent call last):
     ...
-    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, vit, got 'nope'
+    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, torch_bilinear_antialias, vit, got 'nope'
     """
     if isinstance(name, GridConvention):
         return name
@@ -293,7 +305,7 @@ def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np
     step = _step(in_size, out_size, convention, new_size)
     m = np.zeros((out_size, in_size), np.float64)
     rows = np.arange(out_size)
-    if convention.kernel == "linear":  # scipy.ndimage.zoom(order=1), grid_mode=False: corners aligned
+    if convention.kernel == "linear" and not convention.antialias:  # scipy.ndimage.zoom(order=1): corners aligned
         src = rows * step
         i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
         t = src - i0
@@ -302,14 +314,16 @@ def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np
         np.add.at(m, (rows, i1), t)
         return m
     if convention.antialias:  # torch _compute_indices_min_size_weights_aa (float path)
-        support = 2.0 * step if step >= 1.0 else 2.0
+        half = 2.0 if convention.kernel == "cubic" else 1.0  # interp_size / 2: bicubic 4 taps, bilinear 2
+        support = half * step if step >= 1.0 else half
         invscale = 1.0 / step if step >= 1.0 else 1.0
         for o in range(out_size):
             center = step * (o + 0.5)
             xmin = max(int(center - support + 0.5), 0)
             xsize = min(int(center + support + 0.5), in_size) - xmin
             j = np.arange(xsize)
-            w = _cubic((j + xmin - center + 0.5) * invscale, convention.a)
+            x = (j + xmin - center + 0.5) * invscale
+            w = _cubic(x, convention.a) if convention.kernel == "cubic" else np.maximum(0.0, 1.0 - np.abs(x))
             total = w.sum()
             m[o, xmin : xmin + xsize] = w / total if total != 0.0 else w
         return m

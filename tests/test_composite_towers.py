@@ -118,13 +118,14 @@ def test_bad_sub_config_is_one_line_naming_the_field(tmp_path, sub):
 
 
 def test_a_part_that_is_not_a_tower_is_listed_unread(tmp_path):
-    """BLIP-2-like: the Q-Former's sub-config is neither text, vision nor audio: named, not skipped."""
+    """IDEFICS2-like: the perceiver's sub-config is neither a text, vision, audio tower nor a
+    Q-Former: named, not skipped."""
     config = {
         "model_type": "no_such_vlm",
         "text_config": _LLAMA,
-        "qformer_config": {"model_type": "blip_2_qformer"},
+        "perceiver_config": {"model_type": "idefics2_perceiver"},
     }
     record = inspect_source(_write(tmp_path / "q", config))
     assert [(u.tower, u.field, u.model_type) for u in record.unread] == [
-        ("qformer", "qformer_config", "blip_2_qformer")
+        ("perceiver", "perceiver_config", "idefics2_perceiver")
     ]

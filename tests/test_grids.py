@@ -193,3 +193,18 @@ def test_float64_matrices_reproduce_f_interpolate(convention, kwargs):
         ours = np.einsum("oh,hwd,pw->opd", resize_matrix(old, new, rule), grid, resize_matrix(old + 2, new + 1, rule))
         ref = F.interpolate(torch.tensor(grid).permute(2, 0, 1)[None], size=(new, new + 1), mode="bicubic", **kwargs)
         np.testing.assert_allclose(ours, ref[0].permute(1, 2, 0).numpy(), rtol=0, atol=1e-13)
+
+
+def test_float64_bilinear_antialias_matrices_reproduce_f_interpolate():
+    """TIPSv2's recipe (bilinear, antialias=True), growing and shrinking, equals F.interpolate in float64."""
+    from flax_posenc.grid_config import GRID_CONVENTIONS, resize_matrix
+
+    rng = np.random.default_rng(5)
+    rule = GRID_CONVENTIONS["torch_bilinear_antialias"]
+    for old, new in ((4, 9), (9, 4), (14, 24), (37, 16), (3, 1)):
+        grid = rng.standard_normal((old, old + 2, 2))
+        ours = np.einsum("oh,hwd,pw->opd", resize_matrix(old, new, rule), grid, resize_matrix(old + 2, new + 1, rule))
+        ref = F.interpolate(
+            torch.tensor(grid).permute(2, 0, 1)[None], size=(new, new + 1), mode="bilinear", antialias=True
+        )
+        np.testing.assert_allclose(ours, ref[0].permute(1, 2, 0).numpy(), rtol=0, atol=1e-13)

@@ -261,12 +261,13 @@ def grid_families() -> tuple[str, list[str]]:
         (
             _types(g.model_types),
             _code(f"{g.key_suffix}") + (f" (in `{g.config_section}`)" if g.config_section else ""),
-            str(g.prefix_tokens),
+            f"`{g.prefix_field}`" if g.prefix_field else str(g.prefix_tokens),
             f"`{g.convention}`: {_resampling(GRID_CONVENTIONS[g.convention])}",
+            "by default" if g.resizes_itself else "when asked",
         )
         for g in GRID_FAMILIES.values()
     ]
-    header = ("model type", "tensor", "prefix rows", "resized as (`interpolate_pos_encoding`)")
+    header = ("model type", "tensor", "prefix rows", "resized as (`interpolate_pos_encoding`)", "model resizes")
     return "`flax_posenc.conversion.grid_tables.GRID_FAMILIES`", _table(header, rows)
 
 

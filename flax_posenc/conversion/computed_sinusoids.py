@@ -99,6 +99,8 @@ COMPUTED_SINUSOID_FAMILIES: Mapping[str, ComputedSinusoidFamily] = MappingProxyT
                 tower="audio",
                 cos_first=True,
             ),
+            # Kosmos-2's text tower: fairseq's sinusoids (M2M100's module), width embed_dim (issue 35)
+            ComputedSinusoidFamily("kosmos2_text_sinusoid", ("kosmos_2_text_model",), dim_field="embed_dim"),
             ComputedSinusoidFamily(
                 "ctrl_sinusoid",
                 ("ctrl",),

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from flax_posenc.conversion.readers import fail, read_float
+from flax_posenc.conversion.readers import fail, read_float, tower_keys
 from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.conversion.table import TableBacked
 from flax_posenc.grid_config import (
@@ -67,6 +67,10 @@ __all__ = [
 ]
 
 
+#: prefix rows a config field may ask for (Pixio's ``n_cls_tokens``): bounds the rows expected.
+MAX_PREFIX_TOKENS = 1024
+
+
 @dataclasses.dataclass(frozen=True)
 class GridFamily:
     """One vision family's learned position grid, as data.
@@ -80,6 +84,11 @@ class GridFamily:
         checkpoint (``"vision_config"`` for ``clip``/``siglip``), else ``None``.
       convention: the :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` row its own
         ``interpolate_pos_encoding`` follows.
+      resizes_itself: the model's embeddings resize the grid to any image by default (DINOv2,
+        InternViT, CLIPSeg: their forward calls ``interpolate_pos_encoding``); ``False``: a
+        differently sized image is refused unless ``interpolate_pos_encoding=True`` is passed.
+      prefix_field: the config field counting the prefix rows when the model chooses it (Pixio's
+        ``n_cls_tokens``); ``prefix_tokens`` is then unused.
     """
 
     name: str
@@ -88,25 +97,48 @@ class GridFamily:
     prefix_tokens: int
     convention: str
     config_section: str | None = None
+    resizes_itself: bool = False
+    prefix_field: str | None = None
 
 
 GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
     {
         row.name: row
         for row in (
-            GridFamily("vit", ("vit",), "embeddings.position_embeddings", 1, "torch_bicubic"),
+            GridFamily(
+                "vit",
+                ("vit", "vit_msn", "flava_image_model"),
+                "embeddings.position_embeddings",
+                1,
+                "torch_bicubic",
+            ),
             GridFamily("deit", ("deit",), "embeddings.position_embeddings", 2, "torch_bicubic"),
-            GridFamily("dinov2", ("dinov2",), "embeddings.position_embeddings", 1, "torch_bicubic"),
+            GridFamily(
+                "dinov2", ("dinov2",), "embeddings.position_embeddings", 1, "torch_bicubic", resizes_itself=True
+            ),
             GridFamily(
                 "dinov2_with_registers",
                 ("dinov2_with_registers",),
                 "embeddings.position_embeddings",
                 1,
                 "torch_bicubic_antialias",
+                resizes_itself=True,
             ),
             GridFamily(
                 "clip_vision",
-                ("clip_vision_model",),
+                (
+                    "clip_vision_model",
+                    # CLIP's vision embeddings in other models (issue 35)
+                    "altclip_vision_model",
+                    "bridgetower_vision_model",
+                    "chinese_clip_vision_model",
+                    "git_vision_model",
+                    "kosmos_2_vision_model",
+                    "metaclip_2_vision_model",
+                    "owlv2_vision_model",
+                    "owlvit_vision_model",
+                    "xclip_vision_model",
+                ),
                 "embeddings.position_embedding.weight",
                 1,
                 "torch_bicubic",
@@ -134,6 +166,64 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
                 "torch_bicubic",
                 config_section="vision_config",
             ),
+            # BLIP's vision embeddings: a (1, 1 + N, D) parameter named position_embedding
+            GridFamily(
+                "blip_vision",
+                (
+                    "blip_vision_model",
+                    "blip_2_vision_model",
+                    "instructblip_vision_model",
+                    "instructblipvideo_vision_model",
+                ),
+                "embeddings.position_embedding",
+                1,
+                "torch_bicubic",
+            ),
+            # GIT: CLIP's vision tower inside the model (its text positions: TABLE_FAMILIES' bert_like)
+            GridFamily(
+                "git_vision_tower",
+                ("git",),
+                "image_encoder.vision_model.embeddings.position_embedding.weight",
+                1,
+                "torch_bicubic",
+                config_section="vision_config",
+            ),
+            # CLIPSeg's vision tower: CLIP's grid, resized to every image by default
+            GridFamily(
+                "clipseg_vision",
+                ("clipseg_vision_model",),
+                "embeddings.position_embedding.weight",
+                1,
+                "torch_bicubic",
+                resizes_itself=True,
+            ),
+            # InternViT (InternVL's vision tower): ViT's grid, resized to every image by its forward
+            GridFamily(
+                "internvl_vision",
+                ("internvl_vision",),
+                "embeddings.position_embeddings",
+                1,
+                "torch_bicubic",
+                resizes_itself=True,
+            ),
+            # Pixio: n_cls_tokens class tokens (8 by default) before the grid, resized to every image
+            GridFamily(
+                "pixio",
+                ("pixio",),
+                "embeddings.position_embeddings",
+                0,
+                "torch_bicubic",
+                resizes_itself=True,
+                prefix_field="n_cls_tokens",
+            ),
+            # no class token: the grid alone (I-JEPA, GroupViT's vision tower)
+            GridFamily(
+                "patch_grid",
+                ("ijepa", "groupvit_vision_model"),
+                "embeddings.position_embeddings",
+                0,
+                "torch_bicubic",
+            ),
         )
     }
 )
@@ -153,6 +243,8 @@ class GridTable:
       source: where it came from, for messages.
       convention: how the model resizes the grid (a
         :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` name; :func:`~flax_posenc.resize_grid`'s default).
+      resizes_itself: the model's own forward resizes the grid to any image (its row's
+        :attr:`GridFamily.resizes_itself`).
 
     ``grid`` is ``image_size / patch_size``; the rows must equal ``prefix_tokens + gh * gw``.
     """
@@ -166,6 +258,7 @@ class GridTable:
     model_type: str
     source: str = ""
     convention: str = "torch_bicubic"
+    resizes_itself: bool = False
 
     def __post_init__(self):
         where = f"{self.source}:{self.key}" if self.source else self.key
@@ -282,7 +375,17 @@ def load_grid_table(
             raise fail(f"{field_where}{field}", f"{field} in config.json", "none")
         sizes[field] = positive_pair(part[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
     image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
+    prefix = row.prefix_tokens
+    if row.prefix_field is not None:
+        prefix = part.get(row.prefix_field)
+        if isinstance(prefix, bool) or not isinstance(prefix, int) or not 0 <= prefix <= MAX_PREFIX_TOKENS:
+            raise fail(
+                f"{field_where}{row.prefix_field}",
+                f"{row.prefix_field} as an integer in 0..{MAX_PREFIX_TOKENS}",
+                repr(prefix)[:80],
+            )
     keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
+    keys = tower_keys(keys, section_name if section is not None else None)
     if len(keys) != 1:
         found = "none" if not keys else ", ".join(keys[:4])
         raise fail(ckpt.weights_path, f"one {row.name} position grid *{row.key_suffix}", found)
@@ -296,12 +399,13 @@ def load_grid_table(
         weights,
         family=row.name,
         key=key,
-        prefix_tokens=row.prefix_tokens,
+        prefix_tokens=prefix,
         patch_size=sizes["patch_size"],
         image_size=sizes["image_size"],
         model_type=str(config.get("model_type")),
         source=os.fspath(source),
         convention=row.convention,
+        resizes_itself=row.resizes_itself,
     )
 
 
@@ -352,8 +456,13 @@ class GridSource(TableBacked):
         size = f"{h}" if h == w else f"{h} x {w}"
         if (gh, gw) == self.table.grid:
             return True, f"{self.describe_limit()}; a {size} px image fits ({gh} x {gw} patches)"
+        resized = (
+            "the model's own embeddings resize it to another image size by default (interpolate_pos_encoding)"
+            if self.table.resizes_itself
+            else "the model refuses another image size unless called with interpolate_pos_encoding=True"
+        )
         return False, (
-            f"{self.describe_limit()}; a {size} px image needs {gh} x {gw} patches: "
+            f"{self.describe_limit()}; {resized}; a {size} px image needs {gh} x {gw} patches: "
             f"the grid must be resized (fp.resize_grid)"
         )
 
@@ -370,6 +479,7 @@ class GridSource(TableBacked):
             "patch_size": list(t.patch_size),
             "image_size": list(t.image_size),
             "convention": t.convention,
+            "resizes_itself": t.resizes_itself,
             "dim": t.dim,
             "rows": t.rows,
             "limit": self.limit,

@@ -319,7 +319,7 @@ def _read_learned(row: Any, ctx: ReadContext) -> list[Any]:
         return []
     if row.optional and not table_present(ctx.source, row.name):
         return []
-    return [LearnedTableSource(read_position_table(ctx.source, row.name, ctx.config))]
+    return [LearnedTableSource(read_position_table(ctx.source, row.name, ctx.config, section=ctx.section))]
 
 
 def _read_relative(row: Any, ctx: ReadContext) -> list[Any]:

@@ -182,6 +182,11 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             )
             for t in ("seamless_m4t", "seamless_m4t_v2")
         },
+        # issue 35: composites whose towers are read but which hold positions of their own
+        "xclip": (
+            "the learned frame positions of its multi-frame integration transformer (mit.position_embedding, "
+            "num_frames rows) are not read"
+        ),
     }
 )
 
@@ -190,7 +195,13 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
 #: and the tower each one is. A composite whose own model type is not in
 #: :data:`MODEL_MECHANISMS` is read as the union of these towers (:func:`read_model`).
 TOWER_FIELDS: Mapping[str, str] = MappingProxyType(
-    {"text_config": "text", "vision_config": "vision", "audio_config": "audio"}
+    {
+        "text_config": "text",
+        "vision_config": "vision",
+        "audio_config": "audio",
+        # BLIP-2 / InstructBLIP's Q-Former: its own positions (a learned table, or none) are read (issue 35)
+        "qformer_config": "qformer",
+    }
 )
 
 
@@ -496,7 +507,7 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
     in :data:`MODEL_MECHANISMS`; else, for a composite model (:func:`composite_towers`), the union
     of its towers' mechanisms (each tower's sub-config read as its own model type, its tensors
     found under the composite's prefix, each mechanism labelled with its ``tower``; towers not
-    read, and any other sub-config with a ``model_type`` (BLIP-2's ``qformer_config``), are listed
+    read, and any other sub-config with a ``model_type`` (IDEFICS2's ``perceiver_config``), are listed
     in ``unread``); else ``None`` (no tower is read either).
 
     Raises:
@@ -533,7 +544,7 @@ def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_pa
             found += [Mechanism.of(r, tower) for r in kind.read(row, context)]
     if not found:
         return None
-    for field, sub in config.items():  # another part with its own model type (BLIP-2's Q-Former): not read
+    for field, sub in config.items():  # another part with its own model type (IDEFICS2's perceiver): not read
         if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
             tower = field.removesuffix("_config")
             unread.append(UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision or audio tower"))

@@ -48,6 +48,7 @@ NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
 #: purpose: LeViT (attention biases by offset), CvT, EfficientFormer (attention biases), backbone
 #: wrappers (UperNet, ViTPose, timm_backbone: their positions are their backbone's).
 CONVOLUTIONAL_VISION_MODEL_TYPES: tuple[str, ...] = (
+    "align_vision_model",  # ALIGN's EfficientNet tower (issue 35)
     "bit",
     "convnext",
     "convnextv2",
@@ -102,6 +103,14 @@ NO_POSITION_FAMILIES: Mapping[str, NoPositionFamily] = MappingProxyType(
                 CONVOLUTIONAL_VISION_MODEL_TYPES,
                 tower="vision",
                 reason="convolutions over the image; no position table, rotary or relative bias",
+            ),
+            # BLIP-2's Q-Former: learned query tokens (held by the composite) cross-attending to the
+            # image; its own module has no embeddings at all (issue 35)
+            NoPositionFamily(
+                "query_transformer",
+                ("blip_2_qformer",),
+                tower="qformer",
+                reason="learned query tokens cross-attending to the image; no position table, rotary or relative bias",
             ),
             NoPositionFamily(
                 "convolutional_audio",

@@ -23,7 +23,7 @@ from typing import Any
 
 from flax_posenc.conversion.families import Family
 from flax_posenc.conversion.load import check_config_length, table_offset
-from flax_posenc.conversion.readers import fail, read_float
+from flax_posenc.conversion.readers import fail, read_float, tower_keys
 from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.conversion.table import PositionTable
 
@@ -64,6 +64,14 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                     "splinter",
                     "squeezebert",
                     "visual_bert",
+                    # text towers of vision-language models (issue 35), BERT's embeddings
+                    "align_text_model",
+                    "blip_text_model",
+                    "chinese_clip_text_model",
+                    "flava_text_model",
+                    "git",  # its text positions (its vision tower: grid_tables' git_vision_tower)
+                    "instructblip_qformer",  # the Q-Former's text tokens (after its query tokens)
+                    "instructblipvideo_qformer",
                 ),
             ),
             _table(
@@ -77,6 +85,10 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                     "luke",
                     "markuplm",
                     "ibert",
+                    # text towers of vision-language and audio-language models (issue 35), RoBERTa's embeddings
+                    "altclip_text_model",
+                    "bridgetower_text_model",
+                    "clap_text_model",
                 ),
                 offset_from_pad=True,
             ),
@@ -105,7 +117,23 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
                 ("blenderbot", "blenderbot-small", "marian", "pegasus", "bigbird_pegasus"),
                 position_key="decoder.embed_positions.weight",
             ),
-            _table("clip_text", ("clip_text_model",), position_key="embeddings.position_embedding.weight"),
+            _table(
+                "clip_text",
+                (
+                    "clip_text_model",
+                    # CLIP's text embeddings in other vision-language models (issue 35)
+                    "aimv2_text_model",
+                    "clipseg_text_model",
+                    "groupvit_text_model",
+                    "metaclip_2_text_model",
+                    "owlv2_text_model",
+                    "owlvit_text_model",
+                    "siglip_text_model",
+                    "siglip2_text_model",
+                    "xclip_text_model",
+                ),
+                position_key="embeddings.position_embedding.weight",
+            ),
             _table(
                 "clip_text_tower",
                 ("clip",),
@@ -195,10 +223,17 @@ def _check_window(row: Family, config: Mapping[str, Any], usable: int, where: ob
 
 
 def read_position_table(
-    source: str | os.PathLike, family: str, config: Mapping[str, Any], *, row: Family | None = None
+    source: str | os.PathLike,
+    family: str,
+    config: Mapping[str, Any],
+    *,
+    row: Family | None = None,
+    section: str | None = None,
 ) -> PositionTable:
     """The :data:`TABLE_FAMILIES` ``family`` table of SOURCE (only that tensor is read); ``row``: a
-    :class:`~flax_posenc.conversion.families.Family` of another registry (Whisper's audio table) instead.
+    :class:`~flax_posenc.conversion.families.Family` of another registry (Whisper's audio table) instead;
+    ``section``: in a composite checkpoint, the field of the tower read (``"text_config"``): of several
+    tensors with the row's name, the one under that tower's module (:func:`~flax_posenc.conversion.readers.tower_keys`).
 
     Raises:
       CheckpointError: no tensor ends with the family's key, or several do, or it is not a finite
@@ -208,7 +243,7 @@ def read_position_table(
     row = TABLE_FAMILIES[family] if row is None else row
     ckpt = open_checkpoint(source)
     suffix = row.position_key
-    keys = sorted(k for k in ckpt.reader.keys() if k == suffix or k.endswith("." + suffix))
+    keys = tower_keys(sorted(k for k in ckpt.reader.keys() if k == suffix or k.endswith("." + suffix)), section)
     if len(keys) != 1:
         found = "none" if not keys else ", ".join(keys[:4])
         raise fail(ckpt.weights_path, f"one {row.name} position table *{suffix}", found)

@@ -725,3 +725,29 @@ def nearest_keys(wanted: str, keys: Iterable[str], n: int = 5) -> list[str]:
         tail = wanted.rsplit(".", 2)[-2:]
         close = [k for k in keys if any(t in k for t in tail)][:n]
     return close
+
+
+#: The words that name a tower's module in a composite checkpoint, by the tower's sub-config field
+#: (``text_model.``, ``language_model.``; ``vision_model.``, ``visual.``, ``image_encoder.``; ``audio_tower.``).
+TOWER_MODULE_WORDS: dict[str, tuple[str, ...]] = {
+    "text_config": ("text", "language"),
+    "vision_config": ("vision", "visual", "image"),
+    "audio_config": ("audio",),
+    "qformer_config": ("qformer",),
+}
+
+
+def tower_keys(keys: Iterable[str], section: str | None) -> list[str]:
+    """Of the tensors ``keys`` that end alike (OWL-ViT's ``text_model.embeddings.position_embedding.weight``
+    and ``vision_model.embeddings.position_embedding.weight``), those under the module of the tower whose
+    sub-config is ``section``: one of its :data:`TOWER_MODULE_WORDS` in the name's first component.
+    Fewer than two keys, or no ``section``: ``keys`` unchanged.
+
+    >>> tower_keys(["text_model.pos.weight", "vision_model.pos.weight"], "vision_config")
+    ['vision_model.pos.weight']
+    """
+    keys = list(keys)
+    if len(keys) < 2 or section not in TOWER_MODULE_WORDS:
+        return keys
+    words = TOWER_MODULE_WORDS[section]
+    return [k for k in keys if any(w in k.split(".", 1)[0] for w in words)]

@@ -399,6 +399,22 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
     return problems
 
 
+def _grid_owner(model, key: str):
+    """``(embeddings module, grid parameter)`` of the parameter named ``key`` in ``model`` (or, in a
+    composite's tower, ``key`` less the composite's prefix): the module that holds the grid (an
+    ``nn.Embedding``'s parent) and holds ``interpolate_pos_encoding``; ``None`` when none is named so."""
+    names = [n for n, _ in model.named_parameters() if key == n or key.endswith("." + n)]
+    if not names:
+        return None
+    name = max(names, key=len)
+    path = name.rsplit(".", 1)[0]
+    owner = model.get_submodule(path)
+    param = model.get_parameter(name)
+    if not hasattr(owner, "interpolate_pos_encoding") and "." in path:  # an nn.Embedding: its parent
+        owner = model.get_submodule(path.rsplit(".", 1)[0])
+    return owner, param
+
+
 def _grid_problems(model, mech) -> list[str]:
     """A vision grid: rows bit-equal to the model's; the embeddings module yields prefix + gh * gw
     tokens (besides DINOv2's registers) at the trained size; fp.resize_grid at twice the size
@@ -408,8 +424,10 @@ def _grid_problems(model, mech) -> list[str]:
     import flax_posenc as fp
 
     table = mech.record.table
-    emb = model.vision_model.embeddings if hasattr(model, "vision_model") else model.embeddings
-    stored = emb.position_embeddings if hasattr(emb, "position_embeddings") else emb.position_embedding.weight
+    found = _grid_owner(model, table.key)
+    if found is None:
+        return [f"grid {table.key}: no parameter of the model has that name (less a composite's prefix)"]
+    emb, stored = found
     stored = stored.detach().numpy().reshape(-1, stored.shape[-1])
     problems = []
     if not np.array_equal(stored, table.weights):
@@ -429,7 +447,29 @@ def _grid_problems(model, mech) -> list[str]:
     err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
     if ours.shape != ref.shape or err > 8:
         problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
-    return problems
+    return problems + _past_grid_problems(emb, table, config)
+
+
+def _past_grid_problems(emb, table, config) -> list[str]:
+    """An image one patch larger on each side, given to the embeddings module as it is called by
+    default: refused (a ValueError or RuntimeError) when we say the model does not resize its grid,
+    else ``prefix + (gh + 1) * (gw + 1)`` tokens (besides registers)."""
+    import torch
+
+    (ph, pw), (gh, gw) = table.patch_size, table.grid
+    pixels = torch.zeros(1, getattr(config, "num_channels", 3), (gh + 1) * ph, (gw + 1) * pw)
+    try:
+        with torch.no_grad(), quiet():
+            out = emb(pixels)
+    except (ValueError, RuntimeError):
+        out = None
+    if out is None:
+        return ["we say the model resizes its grid itself; its embeddings refuse a larger image"] * table.resizes_itself
+    if not table.resizes_itself:
+        return ["we say the model refuses another image size; its embeddings take one patch more a side"]
+    tokens = (out[0] if isinstance(out, tuple) else out).shape[1] - getattr(config, "num_register_tokens", 0)
+    want = table.prefix_tokens + (gh + 1) * (gw + 1)
+    return [] if tokens == want else [f"one patch more a side: the model yields {tokens} tokens, {want} expected"]
 
 
 def _audio_table_problems(model, mech, directory: Path) -> list[str]:
@@ -1462,6 +1502,7 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
         model.save_pretrained(directory)
     record = inspect_source(directory)
     problems = [f"tower not read: {u}" for u in record.unread]
+    towers = []
     for field, tower_type in composite_towers(model_type) or ():
         tower = TOWER_FIELDS[field]
         sub_config = getattr(config, field)
@@ -1470,15 +1511,35 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
         if module is None:
             problems.append(f"{field}: no module of the model is built from it")
             continue
+        towers.append(module)
         if not mechs:
             problems.append(f"{tower} tower ({tower_type}): we report no mechanism")
             continue
         sub = ModelRecord(record.source, tower_type, mechs)
         problems += [f"{tower} tower: {p}" for p in record_problems(module, sub, directory)]
-    text = [m.limit for m in record.mechanisms if m.tower == "text" and m.unit == "tokens" and m.limit is not None]
+    # the prompt's towers: the text tower, and InstructBLIP's Q-Former, which reads the instruction too
+    text = [
+        m.limit
+        for m in record.mechanisms
+        if m.tower in ("text", "qformer") and m.unit == "tokens" and m.limit is not None
+    ]
     if text and record.limit != min(text):
-        problems.append(f"limit {record.limit}, the text tower's is {min(text)}")
-    return problems
+        problems.append(f"limit {record.limit}, the text tower's (or Q-Former's) is {min(text)}")
+    return problems + _untowered_position_problems(model, towers)
+
+
+def _untowered_position_problems(model, towers) -> list[str]:
+    """A parameter named for positions outside every tower module (GIT's text positions live in
+    the composite itself, beside its vision tower): not read by any tower, so the type is not read."""
+    inside = {id(p) for module in towers for p in module.parameters()}
+    found = [
+        name
+        for name, param in model.named_parameters()
+        if id(param) not in inside and any(_POSITION_NAME.match(part) for part in name.split("."))
+    ]
+    if not found:
+        return []
+    return [f"position parameters outside every tower, not read: {', '.join(found[:4])}"]
 
 
 # ----------------------------------------------------------------------------- window bias (issue 35)

@@ -367,6 +367,77 @@ TOWER_CLASSES: dict[str, str] = {
 }
 
 
+# ---- CLIP/ViT-style towers read as rows of the learned-table and grid registries (issue 35):
+# one layer, width 32, a 4 x 4 grid (32 px / 8), text tables of 16 rows
+_ONE_LAYER = {"hidden_size": 32, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+_GRID_TOWER = {**_ONE_LAYER, "image_size": 32, "patch_size": 8}
+_TEXT_TOWER = {**_ONE_LAYER, "max_position_embeddings": 16}
+GRID_TOWER_TYPES = (
+    "altclip_vision_model",
+    "blip_vision_model",
+    "blip_2_vision_model",
+    "bridgetower_vision_model",
+    "chinese_clip_vision_model",
+    "clipseg_vision_model",
+    "flava_image_model",
+    "git_vision_model",
+    "instructblip_vision_model",
+    "instructblipvideo_vision_model",
+    "kosmos_2_vision_model",
+    "metaclip_2_vision_model",
+    "owlvit_vision_model",
+    "owlv2_vision_model",
+    "xclip_vision_model",
+    "vit_msn",
+    "ijepa",
+    "internvl_vision",
+)
+TEXT_TOWER_TYPES = (
+    "aimv2_text_model",
+    "align_text_model",
+    "altclip_text_model",
+    "blip_text_model",
+    "bridgetower_text_model",
+    "chinese_clip_text_model",
+    "clap_text_model",
+    "clipseg_text_model",
+    "flava_text_model",
+    "groupvit_text_model",
+    "metaclip_2_text_model",
+    "owlvit_text_model",
+    "owlv2_text_model",
+    "siglip_text_model",
+    "siglip2_text_model",
+    "xclip_text_model",
+)
+OVERRIDES.update({t: dict(_GRID_TOWER) for t in GRID_TOWER_TYPES})
+OVERRIDES.update({t: dict(_TEXT_TOWER) for t in TEXT_TOWER_TYPES})
+OVERRIDES["bridgetower_vision_model"]["hidden_size"] = 64  # its heads are hidden_size // 64
+OVERRIDES["kosmos_2_text_model"] = {
+    "embed_dim": 32,
+    "layers": 1,
+    "attention_heads": 2,
+    "ffn_dim": 32,
+    "max_position_embeddings": 16,
+}
+OVERRIDES.update(
+    {
+        t: {**_TEXT_TOWER, "encoder_hidden_size": 32}
+        for t in ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer")
+    }
+)
+OVERRIDES["align_vision_model"] = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64}
+OVERRIDES["pixio"] = {**_GRID_TOWER, "n_cls_tokens": 2}
+OVERRIDES["git"] = {**_TEXT_TOWER, "vision_config": dict(_GRID_TOWER)}
+# GroupViT's vision tower: one layer per stage, few group tokens
+OVERRIDES["groupvit_vision_model"] = {
+    **_GRID_TOWER,
+    "depths": [1, 1, 1],
+    "num_group_tokens": [4, 2, 0],
+    "num_output_groups": [4, 2, 2],
+}
+
+
 @contextlib.contextmanager
 def quiet():
     """transformers' warnings and logs off (they are about random weights, not positions)."""
@@ -410,16 +481,63 @@ MODEL_CLASSES: dict[str, str] = {
 }
 
 
+def tower_model_class(model_type: str):
+    """The base model class of a tower model type that ``AutoModel`` does not map (BLIP's
+    ``blip_text_model``, OWL-ViT's ``owlvit_vision_model``, ...): :data:`TOWER_MODEL_CLASSES` when
+    named there, else the one class of the config's modeling file whose ``config_class`` is the
+    config class and whose name ends in ``Model`` (no head, no projection); ``None`` when there is
+    no such class or several."""
+    import importlib
+    import inspect
+
+    from transformers import CONFIG_MAPPING, PreTrainedModel
+
+    config_class = CONFIG_MAPPING[model_type]
+    module = importlib.import_module(config_class.__module__.replace(".configuration_", ".modeling_"))
+    if model_type in TOWER_MODEL_CLASSES:
+        return getattr(module, TOWER_MODEL_CLASSES[model_type])
+    found = [
+        c
+        for name, c in vars(module).items()
+        if inspect.isclass(c)
+        and issubclass(c, PreTrainedModel)
+        and getattr(c, "config_class", None) is config_class
+        and name.endswith("Model")
+        and not name.endswith(("PreTrainedModel", "LMHeadModel"))
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+#: Tower model types whose modeling file has several base classes for their config: the one a
+#: composite model builds for that tower.
+TOWER_MODEL_CLASSES: dict[str, str] = {
+    "altclip_text_model": "AltCLIPTextModel",
+    "groupvit_text_model": "GroupViTTextModel",
+    "kosmos_2_text_model": "Kosmos2TextModel",
+    "kosmos_2_vision_model": "Kosmos2VisionModel",
+    "owlvit_text_model": "OwlViTTextModel",
+    "owlvit_vision_model": "OwlViTVisionModel",
+    "owlv2_text_model": "Owlv2TextModel",
+    "owlv2_vision_model": "Owlv2VisionModel",
+    "internvl_vision": "InternVLVisionModel",
+}
+
+
 def tiny_model(model_type: str, seed: int = 0):
-    """``AutoModel.from_config(tiny_config(model_type))``, float32, eval mode, seeded."""
+    """``AutoModel.from_config(tiny_config(model_type))``, float32, eval mode, seeded; a tower model
+    type that ``AutoModel`` does not map is built by its own base class (:func:`tower_model_class`)."""
     import torch
     from transformers import AutoModel
+    from transformers.models.auto import modeling_auto
 
     # one intra-op thread: these models are tiny, and a second thread per pytest worker on a shared
     # 2-core machine made each forward pass ~20x slower (oversubscription), not faster
     torch.set_num_threads(1)
     config = tiny_config(model_type)
     torch.manual_seed(seed)
+    named = model_type in TOWER_CLASSES or model_type in MODEL_CLASSES
+    auto = model_type in modeling_auto.MODEL_MAPPING_NAMES
+    tower = None if named or auto else tower_model_class(model_type)
     with quiet():
         if model_type in TOWER_CLASSES:
             import importlib
@@ -430,6 +548,8 @@ def tiny_model(model_type: str, seed: int = 0):
             import transformers
 
             model = getattr(transformers, MODEL_CLASSES[model_type])(config).float()
+        elif tower is not None:
+            model = tower(config).float()
         else:
             model = AutoModel.from_config(config, torch_dtype=torch.float32)
     return model.eval()
