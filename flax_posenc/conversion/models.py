@@ -38,6 +38,8 @@ __all__ = [
     "NO_POSITION_MODEL_TYPES",
     "REFUSED_MODEL_TYPES",
     "TOWER_FIELDS",
+    "TOWER_UNITS",
+    "HEAD_TOWER_FIELDS",
     "UnreadTower",
     "composite_towers",
     "NoPositionEncoding",
@@ -151,8 +153,20 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
 #: and the tower each one is. A composite whose own model type is not in
 #: :data:`MODEL_MECHANISMS` is read as the union of these towers (:func:`read_model`).
 TOWER_FIELDS: Mapping[str, str] = MappingProxyType(
-    {"text_config": "text", "vision_config": "vision", "audio_config": "audio"}
+    {"text_config": "text", "vision_config": "vision", "audio_config": "audio", "backbone_config": "backbone"}
 )
+
+#: What each tower's input is measured in (its limit's unit): tokens, image pixels, seconds of audio.
+#: A ``backbone`` (``backbone_config``: the ResNet, Swin or DINOv2 under a detection, segmentation or
+#: depth head) takes the image's pixels, as a vision tower does.
+TOWER_UNITS: Mapping[str, str] = MappingProxyType(
+    {"text": "tokens", "vision": "image pixels", "audio": "seconds", "backbone": "image pixels"}
+)
+
+#: The tower fields read only beside the model type's own mechanisms: a detection, segmentation or
+#: depth model (DETR, UperNet, Depth Anything) has a head of its own around its ``backbone_config``,
+#: so its backbone alone never makes it read (:func:`read_model`).
+HEAD_TOWER_FIELDS: frozenset[str] = frozenset({"backbone_config"})
 
 
 def composite_towers(config: Mapping[str, Any], where: object = "config.json") -> tuple[tuple[str, str, Mapping], ...]:
@@ -183,7 +197,7 @@ class UnreadTower:
     """A tower of a composite model whose positions this library does not read.
 
     Attributes:
-      tower: ``"text"``, ``"vision"`` or ``"audio"``.
+      tower: ``"text"``, ``"vision"``, ``"audio"`` or ``"backbone"`` (:data:`TOWER_UNITS`).
       field: its sub-config's field in ``config.json`` (``"vision_config"``, ...).
       model_type: the sub-config's ``model_type``.
       reason: :func:`refusal` of that model type (the mechanism known not to be read, or "not in
@@ -471,24 +485,44 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
         found += [Mechanism.of(r, kind.tower_of(row)) for r in kind.read(row, context)]
     if not found:
         raise fail(config_path, f"the position mechanisms of {config.get('model_type')}", "none readable")
-    return ModelRecord(context.text, str(config.get("model_type")), tuple(found))
+    unread: list[UnreadTower] = []
+    for field, tower, sub in composite_towers(config, config_path):
+        if field in HEAD_TOWER_FIELDS:  # the backbone under the model's own head: read as its own model type
+            found += _read_tower(source, field, tower, sub, config_path, unread)
+    if config.get("use_timm_backbone") and isinstance(config.get("backbone"), str):
+        why = "a timm backbone: its positions depend on the timm model, which is not read"
+        unread.append(UnreadTower("backbone", "backbone", f"timm:{config['backbone']}", why))
+    return ModelRecord(context.text, str(config.get("model_type")), tuple(found), tuple(unread))
+
+
+def _read_tower(
+    source: str | os.PathLike, field: str, tower: str, sub: Mapping[str, Any], config_path: Path, unread: list
+) -> list[Mechanism]:
+    """The mechanisms of one tower's sub-config, read as its own model type, labelled ``tower``;
+    ``[]`` (and an :class:`UnreadTower` appended to ``unread``) when its model type is not read."""
+    plan = MECHANISMS.plan(sub["model_type"])
+    if plan is None:
+        unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
+        return []
+    context = ReadContext(source, sub, config_path, section=field)
+    found: list[Mechanism] = []
+    for kind, row in plan:
+        assert kind.read is not None
+        found += [Mechanism.of(r, tower) for r in kind.read(row, context)]
+    return found
 
 
 def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_path: Path) -> ModelRecord | None:
     """The composite model of :func:`read_model`: its towers, read one by one; ``None`` when none is."""
     if is_refused(config.get("model_type")):
         return None
+    towers = composite_towers(config, config_path)
+    if any(field in HEAD_TOWER_FIELDS for field, _, _ in towers):
+        return None  # a head around a backbone (DETR, UperNet): its own mechanism is not read
     found: list[Mechanism] = []
     unread: list[UnreadTower] = []
-    for field, tower, sub in composite_towers(config, config_path):
-        plan = MECHANISMS.plan(sub["model_type"])
-        if plan is None:
-            unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
-            continue
-        context = ReadContext(source, sub, config_path, section=field)
-        for kind, row in plan:
-            assert kind.read is not None
-            found += [Mechanism.of(r, tower) for r in kind.read(row, context)]
+    for field, tower, sub in towers:
+        found += _read_tower(source, field, tower, sub, config_path, unread)
     if not found:
         return None
     for field, sub in config.items():  # another part with its own model type (BLIP-2's Q-Former): not read

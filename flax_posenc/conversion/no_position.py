@@ -63,6 +63,9 @@ CONVOLUTIONAL_VISION_MODEL_TYPES: tuple[str, ...] = (
     "resnet",
     "swiftformer",
     "textnet",
+    # heads around a backbone (backbone_config: read as the backbone tower beside this row)
+    "upernet",  # UperNet: pyramid pooling and FPN convolutions over its backbone's feature maps
+    "depth_anything",  # Depth Anything: reassemble, fusion and head convolutions over its backbone's features
 )
 
 #: Convolutional audio codecs and vocoders (no position table, rotary module or relative bias).

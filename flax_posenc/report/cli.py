@@ -263,7 +263,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     checks = []  # (fits, line, json)
     if args.image_size is not None:
         if not grids:
-            unread = [u for u in getattr(record, "unread", ()) if u.tower == "vision"]
+            unread = [u for u in getattr(record, "unread", ()) if u.tower in ("vision", "backbone")]
             found = f"its {unread[0]}" if unread else record.scheme
             raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
         for grid in grids:

@@ -93,8 +93,10 @@ def composite_towers(model_type: str) -> tuple[tuple[str, str], ...] | None:
 
 def composite_read(model_type: str) -> bool:
     """Whether flax-posenc reads ``model_type`` as its towers: it is not a row of the registry
-    itself, and every one of its sub-configs is a tower (``TOWER_FIELDS``) whose model type is."""
-    from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
+    itself, every one of its sub-configs is a tower (``TOWER_FIELDS``) whose model type is, and none
+    is a backbone under a head of its own (``HEAD_TOWER_FIELDS``: DETR, UperNet are read only as
+    rows of the registry, their backbone beside them)."""
+    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
 
     if model_type in MODEL_MECHANISMS or model_type in REFUSED_MODEL_TYPES:
         return False
@@ -105,6 +107,8 @@ def composite_read(model_type: str) -> bool:
     except Exception:  # noqa: BLE001 - a model type that cannot be imported here
         return False
     if not subs or not set(subs) <= set(TOWER_FIELDS):  # cheap: no config is built for these
+        return False
+    if set(subs) & HEAD_TOWER_FIELDS:  # a head around a backbone (DETR): read only by rows of its own
         return False
     if any(getattr(c, "model_type", None) and c.model_type not in MODEL_MECHANISMS for c in subs.values()):
         return False  # a tower of a fixed config class that is not read (cheap: no config is built)

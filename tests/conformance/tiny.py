@@ -81,8 +81,38 @@ _MROPE_VISION = {"depth": 1, "hidden_size": 64, "num_heads": 2, "patch_size": 2,
 _GLM_ROPE = {"rope_type": "default", "mrope_section": [1, 2, 1], "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
 _GLM_VISION = {**_MROPE_VISION, "hidden_size": 32, "out_hidden_size": 64, "intermediate_size": 64}
 
+#: A tiny ResNet backbone (``backbone_config`` of UperNet), four stages of width 8.
+_RESNET_BACKBONE = {
+    "model_type": "resnet",
+    "embedding_size": 8,
+    "hidden_sizes": [8, 8, 8, 8],
+    "depths": [1, 1, 1, 1],
+    "layer_type": "basic",
+    "out_features": ["stage1", "stage2", "stage3", "stage4"],
+}
+#: A tiny DINOv2 backbone (``backbone_config`` of Depth Anything): a 4 x 4 grid, 4 layers of width 32.
+_DINOV2_BACKBONE = {
+    "model_type": "dinov2",
+    "hidden_size": 32,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 2,
+    "mlp_ratio": 2,
+    "image_size": 56,
+    "patch_size": 14,
+    "out_features": ["stage1", "stage2", "stage3", "stage4"],
+}
+
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
+    # heads around a backbone (backbone_config, read as the backbone tower)
+    "upernet": {"backbone_config": _RESNET_BACKBONE, "hidden_size": 16, "auxiliary_channels": 8, "pool_scales": [1, 2]},
+    "depth_anything": {
+        "backbone_config": _DINOV2_BACKBONE,
+        "reassemble_hidden_size": 32,
+        "neck_hidden_sizes": [8, 8, 16, 16],
+        "fusion_hidden_size": 8,
+        "head_hidden_size": 8,
+    },
     "gptj": {"rotary_dim": 8},
     # JetMoE's head width is kv_channels (its head_dim alias): not hidden_size / heads, so a reading
     # that divides is caught
@@ -251,8 +281,53 @@ def tiny_model(model_type: str, seed: int = 0):
     config = tiny_config(model_type)
     torch.manual_seed(seed)
     with quiet():
-        model = AutoModel.from_config(config, torch_dtype=torch.float32)
+        cls = model_class(model_type, config)
+        if cls is None:
+            model = AutoModel.from_config(config, torch_dtype=torch.float32)
+        else:
+            model = cls._from_config(config, torch_dtype=torch.float32)
     return model.eval()
+
+
+def model_class(model_type: str, config) -> type | None:
+    """The class :func:`tiny_model` builds when ``AutoModel`` does not know ``model_type``: the first
+    of transformers' Auto mappings that names it (UperNet: semantic segmentation), else the class
+    of the config's own package whose ``config_class`` is ``type(config)`` (a vocoder, a VQGAN);
+    ``None``: ``AutoModel`` knows it.
+
+    Raises:
+      ValueError: no class of transformers takes this config (one line naming the config class).
+    """
+    import importlib
+    import pkgutil
+
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    if model_type in modeling_auto.MODEL_MAPPING_NAMES:
+        return None
+    for name in sorted(dir(modeling_auto)):
+        mapping = getattr(modeling_auto, name)
+        if name.endswith("_MAPPING_NAMES") and "CONFIG" not in name and isinstance(mapping, dict):
+            if model_type in mapping:
+                found = mapping[model_type]
+                return getattr(transformers, found if isinstance(found, str) else found[0])
+    package = importlib.import_module(type(config).__module__.rsplit(".", 1)[0])
+    classes = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("modeling_"):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            classes += [
+                v
+                for v in vars(module).values()
+                if isinstance(v, type)
+                and v.__module__ == module.__name__
+                and getattr(v, "config_class", None) is type(config)
+                and "PreTrained" not in v.__name__
+            ]
+    if not classes:
+        raise ValueError(f"{model_type}: expected a model class taking {type(config).__name__}, found none")
+    return min(classes, key=lambda c: (len(c.__name__), c.__name__))
 
 
 def tiny_composite_config(model_type: str):
