@@ -104,6 +104,74 @@ _DINOV2_BACKBONE = {
 
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
+    # models declared free of positions (convolutional vision and audio, VQGAN tokenizers), tiny
+    "cvt": {"embed_dim": [8, 16, 16], "num_heads": [1, 2, 2], "depth": [1, 2, 3]},  # depth[i] > i: CvT indexes its drop-path rates by stage
+    "focalnet": {"embed_dim": 8, "hidden_sizes": [16, 32, 64, 64], "depths": [1, 1, 1, 1], "image_size": 32},
+    **{
+        t: {"hidden_sizes": [8, 16, 16, 16], "num_attention_heads": [1, 1, 1, 1], "depths": [1, 1, 1, 1]}
+        for t in ("segformer", "pvt_v2")
+    },
+    "glpn": {
+        "hidden_sizes": [8, 16, 16, 16],
+        "num_attention_heads": [1, 1, 1, 1],
+        "depths": [1, 1, 1, 1],
+        "decoder_hidden_size": 16,
+    },
+    **{t: {"scale": 0.25} for t in ("pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4")},
+    "rt_detr_resnet": {"embedding_size": 8, "hidden_sizes": [8, 8, 8, 8], "depths": [1, 1, 1, 1], "layer_type": "basic"},
+    "superpoint": {"encoder_hidden_sizes": [8, 8, 8, 8], "decoder_hidden_size": 16, "descriptor_decoder_dim": 16},
+    "flava_image_codebook": {"hidden_size": 16, "num_blocks_per_group": 1, "vocab_size": 16},
+    # VQGANs with one spatial attention block (GroupNorm needs multiples of 32 channels)
+    "chameleon_vqgan": {
+        "embed_dim": 8,
+        "num_embeddings": 16,
+        "latent_channels": 8,
+        "resolution": 32,
+        "base_channels": 32,
+        "channel_multiplier": [1, 1],
+        "num_res_blocks": 1,
+        "attn_resolutions": [16],
+    },
+    "janus_vqgan": {
+        "embed_dim": 8,
+        "num_embeddings": 16,
+        "latent_channels": 8,
+        "base_channels": 32,
+        "channel_multiplier": [1, 1],
+        "num_res_blocks": 1,
+        "projection_dim": 16,
+        "image_token_embed_dim": 16,
+    },
+    "emu3_vqgan": {
+        "codebook_size": 16,
+        "base_channels": 32,
+        "channel_multiplier": [1, 1],
+        "num_res_blocks": 1,
+        "attn_resolutions": [1],
+        "hidden_size": 32,
+    },
+    "glm_image_vqmodel": {"embed_dim": 8, "num_embeddings": 16, "latent_channels": 8},
+    "encodec": {"hidden_size": 16, "num_filters": 4, "codebook_size": 16, "codebook_dim": 16, "num_lstm_layers": 1},
+    **{
+        t: {
+            "model_in_dim": 8,
+            "upsample_initial_channel": 16,
+            "upsample_rates": [2, 2],
+            "upsample_kernel_sizes": [4, 4],
+            "resblock_kernel_sizes": [3],
+            "resblock_dilation_sizes": [[1, 3]],
+        }
+        for t in ("fastspeech2_conformer_hifigan", "speecht5_hifigan")
+    },
+    "qwen2_5_omni_bigvgan": {
+        "mel_dim": 8,
+        "upsample_initial_channel": 16,
+        "upsample_rates": [2, 2],
+        "upsample_kernel_sizes": [4, 4],
+        "resblock_kernel_sizes": [3],
+        "resblock_dilation_sizes": [[1, 3, 5]],
+    },
+    "vibevoice_acoustic_tokenizer": {"hidden_size": 16, "num_filters": 4, "downsampling_ratios": [2, 2], "depths": [1, 1, 1]},
     # heads around a backbone (backbone_config, read as the backbone tower)
     "upernet": {"backbone_config": _RESNET_BACKBONE, "hidden_size": 16, "auxiliary_channels": 8, "pool_scales": [1, 2]},
     "depth_anything": {
