@@ -31,6 +31,7 @@ from flax_posenc.conversion.families import model_type_spellings
 from flax_posenc.conversion.mechanisms import MECHANISMS, ReadContext
 from flax_posenc.conversion.no_position import NO_POSITION_MODEL_TYPES, NoPositionEncoding
 from flax_posenc.conversion.readers import fail
+from flax_posenc.conversion.unread_mechanisms import TRANSFORMERS_VERSION, UNBUILDABLE_MODEL_TYPES, UNREAD_MECHANISMS
 
 __all__ = [
     "MECHANISM_KINDS",
@@ -149,6 +150,32 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
 )
 
 
+def _check_refusals() -> None:
+    """Raise ValueError (one line) when a model type is both read (a row of ``MECHANISMS``) and
+    refused (:data:`REFUSED_MODEL_TYPES`, ``UNREAD_MECHANISMS``, ``UNBUILDABLE_MODEL_TYPES``): the
+    coordinator drops the refusal when a row lands."""
+    read = set(MECHANISMS.model_mechanisms())
+    for name, rows in (
+        ("REFUSED_MODEL_TYPES", REFUSED_MODEL_TYPES),
+        ("UNREAD_MECHANISMS", UNREAD_MECHANISMS),
+        ("UNBUILDABLE_MODEL_TYPES", UNBUILDABLE_MODEL_TYPES),
+    ):
+        both = sorted(read & set(rows))
+        if both:
+            raise ValueError(
+                f"{name}: expected no model type that a registry row reads, found {len(both)}: "
+                f"{', '.join(both[:8])}{' ...' if len(both) > 8 else ''} (drop their refusals)"
+            )
+    both = sorted(set(UNREAD_MECHANISMS) & (set(REFUSED_MODEL_TYPES) | set(UNBUILDABLE_MODEL_TYPES)))
+    if both:
+        raise ValueError(
+            f"UNREAD_MECHANISMS: expected each model type refused once, found twice: {', '.join(both[:8])}"
+        )
+
+
+_check_refusals()
+
+
 #: The sub-config fields of a composite model (LLaVA, PaliGemma, Gemma 3, ...) read as towers,
 #: and the tower each one is. A composite whose own model type is not in
 #: :data:`MODEL_MECHANISMS` is read as the union of these towers (:func:`read_model`).
@@ -236,7 +263,10 @@ def is_refused(model_type: object) -> bool:
 
 
 def refusal(model_type: object) -> str:
-    """Why ``model_type`` is not read: its :data:`REFUSED_MODEL_TYPES` reason, or "not in the registry".
+    """Why ``model_type`` is not read, in one line: its :data:`REFUSED_MODEL_TYPES` reason, else the
+    mechanism :data:`~flax_posenc.conversion.unread_mechanisms.UNREAD_MECHANISMS` names, else
+    transformers' error building it (:data:`~flax_posenc.conversion.unread_mechanisms.UNBUILDABLE_MODEL_TYPES`);
+    a model type the pinned transformers does not know: "not in the registry".
 
     >>> refusal("gemma3n_text")
     'gemma3n_text: per-layer AltUp inputs are not read'
@@ -245,6 +275,13 @@ def refusal(model_type: object) -> str:
         for spelling in model_type_spellings(model_type):
             if spelling in REFUSED_MODEL_TYPES:
                 return f"{spelling}: {REFUSED_MODEL_TYPES[spelling]}"
+            if spelling in UNREAD_MECHANISMS:
+                return f"{spelling}: position mechanism not read: {UNREAD_MECHANISMS[spelling]}"
+            if spelling in UNBUILDABLE_MODEL_TYPES:
+                return (
+                    f"{spelling}: not read; transformers {TRANSFORMERS_VERSION} cannot build it here "
+                    f"({UNBUILDABLE_MODEL_TYPES[spelling]})"
+                )
     return (
         f"{model_type!r}: its position mechanisms are not in the registry "
         f"({len(MODEL_MECHANISMS)} model types are read; `flax-posenc families` lists them)"

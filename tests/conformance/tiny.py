@@ -105,7 +105,11 @@ _DINOV2_BACKBONE = {
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
     # models declared free of positions (convolutional vision and audio, VQGAN tokenizers), tiny
-    "cvt": {"embed_dim": [8, 16, 16], "num_heads": [1, 2, 2], "depth": [1, 2, 3]},  # depth[i] > i: CvT indexes its drop-path rates by stage
+    "cvt": {
+        "embed_dim": [8, 16, 16],
+        "num_heads": [1, 2, 2],
+        "depth": [1, 2, 3],
+    },  # depth[i] > i: CvT indexes its drop-path rates by stage
     "focalnet": {"embed_dim": 8, "hidden_sizes": [16, 32, 64, 64], "depths": [1, 1, 1, 1], "image_size": 32},
     **{
         t: {"hidden_sizes": [8, 16, 16, 16], "num_attention_heads": [1, 1, 1, 1], "depths": [1, 1, 1, 1]}
@@ -118,7 +122,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "decoder_hidden_size": 16,
     },
     **{t: {"scale": 0.25} for t in ("pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4")},
-    "rt_detr_resnet": {"embedding_size": 8, "hidden_sizes": [8, 8, 8, 8], "depths": [1, 1, 1, 1], "layer_type": "basic"},
+    "rt_detr_resnet": {
+        "embedding_size": 8,
+        "hidden_sizes": [8, 8, 8, 8],
+        "depths": [1, 1, 1, 1],
+        "layer_type": "basic",
+    },
     "superpoint": {"encoder_hidden_sizes": [8, 8, 8, 8], "decoder_hidden_size": 16, "descriptor_decoder_dim": 16},
     "flava_image_codebook": {"hidden_size": 16, "num_blocks_per_group": 1, "vocab_size": 16},
     # VQGANs with one spatial attention block (GroupNorm needs multiples of 32 channels)
@@ -171,7 +180,14 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "resblock_kernel_sizes": [3],
         "resblock_dilation_sizes": [[1, 3, 5]],
     },
-    "vibevoice_acoustic_tokenizer": {"hidden_size": 16, "num_filters": 4, "downsampling_ratios": [2, 2], "depths": [1, 1, 1]},
+    "vibevoice_acoustic_tokenizer": {
+        "hidden_size": 16,
+        "num_filters": 4,
+        "downsampling_ratios": [2, 2],
+        "depths": [1, 1, 1],
+    },
+    # time-series transformers: their default config has no prediction_length, and builds nothing without one
+    **{t: {"prediction_length": 4, "context_length": 8} for t in ("time_series_transformer", "informer", "autoformer")},
     # heads around a backbone (backbone_config, read as the backbone tower)
     "upernet": {"backbone_config": _RESNET_BACKBONE, "hidden_size": 16, "auxiliary_channels": 8, "pool_scales": [1, 2]},
     "depth_anything": {
@@ -394,7 +410,7 @@ def model_class(model_type: str, config) -> type | None:
                 and "PreTrained" not in v.__name__
             ]
     if not classes:
-        raise ValueError(f"{model_type}: expected a model class taking {type(config).__name__}, found none")
+        raise ValueError(f"no model class of transformers takes {type(config).__name__} (a part of another model)")
     return min(classes, key=lambda c: (len(c.__name__), c.__name__))
 
 
