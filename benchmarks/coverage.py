@@ -2,8 +2,10 @@
 
 Walks every model type in the pinned transformers' ``CONFIG_MAPPING``: *read* (a row of the
 model registry, :data:`flax_posenc.conversion.models.MODEL_MECHANISMS`, each verified against a
-tiny checkpoint of its own transformers classes by ``tests/test_conformance.py``), *refused* with
-the registry's reason, or not read (with why it is not a text model type, when it is not).
+tiny checkpoint of its own transformers classes by ``tests/test_conformance.py``), *free of
+positions* (read, kind ``none``), *refused* with the mechanism not read named
+(``REFUSED_MODEL_TYPES``, ``unread_mechanisms.UNREAD_MECHANISMS``) or *unbuildable* here (with
+transformers' error), counted by modality; a type that is none of these stops the page.
 
     python benchmarks/coverage.py                 # print the page
     python benchmarks/coverage.py --write-docs    # write docs/coverage.md and README.md's counts
@@ -26,10 +28,11 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conformance.catalog import all_model_types, composite_read, composite_towers, text_kind  # noqa: E402
+from conformance.catalog import all_model_types, composite_read, composite_towers, modality, text_kind  # noqa: E402
 
 from flax_posenc.conversion.mechanisms import MECHANISMS  # noqa: E402
-from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES  # noqa: E402
+from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES  # noqa: E402
+from flax_posenc.conversion.unread_mechanisms import UNBUILDABLE_MODEL_TYPES, UNREAD_MECHANISMS  # noqa: E402
 
 PAGE = ROOT / "docs" / "coverage.md"
 #: What the last ``--verify`` found: the transformers version, every model type checked, and the
@@ -98,31 +101,86 @@ def _verified_line(read_text: list[str]) -> list[str]:
 
 
 def position_free(model_type: str) -> bool:
-    """Whether ``model_type`` is read as free of positions: its only mechanisms are of kind ``none``."""
+    """Whether ``model_type`` is read as free of positions: its only mechanisms are of kind ``none``,
+    and so are its default backbone's (``backbone_config``: Depth Anything's DINOv2 grid makes it read)."""
     rows = MODEL_MECHANISMS.get(model_type, ())
-    return bool(rows) and all(kind == "none" for kind, _ in rows)
+    if not rows or any(kind != "none" for kind, _ in rows):
+        return False
+    backbones = [tower for field, tower in composite_towers(model_type) or () if field in HEAD_TOWER_FIELDS]
+    return all(position_free(b) for b in backbones)
+
+
+#: The statuses every model type has exactly one of, in the order the page counts them.
+STATUSES = ("read", "free of positions", "refused", "unbuildable")
 
 
 def status(model_type: str) -> str:
-    """``read``, ``free of positions`` (read: kind ``none``), ``refused`` or ``not read``."""
+    """``read`` (a row of the registry with a position mechanism, or a composite read as its towers),
+    ``free of positions`` (read: kind ``none`` only), ``refused`` (the mechanism not read is named:
+    ``REFUSED_MODEL_TYPES`` or ``UNREAD_MECHANISMS``) or ``unbuildable`` (transformers' error).
+
+    Raises:
+      SystemExit: ``model_type`` is none of these (the page cannot be written until it is).
+    """
     if model_type in MODEL_MECHANISMS:
         return "free of positions" if position_free(model_type) else "read"
-    return "refused" if model_type in REFUSED_MODEL_TYPES else "not read"
+    if composite_read(model_type):
+        return "read"
+    if model_type in REFUSED_MODEL_TYPES or model_type in UNREAD_MECHANISMS:
+        return "refused"
+    if model_type in UNBUILDABLE_MODEL_TYPES:
+        return "unbuildable"
+    raise SystemExit(
+        f"{model_type}: expected a model type read, free of positions, refused or unbuildable; found none "
+        f"(add its row, or run `python tools/unread_mechanisms.py --scan {model_type} --write`)"
+    )
+
+
+def why_not(model_type: str) -> str:
+    """The mechanism not read (refused) or transformers' error (unbuildable), one line."""
+    if model_type in REFUSED_MODEL_TYPES:
+        return REFUSED_MODEL_TYPES[model_type]
+    if model_type in UNREAD_MECHANISMS:
+        return UNREAD_MECHANISMS[model_type]
+    return f"cannot be built here: {UNBUILDABLE_MODEL_TYPES[model_type]}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def modality_counts(types: list[str], statuses: dict[str, str], modalities: dict[str, str]) -> list[str]:
+    """The table of statuses by modality (and the totals)."""
+    order = ["text", "vision", "audio", "video", "multimodal", "time series", "other"]
+    present = [m for m in order if m in modalities.values()] + sorted(set(modalities.values()) - set(order))
+    lines = [
+        "| modality | model types | " + " | ".join(STATUSES) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in STATUSES) + " |",
+    ]
+    for label in [*present, "all"]:
+        of = [t for t in types if label == "all" or modalities[t] == label]
+        counts = [sum(1 for t in of if statuses[t] == s) for s in STATUSES]
+        name = "**all**" if label == "all" else label
+        lines.append(f"| {name} | {len(of)} | " + " | ".join(str(c) for c in counts) + " |")
+    return lines
 
 
 def render() -> str:
-    """The page, from the registry, transformers' own catalog and the last ``--verify`` result
-    (:data:`VERIFIED`; no model is built)."""
+    """The page, from the registry, the refusals, transformers' own catalog and the last ``--verify``
+    result (:data:`VERIFIED`; no model is built)."""
     import transformers
 
     types = all_model_types()
     kinds = {t: text_kind(t) for t in types}
+    modalities = {t: modality(t) for t in types}
+    statuses = {t: status(t) for t in types}
     text = [t for t in types if kinds[t] is None]
     read_text = [t for t in text if t in MODEL_MECHANISMS]
     composite = {t for t in types if kinds[t] is not None and composite_read(t)}
     read_other = [t for t in types if kinds[t] is not None and (t in MODEL_MECHANISMS or t in composite)]
     free = [t for t in types if position_free(t)]
     free_text = [t for t in free if kinds[t] is None]
+    counts = {s: sum(1 for t in types if statuses[t] == s) for s in STATUSES}
     lines = [
         "# Coverage: the model types flax-posenc reads",
         "",
@@ -143,24 +201,49 @@ def render() -> str:
         'that no reported mechanism reads, fails the case ("position parameters not read"). A type whose',
         "mechanism is not read is *refused* with that mechanism named.",
         "",
+        "## Every model type accounted for",
+        "",
+        f"Each of the **{len(types)}** model types of transformers {transformers.__version__} has one status:",
+        "",
+        "- *read*: its position mechanisms are rows of the registry (or, a composite type, every tower is), each",
+        "  checked by its conformance case;",
+        "- *free of positions*: declared without any position encoding (kind `none`: recurrent, state-space or",
+        "  convolutional), its conformance case checking that the tiny model built by its own class holds no",
+        "  position table, buffer, rotary module or relative bias (for a convolutional model the claim is only",
+        "  that: where a pixel or a frame is still enters through the convolutions' receptive field and padding);",
+        "- *refused*: the mechanism it has that is not read is named (`REFUSED_MODEL_TYPES`, and",
+        "  `flax_posenc/conversion/unread_mechanisms.py`, derived by `python tools/unread_mechanisms.py` from the",
+        "  position modules and tensors of the model transformers builds; a composite type names its towers",
+        "  that are not read); `flax-posenc inspect` and `check` give that line;",
+        "- *unbuildable*: transformers cannot build it here (neither a tiny config nor its default one), with its error.",
+        "",
+        "The modality comes from transformers' Auto mappings (`MODEL_FOR_<TASK>_MAPPING_NAMES`: image-text-to-text",
+        "and multimodal tasks are *multimodal*, then video, time series, audio and image tasks); a type no task",
+        "mapping names (a tower or part of a composite model) by the words of its name",
+        "(`tests/conformance/catalog.py: modality`).",
+        "",
+        *modality_counts(list(types), statuses, modalities),
+        "",
+        f"- read: **{counts['read'] + counts['free of positions']}** ({counts['read']} with a position mechanism,"
+        f" {counts['free of positions']} free of positions); refused with the mechanism named:"
+        f" **{counts['refused']}**; unbuildable here: **{counts['unbuildable']}**",
+        f"- text model types read: **{len(read_text)}** of {len(text)}",
+        *_verified_line(read_text),
+        f"- other model types read: {len(read_other)}, of which {len(composite)} composite types read as their towers",
+        f"- free of positions: {len(free)} ({len(free_text)} text, {len(free) - len(free_text)} other)",
+        "",
         "A *text model type* is one whose AutoModel takes `input_ids` first, whose config has no sub-configs,",
         "and which is in none of transformers' image, audio, video or multimodal Auto mappings",
         "(`tests/conformance/catalog.py`).",
-        "",
-        f"- model types in transformers: **{len(types)}**; text model types: **{len(text)}**",
-        f"- text model types read: **{len(read_text)}** of {len(text)}",
-        *_verified_line(read_text),
-        f"- other model types read: {len(read_other)}, of which {len(composite)} composite types read as their towers;"
-        f" refused with a named mechanism: {len(REFUSED_MODEL_TYPES)}",
-        "- of those read, declared free of positions (kind `none`: no position table, buffer, rotary module or",
-        f"  relative bias in the tiny model, checked by its conformance case): {len(free)} ({len(free_text)} text,",
-        f"  {len(free) - len(free_text)} other); with a position mechanism: {len(read_text) + len(read_other) - len(free)}",
         "",
         "A *composite* model type (its config has sub-configs) that is not a row of the registry is read as its",
         "towers when every sub-config is a tower (`text_config`, `vision_config`, `audio_config`) whose model type",
         "is read (the tower types come from the config class's defaults, `tests/conformance/catalog.py`);",
         "`tests/test_conformance.py` builds each such type with its own transformers class (tiny sub-configs) and",
         "checks every tower's mechanisms against that tower's own module, as for the tower's model type.",
+        "A `backbone_config` (the ResNet, Swin or DINOv2 under a detection, segmentation or depth head) is the",
+        "`backbone` tower: read beside the head's own rows (UperNet, Depth Anything), never instead of them, so a",
+        "DETR whose sine embedding is not read stays refused even over a read ResNet.",
         "A checkpoint whose towers are only partly read is reported with its unread towers named, never as read.",
         "",
         *mechanism_kinds(),
@@ -168,32 +251,34 @@ def render() -> str:
         "",
         "Mechanisms are written `KIND:FAMILY`: the kind (above) and the row of its registry that reads it.",
         "",
-        "| model type | status | mechanisms |",
+        "| model type | status | mechanisms, or the mechanism not read |",
         "| --- | --- | --- |",
     ]
     for t in text:
         if t in MODEL_MECHANISMS:
             mech = " + ".join(f"{r}:{f}" for r, f in MODEL_MECHANISMS[t])
-            lines.append(f"| `{t}` | {status(t)} | {mech} |")
-        elif t in REFUSED_MODEL_TYPES:
-            lines.append(f"| `{t}` | refused | {REFUSED_MODEL_TYPES[t]} |")
+            lines.append(f"| `{t}` | {statuses[t]} | {mech} |")
         else:
-            lines.append(f"| `{t}` | not read | not in the registry |")
+            lines.append(f"| `{t}` | {statuses[t]} | {_cell(why_not(t))} |")
     lines += [
         "",
         "## Other model types",
         "",
-        "| model type | status | mechanisms | why not a text model type |",
-        "| --- | --- | --- | --- |",
+        "| model type | modality | status | mechanisms, or the mechanism not read | why not a text model type |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for t in types:
         if kinds[t] is None:
             continue
-        mech = " + ".join(f"{r}:{f}" for r, f in MODEL_MECHANISMS.get(t, ())) or REFUSED_MODEL_TYPES.get(t, "")
-        shown = status(t)
-        if t in composite:
+        shown = statuses[t]
+        if t in MODEL_MECHANISMS:
+            mech = " + ".join(f"{r}:{f}" for r, f in MODEL_MECHANISMS[t])
+        elif t in composite:
+            mech = ""
             shown = "read (towers: " + ", ".join(f"{f.split('_')[0]} `{m}`" for f, m in composite_towers(t) or ()) + ")"
-        lines.append(f"| `{t}` | {shown} | {mech} | {kinds[t]} |")
+        else:
+            mech = _cell(why_not(t))
+        lines.append(f"| `{t}` | {modalities[t]} | {shown} | {mech} | {kinds[t]} |")
     return "\n".join(lines) + "\n"
 
 

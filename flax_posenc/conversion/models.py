@@ -31,6 +31,7 @@ from flax_posenc.conversion.families import model_type_spellings
 from flax_posenc.conversion.mechanisms import MECHANISMS, ReadContext
 from flax_posenc.conversion.no_position import NO_POSITION_MODEL_TYPES, NoPositionEncoding
 from flax_posenc.conversion.readers import fail
+from flax_posenc.conversion.unread_mechanisms import TRANSFORMERS_VERSION, UNBUILDABLE_MODEL_TYPES, UNREAD_MECHANISMS
 
 __all__ = [
     "MECHANISM_KINDS",
@@ -38,6 +39,8 @@ __all__ = [
     "NO_POSITION_MODEL_TYPES",
     "REFUSED_MODEL_TYPES",
     "TOWER_FIELDS",
+    "TOWER_UNITS",
+    "HEAD_TOWER_FIELDS",
     "UnreadTower",
     "composite_towers",
     "NoPositionEncoding",
@@ -191,6 +194,32 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
 )
 
 
+def _check_refusals() -> None:
+    """Raise ValueError (one line) when a model type is both read (a row of ``MECHANISMS``) and
+    refused (:data:`REFUSED_MODEL_TYPES`, ``UNREAD_MECHANISMS``, ``UNBUILDABLE_MODEL_TYPES``): the
+    coordinator drops the refusal when a row lands."""
+    read = set(MECHANISMS.model_mechanisms())
+    for name, rows in (
+        ("REFUSED_MODEL_TYPES", REFUSED_MODEL_TYPES),
+        ("UNREAD_MECHANISMS", UNREAD_MECHANISMS),
+        ("UNBUILDABLE_MODEL_TYPES", UNBUILDABLE_MODEL_TYPES),
+    ):
+        both = sorted(read & set(rows))
+        if both:
+            raise ValueError(
+                f"{name}: expected no model type that a registry row reads, found {len(both)}: "
+                f"{', '.join(both[:8])}{' ...' if len(both) > 8 else ''} (drop their refusals)"
+            )
+    both = sorted(set(UNREAD_MECHANISMS) & (set(REFUSED_MODEL_TYPES) | set(UNBUILDABLE_MODEL_TYPES)))
+    if both:
+        raise ValueError(
+            f"UNREAD_MECHANISMS: expected each model type refused once, found twice: {', '.join(both[:8])}"
+        )
+
+
+_check_refusals()
+
+
 #: The sub-config fields of a composite model (LLaVA, PaliGemma, Gemma 3, ...) read as towers,
 #: and the tower each one is. A composite whose own model type is not in
 #: :data:`MODEL_MECHANISMS` is read as the union of these towers (:func:`read_model`).
@@ -201,8 +230,21 @@ TOWER_FIELDS: Mapping[str, str] = MappingProxyType(
         "audio_config": "audio",
         # BLIP-2 / InstructBLIP's Q-Former: its own positions (a learned table, or none) are read (issue 35)
         "qformer_config": "qformer",
+        "backbone_config": "backbone",
     }
 )
+
+#: What each tower's input is measured in (its limit's unit): tokens, image pixels, seconds of audio.
+#: A ``backbone`` (``backbone_config``: the ResNet, Swin or DINOv2 under a detection, segmentation or
+#: depth head) takes the image's pixels, as a vision tower does.
+TOWER_UNITS: Mapping[str, str] = MappingProxyType(
+    {"text": "tokens", "qformer": "tokens", "vision": "image pixels", "audio": "seconds", "backbone": "image pixels"}
+)
+
+#: The tower fields read only beside the model type's own mechanisms: a detection, segmentation or
+#: depth model (DETR, UperNet, Depth Anything) has a head of its own around its ``backbone_config``,
+#: so its backbone alone never makes it read (:func:`read_model`).
+HEAD_TOWER_FIELDS: frozenset[str] = frozenset({"backbone_config"})
 
 
 def composite_towers(config: Mapping[str, Any], where: object = "config.json") -> tuple[tuple[str, str, Mapping], ...]:
@@ -233,7 +275,7 @@ class UnreadTower:
     """A tower of a composite model whose positions this library does not read.
 
     Attributes:
-      tower: ``"text"``, ``"vision"`` or ``"audio"``.
+      tower: ``"text"``, ``"vision"``, ``"audio"`` or ``"backbone"`` (:data:`TOWER_UNITS`).
       field: its sub-config's field in ``config.json`` (``"vision_config"``, ...).
       model_type: the sub-config's ``model_type``.
       reason: :func:`refusal` of that model type (the mechanism known not to be read, or "not in
@@ -272,7 +314,10 @@ def is_refused(model_type: object) -> bool:
 
 
 def refusal(model_type: object) -> str:
-    """Why ``model_type`` is not read: its :data:`REFUSED_MODEL_TYPES` reason, or "not in the registry".
+    """Why ``model_type`` is not read, in one line: its :data:`REFUSED_MODEL_TYPES` reason, else the
+    mechanism :data:`~flax_posenc.conversion.unread_mechanisms.UNREAD_MECHANISMS` names, else
+    transformers' error building it (:data:`~flax_posenc.conversion.unread_mechanisms.UNBUILDABLE_MODEL_TYPES`);
+    a model type the pinned transformers does not know: "not in the registry".
 
     >>> refusal("gemma3n_text")
     'gemma3n_text: per-layer AltUp inputs are not read'
@@ -281,6 +326,13 @@ def refusal(model_type: object) -> str:
         for spelling in model_type_spellings(model_type):
             if spelling in REFUSED_MODEL_TYPES:
                 return f"{spelling}: {REFUSED_MODEL_TYPES[spelling]}"
+            if spelling in UNREAD_MECHANISMS:
+                return f"{spelling}: position mechanism not read: {UNREAD_MECHANISMS[spelling]}"
+            if spelling in UNBUILDABLE_MODEL_TYPES:
+                return (
+                    f"{spelling}: not read; transformers {TRANSFORMERS_VERSION} cannot build it here "
+                    f"({UNBUILDABLE_MODEL_TYPES[spelling]})"
+                )
     return (
         f"{model_type!r}: its position mechanisms are not in the registry "
         f"({len(MODEL_MECHANISMS)} model types are read; `flax-posenc families` lists them)"
@@ -524,24 +576,44 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
         found += [Mechanism.of(r, kind.tower_of(row)) for r in kind.read(row, context)]
     if not found:
         raise fail(config_path, f"the position mechanisms of {config.get('model_type')}", "none readable")
-    return ModelRecord(context.text, str(config.get("model_type")), tuple(found))
+    unread: list[UnreadTower] = []
+    for field, tower, sub in composite_towers(config, config_path):
+        if field in HEAD_TOWER_FIELDS:  # the backbone under the model's own head: read as its own model type
+            found += _read_tower(source, field, tower, sub, config_path, unread)
+    if config.get("use_timm_backbone") and isinstance(config.get("backbone"), str):
+        why = "a timm backbone: its positions depend on the timm model, which is not read"
+        unread.append(UnreadTower("backbone", "backbone", f"timm:{config['backbone']}", why))
+    return ModelRecord(context.text, str(config.get("model_type")), tuple(found), tuple(unread))
+
+
+def _read_tower(
+    source: str | os.PathLike, field: str, tower: str, sub: Mapping[str, Any], config_path: Path, unread: list
+) -> list[Mechanism]:
+    """The mechanisms of one tower's sub-config, read as its own model type, labelled ``tower``;
+    ``[]`` (and an :class:`UnreadTower` appended to ``unread``) when its model type is not read."""
+    plan = MECHANISMS.plan(sub["model_type"])
+    if plan is None:
+        unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
+        return []
+    context = ReadContext(source, sub, config_path, section=field)
+    found: list[Mechanism] = []
+    for kind, row in plan:
+        assert kind.read is not None
+        found += [Mechanism.of(r, tower) for r in kind.read(row, context)]
+    return found
 
 
 def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_path: Path) -> ModelRecord | None:
     """The composite model of :func:`read_model`: its towers, read one by one; ``None`` when none is."""
     if is_refused(config.get("model_type")):
         return None
+    towers = composite_towers(config, config_path)
+    if any(field in HEAD_TOWER_FIELDS for field, _, _ in towers):
+        return None  # a head around a backbone (DETR, UperNet): its own mechanism is not read
     found: list[Mechanism] = []
     unread: list[UnreadTower] = []
-    for field, tower, sub in composite_towers(config, config_path):
-        plan = MECHANISMS.plan(sub["model_type"])
-        if plan is None:
-            unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
-            continue
-        context = ReadContext(source, sub, config_path, section=field)
-        for kind, row in plan:
-            assert kind.read is not None
-            found += [Mechanism.of(r, tower) for r in kind.read(row, context)]
+    for field, tower, sub in towers:
+        found += _read_tower(source, field, tower, sub, config_path, unread)
     if not found:
         return None
     for field, sub in config.items():  # another part with its own model type (IDEFICS2's perceiver): not read

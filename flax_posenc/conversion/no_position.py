@@ -64,10 +64,37 @@ CONVOLUTIONAL_VISION_MODEL_TYPES: tuple[str, ...] = (
     "resnet",
     "swiftformer",
     "textnet",
+    "cvt",  # CvT: convolutional token embeddings and convolutional projections; no position table
+    "focalnet",  # FocalNet: focal modulation (depth-wise convolutions) instead of attention
+    "glpn",  # GLPN: SegFormer's Mix-FFN (a depth-wise convolution) and reduced attention, no position table
+    "pp_lcnet",
+    "pp_lcnet_v3",
+    "pp_lcnet_v4",
+    "pvt_v2",  # PVTv2: overlapping patch convolutions and a depth-wise convolution in the FFN
+    "rt_detr_resnet",
+    "segformer",  # SegFormer: Mix-FFN (depth-wise convolution) and reduced attention, no position table
+    "superpoint",  # SuperPoint: a convolutional keypoint detector (keypoint coordinates are its output)
+    "flava_image_codebook",  # FLAVA's dVAE image tokenizer: convolutions
+    # VQGAN image tokenizers: convolutions and spatial attention blocks without any position tensor
+    "chameleon_vqgan",
+    "emu3_vqgan",
+    "glm_image_vqmodel",
+    "janus_vqgan",
+    # heads around a backbone (backbone_config: read as the backbone tower beside this row)
+    "upernet",  # UperNet: pyramid pooling and FPN convolutions over its backbone's feature maps
+    "depth_anything",  # Depth Anything: reassemble, fusion and head convolutions over its backbone's features
 )
 
 #: Convolutional audio codecs and vocoders (no position table, rotary module or relative bias).
-CONVOLUTIONAL_AUDIO_MODEL_TYPES: tuple[str, ...] = ("dac", "univnet")
+CONVOLUTIONAL_AUDIO_MODEL_TYPES: tuple[str, ...] = (
+    "dac",
+    "univnet",
+    "encodec",  # EnCodec: convolutions and an LSTM over time
+    "fastspeech2_conformer_hifigan",  # HiFi-GAN vocoders: transposed convolutions and residual blocks
+    "speecht5_hifigan",
+    "qwen2_5_omni_bigvgan",  # BigVGAN: convolutions with anti-aliased Snake activations
+    "vibevoice_acoustic_tokenizer",  # VibeVoice's acoustic tokenizer: causal convolutions
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,6 +52,7 @@ from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import MECHANISM_KINDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
 from flax_posenc.conversion.outputs import check_apart, protected_paths
 from flax_posenc.conversion.source_record import verdict
+from flax_posenc.conversion.unread_mechanisms import UNBUILDABLE_MODEL_TYPES, UNREAD_MECHANISMS
 from flax_posenc.errors import CheckpointError, PositionLimitError
 from flax_posenc.extend import METHODS, extend_table
 from flax_posenc.progress import Progress, progress_enabled
@@ -306,7 +307,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     checks = []  # (fits, line, json)
     if args.image_size is not None:
         if not grids:
-            unread = [u for u in getattr(record, "unread", ()) if u.tower == "vision"]
+            unread = [u for u in getattr(record, "unread", ()) if u.tower in ("vision", "backbone")]
             found = f"its {unread[0]}" if unread else record.scheme
             raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
         for grid in grids:
@@ -409,7 +410,13 @@ def cmd_families(args: argparse.Namespace) -> int:
             t: [{"kind": k, "family": f, "tower": MECHANISMS[k].tower_of(MECHANISMS[k].rows[f])} for k, f in rows]
             for t, rows in MODEL_MECHANISMS.items()
         }
-        print(dumps_json({"kinds": kinds, "read": read, "refused": dict(REFUSED_MODEL_TYPES)}, indent=2))
+        refused = {**dict(REFUSED_MODEL_TYPES), **dict(UNREAD_MECHANISMS)}
+        print(
+            dumps_json(
+                {"kinds": kinds, "read": read, "refused": refused, "unbuildable": dict(UNBUILDABLE_MODEL_TYPES)},
+                indent=2,
+            )
+        )
         return EXIT_OK
     width = max(map(len, [*MODEL_MECHANISMS, *MECHANISMS]))
     print("# mechanism kinds (KIND:FAMILY below; `inspect --json` says mechanisms[i].kind):")
@@ -421,6 +428,10 @@ def cmd_families(args: argparse.Namespace) -> int:
     print("# refused with a reason:")
     for model_type, why in REFUSED_MODEL_TYPES.items():
         print(f"{model_type:<{width}}  refused: {why}")
+    print(
+        f"# and {len(UNREAD_MECHANISMS)} more refused with the mechanism not read named, {len(UNBUILDABLE_MODEL_TYPES)} "
+        "that transformers cannot build here (`families --json`, docs/coverage.md; `inspect` gives the line)"
+    )
     fields = ", ".join(TOWER_FIELDS)
     print(f"# a composite model type not listed ({fields}) is read as its towers, each as its model type above")
     return EXIT_OK

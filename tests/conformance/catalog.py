@@ -93,8 +93,10 @@ def composite_towers(model_type: str) -> tuple[tuple[str, str], ...] | None:
 
 def composite_read(model_type: str) -> bool:
     """Whether flax-posenc reads ``model_type`` as its towers: it is not a row of the registry
-    itself, and every one of its sub-configs is a tower (``TOWER_FIELDS``) whose model type is."""
-    from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
+    itself, every one of its sub-configs is a tower (``TOWER_FIELDS``) whose model type is, and none
+    is a backbone under a head of its own (``HEAD_TOWER_FIELDS``: DETR, UperNet are read only as
+    rows of the registry, their backbone beside them)."""
+    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
 
     if model_type in MODEL_MECHANISMS or model_type in REFUSED_MODEL_TYPES:
         return False
@@ -105,6 +107,8 @@ def composite_read(model_type: str) -> bool:
     except Exception:  # noqa: BLE001 - a model type that cannot be imported here
         return False
     if not subs or not set(subs) <= set(TOWER_FIELDS):  # cheap: no config is built for these
+        return False
+    if set(subs) & HEAD_TOWER_FIELDS:  # a head around a backbone (DETR): read only by rows of its own
         return False
     if any(getattr(c, "model_type", None) and c.model_type not in MODEL_MECHANISMS for c in subs.values()):
         return False  # a tower of a fixed config class that is not read (cheap: no config is built)
@@ -118,3 +122,61 @@ def composite_read(model_type: str) -> bool:
 def composite_model_types() -> tuple[str, ...]:
     """Every model type of the pinned transformers read as its towers (:func:`composite_read`)."""
     return tuple(t for t in all_model_types() if composite_read(t))
+
+
+#: Transformers' Auto mapping names (``MODEL_FOR_<TASK>_MAPPING_NAMES``) by modality, in the order a
+#: model type is given the first that names it: a model type in an image-text-to-text mapping is
+#: multimodal even when it is also in an image one.
+MODALITY_TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("multimodal", ("IMAGE_TEXT_TO_TEXT", "MULTIMODAL", "VISUAL_QUESTION", "DOCUMENT_QUESTION", "ZERO_SHOT", "RETRIEVAL")),
+    ("video", ("VIDEO",)),
+    ("time series", ("TIME_SERIES",)),
+    ("audio", ("AUDIO", "CTC", "SPEECH", "SPECTROGRAM", "WAVEFORM", "RNNT", "TDT")),
+    ("vision", (
+        "IMAGE", "BACKBONE", "DEPTH", "OBJECT", "SEGMENTATION", "KEYPOINT", "MASK_GENERATION", "ESTIMATION",
+        "MATTING", "TABLE_RECOGNITION", "TEXT_RECOGNITION",
+    )),
+)  # fmt: skip
+
+#: A model type that no task mapping names (a tower or part of a composite model: ``siglip_vision_model``,
+#: ``speecht5_hifigan``): its modality from the words of its name, in this order; else ``text``
+#: when a text mapping or ``AutoModel`` names it, else ``other``.
+MODALITY_WORDS: tuple[tuple[str, str], ...] = (
+    ("text", r"_text(_model)?$"),  # a tower's text model (owlvit_text_model, videoprism_text_model)
+    ("multimodal", r"multimodal"),
+    ("video", r"video"),
+    (
+        "audio",
+        r"audio|vibevoice|speech|wav|hifigan|bigvgan|codec|asr|mimi|tts|token2wav|talker|dit$|acoustic|clvp|dia_|canary|moshi|musicgen|diariz|transcribe|csm",
+    ),
+    (
+        "vision",
+        r"vision|visual|vit|image|vq|sam|dinov|swin|hiera|detr|codebook|perceiver|perciever|mask_decoder|prompt_encoder|geometry|sapiens|ocr|florence|molmo2_adapter|nougat",
+    ),
+    ("text", r"text|decoder|encoder|qformer|blt|language|t5|gemma|step|rag|layoutxlm|evolla|esm"),
+)
+
+
+@functools.cache
+def modality(model_type: str) -> str:
+    """The modality of ``model_type``, derived from transformers' Auto mappings (:data:`MODALITY_TASKS`):
+    ``text`` for a text model type (:func:`text_kind`), else the first modality whose task mapping
+    names it, else by the words of its name (:data:`MODALITY_WORDS`), else ``other``."""
+    import re
+
+    from transformers.models.auto import modeling_auto
+
+    if text_kind(model_type) is None:
+        return "text"
+    names = [
+        n
+        for n in dir(modeling_auto)
+        if n.endswith("_MAPPING_NAMES") and n != "CONFIG_MAPPING_NAMES" and model_type in getattr(modeling_auto, n)
+    ]
+    for label, words in MODALITY_TASKS:
+        if any(w in n for n in names for w in words):
+            return label
+    for label, pattern in MODALITY_WORDS:
+        if re.search(pattern, model_type, re.IGNORECASE):
+            return label
+    return "text" if names else "other"

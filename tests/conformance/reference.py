@@ -1052,7 +1052,50 @@ def conformance_problems(model_type: str, directory: Path) -> list[str]:
 
 def record_problems(model, record, directory: Path) -> list[str]:
     """What disagrees between ``model`` (transformers' module) and ``record`` (our reading of its
-    saved checkpoint in ``directory``): every mechanism against the model's own modules."""
+    saved checkpoint in ``directory``): every mechanism against the model's own modules. The
+    mechanisms of a ``backbone`` tower (``backbone_config``: UperNet's ResNet) are checked against
+    the backbone's own module, and the others against the model without it (unless a forward pass
+    is needed: RoPE kinds), so that a head declared free of positions is not blamed for its
+    backbone's grid and a backbone's positions are not taken for the head's."""
+    from flax_posenc.conversion.models import ModelRecord
+
+    backbone = [m for m in record.mechanisms if m.tower == "backbone"]
+    if not backbone:
+        return _record_problems(model, record, directory)
+    name, module = _backbone_module(model)
+    if module is None:
+        return ["backbone tower: no module of the model is built from its backbone_config"]
+    own = ModelRecord(record.source, record.model_type, tuple(m for m in record.mechanisms if m.tower != "backbone"))
+    sub = ModelRecord(record.source, getattr(module.config, "model_type", None), tuple(backbone))
+    problems = [f"backbone tower: {p}" for p in _record_problems(module, sub, directory)]
+    if any(m.kind in ("rope", "mrope") for m in own.mechanisms):
+        return problems + _record_problems(model, own, directory)
+    parent, _, leaf = name.rpartition(".")
+    holder = model.get_submodule(parent) if parent else model
+    import torch
+
+    setattr(holder, leaf, torch.nn.Module())  # the model less its backbone, for the head's own checks
+    try:
+        return problems + _record_problems(model, own, directory)
+    finally:
+        setattr(holder, leaf, module)
+
+
+def _backbone_module(model):
+    """``(name, module)`` of the backbone of ``model`` (the shallowest module built from
+    ``model.config.backbone_config``, or whose config is that config's class), else ``("", None)``."""
+    target = getattr(model.config, "backbone_config", None)
+    if target is None:
+        return "", None
+    for name, module in sorted(model.named_modules(), key=lambda nm: nm[0].count(".")):
+        config = getattr(module, "config", None)
+        if module is not model and (config is target or (config is not None and config.to_dict() == target.to_dict())):
+            return name, module
+    return "", None
+
+
+def _record_problems(model, record, directory: Path) -> list[str]:
+    """:func:`record_problems` of one model and the mechanisms that are its own."""
     problems: list[str] = []
     rotary = _rotary_modules(model)
     ropes = [m for m in record.mechanisms if m.kind == "rope"]

@@ -145,8 +145,122 @@ _SPEECH = {
     "conv_stride": (5, 2),
 }
 
+#: A tiny ResNet backbone (``backbone_config`` of UperNet), four stages of width 8.
+_RESNET_BACKBONE = {
+    "model_type": "resnet",
+    "embedding_size": 8,
+    "hidden_sizes": [8, 8, 8, 8],
+    "depths": [1, 1, 1, 1],
+    "layer_type": "basic",
+    "out_features": ["stage1", "stage2", "stage3", "stage4"],
+}
+#: A tiny DINOv2 backbone (``backbone_config`` of Depth Anything): a 4 x 4 grid, 4 layers of width 32.
+_DINOV2_BACKBONE = {
+    "model_type": "dinov2",
+    "hidden_size": 32,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 2,
+    "mlp_ratio": 2,
+    "image_size": 56,
+    "patch_size": 14,
+    "out_features": ["stage1", "stage2", "stage3", "stage4"],
+}
+
 #: Per-model-type field overrides (applied after :data:`SMALL`).
 OVERRIDES: dict[str, dict[str, Any]] = {
+    # models declared free of positions (convolutional vision and audio, VQGAN tokenizers), tiny
+    "cvt": {
+        "embed_dim": [8, 16, 16],
+        "num_heads": [1, 2, 2],
+        "depth": [1, 2, 3],
+    },  # depth[i] > i: CvT indexes its drop-path rates by stage
+    "focalnet": {"embed_dim": 8, "hidden_sizes": [16, 32, 64, 64], "depths": [1, 1, 1, 1], "image_size": 32},
+    **{
+        t: {"hidden_sizes": [8, 16, 16, 16], "num_attention_heads": [1, 1, 1, 1], "depths": [1, 1, 1, 1]}
+        for t in ("segformer", "pvt_v2")
+    },
+    "glpn": {
+        "hidden_sizes": [8, 16, 16, 16],
+        "num_attention_heads": [1, 1, 1, 1],
+        "depths": [1, 1, 1, 1],
+        "decoder_hidden_size": 16,
+    },
+    **{t: {"scale": 0.25} for t in ("pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4")},
+    "rt_detr_resnet": {
+        "embedding_size": 8,
+        "hidden_sizes": [8, 8, 8, 8],
+        "depths": [1, 1, 1, 1],
+        "layer_type": "basic",
+    },
+    "superpoint": {"encoder_hidden_sizes": [8, 8, 8, 8], "decoder_hidden_size": 16, "descriptor_decoder_dim": 16},
+    "flava_image_codebook": {"hidden_size": 16, "num_blocks_per_group": 1, "vocab_size": 16},
+    # VQGANs with one spatial attention block (GroupNorm needs multiples of 32 channels)
+    "chameleon_vqgan": {
+        "embed_dim": 8,
+        "num_embeddings": 16,
+        "latent_channels": 8,
+        "resolution": 32,
+        "base_channels": 32,
+        "channel_multiplier": [1, 1],
+        "num_res_blocks": 1,
+        "attn_resolutions": [16],
+    },
+    "janus_vqgan": {
+        "embed_dim": 8,
+        "num_embeddings": 16,
+        "latent_channels": 8,
+        "base_channels": 32,
+        "channel_multiplier": [1, 1],
+        "num_res_blocks": 1,
+        "projection_dim": 16,
+        "image_token_embed_dim": 16,
+    },
+    "emu3_vqgan": {
+        "codebook_size": 16,
+        "base_channels": 32,
+        "channel_multiplier": [1, 1],
+        "num_res_blocks": 1,
+        "attn_resolutions": [1],
+        "hidden_size": 32,
+    },
+    "glm_image_vqmodel": {"embed_dim": 8, "num_embeddings": 16, "latent_channels": 8},
+    "encodec": {"hidden_size": 16, "num_filters": 4, "codebook_size": 16, "codebook_dim": 16, "num_lstm_layers": 1},
+    **{
+        t: {
+            "model_in_dim": 8,
+            "upsample_initial_channel": 16,
+            "upsample_rates": [2, 2],
+            "upsample_kernel_sizes": [4, 4],
+            "resblock_kernel_sizes": [3],
+            "resblock_dilation_sizes": [[1, 3]],
+        }
+        for t in ("fastspeech2_conformer_hifigan", "speecht5_hifigan")
+    },
+    "qwen2_5_omni_bigvgan": {
+        "mel_dim": 8,
+        "upsample_initial_channel": 16,
+        "upsample_rates": [2, 2],
+        "upsample_kernel_sizes": [4, 4],
+        "resblock_kernel_sizes": [3],
+        "resblock_dilation_sizes": [[1, 3, 5]],
+    },
+    "vibevoice_acoustic_tokenizer": {
+        "hidden_size": 16,
+        "num_filters": 4,
+        "downsampling_ratios": [2, 2],
+        "depths": [1, 1, 1],
+    },
+    # time-series transformers: their default config has no prediction_length, and builds nothing without one
+    **{t: {"prediction_length": 4, "context_length": 8} for t in ("time_series_transformer", "informer", "autoformer")},
+    # heads around a backbone (backbone_config, read as the backbone tower)
+    "upernet": {"backbone_config": _RESNET_BACKBONE, "hidden_size": 16, "auxiliary_channels": 8, "pool_scales": [1, 2]},
+    "depth_anything": {
+        "backbone_config": _DINOV2_BACKBONE,
+        "reassemble_hidden_size": 32,
+        "neck_hidden_sizes": [8, 8, 16, 16],
+        "fusion_hidden_size": 8,
+        "head_hidden_size": 8,
+    },
     "gptj": {"rotary_dim": 8},
     # JetMoE's head width is kv_channels (its head_dim alias): not hidden_size / heads, so a reading
     # that divides is caught
@@ -550,9 +664,52 @@ def tiny_model(model_type: str, seed: int = 0):
             model = getattr(transformers, MODEL_CLASSES[model_type])(config).float()
         elif tower is not None:
             model = tower(config).float()
+        elif (cls := model_class(model_type, config)) is not None:
+            model = cls._from_config(config, torch_dtype=torch.float32)
         else:
             model = AutoModel.from_config(config, torch_dtype=torch.float32)
     return model.eval()
+
+
+def model_class(model_type: str, config) -> type | None:
+    """The class :func:`tiny_model` builds when ``AutoModel`` does not know ``model_type``: the first
+    of transformers' Auto mappings that names it (UperNet: semantic segmentation), else the class
+    of the config's own package whose ``config_class`` is ``type(config)`` (a vocoder, a VQGAN);
+    ``None``: ``AutoModel`` knows it.
+
+    Raises:
+      ValueError: no class of transformers takes this config (one line naming the config class).
+    """
+    import importlib
+    import pkgutil
+
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    if model_type in modeling_auto.MODEL_MAPPING_NAMES:
+        return None
+    for name in sorted(dir(modeling_auto)):
+        mapping = getattr(modeling_auto, name)
+        if name.endswith("_MAPPING_NAMES") and "CONFIG" not in name and isinstance(mapping, dict):
+            if model_type in mapping:
+                found = mapping[model_type]
+                return getattr(transformers, found if isinstance(found, str) else found[0])
+    package = importlib.import_module(type(config).__module__.rsplit(".", 1)[0])
+    classes = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("modeling_"):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            classes += [
+                v
+                for v in vars(module).values()
+                if isinstance(v, type)
+                and v.__module__ == module.__name__
+                and getattr(v, "config_class", None) is type(config)
+                and "PreTrained" not in v.__name__
+            ]
+    if not classes:
+        raise ValueError(f"no model class of transformers takes {type(config).__name__} (a part of another model)")
+    return min(classes, key=lambda c: (len(c.__name__), c.__name__))
 
 
 def tiny_composite_config(model_type: str):

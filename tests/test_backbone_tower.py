@@ -1,0 +1,107 @@
+"""``backbone_config`` read as a tower (``backbone``): a detection, segmentation or depth head
+(UperNet, Depth Anything) read by a row of its own, its backbone beside it as its own model type;
+an unread backbone named; a head whose own mechanism is not read (DETR) refused even when its
+backbone is read.
+
+The values of each backbone against transformers' own module: ``tests/test_conformance.py``
+(``upernet``, ``depth_anything``: :func:`conformance.reference.record_problems` checks the
+backbone tower against the backbone module, the head against the model without it).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flax_posenc.conversion import inspect_source
+from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, TOWER_FIELDS, TOWER_UNITS
+from flax_posenc.errors import CheckpointError
+
+_RESNET = {"model_type": "resnet", "embedding_size": 8, "hidden_sizes": [8, 8], "depths": [1, 1]}
+_SWIN = {"model_type": "swin", "embed_dim": 16, "depths": [1, 1], "num_heads": [1, 1], "window_size": 4}
+_DINOV2 = {"model_type": "dinov2", "hidden_size": 32, "image_size": 56, "patch_size": 14, "num_attention_heads": 2}
+
+
+def _write(path, config):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def test_backbone_is_a_tower_of_image_pixels():
+    assert TOWER_FIELDS["backbone_config"] == "backbone"
+    assert TOWER_UNITS["backbone"] == "image pixels" == TOWER_UNITS["vision"]
+    assert HEAD_TOWER_FIELDS == {"backbone_config"}
+
+
+def test_head_and_read_backbone(tmp_path):
+    """UperNet (convolutional head) over a ResNet: both free of positions, each labelled with its tower."""
+    record = inspect_source(_write(tmp_path / "u", {"model_type": "upernet", "backbone_config": _RESNET}))
+    assert [(m.kind, m.tower) for m in record.mechanisms] == [("none", "vision"), ("none", "backbone")]
+    assert record.unread == () and record.limit is None
+    report = record.to_dict()
+    assert report["towers"] == ["backbone", "vision"] and report["unread_towers"] == []
+    assert "(backbone tower)" in str(record)
+
+
+def test_unread_backbone_is_named(tmp_path, capsys):
+    """UperNet over a Swin backbone: the head is read, the backbone is listed as not read with its mechanism."""
+    from flax_posenc.conversion.models import refusal
+    from flax_posenc.report.cli import main
+
+    d = _write(tmp_path / "u", {"model_type": "upernet", "backbone_config": _SWIN})
+    record = inspect_source(d)
+    assert [(m.kind, m.tower) for m in record.mechanisms] == [("none", "vision")]
+    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("backbone", "backbone_config", "swin")]
+    assert record.unread[0].reason == refusal("swin")
+    assert "backbone tower (backbone_config: swin) NOT READ" in str(record)
+    assert main(["inspect", str(d), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["unread_towers"] == [record.unread[0].to_dict()]
+    assert main(["check", str(d), "--image-size", "64"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "backbone tower (backbone_config: swin) NOT READ" in err and len(err.splitlines()) == 1
+
+
+def test_backbone_grid_is_checked_by_image_size(tmp_path, capsys):
+    """Depth Anything over DINOv2: the backbone's grid answers --image-size (56 px fits, 112 px does not)."""
+    from flax_posenc.report.cli import main
+
+    d = _write(tmp_path / "da", {"model_type": "depth_anything", "backbone_config": _DINOV2})
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"backbone.embeddings.position_embeddings": np.zeros((1, 17, 32), np.float32)}, d / "model.safetensors")
+    record = inspect_source(d)
+    assert [(m.kind, m.tower) for m in record.mechanisms] == [("none", "vision"), ("grid", "backbone")]
+    assert main(["check", str(d), "--image-size", "56"]) == 0
+    assert main(["check", str(d), "--image-size", "112"]) == 1
+    capsys.readouterr()
+
+
+def test_timm_backbone_is_unread(tmp_path):
+    record = inspect_source(
+        _write(tmp_path / "u", {"model_type": "upernet", "use_timm_backbone": True, "backbone": "resnet50"})
+    )
+    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("backbone", "backbone", "timm:resnet50")]
+    assert "timm" in record.unread[0].reason
+
+
+def test_head_not_read_is_refused_although_its_backbone_is(tmp_path):
+    """DETR's own positions (its head's) are not in the registry: a read ResNet backbone does not make it read."""
+    from flax_posenc.conversion.models import MODEL_MECHANISMS
+
+    if "detr" in MODEL_MECHANISMS:  # once DETR's sine rows land, a made-up head stands in for it
+        config = {"model_type": "no_such_detector", "backbone_config": _RESNET}
+    else:
+        config = {"model_type": "detr", "backbone_config": _RESNET}
+    with pytest.raises(CheckpointError, match=config["model_type"]) as info:
+        inspect_source(_write(tmp_path / "d", config))
+    assert "\n" not in str(info.value)
+
+
+def test_composite_catalog_never_reads_a_head_by_its_backbone():
+    from conformance.catalog import composite_read
+
+    assert not composite_read("detr") and not composite_read("upernet")

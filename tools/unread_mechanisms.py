@@ -1,0 +1,416 @@
+"""Derive ``flax_posenc/conversion/unread_mechanisms.py``: every model type not read, with the
+position mechanism it has that the library does not read (or why it cannot be built here).
+
+Two steps, so that the slow one runs once:
+
+    python tools/unread_mechanisms.py --scan     # build every unread type on the meta device
+                                                 # (its tiny config, else its default one) and record
+                                                 # its position modules and tensors and any error in
+                                                 # benchmarks/results/unread-scan.json (minutes)
+    python tools/unread_mechanisms.py --write    # write the data module from that scan, the
+                                                 # hand-checked lines in MANUAL and the registry
+
+What the scan looks for, in the model transformers builds (not in the file's text, so that a
+class defined but unused does not count): module classes named for positions (``CLASS_WORDS``:
+RotaryEmbedding, PositionEmbeddingSine, RelPositionalEncoding, PositionalConvEmbedding, ...) and
+parameters or buffers named for them (``NAME_WORDS``: relative_position_bias_table, rel_pos_h,
+pos_conv_embed, position_embeddings, inv_freq, wpe, ...). :func:`mechanism_line` turns them into one
+line naming the mechanism and the class or tensor it was found in; a type where nothing is found,
+or where the finding needs reading, has its line in :data:`MANUAL` (each checked by reading its
+modeling file). Composite types (``sub_configs``) are listed with the towers that are not read.
+
+A type is *unbuildable* when neither its tiny config nor its default config builds here; its
+line is transformers' own error (a missing optional dependency, a config that needs a field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import signal
+import sys
+import traceback
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+SCAN = ROOT / "benchmarks" / "results" / "unread-scan.json"
+MODULE = ROOT / "flax_posenc" / "conversion" / "unread_mechanisms.py"
+
+#: Module class names that suggest a position mechanism.
+CLASS_WORDS = re.compile(
+    r"Rotary|Rope|RoPE|Position|Positional|PosEmb|PosEnc|RelPos|Sinusoid|Relative|Axial|Fourier|Bucket|Sine",
+)
+#: Parameter and buffer names that suggest a position mechanism.
+NAME_WORDS = re.compile(
+    r"position|(^|[._])(pos|rel)_|pos_embed|rotary|relative|sinusoid|inv_freq|row_embed|col_embed|bbox|freqs"
+    r"|(^|\.)wpe\.|embed_timestep|attention_biases|distance_embedding|time_embed|level_embed|query_pos",
+    re.IGNORECASE,
+)
+
+#: Hand-checked lines (each from reading the model type's modeling file in transformers 5.24.0):
+#: where the scan finds nothing (the position enters without a tensor named for it, or only in
+#: a config the default does not build), or where its finding needs a better name.
+MANUAL: dict[str, str] = {
+    "align_vision_model": "not verified: ALIGN's EfficientNet vision tower has no position tensor, but no conformance case declares it",
+    "apertus1p5_vision_tokenizer": "not verified: a vision tokenizer with no position tensor found, not declared without a conformance case",
+    "beit": "BEiT relative position bias (BeitRelativePositionBias: use_relative_position_bias / use_shared_relative_position_bias) and absolute embeddings (use_absolute_position_embeddings)",
+    "data2vec-vision": "BEiT relative position bias (Data2VecVisionRelativePositionBias: use_relative_position_bias / use_shared_relative_position_bias) and absolute embeddings (use_absolute_position_embeddings)",
+    "blip_2_qformer": "the Q-Former's learned query tokens (query_tokens of its BLIP-2 model) beside a text position table (blip_2_qformer is read only within BLIP-2)",
+    "decision_transformer": "Decision Transformer's learned timestep table (embed_timestep, max_ep_len rows) and its GPT-2 position table (wpe)",
+    "flava_multimodal_model": "FLAVA's multimodal encoder takes its image and text towers' states: their position tables (flava_image_model, flava_text_model) are not read",
+    "florence_vision": "Florence-2's DaViT vision tower: learned 2-D absolute positions (Florence2VisionLearnedAbsolutePositionEmbedding2D) and 1-D cosine positions (Florence2VisionPositionalEmbeddingCosine1D) of its projector",
+    "idefics2_perceiver": "the perceiver resampler's learned latents (read only within Idefics 2)",
+    "imagegpt": "ImageGPT's learned position table (wpe) over pixels",
+    "levit": "LeViT attention biases indexed by relative offset (attention_biases, attention_bias_idxs)",
+    "moshi_depth": "Moshi's depth decoder: per-codebook weights (MoshiFlexibleLinear: one weight per position in the codebook sequence)",
+    "patchtsmixer": "PatchTSMixer's optional positional encoding (use_positional_encoding: PatchTSMixerPositionalEncoding, sincos or random) over patches",
+    "perceiver": "Perceiver's position encodings of its preprocessors (PerceiverTrainablePositionEncoding, PerceiverFourierPositionEncoding)",
+    "timesfm": "TimesFM's sinusoidal position embedding over patches (TimesFmPositionalEmbedding: computed per call, no buffer)",
+    "videomae": "VideoMAE's fixed sinusoid table (get_sinusoid_encoding_table: a plain tensor, not a buffer)",
+    "vjepa2": "V-JEPA 2's 3-D rotary attention (VJEPA2RopeAttention: depth, height and width frequencies computed per call)",
+    "wav2vec2-bert": "wav2vec2-BERT's relative positions (position_embeddings_type: relative_key distance_embedding, relative, or rotary)",
+    "timm_backbone": "a timm model: its positions depend on the timm architecture it wraps, which is not read",
+    "timm_wrapper": "a timm model: its positions depend on the timm architecture it wraps, which is not read",
+    "sam3_detr_encoder": "SAM 3's DETR encoder: 2-D sine positions passed in by the SAM 3 model (Sam3SinePositionEmbedding), not read",
+    "sam3_lite_text_detr_encoder": "SAM 3's DETR encoder: 2-D sine positions passed in by the SAM 3 model (Sam3LiteTextSinePositionEmbedding), not read",
+    "sam3_mask_decoder": "SAM 3's mask decoder: positions passed in by the SAM 3 model, not read",
+    "sam3_lite_text_mask_decoder": "SAM 3's mask decoder: positions passed in by the SAM 3 model, not read",
+    "uvdoc_backbone": "not verified: UVDoc's convolutional backbone, not declared without a conformance case",
+    "wavtokenizer_encoder": "not verified: WavTokenizer's convolutional encoder, not declared without a conformance case",
+    "vibevoice_acoustic_tokenizer_decoder": "not verified: VibeVoice's convolutional decoder, not declared without a conformance case",
+    "vibevoice_acoustic_tokenizer_encoder": "not verified: VibeVoice's convolutional encoder, not declared without a conformance case",
+}
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [s.strip() for s in str(e).splitlines() if s.strip()]
+    if lines:
+        text = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+        text = f"{type(e).__name__}: {text}"
+        return text if len(text) <= 200 else text[:197] + "..."
+    tb = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{type(e).__name__} at {tb.filename.split('site-packages/')[-1]}:{tb.lineno}"
+
+
+def scan_one(model_type: str) -> dict:
+    """``{"composite": True}`` for a config with sub-configs; else the position module classes and
+    tensor names of ``model_type``'s model built on the meta device (``"built"``: ``"tiny"`` or
+    ``"default"``), or ``{"error": ...}``: transformers' error building its default config."""
+    import torch
+    from conformance.tiny import model_class, quiet, tiny_config
+    from transformers import CONFIG_MAPPING, AutoModel
+
+    if getattr(CONFIG_MAPPING[model_type], "sub_configs", None):
+        try:
+            with quiet():
+                CONFIG_MAPPING[model_type]()
+        except Exception as e:  # noqa: BLE001 - transformers' own error is what we record
+            return {"error": _one_line(e)}
+        return {"composite": True}
+    errors = []
+    for label in ("tiny", "default"):
+        try:
+            with quiet():
+                config = tiny_config(model_type) if label == "tiny" else CONFIG_MAPPING[model_type]()
+            cls = model_class(model_type, config)
+            with quiet(), torch.device("meta"):
+                if cls is None:
+                    model = AutoModel.from_config(config)
+                else:
+                    model = cls._from_config(config)
+        except Exception as e:  # noqa: BLE001 - transformers' own error is what we record
+            errors.append(_one_line(e))
+            continue
+        names = [n for n, _ in [*model.named_parameters(), *model.named_buffers()] if NAME_WORDS.search(n)]
+        return {
+            "built": label,
+            "class": type(model).__name__,
+            "modules": sorted({type(m).__name__ for m in model.modules() if CLASS_WORDS.search(type(m).__name__)}),
+            "names": sorted({re.sub(r"\.\d+\.", ".N.", n) for n in names})[:24],
+        }
+    return {"error": errors[-1]}
+
+
+def scan(model_types: list[str]) -> dict[str, dict]:
+    """:func:`scan_one` of each model type, 120 s at most each."""
+
+    def alarm(*_):
+        raise _Timeout
+
+    out = {}
+    for t in model_types:
+        signal.signal(signal.SIGALRM, alarm)
+        signal.alarm(120)
+        try:
+            out[t] = scan_one(t)
+        except _Timeout:
+            out[t] = {"error": "TimeoutError: building it on the meta device took over 120 s"}
+        finally:
+            signal.alarm(0)
+        print(t, "error" if "error" in out[t] else "ok", flush=True)
+    return out
+
+
+def _names(found: list[str], *words: str) -> list[str]:
+    return [n for n in found if any(w in n for w in words)]
+
+
+def _short(name: str) -> str:
+    """The last two parts of a tensor name, less ``weight``/``bias`` (``attention.self.relative_position_bias_table``
+    -> ``self.relative_position_bias_table``)."""
+    parts = [p for p in name.split(".") if p not in ("weight", "bias", "N")]
+    return ".".join(parts[-2:])
+
+
+def mechanism_line(model_type: str, rec: dict) -> str | None:
+    """One line naming the position mechanism(s) a scan found, or ``None`` (nothing found)."""
+    mods, names = rec.get("modules", []), rec.get("names", [])
+    names = [n for n in names if not n.endswith("position_ids")]
+    out: list[str] = []
+
+    def first(words: tuple[str, ...], what: str) -> None:
+        hit = _names(names, *words)
+        if hit:
+            out.append(f"{what} ({_short(hit[0])})")
+
+    def cls(pattern: str, what: str) -> bool:
+        hit = [m for m in mods if re.search(pattern, m)]
+        if hit:
+            out.append(f"{what} ({', '.join(hit[:2])})")
+        return bool(hit)
+
+    first(("relative_position_bias_table",), "Swin-style window relative position bias table")
+    first(("continuous_position_bias_mlp",), "SwinV2 continuous log-spaced position bias")
+    first(("rel_pos_h",), "SAM/ViTDet decomposed relative positions rel_pos_h / rel_pos_w")
+    if not cls(r"PositionalConv", "wav2vec2-style convolutional positional embedding"):
+        first(("pos_conv_embed", "encode_positions.conv"), "wav2vec2-style convolutional positional embedding")
+    cls(
+        r"RelPositional|RelativePositionEmbedding|RelativePositionalEncoding",
+        "Conformer/XL relative positional encoding",
+    )
+    first(("pos_bias_u",), "Transformer-XL content and position biases")
+    first(("gru_rel_pos",), "WavLM gated relative position bias")
+    first(("rel_pos_emb", "emb_rel_k", "relative_k_proj"), "relative position embeddings")
+    cls(r"Sine", "DETR-style 2-D sine embedding")
+    first(("h_position_embeddings", "x_position_embeddings"), "LayoutLM 2-D bounding-box tables")
+    first(("relative_attention_bias", "RelativePositionBias"), "T5-style bucketed relative attention bias")
+    cls(r"RelativePositionBias|RelativeAttentionBias", "relative attention bias")
+    vision = re.search(r"vision|vit|pixtral|sam|image|dinov3|eomt|mlcd|loftr", model_type) and "text" not in model_type
+    if not cls(r"Rotary|Rope", "rotary embedding of image patches" if vision else "rotary embedding"):
+        first(("inv_freq", "freqs_ci"), "rotary frequencies")
+    if not cls(r"Sinusoid|Sinus", "sinusoidal position table"):
+        first(
+            ("embed_positions.weights", "positional_embedding.positional_embedding", "pe_k"),
+            "sinusoidal position table",
+        )
+    grid = vision or re.search(
+        r"patch|mae|msn|hiera|ijepa|radio|pixio|yolos|mgp|pvt|seggpt|vivit|timesformer|dinov2", model_type
+    )
+    names = [n for n in names if not re.search(r"inv_freq|inv_timescales|freqs|pos_proj", n)]  # not a table
+    if not out or not any("table" in o or "grid" in o for o in out):
+        first(
+            (
+                "position_embedding",
+                "pos_embed",
+                "embed_positions",
+                "positional_embedding",
+                "row_embed",
+                "wpe.",
+                "time_embeddings",
+            ),
+            "learned patch-position grid" if grid else "learned position table",
+        )
+    first(("time_embed",), "a time-step embedding")
+    first(("distance_embedding",), "relative key distance embedding")
+    first(("attention_biases",), "attention biases by relative offset")
+    if not out and (mods or names):  # named for positions, but no rule above names the mechanism
+        out.append(f"position encoding ({', '.join([*mods[:2], *map(_short, names[:2])])})")
+    return "; ".join(dict.fromkeys(out)) or None
+
+
+def _why(tower: str, lines: dict[str, str]) -> str:
+    """The first clause of a tower type's own line (its refusal), short enough for a composite's line."""
+    from flax_posenc.conversion.models import REFUSED_MODEL_TYPES
+
+    line = lines.get(tower) or REFUSED_MODEL_TYPES.get(tower) or "not read"
+    return line.removeprefix("not read: ").split("; ")[0]
+
+
+def _tower_line(model_type: str, read: set[str], lines: dict[str, str]) -> str:
+    """A composite's line: its sub-configs that are not read (each with its own line when it has one)."""
+    from conformance.catalog import composite_towers
+
+    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, TOWER_FIELDS
+
+    towers = composite_towers(model_type) or ()
+    if not towers:
+        return "a composite config that cannot be built with its defaults here (its towers are not known)"
+    parts = []
+    head = False
+    for field, tower in towers:
+        if field in HEAD_TOWER_FIELDS:
+            head = True
+        if tower in read and field in TOWER_FIELDS:
+            continue
+        if tower in read:
+            parts.append(f"{field} ({tower}, read on its own) is not a text, vision, audio or backbone tower")
+        elif not tower:
+            parts.append(f"{field} (a sub-config without a model type)")
+        else:
+            parts.append(f"{field} {tower} ({_why(tower, lines)})")
+    if head:
+        own = _own_position_classes(model_type)
+        parts.insert(0, f"its own head's positions ({', '.join(own) if own else 'no position class found'})")
+    if not parts:
+        return "every tower is read, but the composite is not: its own glue is not verified"
+    return "; ".join(parts)
+
+
+def _own_position_classes(model_type: str) -> list[str]:
+    """Position classes defined in ``model_type``'s own modeling files (a DETR head's sine embedding)."""
+    import importlib
+
+    from transformers import CONFIG_MAPPING
+
+    package = importlib.import_module(CONFIG_MAPPING[model_type].__module__.rsplit(".", 1)[0])
+    path = pathlib.Path(package.__file__).parent
+    found = []
+    for file in sorted(path.glob("modeling_*.py")):
+        found += re.findall(
+            r"^class (\w*(?:Sine|Sinusoid|PositionEmbedding|PositionalEncoding|Rotary|RelPos)\w*)\(",
+            file.read_text(),
+            re.M,
+        )
+    return list(dict.fromkeys(found))[:3]
+
+
+def _config_error(model_type: str) -> str:
+    """Transformers' error building ``model_type``'s default config (one line)."""
+    from conformance.tiny import quiet
+    from transformers import CONFIG_MAPPING
+
+    try:
+        with quiet():
+            CONFIG_MAPPING[model_type]()
+    except Exception as e:  # noqa: BLE001 - its error is the line
+        return _one_line(e)
+    return "its default config builds, but not its sub-configs' models"
+
+
+def derive(scanned: dict[str, dict], *, composites: bool = True) -> tuple[dict[str, str], dict[str, str]]:
+    """``(unread, unbuildable)``: model type -> the mechanism not read; model type -> transformers' error
+    (``composites=False``: without the composite types' rows, which build every composite config)."""
+    from conformance.catalog import all_model_types, composite_read, composite_towers
+
+    from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
+
+    read = set(MODEL_MECHANISMS)
+    unread: dict[str, str] = {}
+    unbuildable: dict[str, str] = {}
+    for t, rec in scanned.items():
+        if t in read or t in REFUSED_MODEL_TYPES or t not in all_model_types():
+            continue
+        if t in MANUAL:
+            unread[t] = MANUAL[t]
+        elif "error" in rec:
+            unbuildable[t] = re.sub(r"/\S*site-packages/", "", rec["error"])  # no path of this machine
+        elif not rec.get("composite"):
+            line = mechanism_line(t, rec)
+            unread[t] = (
+                line or "not verified: no position tensor or module found, not declared without a conformance case"
+            )
+    for t, rec in scanned.items():
+        if not composites:
+            break
+        if rec.get("composite") and t not in read and t not in REFUSED_MODEL_TYPES and t not in MANUAL:
+            if composite_read(t):
+                continue
+            if composite_towers(t) is None:  # its default config does not build here: transformers' error
+                unbuildable[t] = _config_error(t)
+                continue
+            unread[t] = _tower_line(
+                t, read, {**unread, **{k: f"cannot be built here: {v}" for k, v in unbuildable.items()}}
+            )
+    return dict(sorted(unread.items())), dict(sorted(unbuildable.items()))
+
+
+def render(unread: dict[str, str], unbuildable: dict[str, str]) -> str:
+    import transformers
+
+    def block(name: str, rows: dict[str, str]) -> list[str]:
+        return [
+            f"{name}: Mapping[str, str] = MappingProxyType(",
+            "    {",
+            *(f"        {k!r}: {v!r}," for k, v in rows.items()),
+            "    }",
+            ")",
+        ]
+
+    head = f'''"""Every model type of the pinned transformers that is not read, and why: data, numpy only.
+
+Written by ``python tools/unread_mechanisms.py --write`` (transformers {transformers.__version__}):
+one row per model type, sorted, ``model_type: the mechanism not read`` (named with the class or
+tensor of transformers' model where it was found). A row is dropped when a registry row reads the
+type: a type both here and in the registry fails at import (:mod:`flax_posenc.conversion.models`).
+
+- :data:`UNREAD_MECHANISMS`: the type has a position mechanism the library does not read (or, for
+  a composite type, the towers that are not read).
+- :data:`UNBUILDABLE_MODEL_TYPES`: transformers cannot build the type here (neither a tiny nor its
+  default config): its error, one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = ["TRANSFORMERS_VERSION", "UNBUILDABLE_MODEL_TYPES", "UNREAD_MECHANISMS"]
+
+#: The transformers release these rows were derived from.
+TRANSFORMERS_VERSION = "{transformers.__version__}"
+
+# fmt: off
+'''
+    body = [
+        "#: ``model_type -> the position mechanism not read`` (one line each, sorted).",
+        *block("UNREAD_MECHANISMS", unread),
+        "",
+        "#: ``model_type -> transformers' error`` building it here (one line each, sorted).",
+        *block("UNBUILDABLE_MODEL_TYPES", unbuildable),
+        "# fmt: on",
+    ]
+    return head + "\n".join(body) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scan", action="store_true", help=f"build every unread type; write {SCAN.relative_to(ROOT)}")
+    parser.add_argument("--write", action="store_true", help=f"write {MODULE.relative_to(ROOT)} from the scan")
+    parser.add_argument("types", nargs="*", help="scan only these model types (merged into the scan file)")
+    args = parser.parse_args()
+    if args.scan:
+        from conformance.catalog import all_model_types
+
+        from flax_posenc.conversion.models import MODEL_MECHANISMS
+
+        todo = args.types or [t for t in all_model_types() if t not in MODEL_MECHANISMS]
+        old = json.loads(SCAN.read_text()) if SCAN.is_file() and args.types else {}
+        old.update(scan(todo))
+        SCAN.write_text(json.dumps(dict(sorted(old.items())), indent=1) + "\n")
+    if args.write:
+        unread, unbuildable = derive(json.loads(SCAN.read_text()))
+        MODULE.write_text(render(unread, unbuildable))
+        print(f"wrote {MODULE.relative_to(ROOT)}: {len(unread)} unread, {len(unbuildable)} unbuildable")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
