@@ -23,7 +23,8 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(MAKE) --no-print-directory typecheck docs
-	$(PY) -m pytest -n 2 -q
+	# loadgroup: a test module with a module-scoped fixture stays on one worker (tests/conftest.py)
+	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 # mypy on flax_posenc/ and tests/typecheck/ (the public API called as users call it); [tool.mypy] in pyproject.toml
 typecheck: $(STAMP)

@@ -7,12 +7,18 @@
   located without flax_posenc; a missing wheel is a test *failure* with the install hint.
 - :func:`fast_xla_env` -- the environment for a compile-bound smoke run in a subprocess.
 - :data:`TINY_WHISPER` -- the config fields of a tiny Whisper.
+- :func:`cli_in_process` -- ``flax-posenc ARGS`` as ``main(ARGS)`` in the test's own process, its
+  exit code and output in a ``subprocess.CompletedProcess`` (no interpreter start-up, no second
+  jax/torch import: the console script itself is run in subprocesses by tests/test_cli.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +158,19 @@ def conv_positions_float64(
             y = (y - y.mean(-1, keepdims=True)) / np.sqrt(y.var(-1, keepdims=True) + 1e-5)
         x = gelu(y)
     return x
+
+
+def cli_in_process(*args: object) -> subprocess.CompletedProcess:
+    """``flax-posenc *args`` run as :func:`flax_posenc.report.cli.main` in this process.
+
+    Returns what :func:`subprocess.run` with ``capture_output=True, text=True`` returns for the
+    console script (``returncode``, ``stdout``, ``stderr``): ``main`` is the console script's entry
+    point, and every exit code and message comes from it. For tests where the subprocess itself is
+    not what is tested (tests/test_cli.py runs the real console script)."""
+    from flax_posenc.report.cli import main
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return subprocess.CompletedProcess(["flax-posenc", *argv], code, out.getvalue(), err.getvalue())
