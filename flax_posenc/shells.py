@@ -152,9 +152,6 @@ def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
         >>> from flax_posenc.block import PositionSpec
-    from flax_posenc.conv_position import add_conv_positions, conv_positions
-    from flax_posenc.conv_position_config import ConvPositionSpec
-    from flax_posenc.conversion.conv_positions import load_conv_positions
         >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
         Traceback (most recent call last):
         ...
