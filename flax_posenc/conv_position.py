@@ -60,9 +60,9 @@ def _check(hidden: jax.Array, kernel: jax.Array, bias: jax.Array, spec: ConvPosi
 
 
 def conv_positions(
-    hidden: jax.Array,
-    kernel: jax.Array,
-    bias: jax.Array,
+    hidden: jax.typing.ArrayLike,
+    kernel: jax.typing.ArrayLike,
+    bias: jax.typing.ArrayLike,
     spec: ConvPositionSpec,
     *,
     precision: jax.lax.PrecisionLike = jax.lax.Precision.HIGHEST,
@@ -91,10 +91,10 @@ def conv_positions(
     >>> conv_positions(jnp.arange(8.0).reshape(4, 2), jnp.ones(spec.kernel_shape), jnp.zeros((1, 2)), spec)[:, 0]
     Array([ 6., 15., 27., 22.], dtype=float32)
     """
-    hidden, kernel, bias = jnp.asarray(hidden), jnp.asarray(kernel), jnp.asarray(bias)
-    _check(hidden, kernel, bias, spec)
-    single = hidden.ndim == 2
-    x = hidden[None] if single else hidden
+    h, kernel, bias = jnp.asarray(hidden), jnp.asarray(kernel), jnp.asarray(bias)
+    _check(h, kernel, bias, spec)
+    single = h.ndim == 2
+    x = h[None] if single else h
     dtype = jnp.result_type(x.dtype, kernel.dtype, bias.dtype)
     x = x.astype(dtype)
     pad = spec.kernel_size // 2
@@ -119,7 +119,9 @@ def conv_positions(
     return x[0] if single else x
 
 
-def add_conv_positions(hidden: jax.Array, kernel: jax.Array, bias: jax.Array, spec: ConvPositionSpec) -> jax.Array:
+def add_conv_positions(
+    hidden: jax.typing.ArrayLike, kernel: jax.typing.ArrayLike, bias: jax.typing.ArrayLike, spec: ConvPositionSpec
+) -> jax.Array:
     """``hidden`` with its position term added, as the model's encoder adds it.
 
     At stride 1: ``hidden + conv_positions(hidden, ...)``. At a stride ``s`` (SEW, SEW-D: the
@@ -132,12 +134,12 @@ def add_conv_positions(hidden: jax.Array, kernel: jax.Array, bias: jax.Array, sp
     >>> add_conv_positions(jnp.ones((1, 7, 2)), jnp.zeros(spec.kernel_shape), jnp.zeros((1, 2)), spec).shape
     (1, 3, 2)
     """
-    hidden = jnp.asarray(hidden)
-    positions = conv_positions(hidden, kernel, bias, spec)
+    h = jnp.asarray(hidden)
+    positions = conv_positions(h, kernel, bias, spec)
     if spec.stride == 1:
-        return hidden + positions
+        return h + positions
     s = spec.stride
-    frames = hidden.shape[-2] // s
-    pooled = jnp.mean(hidden[..., : frames * s, :].reshape(*hidden.shape[:-2], frames, s, hidden.shape[-1]), axis=-2)
+    frames = h.shape[-2] // s
+    pooled = jnp.mean(h[..., : frames * s, :].reshape(*h.shape[:-2], frames, s, h.shape[-1]), axis=-2)
     n = min(frames, positions.shape[-2])
     return pooled[..., :n, :] + positions[..., :n, :]

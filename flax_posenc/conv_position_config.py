@@ -113,9 +113,9 @@ class ConvPositionSpec:
     def output_frames(self, frames: int) -> int:
         """Frames of the position term for ``frames`` input frames (``frames`` at stride 1; SEW:
         ``(frames + 2 * (k // 2) - k) // stride + 1 - trim``)."""
-        n = frames
+        n, cut = frames, int(self.trim or 0)  # trim is an int once built (None: the same-pad rule)
         for _ in range(self.num_layers):
-            n = (n + 2 * (self.kernel_size // 2) - self.kernel_size) // self.stride + 1 - self.trim
+            n = (n + 2 * (self.kernel_size // 2) - self.kernel_size) // self.stride + 1 - cut
         return n
 
     def to_dict(self) -> dict[str, Any]:

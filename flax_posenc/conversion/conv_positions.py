@@ -335,7 +335,7 @@ def _layer_keys(ckpt: CheckpointReader, row: ConvPositionFamily, layer: int) -> 
 
 
 def read_conv_positions(
-    row: ConvPositionFamily, config: Mapping[str, Any], source: str | os.PathLike, config_path: os.PathLike
+    row: ConvPositionFamily, config: Mapping[str, Any], source: str | os.PathLike, config_path: str | os.PathLike
 ) -> list[ConvPositionSource]:
     """The :class:`ConvPositionSource` of SOURCE for ``row`` (``[]``: no such convolution stored).
 

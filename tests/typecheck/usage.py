@@ -215,6 +215,6 @@ def convolutional_positions(path: str) -> None:
     conv = fp.nnx.ConvPositionalEmbedding(spec, rngs=nnx.Rngs(0))
     conv = fp.nnx.ConvPositionalEmbedding.from_pretrained(path)
     module, variables = fp.linen.ConvPositionalEmbedding.from_pretrained(path)
-    out: jax.Array = module.apply(variables, hidden, add=True)
+    out = module.apply(variables, hidden, add=True)
     linen_module: nn.Module = fp.linen.ConvPositionalEmbedding(spec)
     print(positions, summed, weight, conv(hidden), out, linen_module)
