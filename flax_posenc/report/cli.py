@@ -114,6 +114,7 @@ KIND_PHRASES: dict[str, str] = {
     "grid": "vision position grids (ViT, CLIP, SigLIP: check --image-size)",
     "none": "models without position encoding (state-space, recurrent)",
 }
+KIND_PHRASES["window_bias"] = "window relative position biases (Swin, SwinV2, BEiT with its class token)"  # issue 35
 
 
 def _description() -> str:
