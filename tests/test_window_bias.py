@@ -232,3 +232,34 @@ def test_conformance_notices_a_wrong_index(tmp_path, monkeypatch):
     )
     problems = conformance_problems("donut-swin", tmp_path)
     assert any("bias differs from the model's" in p for p in problems), problems
+
+
+def test_a_window_we_refuse_fails_in_transformers():
+    """The refusal of a window larger than a Swin stage's grid is transformers' own: its forward fails."""
+    from transformers import SwinConfig, SwinModel
+
+    config = SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=8)
+    with quiet():
+        model = SwinModel(config).eval()
+    with pytest.raises(RuntimeError, match="must match the size"), torch.no_grad():
+        model(torch.zeros(1, 3, 32, 32))
+
+
+def test_beit_with_shared_and_per_layer_tables_conforms(tmp_path, monkeypatch):
+    from conformance import tiny
+
+    monkeypatch.setitem(tiny.OVERRIDES, "beit", {**tiny.OVERRIDES["beit"], "use_shared_relative_position_bias": True})
+    assert conformance_problems("beit", tmp_path) == []
+    labels = [layer.label for layer in load_window_bias(tmp_path).layers]
+    assert labels == ["shared", "layer 0", "layer 1"]
+
+
+def test_conformance_notices_swinv2_read_without_its_pretrained_window(tmp_path, monkeypatch):
+    """The hook is not vacuous for the MLP: coordinates normalised by the layer's own window instead
+    of ``pretrained_window_sizes`` (the tiny SwinV2's stage 0 has 3) are caught."""
+    from flax_posenc import windows
+
+    real = windows.log_spaced_coords
+    monkeypatch.setattr(windows, "log_spaced_coords", lambda window, pretrained=0: real(window, 0))
+    problems = conformance_problems("swinv2", tmp_path)
+    assert any(p.startswith("stage 0 block 0: bias differs") for p in problems), problems
