@@ -263,3 +263,16 @@ def test_conformance_notices_swinv2_read_without_its_pretrained_window(tmp_path,
     monkeypatch.setattr(windows, "log_spaced_coords", lambda window, pretrained=0: real(window, 0))
     problems = conformance_problems("swinv2", tmp_path)
     assert any(p.startswith("stage 0 block 0: bias differs") for p in problems), problems
+
+
+def test_check_image_size_asks_the_window(swin, capsys):
+    from flax_posenc.report.cli import main
+
+    assert main(["check", str(swin), "--image-size", "64"]) == 0  # stages of 16 and 8 patches: the 4 x 4 window fits
+    assert "a 16 x 16 grid fits (last stage 8 x 8)" in capsys.readouterr().out
+    assert (
+        main(["check", str(swin), "--image-size", "16", "--json"]) == 1
+    )  # a 2 x 2 last stage: smaller than the window
+    report = json.loads(capsys.readouterr().out)
+    assert report["fits"] is False and report["scheme"] == "window_bias" and report["window"] == [4, 4]
+    assert report["message"].endswith("a 4 x 4 grid leaves 2 x 2 patches at the last stage, smaller than the window")
