@@ -118,6 +118,9 @@ def test_transformers_resize_equals_beit_forward(grid, new):
     with torch.no_grad():
         module.relative_position_bias_table.normal_()
         ref = module(new, interpolate_pos_encoding=False)[0].numpy()
+        # the interpolate_pos_encoding path resizes the bias again, to the token count: the same size
+        again = module(new, interpolate_pos_encoding=True, dim_size=new[0] * new[1] + 1)[0].numpy()
+    np.testing.assert_array_equal(again, ref)
     table = module.relative_position_bias_table.detach().numpy()
     ours = fp.window_bias(
         fp.resize_window_table(table, grid, new, class_token=True, convention="transformers"), new, class_token=True
