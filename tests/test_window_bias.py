@@ -106,7 +106,7 @@ def test_continuous_bias_equals_a_float64_mlp():
     assert np.abs(ours - expected).max() <= 8 * np.spacing(np.float32(16))
 
 
-@pytest.mark.parametrize(("grid", "new"), [((4, 4), (6, 6)), ((4, 4), (3, 3)), ((3, 3), (5, 2))])
+@pytest.mark.parametrize(("grid", "new"), [((4, 4), (6, 6)), ((3, 3), (5, 2))])  # grow; non-square (its reshape)
 def test_transformers_resize_equals_beit_forward(grid, new):
     """BeitRelativePositionBias.forward resizes its table to any grid (its (2w-1) x (2h-1) reshape included)."""
     from transformers import BeitConfig
@@ -118,6 +118,9 @@ def test_transformers_resize_equals_beit_forward(grid, new):
     with torch.no_grad():
         module.relative_position_bias_table.normal_()
         ref = module(new, interpolate_pos_encoding=False)[0].numpy()
+        # the interpolate_pos_encoding path resizes the bias again, to the token count: the same size
+        again = module(new, interpolate_pos_encoding=True, dim_size=new[0] * new[1] + 1)[0].numpy()
+    np.testing.assert_array_equal(again, ref)
     table = module.relative_position_bias_table.detach().numpy()
     ours = fp.window_bias(
         fp.resize_window_table(table, grid, new, class_token=True, convention="transformers"), new, class_token=True
@@ -130,7 +133,7 @@ def test_transformers_resize_equals_beit_forward(grid, new):
     assert np.abs(f64.transpose(2, 0, 1) - ref).max() <= 8 * scale
 
 
-@pytest.mark.parametrize(("window", "new", "extra"), [(4, 7, 0), (7, 12, 0), (7, 4, 0), (3, 5, 3)])
+@pytest.mark.parametrize(("window", "new", "extra"), [(4, 7, 0), (7, 4, 0), (3, 5, 3)])  # grow, shrink, BEiT rows
 def test_timm_resize_equals_timm(window, new, extra):
     rows = (2 * window - 1) ** 2 + extra
     table = np.random.default_rng(2).standard_normal((rows, 3)).astype(np.float32)
@@ -232,3 +235,47 @@ def test_conformance_notices_a_wrong_index(tmp_path, monkeypatch):
     )
     problems = conformance_problems("donut-swin", tmp_path)
     assert any("bias differs from the model's" in p for p in problems), problems
+
+
+def test_a_window_we_refuse_fails_in_transformers():
+    """The refusal of a window larger than a Swin stage's grid is transformers' own: its forward fails."""
+    from transformers import SwinConfig, SwinModel
+
+    config = SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=8)
+    with quiet():
+        model = SwinModel(config).eval()
+    with pytest.raises(RuntimeError, match="must match the size"), torch.no_grad():
+        model(torch.zeros(1, 3, 32, 32))
+
+
+def test_beit_with_shared_and_per_layer_tables_conforms(tmp_path, monkeypatch):
+    from conformance import tiny
+
+    monkeypatch.setitem(tiny.OVERRIDES, "beit", {**tiny.OVERRIDES["beit"], "use_shared_relative_position_bias": True})
+    assert conformance_problems("beit", tmp_path) == []
+    labels = [layer.label for layer in load_window_bias(tmp_path).layers]
+    assert labels == ["shared", "layer 0", "layer 1"]
+
+
+def test_conformance_notices_swinv2_read_without_its_pretrained_window(tmp_path, monkeypatch):
+    """The hook is not vacuous for the MLP: coordinates normalised by the layer's own window instead
+    of ``pretrained_window_sizes`` (the tiny SwinV2's stage 0 has 3) are caught."""
+    from flax_posenc import windows
+
+    real = windows.log_spaced_coords
+    monkeypatch.setattr(windows, "log_spaced_coords", lambda window, pretrained=0: real(window, 0))
+    problems = conformance_problems("swinv2", tmp_path)
+    assert any(p.startswith("stage 0 block 0: bias differs") for p in problems), problems
+
+
+def test_check_image_size_asks_the_window(swin, capsys):
+    from flax_posenc.report.cli import main
+
+    assert main(["check", str(swin), "--image-size", "64"]) == 0  # stages of 16 and 8 patches: the 4 x 4 window fits
+    assert "a 16 x 16 grid fits (last stage 8 x 8)" in capsys.readouterr().out
+    assert (
+        main(["check", str(swin), "--image-size", "16", "--json"]) == 1
+    )  # a 2 x 2 last stage: smaller than the window
+    report = json.loads(capsys.readouterr().out)
+    assert report["fits"] is False and report["scheme"] == "window_bias" and report["window"] == [4, 4]
+    assert report["message"].endswith("a 4 x 4 grid leaves 2 x 2 patches at the last stage, smaller than the window")

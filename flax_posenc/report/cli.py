@@ -116,6 +116,7 @@ KIND_PHRASES: dict[str, str] = {
     "bbox_2d": "2-D bounding-box tables (LayoutLM, LayoutLMv3, LiLT: check --bbox-max)",
     "none": "models without position encoding (state-space, recurrent)",
 }
+KIND_PHRASES["window_bias"] = "window relative position biases (Swin, SwinV2, BEiT with its class token)"  # issue 35
 
 
 def _description() -> str:
@@ -304,9 +305,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     record = load_source(args.source, args.family)
     mechanisms = getattr(record, "mechanisms", ())
     grids = [m.record for m in mechanisms if m.kind == "grid"]
+    windows = [m.record for m in mechanisms if m.kind == "window_bias"]  # issue 35: a window limits the image too
     checks = []  # (fits, line, json)
     if args.image_size is not None:
-        if not grids:
+        if not grids and not windows:
             unread = [u for u in getattr(record, "unread", ()) if u.tower in ("vision", "backbone")]
             found = f"its {unread[0]}" if unread else record.scheme
             raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
@@ -334,6 +336,11 @@ def cmd_check(args: argparse.Namespace) -> int:
                     },
                 )
             )
+        for window in windows:
+            fits, line = window.check_image_size(args.image_size)
+            found = {"source": window.source, "family": window.family, "scheme": "window_bias", "key": window.key}
+            found.update(image_size=list(args.image_size), window=list(window.window), fits=fits, message=line)
+            checks.append((fits, line, found))
     if args.length is not None:
         if grids and all(m.kind == "grid" for m in mechanisms):
             raise UsageError(
