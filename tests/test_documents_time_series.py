@@ -109,8 +109,8 @@ def test_known_bad_boxes_are_one_line_while_tracing(box, message):
 @pytest.mark.parametrize(
     "box,needle",
     [
-        ([1, 2, 16, 5], "(x table, x1) holds 16 coordinates (0..15); asked for coordinate 16"),
-        ([5, 2, 3, 4], "(w table, x1 - x0) holds 16 widths (0..15); asked for width -2"),
+        ([1, 2, 16, 5], "bbox tables (x0, y0, x1, y1) holds 16 coordinates (0..15); asked for coordinate 16"),
+        ([5, 2, 3, 4], "(h at y1 - y0, w at x1 - x0) holds 16 box sides (0..15); asked for box side -2"),
     ],
 )
 def test_traced_bad_boxes_fail_at_run_time_under_plain_jit(box, needle):
