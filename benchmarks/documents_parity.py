@@ -14,6 +14,9 @@ Time series (kind ``sinusoidal``): TimeSeriesTransformer, Informer, Autoformer w
 values rounded once to float32 (``ComputedSinusoid.values``) and the device table
 ``fp.sinusoidal_table(608, 512, layout="concatenated")``; transformers: its module's weight.
 
+PatchTST (kind ``learned``, ``sincos``): ``context_length`` 512, patches of 16 with stride 8
+(63 rows), ``d_model`` 128; ours is the stored table as read.
+
 An ulp is the float32 spacing at the float64 reference's magnitude (``np.spacing(float32(|ref|))``);
 for LayoutLM's sum, at the summed magnitude of its terms (a sum near zero has no accuracy of its own).
 
@@ -170,12 +173,41 @@ def time_series_rows() -> list[tuple[str, str, tuple, tuple, tuple]]:
     return out
 
 
+def patch_rows() -> list[tuple[str, str, tuple, tuple, tuple]]:
+    """PatchTST (``sincos``): the stored table read as it is; float64 from the modeling file's formula
+    (interleaved sin/cos of ``exp(-2i ln(10000) / d_model)``, less the mean, over ten times the std)."""
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModel
+
+    from flax_posenc.conversion import inspect_source
+
+    sizes = {"context_length": 512, "patch_length": 16, "patch_stride": 8, "d_model": 128, "num_hidden_layers": 1}
+    torch.manual_seed(0)
+    with quiet():
+        model = AutoModel.from_config(CONFIG_MAPPING["patchtst"](**sizes)).eval()
+    with tempfile.TemporaryDirectory() as d, quiet():
+        model.save_pretrained(d)
+        rec = inspect_source(d).mechanisms[0].record
+    n, dim = rec.table.weights.shape
+    angle = np.arange(n)[:, None] * np.exp(np.arange(0, dim, 2) * -(np.log(10000.0) / dim))[None, :]
+    ref = np.zeros((n, dim))
+    ref[:, 0::2], ref[:, 1::2] = np.sin(angle), np.cos(angle)
+    ref = (ref - ref.mean()) / (ref.std(ddof=1) * 10)
+    theirs = model.encoder.positional_encoder.position_enc.detach().double().numpy()
+    ours = rec.table.weights
+    what = f"{n} x {dim} stored table (`sincos`), read as it is; ulps of the table's largest magnitude"
+    scale = np.full_like(
+        ref, np.abs(ref).max()
+    )  # torch computes it in float32: near-zero entries carry its angle error
+    return [("patchtst", what, ulps(ours, ref, scale), ulps(theirs, ref, scale), ulps(ours, theirs, scale))]
+
+
 def main() -> None:
     print(
         "| model type | compared | ours vs float64 (max / mean ulps) | transformers vs float64 | ours vs transformers |"
     )
     print("|---|---|---|---|---|")
-    for name, what, a, b, c in document_rows() + time_series_rows():
+    for name, what, a, b, c in document_rows() + time_series_rows() + patch_rows():
         print(f"| `{name}` | {what} | {a[0]:.3g} / {a[1]:.3g} | {b[0]:.3g} / {b[1]:.3g} | {c[0]:.3g} / {c[1]:.3g} |")
 
 

@@ -3,7 +3,8 @@
 :func:`bbox_embedding` maps boxes ``(..., 4)`` of integer coordinates ``(x0, y0, x1, y1)`` to the
 vector each model adds for them: ``x[x0] + y[y0] + x[x1] + y[y1] + h[y1 - y0] + w[x1 - x0]``
 (LayoutLM) or the concatenation of the same six rows (LayoutLMv2/v3, LiLT). Every row goes
-through the library's one guarded lookup (:func:`flax_posenc.lookup.lookup_rows`): known boxes
+through the library's one guard (:func:`flax_posenc.overflow.guard_indices`, as
+:func:`flax_posenc.lookup.lookup_rows` does: the corners once, the heights and widths once): known boxes
 are checked while tracing (:func:`flax_posenc.bbox_config.check_boxes`: a coordinate past the
 tables, or ``x1 < x0`` / ``y1 < y0``, is one :class:`~flax_posenc.PositionLimitError` line);
 traced boxes follow ``on_overflow`` (``"error"`` fails at run time under plain ``jax.jit``,
@@ -16,8 +17,16 @@ import jax
 import jax.numpy as jnp
 
 from flax_posenc.bbox_config import BboxSpec, check_boxes
-from flax_posenc.lookup import lookup_rows
-from flax_posenc.overflow import Limit, OverflowPolicy, check_policy, is_traced
+from flax_posenc.lookup import take_rows
+from flax_posenc.overflow import (
+    Limit,
+    OverflowPolicy,
+    check_policy,
+    fill_invalid,
+    guard_indices,
+    is_traced,
+    keep_check,
+)
 
 __all__ = ["bbox_embedding"]
 
@@ -68,25 +77,25 @@ def bbox_embedding(
     if boxes.ndim < 1 or boxes.shape[-1] != 4 or not jnp.issubdtype(boxes.dtype, jnp.integer):
         raise TypeError(f"bbox: expected an integer array of shape (..., 4), got {boxes.dtype} {boxes.shape}")
     x0, y0, x1, y1 = (boxes[..., i] for i in range(4))
-    height, width = y1 - y0, x1 - x0
+    sides = jnp.stack([y1 - y0, x1 - x0], axis=-1)  # height, width
     if spec.shape_clip is not None:
-        height, width = jnp.minimum(height, spec.shape_clip), jnp.minimum(width, spec.shape_clip)
-
-    def rows(table, index, which, unit):
-        limit = Limit(spec.rows, name=f"{spec.name} ({which})", unit=unit, argument="bbox")
-        return lookup_rows(jnp.asarray(table), index, limit, on_overflow)
-
-    parts = [
-        rows(x_table, x0, "x table, x0", "coordinate"),
-        rows(y_table, y0, "y table, y0", "coordinate"),
-        rows(x_table, x1, "x table, x1", "coordinate"),
-        rows(y_table, y1, "y table, y1", "coordinate"),
-        rows(h_table, height, "h table, y1 - y0", "height"),
-        rows(w_table, width, "w table, x1 - x0", "width"),
-    ]
+        sides = jnp.minimum(sides, spec.shape_clip)
+    # two guards (coordinates, then heights and widths) instead of one per table: half the
+    # run-time checks to compile, the same rule and the same messages' words as every table
+    corner_limit = Limit(spec.rows, name=f"{spec.name} (x0, y0, x1, y1)", unit="coordinate", argument="bbox")
+    side_limit = Limit(spec.rows, name=f"{spec.name} (h at y1 - y0, w at x1 - x0)", unit="box side", argument="bbox")
+    corners, corners_bad, corners_check = guard_indices(boxes, corner_limit, on_overflow)
+    sides, sides_bad, sides_check = guard_indices(sides, side_limit, on_overflow)
+    tables = [jnp.asarray(t) for t in (x_table, y_table, x_table, y_table)]
+    parts = [take_rows(t, corners[..., i], in_bounds=True) for i, t in enumerate(tables)]
+    parts += [take_rows(jnp.asarray(h_table), sides[..., 0], in_bounds=True)]
+    parts += [take_rows(jnp.asarray(w_table), sides[..., 1], in_bounds=True)]
     if spec.combine == "concat":
-        return jnp.concatenate(parts, axis=-1)
-    out = parts[0]
-    for p in parts[1:]:  # the model's order of addition
-        out = out + p
-    return out
+        out = jnp.concatenate(parts, axis=-1)
+    else:
+        out = parts[0]
+        for p in parts[1:]:  # the model's order of addition
+            out = out + p
+    out = keep_check(keep_check(out, corners_check), sides_check)
+    bad = [b.any(axis=-1) for b in (corners_bad, sides_bad) if b is not None]
+    return fill_invalid(out, bad[0] | bad[1] if len(bad) == 2 else (bad[0] if bad else None))

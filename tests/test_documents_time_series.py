@@ -109,8 +109,8 @@ def test_known_bad_boxes_are_one_line_while_tracing(box, message):
 @pytest.mark.parametrize(
     "box,needle",
     [
-        ([1, 2, 16, 5], "(x table, x1) holds 16 coordinates (0..15); asked for coordinate 16"),
-        ([5, 2, 3, 4], "(w table, x1 - x0) holds 16 widths (0..15); asked for width -2"),
+        ([1, 2, 16, 5], "bbox tables (x0, y0, x1, y1) holds 16 coordinates (0..15); asked for coordinate 16"),
+        ([5, 2, 3, 4], "(h at y1 - y0, w at x1 - x0) holds 16 box sides (0..15); asked for box side -2"),
     ],
 )
 def test_traced_bad_boxes_fail_at_run_time_under_plain_jit(box, needle):
@@ -245,3 +245,49 @@ def test_check_steps_on_a_token_model_is_bad_input(capsys):
     assert main(["check", "sinusoidal:8:8", "--steps", "4"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--steps: expected a SOURCE whose positions count time steps" in err[0]
+
+
+# ----------------------------------------------------------------------------- PatchTST: a table over patches
+
+
+@pytest.fixture(scope="module")
+def patchtst_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("patchtst")
+    model = tiny_model("patchtst")
+    with quiet():
+        model.save_pretrained(d)
+    return d, model
+
+
+@pytest.mark.parametrize(
+    "steps,code,needle",
+    [
+        ("16", 0, "ok: 16 time steps fit; patchtst patch position table (encoder.positional_encoder.position_enc)"),
+        (
+            "12",
+            1,
+            "holds 4 patches: exactly context_length 16 time steps (patch_length 4, patch_stride 4); asked for 12",
+        ),
+        ("20", 1, "asked for 20 time steps (the table is added whole)"),
+    ],
+)
+def test_check_steps_of_a_patch_table_is_exact(patchtst_dir, capsys, steps, code, needle):
+    d, _ = patchtst_dir
+    assert main(["check", str(d), "--steps", steps]) == code
+    out = capsys.readouterr()
+    assert needle in out.out + out.err
+
+
+def test_the_patch_table_hook_fails_on_a_wrong_reading(patchtst_dir):
+    from conformance.reference import _patch_table_problems
+
+    d, model = patchtst_dir
+    mech = inspect_source(d).mechanisms[0]
+    assert (mech.kind, mech.unit, mech.limit) == ("learned", "time steps", 16)
+    assert _patch_table_problems(model, mech) == []
+    longer = dataclasses.replace(mech.record, context_length=20)
+    shuffled = dataclasses.replace(
+        mech.record, table=dataclasses.replace(mech.record.table, weights=mech.record.table.weights[::-1])
+    )
+    for wrong in (longer, shuffled):
+        assert _patch_table_problems(model, dataclasses.replace(mech, record=wrong)) != []

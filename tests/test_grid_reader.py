@@ -114,7 +114,11 @@ def test_check_clip_length_and_image(checkpoints, capsys):
         (["--image-size", "0"], "argument --image-size: expected a positive integer, got '0'"),
         (["--image-size", "100000"], "--image-size: expected image_size at most 65536, found 100000"),
         (["--length", "5"], "--length: vit position grid"),
-        ([], "expected --length N (tokens), --seconds S (audio) or --image-size PX (a vision grid)"),
+        (
+            [],
+            "expected --length N (tokens), --seconds S (audio), --image-size PX (a vision grid), "
+            "--bbox-max N (document boxes) or --steps N (time series)",
+        ),
     ],
 )
 def test_check_bad_input_exits_2_with_one_line(checkpoints, capsys, args, line):

@@ -58,6 +58,12 @@ from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, load_g
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
 from flax_posenc.conversion.no_position import NO_POSITION_FAMILIES, NoPositionEncoding, no_position_encoding
+from flax_posenc.conversion.patch_tables import (
+    PATCH_TABLE_FAMILIES,
+    PatchTableFamily,
+    PatchTableSource,
+    read_patch_table,
+)
 from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
 from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, RelativeBiasSource, relative_bias_source
 from flax_posenc.conversion.relative_config import (
@@ -315,6 +321,8 @@ def _read_learned(row: Any, ctx: ReadContext) -> list[Any]:
         return [LearnedTableSource(load_position_table(ctx.source, family=row.name))]
     if isinstance(row, AudioTableFamily):
         return [read_audio_table(ctx.source, row.name, ctx.config)]
+    if isinstance(row, PatchTableFamily):  # time series: a table over patches of time steps
+        return [read_patch_table(ctx.source, row.name, ctx.config)]
     if not has_table(row.name, ctx.config, ctx.config_path):
         return []
     if row.optional and not table_present(ctx.source, row.name):
@@ -346,11 +354,12 @@ MECHANISMS: MechanismTable = MechanismTable(
             "a learned table of absolute positions, one row per position",
             "tokens",
             ("learned",),
-            (LearnedTableSource, AudioTableSource),
+            (LearnedTableSource, AudioTableSource, PatchTableSource),
             (
                 ("flax_posenc.conversion.families.FAMILIES", FAMILIES),
                 ("flax_posenc.conversion.position_tables.TABLE_FAMILIES", TABLE_FAMILIES),
                 ("flax_posenc.conversion.audio_tables.AUDIO_TABLE_FAMILIES", AUDIO_TABLE_FAMILIES),
+                ("flax_posenc.conversion.patch_tables.PATCH_TABLE_FAMILIES", PATCH_TABLE_FAMILIES),
             ),
             _read_learned,
             details=table_details,

@@ -1154,7 +1154,39 @@ def _no_position_problems(model, mech, directory: Path) -> list[str]:
     return [f"we report no position encoding; the model holds {found[0]}"] if found else []
 
 
+def _patch_table_problems(model, mech) -> list[str]:
+    """PatchTST: the table equals the model's ``position_enc`` (bit-equal), its patches the
+    patchifier's ``num_patches``; a series of ``context_length`` steps runs and one a stride
+    longer is refused (the table is added whole)."""
+    import torch
+
+    rec = mech.record
+    problems = []
+    theirs = model.encoder.positional_encoder.position_enc.detach().numpy()
+    if not np.array_equal(theirs, rec.table.weights):
+        problems.append(f"patch table {rec.key} differs from the model's position_enc")
+    if rec.num_patches != model.patchifier.num_patches:
+        problems.append(f"{rec.num_patches} patches, the model's patchifier {model.patchifier.num_patches}")
+    channels = model.config.num_input_channels
+
+    def runs(steps: int) -> bool:
+        try:
+            with torch.no_grad(), quiet():
+                model(past_values=torch.randn(1, steps, channels))
+            return True
+        except (IndexError, RuntimeError, ValueError):
+            return False
+
+    if not runs(rec.limit):
+        problems.append(f"a series of {rec.limit} time steps (our limit) fails in transformers")
+    if runs(rec.limit + rec.patch_stride):
+        problems.append(f"a series of {rec.limit + rec.patch_stride} time steps works in transformers")
+    return problems
+
+
 def _learned_or_audio(model, mech, directory: Path) -> list[str]:
+    if mech.unit == "time steps":
+        return _patch_table_problems(model, mech)
     if mech.unit == "seconds":
         return _audio_table_problems(model, mech, directory)
     return _learned_problems(model, mech, directory)

@@ -439,6 +439,18 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         }
         for t in ("time_series_transformer", "informer", "autoformer")
     },
+    # PatchTST: 16 steps in patches of 4 (stride 4): a 4-row table, 16 wide, one layer, two channels
+    "patchtst": {
+        "context_length": 16,
+        "patch_length": 4,
+        "patch_stride": 4,
+        "num_input_channels": 2,
+        "d_model": 16,
+        "hidden_size": 16,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 1,
+        "ffn_dim": 16,
+    },
     "qwen2_5_vl": {
         "text_config": _MROPE_TEXT,
         "vision_config": {
