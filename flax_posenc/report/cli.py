@@ -113,6 +113,7 @@ KIND_PHRASES: dict[str, str] = {
     "deberta_relative": "DeBERTa's relative positions",
     "grid": "vision position grids (ViT, CLIP, SigLIP: check --image-size)",
     "none": "models without position encoding (state-space, recurrent)",
+    "vision_rope": "vision-tower RoPE (Pixtral, Qwen2-VL, Qwen2.5-VL, DINOv3: check --image-size)",
 }
 
 
@@ -260,9 +261,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     record = load_source(args.source, args.family)
     mechanisms = getattr(record, "mechanisms", ())
     grids = [m.record for m in mechanisms if m.kind == "grid"]
+    vision_ropes = [m.record for m in mechanisms if m.kind == "vision_rope"]  # Pixtral's trained side, Qwen-VL's none
     checks = []  # (fits, line, json)
     if args.image_size is not None:
-        if not grids:
+        for rope in vision_ropes:
+            fits, line = rope.check_image_size(args.image_size)
+            limit = {"patches_per_side": rope.patches_per_side, "patch_size": rope.patch_size}
+            checks.append(
+                (
+                    fits,
+                    line,
+                    {**rope.to_dict(), **limit, "image_size": list(args.image_size), "fits": fits, "message": line},
+                )
+            )
+        if not grids and not vision_ropes:
             unread = [u for u in getattr(record, "unread", ()) if u.tower == "vision"]
             found = f"its {unread[0]}" if unread else record.scheme
             raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
@@ -291,9 +303,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 )
             )
     if args.length is not None:
-        if grids and all(m.kind == "grid" for m in mechanisms):
+        images = grids + vision_ropes
+        if images and all(m.kind in ("grid", "vision_rope") for m in mechanisms):
             raise UsageError(
-                f"--length: {grids[0].describe_limit()}: it limits the image size; ask with --image-size PX"
+                f"--length: {images[0].describe_limit()}: it limits the image size; ask with --image-size PX"
             )
         result = verdict(record, args.length)
         checks.append((result["fits"], result["message"], result))
