@@ -14,7 +14,8 @@ rotated ``q``/``k`` in a forward pass, against :func:`flax_posenc.apply_vision_r
   ``Qwen2VLVisionRotaryEmbedding``, the frequencies of a ``head_dim // 2`` RoPE first with the
   row, then with the column, patches in ``spatial_merge_size`` blocks (``get_vision_position_ids``),
   ``apply_rotary_pos_emb_vision``. No limit: the angles are computed for any image.
-- ``qwen2_5_vl`` (``qwen2_5_vl_vision``, ``qwen2_5_vl``): as ``qwen2_vl``, then the blocks in
+- ``qwen2_5_vl`` (``qwen2_5_vl_vision``, ``qwen2_5_vl``; EXAONE 4.5's ``exaone4_5_vision``, the
+  same modules): as ``qwen2_vl``, then the blocks in
   window order (``get_vision_window_index`` with ``window_size``, ``permute_input_for_window_attn``
   of ``cos``/``sin``). No limit.
 - ``dinov3`` (``dinov3_vit``): ``DINOv3ViTRopePositionEmbedding``, patch centres normalized to
@@ -100,7 +101,7 @@ VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
             ),
             VisionRopeFamily(
                 "qwen2_5_vl",
-                ("qwen2_5_vl_vision", "qwen2_5_vl"),
+                ("qwen2_5_vl_vision", "qwen2_5_vl", "exaone4_5_vision"),
                 merge_field="spatial_merge_size",
                 window_field="window_size",
                 defaults={

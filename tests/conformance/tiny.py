@@ -212,6 +212,16 @@ OVERRIDES.update(
         "pixtral": {**_VISION_ROPE, "image_size": 32, "patch_size": 4, "head_dim": 16},
         "dinov3_vit": {**_VISION_ROPE, "image_size": 16, "patch_size": 4, "num_register_tokens": 2},
         "qwen2_vl_vision": {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 2},
+        "exaone4_5_vision": {
+            "depth": 1,
+            "hidden_size": 32,
+            "out_hidden_size": 32,
+            "intermediate_size": 32,
+            "num_heads": 2,
+            "patch_size": 2,
+            "window_size": 8,
+            "fullatt_block_indexes": [],
+        },
         "qwen2_5_vl_vision": {
             "depth": 1,
             "hidden_size": 32,
