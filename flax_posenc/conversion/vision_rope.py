@@ -18,6 +18,8 @@ rotated ``q``/``k`` in a forward pass, against :func:`flax_posenc.apply_vision_r
   same modules): as ``qwen2_vl``, then the blocks in
   window order (``get_vision_window_index`` with ``window_size``, ``permute_input_for_window_attn``
   of ``cos``/``sin``). No limit.
+- ``lfm3_vl`` (``lfm3_vl_vision``): ``Lfm3VlVisionRotaryEmbedding``, as ``qwen2_vl`` (``rope_theta``
+  1e6 by default; its layers' convolutions add no position tensor). No limit.
 - ``dinov3`` (``dinov3_vit``): ``DINOv3ViTRopePositionEmbedding``, patch centres normalized to
   ``[-1, 1]`` turned by ``2 pi c w`` (``w = rope_theta ** (-4i / head_dim)``), the class and
   register tokens not rotated; ``pos_embed_shift``/``jitter``/``rescale`` act only in training. No
@@ -111,6 +113,14 @@ VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
                     "window_size": 112,
                     "patch_size": 14,
                 },
+            ),
+            VisionRopeFamily(
+                "lfm3_vl",
+                ("lfm3_vl_vision",),
+                heads_field="num_attention_heads",
+                theta_default=1000000.0,
+                merge_field="spatial_merge_size",
+                defaults={"hidden_size": 1024, "num_attention_heads": 16, "spatial_merge_size": 2},
             ),
             VisionRopeFamily(
                 "dinov3",
