@@ -156,7 +156,9 @@ def test_shells_equal_the_core_and_read_a_checkpoint(tmp_path):
     assert fp.nnx.VisionRotaryEmbedding.from_pretrained(tmp_path).config == CONFIGS["pixtral"]
     module, variables = fp.linen.VisionRotaryEmbedding.from_pretrained(tmp_path)
     assert module.config == CONFIGS["pixtral"] and variables == {}
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 16, "num_attention_heads": 2, "max_position_embeddings": 8}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "llama", "hidden_size": 16, "num_attention_heads": 2, "max_position_embeddings": 8})
+    )
     with pytest.raises(CheckpointError) as info:
         fp.nnx.VisionRotaryEmbedding.from_pretrained(tmp_path)
     assert str(info.value) == (
@@ -253,7 +255,13 @@ def test_conformance_notices_a_wrong_split(tmp_path, monkeypatch):
 def test_cli_check_image_size(tmp_path, capsys):
     from flax_posenc.report.cli import main
 
-    vision = {"model_type": "pixtral", "hidden_size": 64, "num_attention_heads": 4, "image_size": 1024, "patch_size": 16}
+    vision = {
+        "model_type": "pixtral",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "image_size": 1024,
+        "patch_size": 16,
+    }
     (tmp_path / "config.json").write_text(json.dumps(vision))
     assert main(["check", str(tmp_path), "--image-size", "1024x512"]) == 0
     assert capsys.readouterr().out.strip().endswith("a 1024 x 512 px image fits (64 x 32 patches)")

@@ -134,8 +134,9 @@ def conversion() -> None:
 def vision_rope() -> None:  # issue 35, item 2
     cfg = fp.VisionRopeConfig(head_dim=16, split="pixtral", patches_per_side=8)
     positions = cfg.positions([[1, 2, 4]])
-    _, _ = fp.vision_patch_positions([[1, 4, 4]], spatial_merge_size=2), fp.vision_window_index(
-        [[1, 4, 4]], spatial_merge_size=2, window_size=8, patch_size=2
+    _, _ = (
+        fp.vision_patch_positions([[1, 4, 4]], spatial_merge_size=2),
+        fp.vision_window_index([[1, 4, 4]], spatial_merge_size=2, window_size=8, patch_size=2),
     )
     cos, sin = fp.vision_rope_cos_sin(positions, cfg)
     x: jax.Array = fp.apply_vision_rope(jnp.ones((8, 2, 16)), cfg, positions)
