@@ -151,11 +151,11 @@ def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, i
 def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
-        >>> from flax_posenc.block import PositionSpec
-        >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
-        Traceback (most recent call last):
-        ...
-        ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
+    >>> from flax_posenc.block import PositionSpec
+    >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
+    Traceback (most recent call last):
+    ...
+    ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
     """
     if spec.kind != kind:
         raise ValueError(

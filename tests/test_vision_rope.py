@@ -250,3 +250,25 @@ def test_conformance_notices_a_wrong_split(tmp_path, monkeypatch):
     assert conformance_problems("pixtral", tmp_path / "p") == ["vision inv_freq (8,) differs from ours (8,)"]
     problems = conformance_problems("qwen2_5_vl_vision", tmp_path / "q")
     assert problems and all(p.startswith("apply_rotary_pos_emb_vision(") for p in problems), problems
+
+
+def test_cli_check_image_size(tmp_path, capsys):
+    from flax_posenc.report.cli import main
+
+    vision = {
+        "model_type": "pixtral",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "image_size": 1024,
+        "patch_size": 16,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(vision))
+    assert main(["check", str(tmp_path), "--image-size", "1024x512"]) == 0
+    assert capsys.readouterr().out.strip().endswith("a 1024 x 512 px image fits (64 x 32 patches)")
+    assert main(["check", str(tmp_path), "--image-size", "1040", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert (out["fits"], out["patches_per_side"], out["scheme"]) == (False, 64, "vision_rope")
+    assert main(["check", str(tmp_path), "--image-size", "1000"]) == 2  # not a whole number of patches
+    assert "image_size divisible by patch_size 16" in capsys.readouterr().err
+    assert main(["check", str(tmp_path), "--length", "10"]) == 2  # a vision RoPE limits no token count
+    assert "it limits the image size; ask with --image-size PX" in capsys.readouterr().err

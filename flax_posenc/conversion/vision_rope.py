@@ -14,9 +14,12 @@ rotated ``q``/``k`` in a forward pass, against :func:`flax_posenc.apply_vision_r
   ``Qwen2VLVisionRotaryEmbedding``, the frequencies of a ``head_dim // 2`` RoPE first with the
   row, then with the column, patches in ``spatial_merge_size`` blocks (``get_vision_position_ids``),
   ``apply_rotary_pos_emb_vision``. No limit: the angles are computed for any image.
-- ``qwen2_5_vl`` (``qwen2_5_vl_vision``, ``qwen2_5_vl``): as ``qwen2_vl``, then the blocks in
+- ``qwen2_5_vl`` (``qwen2_5_vl_vision``, ``qwen2_5_vl``; EXAONE 4.5's ``exaone4_5_vision``, the
+  same modules): as ``qwen2_vl``, then the blocks in
   window order (``get_vision_window_index`` with ``window_size``, ``permute_input_for_window_attn``
   of ``cos``/``sin``). No limit.
+- ``lfm3_vl`` (``lfm3_vl_vision``): ``Lfm3VlVisionRotaryEmbedding``, as ``qwen2_vl`` (``rope_theta``
+  1e6 by default; its layers' convolutions add no position tensor). No limit.
 - ``dinov3`` (``dinov3_vit``): ``DINOv3ViTRopePositionEmbedding``, patch centres normalized to
   ``[-1, 1]`` turned by ``2 pi c w`` (``w = rope_theta ** (-4i / head_dim)``), the class and
   register tokens not rotated; ``pos_embed_shift``/``jitter``/``rescale`` act only in training. No
@@ -100,7 +103,7 @@ VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
             ),
             VisionRopeFamily(
                 "qwen2_5_vl",
-                ("qwen2_5_vl_vision", "qwen2_5_vl"),
+                ("qwen2_5_vl_vision", "qwen2_5_vl", "exaone4_5_vision"),
                 merge_field="spatial_merge_size",
                 window_field="window_size",
                 defaults={
@@ -110,6 +113,14 @@ VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
                     "window_size": 112,
                     "patch_size": 14,
                 },
+            ),
+            VisionRopeFamily(
+                "lfm3_vl",
+                ("lfm3_vl_vision",),
+                heads_field="num_attention_heads",
+                theta_default=1000000.0,
+                merge_field="spatial_merge_size",
+                defaults={"hidden_size": 1024, "num_attention_heads": 16, "spatial_merge_size": 2},
             ),
             VisionRopeFamily(
                 "dinov3",

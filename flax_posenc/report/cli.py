@@ -115,6 +115,7 @@ KIND_PHRASES: dict[str, str] = {
     "grid": "vision position grids (ViT, CLIP, SigLIP: check --image-size)",
     "bbox_2d": "2-D bounding-box tables (LayoutLM, LayoutLMv3, LiLT: check --bbox-max)",
     "none": "models without position encoding (state-space, recurrent)",
+    "vision_rope": "vision-tower RoPE (Pixtral, Qwen2-VL, Qwen2.5-VL, DINOv3: check --image-size)",
 }
 KIND_PHRASES["window_bias"] = "window relative position biases (Swin, SwinV2, BEiT with its class token)"  # issue 35
 
@@ -306,9 +307,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     mechanisms = getattr(record, "mechanisms", ())
     grids = [m.record for m in mechanisms if m.kind == "grid"]
     windows = [m.record for m in mechanisms if m.kind == "window_bias"]  # issue 35: a window limits the image too
+    vision_ropes = [m.record for m in mechanisms if m.kind == "vision_rope"]  # Pixtral's trained side, Qwen-VL's none
     checks = []  # (fits, line, json)
     if args.image_size is not None:
-        if not grids and not windows:
+        for rope in vision_ropes:
+            fits, line = rope.check_image_size(args.image_size)
+            limit = {"patches_per_side": rope.patches_per_side, "patch_size": rope.patch_size}
+            checks.append(
+                (
+                    fits,
+                    line,
+                    {**rope.to_dict(), **limit, "image_size": list(args.image_size), "fits": fits, "message": line},
+                )
+            )
+        if not grids and not windows and not vision_ropes:
             unread = [u for u in getattr(record, "unread", ()) if u.tower in ("vision", "backbone")]
             found = f"its {unread[0]}" if unread else record.scheme
             raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
@@ -342,9 +354,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             found.update(image_size=list(args.image_size), window=list(window.window), fits=fits, message=line)
             checks.append((fits, line, found))
     if args.length is not None:
-        if grids and all(m.kind == "grid" for m in mechanisms):
+        images = grids + vision_ropes
+        if images and all(m.kind in ("grid", "vision_rope") for m in mechanisms):
             raise UsageError(
-                f"--length: {grids[0].describe_limit()}: it limits the image size; ask with --image-size PX"
+                f"--length: {images[0].describe_limit()}: it limits the image size; ask with --image-size PX"
             )
         result = verdict(record, args.length)
         checks.append((result["fits"], result["message"], result))

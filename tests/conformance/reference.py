@@ -1840,6 +1840,7 @@ KIND_CHECKS["window_bias"] = _window_bias_problems
 #: The patch grids a vision RoPE case runs, ``(t, h, w)`` per image (multiples of the tiny towers'
 #: merge size 2; Qwen2.5-VL's tiny window of 2 x 2 blocks cuts the first into 2 windows).
 VISION_GRIDS = {"pixtral": [[1, 4, 6]], "dinov3": [[1, 4, 6]], "qwen2_vl": [[1, 4, 6], [2, 4, 4]]}
+VISION_GRIDS["lfm3_vl"] = VISION_GRIDS["qwen2_vl"]
 VISION_GRIDS["qwen2_5_vl"] = [[1, 4, 8], [2, 4, 4]]  # 2 x 4 blocks: windows order them 0 1 4 5 2 3 6 7
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
@@ -1848,6 +1849,7 @@ VISION_APPLY = {
     "dinov3": "apply_rotary_pos_emb",
     "qwen2_vl": "apply_rotary_pos_emb_vision",
     "qwen2_5_vl": "apply_rotary_pos_emb_vision",
+    "lfm3_vl": "apply_rotary_pos_emb_vision",
 }
 
 

@@ -474,6 +474,22 @@ OVERRIDES.update(
         "pixtral": {**_VISION_ROPE, "image_size": 32, "patch_size": 4, "head_dim": 16},
         "dinov3_vit": {**_VISION_ROPE, "image_size": 16, "patch_size": 4, "num_register_tokens": 2},
         "qwen2_vl_vision": {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 2},
+        "lfm3_vl_vision": {
+            **_VISION_ROPE,
+            "patch_size": 2,
+            "num_hidden_layers": 2,
+            "layer_types": ["conv", "full_attention"],
+        },
+        "exaone4_5_vision": {
+            "depth": 1,
+            "hidden_size": 32,
+            "out_hidden_size": 32,
+            "intermediate_size": 32,
+            "num_heads": 2,
+            "patch_size": 2,
+            "window_size": 8,
+            "fullatt_block_indexes": [],
+        },
         "qwen2_5_vl_vision": {
             "depth": 1,
             "hidden_size": 32,
