@@ -42,6 +42,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from flax_posenc.limits import check_positions
+
 __all__ = [
     "DETR_LAYOUTS",
     "DETR_ORDERS",
@@ -208,8 +210,6 @@ def detr_learned_values(shape: tuple[int, int, int], rows: np.ndarray, columns: 
     Raises:
       PositionLimitError: ``H`` past the rows or ``W`` past the columns of the tables.
     """
-    from flax_posenc.limits import check_positions
-
     batch, h, w = shape
     check_positions(0, h - 1, rows=rows.shape[0], name="learned DETR row table", unit="feature-map row")
     check_positions(0, w - 1, rows=columns.shape[0], name="learned DETR column table", unit="feature-map column")
