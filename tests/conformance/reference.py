@@ -435,7 +435,8 @@ def _grid_problems(model, mech) -> list[str]:
     config = getattr(model.config, "vision_config", model.config)
     h, w = table.image_size
     with torch.no_grad():
-        tokens = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w)).shape[1]
+        out = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w))
+        tokens = (out[0] if isinstance(out, tuple) else out).shape[1]  # ViT-MAE: (embeddings, mask, ids_restore)
         registers = getattr(config, "num_register_tokens", 0)
         if tokens - registers != table.rows:
             problems.append(
