@@ -946,7 +946,9 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     for mech in record.mechanisms:  # every per-layer mechanism is seen by the forward: else the tiny model is too small
         if mech.kind in ("rope", "nope") and mech.layers is not None and not set(mech.layers) & watch.ran:
             problems.append(f"forward check: no layer of {mech.record.label} ran in the tiny model")
-    called = next((calls[0][0] for _, calls in sorted(watch.calls.items(), key=str) if calls), None)
+    called = next(
+        (calls[0][0] for _, calls in sorted(watch.calls.items(), key=lambda item: str(item[0])) if calls), None
+    )
     return list(dict.fromkeys(problems)), called
 
 
