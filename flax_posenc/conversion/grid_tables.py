@@ -206,6 +206,8 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
                 "torch_bicubic",
                 resizes_itself=True,
             ),
+            # ViT-MAE: a fixed 2-D sin-cos grid (class row zero) stored as a frozen parameter: read as stored
+            GridFamily("vit_mae", ("vit_mae",), "embeddings.position_embeddings", 1, "torch_bicubic"),
             # Pixio: n_cls_tokens class tokens (8 by default) before the grid, resized to every image
             GridFamily(
                 "pixio",

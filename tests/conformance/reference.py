@@ -435,7 +435,8 @@ def _grid_problems(model, mech) -> list[str]:
     config = getattr(model.config, "vision_config", model.config)
     h, w = table.image_size
     with torch.no_grad():
-        tokens = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w)).shape[1]
+        out = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w))
+        tokens = (out[0] if isinstance(out, tuple) else out).shape[1]  # ViT-MAE: (embeddings, mask, ids_restore)
         registers = getattr(config, "num_register_tokens", 0)
         if tokens - registers != table.rows:
             problems.append(
@@ -998,7 +999,9 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     for mech in record.mechanisms:  # every per-layer mechanism is seen by the forward: else the tiny model is too small
         if mech.kind in ("rope", "nope") and mech.layers is not None and not set(mech.layers) & watch.ran:
             problems.append(f"forward check: no layer of {mech.record.label} ran in the tiny model")
-    called = next((calls[0][0] for _, calls in sorted(watch.calls.items(), key=str) if calls), None)
+    called = next(
+        (calls[0][0] for _, calls in sorted(watch.calls.items(), key=lambda item: str(item[0])) if calls), None
+    )
     return list(dict.fromkeys(problems)), called
 
 

@@ -569,6 +569,7 @@ OVERRIDES.update(
     }
 )
 OVERRIDES["align_vision_model"] = {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64}
+OVERRIDES["vit_mae"] = {**_GRID_TOWER, "mask_ratio": 0.0}  # every patch kept: the token count is the grid's
 OVERRIDES["pixio"] = {**_GRID_TOWER, "n_cls_tokens": 2}
 OVERRIDES["git"] = {**_TEXT_TOWER, "vision_config": dict(_GRID_TOWER)}
 # GroupViT's vision tower: one layer per stage, few group tokens
