@@ -373,7 +373,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'videoprism_text_model': 'learned position table (embeddings.position_embedding)',
         'videoprism_vision_model': 'learned patch-position grid (spatial_embeddings.position_embeddings)',
         'vision-encoder-decoder': 'decoder (bert, read on its own) is not a text, vision, audio or backbone tower; encoder (vit, read on its own) is not a text, vision, audio or backbone tower',
-        'vit_mae': 'learned patch-position grid (embeddings.position_embeddings)',
         'vitdet': 'learned patch-position grid (embeddings.position_embeddings)',
         'vitmatte': "its own head's positions (no position class found); backbone_config vitdet (learned patch-position grid (embeddings.position_embeddings))",
         'vitpose': "its own head's positions (no position class found); backbone_config vitpose_backbone (learned patch-position grid (embeddings.position_embeddings))",
