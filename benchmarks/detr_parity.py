@@ -8,7 +8,7 @@ DAB-DETR's default temperatures 20 / 20), a batch of two images as a DETR image 
 them (800 x 1066 and 800 x 1201 px, padded to 800 x 1201) gives its pixel mask, downsampled to the
 feature map as the model does (``fp.detr_feature_mask``, checked against ``interpolate``): stride
 32 (25 x 38 cells) for DETR, conditional DETR, Table Transformer and DAB-DETR, stride 8
-(100 x 151) for deformable DETR's largest level; RT-DETR takes no mask: one 640 x 640 image, its
+(100 x 151) for deformable DETR's largest level; RT-DETR (and D-FINE, DEIMv2) takes no mask: one 640 x 640 image, its
 AIFI level at stride 32 (20 x 20). Columns, in float32 ulps of 1.0 (``2**-23``):
 
 - ``ours vs float64``: ``fp.detr_sine_embedding`` (float32, jitted) against the float64 formula
@@ -45,6 +45,21 @@ MODELS = {  # model type -> (config class, model class, extra config, stride)
     "dab-detr": ("DabDetrConfig", "DabDetrModel", {}, 32),
     "rt_detr": ("RTDetrConfig", "RTDetrModel", {}, 32),
     "rt_detr_v2": ("RTDetrV2Config", "RTDetrV2Model", {}, 32),
+    "d_fine": ("DFineConfig", "DFineModel", {}, 32),
+    "deimv2": ("Deimv2Config", "Deimv2Model", {}, 32),
+}
+#: D-FINE and DEIMv2's HGNet-V2 backbone, tiny (only the encoder's width matters here).
+HGNET = {
+    "stem_channels": [3, 8, 8],
+    "stage_in_channels": [8, 8, 16, 16],
+    "stage_mid_channels": [8, 8, 8, 8],
+    "stage_out_channels": [8, 16, 16, 16],
+    "stage_num_blocks": [1, 1, 1, 1],
+    "stage_numb_of_layers": [1, 1, 1, 1],
+    "hidden_sizes": [8, 16, 16, 16],
+    "depths": [1, 1, 1, 1],
+    "embedding_size": 8,
+    "out_indices": [2, 3, 4],
 }
 #: RT-DETR: its own ResNet variant, channels matched to the encoder's inputs; no mask (one 640 px image).
 RT_DETR = {
@@ -75,6 +90,9 @@ def _model(model_type: str):
             hidden_sizes=[8, 8, 16, 16], depths=[1, 1, 1, 1], embedding_size=8, out_indices=[2, 3, 4]
         )
         extra = {**extra, **RT_DETR}
+    if model_type in ("d_fine", "deimv2"):
+        backbone = transformers.HGNetV2Config(**HGNET)
+        extra = {**extra, **RT_DETR, "encoder_in_channels": [16, 16, 16]}
     config = getattr(transformers, config_name)(
         backbone_config=backbone,
         use_timm_backbone=False,

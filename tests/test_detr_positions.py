@@ -241,6 +241,22 @@ def test_conformance_notices_a_wrong_offset(tmp_path, monkeypatch):
     assert any(p.startswith("y: detr_sine_embedding differs") for p in problems), problems
 
 
+def test_conformance_notices_rt_detr_read_interleaved(tmp_path, monkeypatch):
+    """RT-DETR read with DETR's interleaved layout disagrees with its own build_2d_sinusoidal_position_embedding."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import detr_positions
+
+    rows = dict(detr_positions.DETR_POSITION_FAMILIES)
+    rows["rt_detr_v2"] = dataclasses.replace(rows["rt_detr_v2"], layout="interleaved")
+    monkeypatch.setattr(detr_positions, "DETR_POSITION_FAMILIES", rows)
+    monkeypatch.setattr(detr_positions, "sine_config", _patched_sine_config(rows))
+    problems = conformance_problems("rt_detr_v2", tmp_path)
+    assert any(p.startswith("y: detr_sine_embedding differs") for p in problems), problems
+
+
 def _patched_sine_config(rows):
     from flax_posenc.conversion import detr_positions
 

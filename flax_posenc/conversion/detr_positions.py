@@ -16,7 +16,8 @@ conditional_detr     ``d_model // 2``            0       10000        ``position
 table-transformer    ``d_model // 2``            0       10000        ``backbone.position_embedding.*``
 deformable_detr      ``d_model // 2``            -0.5    10000        ``position_embedding.*``
 dab-detr             ``hidden_size // 2``        0       ``temperature_height`` / ``_width``; none
-rt_detr, rt_detr_v2  ``encoder_hidden_dim // 2`` -1      ``positional_encoding_temperature``; none
+rt_detr (+ _v2),     ``encoder_hidden_dim // 2`` -1      ``positional_encoding_temperature``; none
+d_fine, deimv2
 ===================  ==========================  ======  ==========  ==========================
 
 RT-DETR (``build_2d_sinusoidal_position_embedding``, float64 then cast) takes no mask: raw
@@ -132,7 +133,7 @@ DETR_POSITION_FAMILIES: Mapping[str, DetrPositionFamily] = MappingProxyType(
                         ),
                     ),
                 )
-                for name in ("rt_detr", "rt_detr_v2")
+                for name in ("rt_detr", "rt_detr_v2", "d_fine", "deimv2")
             ),
         )
     }

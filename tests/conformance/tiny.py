@@ -126,6 +126,38 @@ DETR_OVERRIDES: dict[str, dict[str, Any]] = {
         }
         for t in ("rt_detr", "rt_detr_v2")
     },
+    **{
+        t: {
+            "backbone_config": {
+                "model_type": "hgnet_v2",
+                "stem_channels": [3, 8, 8],
+                "stage_in_channels": [8, 8, 16, 16],
+                "stage_mid_channels": [8, 8, 8, 8],
+                "stage_out_channels": [8, 16, 16, 16],
+                "stage_num_blocks": [1, 1, 1, 1],
+                "stage_numb_of_layers": [1, 1, 1, 1],
+                "hidden_sizes": [8, 16, 16, 16],
+                "depths": [1, 1, 1, 1],
+                "embedding_size": 8,
+                "out_indices": [2, 3, 4],
+            },
+            "encoder_in_channels": [16, 16, 16],
+            "encoder_hidden_dim": 32,
+            "decoder_in_channels": [32, 32, 32],
+            "d_model": 32,
+            "hidden_size": 32,  # its alias of d_model (SMALL's 64 would win)
+            "head_dim": 16,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 32,
+            "decoder_ffn_dim": 32,
+            "num_queries": 5,
+            "num_denoising": 0,
+        }
+        for t in ("d_fine", "deimv2")
+    },
     "dab-detr": {
         **{k: v for k, v in _DETR.items() if k != "d_model"},
         "hidden_size": 32,
