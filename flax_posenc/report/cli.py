@@ -50,9 +50,9 @@ from flax_posenc.conversion.audio_tables import MAX_SECONDS, seconds_verdict
 from flax_posenc.conversion.families import FAMILIES
 from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import MECHANISM_KINDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
-from flax_posenc.conversion.unread_mechanisms import UNBUILDABLE_MODEL_TYPES, UNREAD_MECHANISMS
 from flax_posenc.conversion.outputs import check_apart, protected_paths
 from flax_posenc.conversion.source_record import verdict
+from flax_posenc.conversion.unread_mechanisms import UNBUILDABLE_MODEL_TYPES, UNREAD_MECHANISMS
 from flax_posenc.errors import CheckpointError, PositionLimitError
 from flax_posenc.extend import METHODS, extend_table
 from flax_posenc.progress import Progress, progress_enabled
