@@ -164,7 +164,8 @@ def _check_refusals() -> None:
         if both:
             raise ValueError(
                 f"{name}: expected no model type that a registry row reads, found {len(both)}: "
-                f"{', '.join(both[:8])}{' ...' if len(both) > 8 else ''} (drop their refusals)"
+                f"{', '.join(both[:8])}{' ...' if len(both) > 8 else ''} (drop their lines, or run "
+                "`python tools/unread_mechanisms.py --write`)"
             )
     both = sorted(set(UNREAD_MECHANISMS) & (set(REFUSED_MODEL_TYPES) | set(UNBUILDABLE_MODEL_TYPES)))
     if both:

@@ -63,6 +63,7 @@ CONVOLUTIONAL_VISION_MODEL_TYPES: tuple[str, ...] = (
     "resnet",
     "swiftformer",
     "textnet",
+    "align_vision_model",  # ALIGN's vision tower: EfficientNet (depth-wise convolutions, squeeze-excite)
     "cvt",  # CvT: convolutional token embeddings and convolutional projections; no position table
     "focalnet",  # FocalNet: focal modulation (depth-wise convolutions) instead of attention
     "glpn",  # GLPN: SegFormer's Mix-FFN (a depth-wise convolution) and reduced attention, no position table
@@ -93,6 +94,8 @@ CONVOLUTIONAL_AUDIO_MODEL_TYPES: tuple[str, ...] = (
     "speecht5_hifigan",
     "qwen2_5_omni_bigvgan",  # BigVGAN: convolutions with anti-aliased Snake activations
     "vibevoice_acoustic_tokenizer",  # VibeVoice's acoustic tokenizer: causal convolutions
+    "vibevoice_acoustic_tokenizer_decoder",  # its decoder and encoder on their own: the same convolutions
+    "vibevoice_acoustic_tokenizer_encoder",
 )
 
 
