@@ -566,5 +566,7 @@ def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_pa
     for field, sub in config.items():  # another part with its own model type (BLIP-2's Q-Former): not read
         if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
             tower = field.removesuffix("_config")
-            unread.append(UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision or audio tower"))
+            unread.append(
+                UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision, audio or backbone tower")
+            )
     return ModelRecord(os.fspath(source), str(config.get("model_type")), tuple(found), tuple(unread))
