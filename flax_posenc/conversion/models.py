@@ -524,9 +524,9 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
     if not found:
         raise fail(config_path, f"the position mechanisms of {config.get('model_type')}", "none readable")
     unread: list[UnreadTower] = []
-    for field, tower, sub in composite_towers(config, config_path):
-        if field in HEAD_TOWER_FIELDS:  # the backbone under the model's own head: read as its own model type
-            found += _read_tower(source, field, tower, sub, config_path, unread)
+    heads = {field: config.get(field) for field in HEAD_TOWER_FIELDS}  # only these: a model's own rows read the others
+    for field, tower, sub in composite_towers(heads, config_path):  # the backbone under the model's own head
+        found += _read_tower(source, field, tower, sub, config_path, unread)
     if config.get("use_timm_backbone") and isinstance(config.get("backbone"), str):
         why = "a timm backbone: its positions depend on the timm model, which is not read"
         unread.append(UnreadTower("backbone", "backbone", f"timm:{config['backbone']}", why))
