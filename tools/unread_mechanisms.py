@@ -205,9 +205,10 @@ def mechanism_line(model_type: str, rec: dict) -> str | None:
         first(("inv_freq", "freqs_ci"), "rotary frequencies")
     if not cls(r"Sinusoid|Sinus", "sinusoidal position table"):
         first(
-            ("embed_positions.weights", "positional_embedding.positional_embedding", "pe_k"),
+            ("embed_positions.weights", "positional_embedding.positional_embedding"),
             "sinusoidal position table",
         )
+    first(("pe_k",), "learned relative position table")
     grid = vision or re.search(
         r"patch|mae|msn|hiera|ijepa|radio|pixio|yolos|mgp|pvt|seggpt|vivit|timesformer|dinov2", model_type
     )
@@ -219,13 +220,13 @@ def mechanism_line(model_type: str, rec: dict) -> str | None:
                 "pos_embed",
                 "embed_positions",
                 "positional_embedding",
-                "row_embed",
                 "wpe.",
-                "time_embeddings",
             ),
             "learned patch-position grid" if grid else "learned position table",
         )
-    first(("time_embed",), "a time-step embedding")
+    first(("row_embedder",), "learned row and column tables of image patches")
+    first(("time_embeddings",), "learned frame-position table")
+    first(("time_embed.",), "a time-step embedding")
     first(("distance_embedding",), "relative key distance embedding")
     first(("attention_biases",), "attention biases by relative offset")
     if not out and (mods or names):  # named for positions, but no rule above names the mechanism
