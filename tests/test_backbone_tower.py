@@ -105,3 +105,37 @@ def test_composite_catalog_never_reads_a_head_by_its_backbone():
     from conformance.catalog import composite_read
 
     assert not composite_read("detr") and not composite_read("upernet")
+
+
+def test_conformance_checks_the_backbone_against_its_own_module(tmp_path, monkeypatch):
+    """Not vacuous: a Swin backbone wrongly declared free of positions under UperNet is caught by the
+    backbone tower's check (its window bias table), and the head's own check does not see it."""
+    import dataclasses
+
+    from conformance import tiny
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion.mechanisms import MECHANISMS
+
+    old = MECHANISMS["none"]
+    registries = tuple(
+        (
+            name,
+            {
+                n: dataclasses.replace(r, model_types=(*r.model_types, "swin")) if n == "convolutional_vision" else r
+                for n, r in rows.items()
+            },
+        )
+        for name, rows in old.registries
+    )
+    monkeypatch.setattr(
+        MECHANISMS, "_kinds", {**MECHANISMS._kinds, "none": dataclasses.replace(old, registries=registries)}
+    )
+    monkeypatch.setattr(MECHANISMS, "_derived", {})
+    swin = {**_SWIN, "image_size": 32, "patch_size": 4, "out_features": ["stage1", "stage2"]}
+    monkeypatch.setitem(
+        tiny.OVERRIDES, "upernet", {**tiny.OVERRIDES["upernet"], "backbone_config": swin, "use_auxiliary_head": False}
+    )
+    problems = conformance_problems("upernet", tmp_path)
+    assert problems and all(p.startswith("backbone tower: ") for p in problems), problems
+    assert any("relative_position_bias_table" in p for p in problems), problems

@@ -138,8 +138,10 @@ def test_models_without_positions_name_their_tower_and_reason(tmp_path, model_ty
 
 
 def test_not_declared_free_of_positions():
-    """Models with attention biases by offset or a backbone of their own are not declared free of positions."""
-    for model_type in ("levit", "cvt", "efficientformer", "upernet", "vitpose", "timm_backbone"):
+    """Models with attention biases by offset or a backbone with positions of its own are not declared
+    free of positions. (CvT has no attention bias: convolutional projections only; UperNet's head is
+    declared, its backbone read as the ``backbone`` tower beside it: tests/test_backbone_tower.py.)"""
+    for model_type in ("levit", "efficientformer", "vitpose", "timm_backbone"):
         assert model_type not in MODEL_MECHANISMS
     for model_type in ("inkling_text", "inkling2_text", "inkling2_loop_text"):  # relative position biases
         assert model_type in REFUSED_MODEL_TYPES and model_type not in MODEL_MECHANISMS

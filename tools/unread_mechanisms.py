@@ -55,7 +55,6 @@ NAME_WORDS = re.compile(
 #: where the scan finds nothing (the position enters without a tensor named for it, or only in
 #: a config the default does not build), or where its finding needs a better name.
 MANUAL: dict[str, str] = {
-    "align_vision_model": "not verified: ALIGN's EfficientNet vision tower has no position tensor, but no conformance case declares it",
     "apertus1p5_vision_tokenizer": "not verified: a vision tokenizer with no position tensor found, not declared without a conformance case",
     "beit": "BEiT relative position bias (BeitRelativePositionBias: use_relative_position_bias / use_shared_relative_position_bias) and absolute embeddings (use_absolute_position_embeddings)",
     "data2vec-vision": "BEiT relative position bias (Data2VecVisionRelativePositionBias: use_relative_position_bias / use_shared_relative_position_bias) and absolute embeddings (use_absolute_position_embeddings)",
@@ -81,8 +80,6 @@ MANUAL: dict[str, str] = {
     "sam3_lite_text_mask_decoder": "SAM 3's mask decoder: positions passed in by the SAM 3 model, not read",
     "uvdoc_backbone": "not verified: UVDoc's convolutional backbone, not declared without a conformance case",
     "wavtokenizer_encoder": "not verified: WavTokenizer's convolutional encoder, not declared without a conformance case",
-    "vibevoice_acoustic_tokenizer_decoder": "not verified: VibeVoice's convolutional decoder, not declared without a conformance case",
-    "vibevoice_acoustic_tokenizer_encoder": "not verified: VibeVoice's convolutional encoder, not declared without a conformance case",
 }
 
 
@@ -208,9 +205,10 @@ def mechanism_line(model_type: str, rec: dict) -> str | None:
         first(("inv_freq", "freqs_ci"), "rotary frequencies")
     if not cls(r"Sinusoid|Sinus", "sinusoidal position table"):
         first(
-            ("embed_positions.weights", "positional_embedding.positional_embedding", "pe_k"),
+            ("embed_positions.weights", "positional_embedding.positional_embedding"),
             "sinusoidal position table",
         )
+    first(("pe_k",), "learned relative position table")
     grid = vision or re.search(
         r"patch|mae|msn|hiera|ijepa|radio|pixio|yolos|mgp|pvt|seggpt|vivit|timesformer|dinov2", model_type
     )
@@ -222,13 +220,13 @@ def mechanism_line(model_type: str, rec: dict) -> str | None:
                 "pos_embed",
                 "embed_positions",
                 "positional_embedding",
-                "row_embed",
                 "wpe.",
-                "time_embeddings",
             ),
             "learned patch-position grid" if grid else "learned position table",
         )
-    first(("time_embed",), "a time-step embedding")
+    first(("row_embedder",), "learned row and column tables of image patches")
+    first(("time_embeddings",), "learned frame-position table")
+    first(("time_embed.",), "a time-step embedding")
     first(("distance_embedding",), "relative key distance embedding")
     first(("attention_biases",), "attention biases by relative offset")
     if not out and (mods or names):  # named for positions, but no rule above names the mechanism
@@ -406,7 +404,15 @@ def main() -> int:
         old.update(scan(todo))
         SCAN.write_text(json.dumps(dict(sorted(old.items())), indent=1) + "\n")
     if args.write:
-        unread, unbuildable = derive(json.loads(SCAN.read_text()))
+        # The module is derived whole: emptied first, so that a type a registry row now reads (which
+        # fails the import while it is still listed) does not stop its rewrite; restored on failure.
+        old = MODULE.read_text()
+        MODULE.write_text(render({}, {}))
+        try:
+            unread, unbuildable = derive(json.loads(SCAN.read_text()))
+        except BaseException:
+            MODULE.write_text(old)
+            raise
         MODULE.write_text(render(unread, unbuildable))
         print(f"wrote {MODULE.relative_to(ROOT)}: {len(unread)} unread, {len(unbuildable)} unbuildable")
     return 0

@@ -208,7 +208,8 @@ def _check_refusals() -> None:
         if both:
             raise ValueError(
                 f"{name}: expected no model type that a registry row reads, found {len(both)}: "
-                f"{', '.join(both[:8])}{' ...' if len(both) > 8 else ''} (drop their refusals)"
+                f"{', '.join(both[:8])}{' ...' if len(both) > 8 else ''} (drop their lines, or run "
+                "`python tools/unread_mechanisms.py --write`)"
             )
     both = sorted(set(UNREAD_MECHANISMS) & (set(REFUSED_MODEL_TYPES) | set(UNBUILDABLE_MODEL_TYPES)))
     if both:
@@ -577,9 +578,9 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
     if not found:
         raise fail(config_path, f"the position mechanisms of {config.get('model_type')}", "none readable")
     unread: list[UnreadTower] = []
-    for field, tower, sub in composite_towers(config, config_path):
-        if field in HEAD_TOWER_FIELDS:  # the backbone under the model's own head: read as its own model type
-            found += _read_tower(source, field, tower, sub, config_path, unread)
+    heads = {field: config.get(field) for field in HEAD_TOWER_FIELDS}  # only these: a model's own rows read the others
+    for field, tower, sub in composite_towers(heads, config_path):  # the backbone under the model's own head
+        found += _read_tower(source, field, tower, sub, config_path, unread)
     if config.get("use_timm_backbone") and isinstance(config.get("backbone"), str):
         why = "a timm backbone: its positions depend on the timm model, which is not read"
         unread.append(UnreadTower("backbone", "backbone", f"timm:{config['backbone']}", why))
@@ -619,5 +620,7 @@ def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_pa
     for field, sub in config.items():  # another part with its own model type (IDEFICS2's perceiver): not read
         if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
             tower = field.removesuffix("_config")
-            unread.append(UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision or audio tower"))
+            unread.append(
+                UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision, audio or backbone tower")
+            )
     return ModelRecord(os.fspath(source), str(config.get("model_type")), tuple(found), tuple(unread))

@@ -6,10 +6,14 @@ their conformance cases (the tiny model has no parameter or buffer whose name su
 
 - ``recurrent`` (text): recurrent and state-space models; the state carries the order.
 - ``convolutional_vision`` (vision): convolutional image models (ResNet, ConvNeXt, EfficientNet,
-  MobileNet, RegNet, BiT, PoolFormer, ...) and MobileViT/SwiftFormer, whose attention has no
-  position tensor: where a pixel is enters only through the convolutions' receptive field and padding.
-- ``convolutional_audio`` (audio): convolutional codecs and vocoders (DAC, UnivNet, VibeVoice's
-  acoustic tokenizer): positions in time enter only through the convolutions.
+  MobileNet, RegNet, BiT, PoolFormer, CvT, FocalNet, PP-LCNet, ...), MobileViT/SwiftFormer and
+  SegFormer/GLPN/PVTv2 (attention without a position tensor, Mix-FFN convolutions), the VQGAN image
+  tokenizers (spatial attention blocks without positions) and the convolutional heads of UperNet and
+  Depth Anything (their ``backbone_config`` read beside them as the ``backbone`` tower): where a pixel
+  is enters only through the convolutions' receptive field and padding.
+- ``convolutional_audio`` (audio): convolutional codecs and vocoders (DAC, UnivNet, EnCodec's
+  convolutions and LSTM, HiFi-GAN and BigVGAN vocoders, VibeVoice's acoustic tokenizer): positions in
+  time enter only through the convolutions.
 
 Nothing limits their length: :class:`NoPositionEncoding` is a
 :class:`~flax_posenc.conversion.SourceRecord` with no limit.
@@ -45,8 +49,8 @@ NO_POSITION_MODEL_TYPES: tuple[str, ...] = (
 
 #: Convolutional image models (and MobileViT/SwiftFormer: attention without a position tensor).
 #: Each modeling file was read: no position embedding, rotary module or relative bias. Not here on
-#: purpose: LeViT (attention biases by offset), CvT, EfficientFormer (attention biases), backbone
-#: wrappers (UperNet, ViTPose, timm_backbone: their positions are their backbone's).
+#: purpose: LeViT (attention biases by offset), EfficientFormer (attention biases), ViTPose (its
+#: ViT backbone's grid), timm_backbone (its positions are the timm model's).
 CONVOLUTIONAL_VISION_MODEL_TYPES: tuple[str, ...] = (
     "align_vision_model",  # ALIGN's EfficientNet tower (issue 35)
     "bit",
@@ -64,6 +68,7 @@ CONVOLUTIONAL_VISION_MODEL_TYPES: tuple[str, ...] = (
     "resnet",
     "swiftformer",
     "textnet",
+    "align_vision_model",  # ALIGN's vision tower: EfficientNet (depth-wise convolutions, squeeze-excite)
     "cvt",  # CvT: convolutional token embeddings and convolutional projections; no position table
     "focalnet",  # FocalNet: focal modulation (depth-wise convolutions) instead of attention
     "glpn",  # GLPN: SegFormer's Mix-FFN (a depth-wise convolution) and reduced attention, no position table
@@ -94,6 +99,8 @@ CONVOLUTIONAL_AUDIO_MODEL_TYPES: tuple[str, ...] = (
     "speecht5_hifigan",
     "qwen2_5_omni_bigvgan",  # BigVGAN: convolutions with anti-aliased Snake activations
     "vibevoice_acoustic_tokenizer",  # VibeVoice's acoustic tokenizer: causal convolutions
+    "vibevoice_acoustic_tokenizer_decoder",  # its decoder and encoder on their own: the same convolutions
+    "vibevoice_acoustic_tokenizer_encoder",
 )
 
 

@@ -276,6 +276,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "resblock_kernel_sizes": [3],
         "resblock_dilation_sizes": [[1, 3, 5]],
     },
+    "align_vision_model": {"image_size": 32, "width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 64},
+    **{
+        t: {"hidden_size": 16, "num_filters": 4, "downsampling_ratios": [2, 2], "depths": [1, 1, 1]}
+        for t in ("vibevoice_acoustic_tokenizer_decoder", "vibevoice_acoustic_tokenizer_encoder")
+    },
     "vibevoice_acoustic_tokenizer": {
         "hidden_size": 16,
         "num_filters": 4,
