@@ -22,9 +22,10 @@ tour: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(MAKE) --no-print-directory typecheck docs
-	# loadgroup: a test module with a module-scoped fixture stays on one worker (tests/conftest.py)
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	# mypy and the site build are independent single-threaded steps: side by side on the 2 cores
+	# (--output-sync: each one's output printed whole, when it ends; a failure of either fails make)
+	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck docs
+	$(PY) -m pytest -n 2 -q
 
 # mypy on flax_posenc/ and tests/typecheck/ (the public API called as users call it); [tool.mypy] in pyproject.toml
 typecheck: $(STAMP)

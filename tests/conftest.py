@@ -327,26 +327,3 @@ def figures(monkeypatch):
 
     monkeypatch.setattr(plots, "_save", spy)
     return saved
-
-
-# --------------------------------------------------------------------------- xdist distribution
-
-#: Fixture scopes built once per module (or class): a test module that uses one is kept on one
-#: xdist worker (``make test`` runs ``pytest -n 2 --dist loadgroup``), so the fixture is built once
-#: instead of once on each worker that runs one of the module's tests.
-_SHARED_SCOPES = ("module", "class", "package")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook appends the group to the node ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put every test that uses a module-, class- or package-scoped fixture into an
-    ``xdist_group`` named after its module (no effect without ``--dist loadgroup``). xdist sends
-    the largest groups first, so the long module fixtures start early, and the single tests that
-    follow fill both workers up to the end."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or item.get_closest_marker("xdist_group") is not None:
-            continue
-        defs = (info.name2fixturedefs.get(name) or () for name in info.names_closure)
-        if any(d and d[-1].scope in _SHARED_SCOPES for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
