@@ -1315,6 +1315,7 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
             problems.append(f"{axis}: detr_sine_embedding differs from the model's by {float(d[~ok].max()):.3g}")
         if not np.isfinite(ours[:, chans]).all():
             problems.append(f"{axis}: detr_sine_embedding is not finite on padding")
+    return problems
 
 
 #: Frames of the random hidden states a convolutional position embedding is compared on.
