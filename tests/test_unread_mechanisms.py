@@ -73,12 +73,14 @@ def test_every_model_type_is_accounted_for():
 
 def test_a_type_accounted_for_nowhere_stops_the_page(monkeypatch):
     coverage = _coverage()
-    monkeypatch.setattr(coverage, "UNREAD_MECHANISMS", {k: v for k, v in UNREAD_MECHANISMS.items() if k != "swin"})
+    monkeypatch.setattr(
+        coverage, "UNREAD_MECHANISMS", {k: v for k, v in UNREAD_MECHANISMS.items() if k != "clap_audio_model"}
+    )
     with pytest.raises(
-        SystemExit, match=r"^swin: expected a model type read, free of positions, refused or unbuildable"
+        SystemExit, match=r"^clap_audio_model: expected a model type read, free of positions, refused or unbuildable"
     ):
-        coverage.status("swin")
-    assert _coverage().status("swin") == "refused"
+        coverage.status("clap_audio_model")
+    assert _coverage().status("clap_audio_model") == "refused"
 
 
 def test_a_type_both_read_and_refused_fails_at_import(monkeypatch):
@@ -97,11 +99,11 @@ def test_a_type_both_read_and_refused_fails_at_import(monkeypatch):
 @pytest.mark.parametrize(
     ("model_type", "words"),
     [
-        ("swin", "relative_position_bias_table"),
-        ("wav2vec2", "Wav2Vec2PositionalConvEmbedding"),
-        ("pixtral", "PixtralVisionRotaryEmbedding"),
-        ("layoutlm", "h_position_embeddings"),
-        ("detr", "DetrSinePositionEmbedding"),
+        ("clap_audio_model", "relative_position_bias_table"),
+        ("wavtokenizer", "backbone.pos_net"),
+        ("llama4_vision_model", "Llama4VisionRotaryEmbedding"),
+        ("florence_vision", "Florence2VisionLearnedAbsolutePositionEmbedding2D"),
+        ("mask2former", "Mask2FormerSinePositionEmbedding"),
         ("sam_prompt_encoder", "cannot build it here"),
     ],
 )
@@ -113,9 +115,9 @@ def test_refusal_names_the_mechanism(model_type, words):
 @pytest.mark.parametrize(
     ("model_type", "found"),
     [
-        ("swin", "relative_position_bias_table"),
-        ("wav2vec2", "Wav2Vec2PositionalConvEmbedding"),
-        ("pixtral", "PixtralVisionRotaryEmbedding"),
+        ("clap_audio_model", "relative_position_bias_table"),
+        ("wavtokenizer", "backbone.pos_net"),
+        ("llama4_vision_model", "Llama4VisionRotaryEmbedding"),
     ],
 )
 def test_rows_agree_with_the_model_transformers_builds(model_type, found):
@@ -152,13 +154,13 @@ def test_module_is_what_the_tool_writes_from_the_recorded_scan():
 def test_inspect_and_check_give_the_refusal(tmp_path, capsys):
     from flax_posenc.report.cli import main
 
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "swin"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "clap_audio_model"}))
     with pytest.raises(CheckpointError, match="relative_position_bias_table"):
         inspect_source(tmp_path)
     for args in (["inspect", str(tmp_path)], ["check", str(tmp_path), "--length", "8"]):
         assert main(args) == 2
         err = capsys.readouterr().err.strip()
-        assert "swin: position mechanism not read: Swin-style window relative position bias table" in err
+        assert "clap_audio_model: position mechanism not read: Swin-style window relative position bias table" in err
         assert len(err.splitlines()) == 1
 
 
