@@ -1,7 +1,7 @@
 """``backbone_config`` read as a tower (``backbone``): a detection, segmentation or depth head
-(UperNet, Depth Anything) read by a row of its own, its backbone beside it as its own model type;
-an unread backbone named; a head whose own mechanism is not read (DETR) refused even when its
-backbone is read.
+(UperNet, Depth Anything, DETR) read by a row of its own, its backbone beside it as its own model
+type; an unread backbone named; a head whose own mechanism is not read (Mask2Former) refused even
+when its backbone is read.
 
 The values of each backbone against transformers' own module: ``tests/test_conformance.py``
 (``upernet``, ``depth_anything``: :func:`conformance.reference.record_problems` checks the
@@ -20,6 +20,8 @@ from flax_posenc.errors import CheckpointError
 
 _RESNET = {"model_type": "resnet", "embedding_size": 8, "hidden_sizes": [8, 8], "depths": [1, 1]}
 _SWIN = {"model_type": "swin", "embed_dim": 16, "depths": [1, 1], "num_heads": [1, 1], "window_size": 4}
+# ViTDet (a backbone of ViTMatte): its learned patch-position grid is not read (a refusal naming it)
+_VITDET = {"model_type": "vitdet", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
 _DINOV2 = {"model_type": "dinov2", "hidden_size": 32, "image_size": 56, "patch_size": 14, "num_attention_heads": 2}
 
 
@@ -46,22 +48,24 @@ def test_head_and_read_backbone(tmp_path):
 
 
 def test_unread_backbone_is_named(tmp_path, capsys):
-    """UperNet over a Swin backbone: the head is read, the backbone is listed as not read with its mechanism."""
+    """UperNet over a ViTDet backbone: the head is read, the backbone is listed as not read with its mechanism
+    (Swin was the example until the window bias made it read)."""
     from flax_posenc.conversion.models import refusal
     from flax_posenc.report.cli import main
 
-    d = _write(tmp_path / "u", {"model_type": "upernet", "backbone_config": _SWIN})
+    d = _write(tmp_path / "u", {"model_type": "upernet", "backbone_config": _VITDET})
     record = inspect_source(d)
     assert [(m.kind, m.tower) for m in record.mechanisms] == [("none", "vision")]
-    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("backbone", "backbone_config", "swin")]
-    assert record.unread[0].reason == refusal("swin")
-    assert "backbone tower (backbone_config: swin) NOT READ" in str(record)
+    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("backbone", "backbone_config", "vitdet")]
+    assert record.unread[0].reason == refusal("vitdet")
+    assert "position_embeddings" in record.unread[0].reason  # the refusal names its mechanism
+    assert "backbone tower (backbone_config: vitdet) NOT READ" in str(record)
     assert main(["inspect", str(d), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["unread_towers"] == [record.unread[0].to_dict()]
     assert main(["check", str(d), "--image-size", "64"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "backbone tower (backbone_config: swin) NOT READ" in err and len(err.splitlines()) == 1
+    assert "backbone tower (backbone_config: vitdet) NOT READ" in err and len(err.splitlines()) == 1
 
 
 def test_backbone_grid_is_checked_by_image_size(tmp_path, capsys):
@@ -89,22 +93,26 @@ def test_timm_backbone_is_unread(tmp_path):
 
 
 def test_head_not_read_is_refused_although_its_backbone_is(tmp_path):
-    """DETR's own positions (its head's) are not in the registry: a read ResNet backbone does not make it read."""
+    """Mask2Former's own positions (its pixel decoder's sine) are not in the registry: a read ResNet
+    backbone does not make it read. (DETR was the example until its detr_positions rows made it read.)"""
     from flax_posenc.conversion.models import MODEL_MECHANISMS
 
-    if "detr" in MODEL_MECHANISMS:  # once DETR's sine rows land, a made-up head stands in for it
-        config = {"model_type": "no_such_detector", "backbone_config": _RESNET}
-    else:
-        config = {"model_type": "detr", "backbone_config": _RESNET}
+    assert "mask2former" not in MODEL_MECHANISMS  # the premise: once it is read, pick another unread head
+    config = {"model_type": "mask2former", "backbone_config": _RESNET}
     with pytest.raises(CheckpointError, match=config["model_type"]) as info:
         inspect_source(_write(tmp_path / "d", config))
     assert "\n" not in str(info.value)
 
 
 def test_composite_catalog_never_reads_a_head_by_its_backbone():
+    """DETR and UperNet are rows of their own; Mask2Former (not read, its only sub-config a backbone)
+    is the case that reaches the head-around-a-backbone rule."""
     from conformance.catalog import composite_read
 
+    from flax_posenc.conversion.models import MODEL_MECHANISMS
+
     assert not composite_read("detr") and not composite_read("upernet")
+    assert "mask2former" not in MODEL_MECHANISMS and not composite_read("mask2former")
 
 
 def test_conformance_checks_the_backbone_against_its_own_module(tmp_path, monkeypatch):
