@@ -216,8 +216,18 @@ def test_config_and_inspect_read_the_checkpoint(tiny):
     tps = getattr(model.config.vision_config, "tokens_per_second", None)
     assert cfg.tokens_per_second == tps
     rec = inspect_source(path)
-    assert [m.kind for m in rec.mechanisms] == ["mrope"] and rec.limit == 64
+    assert [(m.kind, m.tower) for m in rec.mechanisms] == [("mrope", "text"), ("vision_rope", "vision")]
+    assert rec.limit == 64  # the text M-RoPE's: the vision tower's patch rotary has no limit
     assert rec.check_length(65)[0] is False and rec.to_dict()["mechanisms"][0]["mrope"]["mrope_section"] == [2, 3, 3]
+    # the vision tower's 2-D patch rotary, against transformers' vision blocks and rotary module
+    vision = rec.to_dict()["mechanisms"][1]
+    attn, vcfg = model.visual.blocks[0].attn, model.config.vision_config
+    assert vision["limit"] is None and vision["split"] == "axial" and vision["layout"] == "half"
+    assert vision["head_dim"] == attn.head_dim and vision["spatial_merge_size"] == vcfg.spatial_merge_size
+    assert vision["patch_size"] == vcfg.patch_size and vision["window_size"] == getattr(vcfg, "window_size", None)
+    quarter = vision["head_dim"] // 2  # frequencies per axis: rows and columns each take half of head_dim
+    inv_freq = 1.0 / vision["rope_theta"] ** (np.arange(0, quarter, 2, dtype=np.float64) / quarter)
+    np.testing.assert_allclose(model.visual.rotary_pos_emb.inv_freq.double().numpy(), inv_freq, rtol=1e-6)
 
 
 def test_text_tower_model_types_are_read(tmp_path):
