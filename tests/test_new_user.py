@@ -23,8 +23,10 @@ def test_help_describes_the_whole_tool(capsys):
     for kind in MECHANISM_KINDS:
         assert " ".join(KIND_PHRASES[kind].split()) in text, kind
 
-    for word in ("RoPE", "ALiBi", "relative", "grids", "audio", ".gguf", "Hub", "orbax", "--image-size", "--seconds"):
+    for word in ("RoPE", "ALiBi", "relative", "grids", "audio", ".gguf", "Hub", "orbax"):
         assert word in text, word
+    for option in ("--image-size", "--seconds", "--bbox-max", "--steps"):  # check's options, named in the kinds
+        assert option in text, option
     assert f"the {len(MODEL_MECHANISMS)} model types read" in text
     for command in ("inspect", "check", "plot", "extend", "convert", "families", "tour"):
         assert f" {command} " in text, command

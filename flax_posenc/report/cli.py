@@ -104,8 +104,11 @@ LEARNED_SOURCE_HELP = (
 #: what ``flax-posenc --help`` says of each built-in mechanism kind, with examples; a kind without a
 #: phrase here (one registered later) is described by its table row's summary
 KIND_PHRASES: dict[str, str] = {
-    "learned": "learned tables (GPT-2, BERT, RoBERTa, OPT, ...)",
-    "sinusoidal": "sinusoids (sinusoidal:LENGTH:DIM, M2M-100, Whisper's audio table: check --seconds)",
+    "learned": "learned tables (GPT-2, BERT, RoBERTa, OPT, ...; PatchTST's over time steps: check --steps)",
+    "sinusoidal": (
+        "sinusoids (sinusoidal:LENGTH:DIM, M2M-100, Whisper's audio table: check --seconds; "
+        "Informer, Autoformer: check --steps)"
+    ),
     "rope": "RoPE and its scalings (linear, dynamic, YaRN, LongRoPE, Llama 3; Llama, Qwen, Mistral, ...)",
     "nope": "layers without positions (NoPE: SmolLM3, Llama 4)",
     "alibi": "ALiBi (BLOOM, MPT, Falcon)",
@@ -118,6 +121,8 @@ KIND_PHRASES: dict[str, str] = {
     "vision_rope": "vision-tower RoPE (Pixtral, Qwen2-VL, Qwen2.5-VL, DINOv3: check --image-size)",
 }
 KIND_PHRASES["window_bias"] = "window relative position biases (Swin, SwinV2, BEiT with its class token)"  # issue 35
+KIND_PHRASES["conv_position"] = "convolutional positions over audio frames (wav2vec2, HuBERT, SEW, Data2Vec-Audio)"
+KIND_PHRASES["detr_positions"] = "DETR-family 2-D feature-map positions (DETR, Deformable DETR, RT-DETR, D-FINE)"
 
 
 def _description() -> str:
