@@ -94,7 +94,7 @@ def test_a_toy_kind_shows_on_the_generated_pages(toy):
 def test_a_toy_kind_is_a_conformance_case(toy):
     conformance = _script("conformance_cases", "tests/test_conformance.py")
     assert "toy_model" in conformance.cases()
-    assert sorted(reference.KIND_CHECKS) == sorted(MECHANISMS)  # what test_every_mechanism_kind_has_a_conformance_hook asks
+    assert sorted(reference.KIND_CHECKS) == sorted(MECHANISMS)  # as test_every_mechanism_kind_has_a_conformance_hook
 
 
 def test_the_toy_leaves_no_trace():
