@@ -65,6 +65,13 @@ def with_counts(readme: str, counts: str) -> str:
     return new
 
 
+def _tower_fields() -> str:
+    """The sub-config fields read as towers of a composite (not a head's ``backbone_config``)."""
+    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, TOWER_FIELDS
+
+    return ", ".join(f"`{field}`" for field in TOWER_FIELDS if field not in HEAD_TOWER_FIELDS)
+
+
 def mechanism_kinds() -> list[str]:
     """The section listing every kind of :data:`~flax_posenc.conversion.mechanisms.MECHANISMS`."""
     lines = [
@@ -237,13 +244,13 @@ def render() -> str:
         "(`tests/conformance/catalog.py`).",
         "",
         "A *composite* model type (its config has sub-configs) that is not a row of the registry is read as its",
-        "towers when every sub-config is a tower (`text_config`, `vision_config`, `audio_config`) whose model type",
+        f"towers when every sub-config is a tower ({_tower_fields()}) whose model type",
         "is read (the tower types come from the config class's defaults, `tests/conformance/catalog.py`);",
         "`tests/test_conformance.py` builds each such type with its own transformers class (tiny sub-configs) and",
         "checks every tower's mechanisms against that tower's own module, as for the tower's model type.",
         "A `backbone_config` (the ResNet, Swin or DINOv2 under a detection, segmentation or depth head) is the",
-        "`backbone` tower: read beside the head's own rows (UperNet, Depth Anything), never instead of them, so a",
-        "DETR whose sine embedding is not read stays refused even over a read ResNet.",
+        "`backbone` tower: read beside the head's own rows (DETR, UperNet, Depth Anything), never instead of them,",
+        "so a head whose own mechanism is not read (Mask2Former's sine embedding) stays refused over a read ResNet.",
         "A checkpoint whose towers are only partly read is reported with its unread towers named, never as read.",
         "",
         *mechanism_kinds(),
