@@ -25,7 +25,7 @@ from typing import Any
 
 from flax_posenc.conversion.readers import fail, read_float
 from flax_posenc.conversion.sources import open_checkpoint
-from flax_posenc.conversion.table import PositionTable
+from flax_posenc.conversion.table import PositionTable, TableBacked
 from flax_posenc.limits import verdict_line
 
 __all__ = ["PATCH_TABLE_FAMILIES", "PatchTableFamily", "PatchTableSource", "read_patch_table"]
@@ -55,7 +55,7 @@ PATCH_TABLE_FAMILIES: Mapping[str, PatchTableFamily] = MappingProxyType(
 
 
 @dataclasses.dataclass(frozen=True)
-class PatchTableSource:
+class PatchTableSource(TableBacked):
     """A patch position table: a :class:`~flax_posenc.conversion.SourceRecord` whose limit is the
     exact number of time steps the model takes (``context_length``).
 
@@ -75,18 +75,6 @@ class PatchTableSource:
 
     scheme = "learned"
     unit = "time steps"
-
-    @property
-    def source(self) -> str:
-        return self.table.source
-
-    @property
-    def family(self) -> str:
-        return self.table.family
-
-    @property
-    def key(self) -> str:
-        return self.table.key
 
     @property
     def limit(self) -> int:
