@@ -246,7 +246,7 @@ def _tower_line(model_type: str, read: set[str], lines: dict[str, str]) -> str:
     """A composite's line: its sub-configs that are not read (each with its own line when it has one)."""
     from conformance.catalog import composite_towers
 
-    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, TOWER_FIELDS
+    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS
 
     towers = composite_towers(model_type) or ()
     if not towers:
@@ -256,11 +256,9 @@ def _tower_line(model_type: str, read: set[str], lines: dict[str, str]) -> str:
     for field, tower in towers:
         if field in HEAD_TOWER_FIELDS:
             head = True
-        if tower in read and field in TOWER_FIELDS:
-            continue
         if tower in read:
-            parts.append(f"{field} ({tower}, read on its own) is not a text, vision, audio or backbone tower")
-        elif not tower:
+            continue
+        if not tower:
             parts.append(f"{field} (a sub-config without a model type)")
         else:
             parts.append(f"{field} {tower} ({_why(tower, lines)})")

@@ -43,6 +43,7 @@ __all__ = [
     "HEAD_TOWER_FIELDS",
     "UnreadTower",
     "composite_towers",
+    "tower_of_field",
     "NoPositionEncoding",
     "is_refused",
     "Mechanism",
@@ -186,6 +187,23 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             for t in ("seamless_m4t", "seamless_m4t_v2")
         },
         # issue 35: composites whose towers are read but which hold positions of their own
+        "chameleon": "its own text model's RoPE (the top-level config, beside its vq_config tower) is not read",
+        **{
+            t: "its keypoint encoder (an MLP over keypoint coordinates, positional_encoder/kenc) is not read"
+            for t in ("superglue", "lightglue")
+        },
+        "depth_pro": "its three DINOv2 towers' grids, under image_encoder/patch_encoder/fov modules, are not read",
+        **{
+            t: "its encoder and decoder towers' tables, under the encoder./decoder. prefixes, are not read"
+            for t in ("encoder-decoder", "speech-encoder-decoder")
+        },
+        **{
+            t: "its text encoder, audio codec and decoder towers together are not verified (the composite does not build)"
+            for t in ("musicgen", "musicgen_melody")
+        },
+        "pe_audio_encoder": "its own positions beside its DAC tower are not verified (the DAC is not a module of the model)",
+        "xcodec": "its semantic HuBERT tower's convolutional positions, under the semantic_model prefix, are not read",
+        "higgs_audio_v2_tokenizer": "its acoustic and semantic towers are not verified (the model needs torchaudio)",
         "xclip": (
             "the learned frame positions of its multi-frame integration transformer (mit.position_embedding, "
             "num_frames rows) are not read"
@@ -248,16 +266,31 @@ TOWER_UNITS: Mapping[str, str] = MappingProxyType(
 HEAD_TOWER_FIELDS: frozenset[str] = frozenset({"backbone_config"})
 
 
+def tower_of_field(field: str) -> str:
+    """The tower a sub-config field of a composite ``config.json`` is: its :data:`TOWER_FIELDS` name,
+    else the field without ``_config`` (``vq_config`` -> ``"vq"``, an encoder-decoder's ``encoder``).
+
+    >>> tower_of_field("vision_config"), tower_of_field("codec_config"), tower_of_field("decoder")
+    ('vision', 'codec', 'decoder')
+    """
+    return TOWER_FIELDS.get(field, field.removesuffix("_config"))
+
+
 def composite_towers(config: Mapping[str, Any], where: object = "config.json") -> tuple[tuple[str, str, Mapping], ...]:
     """``((field, tower, sub-config), ...)`` of a composite ``config.json``: every :data:`TOWER_FIELDS`
-    entry that is set (``null`` or absent: no such tower), in that order; ``()`` when none is.
+    entry that is set (``null`` or absent: no such tower), in that order, then every other field
+    holding a sub-config with a ``model_type`` of its own (Chameleon's ``vq_config``, CSM's
+    ``codec_config``, an encoder-decoder's ``encoder`` and ``decoder``: :func:`tower_of_field`);
+    ``()`` when none is.
 
     >>> composite_towers({"model_type": "llava", "text_config": {"model_type": "llama"}})[0][:2]
     ('text_config', 'text')
+    >>> [t[:2] for t in composite_towers({"encoder": {"model_type": "vit"}, "decoder": {"model_type": "gpt2"}})]
+    [('encoder', 'encoder'), ('decoder', 'decoder')]
 
     Raises:
-      CheckpointError: a tower's sub-config is not an object with a string ``model_type`` (one
-        line naming the file and the field).
+      CheckpointError: a :data:`TOWER_FIELDS` sub-config is not an object with a string
+        ``model_type`` (one line naming the file and the field).
     """
     out = []
     for field, tower in TOWER_FIELDS.items():
@@ -268,6 +301,9 @@ def composite_towers(config: Mapping[str, Any], where: object = "config.json") -
             found = repr(sub.get("model_type")) if isinstance(sub, Mapping) else type(sub).__name__
             raise fail(f"{where}:{field}", "a sub-config object with a string model_type", found[:80])
         out.append((field, tower, sub))
+    for field, sub in config.items():  # any other part with a model type of its own is a tower too
+        if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
+            out.append((field, tower_of_field(field), sub))
     return tuple(out)
 
 
@@ -617,10 +653,4 @@ def _read_towers(source: str | os.PathLike, config: Mapping[str, Any], config_pa
         found += _read_tower(source, field, tower, sub, config_path, unread)
     if not found:
         return None
-    for field, sub in config.items():  # another part with its own model type (IDEFICS2's perceiver): not read
-        if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
-            tower = field.removesuffix("_config")
-            unread.append(
-                UnreadTower(tower, field, sub["model_type"], f"{field} is not a text, vision, audio or backbone tower")
-            )
     return ModelRecord(os.fspath(source), str(config.get("model_type")), tuple(found), tuple(unread))

@@ -740,14 +740,15 @@ TOWER_MODULE_WORDS: dict[str, tuple[str, ...]] = {
 def tower_keys(keys: Iterable[str], section: str | None) -> list[str]:
     """Of the tensors ``keys`` that end alike (OWL-ViT's ``text_model.embeddings.position_embedding.weight``
     and ``vision_model.embeddings.position_embedding.weight``), those under the module of the tower whose
-    sub-config is ``section``: one of its :data:`TOWER_MODULE_WORDS` in the name's first component.
-    Fewer than two keys, or no ``section``: ``keys`` unchanged.
+    sub-config is ``section``: one of its :data:`TOWER_MODULE_WORDS` (another field: the field without
+    ``_config``) in the name's first component. Fewer than two keys, no ``section`` or a
+    ``backbone_config``: ``keys`` unchanged.
 
     >>> tower_keys(["text_model.pos.weight", "vision_model.pos.weight"], "vision_config")
     ['vision_model.pos.weight']
     """
     keys = list(keys)
-    if len(keys) < 2 or section not in TOWER_MODULE_WORDS:
+    if len(keys) < 2 or section is None or section == "backbone_config":
         return keys
-    words = TOWER_MODULE_WORDS[section]
+    words = TOWER_MODULE_WORDS.get(section) or (section.removesuffix("_config"),)  # CSM's codec_config: codec_model
     return [k for k in keys if any(w in k.split(".", 1)[0] for w in words)]

@@ -93,10 +93,10 @@ def composite_towers(model_type: str) -> tuple[tuple[str, str], ...] | None:
 
 def composite_read(model_type: str) -> bool:
     """Whether flax-posenc reads ``model_type`` as its towers: it is not a row of the registry
-    itself, every one of its sub-configs is a tower (``TOWER_FIELDS``) whose model type is, and none
+    itself, every one of its sub-configs is a tower (``tower_of_field``) whose model type is, and none
     is a backbone under a head of its own (``HEAD_TOWER_FIELDS``: DETR, UperNet are read only as
     rows of the registry, their backbone beside them)."""
-    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES, TOWER_FIELDS
+    from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 
     if model_type in MODEL_MECHANISMS or model_type in REFUSED_MODEL_TYPES:
         return False
@@ -106,7 +106,7 @@ def composite_read(model_type: str) -> bool:
         subs = dict(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {})
     except Exception:  # noqa: BLE001 - a model type that cannot be imported here
         return False
-    if not subs or not set(subs) <= set(TOWER_FIELDS):  # cheap: no config is built for these
+    if not subs:
         return False
     if set(subs) & HEAD_TOWER_FIELDS:  # a head around a backbone (DETR): read only by rows of its own
         return False
@@ -115,7 +115,7 @@ def composite_read(model_type: str) -> bool:
     towers = composite_towers(model_type)
     if not towers:
         return False
-    return all(field in TOWER_FIELDS and tower in MODEL_MECHANISMS for field, tower in towers)
+    return all(tower in MODEL_MECHANISMS for _, tower in towers)
 
 
 @functools.cache

@@ -1571,7 +1571,7 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
     from transformers import AutoModel
 
     from flax_posenc.conversion import inspect_source
-    from flax_posenc.conversion.models import TOWER_FIELDS, ModelRecord
+    from flax_posenc.conversion.models import ModelRecord, tower_of_field
 
     config = tiny_composite_config(model_type)
     torch.manual_seed(0)
@@ -1583,7 +1583,7 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
     problems = [f"tower not read: {u}" for u in record.unread]
     towers = []
     for field, tower_type in composite_towers(model_type) or ():
-        tower = TOWER_FIELDS[field]
+        tower = tower_of_field(field)
         sub_config = getattr(config, field)
         mechs = tuple(m for m in record.mechanisms if m.tower == tower)
         module = _tower_module(model, sub_config)
@@ -1608,13 +1608,15 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
 
 
 def _untowered_position_problems(model, towers) -> list[str]:
-    """A parameter named for positions outside every tower module (GIT's text positions live in
-    the composite itself, beside its vision tower): not read by any tower, so the type is not read."""
-    inside = {id(p) for module in towers for p in module.parameters()}
+    """A parameter, buffer or submodule named for positions outside every tower module (GIT's text
+    positions live in the composite itself, beside its vision tower; Chameleon's own text model keeps
+    its rotary module beside its VQ tower): not read by any tower, so the type is not read."""
+    inside = {id(t) for module in towers for t in (*module.parameters(), *module.buffers(), *module.modules())}
+    named = (*model.named_parameters(), *model.named_buffers(), *model.named_modules())
     found = [
         name
-        for name, param in model.named_parameters()
-        if id(param) not in inside and any(_POSITION_NAME.match(part) for part in name.split("."))
+        for name, thing in named
+        if name and id(thing) not in inside and any(_POSITION_NAME.match(part) for part in name.split("."))
     ]
     if not found:
         return []
