@@ -19,6 +19,7 @@ callbacks): that is why ``fp.export`` exists. Sharding on 8 host devices: tests/
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -44,18 +45,21 @@ GOOD, BAD = jnp.array([[5, 6, 7]], jnp.int32), jnp.array([[6, 7, 8]], jnp.int32)
 GOOD3, BAD3 = jnp.broadcast_to(GOOD, (3, 1, 3)), jnp.broadcast_to(BAD, (3, 1, 3))
 
 
-NNX = {  # built once, outside any trace (their weights are constants of the exported programs)
-    "learned": fp.nnx.LearnedPositionalEmbedding.from_arguments(P, D, rngs=nnx.Rngs(0)),
-    "sinusoid": fp.nnx.SinusoidalPositionalEncoding.from_arguments(D, num_positions=P),
-    "block": fp.nnx.TransformerInput.from_arguments(20, D, num_positions=P, rngs=nnx.Rngs(0)),
-    "rotary": fp.nnx.RotaryEmbedding(ROPE),
-    "alibi": fp.nnx.ALiBiBias(ALIBI, causal=False),
-    "relative": fp.nnx.RelativePositionBias.from_arguments(H, rngs=nnx.Rngs(0)),
+#: built once, lazily (collection stays cheap), outside any trace: their weights are constants of
+#: the exported programs
+_NNX_BUILDERS = {
+    "learned": lambda: fp.nnx.LearnedPositionalEmbedding.from_arguments(P, D, rngs=nnx.Rngs(0)),
+    "sinusoid": lambda: fp.nnx.SinusoidalPositionalEncoding.from_arguments(D, num_positions=P),
+    "block": lambda: fp.nnx.TransformerInput.from_arguments(20, D, num_positions=P, rngs=nnx.Rngs(0)),
+    "rotary": lambda: fp.nnx.RotaryEmbedding(ROPE),
+    "alibi": lambda: fp.nnx.ALiBiBias(ALIBI, causal=False),
+    "relative": lambda: fp.nnx.RelativePositionBias.from_arguments(H, rngs=nnx.Rngs(0)),
 }
 
 
+@functools.cache
 def _nnx(name):
-    return NNX[name]
+    return _NNX_BUILDERS[name]()
 
 
 def _linen(module, *args, **kwargs):
@@ -64,11 +68,29 @@ def _linen(module, *args, **kwargs):
     return lambda *a, **k: module.apply(variables, *a, **k)
 
 
-LINEN_LEARNED = _linen(fp.linen.LearnedPositionalEmbedding(fp.PositionSpec("learned", D, P)), GOOD)
-LINEN_BLOCK = _linen(fp.linen.TransformerInput.from_arguments(20, D, num_positions=P), IDS, position_ids=GOOD)
-LINEN_SINUSOID = _linen(fp.linen.SinusoidalPositionalEncoding(fp.PositionSpec("sinusoidal", D, P)), GOOD)
-LINEN_ROTARY = _linen(fp.linen.RotaryEmbedding(ROPE), X, GOOD)
-LINEN_ALIBI = _linen(fp.linen.ALiBiBias(ALIBI, causal=False), query_positions=GOOD[0], key_positions=GOOD[0])
+_LINEN_BUILDERS = {
+    "learned": lambda: _linen(fp.linen.LearnedPositionalEmbedding(fp.PositionSpec("learned", D, P)), GOOD),
+    "block": lambda: _linen(fp.linen.TransformerInput.from_arguments(20, D, num_positions=P), IDS, position_ids=GOOD),
+    "sinusoid": lambda: _linen(fp.linen.SinusoidalPositionalEncoding(fp.PositionSpec("sinusoidal", D, P)), GOOD),
+    "rotary": lambda: _linen(fp.linen.RotaryEmbedding(ROPE), X, GOOD),
+    "alibi": lambda: _linen(fp.linen.ALiBiBias(ALIBI, causal=False), query_positions=GOOD[0], key_positions=GOOD[0]),
+}
+
+
+@functools.cache
+def _linen_apply(name):
+    return _LINEN_BUILDERS[name]()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built_outside_any_trace():
+    """Every module built before the first test traces one (built inside a trace, its weights would
+    be tracers of that trace)."""
+    for name in _NNX_BUILDERS:
+        _nnx(name)
+    for name in _LINEN_BUILDERS:
+        _linen_apply(name)
+
 
 #: name -> (function of the positions p, in-range p, out-of-range p, start of the message)
 CASES = {
@@ -100,11 +122,14 @@ CASES = {
     "nnx.TransformerInput/ids": (lambda p: _nnx("block")(p * 2), "word embedding table holds 20"),
     "nnx.RotaryEmbedding": (lambda p: _nnx("rotary")(X, p), "default RoPE"),
     "nnx.ALiBiBias": (lambda p: _nnx("alibi")(query_positions=p[0], key_positions=GOOD[0]), "ALiBi query positions"),
-    "linen.LearnedPositionalEmbedding": (lambda p: LINEN_LEARNED(p), "position table holds 8"),
-    "linen.SinusoidalPositionalEncoding": (lambda p: LINEN_SINUSOID(p), "position table holds 8"),
-    "linen.TransformerInput": (lambda p: LINEN_BLOCK(IDS, position_ids=p), "position table holds 8"),
-    "linen.RotaryEmbedding": (lambda p: LINEN_ROTARY(X, p), "default RoPE"),
-    "linen.ALiBiBias": (lambda p: LINEN_ALIBI(query_positions=p[0], key_positions=GOOD[0]), "ALiBi query positions"),
+    "linen.LearnedPositionalEmbedding": (lambda p: _linen_apply("learned")(p), "position table holds 8"),
+    "linen.SinusoidalPositionalEncoding": (lambda p: _linen_apply("sinusoid")(p), "position table holds 8"),
+    "linen.TransformerInput": (lambda p: _linen_apply("block")(IDS, position_ids=p), "position table holds 8"),
+    "linen.RotaryEmbedding": (lambda p: _linen_apply("rotary")(X, p), "default RoPE"),
+    "linen.ALiBiBias": (
+        lambda p: _linen_apply("alibi")(query_positions=p[0], key_positions=GOOD[0]),
+        "ALiBi query positions",
+    ),
 }
 #: modules and functions whose traced argument is not a position with a limit (exported all the same)
 NO_LIMIT = {
