@@ -41,7 +41,6 @@ from flax_posenc.grid_config import GridSpec
 from flax_posenc.grids import add_grid_positions
 from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
-from flax_posenc.rope_config import RopeConfig
 from flax_posenc.sinusoid_math import Layout
 from flax_posenc.vision_rope_config import VisionRopeConfig
 
@@ -219,9 +218,8 @@ class RotaryCalls:
         if self.config is None:
             return jnp.asarray(x)
         policy = on_overflow or self.on_overflow
-        config = RopeConfig.coerce(self.config)
-        return rope.apply_rope(
-            x, config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
+        return rope.apply_rope(  # coerces self.config (a head_dim in Linen) once
+            x, self.config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
         )
 
     def rotate_qk(
@@ -241,9 +239,8 @@ class RotaryCalls:
         if self.config is None:
             return jnp.asarray(q), jnp.asarray(k)
         policy = on_overflow or self.on_overflow
-        config = RopeConfig.coerce(self.config)
         return rope.apply_rope_qk(
-            q, k, config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
+            q, k, self.config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
         )
 
 
