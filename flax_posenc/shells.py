@@ -51,6 +51,7 @@ __all__ = [
     "check_kind",
     "grid_source",
     "learned_spec",
+    "public_modules",
     "relative_bias_source",
     "sinusoidal_spec",
     "spec_or_flat",
@@ -144,6 +145,25 @@ def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, i
         interpolate=interpolate,
         convention=spec.convention,
         name=spec.name,
+    )
+
+
+def public_modules(namespace: dict[str, Any], base: type) -> list[str]:
+    """The public ``base`` subclasses a shell file defines, sorted: its ``__all__`` (with whatever
+    else it lists), so that a new module class is listed where it is written.
+
+    >>> from flax import nnx
+    >>> from flax_posenc import nnx as shell
+    >>> "TransformerInput" in public_modules(vars(shell), nnx.Module)
+    True
+    """
+    return sorted(
+        name
+        for name, value in namespace.items()
+        if not name.startswith("_")
+        and isinstance(value, type)
+        and issubclass(value, base)
+        and value.__module__ == namespace["__name__"]
     )
 
 
