@@ -100,19 +100,21 @@ def _refuse(name: str, what: str, value: Any) -> None:
 _MAGNITUDE: Mapping[str, float] = MappingProxyType({"rope_theta": 1e12})
 
 
-def _check_kinds(config: RopeConfig) -> None:
+def _check_kinds(config: RopeConfig, *, magnitudes: bool = False) -> None:
     """Type-check the :data:`ROPE_PARAMETERS` fields of ``config`` by their kind (signs and finer
-    ranges come after): the checks a ``config.json`` reader names with its file."""
+    ranges come after): the checks a ``config.json`` reader names with its file. ``magnitudes``:
+    check only the numbers' bounds (the last check: a scaled limit past its bound is said first)."""
     for name, kind in ROPE_PARAMETERS.items():
         value = getattr(config, name)
-        if value is None:
+        if value is None or (magnitudes and kind != "number"):
             continue
         if kind == "number":
             bound = _MAGNITUDE.get(name, 1e6)
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float, np.number))
-                or not abs(float(value)) <= bound
+                or not math.isfinite(value)
+                or (magnitudes and abs(float(value)) > bound)
             ):
                 _refuse(name, f"a finite number of magnitude at most {bound:g}", value)
         elif kind == "count":
@@ -368,6 +370,7 @@ class RopeConfig:
             )
         if scaling.check is not None:
             scaling.check(self)
+        _check_kinds(self, magnitudes=True)
 
     def _set_rotary_dim(self, scaling: RopeScaling) -> None:
         """Check :attr:`rotary_dim` when given (then set ``partial_rotary_factor`` from it), else set it."""
