@@ -1281,12 +1281,13 @@ def _rope_from(
             # classes re-standardize the config: tests/test_rope_config.py checks Phi-3 and Llama)
             params[trained] = config[trained]
         given = {k: params[k] for k in ROPE_PARAMETERS if params.get(k) is not None}
+        if rotary_dim is not None:
+            given["rotary_dim"] = rotary_dim
         return RopeConfig(
             head_dim=head_dim,
             rope_type=kind,
             max_position_embeddings=limit,
             layout=layout,
-            rotary_dim=rotary_dim,
             **given,
         )
     except RopeFieldError as e:
