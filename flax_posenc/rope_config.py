@@ -175,7 +175,7 @@ class RopeScaling:
         ``seq_len`` is ``None`` or the current sequence length (see
         :func:`rope_inverse_frequencies`).
       required: ``rope_parameters`` keys the type needs, beyond ``rope_theta`` and
-        ``partial_rotary_factor`` (checked by :class:`RopeConfig` and by the ``config.json`` reader).
+        ``partial_rotary_factor`` (checked by :class:`RopeConfig` alone; a reader words it with its file).
       trained_length_field: the :class:`RopeConfig` field holding the length ``factor`` scales:
         the scaled limit is ``factor`` times it (``None``: no scaled limit). When it is
         ``"original_max_position_embeddings"``, that field defaults to
