@@ -56,6 +56,7 @@ from flax_posenc.shells import (
     conv_position_source,
     grid_source,
     learned_spec,
+    public_modules,
     relative_bias_source,
     sinusoidal_spec,
     vision_rope_source,
@@ -794,20 +795,7 @@ class BoundingBoxEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
         return _loaded(cls, spec, params, box, param_dtype=param_dtype, on_overflow=on_overflow)
 
 
-__all__ = [
-    "ALiBiBias",
-    "DetrLearnedPositionEmbedding",
-    "DetrSinePositionEmbedding",
-    "ConvPositionalEmbedding",
-    "BoundingBoxEmbedding",
-    "LearnedPositionalEmbedding",
-    "PatchPositionalEmbedding",
-    "RelativePositionBias",
-    "RotaryEmbedding",
-    "SinusoidalPositionalEncoding",
-    "TransformerInput",
-    "WindowRelativeBias",
-]
+__all__: list[str] = []  # and every public module class (the last line of this file)
 
 
 # ----------------------------------------------------------------------------- window bias (issue 35)
@@ -905,3 +893,5 @@ class VisionRotaryEmbedding(VisionRotaryCalls, nn.Module):
 
 
 __all__ += ["VisionRotaryEmbedding"]
+
+__all__ = sorted({*__all__, *public_modules(globals(), nn.Module)})  # every public module class

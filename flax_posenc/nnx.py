@@ -58,6 +58,7 @@ from flax_posenc.shells import (
     conv_position_source,
     grid_source,
     learned_spec,
+    public_modules,
     relative_bias_source,
     sinusoidal_spec,
     spec_or_flat,
@@ -1017,21 +1018,7 @@ class ConvPositionalEmbedding(nnx.Module):
         return _loaded(cls, spec, params, param_dtype=param_dtype, dtype=dtype)
 
 
-__all__ = [
-    "ALiBiBias",
-    "DetrLearnedPositionEmbedding",
-    "DetrSinePositionEmbedding",
-    "ConvPositionalEmbedding",
-    "BoundingBoxEmbedding",
-    "LearnedPositionalEmbedding",
-    "PatchPositionalEmbedding",
-    "RelativePositionBias",
-    "RotaryEmbedding",
-    "SinusoidalPositionalEncoding",
-    "TransformerInput",
-    "WindowRelativeBias",
-    "default_embed_init",
-]
+__all__: list[str] = ["default_embed_init"]  # and every public module class (the last line of this file)
 
 
 # ----------------------------------------------------------------------------- window bias (issue 35)
@@ -1267,3 +1254,6 @@ class BoundingBoxEmbedding(nnx.Module):
         """
         spec, params = bbox_source(source)
         return _loaded(cls, spec, params, param_dtype=param_dtype, on_overflow=on_overflow)
+
+
+__all__ = sorted({*__all__, *public_modules(globals(), nnx.Module)})  # every public module class

@@ -160,7 +160,18 @@ def rotary_cos_sin(
     ...
     flax_posenc.errors.PositionLimitError: default RoPE (max_position_embeddings 4096) holds 4096 positions (0..4095); asked for position 4096, 1 past the end
     """
-    config = RopeConfig.coerce(config)
+    return _cos_sin(positions, RopeConfig.coerce(config), seq_len=seq_len, on_overflow=on_overflow, dtype=dtype)
+
+
+def _cos_sin(
+    positions: jax.typing.ArrayLike,
+    config: RopeConfig,
+    *,
+    seq_len: int | None,
+    on_overflow: overflow.OverflowPolicy,
+    dtype: jax.typing.DTypeLike = jnp.float32,
+) -> tuple[jax.Array, jax.Array]:
+    """:func:`rotary_cos_sin` of a :class:`RopeConfig` (the public functions coerce once, then call this)."""
     overflow.check_policy(on_overflow)
     traced = overflow.is_traced(positions)
     if not traced:
@@ -365,7 +376,7 @@ def _cos_sin_for(x, config: RopeConfig, positions, *, start, seq_len, on_overflo
         positions = default_positions(x.shape[seq_axis], start)
         if seq_len is None and not overflow.is_traced(start):
             seq_len = int(start) + x.shape[seq_axis]
-    cos, sin = rotary_cos_sin(positions, config, seq_len=seq_len, on_overflow=on_overflow)
+    cos, sin = _cos_sin(positions, config, seq_len=seq_len, on_overflow=on_overflow)
     if seq_axis == -3:  # (..., seq, half) -> (..., seq, 1, half): broadcast over heads
         return cos[..., None, :], sin[..., None, :]
     if cos.ndim > 2:  # (..., seq, half) -> (..., 1, seq, half): broadcast over heads

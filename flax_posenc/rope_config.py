@@ -48,7 +48,8 @@ ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
 #: The Hugging Face ``rope_parameters`` keys a :class:`RopeConfig` holds (each a field of the
 #: same name), with their JSON kind: ``"number"`` (a finite number), ``"count"`` (a positive
 #: integer), ``"flag"`` (a boolean) or ``"factors"`` (a list of positive numbers). The
-#: ``config.json`` reader type-checks what it reads by this table.
+#: type checks by this table (:class:`RopeConfig`, whatever built it: the ``config.json``
+#: reader passes what it read unchanged).
 ROPE_PARAMETERS: Mapping[str, str] = MappingProxyType(
     {
         "rope_theta": "number",
@@ -73,6 +74,80 @@ _ORIGINAL = "original_max_position_embeddings"
 
 def _fail(message: str) -> None:
     raise ValueError(message)
+
+
+class RopeFieldError(ValueError):
+    """A :class:`RopeConfig` check that a ``config.json`` reader words its own way.
+
+    ``str()`` is the one-line message of the API (``"truncate: expected true or false, got
+    'yes'"``); :attr:`expected` and :attr:`found` are the phrases a reader puts after the file's
+    name (``"cfg.json: expected truncate as true or false, found 'yes'"``). Validation lives in
+    :class:`RopeConfig` alone; the reader only words it.
+    """
+
+    def __init__(self, message: str, expected: str, found: str):
+        super().__init__(message)
+        self.expected, self.found = expected, found
+
+
+def _refuse(name: str, what: str, value: Any) -> None:
+    """One :class:`RopeFieldError`: ``"name: expected WHAT, got VALUE"`` (a reader: ``"expected name
+    as WHAT, found VALUE"``)."""
+    raise RopeFieldError(f"{name}: expected {what}, got {value!r}", f"{name} as {what}", repr(value)[:80])
+
+
+#: The magnitude a ``"number"`` parameter may reach (past it, products overflow): 1e6, or this.
+_MAGNITUDE: Mapping[str, float] = MappingProxyType({"rope_theta": 1e12})
+
+
+def _check_kinds(config: RopeConfig, *, magnitudes: bool = False) -> None:
+    """Type-check the :data:`ROPE_PARAMETERS` fields of ``config`` by their kind (signs and finer
+    ranges come after): the checks a ``config.json`` reader names with its file. ``magnitudes``:
+    check only the numbers' bounds (the last check: a scaled limit past its bound is said first)."""
+    for name, kind in ROPE_PARAMETERS.items():
+        value = getattr(config, name)
+        if value is None or (magnitudes and kind != "number"):
+            continue
+        if kind == "number":
+            bound = _MAGNITUDE.get(name, 1e6)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.number))
+                or not math.isfinite(value)
+                or (magnitudes and abs(float(value)) > bound)
+            ):
+                _refuse(name, f"a finite number of magnitude at most {bound:g}", value)
+        elif kind == "count":
+            if not _is_int(value) or value < 1:
+                _refuse(name, "a positive integer", value)
+        elif kind == "flag":
+            if not isinstance(value, (bool, np.bool_)):
+                _refuse(name, "true or false", value)
+        elif (
+            not isinstance(value, (list, tuple))
+            or len(value) > 1 << 16
+            or not all(
+                isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and 0 < v < 1e6 for v in value
+            )
+        ):  # "factors"
+            _refuse(name, "a list of positive finite numbers", value)
+
+
+def rope_type_of(parameters: Mapping[str, Any], aliases: Mapping[str, str] | None = None) -> str:
+    """The scaling type a ``rope_parameters`` (or 4.x ``rope_scaling``) dict names: ``rope_type``,
+    else the legacy ``type``, else ``"default"``; ``aliases`` maps old spellings (Phi-3's ``su``).
+
+    Raises:
+      RopeFieldError: a ``rope_type`` or ``type`` that is not a string.
+
+    >>> rope_type_of({"type": "linear"}), rope_type_of({}), rope_type_of({"rope_type": "su"}, {"su": "longrope"})
+    ('linear', 'default', 'longrope')
+    """
+    for name in ("rope_type", "type"):
+        if parameters.get(name) is not None and not isinstance(parameters[name], str):
+            _refuse(name, "a string", parameters[name])
+    kind = parameters.get("rope_type", parameters.get("type")) or "default"
+    return (aliases or {}).get(kind, kind)
 
 
 def _is_int(x: Any) -> bool:
@@ -100,7 +175,7 @@ class RopeScaling:
         ``seq_len`` is ``None`` or the current sequence length (see
         :func:`rope_inverse_frequencies`).
       required: ``rope_parameters`` keys the type needs, beyond ``rope_theta`` and
-        ``partial_rotary_factor`` (checked by :class:`RopeConfig` and by the ``config.json`` reader).
+        ``partial_rotary_factor`` (checked by :class:`RopeConfig` alone; a reader words it with its file).
       trained_length_field: the :class:`RopeConfig` field holding the length ``factor`` scales:
         the scaled limit is ``factor`` times it (``None``: no scaled limit). When it is
         ``"original_max_position_embeddings"``, that field defaults to
@@ -189,6 +264,11 @@ class RopeConfig:
       short_factor, long_factor: LongRoPE's per-frequency factors (``rotary_dim // 2`` each).
       layout: how rotated pairs sit in a head: ``"half"`` (GPT-NeoX/Llama: ``x[i]`` with
         ``x[i + d/2]``) or ``"interleaved"`` (GPT-J/RoFormer: ``x[2i]`` with ``x[2i + 1]``).
+      rotary_dim: rotated dims of a head, an even integer (GPT-J's ``rotary_dim``); given, it is
+        kept as it is and ``partial_rotary_factor`` becomes ``rotary_dim / head_dim``; left out,
+        it is ``int(head_dim * partial_rotary_factor)`` (a tolerance of 1e-9 keeps a fraction
+        written as ``rotated / head_dim``, as a GGUF's is, from truncating one short), and
+        ``head_dim`` for a :attr:`RopeScaling.full_width` type.
       length_field: the name the limit's sentence gives ``max_position_embeddings`` (a GGUF
         file's ``llama.context_length``); a label only, not compared or hashed.
 
@@ -223,9 +303,11 @@ class RopeConfig:
     short_factor: tuple[float, ...] | None = None
     long_factor: tuple[float, ...] | None = None
     layout: RopeLayout = "half"
+    rotary_dim: int = None  # type: ignore[assignment]  # None: from partial_rotary_factor (set at construction)
     length_field: str = dataclasses.field(default="max_position_embeddings", compare=False)
 
     def __post_init__(self):
+        _check_kinds(self)
         for name in (k for k, kind in ROPE_PARAMETERS.items() if kind == "factors"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
@@ -237,15 +319,8 @@ class RopeConfig:
         p = self.partial_rotary_factor
         if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0 < p <= 1:
             _fail(f"partial_rotary_factor: expected a fraction in (0, 1], got {p!r}")
-        rotated = int(self.head_dim * p + 1e-9)
-        if scaling_of(self.rope_type).full_width:
-            rotated = self.head_dim
-        if rotated < 2 or rotated % 2:
-            _fail(
-                f"partial_rotary_factor: {p} of head_dim {self.head_dim} rotates int({self.head_dim * p:g}) = "
-                f"{rotated} dims; rotations need a positive even number of dims"
-            )
         scaling = scaling_of(self.rope_type)
+        self._set_rotary_dim(scaling)
         if self.layout not in ROPE_LAYOUTS:
             _fail(f"layout: expected one of {ROPE_LAYOUTS}, got {self.layout!r}")
         for name in ("max_position_embeddings", _ORIGINAL):
@@ -260,8 +335,13 @@ class RopeConfig:
             and self.max_position_embeddings is not None
         ):  # transformers' standardize_rope_params does the same
             object.__setattr__(self, _ORIGINAL, self.max_position_embeddings)
-        for name in scaling.missing({k: getattr(self, k) for k in scaling.required}):
-            _fail(f"{name}: rope_type {self.rope_type!r} needs it (a Hugging Face rope_parameters key), got None")
+        missing = scaling.missing({k: getattr(self, k) for k in scaling.required})
+        if missing:
+            raise RopeFieldError(
+                f"{missing[0]}: rope_type {self.rope_type!r} needs it (a Hugging Face rope_parameters key), got None",
+                f"{', '.join(missing)} in rope_parameters (rope_type {self.rope_type!r} needs {', '.join(scaling.required)})",
+                "none" if len(missing) == 1 else "none of them",
+            )
         if scaling.uses_factor and self.factor is not None:
             _positive_number("factor", self.factor, f"a scaling factor > 0 for rope_type {self.rope_type!r}")
         for name in ("attention_factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow"):
@@ -290,6 +370,34 @@ class RopeConfig:
             )
         if scaling.check is not None:
             scaling.check(self)
+        _check_kinds(self, magnitudes=True)
+
+    def _set_rotary_dim(self, scaling: RopeScaling) -> None:
+        """Check :attr:`rotary_dim` when given (then set ``partial_rotary_factor`` from it), else set it."""
+        head, p, given = self.head_dim, self.partial_rotary_factor, self.rotary_dim
+        if given is None:
+            rotated = head if scaling.full_width else int(head * p + 1e-9)
+            if rotated < 2 or rotated % 2:
+                _fail(
+                    f"partial_rotary_factor: {p} of head_dim {head} rotates int({head * p:g}) = "
+                    f"{rotated} dims; rotations need a positive even number of dims"
+                )
+            object.__setattr__(self, "rotary_dim", rotated)
+            return
+        if not _is_int(given) or given < 1:
+            _refuse("rotary_dim", "a positive integer", given)
+        if given > head:
+            raise RopeFieldError(
+                f"rotary_dim: expected at most head_dim {head}, got {given}",
+                f"rotary_dim at most the head width {head}",
+                str(given),
+            )
+        if given % 2 or (scaling.full_width and given != head):
+            _fail(f"rotary_dim: expected an even number of dims{' (the whole head)' * scaling.full_width}, got {given}")
+        if p != 1 and int(head * p + 1e-9) != given:  # both given: they must agree
+            _fail(f"rotary_dim: expected int(head_dim * partial_rotary_factor) = {int(head * p + 1e-9)}, got {given}")
+        object.__setattr__(self, "rotary_dim", int(given))
+        object.__setattr__(self, "partial_rotary_factor", given / head)
 
     @classmethod
     def coerce(cls, config: RopeConfig | int) -> RopeConfig:
@@ -321,19 +429,6 @@ class RopeConfig:
         'default'
         """
         return scaling_of(self.rope_type)
-
-    @property
-    def rotary_dim(self) -> int:
-        """Rotated dims of a head: ``int(head_dim * partial_rotary_factor)`` (even).
-
-        (A tolerance of 1e-9 keeps ``rotary_dim / head_dim * head_dim`` from truncating one short.)
-
-        >>> RopeConfig(head_dim=64, partial_rotary_factor=0.25).rotary_dim
-        16
-        """
-        if self.scaling.full_width:
-            return self.head_dim
-        return int(self.head_dim * self.partial_rotary_factor + 1e-9)
 
     @property
     def effective_factor(self) -> float | None:
@@ -424,10 +519,7 @@ class RopeConfig:
         2.0
         """
         kwargs = {k: parameters[k] for k in ROPE_PARAMETERS if parameters.get(k) is not None}
-        kwargs["rope_type"] = parameters.get("rope_type", parameters.get("type")) or "default"
-        for name, kind in ROPE_PARAMETERS.items():
-            if kind == "flag" and name in kwargs:
-                kwargs[name] = bool(kwargs[name])
+        kwargs["rope_type"] = rope_type_of(parameters)
         return cls(head_dim=head_dim, max_position_embeddings=max_position_embeddings, layout=layout, **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -436,7 +528,7 @@ class RopeConfig:
         >>> RopeConfig(head_dim=8, max_position_embeddings=16).to_dict()["limit"]
         16
         """
-        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k != "rotary_dim"}
         if out["length_field"] == "max_position_embeddings":
             del out["length_field"]  # the default name of the limit's field: not part of the config
         for name in ("short_factor", "long_factor"):
@@ -641,7 +733,9 @@ __all__ = [
     "ROPE_SCALINGS",
     "ROPE_TYPES",
     "RopeConfig",
+    "RopeFieldError",
     "RopeScaling",
     "rope_inverse_frequencies",
+    "rope_type_of",
     "scaling_of",
 ]

@@ -41,7 +41,6 @@ from flax_posenc.grid_config import GridSpec
 from flax_posenc.grids import add_grid_positions
 from flax_posenc.overflow import OverflowPolicy
 from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
-from flax_posenc.rope_config import RopeConfig
 from flax_posenc.sinusoid_math import Layout
 from flax_posenc.vision_rope_config import VisionRopeConfig
 
@@ -52,6 +51,7 @@ __all__ = [
     "check_kind",
     "grid_source",
     "learned_spec",
+    "public_modules",
     "relative_bias_source",
     "sinusoidal_spec",
     "spec_or_flat",
@@ -148,6 +148,25 @@ def add_grid(spec: GridSpec, table: jax.Array, x: jax.Array, grid, image_size, i
     )
 
 
+def public_modules(namespace: dict[str, Any], base: type) -> list[str]:
+    """The public ``base`` subclasses a shell file defines, sorted: its ``__all__`` (with whatever
+    else it lists), so that a new module class is listed where it is written.
+
+    >>> from flax import nnx
+    >>> from flax_posenc import nnx as shell
+    >>> "TransformerInput" in public_modules(vars(shell), nnx.Module)
+    True
+    """
+    return sorted(
+        name
+        for name, value in namespace.items()
+        if not name.startswith("_")
+        and isinstance(value, type)
+        and issubclass(value, base)
+        and value.__module__ == namespace["__name__"]
+    )
+
+
 def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
@@ -219,9 +238,8 @@ class RotaryCalls:
         if self.config is None:
             return jnp.asarray(x)
         policy = on_overflow or self.on_overflow
-        config = RopeConfig.coerce(self.config)
-        return rope.apply_rope(
-            x, config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
+        return rope.apply_rope(  # coerces self.config (a head_dim in Linen) once
+            x, self.config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
         )
 
     def rotate_qk(
@@ -241,9 +259,8 @@ class RotaryCalls:
         if self.config is None:
             return jnp.asarray(q), jnp.asarray(k)
         policy = on_overflow or self.on_overflow
-        config = RopeConfig.coerce(self.config)
         return rope.apply_rope_qk(
-            q, k, config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
+            q, k, self.config, positions, start=start, seq_len=seq_len, on_overflow=policy, seq_axis=self.seq_axis
         )
 
 

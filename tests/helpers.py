@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import io
 import os
@@ -174,3 +175,10 @@ def cli_in_process(*args: object) -> subprocess.CompletedProcess:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     return subprocess.CompletedProcess(["flax-posenc", *argv], code, out.getvalue(), err.getvalue())
+
+
+def replace_row(monkeypatch: pytest.MonkeyPatch, module, registry: str, name: str, **changes) -> None:
+    """``module.<registry>`` with row ``name`` changed (a registry as a wrong reading would have it)."""
+    rows = dict(getattr(module, registry))
+    rows[name] = dataclasses.replace(rows[name], **changes)
+    monkeypatch.setattr(module, registry, rows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from conformance.catalog import all_model_types, composite_model_types, text_model_types
 from conformance.reference import composite_problems, conformance_problems
+from helpers import replace_row
 
 from flax_posenc.conversion.models import MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 
@@ -113,27 +114,19 @@ def test_conformance_notices_a_wrong_layout(tmp_path, monkeypatch):
 
 def test_conformance_notices_a_wrong_table_limit(tmp_path, monkeypatch):
     """A learned table read with one reserved row too many is caught by transformers' forward pass."""
-    import dataclasses
-
     from flax_posenc.conversion import position_tables
 
-    rows = dict(position_tables.TABLE_FAMILIES)
     # (length_field elsewhere: else the rows-vs-max_position_embeddings check refuses it before transformers runs)
-    rows["bert_like"] = dataclasses.replace(rows["bert_like"], offset=1, length_field="no_such_field")
-    monkeypatch.setattr(position_tables, "TABLE_FAMILIES", rows)
+    replace_row(monkeypatch, position_tables, "TABLE_FAMILIES", "bert_like", offset=1, length_field="no_such_field")
     problems = conformance_problems("albert", tmp_path)
     assert any("works in transformers" in p for p in problems), problems
 
 
 def _replace_family(monkeypatch, name: str, **changes):
     """RELATIVE_FAMILIES with row ``name`` changed (the registry as a wrong reading would have it)."""
-    import dataclasses
-
     from flax_posenc.conversion import relative_config
 
-    rows = dict(relative_config.RELATIVE_FAMILIES)
-    rows[name] = dataclasses.replace(rows[name], **changes)
-    monkeypatch.setattr(relative_config, "RELATIVE_FAMILIES", rows)
+    replace_row(monkeypatch, relative_config, "RELATIVE_FAMILIES", name, **changes)
 
 
 def _read_not_refused(monkeypatch, model_type: str, kind: str, row: str):

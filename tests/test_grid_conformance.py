@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from conformance.reference import conformance_problems
+from helpers import replace_row
 
 
 def test_conformance_notices_a_wrong_resize_convention(tmp_path, monkeypatch):
-    from flax_posenc.conversion import grid_tables
-
-    rows = dict(grid_tables.GRID_FAMILIES)
-    rows["vit"] = dataclasses.replace(rows["vit"], convention="torch_bicubic_antialias")
-    monkeypatch.setattr(grid_tables, "GRID_FAMILIES", rows)
+    _grid_row(monkeypatch, "vit", convention="torch_bicubic_antialias")
     problems = conformance_problems("vit", tmp_path)
     assert any("differs from interpolate_pos_encoding" in p for p in problems), problems
 
@@ -22,9 +17,9 @@ def test_conformance_notices_a_wrong_text_tower_table(tmp_path, monkeypatch):
     """CLIP's text tower read with one reserved row: transformers' own forward pass disagrees."""
     from flax_posenc.conversion import position_tables
 
-    rows = dict(position_tables.TABLE_FAMILIES)
-    rows["clip_text_tower"] = dataclasses.replace(rows["clip_text_tower"], offset=1, length_field="no_such_field")
-    monkeypatch.setattr(position_tables, "TABLE_FAMILIES", rows)
+    replace_row(
+        monkeypatch, position_tables, "TABLE_FAMILIES", "clip_text_tower", offset=1, length_field="no_such_field"
+    )
     problems = conformance_problems("clip", tmp_path)
     assert any("works in transformers" in p for p in problems), problems
 
@@ -32,9 +27,7 @@ def test_conformance_notices_a_wrong_text_tower_table(tmp_path, monkeypatch):
 def _grid_row(monkeypatch, name: str, **changes):
     from flax_posenc.conversion import grid_tables
 
-    rows = dict(grid_tables.GRID_FAMILIES)
-    rows[name] = dataclasses.replace(rows[name], **changes)
-    monkeypatch.setattr(grid_tables, "GRID_FAMILIES", rows)
+    replace_row(monkeypatch, grid_tables, "GRID_FAMILIES", name, **changes)
 
 
 def test_conformance_notices_a_model_said_to_resize_its_grid_that_refuses(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ is built on it.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -27,9 +28,9 @@ import numpy as np
 from flax_posenc.conversion.gguf_source import hf_config, is_gguf_source, open_gguf
 from flax_posenc.conversion.models import mechanisms_of
 from flax_posenc.conversion.readers import fail
-from flax_posenc.conversion.relative_config import config_path_of, derived_layer_types, family_for, layer_count
-from flax_posenc.conversion.source_record import inspect_source
-from flax_posenc.conversion.sources import read_config
+from flax_posenc.conversion.relative_config import derived_layer_types, family_for, layer_count
+from flax_posenc.conversion.source_record import config_record, gguf_record, inspect_source
+from flax_posenc.conversion.sources import config_json_path, read_config
 from flax_posenc.errors import CheckpointError
 from flax_posenc.rope_config import RopeConfig
 
@@ -58,15 +59,25 @@ def rope_for_layer(source: str | os.PathLike, layer: int) -> RopeConfig | None:
     if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)):
         raise fail(text, "an integer layer", f"{layer!r} ({type(layer).__name__})")
     layer = int(layer)
-    path = config_path_of(source)
-    config = read_config(path) if path is not None else {}
+    # the config is read once: the record below is made from the same dict (no second read)
+    path = None
     if is_gguf_source(source):  # its metadata as config fields (num_hidden_layers from block_count)
-        config = hf_config(open_gguf(source))
+        g = open_gguf(source)
+        config = hf_config(g)
+        read = functools.partial(gguf_record, source, g, config=config)
+    else:
+        path = config_json_path(source)
+        config = read_config(path) if path is not None else {}
+        read = (
+            functools.partial(config_record, source, path, config)
+            if path
+            else functools.partial(inspect_source, source)
+        )
     family = family_for(config) if isinstance(config.get("model_type"), str) else None
     if family is not None:  # the layers as transformers counts them (Dory's saved list holds 2 per layer)
         config = dict(derived_layer_types(config, family))
     try:
-        record = inspect_source(source)
+        record = read()
     except CheckpointError:
         plan = mechanisms_of(config.get("model_type"))
         if plan is None or any(registry == "rope_alibi" for registry, _ in plan):

@@ -67,6 +67,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
+from flax_posenc import rope_config
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.bounds import MAX_HEADS, MAX_POSITIONS
 from flax_posenc.conversion.attention_scale import softmax_scale, temperature_of
@@ -84,7 +85,7 @@ from flax_posenc.limits import (
     verdict_line,
 )
 from flax_posenc.mrope_config import MRopeConfig
-from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, RopeLayout, scaling_of
+from flax_posenc.rope_config import ROPE_PARAMETERS, RopeConfig, RopeFieldError, RopeLayout, rope_type_of
 
 Scheme = Literal["rope", "alibi", "mrope"]
 
@@ -825,34 +826,6 @@ def _number_field(where: object, name: str, value: Any, *, bound: float) -> floa
     return float(value)
 
 
-#: The magnitude a number read from a config may reach (past it, products overflow): 1e6, or this.
-_MAGNITUDE: dict[str, float] = {"rope_theta": 1e12}
-
-
-def _check_rope_params(where: object, params: dict[str, Any]) -> None:
-    """Type-check the RoPE parameters read from a config by their kind in
-    :data:`~flax_posenc.rope_config.ROPE_PARAMETERS` (one line naming the field)."""
-    for name in ("rope_type", "type"):
-        if params.get(name) is not None and not isinstance(params[name], str):
-            raise fail(where, f"{name} as a string", repr(params[name])[:80])
-    for name, kind in ROPE_PARAMETERS.items():
-        value = params.get(name)
-        if value is None:
-            continue
-        if kind == "number":
-            _number_field(where, name, value, bound=_MAGNITUDE.get(name, 1e6))
-        elif kind == "count":
-            _int_field(where, name, value)
-        elif kind == "flag" and not isinstance(value, bool):
-            raise fail(where, f"{name} as true or false", repr(value)[:80])
-        elif kind == "factors" and (
-            not isinstance(value, list)
-            or len(value) > 1 << 16
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6 for v in value)
-        ):
-            raise fail(where, f"{name} as a list of positive finite numbers", repr(value)[:80])
-
-
 #: The scaling parameters ``str(RelativeConfig)`` lists: the numbers beyond the base and the fraction.
 _SCALING_NUMBERS = tuple(
     k
@@ -1277,11 +1250,8 @@ def _rope_from(
         "rope_theta": _present(config, family.theta_fields, family.theta_default),
         "partial_rotary_factor": _present(config, family.partial_fields, family.partial_default),
     }
-    if family.rotary_dim_field and config.get(family.rotary_dim_field) is not None:
-        rotary = _int_field(where, family.rotary_dim_field, config[family.rotary_dim_field])
-        if rotary > head_dim:
-            raise fail(where, f"{family.rotary_dim_field} at most the head width {head_dim}", str(rotary))
-        params["partial_rotary_factor"] = rotary / head_dim
+    # GPT-J's rotated dims, an integer kept as it is (RopeConfig checks it)
+    rotary_dim = config.get(family.rotary_dim_field) if family.rotary_dim_field else None
     scaling_dict = config.get("rope_scaling")
     # transformers 5 (convert_rope_params_to_dict: ``rope_scaling or rope_parameters``): a 4.x
     # rope_scaling, when present and not empty, replaces rope_parameters whole (a config edited
@@ -1296,33 +1266,32 @@ def _rope_from(
         if nested:
             raise fail(where, f"one {key} dict per layer type", f"nested parameters for {', '.join(nested)}")
         params.update({k: v for k, v in value.items() if v is not None})
-    kind = params.get("rope_type", params.get("type")) or "default"
-    if not isinstance(kind, str):
-        raise fail(where, "rope_type as a string", repr(kind)[:80])
-    kind = dict(family.rope_type_aliases).get(kind, kind)
-    params["rope_type"] = kind
-    params.pop("type", None)
-    _check_rope_params(where, params)
-    scaling = scaling_of(kind)  # an unknown type: ValueError, one line listing the registered ones
-    trained = scaling.trained_length_field
-    if trained is not None and trained != "max_position_embeddings" and config.get(trained) is not None:
-        # a top-level value wins over rope_scaling's, as transformers computes it (its rotary
-        # classes re-standardize the config: tests/test_rope_config.py checks Phi-3 and Llama)
-        params[trained] = _int_field(where, trained, config[trained])
-    missing = scaling.missing({**params, "max_position_embeddings": limit}, max_position_embeddings=limit)
-    if missing:
-        raise fail(
-            where,
-            f"{', '.join(missing)} in rope_parameters (rope_type {kind!r} needs {', '.join(scaling.required)})",
-            "none" if len(missing) == 1 else "none of them",
-        )
     layout = family.layout
     if family.layout_flag is not None and config.get(family.layout_flag) is not None:
         flag = config[family.layout_flag]
         if not isinstance(flag, bool):
             raise fail(where, f"{family.layout_flag} as true or false", repr(flag)[:80])
         layout = "interleaved" if flag else "half"
-    return RopeConfig.from_rope_parameters(params, head_dim=int(head_dim), max_position_embeddings=limit, layout=layout)
+    try:  # the parameters as read; RopeConfig alone validates them (the file named in its one line)
+        kind = rope_type_of(params, dict(family.rope_type_aliases))  # resolved once, here
+        row = rope_config.ROPE_SCALINGS.get(kind)  # an unknown type: RopeConfig says so, listing the known ones
+        trained = row.trained_length_field if row is not None else None
+        if trained is not None and trained != "max_position_embeddings" and config.get(trained) is not None:
+            # a top-level value wins over rope_scaling's, as transformers computes it (its rotary
+            # classes re-standardize the config: tests/test_rope_config.py checks Phi-3 and Llama)
+            params[trained] = config[trained]
+        given = {k: params[k] for k in ROPE_PARAMETERS if params.get(k) is not None}
+        if rotary_dim is not None:
+            given["rotary_dim"] = rotary_dim
+        return RopeConfig(
+            head_dim=head_dim,
+            rope_type=kind,
+            max_position_embeddings=limit,
+            layout=layout,
+            **given,
+        )
+    except RopeFieldError as e:
+        raise fail(where, e.expected, e.found) from None
 
 
 def _mrope_from(

@@ -29,11 +29,13 @@ wraps a :class:`~flax_posenc.conversion.table.PositionTable`,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from flax_posenc.conversion.converted_file import is_converted_file, position_table, read_converted
 from flax_posenc.conversion.gguf_source import (
+    GGUFFile,
     gguf_message,
     hf_config,
     is_gguf_source,
@@ -52,6 +54,8 @@ from flax_posenc.conversion.sources import config_json_path, read_config
 from flax_posenc.errors import CheckpointError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from flax_posenc.mrope_config import MRopeConfig
 
 __all__ = [
@@ -130,8 +134,15 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
       CheckpointError: as :func:`open_gguf`, :func:`hf_config` and :func:`gguf_position_table`;
         ``family=`` on a RoPE file.
     """
+    return gguf_record(source, open_gguf(source), family=family)
+
+
+def gguf_record(
+    source: str | os.PathLike, g: GGUFFile, *, family: str | None = None, config: dict[str, Any] | None = None
+) -> ModelRecord:
+    """:func:`inspect_gguf` of an opened GGUF file ``g``; ``config``: its :func:`hf_config` when
+    the caller has it already (each file read once)."""
     text = os.fspath(source)
-    g = open_gguf(source)
     if g.architecture.kind == "learned":
         records: tuple[Any, ...] = (LearnedTableSource(table_of(g, family=family, key=None)),)
     else:
@@ -139,7 +150,7 @@ def inspect_gguf(source: str | os.PathLike, *, family: str | None = None) -> Mod
             raise fail(g.path, "no family= for a RoPE GGUF file (family= names a learned table)", repr(family))
         arch = g.architecture.arch
         try:
-            read = relative_configs_from_dict(hf_config(g), source=text, path=g.path)
+            read = relative_configs_from_dict(hf_config(g) if config is None else config, source=text, path=g.path)
         except CheckpointError as exc:  # a refusal of the translated fields names the file's keys
             message, where = str(exc), f"{g.path}: "
             head, rest = (where, message[len(where) :]) if message.startswith(where) else ("", message)
@@ -196,10 +207,7 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> M
       CheckpointError: SOURCE cannot be read, or its model type's mechanisms are not read (one
         line naming the file, the model type and the mechanism).
     """
-
-    def one(record) -> ModelRecord:
-        return ModelRecord(os.fspath(source), getattr(record, "model_type", None), (Mechanism.of(record),))
-
+    one = functools.partial(_one, source)
     if is_gguf_source(source):  # llama.cpp's format: metadata (RoPE) or position_embd.weight (GPT-2)
         return inspect_gguf(source, family=family)
     if is_converted_file(source):  # written by `flax-posenc convert` (numpy only, every version)
@@ -213,16 +221,26 @@ def inspect_source(source: str | os.PathLike, *, family: str | None = None) -> M
     path = config_json_path(source)  # a directory's, a .json path, or a Hub id's (config.json only)
     if path is None:
         return one(LearnedTableSource(load_position_table(source)))
-    config = read_config(path)
+    return config_record(source, path, read_config(path))
+
+
+def config_record(source: str | os.PathLike, path: Path, config: dict[str, Any]) -> ModelRecord:
+    """:func:`inspect_source` of a checkpoint whose ``config.json`` (``path``) the caller has read
+    (``config``): the file is read once."""
     record = read_model(source, config, path)
     if record is not None:
         return record
     if is_refused(config.get("model_type")):  # a mechanism known not to be read: never guess a table
         raise fail(path, "a model type whose position mechanisms are read", refusal(config.get("model_type")))
     try:  # an unknown model type whose tensors name a learned-table family
-        return one(LearnedTableSource(load_position_table(source)))
+        return _one(source, LearnedTableSource(load_position_table(source)))
     except CheckpointError:
         raise fail(path, "a model type whose position mechanisms are read", refusal(config.get("model_type"))) from None
+
+
+def _one(source: str | os.PathLike, record: Any) -> ModelRecord:
+    """The :class:`ModelRecord` of one mechanism's record."""
+    return ModelRecord(os.fspath(source), getattr(record, "model_type", None), (Mechanism.of(record),))
 
 
 def verdict(record: SourceRecord, length: int) -> dict[str, Any]:
