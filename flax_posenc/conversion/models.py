@@ -194,15 +194,11 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         },
         "depth_pro": "its three DINOv2 towers' grids, under image_encoder/patch_encoder/fov modules, are not read",
         **{
-            t: "its encoder and decoder towers' tables, under the encoder./decoder. prefixes, are not read"
-            for t in ("encoder-decoder", "speech-encoder-decoder")
-        },
-        **{
             t: "its text encoder, audio codec and decoder towers together are not verified (the composite does not build)"
             for t in ("musicgen", "musicgen_melody")
         },
         "pe_audio_encoder": "its own positions beside its DAC tower are not verified (the DAC is not a module of the model)",
-        "xcodec": "its semantic HuBERT tower's convolutional positions, under the semantic_model prefix, are not read",
+        "xcodec": "its acoustic DAC tower is not verified (the model builds its parts, no module from acoustic_model_config)",
         "higgs_audio_v2_tokenizer": "its acoustic and semantic towers are not verified (the model needs torchaudio)",
         "xclip": (
             "the learned frame positions of its multi-frame integration transformer (mit.position_embedding, "
