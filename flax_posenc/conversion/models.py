@@ -623,9 +623,18 @@ def _read_tower(
     source: str | os.PathLike, field: str, tower: str, sub: Mapping[str, Any], config_path: Path, unread: list
 ) -> list[Mechanism]:
     """The mechanisms of one tower's sub-config, read as its own model type, labelled ``tower``;
-    ``[]`` (and an :class:`UnreadTower` appended to ``unread``) when its model type is not read."""
+    ``[]`` (and an :class:`UnreadTower` appended to ``unread``) when its model type is not read. A
+    tower that is itself a composite (ColPali's ``vlm_config``, a PaliGemma) is read as its own towers,
+    each labelled with its inner tower (``text``, ``vision``)."""
     plan = MECHANISMS.plan(sub["model_type"])
     if plan is None:
+        inner = () if is_refused(sub["model_type"]) else composite_towers(sub, f"{config_path}:{field}")
+        if inner and not any(f in HEAD_TOWER_FIELDS for f, _, _ in inner):
+            before = len(unread)
+            found = [m for f, t, s in inner for m in _read_tower(source, f, t, s, config_path, unread)]
+            if found:
+                return found
+            del unread[before:]
         unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
         return []
     context = ReadContext(source, sub, config_path, section=field)
