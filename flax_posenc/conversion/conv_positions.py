@@ -451,7 +451,7 @@ class ConvPositions:
 
 def load_conv_positions(source: str | os.PathLike, *, dtype: Any = np.float32) -> ConvPositions:
     """The convolutional position embedding of SOURCE (a wav2vec2, HuBERT, UniSpeech(-SAT),
-    Data2Vec-Audio, SEW or OmniASR-audio checkpoint, or a composite model with such an audio tower).
+    Data2Vec-Audio, SEW or OmniASR-audio checkpoint, or a composite model with such a tower).
 
     Only the position convolution's tensors are read.
 
@@ -465,7 +465,8 @@ def load_conv_positions(source: str | os.PathLike, *, dtype: Any = np.float32) -
     """
     with open_checkpoint(source) as ckpt:
         config, config_path = ckpt.config, ckpt.config_path
-    parts = [config] + [config[f] for f in ("audio_config",) if isinstance(config.get(f), Mapping)]
+    # the model's own config, then every tower's sub-config (an audio_config, a speech encoder-decoder's encoder)
+    parts = [config] + [v for v in config.values() if isinstance(v, Mapping) and isinstance(v.get("model_type"), str)]
     rows = [(row, part) for part in parts for row in CONV_POSITION_FAMILIES.values() if _serves(row, part)]
     found = [r for row, part in rows for r in read_conv_positions(row, part, source, config_path or source)]
     if not found:

@@ -318,7 +318,10 @@ class MechanismTable(Mapping[str, MechanismKind]):
 
 def _read_learned(row: Any, ctx: ReadContext) -> list[Any]:
     if row.name in FAMILIES and FAMILIES[row.name] is row:  # a whole input block: detected under its prefix
-        return [LearnedTableSource(load_position_table(ctx.source, family=row.name))]
+        if ctx.section is None:
+            return [LearnedTableSource(load_position_table(ctx.source, family=row.name))]
+        # a tower of a composite (an encoder-decoder's BERT): its table under that tower's module
+        return [LearnedTableSource(read_position_table(ctx.source, row.name, ctx.config, row=row, section=ctx.section))]
     if isinstance(row, AudioTableFamily):
         return [read_audio_table(ctx.source, row.name, ctx.config)]
     if isinstance(row, PatchTableFamily):  # time series: a table over patches of time steps

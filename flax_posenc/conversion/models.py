@@ -194,15 +194,11 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         },
         "depth_pro": "its three DINOv2 towers' grids, under image_encoder/patch_encoder/fov modules, are not read",
         **{
-            t: "its encoder and decoder towers' tables, under the encoder./decoder. prefixes, are not read"
-            for t in ("encoder-decoder", "speech-encoder-decoder")
-        },
-        **{
             t: "its text encoder, audio codec and decoder towers together are not verified (the composite does not build)"
             for t in ("musicgen", "musicgen_melody")
         },
         "pe_audio_encoder": "its own positions beside its DAC tower are not verified (the DAC is not a module of the model)",
-        "xcodec": "its semantic HuBERT tower's convolutional positions, under the semantic_model prefix, are not read",
+        "xcodec": "its acoustic DAC tower is not verified (the model builds its parts, no module from acoustic_model_config)",
         "higgs_audio_v2_tokenizer": "its acoustic and semantic towers are not verified (the model needs torchaudio)",
         "xclip": (
             "the learned frame positions of its multi-frame integration transformer (mit.position_embedding, "
@@ -627,9 +623,18 @@ def _read_tower(
     source: str | os.PathLike, field: str, tower: str, sub: Mapping[str, Any], config_path: Path, unread: list
 ) -> list[Mechanism]:
     """The mechanisms of one tower's sub-config, read as its own model type, labelled ``tower``;
-    ``[]`` (and an :class:`UnreadTower` appended to ``unread``) when its model type is not read."""
+    ``[]`` (and an :class:`UnreadTower` appended to ``unread``) when its model type is not read. A
+    tower that is itself a composite (ColPali's ``vlm_config``, a PaliGemma) is read as its own towers,
+    each labelled with its inner tower (``text``, ``vision``)."""
     plan = MECHANISMS.plan(sub["model_type"])
     if plan is None:
+        inner = () if is_refused(sub["model_type"]) else composite_towers(sub, f"{config_path}:{field}")
+        if inner and not any(f in HEAD_TOWER_FIELDS for f, _, _ in inner):
+            before = len(unread)
+            found = [m for f, t, s in inner for m in _read_tower(source, f, t, s, config_path, unread)]
+            if found:
+                return found
+            del unread[before:]
         unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
         return []
     context = ReadContext(source, sub, config_path, section=field)

@@ -110,12 +110,15 @@ def composite_read(model_type: str) -> bool:
         return False
     if set(subs) & HEAD_TOWER_FIELDS:  # a head around a backbone (DETR): read only by rows of its own
         return False
-    if any(getattr(c, "model_type", None) and c.model_type not in MODEL_MECHANISMS for c in subs.values()):
+    if any(
+        getattr(c, "model_type", None) and c.model_type not in MODEL_MECHANISMS and not getattr(c, "sub_configs", None)
+        for c in subs.values()
+    ):
         return False  # a tower of a fixed config class that is not read (cheap: no config is built)
     towers = composite_towers(model_type)
     if not towers:
         return False
-    return all(tower in MODEL_MECHANISMS for _, tower in towers)
+    return all(tower in MODEL_MECHANISMS or composite_read(tower) for _, tower in towers)  # PaliGemma in ColPali
 
 
 @functools.cache

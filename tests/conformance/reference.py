@@ -1582,9 +1582,17 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
     record = inspect_source(directory)
     problems = [f"tower not read: {u}" for u in record.unread]
     towers = []
+    from flax_posenc.conversion.models import MODEL_MECHANISMS
+
+    parts = []  # (field, tower model type, sub-config); a nested composite (ColPali's PaliGemma): its towers
     for field, tower_type in composite_towers(model_type) or ():
-        tower = tower_of_field(field)
         sub_config = getattr(config, field)
+        if tower_type not in MODEL_MECHANISMS and composite_towers(tower_type):
+            parts += [(f, t, getattr(sub_config, f)) for f, t in composite_towers(tower_type)]
+        else:
+            parts.append((field, tower_type, sub_config))
+    for field, tower_type, sub_config in parts:
+        tower = tower_of_field(field)
         mechs = tuple(m for m in record.mechanisms if m.tower == tower)
         module = _tower_module(model, sub_config)
         if module is None:

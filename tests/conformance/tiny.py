@@ -785,8 +785,11 @@ def tiny_composite_config(model_type: str):
     from transformers import CONFIG_MAPPING
 
     kwargs: dict[str, Any] = {}
+    from flax_posenc.conversion.models import MODEL_MECHANISMS
+
     for field, tower in composite_towers(model_type) or ():
-        sub = tiny_config(tower).to_dict()
+        nested = tower not in MODEL_MECHANISMS and composite_towers(tower)  # ColPali's PaliGemma: its own towers tiny
+        sub = (tiny_composite_config(tower) if nested else tiny_config(tower)).to_dict()
         kwargs[field] = {**sub, **OVERRIDES.get(f"{model_type}.{field}", {})}
     kwargs.update(OVERRIDES.get(model_type, {}))
     with quiet():
