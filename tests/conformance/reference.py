@@ -403,6 +403,8 @@ def _grid_owner(model, key: str):
     """``(embeddings module, grid parameter)`` of the parameter named ``key`` in ``model`` (or, in a
     composite's tower, ``key`` less the composite's prefix): the module that holds the grid (an
     ``nn.Embedding``'s parent) and holds ``interpolate_pos_encoding``; ``None`` when none is named so."""
+    import torch
+
     names = [n for n, _ in model.named_parameters() if key == n or key.endswith("." + n)]
     if not names:
         return None
@@ -410,7 +412,7 @@ def _grid_owner(model, key: str):
     path = name.rsplit(".", 1)[0]
     owner = model.get_submodule(path)
     param = model.get_parameter(name)
-    if not hasattr(owner, "interpolate_pos_encoding") and "." in path:  # an nn.Embedding: its parent
+    if isinstance(owner, torch.nn.Embedding) and "." in path:  # an nn.Embedding: its parent
         owner = model.get_submodule(path.rsplit(".", 1)[0])
     return owner, param
 
@@ -425,6 +427,10 @@ def _grid_problems(model, mech) -> list[str]:
 
     table = mech.record.table
     found = _grid_owner(model, table.key)
+    if found is None:  # saved under the original checkpoint's name (TIPSv2's pos_embed): the row's module name
+        from flax_posenc.conversion import grid_tables
+
+        found = _grid_owner(model, grid_tables.GRID_FAMILIES[table.family].key_suffix)
     if found is None:
         return [f"grid {table.key}: no parameter of the model has that name (less a composite's prefix)"]
     emb, stored = found
@@ -435,23 +441,42 @@ def _grid_problems(model, mech) -> list[str]:
     config = getattr(model.config, "vision_config", model.config)
     h, w = table.image_size
     with torch.no_grad():
-        out = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w))
-        tokens = (out[0] if isinstance(out, tuple) else out).shape[1]  # ViT-MAE: (embeddings, mask, ids_restore)
-        registers = getattr(config, "num_register_tokens", 0)
-        if tokens - registers != table.rows:
-            problems.append(
-                f"the model yields {tokens - registers} position tokens at {h} x {w} px; we read {table.rows}"
-            )
+        tokens = _grid_tokens(emb, config, h, w) - _untabled_tokens(model, config)
+        if tokens != table.rows:
+            problems.append(f"the model yields {tokens} position tokens at {h} x {w} px; we read {table.rows}")
+    if hasattr(emb, "interpolate_pos_encoding") != table.interpolation:
+        problems.append(f"we say interpolation={table.interpolation}; {type(emb).__name__} differs")
+    if table.interpolation and hasattr(emb, "interpolate_pos_encoding"):
         n = table.prefix_tokens + 4 * table.grid[0] * table.grid[1]
-        ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), 2 * h, 2 * w).reshape(-1, table.dim).numpy()
-    ours = np.asarray(fp.resize_grid(table, (2 * h, 2 * w)))
-    err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
-    if ours.shape != ref.shape or err > 8:
-        problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
-    return problems + _past_grid_problems(emb, table, config)
+        with torch.no_grad():
+            ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), 2 * h, 2 * w)
+        ref = ref.reshape(-1, table.dim).numpy()
+        ours = np.asarray(fp.resize_grid(table, (2 * h, 2 * w)))
+        err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
+        if ours.shape != ref.shape or err > 8:
+            problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
+    return problems + _past_grid_problems(emb, table, config, _untabled_tokens(model, config))
 
 
-def _past_grid_problems(emb, table, config) -> list[str]:
+def _grid_tokens(emb, config, h: int, w: int) -> int:
+    """The tokens the embeddings module yields for an ``h x w`` px image, called as the model calls it
+    (its first output when it returns a tuple: ViT-MAE's ``(embeddings, mask, ids_restore)``)."""
+    import torch
+
+    out = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w))
+    return (out[0] if isinstance(out, tuple) else out).shape[1]
+
+
+def _untabled_tokens(model, config) -> int:
+    """Tokens the embeddings module yields that take no row of the grid: DINOv2's and TIPSv2's
+    registers, and EoMT's class token and registers (its grid has no prefix row)."""
+    registers = getattr(config, "num_register_tokens", 0) or 0
+    if type(model).__name__.startswith(("Eomt", "Videomt")):
+        return 1 + registers
+    return registers
+
+
+def _past_grid_problems(emb, table, config, untabled: int = 0) -> list[str]:
     """An image one patch larger on each side, given to the embeddings module as it is called by
     default: refused (a ValueError or RuntimeError) when we say the model does not resize its grid,
     else ``prefix + (gh + 1) * (gw + 1)`` tokens (besides registers)."""
@@ -468,7 +493,7 @@ def _past_grid_problems(emb, table, config) -> list[str]:
         return ["we say the model resizes its grid itself; its embeddings refuse a larger image"] * table.resizes_itself
     if not table.resizes_itself:
         return ["we say the model refuses another image size; its embeddings take one patch more a side"]
-    tokens = (out[0] if isinstance(out, tuple) else out).shape[1] - getattr(config, "num_register_tokens", 0)
+    tokens = (out[0] if isinstance(out, tuple) else out).shape[1] - untabled
     want = table.prefix_tokens + (gh + 1) * (gw + 1)
     return [] if tokens == want else [f"one patch more a side: the model yields {tokens} tokens, {want} expected"]
 
@@ -1026,6 +1051,10 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "grid":  # saved under the original checkpoint's name (TIPSv2's pos_embed): its module's
+            from flax_posenc.conversion import grid_tables
+
+            covered.append(grid_tables.GRID_FAMILIES[mech.record.table.family].key_suffix)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
