@@ -243,6 +243,8 @@ def relative_bias_families() -> tuple[str, list[str]]:
 
 
 def _resampling(c) -> str:
+    if c.kernel == "bucket":
+        return "nearest below (bucketed fractions, float32)"
     kernel = "bicubic" if c.kernel == "cubic" else "bilinear"
     parts = [kernel] + ([f"`a = {c.a:g}`"] if c.kernel == "cubic" else [])
     parts.append(f"`align_corners={c.align_corners}`")

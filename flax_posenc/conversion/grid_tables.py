@@ -292,6 +292,17 @@ ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
         "torch_bicubic_antialias",
         resizes_itself=True,
     ),
+    # Idefics 2/3, SmolVLM: the grid alone; each patch of any image takes the row of its bucketed
+    # fraction (nearest below, float32; no interpolation), so every image size is taken
+    GridFamily(
+        "idefics_vision",
+        ("idefics2_vision", "idefics3_vision", "smolvlm_vision"),
+        _SIGLIP_KEY,
+        0,
+        "idefics_buckets",
+        resizes_itself=True,
+        interpolation=False,
+    ),
     # MGP-STR: class row + grid added whole; another image size is refused (no interpolate_pos_encoding)
     GridFamily("mgp_str", ("mgp-str",), "embeddings.pos_embed", 1, "torch_bicubic", interpolation=False),
 )

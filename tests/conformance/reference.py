@@ -455,6 +455,8 @@ def _grid_problems(model, mech) -> list[str]:
         err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
         if ours.shape != ref.shape or err > 8:
             problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
+    if table.resizes_itself and not table.interpolation:
+        problems += _self_resize_problems(emb, table, config)
     return problems + _past_grid_problems(emb, table, config, _untabled_tokens(model, config))
 
 
@@ -463,8 +465,47 @@ def _grid_tokens(emb, config, h: int, w: int) -> int:
     (its first output when it returns a tuple: ViT-MAE's ``(embeddings, mask, ids_restore)``)."""
     import torch
 
-    out = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w))
+    out = _call_embeddings(emb, torch.zeros(1, getattr(config, "num_channels", 3), h, w))
     return (out[0] if isinstance(out, tuple) else out).shape[1]
+
+
+def _call_embeddings(emb, pixels):
+    """``emb(pixels)``, with every patch kept where the forward takes a ``patch_attention_mask`` (Idefics)."""
+    import torch
+
+    if "patch_attention_mask" in inspect.signature(emb.forward).parameters:
+        ph, pw = _pair(emb.patch_size)
+        mask = torch.ones(pixels.shape[0], pixels.shape[2] // ph, pixels.shape[3] // pw, dtype=torch.bool)
+        return emb(pixels, patch_attention_mask=mask)
+    return emb(pixels)
+
+
+def _pair(value) -> tuple[int, int]:
+    return (int(value[0]), int(value[1])) if isinstance(value, (tuple, list)) else (int(value), int(value))
+
+
+def _self_resize_problems(emb, table, config) -> list[str]:
+    """A model that resizes its grid in its forward, with no ``interpolate_pos_encoding`` (Idefics'
+    bucketed position ids): the rows it adds to zero pixels (its output less its patch projection's
+    bias) at twice the size and at (gh + 2) x (gw + 1) patches, against ``fp.resize_grid``."""
+    import torch
+
+    import flax_posenc as fp
+
+    problems = []
+    (ph, pw), (gh, gw) = table.patch_size, table.grid
+    for nh, nw in ((2 * gh, 2 * gw), (gh + 2, gw + 1)):
+        pixels = torch.zeros(1, getattr(config, "num_channels", 3), nh * ph, nw * pw)
+        with torch.no_grad():
+            out = _call_embeddings(emb, pixels)
+            base = emb.patch_embedding(pixels).flatten(2).transpose(1, 2)
+        ref = (out - base)[0].double().numpy()
+        ours = np.asarray(fp.resize_grid(table, (nh * ph, nw * pw))).reshape(-1, table.dim)
+        scale = float(np.abs(table.weights).max() + base.abs().max())
+        err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(scale))
+        if ours.shape != ref.shape or err > 8:
+            problems.append(f"resize_grid to {nh} x {nw} patches differs from the model's own forward by {err:.3g} ulps")
+    return problems
 
 
 def _untabled_tokens(model, config) -> int:
@@ -486,7 +527,7 @@ def _past_grid_problems(emb, table, config, untabled: int = 0) -> list[str]:
     pixels = torch.zeros(1, getattr(config, "num_channels", 3), (gh + 1) * ph, (gw + 1) * pw)
     try:
         with torch.no_grad(), quiet():
-            out = emb(pixels)
+            out = _call_embeddings(emb, pixels)
     except (ValueError, RuntimeError):
         out = None
     if out is None:
