@@ -292,16 +292,27 @@ ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
         "torch_bicubic_antialias",
         resizes_itself=True,
     ),
-    # Idefics 2/3, SmolVLM: the grid alone; each patch of any image takes the row of its bucketed
-    # fraction (nearest below, float32; no interpolation), so every image size is taken
+    # Idefics 2/3, SmolVLM, Phi-4-multimodal's vision tower: the grid alone; each patch of any image
+    # takes the row of its bucketed fraction (nearest below, float32; no interpolation), so every
+    # image size is taken (Phi-4's interpolate_pos_encoding is never called by its forward)
     GridFamily(
         "idefics_vision",
-        ("idefics2_vision", "idefics3_vision", "smolvlm_vision"),
+        ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "phi4_multimodal_vision"),
         _SIGLIP_KEY,
         0,
         "idefics_buckets",
         resizes_itself=True,
         interpolation=False,
+    ),
+    # Unlimited-OCR's vision encoder (over SAM's feature map): CLIP's class row + grid, resized to every
+    # map by its forward (bicubic, antialiased)
+    GridFamily(
+        "unlimited_ocr_vision",
+        ("unlimited_ocr_vision_encoder",),
+        _SIGLIP_KEY,
+        1,
+        "torch_bicubic_antialias",
+        resizes_itself=True,
     ),
     # MGP-STR: class row + grid added whole; another image size is refused (no interpolate_pos_encoding)
     GridFamily("mgp_str", ("mgp-str",), "embeddings.pos_embed", 1, "torch_bicubic", interpolation=False),

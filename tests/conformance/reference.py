@@ -444,7 +444,9 @@ def _grid_problems(model, mech) -> list[str]:
         tokens = _grid_tokens(emb, config, h, w) - _untabled_tokens(model, config)
         if tokens != table.rows:
             problems.append(f"the model yields {tokens} position tokens at {h} x {w} px; we read {table.rows}")
-    if hasattr(emb, "interpolate_pos_encoding") != table.interpolation:
+    # the forward's own use of interpolate_pos_encoding (Phi-4's vision embeddings define one they never call)
+    interpolates = "interpolate_pos_encoding" in inspect.getsource(type(emb).forward)
+    if interpolates != table.interpolation:
         problems.append(f"we say interpolation={table.interpolation}; {type(emb).__name__} differs")
     if table.interpolation and hasattr(emb, "interpolate_pos_encoding"):
         n = table.prefix_tokens + 4 * table.grid[0] * table.grid[1]
@@ -470,9 +472,13 @@ def _grid_tokens(emb, config, h: int, w: int) -> int:
 
 
 def _call_embeddings(emb, pixels):
-    """``emb(pixels)``, with every patch kept where the forward takes a ``patch_attention_mask`` (Idefics)."""
+    """``emb(pixels)``, with every patch kept where the forward takes a ``patch_attention_mask`` (Idefics);
+    Unlimited-OCR's encoder takes SAM's feature map instead of pixels: zeros of its grid."""
     import torch
 
+    if "patch_embeds" in inspect.signature(emb.forward).parameters:
+        ph, pw = _pair(emb.patch_size)
+        return emb(torch.zeros(pixels.shape[0], emb.embed_dim, pixels.shape[2] // ph, pixels.shape[3] // pw))
     if "patch_attention_mask" in inspect.signature(emb.forward).parameters:
         ph, pw = _pair(emb.patch_size)
         mask = torch.ones(pixels.shape[0], pixels.shape[2] // ph, pixels.shape[3] // pw, dtype=torch.bool)
