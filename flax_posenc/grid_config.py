@@ -22,7 +22,8 @@ resampled, and every family does it a little differently. Each row of
 - ``"big_vision"``: ``scipy.ndimage.zoom(order=1)`` of big_vision's ``resample_posemb``:
   bilinear, corners aligned, no prefix tokens (its class token is not in the grid);
 - ``"idefics_buckets"``: transformers' Idefics 2/3 and SmolVLM vision embeddings: patch ``i`` of
-  ``n`` takes the grid row of the bucket its fraction ``i / n`` falls in (no interpolation).
+  ``n`` takes the grid row of the bucket its fraction ``i / n`` falls in (no interpolation);
+  ``"minicpm_buckets"`` the same with the fraction computed as a division (MiniCPM-V).
 
 :func:`resize_matrix` is the 1-D resampling of one axis as an ``(out, in)`` float64 matrix;
 a 2-D resize is ``A_h @ grid @ A_w.T`` per channel (every convention here is separable).
@@ -246,18 +247,34 @@ GRID_CONVENTIONS = MappingProxyType(
             "(fractions clamped to 1 - 1e-6): nearest-below, no interpolation, even at the trained size",
             keep_same_size=False,
         ),
+        "minicpm_buckets": GridConvention(
+            "minicpm_buckets",
+            "bucket",
+            0.0,
+            False,
+            False,
+            "transformers vision_utils.get_vision_nearest_position_ids (MiniCPM-V 4.6/4.7, MiniCPM-OCR): "
+            "patch i of n takes grid row bucketize(float32(i) / float32(n), arange(1 / side, 1, 1 / side), "
+            "right=True): nearest-below, no interpolation, even at the trained size",
+            keep_same_size=False,
+        ),
     }
 )
 
 
-def _bucket_rows(in_size: int, new_size: int) -> np.ndarray:
-    """The grid row each of ``new_size`` patches takes under Idefics' bucketed position ids, in the
-    float32 arithmetic of its forward (``torch.arange`` of the boundaries in double, stored float32)."""
+def _bucket_rows(in_size: int, new_size: int, divide: bool = False) -> np.ndarray:
+    """The grid row each of ``new_size`` patches takes under Idefics' bucketed position ids (``i *
+    (1 / n)``, clamped below 1) or MiniCPM's (``divide``: ``i / n``), in the float32 arithmetic of
+    their forward (``torch.arange`` of the boundaries in double, stored float32)."""
     start = 1.0 / in_size
     count = max(0, math.ceil((1.0 - start) / start))
     boundaries = (start + np.arange(count, dtype=np.float64) * start).astype(np.float32)
-    step = np.float32(1.0) / np.float32(new_size)
-    fractions = np.minimum(np.arange(new_size, dtype=np.float32) * step, np.float32(1.0 - 1e-6))
+    index = np.arange(new_size, dtype=np.float32)
+    if divide:
+        fractions = index / np.float32(new_size)
+    else:
+        step = np.float32(1.0) / np.float32(new_size)
+        fractions = np.minimum(index * step, np.float32(1.0 - 1e-6))
     return np.searchsorted(boundaries, fractions, side="right")
 
 
@@ -339,7 +356,7 @@ def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np
     m = np.zeros((out_size, in_size), np.float64)
     rows = np.arange(out_size)
     if convention.kernel == "bucket":  # Idefics: each patch takes one grid row (nearest below)
-        m[rows, _bucket_rows(in_size, out_size)] = 1.0
+        m[rows, _bucket_rows(in_size, out_size, divide=convention.name == "minicpm_buckets")] = 1.0
         return m
     if convention.kernel == "linear" and not convention.antialias:  # scipy.ndimage.zoom(order=1): corners aligned
         src = rows * step

@@ -34,6 +34,19 @@ def test_idefics_bucket_rows_equal_torch_bucketize(old, new):
     np.testing.assert_array_equal(m.argmax(axis=1), want)
 
 
+@pytest.mark.parametrize(("old", "new"), [(4, 4), (4, 6), (7, 3), (16, 27), (27, 64), (32, 17), (70, 33)])
+def test_minicpm_bucket_rows_equal_transformers(old, new):
+    """The minicpm_buckets matrix picks the rows transformers' own get_vision_nearest_position_ids gives."""
+    import torch
+    from transformers.vision_utils import get_vision_nearest_position_ids
+
+    from flax_posenc.grid_config import GRID_CONVENTIONS, resize_matrix
+
+    ids = get_vision_nearest_position_ids(torch.tensor([[new, 1]]), old).numpy()  # one column: the row buckets
+    m = resize_matrix(old, new, GRID_CONVENTIONS["minicpm_buckets"])
+    np.testing.assert_array_equal(m.argmax(axis=1) * old, ids)
+
+
 def test_conformance_notices_idefics_read_with_bicubic_resizing(tmp_path, monkeypatch):
     """SmolVLM's grid resized bicubically (instead of its bucketed ids) disagrees with its own forward."""
     _grid_row(monkeypatch, "idefics_vision", convention="torch_bicubic")

@@ -304,6 +304,16 @@ ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
         resizes_itself=True,
         interpolation=False,
     ),
+    # MiniCPM-V 4.6/4.7 and MiniCPM-OCR: the same, the fraction computed as i / n (get_vision_nearest_position_ids)
+    GridFamily(
+        "minicpm_vision",
+        ("minicpm_ocr_vision", "minicpmv4_6_vision", "minicpmv4_7_vision"),
+        _SIGLIP_KEY,
+        0,
+        "minicpm_buckets",
+        resizes_itself=True,
+        interpolation=False,
+    ),
     # Unlimited-OCR's vision encoder (over SAM's feature map): CLIP's class row + grid, resized to every
     # map by its forward (bicubic, antialiased)
     GridFamily(

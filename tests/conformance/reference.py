@@ -476,6 +476,9 @@ def _call_embeddings(emb, pixels):
     Unlimited-OCR's encoder takes SAM's feature map instead of pixels: zeros of its grid."""
     import torch
 
+    if "target_sizes" in inspect.signature(emb.forward).parameters:  # MiniCPM: one image of gh x gw patches
+        ph, pw = _pair(emb.patch_size)
+        return emb(pixels, target_sizes=torch.tensor([[pixels.shape[2] // ph, pixels.shape[3] // pw]]))
     if "patch_embeds" in inspect.signature(emb.forward).parameters:
         ph, pw = _pair(emb.patch_size)
         return emb(torch.zeros(pixels.shape[0], emb.embed_dim, pixels.shape[2] // ph, pixels.shape[3] // pw))
