@@ -94,6 +94,8 @@ class GridFamily:
       saved_keys: other suffixes the tensor is saved under: transformers' ``save_pretrained``
         writes the original checkpoint's names for some models (TIPSv2: ``pos_embed``; Qianfan-OCR's
         composite: ``embeddings.position_embedding``); exactly one tensor must match any of them.
+      image_size_field: the config field of the image size the grid was trained at (ViTDet's
+        ``pretrain_image_size``; ``image_size`` is then the size it is resized to by default).
     """
 
     name: str
@@ -106,6 +108,7 @@ class GridFamily:
     prefix_field: str | None = None
     interpolation: bool = True
     saved_keys: tuple[str, ...] = ()
+    image_size_field: str = "image_size"
 
 
 GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
@@ -324,6 +327,18 @@ ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
         "torch_bicubic_antialias",
         resizes_itself=True,
     ),
+    # ViTDet and LW-DETR's ViT: a class row (stored, never added: no class token) + the grid trained at
+    # pretrain_image_size, resized to every image by the forward (bicubic; untouched at the trained grid)
+    GridFamily(
+        "vitdet",
+        ("vitdet", "lw_detr_vit"),
+        "embeddings.position_embeddings",
+        1,
+        "torch_bicubic",
+        resizes_itself=True,
+        interpolation=False,
+        image_size_field="pretrain_image_size",
+    ),
     # MGP-STR: class row + grid added whole; another image size is refused (no interpolate_pos_encoding)
     GridFamily("mgp_str", ("mgp-str",), "embeddings.pos_embed", 1, "torch_bicubic", interpolation=False),
 )
@@ -474,10 +489,10 @@ def load_grid_table(
             raise fail(where_config, f"{row.config_section} as an object", repr(part)[:80])
     field_where = f"{where_config}:{section_name + '.' if section_name else ''}"
     sizes = {}
-    for field in ("image_size", "patch_size"):
-        if field not in part:
-            raise fail(f"{field_where}{field}", f"{field} in config.json", "none")
-        sizes[field] = positive_pair(part[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
+    for field, name in (("image_size", row.image_size_field), ("patch_size", "patch_size")):
+        if name not in part:
+            raise fail(f"{field_where}{name}", f"{name} in config.json", "none")
+        sizes[field] = positive_pair(part[name], name, f"{field_where}{name}", MAX_IMAGE_SIDE)
     image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
     prefix = row.prefix_tokens
     if row.prefix_field is not None:

@@ -467,8 +467,14 @@ def _grid_tokens(emb, config, h: int, w: int) -> int:
     (its first output when it returns a tuple: ViT-MAE's ``(embeddings, mask, ids_restore)``)."""
     import torch
 
-    out = _call_embeddings(emb, torch.zeros(1, getattr(config, "num_channels", 3), h, w))
-    return (out[0] if isinstance(out, tuple) else out).shape[1]
+    return _tokens(_call_embeddings(emb, torch.zeros(1, getattr(config, "num_channels", 3), h, w))).shape[1]
+
+
+def _tokens(out):
+    """An embeddings module's output as ``(batch, tokens, dim)``: its first output when it returns a
+    tuple (ViT-MAE), a ``(batch, dim, h, w)`` map (ViTDet) flattened row-major."""
+    out = out[0] if isinstance(out, tuple) else out
+    return out.flatten(2).transpose(1, 2) if out.ndim == 4 else out
 
 
 def _call_embeddings(emb, pixels):
@@ -506,10 +512,13 @@ def _self_resize_problems(emb, table, config) -> list[str]:
     for nh, nw in ((2 * gh, 2 * gw), (gh + 2, gw + 1)):
         pixels = torch.zeros(1, getattr(config, "num_channels", 3), nh * ph, nw * pw)
         with torch.no_grad():
-            out = _call_embeddings(emb, pixels)
-            base = emb.patch_embedding(pixels).flatten(2).transpose(1, 2)
+            out = _tokens(_call_embeddings(emb, pixels))
+            project = emb.patch_embedding if hasattr(emb, "patch_embedding") else emb.projection
+            base = _tokens(project(pixels))
         ref = (out - base)[0].double().numpy()
         ours = np.asarray(fp.resize_grid(table, (nh * ph, nw * pw))).reshape(-1, table.dim)
+        if ref.shape[0] == ours.shape[0] - table.prefix_tokens:  # ViTDet: the class row is not added
+            ours = ours[table.prefix_tokens :]
         scale = float(np.abs(table.weights).max() + base.abs().max())
         err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(scale))
         if ours.shape != ref.shape or err > 8:
@@ -523,6 +532,8 @@ def _untabled_tokens(model, config) -> int:
     registers = getattr(config, "num_register_tokens", 0) or 0
     if type(model).__name__.startswith(("Eomt", "Videomt")):
         return 1 + registers
+    if type(model).__name__.startswith(("VitDet", "LwDetr")):  # a class row, no class token
+        return -1
     return registers
 
 
@@ -543,7 +554,7 @@ def _past_grid_problems(emb, table, config, untabled: int = 0) -> list[str]:
         return ["we say the model resizes its grid itself; its embeddings refuse a larger image"] * table.resizes_itself
     if not table.resizes_itself:
         return ["we say the model refuses another image size; its embeddings take one patch more a side"]
-    tokens = (out[0] if isinstance(out, tuple) else out).shape[1] - untabled
+    tokens = _tokens(out).shape[1] - untabled
     want = table.prefix_tokens + (gh + 1) * (gw + 1)
     return [] if tokens == want else [f"one patch more a side: the model yields {tokens} tokens, {want} expected"]
 
