@@ -96,6 +96,8 @@ class GridFamily:
         composite: ``embeddings.position_embedding``); exactly one tensor must match any of them.
       image_size_field: the config field of the image size the grid was trained at (ViTDet's
         ``pretrain_image_size``; ``image_size`` is then the size it is resized to by default).
+      patch_size_field: the config field of the pixels per grid position (Hiera's ``patch_stride``:
+        its patch convolution overlaps, so the stride, not the kernel, sets the grid).
     """
 
     name: str
@@ -109,6 +111,7 @@ class GridFamily:
     interpolation: bool = True
     saved_keys: tuple[str, ...] = ()
     image_size_field: str = "image_size"
+    patch_size_field: str = "patch_size"
 
 
 GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
@@ -339,6 +342,16 @@ ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
         interpolation=False,
         image_size_field="pretrain_image_size",
     ),
+    # Hiera: the grid alone, one position per patch_stride pixels (an overlapping 7 x 7 convolution
+    # at stride 4); interpolate_pos_encoding as ViT's when asked, else any other size is refused
+    GridFamily(
+        "hiera",
+        ("hiera",),
+        "embeddings.position_embeddings",
+        0,
+        "torch_bicubic",
+        patch_size_field="patch_stride",
+    ),
     # MGP-STR: class row + grid added whole; another image size is refused (no interpolate_pos_encoding)
     GridFamily("mgp_str", ("mgp-str",), "embeddings.pos_embed", 1, "torch_bicubic", interpolation=False),
 )
@@ -489,7 +502,7 @@ def load_grid_table(
             raise fail(where_config, f"{row.config_section} as an object", repr(part)[:80])
     field_where = f"{where_config}:{section_name + '.' if section_name else ''}"
     sizes = {}
-    for field, name in (("image_size", row.image_size_field), ("patch_size", "patch_size")):
+    for field, name in (("image_size", row.image_size_field), ("patch_size", row.patch_size_field)):
         if name not in part:
             raise fail(f"{field_where}{name}", f"{name} in config.json", "none")
         sizes[field] = positive_pair(part[name], name, f"{field_where}{name}", MAX_IMAGE_SIDE)

@@ -126,7 +126,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'granite_speech_plus': 'encoder_config granite_speech_plus_encoder (relative position embeddings (attn.rel_pos_emb)); projector_config (blip_2_qformer, read on its own) is not a text, vision, audio or backbone tower',
         'granite_speech_plus_encoder': 'relative position embeddings (attn.rel_pos_emb)',
         'grounding-dino': "its own head's positions (GroundingDinoSinePositionEmbedding, GroundingDinoLearnedPositionEmbedding)",
-        'hiera': 'learned patch-position grid (embeddings.position_embeddings)',
         'higgs_audio_v2': 'rotary embedding (HiggsAudioV2RotaryEmbedding)',
         'higgs_audio_v2_tokenizer': 'acoustic_model_config (dac, read on its own) is not a text, vision, audio or backbone tower; semantic_model_config (hubert, read on its own) is not a text, vision, audio or backbone tower',
         'hunyuan_vl': 'vision_config hunyuan_vl_vision (learned patch-position grid (embeddings.position_embedding)); text_config hunyuan_vl_text (multimodal 3-D RoPE (mrope_section) is not read)',

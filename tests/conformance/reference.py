@@ -450,8 +450,9 @@ def _grid_problems(model, mech) -> list[str]:
         problems.append(f"we say interpolation={table.interpolation}; {type(emb).__name__} differs")
     if table.interpolation and hasattr(emb, "interpolate_pos_encoding"):
         n = table.prefix_tokens + 4 * table.grid[0] * table.grid[1]
-        with torch.no_grad():
-            ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), 2 * h, 2 * w)
+        grid = (emb.position_embeddings,) if "pos_embeds" in inspect.signature(emb.interpolate_pos_encoding).parameters else ()
+        with torch.no_grad():  # Hiera's takes the table as an argument
+            ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), *grid, 2 * h, 2 * w)
         ref = ref.reshape(-1, table.dim).numpy()
         ours = np.asarray(fp.resize_grid(table, (2 * h, 2 * w)))
         err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))

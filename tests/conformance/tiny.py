@@ -854,3 +854,12 @@ OVERRIDES["tipsv2.vision_config"] = {"hidden_size": 64}
 OVERRIDES.update({t: dict(_GRID_TOWER) for t in ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "phi4_multimodal_vision", "unlimited_ocr_vision_encoder", "minicpm_ocr_vision", "minicpmv4_6_vision", "minicpmv4_7_vision")})
 OVERRIDES["vitdet"] = {**_GRID_TOWER, "pretrain_image_size": 32}
 OVERRIDES["lw_detr_vit"] = {**_GRID_TOWER, "pretrain_image_size": 32, "num_windows": 1}
+# Hiera: a 64 px image at stride 4 (a 16 x 16 grid), two one-layer stages
+OVERRIDES["hiera"] = {
+    "image_size": [64, 64],
+    "patch_stride": [4, 4],
+    "embed_dim": 16,
+    "depths": [1, 1],
+    "num_heads": [1, 1],
+    "num_query_pool": 1,
+}
