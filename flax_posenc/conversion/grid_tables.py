@@ -352,6 +352,9 @@ ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
         "torch_bicubic",
         patch_size_field="patch_stride",
     ),
+    # Molmo 2's vision tower: the grid alone, a parameter of the model itself added to its patches as
+    # stored (num_position_embeddings = the patches of image_size); any other patch count fails
+    GridFamily("molmo2_vision", ("molmo2_vision",), "positional_embedding", 0, "torch_bicubic", interpolation=False),
     # MGP-STR: class row + grid added whole; another image size is refused (no interpolate_pos_encoding)
     GridFamily("mgp_str", ("mgp-str",), "embeddings.pos_embed", 1, "torch_bicubic", interpolation=False),
 )

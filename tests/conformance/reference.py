@@ -409,7 +409,7 @@ def _grid_owner(model, key: str):
     if not names:
         return None
     name = max(names, key=len)
-    path = name.rsplit(".", 1)[0]
+    path = name.rsplit(".", 1)[0] if "." in name else ""  # Molmo 2: a parameter of the model itself
     owner = model.get_submodule(path)
     param = model.get_parameter(name)
     if isinstance(owner, torch.nn.Embedding) and "." in path:  # an nn.Embedding: its parent
@@ -474,6 +474,7 @@ def _grid_tokens(emb, config, h: int, w: int) -> int:
 def _tokens(out):
     """An embeddings module's output as ``(batch, tokens, dim)``: its first output when it returns a
     tuple (ViT-MAE), a ``(batch, dim, h, w)`` map (ViTDet) flattened row-major."""
+    out = getattr(out, "last_hidden_state", out)  # Molmo 2: the tower's own output
     out = out[0] if isinstance(out, tuple) else out
     return out.flatten(2).transpose(1, 2) if out.ndim == 4 else out
 
@@ -486,6 +487,10 @@ def _call_embeddings(emb, pixels):
     if "target_sizes" in inspect.signature(emb.forward).parameters:  # MiniCPM: one image of gh x gw patches
         ph, pw = _pair(emb.patch_size)
         return emb(pixels, target_sizes=torch.tensor([[pixels.shape[2] // ph, pixels.shape[3] // pw]]))
+    if isinstance(getattr(emb, "patch_embedding", None), torch.nn.Linear) and not hasattr(emb, "embeddings"):
+        ph, pw = _pair(emb.config.patch_size)  # Molmo 2's tower takes its image as rows of flattened patches
+        patches = (pixels.shape[2] // ph) * (pixels.shape[3] // pw)
+        return emb(torch.zeros(pixels.shape[0], patches, pixels.shape[1] * ph * pw))
     if "patch_embeds" in inspect.signature(emb.forward).parameters:
         ph, pw = _pair(emb.patch_size)
         return emb(torch.zeros(pixels.shape[0], emb.embed_dim, pixels.shape[2] // ph, pixels.shape[3] // pw))

@@ -863,3 +863,4 @@ OVERRIDES["hiera"] = {
     "num_heads": [1, 1],
     "num_query_pool": 1,
 }
+OVERRIDES["molmo2_vision"] = {**_GRID_TOWER, "image_size": [32, 32]}
