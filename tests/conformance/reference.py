@@ -450,7 +450,11 @@ def _grid_problems(model, mech) -> list[str]:
         problems.append(f"we say interpolation={table.interpolation}; {type(emb).__name__} differs")
     if table.interpolation and hasattr(emb, "interpolate_pos_encoding"):
         n = table.prefix_tokens + 4 * table.grid[0] * table.grid[1]
-        grid = (emb.position_embeddings,) if "pos_embeds" in inspect.signature(emb.interpolate_pos_encoding).parameters else ()
+        grid = (
+            (emb.position_embeddings,)
+            if "pos_embeds" in inspect.signature(emb.interpolate_pos_encoding).parameters
+            else ()
+        )
         with torch.no_grad():  # Hiera's takes the table as an argument
             ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), *grid, 2 * h, 2 * w)
         ref = ref.reshape(-1, table.dim).numpy()
@@ -528,7 +532,9 @@ def _self_resize_problems(emb, table, config) -> list[str]:
         scale = float(np.abs(table.weights).max() + base.abs().max())
         err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(scale))
         if ours.shape != ref.shape or err > 8:
-            problems.append(f"resize_grid to {nh} x {nw} patches differs from the model's own forward by {err:.3g} ulps")
+            problems.append(
+                f"resize_grid to {nh} x {nw} patches differs from the model's own forward by {err:.3g} ulps"
+            )
     return problems
 
 

@@ -851,7 +851,21 @@ OVERRIDES["mgp-str"] = {
 OVERRIDES["rf_detr_dinov2"]["num_windows"] = 1  # the grid's tokens unpartitioned (windows regroup them, later)
 OVERRIDES["granite_docling.vision_config"] = {"out_hidden_size": SMALL["hidden_size"]}
 OVERRIDES["tipsv2.vision_config"] = {"hidden_size": 64}
-OVERRIDES.update({t: dict(_GRID_TOWER) for t in ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "phi4_multimodal_vision", "unlimited_ocr_vision_encoder", "minicpm_ocr_vision", "minicpmv4_6_vision", "minicpmv4_7_vision")})
+OVERRIDES.update(
+    {
+        t: dict(_GRID_TOWER)
+        for t in (
+            "idefics2_vision",
+            "idefics3_vision",
+            "smolvlm_vision",
+            "phi4_multimodal_vision",
+            "unlimited_ocr_vision_encoder",
+            "minicpm_ocr_vision",
+            "minicpmv4_6_vision",
+            "minicpmv4_7_vision",
+        )
+    }
+)
 OVERRIDES["vitdet"] = {**_GRID_TOWER, "pretrain_image_size": 32}
 OVERRIDES["lw_detr_vit"] = {**_GRID_TOWER, "pretrain_image_size": 32, "num_windows": 1}
 # Hiera: a 64 px image at stride 4 (a 16 x 16 grid), two one-layer stages
