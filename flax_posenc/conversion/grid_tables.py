@@ -247,7 +247,7 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
 # ---- issue 35 item 7: the remaining ViT-style grids, a block of its own joined to the registry.
 # Each row read from transformers 5.24.0's modeling_*.py (the embeddings module's __init__ and forward).
 _SIGLIP_KEY = "embeddings.position_embedding.weight"
-ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
+_ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
     # SigLIP's vision embeddings copied: no class token, interpolate_pos_encoding as SigLIP's
     GridFamily("siglip_like_vision", ("janus_vision_model", "granite_docling_vision"), _SIGLIP_KEY, 0, "torch_bicubic"),
     # no class token and no interpolate_pos_encoding: the stored grid added as it is, any other size refused
@@ -358,7 +358,7 @@ ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
     # MGP-STR: class row + grid added whole; another image size is refused (no interpolate_pos_encoding)
     GridFamily("mgp_str", ("mgp-str",), "embeddings.pos_embed", 1, "torch_bicubic", interpolation=False),
 )
-GRID_FAMILIES = MappingProxyType({**GRID_FAMILIES, **{row.name: row for row in ISSUE35_GRID_ROWS}})
+GRID_FAMILIES = MappingProxyType({**GRID_FAMILIES, **{row.name: row for row in _ISSUE35_GRID_ROWS}})
 
 
 @dataclasses.dataclass(frozen=True)
