@@ -56,7 +56,9 @@ def test_unread_backbone_is_named(tmp_path, capsys):
     d = _write(tmp_path / "u", {"model_type": "upernet", "backbone_config": _VITPOSE})
     record = inspect_source(d)
     assert [(m.kind, m.tower) for m in record.mechanisms] == [("none", "vision")]
-    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("backbone", "backbone_config", "vitpose_backbone")]
+    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [
+        ("backbone", "backbone_config", "vitpose_backbone")
+    ]
     assert record.unread[0].reason == refusal("vitpose_backbone")
     assert "position_embeddings" in record.unread[0].reason  # the refusal names its mechanism
     assert "backbone tower (backbone_config: vitpose_backbone) NOT READ" in str(record)

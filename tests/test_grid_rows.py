@@ -85,3 +85,22 @@ def test_a_grid_without_interpolation_says_so(tmp_path):
     fits, line = mech.record.check_image_size(64)
     assert not fits and "the model refuses another image size (it has no interpolate_pos_encoding)" in line
     assert mech.record.to_dict()["interpolation"] is False
+
+
+def test_conformance_notices_a_model_adding_its_rows_in_another_order(tmp_path):
+    """A grid added as stored is checked row by row: AIMv2 with its position ids reversed (the same
+    rows, another order) is caught."""
+    import torch
+    from conformance.reference import record_problems
+    from conformance.tiny import quiet, tiny_model
+
+    from flax_posenc.conversion import inspect_source
+
+    model = tiny_model("aimv2_vision_model")
+    with quiet():
+        model.save_pretrained(tmp_path)
+    assert record_problems(model, inspect_source(tmp_path), tmp_path) == []
+    emb = model.embeddings
+    emb.position_ids = torch.flip(emb.position_ids, dims=[1])
+    problems = record_problems(model, inspect_source(tmp_path), tmp_path)
+    assert any("the rows the forward adds differ from the table's" in p for p in problems), problems

@@ -462,8 +462,11 @@ def _grid_problems(model, mech) -> list[str]:
         err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
         if ours.shape != ref.shape or err > 8:
             problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
+    param = found[1]
     if table.resizes_itself and not table.interpolation:
-        problems += _self_resize_problems(emb, table, config)
+        problems += _self_resize_problems(emb, param, table, config)
+    if not table.resizes_itself and not table.interpolation and not hasattr(emb, "layers"):  # Molmo 2: a whole tower
+        problems += _fixed_grid_problems(emb, param, table, config, _untabled_tokens(model, config))
     return problems + _past_grid_problems(emb, table, config, _untabled_tokens(model, config))
 
 
@@ -509,10 +512,27 @@ def _pair(value) -> tuple[int, int]:
     return (int(value[0]), int(value[1])) if isinstance(value, (tuple, list)) else (int(value), int(value))
 
 
-def _self_resize_problems(emb, table, config) -> list[str]:
+def _added_rows(emb, param, pixels):
+    """``(rows, scale)``: what the embeddings module adds for its position parameter ``param`` to
+    ``pixels`` (its output less its output with ``param`` zeroed), float64 ``(tokens, dim)``, and the
+    output's largest magnitude (the ulp scale of the difference)."""
+    import torch
+
+    with torch.no_grad():
+        out = _tokens(_call_embeddings(emb, pixels))
+        saved = param.detach().clone()
+        param.zero_()
+        try:
+            base = _tokens(_call_embeddings(emb, pixels))
+        finally:
+            param.copy_(saved)
+    return (out - base)[0].double().numpy(), float(max(out.abs().max(), base.abs().max()))
+
+
+def _self_resize_problems(emb, param, table, config) -> list[str]:
     """A model that resizes its grid in its forward, with no ``interpolate_pos_encoding`` (Idefics'
-    bucketed position ids): the rows it adds to zero pixels (its output less its patch projection's
-    bias) at twice the size and at (gh + 2) x (gw + 1) patches, against ``fp.resize_grid``."""
+    bucketed position ids, ViTDet): the rows its forward adds (:func:`_added_rows`) at twice the
+    size and at (gh + 2) x (gw + 1) patches, against ``fp.resize_grid``."""
     import torch
 
     import flax_posenc as fp
@@ -521,21 +541,31 @@ def _self_resize_problems(emb, table, config) -> list[str]:
     (ph, pw), (gh, gw) = table.patch_size, table.grid
     for nh, nw in ((2 * gh, 2 * gw), (gh + 2, gw + 1)):
         pixels = torch.zeros(1, getattr(config, "num_channels", 3), nh * ph, nw * pw)
-        with torch.no_grad():
-            out = _tokens(_call_embeddings(emb, pixels))
-            project = emb.patch_embedding if hasattr(emb, "patch_embedding") else emb.projection
-            base = _tokens(project(pixels))
-        ref = (out - base)[0].double().numpy()
+        ref, scale = _added_rows(emb, param, pixels)
         ours = np.asarray(fp.resize_grid(table, (nh * ph, nw * pw))).reshape(-1, table.dim)
         if ref.shape[0] == ours.shape[0] - table.prefix_tokens:  # ViTDet: the class row is not added
             ours = ours[table.prefix_tokens :]
-        scale = float(np.abs(table.weights).max() + base.abs().max())
         err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(scale))
         if ours.shape != ref.shape or err > 8:
             problems.append(
                 f"resize_grid to {nh} x {nw} patches differs from the model's own forward by {err:.3g} ulps"
             )
     return problems
+
+
+def _fixed_grid_problems(emb, param, table, config, untabled: int) -> list[str]:
+    """A grid added as stored (no interpolation, no resize: AIMv2, Ovis 2, EoMT, MGP-STR): the rows its
+    forward adds at the trained size, token by token (less the leading tokens that take none:
+    EoMT's class token and registers), equal to the table's rows in order."""
+    import torch
+
+    h, w = table.image_size
+    ref, scale = _added_rows(emb, param, torch.zeros(1, getattr(config, "num_channels", 3), h, w))
+    ref = ref[untabled:] if untabled > 0 else ref
+    if ref.shape != table.weights.shape:
+        return [f"the forward adds {ref.shape[0]} position rows at {h} x {w} px; we read {table.rows}"]
+    err = np.abs(table.weights.astype(np.float64) - ref).max() / np.spacing(np.float32(scale))
+    return [] if err <= 2 else [f"the rows the forward adds differ from the table's by {err:.3g} ulps (order?)"]
 
 
 def _untabled_tokens(model, config) -> int:
