@@ -23,6 +23,13 @@ the patches only.) A model type listed here has a ``grid`` mechanism in
 :data:`~flax_posenc.conversion.models.MODEL_MECHANISMS`; the text towers of CLIP (77 tokens) and
 SigLIP (64) are learned tables of :data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES`.
 
+Issue 35's remaining grids are a block of their own below the registry (Janus, Granite Docling,
+AIMv2, Ovis 2, EoMT, Qianfan-OCR, TIPSv2, RF-DETR's DINOv2, Idefics 2/3, SmolVLM, Phi-4, MiniCPM-V,
+Unlimited-OCR, ViTDet, LW-DETR, Hiera, Molmo 2, MGP-STR); what differs from ViT is data on the row:
+``interpolation`` (no ``interpolate_pos_encoding`` at all), ``saved_keys``, ``image_size_field``
+(ViTDet's ``pretrain_image_size``), ``patch_size_field`` (Hiera's ``patch_stride``) and the bucketed
+conventions of :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` (Idefics, MiniCPM).
+
 >>> import numpy as np
 >>> g = GridTable(np.zeros((197, 8), np.float32), family="vit", key="pos", prefix_tokens=1,
 ...               patch_size=(16, 16), image_size=(224, 224), model_type="vit")
