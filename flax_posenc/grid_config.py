@@ -303,7 +303,7 @@ def convention_for(name: str | GridConvention) -> GridConvention:
     >>> convention_for("nope")
     Traceback (most recent call last):
     ...
-    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, torch_bilinear_antialias, vit, got 'nope'
+    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, idefics_buckets, minicpm_buckets, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, torch_bilinear_antialias, vit, got 'nope'
     """
     if isinstance(name, GridConvention):
         return name
