@@ -20,7 +20,10 @@ resampled, and every family does it a little differently. Each row of
 - ``"torch_bilinear_antialias"``: ``F.interpolate(mode="bilinear", antialias=True)``: torch's
   antialiased resampler with the triangle kernel (transformers' TIPSv2);
 - ``"big_vision"``: ``scipy.ndimage.zoom(order=1)`` of big_vision's ``resample_posemb``:
-  bilinear, corners aligned, no prefix tokens (its class token is not in the grid).
+  bilinear, corners aligned, no prefix tokens (its class token is not in the grid);
+- ``"idefics_buckets"``: transformers' Idefics 2/3 and SmolVLM vision embeddings: patch ``i`` of
+  ``n`` takes the grid row of the bucket its fraction ``i / n`` falls in (no interpolation);
+  ``"minicpm_buckets"`` the same with the fraction computed as a division (MiniCPM-V).
 
 :func:`resize_matrix` is the 1-D resampling of one axis as an ``(out, in)`` float64 matrix;
 a 2-D resize is ``A_h @ grid @ A_w.T`` per channel (every convention here is separable).
@@ -142,7 +145,8 @@ class GridConvention:
     Attributes:
       name: the key in :data:`GRID_CONVENTIONS`.
       kernel: ``"cubic"`` or ``"linear"`` (scipy's corner-aligned zoom, or torch's triangle
-        kernel on the antialiased path).
+        kernel on the antialiased path), or ``"bucket"`` (Idefics' bucketed position ids: each
+        output sample is one input row, chosen in float32 as its forward does).
       a: the cubic convolution parameter (torch: -0.75; torch's antialiased path and PIL: -0.5).
       align_corners: sample positions map corner to corner (``(in-1)/(out-1)``) instead of
         pixel centre to pixel centre (``in/out``).
@@ -228,6 +232,52 @@ GRID_CONVENTIONS: Mapping[str, GridConvention] = MappingProxyType(
     }
 )
 
+# ---- issue 35 item 7: Idefics 2/3's and SmolVLM's bucketed position ids, a row of its own
+GRID_CONVENTIONS = MappingProxyType(
+    {
+        **GRID_CONVENTIONS,
+        "idefics_buckets": GridConvention(
+            "idefics_buckets",
+            "bucket",
+            0.0,
+            False,
+            False,
+            "transformers Idefics2/Idefics3/SmolVLM VisionEmbeddings.forward: patch i of n takes grid row "
+            "bucketize(float32(i) * float32(1 / n), arange(1 / side, 1, 1 / side), right=True) "
+            "(fractions clamped to 1 - 1e-6): nearest-below, no interpolation, even at the trained size",
+            keep_same_size=False,
+        ),
+        "minicpm_buckets": GridConvention(
+            "minicpm_buckets",
+            "bucket",
+            0.0,
+            False,
+            False,
+            "transformers vision_utils.get_vision_nearest_position_ids (MiniCPM-V 4.6/4.7, MiniCPM-OCR): "
+            "patch i of n takes grid row bucketize(float32(i) / float32(n), arange(1 / side, 1, 1 / side), "
+            "right=True): nearest-below, no interpolation, even at the trained size",
+            keep_same_size=False,
+        ),
+    }
+)
+
+
+def _bucket_rows(in_size: int, new_size: int, divide: bool = False) -> np.ndarray:
+    """The grid row each of ``new_size`` patches takes under Idefics' bucketed position ids (``i *
+    (1 / n)``, clamped below 1) or MiniCPM's (``divide``: ``i / n``), in the float32 arithmetic of
+    their forward (``torch.arange`` of the boundaries in double, stored float32)."""
+    start = 1.0 / in_size
+    count = max(0, math.ceil((1.0 - start) / start))
+    boundaries = (start + np.arange(count, dtype=np.float64) * start).astype(np.float32)
+    index = np.arange(new_size, dtype=np.float32)
+    if divide:
+        fractions = index / np.float32(new_size)
+    else:
+        step = np.float32(1.0) / np.float32(new_size)
+        fractions = np.minimum(index * step, np.float32(1.0 - 1e-6))
+    return np.searchsorted(boundaries, fractions, side="right")
+
+
 #: Aliases: a model type (or library) -> its convention name.
 MODEL_TYPE_CONVENTIONS: Mapping[str, str] = MappingProxyType(
     {
@@ -253,7 +303,7 @@ def convention_for(name: str | GridConvention) -> GridConvention:
     >>> convention_for("nope")
     Traceback (most recent call last):
     ...
-    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, torch_bilinear_antialias, vit, got 'nope'
+    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, idefics_buckets, minicpm_buckets, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, torch_bilinear_antialias, vit, got 'nope'
     """
     if isinstance(name, GridConvention):
         return name
@@ -305,6 +355,9 @@ def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np
     step = _step(in_size, out_size, convention, new_size)
     m = np.zeros((out_size, in_size), np.float64)
     rows = np.arange(out_size)
+    if convention.kernel == "bucket":  # Idefics: each patch takes one grid row (nearest below)
+        m[rows, _bucket_rows(in_size, out_size, divide=convention.name == "minicpm_buckets")] = 1.0
+        return m
     if convention.kernel == "linear" and not convention.antialias:  # scipy.ndimage.zoom(order=1): corners aligned
         src = rows * step
         i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)

@@ -20,8 +20,8 @@ from flax_posenc.errors import CheckpointError
 
 _RESNET = {"model_type": "resnet", "embedding_size": 8, "hidden_sizes": [8, 8], "depths": [1, 1]}
 _SWIN = {"model_type": "swin", "embed_dim": 16, "depths": [1, 1], "num_heads": [1, 1], "window_size": 4}
-# ViTDet (a backbone of ViTMatte): its learned patch-position grid is not read (a refusal naming it)
-_VITDET = {"model_type": "vitdet", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+# ViTPose's backbone: its learned patch-position grid (a row added to every patch) is not read (a refusal naming it)
+_VITPOSE = {"model_type": "vitpose_backbone", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
 _DINOV2 = {"model_type": "dinov2", "hidden_size": 32, "image_size": 56, "patch_size": 14, "num_attention_heads": 2}
 
 
@@ -48,24 +48,26 @@ def test_head_and_read_backbone(tmp_path):
 
 
 def test_unread_backbone_is_named(tmp_path, capsys):
-    """UperNet over a ViTDet backbone: the head is read, the backbone is listed as not read with its mechanism
-    (Swin was the example until the window bias made it read)."""
+    """UperNet over a ViTPose backbone: the head is read, the backbone is listed as not read with its mechanism
+    (Swin and ViTDet were the examples until the window bias and the grid rows made them read)."""
     from flax_posenc.conversion.models import refusal
     from flax_posenc.report.cli import main
 
-    d = _write(tmp_path / "u", {"model_type": "upernet", "backbone_config": _VITDET})
+    d = _write(tmp_path / "u", {"model_type": "upernet", "backbone_config": _VITPOSE})
     record = inspect_source(d)
     assert [(m.kind, m.tower) for m in record.mechanisms] == [("none", "vision")]
-    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("backbone", "backbone_config", "vitdet")]
-    assert record.unread[0].reason == refusal("vitdet")
+    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [
+        ("backbone", "backbone_config", "vitpose_backbone")
+    ]
+    assert record.unread[0].reason == refusal("vitpose_backbone")
     assert "position_embeddings" in record.unread[0].reason  # the refusal names its mechanism
-    assert "backbone tower (backbone_config: vitdet) NOT READ" in str(record)
+    assert "backbone tower (backbone_config: vitpose_backbone) NOT READ" in str(record)
     assert main(["inspect", str(d), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["unread_towers"] == [record.unread[0].to_dict()]
     assert main(["check", str(d), "--image-size", "64"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "backbone tower (backbone_config: vitdet) NOT READ" in err and len(err.splitlines()) == 1
+    assert "backbone tower (backbone_config: vitpose_backbone) NOT READ" in err and len(err.splitlines()) == 1
 
 
 def test_backbone_grid_is_checked_by_image_size(tmp_path, capsys):

@@ -76,27 +76,28 @@ def test_check_asks_each_tower(llava_dir, args, code):
 
 
 def test_partly_read_composite_names_its_unread_tower(tmp_path, capsys):
-    """Idefics 3: the Llama text tower is read; its vision tower is listed as not read, never passed over."""
+    """A Llama text tower is read; a vision tower that is not (RADIO: its cropped position embedding) is
+    listed as not read, never passed over."""
     from flax_posenc.report.cli import main
 
     d = _write(
         tmp_path / "idefics3",
-        {"model_type": "idefics3", "text_config": _LLAMA, "vision_config": {"model_type": "idefics3_vision"}},
+        {"model_type": "idefics3", "text_config": _LLAMA, "vision_config": {"model_type": "radio"}},
     )
     record = inspect_source(d)
     assert [(m.kind, m.tower) for m in record.mechanisms] == [("rope", "text")]
-    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("vision", "vision_config", "idefics3_vision")]
-    assert "NOT READ" in str(record) and "idefics3_vision" in str(record)
-    assert record.to_dict()["unread_towers"][0]["model_type"] == "idefics3_vision"
+    assert [(u.tower, u.field, u.model_type) for u in record.unread] == [("vision", "vision_config", "radio")]
+    assert "NOT READ" in str(record) and "radio" in str(record)
+    assert record.to_dict()["unread_towers"][0]["model_type"] == "radio"
     assert main(["check", str(d), "--length", "96"]) == 0
     capsys.readouterr()
     assert main(["check", str(d), "--image-size", "32"]) == 2
     err = capsys.readouterr().err
-    assert "vision tower (vision_config: idefics3_vision) NOT READ" in err and len(err.strip().splitlines()) == 1
+    assert "vision tower (vision_config: radio) NOT READ" in err and len(err.strip().splitlines()) == 1
 
 
 def test_composite_with_no_read_tower_is_refused(tmp_path):
-    d = _write(tmp_path / "x", {"model_type": "no_such_vlm", "vision_config": {"model_type": "idefics3_vision"}})
+    d = _write(tmp_path / "x", {"model_type": "no_such_vlm", "vision_config": {"model_type": "radio"}})
     with pytest.raises(CheckpointError, match="no_such_vlm"):
         inspect_source(d)
 

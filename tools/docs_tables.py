@@ -243,6 +243,8 @@ def relative_bias_families() -> tuple[str, list[str]]:
 
 
 def _resampling(c) -> str:
+    if c.kernel == "bucket":
+        return "nearest below (bucketed fractions, float32)"
     kernel = "bicubic" if c.kernel == "cubic" else "bilinear"
     parts = [kernel] + ([f"`a = {c.a:g}`"] if c.kernel == "cubic" else [])
     parts.append(f"`align_corners={c.align_corners}`")
@@ -263,7 +265,7 @@ def grid_families() -> tuple[str, list[str]]:
             _code(f"{g.key_suffix}") + (f" (in `{g.config_section}`)" if g.config_section else ""),
             f"`{g.prefix_field}`" if g.prefix_field else str(g.prefix_tokens),
             f"`{g.convention}`: {_resampling(GRID_CONVENTIONS[g.convention])}",
-            "by default" if g.resizes_itself else "when asked",
+            "by default" if g.resizes_itself else "when asked" if g.interpolation else "never",
         )
         for g in GRID_FAMILIES.values()
     ]

@@ -82,6 +82,36 @@ MANUAL: dict[str, str] = {
     "wavtokenizer_encoder": "not verified: WavTokenizer's convolutional encoder, not declared without a conformance case",
 }
 
+# ---- issue 35 item 7: ViT-style grids the grid kind does not describe (each read in its modeling file, 5.24.0)
+MANUAL.update(
+    {
+        "vitpose_backbone": "learned patch-position grid whose first row is added to every patch (no class token, "
+        "embeddings.position_embeddings[:, :1]): not a prefix row of the grid kind",
+        "yolos": "learned patch-position grid with detection-token rows after the grid (num_detection_tokens) and "
+        "per-layer mid position embeddings (use_mid_position_embeddings), both resized by its forward",
+        "radio": "cropped position embedding (CPE: the learned grid resized bilinearly to a square of the longer side, "
+        "then cropped): not a per-axis grid convention",
+        "sam2_hiera_det_model": "a learned (dim, h, w) background grid resized bicubically to the feature map plus a "
+        "tiled window table (pos_embed, pos_embed_window)",
+        "pvt": "one learned position table per stage (patch_embeddings.position_embeddings, four grids of different "
+        "sizes), the last with a class row",
+        "vivit": "learned 3-D tubelet-position table (class row + frames x height x width, "
+        "embeddings.position_embeddings): the grid kind has no time axis",
+        "timesformer": "learned patch-position grid (embeddings.position_embeddings) resized by nearest neighbour, "
+        "plus a learned frame-position table (embeddings.time_embeddings) resized by nearest neighbour",
+        "videoprism_vision_model": "factorized video positions: a learned spatial grid and a learned temporal table "
+        "(spatial_embeddings / temporal_embeddings.position_embeddings), each resized by its forward",
+        "hunyuan_vl_vision": "learned patch-position grid (max_image_size / patch) resized per packed image "
+        "(grid_thw) by interpolate_mode, its class row never added (variable resolution)",
+        "hy_v4_vl_vision": "learned patch-position grid (max_image_size / patch) resized per packed image "
+        "(grid_thw) by interpolate_mode, its class row never added (variable resolution)",
+        "glm_image_vision": "learned patch-position grid sampled per packed image at its patch coordinates "
+        "(F.grid_sample bilinear, border): variable resolution",
+        "cosmos3_edge_vision": "learned patch-position grid (num_patches) resized per packed image and frame "
+        "(grid_thw, bilinear, antialiased) then reordered by spatial_merge_size: variable resolution (NaFlex-style)",
+    }
+)
+
 
 class _Timeout(Exception):
     pass

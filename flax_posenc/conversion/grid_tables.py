@@ -23,6 +23,13 @@ the patches only.) A model type listed here has a ``grid`` mechanism in
 :data:`~flax_posenc.conversion.models.MODEL_MECHANISMS`; the text towers of CLIP (77 tokens) and
 SigLIP (64) are learned tables of :data:`~flax_posenc.conversion.position_tables.TABLE_FAMILIES`.
 
+Issue 35's remaining grids are a block of their own below the registry (Janus, Granite Docling,
+AIMv2, Ovis 2, EoMT, Qianfan-OCR, TIPSv2, RF-DETR's DINOv2, Idefics 2/3, SmolVLM, Phi-4, MiniCPM-V,
+Unlimited-OCR, ViTDet, LW-DETR, Hiera, Molmo 2, MGP-STR); what differs from ViT is data on the row:
+``interpolation`` (no ``interpolate_pos_encoding`` at all), ``saved_keys``, ``image_size_field``
+(ViTDet's ``pretrain_image_size``), ``patch_size_field`` (Hiera's ``patch_stride``) and the bucketed
+conventions of :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` (Idefics, MiniCPM).
+
 >>> import numpy as np
 >>> g = GridTable(np.zeros((197, 8), np.float32), family="vit", key="pos", prefix_tokens=1,
 ...               patch_size=(16, 16), image_size=(224, 224), model_type="vit")
@@ -89,6 +96,15 @@ class GridFamily:
         differently sized image is refused unless ``interpolate_pos_encoding=True`` is passed.
       prefix_field: the config field counting the prefix rows when the model chooses it (Pixio's
         ``n_cls_tokens``); ``prefix_tokens`` is then unused.
+      interpolation: the model has an ``interpolate_pos_encoding``; ``False``: it adds the stored
+        grid as it is and refuses any other image size, with no way to resize (AIMv2, Ovis 2, EoMT).
+      saved_keys: other suffixes the tensor is saved under: transformers' ``save_pretrained``
+        writes the original checkpoint's names for some models (TIPSv2: ``pos_embed``; Qianfan-OCR's
+        composite: ``embeddings.position_embedding``); exactly one tensor must match any of them.
+      image_size_field: the config field of the image size the grid was trained at (ViTDet's
+        ``pretrain_image_size``; ``image_size`` is then the size it is resized to by default).
+      patch_size_field: the config field of the pixels per grid position (Hiera's ``patch_stride``:
+        its patch convolution overlaps, so the stride, not the kernel, sets the grid).
     """
 
     name: str
@@ -99,6 +115,10 @@ class GridFamily:
     config_section: str | None = None
     resizes_itself: bool = False
     prefix_field: str | None = None
+    interpolation: bool = True
+    saved_keys: tuple[str, ...] = ()
+    image_size_field: str = "image_size"
+    patch_size_field: str = "patch_size"
 
 
 GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
@@ -231,6 +251,123 @@ GRID_FAMILIES: Mapping[str, GridFamily] = MappingProxyType(
 )
 
 
+# ---- issue 35 item 7: the remaining ViT-style grids, a block of its own joined to the registry.
+# Each row read from transformers 5.24.0's modeling_*.py (the embeddings module's __init__ and forward).
+_SIGLIP_KEY = "embeddings.position_embedding.weight"
+_ISSUE35_GRID_ROWS: tuple[GridFamily, ...] = (
+    # SigLIP's vision embeddings copied: no class token, interpolate_pos_encoding as SigLIP's
+    GridFamily("siglip_like_vision", ("janus_vision_model", "granite_docling_vision"), _SIGLIP_KEY, 0, "torch_bicubic"),
+    # no class token and no interpolate_pos_encoding: the stored grid added as it is, any other size refused
+    # (AIMv2 with is_native computes a sin-cos grid instead and stores no table: refused when read)
+    GridFamily(
+        "fixed_grid_vision",
+        ("aimv2_vision_model", "ovis2_vision"),
+        _SIGLIP_KEY,
+        0,
+        "torch_bicubic",
+        interpolation=False,
+    ),
+    # EoMT, VidEoMT: an nn.Embedding over the patches only (the class and register tokens take no position)
+    GridFamily(
+        "eomt",
+        ("eomt", "videomt"),
+        "embeddings.position_embeddings.weight",
+        0,
+        "torch_bicubic",
+        interpolation=False,
+    ),
+    # InternViT's embeddings copied (Qianfan-OCR's vision tower): resized to every image by its forward
+    GridFamily(
+        "qianfan_ocr_vision",
+        ("qianfan_ocr_vision",),
+        "embeddings.position_embeddings",
+        1,
+        "torch_bicubic",
+        resizes_itself=True,
+        saved_keys=("embeddings.position_embedding",),
+    ),
+    # TIPSv2: class row + grid, resized to every image (bilinear, antialiased); registers take no position
+    GridFamily(
+        "tipsv2_vision",
+        ("tipsv2_vision_model",),
+        "embeddings.position_embeddings",
+        1,
+        "torch_bilinear_antialias",
+        resizes_itself=True,
+        saved_keys=("pos_embed",),
+    ),
+    # RF-DETR's DINOv2 backbone: class row + grid, resized to every image (bicubic, antialiased)
+    GridFamily(
+        "rf_detr_dinov2",
+        ("rf_detr_dinov2",),
+        "embeddings.position_embeddings",
+        1,
+        "torch_bicubic_antialias",
+        resizes_itself=True,
+    ),
+    # Idefics 2/3, SmolVLM, Phi-4-multimodal's vision tower: the grid alone; each patch of any image
+    # takes the row of its bucketed fraction (nearest below, float32; no interpolation), so every
+    # image size is taken (Phi-4's interpolate_pos_encoding is never called by its forward)
+    GridFamily(
+        "idefics_vision",
+        ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "phi4_multimodal_vision"),
+        _SIGLIP_KEY,
+        0,
+        "idefics_buckets",
+        resizes_itself=True,
+        interpolation=False,
+    ),
+    # MiniCPM-V 4.6/4.7 and MiniCPM-OCR: the same, the fraction computed as i / n (get_vision_nearest_position_ids)
+    GridFamily(
+        "minicpm_vision",
+        ("minicpm_ocr_vision", "minicpmv4_6_vision", "minicpmv4_7_vision"),
+        _SIGLIP_KEY,
+        0,
+        "minicpm_buckets",
+        resizes_itself=True,
+        interpolation=False,
+    ),
+    # Unlimited-OCR's vision encoder (over SAM's feature map): CLIP's class row + grid, resized to every
+    # map by its forward (bicubic, antialiased)
+    GridFamily(
+        "unlimited_ocr_vision",
+        ("unlimited_ocr_vision_encoder",),
+        _SIGLIP_KEY,
+        1,
+        "torch_bicubic_antialias",
+        resizes_itself=True,
+    ),
+    # ViTDet and LW-DETR's ViT: a class row (stored, never added: no class token) + the grid trained at
+    # pretrain_image_size, resized to every image by the forward (bicubic; untouched at the trained grid)
+    GridFamily(
+        "vitdet",
+        ("vitdet", "lw_detr_vit"),
+        "embeddings.position_embeddings",
+        1,
+        "torch_bicubic",
+        resizes_itself=True,
+        interpolation=False,
+        image_size_field="pretrain_image_size",
+    ),
+    # Hiera: the grid alone, one position per patch_stride pixels (an overlapping 7 x 7 convolution
+    # at stride 4); interpolate_pos_encoding as ViT's when asked, else any other size is refused
+    GridFamily(
+        "hiera",
+        ("hiera",),
+        "embeddings.position_embeddings",
+        0,
+        "torch_bicubic",
+        patch_size_field="patch_stride",
+    ),
+    # Molmo 2's vision tower: the grid alone, a parameter of the model itself added to its patches as
+    # stored (num_position_embeddings = the patches of image_size); any other patch count fails
+    GridFamily("molmo2_vision", ("molmo2_vision",), "positional_embedding", 0, "torch_bicubic", interpolation=False),
+    # MGP-STR: class row + grid added whole; another image size is refused (no interpolate_pos_encoding)
+    GridFamily("mgp_str", ("mgp-str",), "embeddings.pos_embed", 1, "torch_bicubic", interpolation=False),
+)
+GRID_FAMILIES = MappingProxyType({**GRID_FAMILIES, **{row.name: row for row in _ISSUE35_GRID_ROWS}})
+
+
 @dataclasses.dataclass(frozen=True)
 class GridTable:
     """A learned 2-D position grid as stored in a checkpoint.
@@ -247,6 +384,8 @@ class GridTable:
         :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` name; :func:`~flax_posenc.resize_grid`'s default).
       resizes_itself: the model's own forward resizes the grid to any image (its row's
         :attr:`GridFamily.resizes_itself`).
+      interpolation: the model has an ``interpolate_pos_encoding`` (its row's
+        :attr:`GridFamily.interpolation`); ``False``: it cannot take another image size at all.
 
     ``grid`` is ``image_size / patch_size``; the rows must equal ``prefix_tokens + gh * gw``.
     """
@@ -261,6 +400,7 @@ class GridTable:
     source: str = ""
     convention: str = "torch_bicubic"
     resizes_itself: bool = False
+    interpolation: bool = True
 
     def __post_init__(self):
         where = f"{self.source}:{self.key}" if self.source else self.key
@@ -325,7 +465,7 @@ def _family_of(model_type: object) -> GridFamily | None:
         return None
     spelled = model_type.replace("-", "_")
     for row in GRID_FAMILIES.values():
-        if spelled in row.model_types:
+        if spelled in row.model_types or model_type in row.model_types:  # MGP-STR: "mgp-str"
             return row
     return None
 
@@ -372,10 +512,10 @@ def load_grid_table(
             raise fail(where_config, f"{row.config_section} as an object", repr(part)[:80])
     field_where = f"{where_config}:{section_name + '.' if section_name else ''}"
     sizes = {}
-    for field in ("image_size", "patch_size"):
-        if field not in part:
-            raise fail(f"{field_where}{field}", f"{field} in config.json", "none")
-        sizes[field] = positive_pair(part[field], field, f"{field_where}{field}", MAX_IMAGE_SIDE)
+    for field, name in (("image_size", row.image_size_field), ("patch_size", row.patch_size_field)):
+        if name not in part:
+            raise fail(f"{field_where}{name}", f"{name} in config.json", "none")
+        sizes[field] = positive_pair(part[name], name, f"{field_where}{name}", MAX_IMAGE_SIDE)
     image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
     prefix = row.prefix_tokens
     if row.prefix_field is not None:
@@ -386,7 +526,8 @@ def load_grid_table(
                 f"{row.prefix_field} as an integer in 0..{MAX_PREFIX_TOKENS}",
                 repr(prefix)[:80],
             )
-    keys = sorted(k for k in ckpt.reader.keys() if k == row.key_suffix or k.endswith("." + row.key_suffix))
+    suffixes = (row.key_suffix, *row.saved_keys)
+    keys = sorted(k for k in ckpt.reader.keys() if any(k == x or k.endswith("." + x) for x in suffixes))
     keys = tower_keys(keys, section_name if section is not None else None)
     if len(keys) != 1:
         found = "none" if not keys else ", ".join(keys[:4])
@@ -408,6 +549,7 @@ def load_grid_table(
         source=os.fspath(source),
         convention=row.convention,
         resizes_itself=row.resizes_itself,
+        interpolation=row.interpolation,
     )
 
 
@@ -462,6 +604,8 @@ class GridSource(TableBacked):
             "the model's own embeddings resize it to another image size by default (interpolate_pos_encoding)"
             if self.table.resizes_itself
             else "the model refuses another image size unless called with interpolate_pos_encoding=True"
+            if self.table.interpolation
+            else "the model refuses another image size (it has no interpolate_pos_encoding)"
         )
         return False, (
             f"{self.describe_limit()}; {resized}; a {size} px image needs {gh} x {gw} patches: "
@@ -482,6 +626,7 @@ class GridSource(TableBacked):
             "image_size": list(t.image_size),
             "convention": t.convention,
             "resizes_itself": t.resizes_itself,
+            "interpolation": t.interpolation,
             "dim": t.dim,
             "rows": t.rows,
             "limit": self.limit,

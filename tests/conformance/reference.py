@@ -403,14 +403,16 @@ def _grid_owner(model, key: str):
     """``(embeddings module, grid parameter)`` of the parameter named ``key`` in ``model`` (or, in a
     composite's tower, ``key`` less the composite's prefix): the module that holds the grid (an
     ``nn.Embedding``'s parent) and holds ``interpolate_pos_encoding``; ``None`` when none is named so."""
+    import torch
+
     names = [n for n, _ in model.named_parameters() if key == n or key.endswith("." + n)]
     if not names:
         return None
     name = max(names, key=len)
-    path = name.rsplit(".", 1)[0]
+    path = name.rsplit(".", 1)[0] if "." in name else ""  # Molmo 2: a parameter of the model itself
     owner = model.get_submodule(path)
     param = model.get_parameter(name)
-    if not hasattr(owner, "interpolate_pos_encoding") and "." in path:  # an nn.Embedding: its parent
+    if isinstance(owner, torch.nn.Embedding) and "." in path:  # an nn.Embedding: its parent
         owner = model.get_submodule(path.rsplit(".", 1)[0])
     return owner, param
 
@@ -425,6 +427,10 @@ def _grid_problems(model, mech) -> list[str]:
 
     table = mech.record.table
     found = _grid_owner(model, table.key)
+    if found is None:  # saved under the original checkpoint's name (TIPSv2's pos_embed): the row's module name
+        from flax_posenc.conversion import grid_tables
+
+        found = _grid_owner(model, grid_tables.GRID_FAMILIES[table.family].key_suffix)
     if found is None:
         return [f"grid {table.key}: no parameter of the model has that name (less a composite's prefix)"]
     emb, stored = found
@@ -435,23 +441,145 @@ def _grid_problems(model, mech) -> list[str]:
     config = getattr(model.config, "vision_config", model.config)
     h, w = table.image_size
     with torch.no_grad():
-        out = emb(torch.zeros(1, getattr(config, "num_channels", 3), h, w))
-        tokens = (out[0] if isinstance(out, tuple) else out).shape[1]  # ViT-MAE: (embeddings, mask, ids_restore)
-        registers = getattr(config, "num_register_tokens", 0)
-        if tokens - registers != table.rows:
-            problems.append(
-                f"the model yields {tokens - registers} position tokens at {h} x {w} px; we read {table.rows}"
-            )
+        tokens = _grid_tokens(emb, config, h, w) - _untabled_tokens(model, config)
+        if tokens != table.rows:
+            problems.append(f"the model yields {tokens} position tokens at {h} x {w} px; we read {table.rows}")
+    # the forward's own use of interpolate_pos_encoding (Phi-4's vision embeddings define one they never call)
+    interpolates = "interpolate_pos_encoding" in inspect.getsource(type(emb).forward)
+    if interpolates != table.interpolation:
+        problems.append(f"we say interpolation={table.interpolation}; {type(emb).__name__} differs")
+    if table.interpolation and hasattr(emb, "interpolate_pos_encoding"):
         n = table.prefix_tokens + 4 * table.grid[0] * table.grid[1]
-        ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), 2 * h, 2 * w).reshape(-1, table.dim).numpy()
-    ours = np.asarray(fp.resize_grid(table, (2 * h, 2 * w)))
-    err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
-    if ours.shape != ref.shape or err > 8:
-        problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
-    return problems + _past_grid_problems(emb, table, config)
+        grid = (
+            (emb.position_embeddings,)
+            if "pos_embeds" in inspect.signature(emb.interpolate_pos_encoding).parameters
+            else ()
+        )
+        with torch.no_grad():  # Hiera's takes the table as an argument
+            ref = emb.interpolate_pos_encoding(torch.zeros(1, n, table.dim), *grid, 2 * h, 2 * w)
+        ref = ref.reshape(-1, table.dim).numpy()
+        ours = np.asarray(fp.resize_grid(table, (2 * h, 2 * w)))
+        err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
+        if ours.shape != ref.shape or err > 8:
+            problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
+    param = found[1]
+    if table.resizes_itself and not table.interpolation:
+        problems += _self_resize_problems(emb, param, table, config)
+    if not table.resizes_itself and not table.interpolation and not hasattr(emb, "layers"):  # Molmo 2: a whole tower
+        problems += _fixed_grid_problems(emb, param, table, config, _untabled_tokens(model, config))
+    return problems + _past_grid_problems(emb, table, config, _untabled_tokens(model, config))
 
 
-def _past_grid_problems(emb, table, config) -> list[str]:
+def _grid_tokens(emb, config, h: int, w: int) -> int:
+    """The tokens the embeddings module yields for an ``h x w`` px image, called as the model calls it
+    (its first output when it returns a tuple: ViT-MAE's ``(embeddings, mask, ids_restore)``)."""
+    import torch
+
+    return _tokens(_call_embeddings(emb, torch.zeros(1, getattr(config, "num_channels", 3), h, w))).shape[1]
+
+
+def _tokens(out):
+    """An embeddings module's output as ``(batch, tokens, dim)``: its first output when it returns a
+    tuple (ViT-MAE), a ``(batch, dim, h, w)`` map (ViTDet) flattened row-major."""
+    out = getattr(out, "last_hidden_state", out)  # Molmo 2: the tower's own output
+    out = out[0] if isinstance(out, tuple) else out
+    return out.flatten(2).transpose(1, 2) if out.ndim == 4 else out
+
+
+def _call_embeddings(emb, pixels):
+    """``emb(pixels)``, with every patch kept where the forward takes a ``patch_attention_mask`` (Idefics);
+    Unlimited-OCR's encoder takes SAM's feature map instead of pixels: zeros of its grid."""
+    import torch
+
+    if "target_sizes" in inspect.signature(emb.forward).parameters:  # MiniCPM: one image of gh x gw patches
+        ph, pw = _pair(emb.patch_size)
+        return emb(pixels, target_sizes=torch.tensor([[pixels.shape[2] // ph, pixels.shape[3] // pw]]))
+    if isinstance(getattr(emb, "patch_embedding", None), torch.nn.Linear) and not hasattr(emb, "embeddings"):
+        ph, pw = _pair(emb.config.patch_size)  # Molmo 2's tower takes its image as rows of flattened patches
+        patches = (pixels.shape[2] // ph) * (pixels.shape[3] // pw)
+        return emb(torch.zeros(pixels.shape[0], patches, pixels.shape[1] * ph * pw))
+    if "patch_embeds" in inspect.signature(emb.forward).parameters:
+        ph, pw = _pair(emb.patch_size)
+        return emb(torch.zeros(pixels.shape[0], emb.embed_dim, pixels.shape[2] // ph, pixels.shape[3] // pw))
+    if "patch_attention_mask" in inspect.signature(emb.forward).parameters:
+        ph, pw = _pair(emb.patch_size)
+        mask = torch.ones(pixels.shape[0], pixels.shape[2] // ph, pixels.shape[3] // pw, dtype=torch.bool)
+        return emb(pixels, patch_attention_mask=mask)
+    return emb(pixels)
+
+
+def _pair(value) -> tuple[int, int]:
+    return (int(value[0]), int(value[1])) if isinstance(value, (tuple, list)) else (int(value), int(value))
+
+
+def _added_rows(emb, param, pixels):
+    """``(rows, scale)``: what the embeddings module adds for its position parameter ``param`` to
+    ``pixels`` (its output less its output with ``param`` zeroed), float64 ``(tokens, dim)``, and the
+    output's largest magnitude (the ulp scale of the difference)."""
+    import torch
+
+    with torch.no_grad():
+        out = _tokens(_call_embeddings(emb, pixels))
+        saved = param.detach().clone()
+        param.zero_()
+        try:
+            base = _tokens(_call_embeddings(emb, pixels))
+        finally:
+            param.copy_(saved)
+    return (out - base)[0].double().numpy(), float(max(out.abs().max(), base.abs().max()))
+
+
+def _self_resize_problems(emb, param, table, config) -> list[str]:
+    """A model that resizes its grid in its forward, with no ``interpolate_pos_encoding`` (Idefics'
+    bucketed position ids, ViTDet): the rows its forward adds (:func:`_added_rows`) at twice the
+    size and at (gh + 2) x (gw + 1) patches, against ``fp.resize_grid``."""
+    import torch
+
+    import flax_posenc as fp
+
+    problems = []
+    (ph, pw), (gh, gw) = table.patch_size, table.grid
+    for nh, nw in ((2 * gh, 2 * gw), (gh + 2, gw + 1)):
+        pixels = torch.zeros(1, getattr(config, "num_channels", 3), nh * ph, nw * pw)
+        ref, scale = _added_rows(emb, param, pixels)
+        ours = np.asarray(fp.resize_grid(table, (nh * ph, nw * pw))).reshape(-1, table.dim)
+        if ref.shape[0] == ours.shape[0] - table.prefix_tokens:  # ViTDet: the class row is not added
+            ours = ours[table.prefix_tokens :]
+        err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(scale))
+        if ours.shape != ref.shape or err > 8:
+            problems.append(
+                f"resize_grid to {nh} x {nw} patches differs from the model's own forward by {err:.3g} ulps"
+            )
+    return problems
+
+
+def _fixed_grid_problems(emb, param, table, config, untabled: int) -> list[str]:
+    """A grid added as stored (no interpolation, no resize: AIMv2, Ovis 2, EoMT, MGP-STR): the rows its
+    forward adds at the trained size, token by token (less the leading tokens that take none:
+    EoMT's class token and registers), equal to the table's rows in order."""
+    import torch
+
+    h, w = table.image_size
+    ref, scale = _added_rows(emb, param, torch.zeros(1, getattr(config, "num_channels", 3), h, w))
+    ref = ref[untabled:] if untabled > 0 else ref
+    if ref.shape != table.weights.shape:
+        return [f"the forward adds {ref.shape[0]} position rows at {h} x {w} px; we read {table.rows}"]
+    err = np.abs(table.weights.astype(np.float64) - ref).max() / np.spacing(np.float32(scale))
+    return [] if err <= 2 else [f"the rows the forward adds differ from the table's by {err:.3g} ulps (order?)"]
+
+
+def _untabled_tokens(model, config) -> int:
+    """Tokens the embeddings module yields that take no row of the grid: DINOv2's and TIPSv2's
+    registers, and EoMT's class token and registers (its grid has no prefix row)."""
+    registers = getattr(config, "num_register_tokens", 0) or 0
+    if type(model).__name__.startswith(("Eomt", "Videomt")):
+        return 1 + registers
+    if type(model).__name__.startswith(("VitDet", "LwDetr")):  # a class row, no class token
+        return -1
+    return registers
+
+
+def _past_grid_problems(emb, table, config, untabled: int = 0) -> list[str]:
     """An image one patch larger on each side, given to the embeddings module as it is called by
     default: refused (a ValueError or RuntimeError) when we say the model does not resize its grid,
     else ``prefix + (gh + 1) * (gw + 1)`` tokens (besides registers)."""
@@ -461,14 +589,14 @@ def _past_grid_problems(emb, table, config) -> list[str]:
     pixels = torch.zeros(1, getattr(config, "num_channels", 3), (gh + 1) * ph, (gw + 1) * pw)
     try:
         with torch.no_grad(), quiet():
-            out = emb(pixels)
+            out = _call_embeddings(emb, pixels)
     except (ValueError, RuntimeError):
         out = None
     if out is None:
         return ["we say the model resizes its grid itself; its embeddings refuse a larger image"] * table.resizes_itself
     if not table.resizes_itself:
         return ["we say the model refuses another image size; its embeddings take one patch more a side"]
-    tokens = (out[0] if isinstance(out, tuple) else out).shape[1] - getattr(config, "num_register_tokens", 0)
+    tokens = _tokens(out).shape[1] - untabled
     want = table.prefix_tokens + (gh + 1) * (gw + 1)
     return [] if tokens == want else [f"one patch more a side: the model yields {tokens} tokens, {want} expected"]
 
@@ -1026,6 +1154,10 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "grid":  # saved under the original checkpoint's name (TIPSv2's pos_embed): its module's
+            from flax_posenc.conversion import grid_tables
+
+            covered.append(grid_tables.GRID_FAMILIES[mech.record.table.family].key_suffix)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}

@@ -826,3 +826,58 @@ OVERRIDES.update(
         "data2vec-vision": {**_BEIT, "use_shared_relative_position_bias": True},
     }
 )
+
+
+# ----------------------------------------------------------------------------- grid rows (issue 35 item 7)
+#: The remaining ViT-style grids: one layer, width 32, a small grid.
+ISSUE35_GRID_TYPES = (
+    "aimv2_vision_model",
+    "eomt",
+    "granite_docling_vision",
+    "janus_vision_model",
+    "ovis2_vision",
+    "qianfan_ocr_vision",
+    "rf_detr_dinov2",
+    "tipsv2_vision_model",
+    "videomt",
+)
+OVERRIDES.update({t: dict(_GRID_TOWER) for t in ISSUE35_GRID_TYPES})
+OVERRIDES["mgp-str"] = {
+    **_ONE_LAYER,
+    "image_size": [16, 32],
+    "patch_size": 8,
+    "num_bpe_labels": 16,
+    "num_wordpiece_labels": 16,
+    "num_character_labels": 16,
+    "max_token_length": 4,
+}
+OVERRIDES["rf_detr_dinov2"]["num_windows"] = 1  # the grid's tokens unpartitioned (windows regroup them, later)
+OVERRIDES["granite_docling.vision_config"] = {"out_hidden_size": SMALL["hidden_size"]}
+OVERRIDES["tipsv2.vision_config"] = {"hidden_size": 64}
+OVERRIDES.update(
+    {
+        t: dict(_GRID_TOWER)
+        for t in (
+            "idefics2_vision",
+            "idefics3_vision",
+            "smolvlm_vision",
+            "phi4_multimodal_vision",
+            "unlimited_ocr_vision_encoder",
+            "minicpm_ocr_vision",
+            "minicpmv4_6_vision",
+            "minicpmv4_7_vision",
+        )
+    }
+)
+OVERRIDES["vitdet"] = {**_GRID_TOWER, "pretrain_image_size": 32}
+OVERRIDES["lw_detr_vit"] = {**_GRID_TOWER, "pretrain_image_size": 32, "num_windows": 1}
+# Hiera: a 64 px image at stride 4 (a 16 x 16 grid), two one-layer stages
+OVERRIDES["hiera"] = {
+    "image_size": [64, 64],
+    "patch_stride": [4, 4],
+    "embed_dim": 16,
+    "depths": [1, 1],
+    "num_heads": [1, 1],
+    "num_query_pool": 1,
+}
+OVERRIDES["molmo2_vision"] = {**_GRID_TOWER, "image_size": [32, 32]}
