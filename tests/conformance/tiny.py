@@ -823,3 +823,7 @@ OVERRIDES.update(
         "data2vec-vision": {**_BEIT, "use_shared_relative_position_bias": True},
     }
 )
+
+# ----------------------------------------------------------------------------- NaFlex grids (issue 35 item 3)
+#: SigLIP 2's vision tower: a 4 x 4 learned grid of 4 px patches (published: 16 x 16 of 16 px), one layer.
+OVERRIDES["siglip2_vision_model"] = {"num_patches": 16, "patch_size": 4, "num_hidden_layers": 1}
