@@ -491,16 +491,23 @@ def _audio_table_problems(model, mech, directory: Path) -> list[str]:
     problems = []
     if not np.array_equal(state[keys[0]], np.asarray(table.weights)):
         problems.append(f"table {table.key} rows differ from the checkpoint's")
-    sinusoids = sys.modules[type(model).__module__].sinusoids
-    if not np.array_equal(sinusoids(table.rows, table.dim).numpy(), np.asarray(table.weights)):
+    sinusoids = getattr(
+        sys.modules[type(model).__module__], "sinusoids", None
+    )  # Whisper's init (issue 36: others learn it)
+    if sinusoids is not None and not np.array_equal(
+        sinusoids(table.rows, table.dim).numpy(), np.asarray(table.weights)
+    ):
         problems.append(f"table {table.key} differs from transformers' sinusoids({table.rows}, {table.dim})")
-    encoder = model.get_encoder()
+    # Whisper: its encoder; a Whisper-like encoder model type (Qwen2-Audio's, Voxtral's, ...): the model itself
+    encoder = model if type(model).__name__.endswith("Encoder") else model.get_encoder()
     bins = model.config.num_mel_bins
+    masked = "input_features_mask" in inspect.signature(encoder.forward).parameters  # AudioFlamingo 3 needs it
 
     def runs(frames: int) -> bool:
+        kwargs = {"input_features_mask": torch.ones(1, frames, dtype=torch.long)} if masked else {}
         try:
             with torch.no_grad():
-                encoder(torch.zeros(1, bins, frames))
+                encoder(torch.zeros(1, bins, frames), **kwargs)
             return True
         except (IndexError, RuntimeError, ValueError):
             return False
