@@ -352,10 +352,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             fits, line = naf.check_image_size(args.image_size, max_num_patches=args.max_num_patches)
             budget = naf.patch_budget if args.max_num_patches is None else args.max_num_patches
             patch = naf.table.patch_size
-            grid = [args.image_size[0] // patch[0], args.image_size[1] // patch[1]]
-            found = {"source": naf.source, "family": naf.family, "scheme": "naflex_grid", "key": naf.key}
-            found.update(image_size=list(args.image_size), grid=grid, max_num_patches=budget, fits=fits, message=line)
-            checks.append((fits, line, found))
+            patches = [args.image_size[0] // patch[0], args.image_size[1] // patch[1]]
+            naflex_json: dict[str, Any] = {
+                "source": naf.source,
+                "family": naf.family,
+                "scheme": "naflex_grid",
+                "key": naf.key,
+            }
+            naflex_json.update(
+                image_size=list(args.image_size), grid=patches, max_num_patches=budget, fits=fits, message=line
+            )
+            checks.append((fits, line, naflex_json))
         if not grids and not windows and not vision_ropes and not naflex:
             unread = [u for u in getattr(record, "unread", ()) if u.tower in ("vision", "backbone")]
             found = f"its {unread[0]}" if unread else record.scheme
