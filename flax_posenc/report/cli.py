@@ -125,7 +125,7 @@ KIND_PHRASES["window_bias"] = "window relative position biases (Swin, SwinV2, BE
 KIND_PHRASES["conv_position"] = "convolutional positions over audio frames (wav2vec2, HuBERT, SEW, Data2Vec-Audio)"
 KIND_PHRASES["detr_positions"] = "DETR-family 2-D feature-map positions (DETR, Deformable DETR, RT-DETR, D-FINE)"
 KIND_PHRASES["naflex_grid"] = (
-    "NaFlex grids resized per image (SigLIP 2, LFM2-VL: check --image-size, --max-num-patches)"
+    "NaFlex grids resized per image under a patch budget (SigLIP 2, LFM2 VL: check --image-size)"
 )
 
 
