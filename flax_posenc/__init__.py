@@ -83,6 +83,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
         lookup,
         mrope,
         mrope_config,
+        naflex,
+        naflex_config,
         nnx,
         orbax_io,
         overflow,
@@ -123,6 +125,8 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     )
     from flax_posenc.mrope import apply_mrope, mrope_cos_sin, mrope_decode_positions  # noqa: F401
     from flax_posenc.mrope_config import MRopeConfig, mrope_positions  # noqa: F401
+    from flax_posenc.naflex import naflex_positions  # noqa: F401
+    from flax_posenc.naflex_config import NAFLEX_CONVENTIONS, naflex_image_size  # noqa: F401
     from flax_posenc.orbax_io import load_orbax, save_orbax  # noqa: F401
     from flax_posenc.overflow import checkify_errors, position_errors  # noqa: F401
     from flax_posenc.portable import PositionReport, call_exported, checked, export  # noqa: F401

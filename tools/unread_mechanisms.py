@@ -112,6 +112,29 @@ MANUAL.update(
     }
 )
 
+# issue 36: the refused types of the learned-table and sinusoid lines that stay refused, named precisely
+_CHUNKED = (
+    "Whisper-style sinusoids (SinusoidsPositionEmbedding) restarted in every chunk of n_window * 2 mel frames "
+    "(a position within the chunk, no limit on the audio): not read"
+)
+MANUAL.update(
+    {
+        "tapas": "TAPAS's learned table indexed within each table cell (reset_position_index_per_cell, its default: "
+        "the index restarts per cell, a longer sequence runs): not read",
+        "canary_decoder": "Canary's decoder: a fixed sinusoid buffer with NeMo's timescales (10000 ** ((d - 2) / d)) "
+        "scaled by 1 / sqrt(d) (CanaryPositionalEmbedding, max_position_embeddings rows): not read",
+        "fun_asr_nano_encoder": "FunASR-Nano's encoder: Whisper-style sinusoids counted from row 1 over its "
+        "low-frame-rate features (FunAsrNanoPositionEmbedding): not read",
+        "rag": "RAG: the learned tables of its DPR question encoder and BART generator (question_encoder / generator "
+        "sub-configs, not read as towers)",
+        "audio-spectrogram-transformer": "AST's learned table over its overlapping spectrogram patches plus 2 tokens "
+        "(embeddings.position_embeddings, 2 + f * t rows for exactly max_length frames): not read",
+        "qwen2_5_omni_audio_encoder": _CHUNKED,
+        "qwen3_asr_encoder": _CHUNKED,
+        "qwen3_omni_moe_audio_encoder": _CHUNKED,
+    }
+)
+
 
 class _Timeout(Exception):
     pass

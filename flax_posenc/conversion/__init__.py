@@ -121,3 +121,13 @@ from flax_posenc.conversion.window_bias import (  # noqa: E402
 )
 
 __all__ += ["WINDOW_BIAS_FAMILIES", "WindowBiasLayer", "WindowBiasSource", "load_window_bias"]
+
+# variable-resolution (NaFlex) grids (issue 35 item 3): SigLIP 2, LFM2-VL
+from flax_posenc.conversion.naflex_grids import (  # noqa: E402
+    NAFLEX_GRID_FAMILIES,
+    NaflexGridSource,
+    NaflexGridTable,
+    load_naflex_grid,
+)
+
+__all__ += ["NAFLEX_GRID_FAMILIES", "NaflexGridSource", "NaflexGridTable", "load_naflex_grid"]

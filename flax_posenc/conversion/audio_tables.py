@@ -226,3 +226,28 @@ def seconds_verdict(record: Any, seconds: float) -> dict[str, Any]:
         "excess_seconds": 0 if fits or limit is None else seconds - limit,
         "message": line,
     }
+
+
+# ----------------------------------------------------------------------------- issue 36: Whisper-like encoders
+# Whisper's encoder in other models, each its own standalone model type (and the audio_config tower of
+# qwen2_audio, voxtral, audioflamingo3, musicflamingo, moss_transcribe_diarize): conv1 stride 1, conv2
+# stride 2 over WhisperFeatureExtractor's mel frames (16000 Hz, hop 160: 100 frames/s), an
+# nn.Embedding(max_source_positions, d_model) added whole (the input must be exactly
+# max_source_positions * 2 mel frames: 30 s at 1500 rows). Read from transformers 5.24.0's
+# Qwen2AudioEncoder, VoxtralEncoder, AudioFlamingo3Encoder and MossTranscribeDiarizeAudioEncoder.
+_WHISPER_LIKE_ENCODERS = tuple(
+    AudioTableFamily(
+        name,
+        (model_type,),
+        key_suffix="embed_positions.weight",
+        length_field="max_source_positions",
+        positions_per_second=16000 / 160 / 2,
+    )
+    for name, model_type in (
+        ("qwen2_audio_encoder", "qwen2_audio_encoder"),
+        ("voxtral_encoder", "voxtral_encoder"),
+        ("audioflamingo3_encoder", "audioflamingo3_encoder"),
+        ("moss_transcribe_diarize_audio", "moss_transcribe_diarize_audio"),
+    )
+)
+AUDIO_TABLE_FAMILIES = MappingProxyType({**AUDIO_TABLE_FAMILIES, **{r.name: r for r in _WHISPER_LIKE_ENCODERS}})

@@ -246,3 +246,16 @@ def computed_sinusoid_from_dict(config: Mapping[str, Any], family: str, source: 
         unit=row.unit,
         rows_from=" + ".join(row.rows_fields) or row.rows_field,
     )
+
+
+# ----------------------------------------------------------------------------- issue 36
+# Kosmos-2.5's text tower: M2M100's fairseq sinusoids (Kosmos2_5TextSinusoidalPositionalEmbedding,
+# copied from M2M100SinusoidalPositionalEmbedding), width embed_dim, positions from pad_token_id + 1.
+COMPUTED_SINUSOID_FAMILIES = MappingProxyType(
+    {
+        **COMPUTED_SINUSOID_FAMILIES,
+        "kosmos2_5_text_sinusoid": ComputedSinusoidFamily(
+            "kosmos2_5_text_sinusoid", ("kosmos_2_5_text_model",), dim_field="embed_dim"
+        ),
+    }
+)

@@ -538,3 +538,29 @@ MECHANISMS.register(
         lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
     ),
 )
+
+# ----------------------------------------------------------------------------- NaFlex grids (issue 35 item 3)
+# One block of its own: SigLIP 2's learned grid, resized per image under a patch budget
+# (flax_posenc/conversion/naflex_grids.py). A kind beside "grid": its limit is the patch budget.
+
+from flax_posenc.conversion.naflex_grids import (  # noqa: E402 - the block stays self-contained
+    NAFLEX_GRID_FAMILIES,
+    NaflexGridSource,
+    read_naflex_grid,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "naflex_grid",
+        "a learned 2-D grid resized to each image's own aspect ratio under a patch budget "
+        "(SigLIP 2 NaFlex; limits the patches per image)",
+        "patches per image",
+        ("naflex_grid",),
+        (NaflexGridSource,),
+        (("flax_posenc.conversion.naflex_grids.NAFLEX_GRID_FAMILIES", NAFLEX_GRID_FAMILIES),),
+        lambda row, ctx: read_naflex_grid(row, ctx.config, ctx.source, ctx.config_path, ctx.section),
+        tower="vision",
+        details=grid_details,
+    ),
+    before="conv_position",
+)

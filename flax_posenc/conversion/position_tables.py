@@ -261,3 +261,18 @@ def read_position_table(
     return PositionTable(
         weights, family=row.name, key=keys[0], offset=offset, source=os.fspath(source), config=dict(config)
     )
+
+
+# ----------------------------------------------------------------------------- issue 36: learned tables of refused types
+# One block of its own, joined to the registry (read from transformers 5.24.0's modeling files):
+# (tapas stays refused: with reset_position_index_per_cell, its default, the index restarts in every
+#  table cell, and a sequence longer than the table runs: not a token limit)
+# - trocr, pp_formulanet_text: BART's learned table with its 2 reserved rows (TrOCR/PPFormulaNetLearnedPositionalEmbedding);
+# - videoprism_text_model: a sinusoid stored as a persistent buffer (embeddings.position_embedding),
+#   indexed by the first max_position_embeddings position_ids: read as stored.
+_ISSUE36_TABLES = (
+    _table("trocr_decoder", ("trocr",), position_key="decoder.embed_positions.weight", offset=2),
+    _table("pp_formulanet_text", ("pp_formulanet_text",), position_key="embed_positions.weight", offset=2),
+    _table("videoprism_text", ("videoprism_text_model",), position_key="embeddings.position_embedding"),
+)
+TABLE_FAMILIES = MappingProxyType({**TABLE_FAMILIES, **{row.name: row for row in _ISSUE36_TABLES}})

@@ -55,6 +55,7 @@ from flax_posenc.conversion.source_record import verdict
 from flax_posenc.conversion.unread_mechanisms import UNBUILDABLE_MODEL_TYPES, UNREAD_MECHANISMS
 from flax_posenc.errors import CheckpointError, PositionLimitError
 from flax_posenc.extend import METHODS, extend_table
+from flax_posenc.grid_config import MAX_PATCHES
 from flax_posenc.progress import Progress, progress_enabled
 from flax_posenc.report import tour
 from flax_posenc.report.output import PROG, UsageError, make_figures
@@ -123,6 +124,9 @@ KIND_PHRASES: dict[str, str] = {
 KIND_PHRASES["window_bias"] = "window relative position biases (Swin, SwinV2, BEiT with its class token)"  # issue 35
 KIND_PHRASES["conv_position"] = "convolutional positions over audio frames (wav2vec2, HuBERT, SEW, Data2Vec-Audio)"
 KIND_PHRASES["detr_positions"] = "DETR-family 2-D feature-map positions (DETR, Deformable DETR, RT-DETR, D-FINE)"
+KIND_PHRASES["naflex_grid"] = (
+    "NaFlex grids resized per image under a patch budget (SigLIP 2, LFM2 VL: check --image-size)"
+)
 
 
 def _description() -> str:
@@ -181,6 +185,19 @@ def _image_size(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected PX or HxW in pixels, got {text!r}")
     sides = tuple(_positive_int(part) for part in parts)
     return (sides[0], sides[0]) if len(sides) == 1 else sides  # type: ignore[return-value]
+
+
+def _patch_budget(text: str) -> int:
+    """``--max-num-patches``: a patch budget, 1 .. MAX_PATCHES."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= MAX_PATCHES:
+        raise argparse.ArgumentTypeError(
+            f"expected a patch budget (a positive integer up to {MAX_PATCHES}), got {text!r}"
+        )
+    return value
 
 
 def _positive_seconds(text: str) -> float:
@@ -313,6 +330,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     grids = [m.record for m in mechanisms if m.kind == "grid"]
     windows = [m.record for m in mechanisms if m.kind == "window_bias"]  # issue 35: a window limits the image too
     vision_ropes = [m.record for m in mechanisms if m.kind == "vision_rope"]  # Pixtral's trained side, Qwen-VL's none
+    naflex = [m.record for m in mechanisms if m.kind == "naflex_grid"]  # issue 35: SigLIP 2's patch budget
+    if args.max_num_patches is not None and (args.image_size is None or not naflex):
+        raise UsageError(
+            "--max-num-patches: expected --image-size PX and a SOURCE with a NaFlex grid (SigLIP 2, LFM2-VL), "
+            f"found {'no --image-size' if args.image_size is None else record.scheme}"
+        )
     checks = []  # (fits, line, json)
     if args.image_size is not None:
         for rope in vision_ropes:
@@ -325,7 +348,22 @@ def cmd_check(args: argparse.Namespace) -> int:
                     {**rope.to_dict(), **limit, "image_size": list(args.image_size), "fits": fits, "message": line},
                 )
             )
-        if not grids and not windows and not vision_ropes:
+        for naf in naflex:  # the patch budget: an image of more patches is refused
+            fits, line = naf.check_image_size(args.image_size, max_num_patches=args.max_num_patches)
+            budget = naf.patch_budget if args.max_num_patches is None else args.max_num_patches
+            patch = naf.table.patch_size
+            patches = [args.image_size[0] // patch[0], args.image_size[1] // patch[1]]
+            naflex_json: dict[str, Any] = {
+                "source": naf.source,
+                "family": naf.family,
+                "scheme": "naflex_grid",
+                "key": naf.key,
+            }
+            naflex_json.update(
+                image_size=list(args.image_size), grid=patches, max_num_patches=budget, fits=fits, message=line
+            )
+            checks.append((fits, line, naflex_json))
+        if not grids and not windows and not vision_ropes and not naflex:
             unread = [u for u in getattr(record, "unread", ()) if u.tower in ("vision", "backbone")]
             found = f"its {unread[0]}" if unread else record.scheme
             raise UsageError(f"--image-size: expected a SOURCE with a position grid, found {found}")
@@ -359,8 +397,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             found.update(image_size=list(args.image_size), window=list(window.window), fits=fits, message=line)
             checks.append((fits, line, found))
     if args.length is not None:
-        images = grids + vision_ropes
-        if images and all(m.kind in ("grid", "vision_rope") for m in mechanisms):
+        images = grids + vision_ropes + naflex
+        if images and all(m.kind in ("grid", "vision_rope", "naflex_grid") for m in mechanisms):
             raise UsageError(
                 f"--length: {images[0].describe_limit()}: it limits the image size; ask with --image-size PX"
             )
@@ -525,6 +563,12 @@ def _configure_check(p: argparse.ArgumentParser) -> None:
         type=_image_size,
         metavar="PX",
         help="image side in pixels (or HxW) for a vision position grid: exit 0 when it gives the trained grid",
+    )
+    p.add_argument(
+        "--max-num-patches",
+        type=_patch_budget,
+        metavar="N",
+        help="with --image-size: the patch budget of a NaFlex grid (SigLIP 2's max_num_patches; default: the checkpoint's)",
     )
     p.add_argument(
         "--bbox-max",

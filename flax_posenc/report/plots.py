@@ -1062,3 +1062,49 @@ def plot_detr_sine(
 
 
 __all__ += ["plot_detr_sine"]
+
+
+# ----------------------------------------------------------------------------- NaFlex grids (issue 35 item 3)
+
+
+def plot_naflex_grid(
+    grid: Any,
+    resized: Sequence[Any],
+    path: str | Path,
+    *,
+    channel: int = 0,
+    title: str | None = None,
+    random_init: bool = False,
+) -> Path:
+    """A NaFlex grid and its resizes to other aspect ratios (SigLIP 2's per-image grids).
+
+    ``grid`` is the learned ``(g, g, dim)`` grid, ``resized`` a list of ``(h, w, dim)`` grids (one
+    image's :func:`~flax_posenc.naflex_positions`, its first ``h * w`` rows reshaped). Top row:
+    one channel; bottom row: each patch's cosine similarity to the centre patch. Each panel is
+    drawn at its own aspect ratio, one square per patch.
+    """
+    panels = [np.asarray(grid, np.float64), *(np.asarray(r, np.float64) for r in resized)]
+    fig = _figure(4 * len(panels), 7)
+    axes = fig.subplots(2, len(panels), squeeze=False)
+    top = max(float(np.abs(p[..., channel]).max()) for p in panels) or 1.0
+    for k, (p, ax_v, ax_s) in enumerate(zip(panels, axes[0], axes[1], strict=True)):
+        h, w, _ = p.shape
+        image = ax_v.imshow(p[..., channel], cmap="RdBu_r", vmin=-top, vmax=top)
+        what = "learned" if k == 0 else "resized to"
+        ax_v.set_title(f"{what} {h} x {w} patches (channel {channel})", fontsize=9)
+        unit = p / np.maximum(np.linalg.norm(p, axis=-1, keepdims=True), 1e-12)
+        ci, cj = h // 2, w // 2
+        sim = np.einsum("d,hwd->hw", unit[ci, cj], unit)
+        sim_image = ax_s.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
+        ax_s.plot([cj], [ci], "r+", markersize=10)
+        ax_s.set_title(f"similarity to patch ({ci}, {cj})", fontsize=9)
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8)
+    fig.colorbar(sim_image, ax=list(axes[1]), shrink=0.8)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    _title(fig, title or "NaFlex position grid resized per image", random_init=random_init)
+    return _save(fig, path)
+
+
+__all__ += ["plot_naflex_grid"]

@@ -41,6 +41,7 @@ An empty list means the model type conforms.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import sys
 from pathlib import Path
@@ -618,16 +619,23 @@ def _audio_table_problems(model, mech, directory: Path) -> list[str]:
     problems = []
     if not np.array_equal(state[keys[0]], np.asarray(table.weights)):
         problems.append(f"table {table.key} rows differ from the checkpoint's")
-    sinusoids = sys.modules[type(model).__module__].sinusoids
-    if not np.array_equal(sinusoids(table.rows, table.dim).numpy(), np.asarray(table.weights)):
+    sinusoids = getattr(
+        sys.modules[type(model).__module__], "sinusoids", None
+    )  # Whisper's init (issue 36: others learn it)
+    if sinusoids is not None and not np.array_equal(
+        sinusoids(table.rows, table.dim).numpy(), np.asarray(table.weights)
+    ):
         problems.append(f"table {table.key} differs from transformers' sinusoids({table.rows}, {table.dim})")
-    encoder = model.get_encoder()
+    # Whisper: its encoder; a Whisper-like encoder model type (Qwen2-Audio's, Voxtral's, ...): the model itself
+    encoder = model if type(model).__name__.endswith("Encoder") else model.get_encoder()
     bins = model.config.num_mel_bins
+    masked = "input_features_mask" in inspect.signature(encoder.forward).parameters  # AudioFlamingo 3 needs it
 
     def runs(frames: int) -> bool:
+        kwargs = {"input_features_mask": torch.ones(1, frames, dtype=torch.long)} if masked else {}
         try:
             with torch.no_grad():
-                encoder(torch.zeros(1, bins, frames))
+                encoder(torch.zeros(1, bins, frames), **kwargs)
             return True
         except (IndexError, RuntimeError, ValueError):
             return False
@@ -2137,3 +2145,101 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["vision_rope"] = _vision_rope_problems
+
+
+# ----------------------------------------------------------------------------- NaFlex grids (issue 35 item 3)
+
+
+def processor_default_budget(processor: str) -> int:
+    """The default patch budget of transformers' ``processor`` (the independent reference of our
+    :data:`~flax_posenc.conversion.naflex_grids.PROCESSOR_BUDGETS`): SigLIP 2's from an instance of
+    its PIL image processor; LFM2-VL's (whose module needs torchvision) from its class defaults,
+    read from transformers' source, through its ``__init__``'s arithmetic."""
+    import ast
+
+    if processor == "Siglip2ImageProcessor":
+        from transformers.models.siglip2.image_processing_pil_siglip2 import Siglip2ImageProcessorPil
+
+        return int(Siglip2ImageProcessorPil().max_num_patches)
+    if processor == "Lfm2VlImageProcessor":
+        import transformers.models.lfm2_vl as pkg
+
+        path = Path(inspect.getfile(pkg)).parent / "image_processing_lfm2_vl.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Lfm2VlImageProcessor")
+        d = {
+            t.id: ast.literal_eval(s.value)
+            for s in cls.body
+            if isinstance(s, ast.Assign)
+            for t in s.targets
+            if isinstance(t, ast.Name) and isinstance(s.value, ast.Constant)
+        }
+        tiles = (d["tile_size"] // d["encoder_patch_size"]) ** 2 if d["do_image_splitting"] else 0
+        return max(d["max_image_tokens"] * d["downsample_factor"] ** 2, tiles)
+    raise AssertionError(f"no reference for {processor}")
+
+
+#: image patch grids a NaFlex case asks for, per budget ``b``: the learned grid's own shape, wide,
+#: tall, odd aspect ratios, a single row and column, and the whole budget in one row.
+def naflex_shapes(grid: tuple[int, int], budget: int) -> list[tuple[int, int]]:
+    side = math.isqrt(budget)
+    return [
+        grid,
+        (side, side),
+        (max(1, side // 2), 2 * side),
+        (2 * side, max(1, side // 2)),
+        (3, 7),
+        (1, 1),
+        (1, budget),
+    ]
+
+
+def _naflex_problems(model, mech, directory: Path) -> list[str]:
+    """A NaFlex grid: rows bit-equal to the model's; our budget the image processor's default; the
+    positions ``Siglip2VisionEmbeddings`` adds (its forward on zero pixels, less the patch bias) for
+    every shape of :func:`naflex_shapes`, padding included, within 8 float32 ulps of
+    ``fp.naflex_positions``; an image of ``budget`` patches taken, of ``budget + 1`` refused."""
+    import torch
+
+    import flax_posenc as fp
+
+    table = mech.record.table
+    found = _grid_owner(model, table.key)
+    if found is None:
+        return [f"naflex grid {table.key}: no parameter of the model has that name (less a composite's prefix)"]
+    emb, stored = found
+    problems = []
+    if not np.array_equal(stored.detach().numpy(), table.weights):
+        problems.append(f"naflex grid {table.key} rows differ from the model's")
+    processor = table.budget_source.removeprefix("the ").removesuffix(" default")
+    budget = table.max_num_patches
+    want = processor_default_budget(processor)
+    if budget != want:
+        problems.append(f"patch budget {budget}; {processor}'s default is {want}")
+    config = emb.config
+    width = config.num_channels * config.patch_size * config.patch_size
+    shapes = naflex_shapes(table.grid, budget)
+    bias = emb.patch_embedding.bias.detach().numpy()
+    with torch.no_grad():
+        out = emb(torch.zeros(len(shapes), budget, width), torch.tensor(shapes)).numpy() - bias
+    ours = np.asarray(fp.naflex_positions(table, shapes))
+    err = np.abs(ours.astype(np.float64) - out).max() / np.spacing(np.float32(np.abs(table.weights).max()))
+    if ours.shape != out.shape or not err <= 8:
+        problems.append(f"naflex_positions differs from the model's embeddings by {err:.3g} ulps over {shapes}")
+
+    def runs(patches: int) -> bool:
+        try:
+            with torch.no_grad(), quiet():
+                emb(torch.zeros(1, budget, width), torch.tensor([[1, patches]]))
+        except (ValueError, RuntimeError):
+            return False
+        return True
+
+    if not runs(budget):
+        problems.append(f"an image of {budget} patches (our budget) is refused by the model")
+    if runs(budget + 1):
+        problems.append(f"an image of {budget + 1} patches is taken by the model (our budget is {budget})")
+    return problems
+
+
+KIND_CHECKS["naflex_grid"] = _naflex_problems

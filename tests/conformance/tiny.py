@@ -881,3 +881,12 @@ OVERRIDES["hiera"] = {
     "num_query_pool": 1,
 }
 OVERRIDES["molmo2_vision"] = {**_GRID_TOWER, "image_size": [32, 32]}
+
+# ----------------------------------------------------------------------------- NaFlex grids (issue 35 item 3)
+#: SigLIP 2's vision tower: a 4 x 4 learned grid of 4 px patches (published: 16 x 16 of 16 px), one layer.
+OVERRIDES["siglip2_vision_model"] = {"num_patches": 16, "patch_size": 4, "num_hidden_layers": 1}
+
+# ----------------------------------------------------------------------------- issue 36: Whisper-like encoders
+#: 64 positions (128 mel frames) instead of 1500: the forward passes at and past the limit stay cheap.
+for _t in ("qwen2_audio_encoder", "voxtral_encoder", "audioflamingo3_encoder", "moss_transcribe_diarize_audio"):
+    OVERRIDES[_t] = {"max_source_positions": 64, "encoder_layers": 1}

@@ -218,3 +218,17 @@ def convolutional_positions(path: str) -> None:
     out = module.apply(variables, hidden, add=True)
     linen_module: nn.Module = fp.linen.ConvPositionalEmbedding(spec)
     print(positions, summed, weight, conv(hidden), out, linen_module)
+
+
+def naflex_usage() -> None:
+    """Variable-resolution grids (issue 35 item 3: SigLIP 2, LFM2-VL), as users would write it."""
+    from flax_posenc.conversion import NaflexGridSource, NaflexGridTable, load_naflex_grid
+
+    grid: NaflexGridTable = load_naflex_grid("path/to/siglip2-naflex")
+    one: jax.Array = fp.naflex_positions(grid, (12, 20))
+    batch: jax.Array = fp.naflex_positions(jnp.zeros((256, 8)), [(12, 20), (16, 16)], max_num_patches=256)
+    timm: jax.Array = fp.naflex_positions(grid, (8, 32), convention="timm")
+    size: tuple[int, int] = fp.naflex_image_size(480, 640, 16, 256)
+    record = NaflexGridSource(grid)
+    fits, line = record.check_image_size((192, 320), max_num_patches=576)
+    print(one, batch, timm, size, fits, line, fp.NAFLEX_CONVENTIONS["siglip2"].padding)
