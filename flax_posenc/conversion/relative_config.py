@@ -397,6 +397,54 @@ ROPE_LAYER_RULES: Mapping[str, Any] = MappingProxyType(
 )
 
 
+#: Issue 36's RoPE rows: audio encoders, codecs, a time series model and the inner towers of
+#: composite models whose rotary module is the standard one (``inv_freq`` from ``rope_parameters``,
+#: ``head_dim``, ``partial_rotary_factor``), each checked by its conformance case against the
+#: modeling file's own rotary module and forward pass. Their positions are what the tower rotates:
+#: tokens, or audio frames after the encoder's subsampling (GLM-ASR, LASR, Nemotron, Voxtral
+#: Realtime: mel frames / stride), codec frames (Mimi, PocketTTS: samples / frame size), patches of
+#: ``patch_length`` time steps (TimesFM 2.5), bytes (BLT); ``max_position_embeddings`` is the
+#: declared limit in that unit (none of them enforces it).
+TOWER_ROPE_MODEL_TYPES: tuple[str, ...] = (
+    "csm_depth_decoder_model",
+    "deepseek_ocr2_encoder",  # a causal encoder over SAM patches and queries: 1-D positions
+    "dia_decoder",  # audio frames (one position per frame of num_channels codebooks)
+    "dia_encoder",
+    "emu3_text_model",
+    "glmasr_encoder",  # partial_rotary_factor 0.5, on the slice apply_rotary_pos_emb cuts
+    "granite4_vision_text",
+    "higgs_audio_v2",
+    "lasr_encoder",
+    "mimi",
+    "mimi_decoder",
+    "mimi_encoder",
+    "mllama_text_model",  # its cross-attention layers take no positions
+    "muse_glimmer_assistant",  # queries take the last positions of context + noise block
+    "nemotron3_5_transcribe_asr_audio",
+    "nemotron3_diarization_audio",
+    "pocket_tts_audio_tokenizer",
+    "pocket_tts_audio_tokenizer_decoder",
+    "pocket_tts_audio_tokenizer_encoder",
+    "qwen3_omni_moe_talker_code_predictor",
+    "step3p5",  # rope_parameters per layer type (per-layer rope_theta / partial_rotary_factors)
+    "timesfm2_5",
+    "unlimited_ocr_text",
+    "voxtral_realtime_encoder",
+)
+
+#: Rows of :data:`RELATIVE_FAMILIES` added by issue 36 (joined at its end).
+TOWER_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
+    RelativeFamily("rope_towers", TOWER_ROPE_MODEL_TYPES),
+    # BLT (patcher, local byte encoder/decoder, global transformer): its rotary module
+    # repeat_interleaves the angles and its rotate_half pairs x[2i] with x[2i + 1]: interleaved
+    RelativeFamily(
+        "blt",
+        ("blt_global_transformer", "blt_local_decoder", "blt_local_encoder", "blt_patcher"),
+        layout="interleaved",
+    ),
+)
+
+
 RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
     {
         f.name: f
@@ -585,6 +633,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 limit_default=2048,
                 alibi_bias_max_field="attn_config.alibi_bias_max",
             ),
+            *TOWER_ROPE_FAMILIES,
         )
     }
 )

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from conformance.forward_inputs import run_forward
 from conformance.tiny import quiet, tiny_model
 
 #: Positions compared for cos/sin (past the tiny limit nothing is compared).
@@ -961,7 +962,9 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     ids[0, ::2] = 3
     with _RotationWatch(model) as watch, torch.no_grad(), quiet():
         try:
-            if "input_values" in inspect.signature(model.forward).parameters:  # Moonshine: audio in, and
+            if run_forward(model, FORWARD_TOKENS):  # audio encoders, codecs, towers: conformance.forward_inputs
+                pass
+            elif "input_values" in inspect.signature(model.forward).parameters:  # Moonshine: audio in, and
                 # 3199 samples make 7 encoder frames (its convolutions: kernel/stride 127/64, 7/3, 3/2)
                 model(input_values=torch.zeros(1, 3199), decoder_input_ids=ids, use_cache=False)
             else:

@@ -616,6 +616,22 @@ OVERRIDES["groupvit_vision_model"] = {
     "num_group_tokens": [4, 2, 0],
     "num_output_groups": [4, 2, 2],
 }
+# RoPE codecs (issue 36): the upsampling convolution's groups divide the tiny width
+OVERRIDES.update(
+    {
+        t: {"upsample_groups": SMALL["hidden_size"], "num_hidden_layers": 2}
+        for t in ("mimi", "mimi_decoder", "pocket_tts_audio_tokenizer", "pocket_tts_audio_tokenizer_decoder")
+    }
+)
+# Step 3.5/3.7's text tower: per-layer rope_theta and partial_rotary_factors (one rope_parameters per
+# layer type), sliding layers with their own head count (per_layer_config)
+OVERRIDES["step3p5"] = {
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "rope_theta": [10000.0, 500000.0] * 2,
+    "partial_rotary_factors": [1.0, 0.5] * 2,
+    "num_sliding_attention_heads": 2,
+    "mlp_layer_types": ["dense"] * 4,
+}
 
 
 @contextlib.contextmanager
