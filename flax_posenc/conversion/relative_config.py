@@ -442,6 +442,44 @@ TOWER_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
         ("blt_global_transformer", "blt_local_decoder", "blt_local_encoder", "blt_patcher"),
         layout="interleaved",
     ),
+    # DiffusionGemma's text tower: Gemma 4's per-layer-type RoPE (proportional, partial 0.25 on the
+    # full-attention layers and their own global_head_dim through per_layer_config)
+    RelativeFamily("rope_per_layer_type_towers", ("diffusion_gemma_text",), per_layer_type=True),
+    # Qwen2.5-Omni's thinker text tower and talker: Qwen2-VL's M-RoPE (contiguous sections, halves);
+    # their get_rope_index steps a video's frames by position_id_per_seconds (25) per second, and
+    # interleaves audio (not modelled by fp.mrope_positions: the cos/sin of given positions are read)
+    RelativeFamily(
+        "qwen2_5_omni",
+        ("qwen2_5_omni_talker", "qwen2_5_omni_text"),
+        scheme="mrope",
+        theta_default=1e6,
+        limit_default=32768,
+        rope_type_aliases=(("mrope", "default"),),
+        mrope_temporal_field="position_id_per_seconds",
+        mrope_temporal_default=25,
+    ),
+    # PaddleOCR-VL's text tower: Qwen2-VL's M-RoPE (its frames step by 1)
+    RelativeFamily(
+        "paddleocr_vl",
+        ("paddleocr_vl_text",),
+        scheme="mrope",
+        theta_default=500000.0,
+        limit_default=131072,
+        rope_type_aliases=(("mrope", "default"),),
+    ),
+    # Qwen3-Omni-MoE's thinker text tower: Qwen3-VL's interleaved sections (T H W T H W ...); its
+    # get_rope_index gives a video's frames position_id_per_seconds (25) per second in one grid
+    RelativeFamily(
+        "qwen3_omni_moe",
+        ("qwen3_omni_moe_text",),
+        scheme="mrope",
+        theta_default=1e6,
+        limit_default=32768,
+        mrope_section_default=(24, 20, 20),
+        mrope_interleaved_sections=True,
+        mrope_temporal_field="position_id_per_seconds",
+        mrope_temporal_default=25,
+    ),
 )
 
 

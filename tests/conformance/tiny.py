@@ -625,6 +625,17 @@ OVERRIDES.update(
 )
 # Step 3.5/3.7's text tower: per-layer rope_theta and partial_rotary_factors (one rope_parameters per
 # layer type), sliding layers with their own head count (per_layer_config)
+OVERRIDES["diffusion_gemma_text"] = {"top_k_experts": 2}  # its router's topk (no default)
+# Omni / PaddleOCR-VL text towers: M-RoPE sections that fit the tiny head (8 frequencies)
+OVERRIDES.update(
+    {
+        t: {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}}
+        for t in ("qwen2_5_omni_text", "qwen2_5_omni_talker", "paddleocr_vl_text")
+    }
+)
+OVERRIDES["qwen3_omni_moe_text"] = {
+    "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 1e6}
+}
 OVERRIDES["step3p5"] = {
     "layer_types": ["sliding_attention", "full_attention"] * 2,
     "rope_theta": [10000.0, 500000.0] * 2,
