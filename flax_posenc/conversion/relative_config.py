@@ -410,6 +410,7 @@ TOWER_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "deepseek_ocr2_encoder",  # a causal encoder over SAM patches and queries: 1-D positions
     "dia_decoder",  # audio frames (one position per frame of num_channels codebooks)
     "dia_encoder",
+    "dots3_note_audio_encoder",  # partial_rotary_factor 0.5; mel frames / 8 (three stride-2 convolutions)
     "emu3_text_model",
     "glmasr_encoder",  # partial_rotary_factor 0.5, on the slice apply_rotary_pos_emb cuts
     "granite4_vision_text",
@@ -421,6 +422,7 @@ TOWER_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "mllama_text_model",  # its cross-attention layers take no positions
     "muse_glimmer_assistant",  # queries take the last positions of context + noise block
     "nemotron3_5_transcribe_asr_audio",
+    "nemotron3_5_transcribe_word_timestamp",  # its positions are the frames after upsampling_factor
     "nemotron3_diarization_audio",
     "pocket_tts_audio_tokenizer",
     "pocket_tts_audio_tokenizer_decoder",

@@ -108,6 +108,17 @@ def _dia_decoder(model, n: int) -> None:
     model(input_ids=ids, encoder_hidden_states=_embeds(model, 5, c.cross_hidden_size), use_cache=False)
 
 
+def _dots3_note_audio(model, n: int) -> None:
+    """dots.ocr 3's audio encoder: three convolutions (kernel 3, stride 2, padding 1), each
+    ``(T - 1) // 2 + 1``: ``8n`` feature frames (``8n * hop_length`` samples) are ``n`` positions."""
+    import torch
+
+    c = model.config
+    frames = 8 * n
+    features = torch.zeros(1, c.feature_size, frames)
+    model(input_features=features, chunk_sample_lengths=torch.tensor([frames * c.hop_length]))
+
+
 #: ``model_type -> run(model, n)``: the forward that gives ``n`` positions.
 FORWARD_RUNS: dict[str, Any] = {
     "mimi": _codec_transformers,
@@ -121,6 +132,7 @@ FORWARD_RUNS: dict[str, Any] = {
     "timesfm2_5": _timesfm,
     "blt_local_encoder": _blt_local_encoder,
     "dia_decoder": _dia_decoder,
+    "dots3_note_audio_encoder": _dots3_note_audio,
     "blt_local_decoder": _blt_local_decoder,
     "deepseek_ocr2_encoder": _deepseek_ocr2_encoder,
     "muse_glimmer_assistant": _muse_glimmer_assistant,

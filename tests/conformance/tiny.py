@@ -626,6 +626,10 @@ OVERRIDES.update(
 # Step 3.5/3.7's text tower: per-layer rope_theta and partial_rotary_factors (one rope_parameters per
 # layer type), sliding layers with their own head count (per_layer_config)
 OVERRIDES["diffusion_gemma_text"] = {"top_k_experts": 2}  # its router's topk (no default)
+# dots.ocr 3's audio encoder: adapter_input_size must equal hidden_size; a narrow convolutional stem
+OVERRIDES["dots3_note_audio_encoder"] = {"adapter_input_size": SMALL["hidden_size"], "downsample_hidden_size": 8}
+# blank_token_id a class below the tiny vocab; no upsampling (its positions are the upsampled frames)
+OVERRIDES["nemotron3_5_transcribe_word_timestamp"] = {"blank_token_id": 3, "upsampling_factor": 1}
 # Omni / PaddleOCR-VL text towers: M-RoPE sections that fit the tiny head (8 frequencies)
 OVERRIDES.update(
     {
