@@ -640,6 +640,12 @@ OVERRIDES.update(
 OVERRIDES["qwen3_omni_moe_text"] = {
     "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 1e6}
 }
+# Granite 4 Vision (composite): one deepstack pair and spatial layers inside the tiny 4-layer text tower
+OVERRIDES["granite4_vision"] = {
+    "deepstack_layer_map": [[0, 0]],
+    "downsample_rate": "1/2",
+    "spatial_target_layers": [0, 1, 2, 3],
+}
 OVERRIDES["step3p5"] = {
     "layer_types": ["sliding_attention", "full_attention"] * 2,
     "rope_theta": [10000.0, 500000.0] * 2,
