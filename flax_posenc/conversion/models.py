@@ -212,6 +212,7 @@ REFUSED_MODEL_TYPES = MappingProxyType(
     }
 )
 
+
 def _check_refusals() -> None:
     """Raise ValueError (one line) when a model type is both read (a row of ``MECHANISMS``) and
     refused (:data:`REFUSED_MODEL_TYPES`, ``UNREAD_MECHANISMS``, ``UNBUILDABLE_MODEL_TYPES``): the

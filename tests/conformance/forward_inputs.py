@@ -19,12 +19,16 @@ def _params(model) -> list[str]:
     return list(inspect.signature(model.forward).parameters)
 
 
-def _embeds(model, n: int, width: int | None = None):
+def _random(*shape: int):
+    """Seeded normal inputs: zeros would give zero queries and keys (transformers initialises the
+    convolutions' biases to zero), and every rotation would compare equal."""
     import torch
 
-    config = model.config
-    width = width or config.hidden_size
-    return torch.randn(1, n, width, generator=torch.Generator().manual_seed(0))
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+
+
+def _embeds(model, n: int, width: int | None = None):
+    return _random(1, n, width or model.config.hidden_size)
 
 
 def _codec_transformers(model, n: int) -> None:
@@ -42,27 +46,24 @@ def _codec_transformers(model, n: int) -> None:
 def _glmasr(model, n: int) -> None:
     """GLM-ASR's encoder: conv1 (kernel 3, padding 1) keeps the frames, conv2 (kernel 3, stride 2,
     padding 1) gives ``(L - 1) // 2 + 1``: ``L = 2n`` mel frames are ``n`` positions."""
-    import torch
 
-    model(input_features=torch.zeros(1, model.config.num_mel_bins, 2 * n))
+    model(input_features=_random(1, model.config.num_mel_bins, 2 * n))
 
 
 def _lasr(model, n: int) -> None:
     """LASR's encoder: two convolutions (kernel ``k``, stride ``s``, no padding), each
     ``(L - k) // s + 1``: ``L = s * (s * (n - 1) + k - 1) + k`` frames are ``n`` positions."""
-    import torch
 
     c = model.config
     k, s = c.subsampling_conv_kernel_size, c.subsampling_conv_stride
     frames = s * (s * (n - 1) + k - 1) + k
-    model(input_features=torch.zeros(1, frames, c.num_mel_bins))
+    model(input_features=_random(1, frames, c.num_mel_bins))
 
 
 def _timesfm(model, n: int) -> None:
     """TimesFM 2.5: one position per patch of ``patch_length`` time steps: ``n`` patches."""
-    import torch
 
-    model(past_values=torch.randn(1, n * model.config.patch_length, generator=torch.Generator().manual_seed(0)))
+    model(past_values=_random(1, n * model.config.patch_length))
 
 
 def _embeds_only(model, n: int) -> None:
@@ -115,7 +116,7 @@ def _dots3_note_audio(model, n: int) -> None:
 
     c = model.config
     frames = 8 * n
-    features = torch.zeros(1, c.feature_size, frames)
+    features = _random(1, c.feature_size, frames)
     model(input_features=features, chunk_sample_lengths=torch.tensor([frames * c.hop_length]))
 
 

@@ -980,7 +980,7 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     # the layers transformers built and ran (HRM's num_hidden_layers counts the cycles of 4 modules)
     rotations: list[Any] = []
     for layer in sorted(watch.ran & set(range(count))):
-        rope = rope_for_layer(directory, layer)
+        rope = _tower_rope(record, layer) if _other_tower(record) else rope_for_layer(directory, layer)
         calls = watch.calls.get(layer, [])
         label = f"layer {layer}"
         if rope is None and calls:
@@ -1006,6 +1006,21 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
         (calls[0][0] for _, calls in sorted(watch.calls.items(), key=lambda item: str(item[0])) if calls), None
     )
     return list(dict.fromkeys(problems)), called
+
+
+def _other_tower(record) -> bool:
+    """Whether ``record`` holds a composite's non-text tower (GLM-ASR's audio encoder): its layers'
+    RoPE is the tower's own record's, not what ``rope_for_layer`` gives for the composite's
+    checkpoint (its text tower's)."""
+    return any(m.kind in ("rope", "nope") and m.tower != "text" for m in record.mechanisms)
+
+
+def _tower_rope(record, layer: int):
+    """The RoPE (``None``: NoPE) the tower's own mechanisms give layer ``layer``."""
+    for mech in record.mechanisms:
+        if mech.kind in ("rope", "nope") and (mech.layers is None or layer in mech.layers):
+            return mech.record.rope if mech.kind == "rope" else None
+    return None
 
 
 def _position_parameter_problems(model, record) -> list[str]:
