@@ -410,7 +410,6 @@ TOWER_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "deepseek_ocr2_encoder",  # a causal encoder over SAM patches and queries: 1-D positions
     "dia_decoder",  # audio frames (one position per frame of num_channels codebooks)
     "dia_encoder",
-    "dots3_note_audio_encoder",  # partial_rotary_factor 0.5; mel frames / 8 (three stride-2 convolutions)
     "emu3_text_model",
     "glmasr_encoder",  # partial_rotary_factor 0.5, on the slice apply_rotary_pos_emb cuts
     "granite4_vision_text",
@@ -444,6 +443,9 @@ TOWER_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
         ("blt_global_transformer", "blt_local_decoder", "blt_local_encoder", "blt_patcher"),
         layout="interleaved",
     ),
+    # dots.ocr 3's audio encoder: rotates half of each head (its config's default partial_rotary_factor
+    # 0.5) over mel frames / 8 (three stride-2 convolutions); limit max_position_embeddings (6000)
+    RelativeFamily("dots3_note_audio", ("dots3_note_audio_encoder",), partial_default=0.5, limit_default=6000),
     # DiffusionGemma's text tower: Gemma 4's per-layer-type RoPE (proportional, partial 0.25 on the
     # full-attention layers and their own global_head_dim through per_layer_config)
     RelativeFamily("rope_per_layer_type_towers", ("diffusion_gemma_text",), per_layer_type=True),
