@@ -477,6 +477,9 @@ class ModelRecord:
 
     def _binding(self) -> Mechanism:
         tokens = [m for m in self.mechanisms if m.unit == "tokens"] or list(self.mechanisms)
+        # a composite's prompt is its text tower's (and Q-Former's) tokens: an audio tower's RoPE
+        # counts its own frames (GLM-ASR's encoder: 1500), which never bind the prompt (issue 36)
+        tokens = [m for m in tokens if m.tower in ("text", "qformer")] or tokens
         limited = [m for m in tokens if m.limit is not None]
         return min(limited, key=lambda m: cast(int, m.limit)) if limited else tokens[0]
 

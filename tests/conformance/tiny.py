@@ -646,6 +646,9 @@ OVERRIDES["granite4_vision"] = {
     "downsample_rate": "1/2",
     "spatial_target_layers": [0, 1, 2, 3],
 }
+# GLM-ASR (composite): the audio tower's RoPE limit (its frames) below the text tower's, so that the
+# composite case sees which one binds the prompt (the text tower's)
+OVERRIDES["glmasr.audio_config"] = {"max_position_embeddings": 32}
 OVERRIDES["step3p5"] = {
     "layer_types": ["sliding_attention", "full_attention"] * 2,
     "rope_theta": [10000.0, 500000.0] * 2,
