@@ -70,3 +70,11 @@ def test_composite_audio_tower_rotation_is_checked(tmp_path, monkeypatch):
     problems = composite_problems("glmasr", tmp_path)
     audio = [p for p in problems if p.startswith("audio tower: layer ") and "layout interleaved" in p]
     assert audio and not [p for p in problems if p.startswith("text tower")], problems
+
+
+def test_forward_check_notices_mllama_cross_attention_layers_given_rope(tmp_path, monkeypatch):
+    """Mllama's text tower: without its cross-attention rule, layer 3 (cross-attention in the tiny 4)
+    would be given RoPE; its forward (with image states, so the layer runs) rotates nothing there."""
+    _replace_family(monkeypatch, "mllama_text", layer_types_rule=None, rope_layer_rule=None)
+    problems = conformance_problems("mllama_text_model", tmp_path)
+    assert "layer 3: we give RoPE; transformers' forward applies no rotation there" in problems, problems

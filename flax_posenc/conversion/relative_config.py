@@ -397,6 +397,29 @@ ROPE_LAYER_RULES: Mapping[str, Any] = MappingProxyType(
 )
 
 
+def _types_from_cross_attention_layers(config: Mapping[str, Any]) -> tuple[list[Any], Any] | None:
+    """Mllama's text tower: the layers in ``cross_attention_layers`` (transformers' default
+    ``[3, 8, ..., 38]`` when absent) attend to the image states, without positions; the others
+    are self-attention layers with RoPE."""
+    count = config.get("num_hidden_layers")
+    cross = config.get("cross_attention_layers", list(range(3, 40, 5)))
+    if not isinstance(count, int) or isinstance(count, bool) or not isinstance(cross, list):
+        return None
+    return ["cross_attention" if i in cross else "full_attention" for i in range(count)], count
+
+
+def _not_cross_attention(config: Mapping[str, Any], types: list[Any]) -> list[bool]:
+    """Mllama: cross-attention layers rotate nothing (their keys are image states)."""
+    return [t != "cross_attention" for t in types]
+
+
+#: Issue 36: the rules above, and Mllama's cross-attention layers.
+LAYER_TYPES_RULES = MappingProxyType(
+    {**LAYER_TYPES_RULES, "cross_attention_layers": _types_from_cross_attention_layers}
+)
+ROPE_LAYER_RULES = MappingProxyType({**ROPE_LAYER_RULES, "not_cross_attention": _not_cross_attention})
+
+
 #: Issue 36's RoPE rows: audio encoders, codecs, a time series model and the inner towers of
 #: composite models whose rotary module is the standard one (``inv_freq`` from ``rope_parameters``,
 #: ``head_dim``, ``partial_rotary_factor``), each checked by its conformance case against the
@@ -418,7 +441,6 @@ TOWER_ROPE_MODEL_TYPES: tuple[str, ...] = (
     "mimi",
     "mimi_decoder",
     "mimi_encoder",
-    "mllama_text_model",  # its cross-attention layers take no positions
     "muse_glimmer_assistant",  # queries take the last positions of context + noise block
     "nemotron3_5_transcribe_asr_audio",
     "nemotron3_5_transcribe_word_timestamp",  # its positions are the frames after upsampling_factor
@@ -446,6 +468,16 @@ TOWER_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
     # dots.ocr 3's audio encoder: rotates half of each head (its config's default partial_rotary_factor
     # 0.5) over mel frames / 8 (three stride-2 convolutions); limit max_position_embeddings (6000)
     RelativeFamily("dots3_note_audio", ("dots3_note_audio_encoder",), partial_default=0.5, limit_default=6000),
+    # Mllama's text tower: RoPE on its self-attention layers; the cross_attention_layers (image states
+    # as keys) are NoPE
+    RelativeFamily(
+        "mllama_text",
+        ("mllama_text_model",),
+        theta_default=500000.0,
+        limit_default=131072,
+        layer_types_rule="cross_attention_layers",
+        rope_layer_rule="not_cross_attention",
+    ),
     # DiffusionGemma's text tower: Gemma 4's per-layer-type RoPE (proportional, partial 0.25 on the
     # full-attention layers and their own global_head_dim through per_layer_config)
     RelativeFamily("rope_per_layer_type_towers", ("diffusion_gemma_text",), per_layer_type=True),

@@ -120,6 +120,15 @@ def _dots3_note_audio(model, n: int) -> None:
     model(input_features=features, chunk_sample_lengths=torch.tensor([frames * c.hop_length]))
 
 
+def _mllama_text(model, n: int) -> None:
+    """Mllama's text tower: ``n`` tokens and 5 image states, so that its cross-attention layers run
+    (they skip without image states)."""
+    import torch
+
+    ids = torch.full((1, n), 5, dtype=torch.long)
+    model(input_ids=ids, cross_attention_states=_embeds(model, 5), use_cache=False)
+
+
 #: ``model_type -> run(model, n)``: the forward that gives ``n`` positions.
 FORWARD_RUNS: dict[str, Any] = {
     "mimi": _codec_transformers,
@@ -133,6 +142,7 @@ FORWARD_RUNS: dict[str, Any] = {
     "timesfm2_5": _timesfm,
     "blt_local_encoder": _blt_local_encoder,
     "dia_decoder": _dia_decoder,
+    "mllama_text_model": _mllama_text,
     "dots3_note_audio_encoder": _dots3_note_audio,
     "blt_local_decoder": _blt_local_decoder,
     "deepseek_ocr2_encoder": _deepseek_ocr2_encoder,
