@@ -41,6 +41,10 @@ __all__ = ["UNIT_SCALE_MODEL_TYPES", "softmax_scale", "temperature_of", "yarn_ms
 #: Model types whose attention does not scale ``q . k`` at all (``scaling = 1.0`` in transformers:
 #: their queries and keys are RMS-normalised).
 UNIT_SCALE_MODEL_TYPES: tuple[str, ...] = ("embedding_gemma2_text", "gemma4", "gemma4_text", "gemma4_unified_text")
+#: Dia's encoder and decoder: ``scaling = 1`` (as Nari Labs' original; no query/key norm).
+UNIT_SCALE_MODEL_TYPES += ("dia_encoder", "dia_decoder")
+#: DiffusionGemma's text tower (Gemma 4's attention: queries and keys RMS-normalised, ``scaling = 1.0``).
+UNIT_SCALE_MODEL_TYPES += ("diffusion_gemma_text",)
 
 
 def yarn_mscale(scale: float, mscale: float = 1.0) -> float:

@@ -127,6 +127,42 @@ CONFIG_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     }
 )
 
+#: Issue 36's RoPE rows (audio encoders, codecs, towers): their config classes' defaults, as above
+#: (dots.ocr 3's audio encoder: its row's own defaults, as its config class refuses a wider width).
+CONFIG_DEFAULTS = MappingProxyType(
+    {
+        **CONFIG_DEFAULTS,
+        "blt_global_transformer": {"max_position_embeddings": 4096, "rope_theta": 500000.0},
+        "blt_local_decoder": {"max_position_embeddings": 24576, "rope_theta": 500000.0},
+        "blt_local_encoder": {"max_position_embeddings": 24576, "rope_theta": 500000.0},
+        "blt_patcher": {"max_position_embeddings": 8192},
+        "csm_depth_decoder_model": {"max_position_embeddings": 33, "rope_theta": 500000.0},
+        "deepseek_ocr2_encoder": {"max_position_embeddings": 32768},
+        "dia_decoder": {"max_position_embeddings": 3072},
+        "dia_encoder": {"head_dim": 128, "max_position_embeddings": 1024},
+        "emu3_text_model": {"max_position_embeddings": 9216, "rope_theta": 1000000.0},
+        "glmasr_encoder": {"max_position_embeddings": 1500, "partial_rotary_factor": 0.5},
+        "granite4_vision_text": {"max_position_embeddings": 2048},
+        "higgs_audio_v2": {"max_position_embeddings": 2048, "rope_theta": 500000.0},
+        "lasr_encoder": {"max_position_embeddings": 10000},
+        "mimi": {"max_position_embeddings": 8000},
+        "mimi_decoder": {"max_position_embeddings": 8000},
+        "mimi_encoder": {"max_position_embeddings": 8000},
+        "mllama_text_model": {"max_position_embeddings": 131072, "rope_theta": 500000.0},
+        "muse_glimmer_assistant": {"head_dim": 128, "max_position_embeddings": 131072, "rope_theta": 500000.0},
+        "nemotron3_5_transcribe_asr_audio": {"max_position_embeddings": 5000, "partial_rotary_factor": 0.5},
+        "nemotron3_5_transcribe_word_timestamp": {"max_position_embeddings": 5000, "partial_rotary_factor": 0.5},
+        "nemotron3_diarization_audio": {"max_position_embeddings": 5000},
+        "pocket_tts_audio_tokenizer": {"max_position_embeddings": 8000},
+        "pocket_tts_audio_tokenizer_decoder": {"max_position_embeddings": 8000},
+        "pocket_tts_audio_tokenizer_encoder": {"max_position_embeddings": 8000},
+        "qwen3_omni_moe_talker_code_predictor": {"head_dim": 128, "max_position_embeddings": 32768},
+        "timesfm2_5": {"max_position_embeddings": 16384},
+        "unlimited_ocr_text": {"max_position_embeddings": 32768},
+        "voxtral_realtime_encoder": {"head_dim": 64, "max_position_embeddings": 1500},
+    }
+)
+
 
 def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with its model type's :data:`CONFIG_DEFAULTS` for the fields it leaves out."""

@@ -207,6 +207,25 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
     }
 )
 
+#: Issue 36's RoPE refusals: model types whose rotary embedding differs from every RoPE row.
+REFUSED_MODEL_TYPES = MappingProxyType(
+    {
+        **REFUSED_MODEL_TYPES,
+        "mistral4": (
+            "its queries are scaled by position (rope_parameters llama_4_scaling_beta: "
+            "1 + beta * log(1 + floor(p / original_max_position_embeddings))), which is not read"
+        ),
+        "ernie4_5_vl_moe_text": (
+            "ERNIE 4.5-VL's multimodal RoPE (height and width on alternate frequencies of the first "
+            "mrope_section[0] + mrope_section[1], time on the last mrope_section[2]) is not read"
+        ),
+        "clvp_encoder": (
+            "CLVP's rotary embedding (max(projection_dim // (2 * num_attention_heads), 32) dims, the values "
+            "rotated with the queries and keys) is not read"
+        ),
+    }
+)
+
 
 def _check_refusals() -> None:
     """Raise ValueError (one line) when a model type is both read (a row of ``MECHANISMS``) and
@@ -490,6 +509,9 @@ class ModelRecord:
 
     def _binding(self) -> Mechanism:
         tokens = [m for m in self.mechanisms if m.unit == "tokens"] or list(self.mechanisms)
+        # a composite's prompt is its text tower's (and Q-Former's) tokens: an audio tower's RoPE
+        # counts its own frames (GLM-ASR's encoder: 1500), which never bind the prompt (issue 36)
+        tokens = [m for m in tokens if m.tower in ("text", "qformer")] or tokens
         limited = [m for m in tokens if m.limit is not None]
         return min(limited, key=lambda m: cast(int, m.limit)) if limited else tokens[0]
 

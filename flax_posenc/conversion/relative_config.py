@@ -398,6 +398,128 @@ ROPE_LAYER_RULES: Mapping[str, Any] = MappingProxyType(
 )
 
 
+def _types_from_cross_attention_layers(config: Mapping[str, Any]) -> tuple[list[Any], Any] | None:
+    """Mllama's text tower: the layers in ``cross_attention_layers`` (transformers' default
+    ``[3, 8, ..., 38]`` when absent) attend to the image states, without positions; the others
+    are self-attention layers with RoPE."""
+    count = config.get("num_hidden_layers")
+    cross = config.get("cross_attention_layers", list(range(3, 40, 5)))
+    if not isinstance(count, int) or isinstance(count, bool) or not isinstance(cross, list):
+        return None
+    return ["cross_attention" if i in cross else "full_attention" for i in range(count)], count
+
+
+def _not_cross_attention(config: Mapping[str, Any], types: list[Any]) -> list[bool]:
+    """Mllama: cross-attention layers rotate nothing (their keys are image states)."""
+    return [t != "cross_attention" for t in types]
+
+
+#: Issue 36: the rules above, and Mllama's cross-attention layers.
+LAYER_TYPES_RULES = MappingProxyType(
+    {**LAYER_TYPES_RULES, "cross_attention_layers": _types_from_cross_attention_layers}
+)
+ROPE_LAYER_RULES = MappingProxyType({**ROPE_LAYER_RULES, "not_cross_attention": _not_cross_attention})
+
+
+#: Issue 36's RoPE rows: audio encoders, codecs, a time series model and the inner towers of
+#: composite models whose rotary module is the standard one (``inv_freq`` from ``rope_parameters``,
+#: ``head_dim``, ``partial_rotary_factor``), each checked by its conformance case against the
+#: modeling file's own rotary module and forward pass. Their positions are what the tower rotates:
+#: tokens, or audio frames after the encoder's subsampling (GLM-ASR, LASR, Nemotron, Voxtral
+#: Realtime: mel frames / stride), codec frames (Mimi, PocketTTS: samples / frame size), patches of
+#: ``patch_length`` time steps (TimesFM 2.5), bytes (BLT); ``max_position_embeddings`` is the
+#: declared limit in that unit (none of them enforces it).
+TOWER_ROPE_MODEL_TYPES: tuple[str, ...] = (
+    "csm_depth_decoder_model",
+    "deepseek_ocr2_encoder",  # a causal encoder over SAM patches and queries: 1-D positions
+    "dia_decoder",  # audio frames (one position per frame of num_channels codebooks)
+    "dia_encoder",
+    "emu3_text_model",
+    "glmasr_encoder",  # partial_rotary_factor 0.5, on the slice apply_rotary_pos_emb cuts
+    "granite4_vision_text",
+    "higgs_audio_v2",
+    "lasr_encoder",
+    "mimi",
+    "mimi_decoder",
+    "mimi_encoder",
+    "muse_glimmer_assistant",  # queries take the last positions of context + noise block
+    "nemotron3_5_transcribe_asr_audio",
+    "nemotron3_5_transcribe_word_timestamp",  # its positions are the frames after upsampling_factor
+    "nemotron3_diarization_audio",
+    "pocket_tts_audio_tokenizer",
+    "pocket_tts_audio_tokenizer_decoder",
+    "pocket_tts_audio_tokenizer_encoder",
+    "qwen3_omni_moe_talker_code_predictor",
+    "step3p5",  # rope_parameters per layer type (per-layer rope_theta / partial_rotary_factors)
+    "timesfm2_5",
+    "unlimited_ocr_text",
+    "voxtral_realtime_encoder",
+)
+
+#: Rows of :data:`RELATIVE_FAMILIES` added by issue 36 (joined at its end).
+TOWER_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
+    RelativeFamily("rope_towers", TOWER_ROPE_MODEL_TYPES),
+    # BLT (patcher, local byte encoder/decoder, global transformer): its rotary module
+    # repeat_interleaves the angles and its rotate_half pairs x[2i] with x[2i + 1]: interleaved
+    RelativeFamily(
+        "blt",
+        ("blt_global_transformer", "blt_local_decoder", "blt_local_encoder", "blt_patcher"),
+        layout="interleaved",
+    ),
+    # dots.ocr 3's audio encoder: rotates half of each head (its config's default partial_rotary_factor
+    # 0.5) over mel frames / 8 (three stride-2 convolutions); limit max_position_embeddings (6000)
+    RelativeFamily("dots3_note_audio", ("dots3_note_audio_encoder",), partial_default=0.5, limit_default=6000),
+    # Mllama's text tower: RoPE on its self-attention layers; the cross_attention_layers (image states
+    # as keys) are NoPE
+    RelativeFamily(
+        "mllama_text",
+        ("mllama_text_model",),
+        theta_default=500000.0,
+        limit_default=131072,
+        layer_types_rule="cross_attention_layers",
+        rope_layer_rule="not_cross_attention",
+    ),
+    # DiffusionGemma's text tower: Gemma 4's per-layer-type RoPE (proportional, partial 0.25 on the
+    # full-attention layers and their own global_head_dim through per_layer_config)
+    RelativeFamily("rope_per_layer_type_towers", ("diffusion_gemma_text",), per_layer_type=True),
+    # Qwen2.5-Omni's thinker text tower and talker: Qwen2-VL's M-RoPE (contiguous sections, halves);
+    # their get_rope_index steps a video's frames by position_id_per_seconds (25) per second, and
+    # interleaves audio (not modelled by fp.mrope_positions: the cos/sin of given positions are read)
+    RelativeFamily(
+        "qwen2_5_omni",
+        ("qwen2_5_omni_talker", "qwen2_5_omni_text"),
+        scheme="mrope",
+        theta_default=1e6,
+        limit_default=32768,
+        rope_type_aliases=(("mrope", "default"),),
+        mrope_temporal_field="position_id_per_seconds",
+        mrope_temporal_default=25,
+    ),
+    # PaddleOCR-VL's text tower: Qwen2-VL's M-RoPE (its frames step by 1)
+    RelativeFamily(
+        "paddleocr_vl",
+        ("paddleocr_vl_text",),
+        scheme="mrope",
+        theta_default=500000.0,
+        limit_default=131072,
+        rope_type_aliases=(("mrope", "default"),),
+    ),
+    # Qwen3-Omni-MoE's thinker text tower: Qwen3-VL's interleaved sections (T H W T H W ...); its
+    # get_rope_index gives a video's frames position_id_per_seconds (25) per second in one grid
+    RelativeFamily(
+        "qwen3_omni_moe",
+        ("qwen3_omni_moe_text",),
+        scheme="mrope",
+        theta_default=1e6,
+        limit_default=32768,
+        mrope_section_default=(24, 20, 20),
+        mrope_interleaved_sections=True,
+        mrope_temporal_field="position_id_per_seconds",
+        mrope_temporal_default=25,
+    ),
+)
+
+
 RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
     {
         f.name: f
@@ -586,6 +708,7 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
                 limit_default=2048,
                 alibi_bias_max_field="attn_config.alibi_bias_max",
             ),
+            *TOWER_ROPE_FAMILIES,
         )
     }
 )

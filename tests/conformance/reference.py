@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from conformance.forward_inputs import run_forward
 from conformance.tiny import quiet, tiny_model
 
 #: Positions compared for cos/sin (past the tiny limit nothing is compared).
@@ -1097,7 +1098,9 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     ids[0, ::2] = 3
     with _RotationWatch(model) as watch, torch.no_grad(), quiet():
         try:
-            if "input_values" in inspect.signature(model.forward).parameters:  # Moonshine: audio in, and
+            if run_forward(model, FORWARD_TOKENS):  # audio encoders, codecs, towers: conformance.forward_inputs
+                pass
+            elif "input_values" in inspect.signature(model.forward).parameters:  # Moonshine: audio in, and
                 # 3199 samples make 7 encoder frames (its convolutions: kernel/stride 127/64, 7/3, 3/2)
                 model(input_values=torch.zeros(1, 3199), decoder_input_ids=ids, use_cache=False)
             else:
@@ -1113,7 +1116,7 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
     # the layers transformers built and ran (HRM's num_hidden_layers counts the cycles of 4 modules)
     rotations: list[Any] = []
     for layer in sorted(watch.ran & set(range(count))):
-        rope = rope_for_layer(directory, layer)
+        rope = _tower_rope(record, layer) if _other_tower(record) else rope_for_layer(directory, layer)
         calls = watch.calls.get(layer, [])
         label = f"layer {layer}"
         if rope is None and calls:
@@ -1139,6 +1142,21 @@ def _forward_problems(model, directory: Path, record) -> tuple[list[str], str | 
         (calls[0][0] for _, calls in sorted(watch.calls.items(), key=lambda item: str(item[0])) if calls), None
     )
     return list(dict.fromkeys(problems)), called
+
+
+def _other_tower(record) -> bool:
+    """Whether ``record`` holds a composite's non-text tower (GLM-ASR's audio encoder): its layers'
+    RoPE is the tower's own record's, not what ``rope_for_layer`` gives for the composite's
+    checkpoint (its text tower's)."""
+    return any(m.kind in ("rope", "nope") and m.tower != "text" for m in record.mechanisms)
+
+
+def _tower_rope(record, layer: int):
+    """The RoPE (``None``: NoPE) the tower's own mechanisms give layer ``layer``."""
+    for mech in record.mechanisms:
+        if mech.kind in ("rope", "nope") and (mech.layers is None or layer in mech.layers):
+            return mech.record.rope if mech.kind == "rope" else None
+    return None
 
 
 def _position_parameter_problems(model, record) -> list[str]:

@@ -616,6 +616,46 @@ OVERRIDES["groupvit_vision_model"] = {
     "num_group_tokens": [4, 2, 0],
     "num_output_groups": [4, 2, 2],
 }
+# RoPE codecs (issue 36): the upsampling convolution's groups divide the tiny width
+OVERRIDES.update(
+    {
+        t: {"upsample_groups": SMALL["hidden_size"], "num_hidden_layers": 2}
+        for t in ("mimi", "mimi_decoder", "pocket_tts_audio_tokenizer", "pocket_tts_audio_tokenizer_decoder")
+    }
+)
+# Step 3.5/3.7's text tower: per-layer rope_theta and partial_rotary_factors (one rope_parameters per
+# layer type), sliding layers with their own head count (per_layer_config)
+OVERRIDES["diffusion_gemma_text"] = {"top_k_experts": 2}  # its router's topk (no default)
+# dots.ocr 3's audio encoder: adapter_input_size must equal hidden_size; a narrow convolutional stem
+OVERRIDES["dots3_note_audio_encoder"] = {"adapter_input_size": SMALL["hidden_size"], "downsample_hidden_size": 8}
+# blank_token_id a class below the tiny vocab; no upsampling (its positions are the upsampled frames)
+OVERRIDES["nemotron3_5_transcribe_word_timestamp"] = {"blank_token_id": 3, "upsampling_factor": 1}
+# Omni / PaddleOCR-VL text towers: M-RoPE sections that fit the tiny head (8 frequencies)
+OVERRIDES.update(
+    {
+        t: {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}}
+        for t in ("qwen2_5_omni_text", "qwen2_5_omni_talker", "paddleocr_vl_text")
+    }
+)
+OVERRIDES["qwen3_omni_moe_text"] = {
+    "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 1e6}
+}
+# Granite 4 Vision (composite): one deepstack pair and spatial layers inside the tiny 4-layer text tower
+OVERRIDES["granite4_vision"] = {
+    "deepstack_layer_map": [[0, 0]],
+    "downsample_rate": "1/2",
+    "spatial_target_layers": [0, 1, 2, 3],
+}
+# GLM-ASR (composite): the audio tower's RoPE limit (its frames) below the text tower's, so that the
+# composite case sees which one binds the prompt (the text tower's)
+OVERRIDES["glmasr.audio_config"] = {"max_position_embeddings": 32}
+OVERRIDES["step3p5"] = {
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "rope_theta": [10000.0, 500000.0] * 2,
+    "partial_rotary_factors": [1.0, 0.5] * 2,
+    "num_sliding_attention_heads": 2,
+    "mlp_layer_types": ["dense"] * 4,
+}
 
 
 @contextlib.contextmanager
