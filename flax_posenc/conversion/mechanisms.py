@@ -535,3 +535,27 @@ MECHANISMS.register(
         lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
     ),
 )
+
+# ----------------------------------------------------------------------------- Transformer-XL relative (issue 36)
+# One block of its own: Conformer speech encoders' relative sinusoids with u/v biases
+# (flax_posenc/conversion/xl_relative.py: Parakeet, Nemotron ASR, FastSpeech2-Conformer, wav2vec2-conformer).
+
+from flax_posenc.conversion.xl_relative import (  # noqa: E402 - the block stays self-contained
+    XL_RELATIVE_FAMILIES,
+    XLRelativeSource,
+    read_xl_relative,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "xl_relative",
+        "Transformer-XL relative sinusoids of distances, projected per layer with u/v biases (Conformer "
+        "speech encoders); relative: no limit unless the model refuses past one, in encoder frames",
+        "frames",
+        ("xl_relative",),
+        (XLRelativeSource,),
+        (("flax_posenc.conversion.xl_relative.XL_RELATIVE_FAMILIES", XL_RELATIVE_FAMILIES),),
+        lambda row, ctx: read_xl_relative(row, ctx.config, ctx.source, ctx.config_path),
+        tower="audio",
+    )
+)

@@ -162,17 +162,9 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "WavLM's gated relative position bias (rel_attn_embed over num_buckets up to max_bucket_distance, "
             "gated per layer by gru_rel_pos_linear of the hidden states) is not read"
         ),
-        "wav2vec2-conformer": (
-            "its conformer attention's positions (position_embeddings_type: Transformer-XL relative sinusoids "
-            "with pos_bias_u/pos_bias_v, or rotary) are not read"
-        ),
         "wav2vec2-bert": (
             "its conformer attention's positions (position_embeddings_type: relative_key distance_embedding "
             "clamped to left/right_max_position_embeddings, Transformer-XL relative, or rotary) are not read"
-        ),
-        "parakeet_encoder": "its Transformer-XL relative sinusoids (with pos_bias_u/pos_bias_v) are not read",
-        "fastspeech2_conformer": (
-            "its Transformer-XL relative sinusoids (pos_bias_u/pos_bias_v) and scaled sinusoids are not read"
         ),
         "speecht5": (
             "SpeechT5's relative positional encoding (pe_k, max_relative_position), scaled sinusoids and "

@@ -217,7 +217,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'nemotron3_diarization': 'audio_config nemotron3_diarization_audio (rotary embedding (Nemotron3DiarizationRotaryEmbedding)); head_config (a sub-config without a model type); streaming_config (a sub-config without a model type)',
         'nemotron3_diarization_audio': 'rotary embedding (Nemotron3DiarizationRotaryEmbedding)',
         'nemotron_asr_streaming': 'encoder_config nemotron_asr_streaming_encoder (Conformer/XL relative positional encoding (NemotronAsrStreamingEncoderRelPositionalEncoding))',
-        'nemotron_asr_streaming_encoder': 'Conformer/XL relative positional encoding (NemotronAsrStreamingEncoderRelPositionalEncoding); relative position embeddings (self_attn.relative_k_proj); rotary frequencies (encode_positions.inv_freq)',
         'nemotron_h_omni': 'vision_config radio (learned patch-position grid (embeddings.position_embedding)); audio_config (a sub-config without a model type)',
         'neucodec': "semantic_model_config wav2vec2-bert (its conformer attention's positions (position_embeddings_type: relative_key distance_embedding clamped to left/right_max_position_embeddings, Transformer-XL relative, or rotary) are not read)",
         'omdet-turbo': "its own head's positions (no position class found); backbone_config timm_backbone (a timm model: its positions depend on the timm architecture it wraps, which is not read)",

@@ -1026,6 +1026,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "xl_relative":  # every layer's u, v and W_R (issue 36)
+            covered += [k for keys in mech.record.bias_keys for k in keys]
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1995,3 +1997,92 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["vision_rope"] = _vision_rope_problems
+
+
+# ----------------------------------------------------------------------------- Transformer-XL relative (issue 36)
+
+
+def _xl_module_rows(module, length: int, dim: int):
+    """The model's own position module on ``length`` frames: its ``(2 length - 1, dim)`` rows (float64)."""
+    import torch
+
+    with torch.no_grad():
+        out = module(torch.randn(1, length, dim))
+    if isinstance(out, tuple):  # FastSpeech2: (scaled hidden states, rows)
+        out = out[-1]
+    return out[0].double().numpy()
+
+
+def _xl_shift_problems(model, rec) -> list[str]:
+    """The attention's own relative shift picks row ``L - 1 - (i - j)`` for query ``i``, key ``j``."""
+    import torch
+
+    attn = next((m for n, m in model.named_modules() if hasattr(m, "_rel_shift")), None)
+    shift = None if attn is None else lambda x, n: attn._rel_shift(x)[..., :n]
+    if attn is None:
+        attn = next((m for n, m in model.named_modules() if hasattr(m, "shift_relative_position_tensor")), None)
+        shift = None if attn is None else lambda x, n: attn.shift_relative_position_tensor(x)
+    if shift is None:
+        return []  # wav2vec2-conformer shifts inline in its attention (the rows are checked above)
+    n = 7
+    x = torch.randn(1, 2, n, 2 * n - 1, dtype=torch.float64)
+    theirs = shift(x, n).numpy()
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    ours = x.numpy()[:, :, i, n - 1 - (i - j)]
+    return [] if np.array_equal(theirs, ours) else ["relative shift: the attention does not pick row L-1-(i-j)"]
+
+
+def _xl_relative_problems(model, mech, directory: Path) -> list[str]:
+    """Transformer-XL relative sinusoids (Parakeet, Nemotron ASR, FastSpeech2-Conformer,
+    wav2vec2-conformer): every position module of the model gives our float64 rows for 37 frames
+    and past its initial buffer or field (within float32 rounding of its angles), refuses past our
+    limit where we report one, its attention's shift picks our rows, and the u, v and W_R tensors we
+    name are the model's parameters (bit-equal), one per attention layer."""
+    from flax_posenc.conversion.checkpoint import open_checkpoint
+    from flax_posenc.conversion.xl_relative import XL_RELATIVE_FAMILIES
+
+    rec = mech.record
+    row = XL_RELATIVE_FAMILIES[rec.family]
+    problems = []
+    modules = [(n, m) for n, m in model.named_modules() if type(m).__name__.endswith(row.module_class)]
+    if not modules:
+        return [f"xl_relative: no module of class *{row.module_class} in the model"]
+    cfg = model.config
+    far = (
+        rec.limit
+        or max(getattr(cfg, "max_position_embeddings", 0) or 0, getattr(cfg, "max_source_positions", 0) or 0, 64)
+    ) + 1
+    for name, module in modules:
+        for length in (37, far) if rec.limit is None else (37, rec.limit):
+            theirs = _xl_module_rows(module, length, rec.dim)
+            ours = rec.table(length)
+            tol = 4 * 2.0**-24 * length + 1e-6  # float32 angles d * w rounded: |error| <= ~|d| ulp
+            if theirs.shape != ours.shape:
+                problems.append(f"{name}: {length} frames give {theirs.shape}, ours {ours.shape}")
+            elif np.abs(theirs - ours).max() > tol:
+                problems.append(
+                    f"{name}: rows for {length} frames differ by {np.abs(theirs - ours).max():.3g} > {tol:.3g}"
+                )
+        if rec.limit is not None:
+            try:
+                _xl_module_rows(module, rec.limit + 1, rec.dim)
+                problems.append(f"{name}: {rec.limit + 1} frames accepted past our limit {rec.limit}")
+            except ValueError:
+                pass
+    problems += _xl_shift_problems(model, rec)
+    params = dict(model.named_parameters())
+    u_suffix = row.bias_keys[0]
+    theirs_layers = [n for n in params if n.endswith("." + u_suffix)]
+    if len(theirs_layers) != rec.layers:
+        problems.append(f"xl_relative: {len(theirs_layers)} attention layers hold {u_suffix}, we read {rec.layers}")
+    with open_checkpoint(directory) as ckpt:
+        for keys in rec.bias_keys:
+            for key in keys:
+                if key not in params:
+                    problems.append(f"xl_relative: {key} is not a parameter of the model")
+                elif not np.array_equal(np.asarray(ckpt.tensor(key)), params[key].detach().numpy()):
+                    problems.append(f"xl_relative: {key} differs from the model's")
+    return problems
+
+
+KIND_CHECKS["xl_relative"] = _xl_relative_problems

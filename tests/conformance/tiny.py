@@ -823,3 +823,25 @@ OVERRIDES.update(
         "data2vec-vision": {**_BEIT, "use_shared_relative_position_bias": True},
     }
 )
+
+# ----------------------------------------------------------------------------- Transformer-XL relative (issue 36)
+#: Conformer speech encoders: 2 layers. FastSpeech2-Conformer's ``num_attention_heads`` alias is set after
+#: its ``__post_init__`` built ``encoder_config`` (the module would keep 2 heads while config.json says 4):
+#: the stack fields are given themselves.
+OVERRIDES.update(
+    {
+        "parakeet_encoder": {"num_hidden_layers": 2, "subsampling_conv_channels": 8},
+        "nemotron_asr_streaming_encoder": {"num_hidden_layers": 2, "subsampling_conv_channels": 8},
+        "fastspeech2_conformer": {
+            "encoder_num_attention_heads": 4,
+            "decoder_num_attention_heads": 2,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+        },
+        "wav2vec2-conformer": {
+            "num_hidden_layers": 2,
+            "num_conv_pos_embeddings": 16,
+            "num_conv_pos_embedding_groups": 4,
+        },
+    }
+)
