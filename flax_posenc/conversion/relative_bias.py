@@ -114,6 +114,32 @@ RELATIVE_BIAS_FAMILIES: Mapping[str, RelativeBiasFamily] = MappingProxyType(
 )
 
 
+# issue 36: T5's buckets in other models (one block of its own).
+# - pop2piano (models/pop2piano/modeling_pop2piano.py): T5's encoder-decoder, T5's keys (block 0 of each
+#   stack, bidirectional encoder, causal decoder).
+# - pix2struct_text_model (models/pix2struct/modeling_pix2struct.py): a decoder alone, its table in layer 0's
+#   ``self_attention.attention`` (``decoder.`` under Pix2StructForConditionalGeneration), buckets causal
+#   (``compute_bias`` passes ``bidirectional=False``).
+RELATIVE_BIAS_FAMILIES = MappingProxyType(
+    {
+        **RELATIVE_BIAS_FAMILIES,
+        **{
+            f.name: f
+            for f in (
+                RelativeBiasFamily("pop2piano", ("pop2piano",), _T5_KEYS),
+                RelativeBiasFamily(
+                    "pix2struct_text",
+                    ("pix2struct_text_model",),
+                    {"decoder": ("layer.{layer}.self_attention.attention.relative_attention_bias.weight",)},
+                    prefixes=("", "decoder."),
+                    layers_fields={"decoder": ("num_layers",)},
+                ),
+            )
+        },
+    }
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class RelativeBiasTable:
     """A learned relative position bias table and how to bucket positions for it.
@@ -163,10 +189,13 @@ def _family_from_keys(keys: set[str], where: object) -> RelativeBiasFamily:
         if fam.name == "mt5":  # same keys as t5; needs config.json to tell apart
             continue
         hits = [
-            p + t.format(layer=0) for p in fam.prefixes for t in fam.keys["encoder"] if p + t.format(layer=0) in keys
+            p + t.format(layer=0)
+            for p in fam.prefixes
+            for t in fam.keys.get("encoder", ())
+            if p + t.format(layer=0) in keys
         ]
         if hits:
-            second = [p + t.format(layer=1) for p in fam.prefixes for t in fam.keys["encoder"]]
+            second = [p + t.format(layer=1) for p in fam.prefixes for t in fam.keys.get("encoder", ())]
             if fam.name == "t5" and any(k in keys for k in second):
                 return RELATIVE_BIAS_FAMILIES["umt5"]
             return fam
@@ -414,8 +443,15 @@ def relative_bias_source(source: str | os.PathLike) -> RelativeBiasSource | None
     if fam is None:
         return None
     root = path.parent  # a config.json path: the weights lie beside it
-    tables = [load_relative_bias(root)]
-    if "decoder" in fam.keys and any(k.startswith("decoder.") for k in open_checkpoint(root).reader.keys()):
+    if "encoder" not in fam.keys:  # a decoder alone (Pix2Struct's text model)
+        tables = [load_relative_bias(root, stack="decoder")]
+    else:
+        tables = [load_relative_bias(root)]
+    if (
+        "encoder" in fam.keys
+        and "decoder" in fam.keys
+        and any(k.startswith("decoder.") for k in open_checkpoint(root).reader.keys())
+    ):
         tables.append(load_relative_bias(root, stack="decoder"))
     text = os.fspath(source)
     return RelativeBiasSource(tuple(dataclasses.replace(t, source=text) for t in tables), text)

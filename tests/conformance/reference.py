@@ -666,6 +666,13 @@ def _bias_modules(model, stack: str, layer: int):
                 f"{stack}." in f".{name}" or stack == "encoder" and not name.startswith("decoder")
             ):
                 found.append(m)
+    if (
+        not found
+        and stack == "decoder"
+        and not any(n.startswith(("encoder", "decoder")) for n, _ in model.named_modules())
+    ):
+        # a decoder alone (Pix2Struct's text model): its modules are not named for a stack
+        found = [m for _, m in model.named_modules() if getattr(m, "has_relative_attention_bias", False)]
     return found
 
 

@@ -845,3 +845,6 @@ OVERRIDES.update(
         },
     }
 )
+
+# T5 buckets in other models (issue 36): Pix2StructTextConfig has no initializer_range, which its _init_weights reads
+OVERRIDES["pix2struct_text_model"] = {"initializer_range": 0.02}
