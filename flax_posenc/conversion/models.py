@@ -166,6 +166,10 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "its conformer attention's positions (position_embeddings_type: relative_key distance_embedding "
             "clamped to left/right_max_position_embeddings, Transformer-XL relative, or rotary) are not read"
         ),
+        "cohere_asr": (
+            "its decoder's learned position table (decoder.pos_emb, max_position_embeddings) is not read, and its "
+            "checkpoint stores the parakeet encoder's u/v biases as pos_bias_u/pos_bias_v"
+        ),
         "speecht5": (
             "SpeechT5's relative positional encoding (pe_k, max_relative_position), scaled sinusoids and "
             "sinusoidal text positions are not read"
@@ -224,6 +228,9 @@ TOWER_FIELDS: Mapping[str, str] = MappingProxyType(
         # BLIP-2 / InstructBLIP's Q-Former: its own positions (a learned table, or none) are read (issue 35)
         "qformer_config": "qformer",
         "backbone_config": "backbone",
+        # issue 36: the speech encoder of a recogniser (Parakeet CTC/RNNT/TDT, Cohere ASR, Nemotron ASR); a
+        # composite is read as towers only when every sub-config is one, so Dia's or BLT's text encoders stay apart
+        "encoder_config": "audio",
     }
 )
 

@@ -2084,11 +2084,13 @@ def _xl_relative_problems(model, mech, directory: Path) -> list[str]:
         problems.append(f"xl_relative: {len(theirs_layers)} attention layers hold {u_suffix}, we read {rec.layers}")
     with open_checkpoint(directory) as ckpt:
         for keys in rec.bias_keys:
-            for key in keys:
+            for stored in keys:
+                # a composite's tower module names its parameters without the composite's prefix (``encoder.``)
+                key = next((p for p in params if stored == p or stored.endswith("." + p)), stored)
                 if key not in params:
                     problems.append(f"xl_relative: {key} is not a parameter of the model")
-                elif not np.array_equal(np.asarray(ckpt.tensor(key)), params[key].detach().numpy()):
-                    problems.append(f"xl_relative: {key} differs from the model's")
+                elif not np.array_equal(np.asarray(ckpt.tensor(stored)), params[key].detach().numpy()):
+                    problems.append(f"xl_relative: {stored} differs from the model's {key}")
     return problems
 
 
