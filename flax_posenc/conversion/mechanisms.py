@@ -559,3 +559,27 @@ MECHANISMS.register(
         tower="audio",
     )
 )
+
+# ----------------------------------------------------------------------------- clipped relative keys (issue 36)
+# One block of its own: Shaw-style per-layer relative key tables indexed by a clamped distance
+# (flax_posenc/conversion/clipped_relative.py: wav2vec2-bert's relative_key, Granite Speech encoders).
+
+from flax_posenc.conversion.clipped_relative import (  # noqa: E402 - the block stays self-contained
+    CLIPPED_RELATIVE_FAMILIES,
+    ClippedRelativeSource,
+    read_clipped_relative,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "clipped_relative",
+        "learned relative key embeddings per layer (Shaw et al.), one row per distance clamped to a window "
+        "(wav2vec2-bert, Granite Speech); relative: no limit, far distances share the end rows",
+        "none",
+        ("clipped_relative",),
+        (ClippedRelativeSource,),
+        (("flax_posenc.conversion.clipped_relative.CLIPPED_RELATIVE_FAMILIES", CLIPPED_RELATIVE_FAMILIES),),
+        lambda row, ctx: read_clipped_relative(row, ctx.config, ctx.source, ctx.config_path),
+        tower="audio",
+    )
+)

@@ -162,10 +162,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "WavLM's gated relative position bias (rel_attn_embed over num_buckets up to max_bucket_distance, "
             "gated per layer by gru_rel_pos_linear of the hidden states) is not read"
         ),
-        "wav2vec2-bert": (
-            "its conformer attention's positions (position_embeddings_type: relative_key distance_embedding "
-            "clamped to left/right_max_position_embeddings, Transformer-XL relative, or rotary) are not read"
-        ),
         "cohere_asr": (
             "its decoder's learned position table (decoder.pos_emb, max_position_embeddings) is not read, and its "
             "checkpoint stores the parakeet encoder's u/v biases as pos_bias_u/pos_bias_v"

@@ -1035,6 +1035,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += list(mech.record.keys)
         if mech.kind == "xl_relative":  # every layer's u, v and W_R (issue 36)
             covered += [k for keys in mech.record.bias_keys for k in keys]
+        if mech.kind == "clipped_relative":  # every layer's relative key table (issue 36)
+            covered += list(mech.record.keys)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -2095,3 +2097,74 @@ def _xl_relative_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["xl_relative"] = _xl_relative_problems
+
+
+# ----------------------------------------------------------------------------- clipped relative keys (issue 36)
+
+
+def _clipped_relative_problems(model, mech, directory: Path) -> list[str]:
+    """Shaw-style relative key tables (wav2vec2-bert's relative_key, Granite Speech): every layer's
+    table is the model's parameter (bit-equal), one per attention layer; the rows the model picks
+    are ours: Granite's ``attention_dists`` buffer equals our index over a block (and its attention
+    modules' ``context_size`` our block); wav2vec2-bert's own ``_apply_relative_key_position_encoding``
+    gives our ``q . E[index] * scaling`` for a query 5 frames longer than the clamp window."""
+    import sys
+
+    import torch
+
+    from flax_posenc.conversion.checkpoint import open_checkpoint
+    from flax_posenc.conversion.clipped_relative import CLIPPED_RELATIVE_FAMILIES
+
+    rec = mech.record
+    row = CLIPPED_RELATIVE_FAMILIES[rec.family]
+    problems = []
+    params = dict(model.named_parameters())
+    theirs = [n for n in params if n.endswith("." + row.table_key)]
+    if len(theirs) != len(rec.keys):
+        problems.append(f"clipped_relative: {len(theirs)} layers hold {row.table_key}, we read {len(rec.keys)}")
+    with open_checkpoint(directory) as ckpt:
+        for stored in rec.keys:
+            key = next((p for p in params if stored == p or stored.endswith("." + p)), None)
+            if key is None:
+                problems.append(f"clipped_relative: {stored} is not a parameter of the model")
+            elif not np.array_equal(np.asarray(ckpt.tensor(stored)), params[key].detach().numpy()):
+                problems.append(f"clipped_relative: {stored} differs from the model's {key}")
+    buffers = {n: b for n, b in model.named_buffers() if n.endswith("attention_dists")}
+    if rec.block is not None:
+        c = rec.block
+        ours = rec.index(np.arange(c)[:, None], np.arange(c)[None, :])
+        if not buffers:
+            problems.append("clipped_relative: the model holds no attention_dists buffer")
+        for name, buf in buffers.items():
+            if not np.array_equal(buf.numpy(), ours):
+                problems.append(f"clipped_relative: {name} differs from our index over a block of {c}")
+        sizes = {m.context_size for m in model.modules() if hasattr(m, "rel_pos_emb") and hasattr(m, "context_size")}
+        if sizes != {c}:
+            problems.append(f"clipped_relative: attention blocks of {sorted(sizes)} frames, ours {c}")
+        return problems
+    attn = next((m for m in model.modules() if hasattr(m, "distance_embedding")), None)
+    apply = (
+        None
+        if attn is None
+        else getattr(sys.modules[type(attn).__module__], "_apply_relative_key_position_encoding", None)
+    )
+    if apply is None:
+        return problems + ["clipped_relative: no attention module with distance_embedding and its function"]
+    n = rec.left + rec.right + 5
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, n, rec.head_dim)
+    with torch.no_grad():
+        _, bias = apply(attn, q, q)
+    table = attn.distance_embedding.weight.detach().double().numpy()
+    index = rec.index(np.arange(n)[:, None], np.arange(n)[None, :])
+    if index.min() < 0 or index.max() >= len(table):
+        return problems + [f"clipped_relative: our rows {index.min()}..{index.max()} leave the model's {len(table)}"]
+    ours = np.einsum("bhld,lrd->bhlr", q.double().numpy(), table[index])
+    ours = ours * attn.scaling
+    err = np.abs(bias.double().numpy() - ours).max()
+    if err > 1e-5:
+        problems.append(f"clipped_relative: the model's relative_key bias differs from ours by {err:.3g}")
+    return problems
+
+
+KIND_CHECKS["clipped_relative"] = _clipped_relative_problems

@@ -848,3 +848,18 @@ OVERRIDES.update(
 
 # T5 buckets in other models (issue 36): Pix2StructTextConfig has no initializer_range, which its _init_weights reads
 OVERRIDES["pix2struct_text_model"] = {"initializer_range": 0.02}
+
+# clipped relative keys (issue 36): 2 layers, a window small enough to pass in the tiny input
+OVERRIDES.update(
+    {
+        "wav2vec2-bert": {
+            "num_hidden_layers": 2,
+            "left_max_position_embeddings": 6,
+            "right_max_position_embeddings": 3,
+        },
+        "granite_speech_encoder": {"num_layers": 2, "num_hidden_layers": 2, "max_pos_emb": 12, "context_size": 8},
+        "granite_speech_plus_encoder": {"num_layers": 2, "num_hidden_layers": 2, "max_pos_emb": 12, "context_size": 8},
+        "granite_speech5_encoder": {"num_hidden_layers": 2, "max_position_embeddings": 12, "context_size": 8},
+    }
+)
+OVERRIDES["granite_speech5_ctc"] = {"vocab_size": 128}  # equal to its tiny encoder's (the config checks them)
