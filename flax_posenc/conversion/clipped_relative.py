@@ -15,6 +15,10 @@ transformers (5.24.0):
   within blocks of ``context_size`` frames (the input padded to whole blocks), ``index = clamp(i - j,
   -context_size, context_size) + max_pos_emb`` (the encoder's ``attention_dists`` buffer): any
   length, in blocks.
+- ``phi4_multimodal/modeling_phi4_multimodal.py`` (``phi4_multimodal_audio``): not a key embedding but one
+  bias per head, ``relative_attention_bias_layer.bias_values`` (shared by every layer) of ``2
+  bias_max_distance`` rows (``bias_max_distance`` with ``bias_symmetric``); ``index = clamp(j - i, -M, M - 1)
+  + M`` (symmetric: ``|clamp(j - i, -M, M - 1)|``).
 
 >>> CLIPPED_RELATIVE_FAMILIES["wav2vec2_bert_relative_key"].sign
 1
@@ -80,6 +84,10 @@ class ClippedRelativeFamily:
     type_value: str = "relative_key"
     other_values: tuple[str, ...] = ()
     tower: str = "audio"
+    right_adjust: int = 0
+    symmetric_field: str | None = None
+    effect: str = "key"
+    per_layer: bool = True
 
 
 CLIPPED_RELATIVE_FAMILIES: Mapping[str, ClippedRelativeFamily] = MappingProxyType(
@@ -118,6 +126,18 @@ CLIPPED_RELATIVE_FAMILIES: Mapping[str, ClippedRelativeFamily] = MappingProxyTyp
                 offset_field="max_position_embeddings",
                 block_field="context_size",
             ),
+            ClippedRelativeFamily(
+                "phi4_audio_bias",
+                ("phi4_multimodal_audio",),
+                "relative_attention_bias_layer.bias_values.weight",
+                +1,
+                "bias_max_distance",
+                "bias_max_distance",
+                right_adjust=-1,
+                symmetric_field="bias_symmetric",
+                effect="bias",
+                per_layer=False,
+            ),
         )
     }
 )
@@ -148,6 +168,8 @@ class ClippedRelativeSource:
     right: int
     offset: int
     block: int | None = None
+    symmetric: bool = False
+    effect: str = "key"
 
     scheme = "clipped_relative"
     unit = "frames"
@@ -164,14 +186,15 @@ class ClippedRelativeSource:
         >>> rec.index(np.arange(4)[:, None], np.arange(4)[None, :])[0].tolist()
         [2, 3, 4, 4]
         """
-        d = self.sign * (np.asarray(key, np.int64) - np.asarray(query, np.int64))
-        return np.clip(d, -self.left, self.right) + self.offset
+        d = np.clip(self.sign * (np.asarray(key, np.int64) - np.asarray(query, np.int64)), -self.left, self.right)
+        return np.abs(d) if self.symmetric else d + self.offset
 
     def describe_limit(self) -> str:
         span = f"distances below -{self.left} or above {self.right} share the end rows"
         where = f"attention within blocks of {self.block} frames; " if self.block else ""
+        what = "key embeddings have" if self.effect == "key" else "attention bias has"
         return (
-            f"{self.family} clipped relative key embeddings ({self.key}) of {self.source} have no limit "
+            f"{self.family} clipped relative {what} ({self.key}) of {self.source} no limit "
             f"(relative: {where}{span})"
         )
 
@@ -195,6 +218,8 @@ class ClippedRelativeSource:
             "clamp": [-self.left, self.right],
             "offset": self.offset,
             "block": self.block,
+            "symmetric": self.symmetric,
+            "effect": self.effect,
         }
 
     def __str__(self) -> str:
@@ -204,7 +229,7 @@ class ClippedRelativeSource:
                 f"source:      {self.source}",
                 f"family:      {self.family}",
                 f"key:         {self.key} ({self.rows}, {self.head_dim}) in each of {len(self.keys)} layers",
-                f"scheme:      learned relative key embeddings, row clip({d}, -{self.left}, {self.right}) + "
+                f"scheme:      learned relative {'key embeddings' if self.effect == 'key' else 'bias per head'}, row clip({d}, -{self.left}, {self.right}) + "
                 f"{self.offset}" + (f", within blocks of {self.block} frames" if self.block else ""),
                 f"limit:       {self.describe_limit()}",
             ]
@@ -241,8 +266,13 @@ def read_clipped_relative(
                 where, f"{row.type_field} {expected} or null (its {kind!r} positions are not read)", repr(kind)[:80]
             )
     left = _field(config, row.left_field, where)
-    right = _field(config, row.right_field, where)
+    right = _field(config, row.right_field, where, -row.right_adjust) + row.right_adjust
     offset = left if row.offset_field is None else _field(config, row.offset_field, where)
+    symmetric = False
+    if row.symmetric_field is not None:
+        symmetric = config.get(row.symmetric_field, False)
+        if not isinstance(symmetric, bool):
+            raise fail(where, f"{row.symmetric_field} true or false", repr(symmetric)[:80])
     block = None if row.block_field is None else _field(config, row.block_field, where, 1)
     heads = _field(config, row.heads_field, where, 1)
     if row.head_dim_field is not None:
@@ -253,15 +283,20 @@ def read_clipped_relative(
             raise fail(where, f"{row.heads_field} dividing {row.width_field} {width}", str(heads))
         head_dim = width // heads
     rows = (offset + right + 1) if row.offset_field is None else 2 * offset + 1
-    if offset - left < 0 or offset + right >= rows:
+    if symmetric:
+        rows = max(left, right) + 1 if row.right_adjust == 0 else left
+    if row.effect == "bias":
+        head_dim = heads  # one bias per head: the table's second axis
+    if not symmetric and (offset - left < 0 or offset + right >= rows):
         raise fail(
             where,
             f"{row.left_field}/{row.right_field} within the table's {rows} rows ({row.offset_field} {offset})",
             f"clamp -{left}..{right}",
         )
-    pattern = re.compile(r"(.*?\w*layers)\.(\d+)\." + re.escape(row.table_key))
+    layer = r"(.*?\w*layers)\.(\d+)\." if row.per_layer else r"()()(?:.*\.)?"
+    pattern = re.compile(layer + re.escape(row.table_key))
     with open_checkpoint(source) as ckpt:
-        found = sorted((int(m.group(2)), n) for n in ckpt.names if (m := pattern.fullmatch(n)) is not None)
+        found = sorted((int(m.group(2) or 0), n) for n in ckpt.names if (m := pattern.fullmatch(n)) is not None)
         if not found:
             return []
         for _, name in found:
@@ -288,5 +323,7 @@ def read_clipped_relative(
             right,
             offset,
             block,
+            symmetric,
+            row.effect,
         )
     ]

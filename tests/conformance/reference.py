@@ -2119,7 +2119,7 @@ def _clipped_relative_problems(model, mech, directory: Path) -> list[str]:
     row = CLIPPED_RELATIVE_FAMILIES[rec.family]
     problems = []
     params = dict(model.named_parameters())
-    theirs = [n for n in params if n.endswith("." + row.table_key)]
+    theirs = [n for n in params if n == row.table_key or n.endswith("." + row.table_key)]
     if len(theirs) != len(rec.keys):
         problems.append(f"clipped_relative: {len(theirs)} layers hold {row.table_key}, we read {len(rec.keys)}")
     with open_checkpoint(directory) as ckpt:
@@ -2141,6 +2141,22 @@ def _clipped_relative_problems(model, mech, directory: Path) -> list[str]:
         sizes = {m.context_size for m in model.modules() if hasattr(m, "rel_pos_emb") and hasattr(m, "context_size")}
         if sizes != {c}:
             problems.append(f"clipped_relative: attention blocks of {sorted(sizes)} frames, ours {c}")
+        return problems
+    if rec.effect == "bias":  # Phi-4-multimodal's audio encoder: its own bias module on 2 M + 5 frames
+        layer = next((m for m in model.modules() if hasattr(m, "bias_values")), None)
+        if layer is None:
+            return problems + ["clipped_relative: no module with bias_values in the model"]
+        n = rec.left + rec.right + 6
+        with torch.no_grad():
+            theirs = layer(torch.zeros(1, n, 1))[0].double().numpy()
+        table = layer.bias_values.weight.detach().double().numpy()
+        index = rec.index(np.arange(n)[:, None], np.arange(n)[None, :])
+        if index.min() < 0 or index.max() >= len(table):
+            return problems + [
+                f"clipped_relative: our rows {index.min()}..{index.max()} leave the model's {len(table)}"
+            ]
+        if not np.array_equal(theirs, np.moveaxis(table[index], -1, 0)):
+            problems.append("clipped_relative: the model's relative attention bias differs from ours")
         return problems
     attn = next((m for m in model.modules() if hasattr(m, "distance_embedding")), None)
     apply = (

@@ -863,3 +863,4 @@ OVERRIDES.update(
     }
 )
 OVERRIDES["granite_speech5_ctc"] = {"vocab_size": 128}  # equal to its tiny encoder's (the config checks them)
+OVERRIDES["phi4_multimodal_audio"] = {"bias_max_distance": 6, "num_blocks": 1}
