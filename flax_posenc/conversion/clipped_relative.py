@@ -19,6 +19,10 @@ transformers (5.24.0):
   bias per head, ``relative_attention_bias_layer.bias_values`` (shared by every layer) of ``2
   bias_max_distance`` rows (``bias_max_distance`` with ``bias_symmetric``); ``index = clamp(j - i, -M, M - 1)
   + M`` (symmetric: ``|clamp(j - i, -M, M - 1)|``).
+- ``vits/modeling_vits.py``: every text-encoder layer holds ``attention.emb_rel_k`` and ``emb_rel_v``
+  ``(1, 2 window_size + 1, head_dim)``, for keys and for values; row ``j - i + window_size`` for
+  ``|j - i| <= window_size``, and *zero* beyond (``_get_relative_embeddings`` pads with zeros): no
+  limit, nothing past the window.
 
 >>> CLIPPED_RELATIVE_FAMILIES["wav2vec2_bert_relative_key"].sign
 1
@@ -88,6 +92,9 @@ class ClippedRelativeFamily:
     symmetric_field: str | None = None
     effect: str = "key"
     per_layer: bool = True
+    value_key: str | None = None
+    beyond: str = "clamp"
+    leading_one: bool = False
 
 
 CLIPPED_RELATIVE_FAMILIES: Mapping[str, ClippedRelativeFamily] = MappingProxyType(
@@ -138,6 +145,17 @@ CLIPPED_RELATIVE_FAMILIES: Mapping[str, ClippedRelativeFamily] = MappingProxyTyp
                 effect="bias",
                 per_layer=False,
             ),
+            ClippedRelativeFamily(
+                "vits_window",
+                ("vits",),
+                "attention.emb_rel_k",
+                +1,
+                "window_size",
+                "window_size",
+                value_key="attention.emb_rel_v",
+                beyond="zero",
+                leading_one=True,
+            ),
         )
     }
 )
@@ -170,6 +188,8 @@ class ClippedRelativeSource:
     block: int | None = None
     symmetric: bool = False
     effect: str = "key"
+    beyond: str = "clamp"
+    value_keys: tuple[str, ...] = ()
 
     scheme = "clipped_relative"
     unit = "frames"
@@ -186,17 +206,20 @@ class ClippedRelativeSource:
         >>> rec.index(np.arange(4)[:, None], np.arange(4)[None, :])[0].tolist()
         [2, 3, 4, 4]
         """
-        d = np.clip(self.sign * (np.asarray(key, np.int64) - np.asarray(query, np.int64)), -self.left, self.right)
-        return np.abs(d) if self.symmetric else d + self.offset
+        raw = self.sign * (np.asarray(key, np.int64) - np.asarray(query, np.int64))
+        d = np.clip(raw, -self.left, self.right)
+        out = np.abs(d) if self.symmetric else d + self.offset
+        if self.beyond == "zero":  # VITS: no row past the window (-1: a zero vector)
+            out = np.where(raw == d, out, -1)
+        return out
 
     def describe_limit(self) -> str:
         span = f"distances below -{self.left} or above {self.right} share the end rows"
+        if self.beyond == "zero":
+            span = f"distances below -{self.left} or above {self.right} get no embedding (zero)"
         where = f"attention within blocks of {self.block} frames; " if self.block else ""
         what = "key embeddings have" if self.effect == "key" else "attention bias has"
-        return (
-            f"{self.family} clipped relative {what} ({self.key}) of {self.source} no limit "
-            f"(relative: {where}{span})"
-        )
+        return f"{self.family} clipped relative {what} ({self.key}) of {self.source} no limit (relative: {where}{span})"
 
     def check_length(self, length: int) -> tuple[bool, str]:
         """Any number of frames fits."""
@@ -220,6 +243,8 @@ class ClippedRelativeSource:
             "block": self.block,
             "symmetric": self.symmetric,
             "effect": self.effect,
+            "beyond": self.beyond,
+            "value_keys": list(self.value_keys),
         }
 
     def __str__(self) -> str:
@@ -265,6 +290,8 @@ def read_clipped_relative(
             raise fail(
                 where, f"{row.type_field} {expected} or null (its {kind!r} positions are not read)", repr(kind)[:80]
             )
+    if row.beyond == "zero" and config.get(row.left_field) is None:
+        return []  # VITS without a window: no relative embeddings
     left = _field(config, row.left_field, where)
     right = _field(config, row.right_field, where, -row.right_adjust) + row.right_adjust
     offset = left if row.offset_field is None else _field(config, row.offset_field, where)
@@ -299,12 +326,20 @@ def read_clipped_relative(
         found = sorted((int(m.group(2) or 0), n) for n in ckpt.names if (m := pattern.fullmatch(n)) is not None)
         if not found:
             return []
-        for _, name in found:
+        value_keys = []
+        if row.value_key is not None:
+            for _, name in found:
+                value = name[: -len(row.table_key)] + row.value_key
+                if value not in ckpt:
+                    raise fail(ckpt.weights_path, f"{value} beside {name}", "no such tensor")
+                value_keys.append(value)
+        want = (1, rows, head_dim) if row.leading_one else (rows, head_dim)
+        for name in [n for _, n in found] + value_keys:
             _, shape = ckpt.info(name)
-            if tuple(shape) != (rows, head_dim):
+            if tuple(shape) != want:
                 raise fail(
                     f"{ckpt.weights_path}: {name}",
-                    f"shape ({rows}, {head_dim}) ({row.left_field}/{row.offset_field or row.right_field} and "
+                    f"shape {want} ({row.left_field}/{row.offset_field or row.right_field} and "
                     f"head width in config.json)",
                     str(tuple(shape)),
                 )
@@ -325,5 +360,7 @@ def read_clipped_relative(
             block,
             symmetric,
             row.effect,
+            row.beyond,
+            tuple(value_keys),
         )
     ]

@@ -357,7 +357,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'vitmatte': "its own head's positions (no position class found); backbone_config vitdet (learned patch-position grid (embeddings.position_embeddings))",
         'vitpose': "its own head's positions (no position class found); backbone_config vitpose_backbone (learned patch-position grid (embeddings.position_embeddings))",
         'vitpose_backbone': 'learned patch-position grid (embeddings.position_embeddings)',
-        'vits': 'relative position embeddings (attention.emb_rel_k)',
         'vivit': 'learned patch-position grid (embeddings.position_embeddings)',
         'vjepa2': "V-JEPA 2's 3-D rotary attention (VJEPA2RopeAttention: depth, height and width frequencies computed per call)",
         'voxtral': 'audio_config voxtral_encoder (learned position table (embed_positions))',

@@ -1035,8 +1035,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += list(mech.record.keys)
         if mech.kind == "xl_relative":  # every layer's u, v and W_R (issue 36)
             covered += [k for keys in mech.record.bias_keys for k in keys]
-        if mech.kind == "clipped_relative":  # every layer's relative key table (issue 36)
-            covered += list(mech.record.keys)
+        if mech.kind == "clipped_relative":  # every layer's relative key (and value) table (issue 36)
+            covered += list(mech.record.keys) + list(mech.record.value_keys)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -2142,6 +2142,8 @@ def _clipped_relative_problems(model, mech, directory: Path) -> list[str]:
         if sizes != {c}:
             problems.append(f"clipped_relative: attention blocks of {sorted(sizes)} frames, ours {c}")
         return problems
+    if rec.value_keys:  # VITS: its own key logits and value sums over the window, zero beyond it
+        return problems + _vits_window_problems(model, rec)
     if rec.effect == "bias":  # Phi-4-multimodal's audio encoder: its own bias module on 2 M + 5 frames
         layer = next((m for m in model.modules() if hasattr(m, "bias_values")), None)
         if layer is None:
@@ -2180,6 +2182,39 @@ def _clipped_relative_problems(model, mech, directory: Path) -> list[str]:
     err = np.abs(bias.double().numpy() - ours).max()
     if err > 1e-5:
         problems.append(f"clipped_relative: the model's relative_key bias differs from ours by {err:.3g}")
+    return problems
+
+
+def _vits_window_problems(model, rec) -> list[str]:
+    """VITS: for 2 w + 5 frames, the attention's own ``_get_relative_embeddings`` with
+    ``_relative_position_to_absolute_position`` (keys) and ``_absolute_position_to_relative_position``
+    (values) against ours: ``q . E_k[index]`` and ``sum_j p_ij E_v[index]``, zero past the window."""
+    import torch
+
+    attn = next((m for m in model.modules() if hasattr(m, "emb_rel_k")), None)
+    if attn is None:
+        return ["clipped_relative: no attention module with emb_rel_k"]
+    n = rec.left + rec.right + 5
+    torch.manual_seed(0)
+    q = torch.randn(2, n, rec.head_dim)
+    p = torch.softmax(torch.randn(2, n, n), dim=-1)
+    with torch.no_grad():
+        keys = attn._relative_position_to_absolute_position(
+            q @ attn._get_relative_embeddings(attn.emb_rel_k, n).transpose(-2, -1)
+        )
+        values = attn._absolute_position_to_relative_position(p) @ attn._get_relative_embeddings(attn.emb_rel_v, n)
+    index = rec.index(np.arange(n)[:, None], np.arange(n)[None, :])
+    problems = []
+    for name, table, theirs in (("key", attn.emb_rel_k, keys), ("value", attn.emb_rel_v, values)):
+        padded = np.concatenate([table[0].detach().double().numpy(), np.zeros((1, rec.head_dim))])  # row -1: zero
+        rows = padded[index]  # (n, n, head_dim)
+        if name == "key":
+            ours = np.einsum("bid,ijd->bij", q.double().numpy(), rows)
+        else:
+            ours = np.einsum("bij,ijd->bid", p.double().numpy(), rows)
+        err = np.abs(theirs.double().numpy() - ours).max()
+        if err > 1e-5:
+            problems.append(f"clipped_relative: VITS's relative {name} terms differ from ours by {err:.3g}")
     return problems
 
 
