@@ -218,8 +218,11 @@ class ClippedRelativeSource:
         if self.beyond == "zero":
             span = f"distances below -{self.left} or above {self.right} get no embedding (zero)"
         where = f"attention within blocks of {self.block} frames; " if self.block else ""
-        what = "key embeddings have" if self.effect == "key" else "attention bias has"
-        return f"{self.family} clipped relative {what} ({self.key}) of {self.source} no limit (relative: {where}{span})"
+        what, verb = ("key embeddings", "have") if self.effect == "key" else ("attention bias", "has")
+        return (
+            f"{self.family} clipped relative {what} ({self.key}) of {self.source} {verb} no limit "
+            f"(relative: {where}{span})"
+        )
 
     def check_length(self, length: int) -> tuple[bool, str]:
         """Any number of frames fits."""
