@@ -192,7 +192,8 @@ class ClippedRelativeSource:
     value_keys: tuple[str, ...] = ()
 
     scheme = "clipped_relative"
-    unit = "frames"
+    #: the encoder's frames are the positions of its sequence: ``check --length N`` asks N frames
+    unit = "tokens"
 
     @property
     def limit(self) -> None:

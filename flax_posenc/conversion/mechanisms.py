@@ -551,7 +551,7 @@ MECHANISMS.register(
         "xl_relative",
         "Transformer-XL relative sinusoids of distances, projected per layer with u/v biases (Conformer "
         "speech encoders); relative: no limit unless the model refuses past one, in encoder frames",
-        "frames",
+        "frames (of the encoder, asked as tokens)",
         ("xl_relative",),
         (XLRelativeSource,),
         (("flax_posenc.conversion.xl_relative.XL_RELATIVE_FAMILIES", XL_RELATIVE_FAMILIES),),

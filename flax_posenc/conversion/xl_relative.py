@@ -170,7 +170,8 @@ class XLRelativeSource:
     limit_field: str | None = None
 
     scheme = "xl_relative"
-    unit = "frames"
+    #: the encoder's frames are the positions of its sequence: ``check --length N`` asks N frames
+    unit = "tokens"
 
     @property
     def layers(self) -> int:
