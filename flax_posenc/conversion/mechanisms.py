@@ -583,3 +583,25 @@ MECHANISMS.register(
         tower="audio",
     )
 )
+
+# ----------------------------------------------------------------------------- BROS box sinusoids (issue 36)
+# One block of its own: relative bounding-box sinusoids (flax_posenc/conversion/bbox_sinusoids.py).
+
+from flax_posenc.conversion.bbox_sinusoids import (  # noqa: E402 - the block stays self-contained
+    BBOX_SINUSOID_FAMILIES,
+    BboxSinusoidSource,
+    read_bbox_sinusoids,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "bbox_sinusoid",
+        "sinusoids of the differences of every pair of bounding boxes, projected into the attention (BROS); "
+        "relative: no coordinate limit",
+        "coordinates",
+        ("bbox_sinusoid",),
+        (BboxSinusoidSource,),
+        (("flax_posenc.conversion.bbox_sinusoids.BBOX_SINUSOID_FAMILIES", BBOX_SINUSOID_FAMILIES),),
+        lambda row, ctx: read_bbox_sinusoids(row, ctx.config, ctx.source, ctx.config_path),
+    )
+)

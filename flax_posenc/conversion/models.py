@@ -118,7 +118,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
         "cosmos3_edge_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "bailing_hybrid": "its limit field (model_max_length) and hybrid MLA/linear layers are not read",
-        "bros": "BROS's 2-D bounding-box position encodings are not read",
         "canine": "CANINE's character positions under downsampling are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",

@@ -261,3 +261,8 @@ def read_position_table(
     return PositionTable(
         weights, family=row.name, key=keys[0], offset=offset, source=os.fspath(source), config=dict(config)
     )
+
+
+# issue 36 (documents): BROS's 1-D token positions (BrosTextEmbeddings: a BERT table at
+# embeddings.position_embeddings, positions from 0); its box sinusoids are a bbox_sinusoid row.
+TABLE_FAMILIES = MappingProxyType({**TABLE_FAMILIES, "bros_1d": _table("bros_1d", ("bros",))})

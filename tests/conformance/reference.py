@@ -385,6 +385,8 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
                 kwargs = {}
                 if "decoder_input_ids" in inspect.signature(model.forward).parameters:
                     kwargs["decoder_input_ids"] = ids(n)
+                if getattr(model.config, "model_type", None) == "bros":  # BROS's forward needs its boxes (float)
+                    kwargs["bbox"] = torch.zeros(1, n, 4)
                 model(input_ids=ids(n), **kwargs)
             return True
         except (IndexError, RuntimeError, ValueError):
@@ -2219,3 +2221,41 @@ def _vits_window_problems(model, rec) -> list[str]:
 
 
 KIND_CHECKS["clipped_relative"] = _clipped_relative_problems
+
+
+# ----------------------------------------------------------------------------- BROS box sinusoids (issue 36)
+
+
+def _bbox_sinusoid_problems(model, mech, directory: Path) -> list[str]:
+    """BROS: the model's own ``BrosBboxEmbeddings.bbox_sinusoid_emb`` on the scaled differences of
+    random boxes (4-coordinate boxes expanded to 8 as the model does) against our ``encode``, within
+    float32 rounding of its angles; its ``bbox_projection`` is the key we name, and its width ours."""
+    import torch
+
+    rec = mech.record
+    module = next((m for m in model.modules() if type(m).__name__.endswith("BboxEmbeddings")), None)
+    if module is None:
+        return ["bbox_sinusoid: no *BboxEmbeddings module in the model"]
+    problems = []
+    gen = np.random.default_rng(0)
+    boxes4 = np.sort(gen.uniform(0, 1, (9, 2, 2)), axis=1).reshape(9, 4)[:, [0, 2, 1, 3]]  # x0, y0, x1, y1
+    boxes = boxes4[:, [0, 1, 2, 1, 2, 3, 0, 3]]
+    if rec.coords != boxes.shape[1]:
+        return [f"bbox_sinusoid: {rec.coords} coordinates per box, BROS's forward makes {boxes.shape[1]}"]
+    scaled = torch.tensor(boxes * model.config.bbox_scale, dtype=torch.float32)[None]  # (1, n, 8)
+    bbox_t = scaled.transpose(0, 1)
+    with torch.no_grad():
+        theirs = module.bbox_sinusoid_emb(bbox_t[None, :, :, :] - bbox_t[:, None, :, :])[:, :, 0].double().numpy()
+    ours = rec.encode(scaled[0].double().numpy() / model.config.bbox_scale)
+    tol = 4 * 2.0**-24 * float(np.abs(boxes).max() * rec.scale) + 1e-6
+    if theirs.shape != ours.shape:
+        problems.append(f"bbox_sinusoid: the model's sinusoids {theirs.shape}, ours {ours.shape}")
+    elif np.abs(theirs - ours).max() > tol:
+        problems.append(f"bbox_sinusoid: the model's sinusoids differ from ours by {np.abs(theirs - ours).max():.3g}")
+    names = dict(model.named_parameters())
+    if not any(rec.key == n or rec.key.endswith("." + n) for n in names if n.endswith("bbox_projection.weight")):
+        problems.append(f"bbox_sinusoid: {rec.key} is not the model's bbox_projection")
+    return problems
+
+
+KIND_CHECKS["bbox_sinusoid"] = _bbox_sinusoid_problems

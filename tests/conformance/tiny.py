@@ -865,3 +865,4 @@ OVERRIDES.update(
 OVERRIDES["granite_speech5_ctc"] = {"vocab_size": 128}  # equal to its tiny encoder's (the config checks them)
 OVERRIDES["phi4_multimodal_audio"] = {"bias_max_distance": 6, "num_blocks": 1}
 OVERRIDES["vits"] = {"num_hidden_layers": 2, "window_size": 3}
+OVERRIDES["bros"] = {"hidden_size": 128, "num_hidden_layers": 1}  # dim_bbox_sinusoid_emb_1d = 128 / 4 / 8 = 4
