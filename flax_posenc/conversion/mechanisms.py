@@ -605,3 +605,26 @@ MECHANISMS.register(
         lambda row, ctx: read_bbox_sinusoids(row, ctx.config, ctx.source, ctx.config_path),
     )
 )
+
+# ----------------------------------------------------------------------------- LayoutLMv3 relative biases (issue 36)
+# One block of its own: T5 buckets over position ids and box coordinates
+# (flax_posenc/conversion/layout_relative_bias.py).
+
+from flax_posenc.conversion.layout_relative_bias import (  # noqa: E402 - the block stays self-contained
+    LAYOUT_BIAS_FAMILIES,
+    LayoutBiasSource,
+    read_layout_bias,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "layout_relative_bias",
+        "learned biases per head for T5 buckets of position distances and of box x0/y1 differences, shared by "
+        "every layer (LayoutLMv3); relative: no limit",
+        "none",
+        ("layout_relative_bias",),
+        (LayoutBiasSource,),
+        (("flax_posenc.conversion.layout_relative_bias.LAYOUT_BIAS_FAMILIES", LAYOUT_BIAS_FAMILIES),),
+        lambda row, ctx: read_layout_bias(row, ctx.config, ctx.source, ctx.config_path),
+    )
+)

@@ -1037,6 +1037,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += list(mech.record.keys)
         if mech.kind == "xl_relative":  # every layer's u, v and W_R (issue 36)
             covered += [k for keys in mech.record.bias_keys for k in keys]
+        if mech.kind == "layout_relative_bias":  # LayoutLMv3's 1-D, x and y tables (issue 36)
+            covered += list(mech.record.keys)
         if mech.kind == "clipped_relative":  # every layer's relative key (and value) table (issue 36)
             covered += list(mech.record.keys) + list(mech.record.value_keys)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
@@ -2259,3 +2261,46 @@ def _bbox_sinusoid_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["bbox_sinusoid"] = _bbox_sinusoid_problems
+
+
+# ----------------------------------------------------------------------------- LayoutLMv3 relative biases (issue 36)
+
+
+def _layout_bias_problems(model, mech, directory: Path) -> list[str]:
+    """LayoutLMv3: the encoder's own ``_cal_1d_pos_emb`` and ``_cal_2d_pos_emb`` on 40 positions and 40
+    random boxes (coordinates up to 1000, so that every 2-D bucket is used) against our ``bias``
+    (bit-equal: lookups), and the tables we name are the encoder's."""
+    import torch
+
+    rec = mech.record
+    encoder = next((m for m in model.modules() if hasattr(m, "_cal_1d_pos_emb")), None)
+    if encoder is None:
+        return ["layout_relative_bias: no encoder with _cal_1d_pos_emb in the model"]
+    n = 40
+    gen = np.random.default_rng(0)
+    xy = np.sort(gen.integers(0, 1001, (n, 2, 2)), axis=1)
+    boxes = np.stack([xy[:, 0, 0], xy[:, 0, 1], xy[:, 1, 0], xy[:, 1, 1]], axis=-1)
+    pos = np.arange(n) + 2 * gen.integers(0, 3, n).cumsum()  # gaps: distances past the exact buckets
+    with torch.no_grad():
+        theirs = encoder._cal_1d_pos_emb(torch.from_numpy(pos)[None])[0]
+        if rec.box_buckets is not None:
+            theirs = theirs + encoder._cal_2d_pos_emb(torch.from_numpy(boxes)[None])[0]
+    ours = rec.bias(pos, boxes if rec.box_buckets is not None else None)
+    problems = []
+    if theirs.shape != ours.shape:
+        problems.append(f"layout_relative_bias: the encoder's bias {tuple(theirs.shape)}, ours {ours.shape}")
+    elif np.abs(theirs.double().numpy() - ours).max() > 1e-6:  # sums of two float32 lookups
+        problems.append(
+            f"layout_relative_bias: the encoder's bias differs from ours by {np.abs(theirs.double().numpy() - ours).max():.3g}"
+        )
+    params = dict(model.named_parameters())
+    for key, w in zip(rec.keys, rec.weights, strict=True):
+        name = next((p for p in params if key == p or key.endswith("." + p) or p.endswith("." + key)), None)
+        if name is None or not np.array_equal(params[name].detach().numpy(), w):
+            problems.append(f"layout_relative_bias: {key} is not the model's table")
+    if getattr(model.config, "has_spatial_attention_bias", False) != (rec.box_buckets is not None):
+        problems.append("layout_relative_bias: the spatial bias is read where the model has none, or the reverse")
+    return problems
+
+
+KIND_CHECKS["layout_relative_bias"] = _layout_bias_problems

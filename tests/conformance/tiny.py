@@ -866,3 +866,9 @@ OVERRIDES["granite_speech5_ctc"] = {"vocab_size": 128}  # equal to its tiny enco
 OVERRIDES["phi4_multimodal_audio"] = {"bias_max_distance": 6, "num_blocks": 1}
 OVERRIDES["vits"] = {"num_hidden_layers": 2, "window_size": 3}
 OVERRIDES["bros"] = {"hidden_size": 128, "num_hidden_layers": 1}  # dim_bbox_sinusoid_emb_1d = 128 / 4 / 8 = 4
+# LayoutLMv3's relative attention biases are read (issue 36): its tiny checkpoint has them, as released ones do
+OVERRIDES["layoutlmv3"] = {
+    **OVERRIDES["layoutlmv3"],
+    "has_relative_attention_bias": True,
+    "has_spatial_attention_bias": True,
+}
