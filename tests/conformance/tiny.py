@@ -837,6 +837,10 @@ OVERRIDES.update(
             "decoder_num_attention_heads": 2,
             "encoder_layers": 1,
             "decoder_layers": 1,
+            "duration_predictor_layers": 1,
+            "pitch_predictor_layers": 1,
+            "energy_predictor_layers": 1,
+            "speech_decoder_postnet_layers": 1,
         },
         "wav2vec2-conformer": {
             "num_hidden_layers": 2,
