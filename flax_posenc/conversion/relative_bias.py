@@ -10,6 +10,8 @@ Families are data (:data:`RELATIVE_BIAS_FAMILIES`, one row each). Facts from tra
 - longt5: encoder block 0 ``LocalSelfAttention`` or ``TransientGlobalSelfAttention``
   (``encoder_attention_type``) -- its ``relative_attention_bias``, not the transient-global
   ``global_relative_attention_bias``; decoder as T5.
+- pop2piano: T5's keys; pix2struct_text_model: a causal decoder alone, its table in layer 0's
+  ``self_attention.attention`` (see the block that adds them below).
 - mpnet: one encoder table ``encoder.relative_attention_bias.weight`` (``mpnet.`` prefix in task
   heads) of ``relative_attention_num_buckets`` rows, but ``MPNetEncoder.compute_position_bias``
   is called with its defaults: **32 buckets, max_distance 128, bidirectional, whatever the
@@ -22,7 +24,7 @@ is read. Without ``config.json`` the family comes from key names and the bucket 
 their defaults (the table's rows for ``num_buckets``).
 
 >>> sorted(RELATIVE_BIAS_FAMILIES)
-['longt5', 'mpnet', 'mt5', 't5', 'umt5']
+['longt5', 'mpnet', 'mt5', 'pix2struct_text', 'pop2piano', 't5', 'umt5']
 >>> RELATIVE_BIAS_FAMILIES["mpnet"].num_buckets, RELATIVE_BIAS_FAMILIES["umt5"].per_layer
 (32, True)
 """
