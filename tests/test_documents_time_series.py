@@ -162,7 +162,14 @@ def test_the_conformance_hook_fails_on_a_wrong_reading(layoutlm_dir):
         assert _bbox_problems(model, dataclasses.replace(mech, record=wrong), d) != []
 
 
-def test_a_layoutlmv3_with_its_relative_biases_is_refused_naming_the_flag(tmp_path):
+def test_a_layoutlmv3_whose_config_claims_a_spatial_bias_it_lacks_is_one_line(tmp_path, monkeypatch):
+    """Its relative biases are read (issue 36, kind layout_relative_bias); a config saying
+    ``has_spatial_attention_bias`` over weights without the x/y tables names the flag and the tensor."""
+    from conformance import tiny
+
+    monkeypatch.setitem(
+        tiny.OVERRIDES, "layoutlmv3", {**tiny.OVERRIDES["layoutlmv3"], "has_spatial_attention_bias": False}
+    )
     model = tiny_model("layoutlmv3")
     with quiet():
         model.save_pretrained(tmp_path)
@@ -172,8 +179,8 @@ def test_a_layoutlmv3_with_its_relative_biases_is_refused_naming_the_flag(tmp_pa
     with pytest.raises(CheckpointError) as e:
         inspect_source(tmp_path)
     assert str(e.value) == (
-        f"{tmp_path / 'config.json'}: expected has_spatial_attention_bias false (2-D relative attention "
-        "biases over boxes (rel_pos_x/y_bias) are not read), found has_spatial_attention_bias true"
+        f"{tmp_path / 'model.safetensors'}: expected encoder.rel_pos_x_bias.weight (has_spatial_attention_bias "
+        "is true), found no such tensor"
     )
 
 

@@ -79,8 +79,7 @@ BBOX_FAMILIES: Mapping[str, BboxFamily] = MappingProxyType(
                 combine="concat",
                 shape_clip=1023,
                 unread_flags=(
-                    ("has_relative_attention_bias", True, "1-D relative attention bias buckets (rel_pos_bias)"),
-                    ("has_spatial_attention_bias", True, "2-D relative attention biases over boxes (rel_pos_x/y_bias)"),
+                    # its 1-D and 2-D relative attention biases: a layout_relative_bias row (issue 36)
                     ("visual_embed", True, "visual patch embeddings with their own position grid (pos_embed)"),
                 ),
             ),

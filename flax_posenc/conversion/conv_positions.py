@@ -122,6 +122,17 @@ CONV_POSITION_FAMILIES: Mapping[str, ConvPositionFamily] = MappingProxyType(
 )
 
 
+# issue 36 (audio, Conformer encoders): wav2vec2-conformer's pos_conv_embed is wav2vec2's convolution
+# (``Wav2Vec2ConformerPositionalConvEmbedding``: weight-normed, dim=2, same-pad cut); its
+# attention's relative sinusoids are an ``xl_relative`` row (conversion/xl_relative.py).
+CONV_POSITION_FAMILIES = MappingProxyType(
+    {
+        **CONV_POSITION_FAMILIES,
+        **{row.name: row for row in (ConvPositionFamily("wav2vec2_conformer_conv", ("wav2vec2-conformer",)),)},
+    }
+)
+
+
 def _serves(row: ConvPositionFamily, config: Mapping[str, Any]) -> bool:
     model_type = config.get("model_type")
     return isinstance(model_type, str) and model_type.replace("_", "-") in {

@@ -564,3 +564,96 @@ MECHANISMS.register(
     ),
     before="conv_position",
 )
+
+# ----------------------------------------------------------------------------- Transformer-XL relative (issue 36)
+# One block of its own: Conformer speech encoders' relative sinusoids with u/v biases
+# (flax_posenc/conversion/xl_relative.py: Parakeet, Nemotron ASR, FastSpeech2-Conformer, wav2vec2-conformer).
+
+from flax_posenc.conversion.xl_relative import (  # noqa: E402 - the block stays self-contained
+    XL_RELATIVE_FAMILIES,
+    XLRelativeSource,
+    read_xl_relative,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "xl_relative",
+        "Transformer-XL relative sinusoids of distances, projected per layer with u/v biases (Conformer "
+        "speech encoders); relative: no limit unless the model refuses past one, in encoder frames",
+        "frames (of the encoder, asked as tokens)",
+        ("xl_relative",),
+        (XLRelativeSource,),
+        (("flax_posenc.conversion.xl_relative.XL_RELATIVE_FAMILIES", XL_RELATIVE_FAMILIES),),
+        lambda row, ctx: read_xl_relative(row, ctx.config, ctx.source, ctx.config_path),
+        tower="audio",
+    )
+)
+
+# ----------------------------------------------------------------------------- clipped relative keys (issue 36)
+# One block of its own: Shaw-style per-layer relative key tables indexed by a clamped distance
+# (flax_posenc/conversion/clipped_relative.py: wav2vec2-bert's relative_key, Granite Speech encoders).
+
+from flax_posenc.conversion.clipped_relative import (  # noqa: E402 - the block stays self-contained
+    CLIPPED_RELATIVE_FAMILIES,
+    ClippedRelativeSource,
+    read_clipped_relative,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "clipped_relative",
+        "learned relative key embeddings per layer (Shaw et al.), one row per distance clamped to a window "
+        "(wav2vec2-bert, Granite Speech); relative: no limit, far distances share the end rows",
+        "none",
+        ("clipped_relative",),
+        (ClippedRelativeSource,),
+        (("flax_posenc.conversion.clipped_relative.CLIPPED_RELATIVE_FAMILIES", CLIPPED_RELATIVE_FAMILIES),),
+        lambda row, ctx: read_clipped_relative(row, ctx.config, ctx.source, ctx.config_path),
+        tower="audio",
+    )
+)
+
+# ----------------------------------------------------------------------------- BROS box sinusoids (issue 36)
+# One block of its own: relative bounding-box sinusoids (flax_posenc/conversion/bbox_sinusoids.py).
+
+from flax_posenc.conversion.bbox_sinusoids import (  # noqa: E402 - the block stays self-contained
+    BBOX_SINUSOID_FAMILIES,
+    BboxSinusoidSource,
+    read_bbox_sinusoids,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "bbox_sinusoid",
+        "sinusoids of the differences of every pair of bounding boxes, projected into the attention (BROS); "
+        "relative: no coordinate limit",
+        "coordinates",
+        ("bbox_sinusoid",),
+        (BboxSinusoidSource,),
+        (("flax_posenc.conversion.bbox_sinusoids.BBOX_SINUSOID_FAMILIES", BBOX_SINUSOID_FAMILIES),),
+        lambda row, ctx: read_bbox_sinusoids(row, ctx.config, ctx.source, ctx.config_path),
+    )
+)
+
+# ----------------------------------------------------------------------------- LayoutLMv3 relative biases (issue 36)
+# One block of its own: T5 buckets over position ids and box coordinates
+# (flax_posenc/conversion/layout_relative_bias.py).
+
+from flax_posenc.conversion.layout_relative_bias import (  # noqa: E402 - the block stays self-contained
+    LAYOUT_BIAS_FAMILIES,
+    LayoutBiasSource,
+    read_layout_bias,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "layout_relative_bias",
+        "learned biases per head for T5 buckets of position distances and of box x0/y1 differences, shared by "
+        "every layer (LayoutLMv3); relative: no limit",
+        "none",
+        ("layout_relative_bias",),
+        (LayoutBiasSource,),
+        (("flax_posenc.conversion.layout_relative_bias.LAYOUT_BIAS_FAMILIES", LAYOUT_BIAS_FAMILIES),),
+        lambda row, ctx: read_layout_bias(row, ctx.config, ctx.source, ctx.config_path),
+    )
+)

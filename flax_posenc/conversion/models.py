@@ -119,7 +119,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
         "cosmos3_edge_text": "multimodal 3-D RoPE (mrope_section) is not read",
         "bailing_hybrid": "its limit field (model_max_length) and hybrid MLA/linear layers are not read",
-        "bros": "BROS's 2-D bounding-box position encodings are not read",
         "canine": "CANINE's character positions under downsampling are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
@@ -163,17 +162,9 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "WavLM's gated relative position bias (rel_attn_embed over num_buckets up to max_bucket_distance, "
             "gated per layer by gru_rel_pos_linear of the hidden states) is not read"
         ),
-        "wav2vec2-conformer": (
-            "its conformer attention's positions (position_embeddings_type: Transformer-XL relative sinusoids "
-            "with pos_bias_u/pos_bias_v, or rotary) are not read"
-        ),
-        "wav2vec2-bert": (
-            "its conformer attention's positions (position_embeddings_type: relative_key distance_embedding "
-            "clamped to left/right_max_position_embeddings, Transformer-XL relative, or rotary) are not read"
-        ),
-        "parakeet_encoder": "its Transformer-XL relative sinusoids (with pos_bias_u/pos_bias_v) are not read",
-        "fastspeech2_conformer": (
-            "its Transformer-XL relative sinusoids (pos_bias_u/pos_bias_v) and scaled sinusoids are not read"
+        "cohere_asr": (
+            "its decoder's learned position table (decoder.pos_emb, max_position_embeddings) is not read, and its "
+            "checkpoint stores the parakeet encoder's u/v biases as pos_bias_u/pos_bias_v"
         ),
         "speecht5": (
             "SpeechT5's relative positional encoding (pe_k, max_relative_position), scaled sinusoids and "
@@ -265,6 +256,9 @@ TOWER_FIELDS: Mapping[str, str] = MappingProxyType(
         # BLIP-2 / InstructBLIP's Q-Former: its own positions (a learned table, or none) are read (issue 35)
         "qformer_config": "qformer",
         "backbone_config": "backbone",
+        # issue 36: the speech encoder of a recogniser (Parakeet CTC/RNNT/TDT, Cohere ASR, Nemotron ASR); a
+        # composite is read as towers only when every sub-config is one, so Dia's or BLT's text encoders stay apart
+        "encoder_config": "audio",
     }
 )
 

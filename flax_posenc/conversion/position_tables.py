@@ -276,3 +276,8 @@ _ISSUE36_TABLES = (
     _table("videoprism_text", ("videoprism_text_model",), position_key="embeddings.position_embedding"),
 )
 TABLE_FAMILIES = MappingProxyType({**TABLE_FAMILIES, **{row.name: row for row in _ISSUE36_TABLES}})
+
+
+# issue 36 (documents): BROS's 1-D token positions (BrosTextEmbeddings: a BERT table at
+# embeddings.position_embeddings, positions from 0); its box sinusoids are a bbox_sinusoid row.
+TABLE_FAMILIES = MappingProxyType({**TABLE_FAMILIES, "bros_1d": _table("bros_1d", ("bros",))})

@@ -10,6 +10,8 @@ Families are data (:data:`RELATIVE_BIAS_FAMILIES`, one row each). Facts from tra
 - longt5: encoder block 0 ``LocalSelfAttention`` or ``TransientGlobalSelfAttention``
   (``encoder_attention_type``) -- its ``relative_attention_bias``, not the transient-global
   ``global_relative_attention_bias``; decoder as T5.
+- pop2piano: T5's keys; pix2struct_text_model: a causal decoder alone, its table in layer 0's
+  ``self_attention.attention`` (see the block that adds them below).
 - mpnet: one encoder table ``encoder.relative_attention_bias.weight`` (``mpnet.`` prefix in task
   heads) of ``relative_attention_num_buckets`` rows, but ``MPNetEncoder.compute_position_bias``
   is called with its defaults: **32 buckets, max_distance 128, bidirectional, whatever the
@@ -22,7 +24,7 @@ is read. Without ``config.json`` the family comes from key names and the bucket 
 their defaults (the table's rows for ``num_buckets``).
 
 >>> sorted(RELATIVE_BIAS_FAMILIES)
-['longt5', 'mpnet', 'mt5', 't5', 'umt5']
+['longt5', 'mpnet', 'mt5', 'pix2struct_text', 'pop2piano', 't5', 'umt5']
 >>> RELATIVE_BIAS_FAMILIES["mpnet"].num_buckets, RELATIVE_BIAS_FAMILIES["umt5"].per_layer
 (32, True)
 """
@@ -114,6 +116,32 @@ RELATIVE_BIAS_FAMILIES: Mapping[str, RelativeBiasFamily] = MappingProxyType(
 )
 
 
+# issue 36: T5's buckets in other models (one block of its own).
+# - pop2piano (models/pop2piano/modeling_pop2piano.py): T5's encoder-decoder, T5's keys (block 0 of each
+#   stack, bidirectional encoder, causal decoder).
+# - pix2struct_text_model (models/pix2struct/modeling_pix2struct.py): a decoder alone, its table in layer 0's
+#   ``self_attention.attention`` (``decoder.`` under Pix2StructForConditionalGeneration), buckets causal
+#   (``compute_bias`` passes ``bidirectional=False``).
+RELATIVE_BIAS_FAMILIES = MappingProxyType(
+    {
+        **RELATIVE_BIAS_FAMILIES,
+        **{
+            f.name: f
+            for f in (
+                RelativeBiasFamily("pop2piano", ("pop2piano",), _T5_KEYS),
+                RelativeBiasFamily(
+                    "pix2struct_text",
+                    ("pix2struct_text_model",),
+                    {"decoder": ("layer.{layer}.self_attention.attention.relative_attention_bias.weight",)},
+                    prefixes=("", "decoder."),
+                    layers_fields={"decoder": ("num_layers",)},
+                ),
+            )
+        },
+    }
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class RelativeBiasTable:
     """A learned relative position bias table and how to bucket positions for it.
@@ -163,10 +191,13 @@ def _family_from_keys(keys: set[str], where: object) -> RelativeBiasFamily:
         if fam.name == "mt5":  # same keys as t5; needs config.json to tell apart
             continue
         hits = [
-            p + t.format(layer=0) for p in fam.prefixes for t in fam.keys["encoder"] if p + t.format(layer=0) in keys
+            p + t.format(layer=0)
+            for p in fam.prefixes
+            for t in fam.keys.get("encoder", ())
+            if p + t.format(layer=0) in keys
         ]
         if hits:
-            second = [p + t.format(layer=1) for p in fam.prefixes for t in fam.keys["encoder"]]
+            second = [p + t.format(layer=1) for p in fam.prefixes for t in fam.keys.get("encoder", ())]
             if fam.name == "t5" and any(k in keys for k in second):
                 return RELATIVE_BIAS_FAMILIES["umt5"]
             return fam
@@ -414,8 +445,15 @@ def relative_bias_source(source: str | os.PathLike) -> RelativeBiasSource | None
     if fam is None:
         return None
     root = path.parent  # a config.json path: the weights lie beside it
-    tables = [load_relative_bias(root)]
-    if "decoder" in fam.keys and any(k.startswith("decoder.") for k in open_checkpoint(root).reader.keys()):
+    if "encoder" not in fam.keys:  # a decoder alone (Pix2Struct's text model)
+        tables = [load_relative_bias(root, stack="decoder")]
+    else:
+        tables = [load_relative_bias(root)]
+    if (
+        "encoder" in fam.keys
+        and "decoder" in fam.keys
+        and any(k.startswith("decoder.") for k in open_checkpoint(root).reader.keys())
+    ):
         tables.append(load_relative_bias(root, stack="decoder"))
     text = os.fspath(source)
     return RelativeBiasSource(tuple(dataclasses.replace(t, source=text) for t in tables), text)

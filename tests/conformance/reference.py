@@ -387,6 +387,8 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
                 kwargs = {}
                 if "decoder_input_ids" in inspect.signature(model.forward).parameters:
                     kwargs["decoder_input_ids"] = ids(n)
+                if getattr(model.config, "model_type", None) == "bros":  # BROS's forward needs its boxes (float)
+                    kwargs["bbox"] = torch.zeros(1, n, 4)
                 model(input_ids=ids(n), **kwargs)
             return True
         except (IndexError, RuntimeError, ValueError):
@@ -803,6 +805,13 @@ def _bias_modules(model, stack: str, layer: int):
                 f"{stack}." in f".{name}" or stack == "encoder" and not name.startswith("decoder")
             ):
                 found.append(m)
+    if (
+        not found
+        and stack == "decoder"
+        and not any(n.startswith(("encoder", "decoder")) for n, _ in model.named_modules())
+    ):
+        # a decoder alone (Pix2Struct's text model): its modules are not named for a stack
+        found = [m for _, m in model.named_modules() if getattr(m, "has_relative_attention_bias", False)]
     return found
 
 
@@ -1184,6 +1193,12 @@ def _position_parameter_problems(model, record) -> list[str]:
             from flax_posenc.conversion import grid_tables
 
             covered.append(grid_tables.GRID_FAMILIES[mech.record.table.family].key_suffix)
+        if mech.kind == "xl_relative":  # every layer's u, v and W_R (issue 36)
+            covered += [k for keys in mech.record.bias_keys for k in keys]
+        if mech.kind == "layout_relative_bias":  # LayoutLMv3's 1-D, x and y tables (issue 36)
+            covered += list(mech.record.keys)
+        if mech.kind == "clipped_relative":  # every layer's relative key (and value) table (issue 36)
+            covered += list(mech.record.keys) + list(mech.record.value_keys)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -2261,3 +2276,297 @@ def _naflex_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["naflex_grid"] = _naflex_problems
+
+
+# ----------------------------------------------------------------------------- Transformer-XL relative (issue 36)
+
+
+def _xl_module_rows(module, length: int, dim: int):
+    """The model's own position module on ``length`` frames: its ``(2 length - 1, dim)`` rows (float64)."""
+    import torch
+
+    with torch.no_grad():
+        out = module(torch.randn(1, length, dim))
+    if isinstance(out, tuple):  # FastSpeech2: (scaled hidden states, rows)
+        out = out[-1]
+    return out[0].double().numpy()
+
+
+def _xl_shift_problems(model, rec) -> list[str]:
+    """The attention's own relative shift picks row ``L - 1 - (i - j)`` for query ``i``, key ``j``."""
+    import torch
+
+    attn = next((m for n, m in model.named_modules() if hasattr(m, "_rel_shift")), None)
+    shift = None if attn is None else lambda x, n: attn._rel_shift(x)[..., :n]
+    if attn is None:
+        attn = next((m for n, m in model.named_modules() if hasattr(m, "shift_relative_position_tensor")), None)
+        shift = None if attn is None else lambda x, n: attn.shift_relative_position_tensor(x)
+    if shift is None:
+        return []  # wav2vec2-conformer shifts inline in its attention (the rows are checked above)
+    n = 7
+    x = torch.randn(1, 2, n, 2 * n - 1, dtype=torch.float64)
+    theirs = shift(x, n).numpy()
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    ours = x.numpy()[:, :, i, n - 1 - (i - j)]
+    return [] if np.array_equal(theirs, ours) else ["relative shift: the attention does not pick row L-1-(i-j)"]
+
+
+def _xl_relative_problems(model, mech, directory: Path) -> list[str]:
+    """Transformer-XL relative sinusoids (Parakeet, Nemotron ASR, FastSpeech2-Conformer,
+    wav2vec2-conformer): every position module of the model gives our float64 rows for 37 frames
+    and past its initial buffer or field (within float32 rounding of its angles), refuses past our
+    limit where we report one, its attention's shift picks our rows, and the u, v and W_R tensors we
+    name are the model's parameters (bit-equal), one per attention layer."""
+    from flax_posenc.conversion.checkpoint import open_checkpoint
+    from flax_posenc.conversion.xl_relative import XL_RELATIVE_FAMILIES
+
+    rec = mech.record
+    row = XL_RELATIVE_FAMILIES[rec.family]
+    problems = []
+    modules = [(n, m) for n, m in model.named_modules() if type(m).__name__.endswith(row.module_class)]
+    if not modules:
+        return [f"xl_relative: no module of class *{row.module_class} in the model"]
+    cfg = model.config
+    far = (
+        rec.limit
+        or max(getattr(cfg, "max_position_embeddings", 0) or 0, getattr(cfg, "max_source_positions", 0) or 0, 64)
+    ) + 1
+    for name, module in modules:
+        for length in (37, far) if rec.limit is None else (37, rec.limit):
+            theirs = _xl_module_rows(module, length, rec.dim)
+            ours = rec.table(length)
+            tol = 4 * 2.0**-24 * length + 1e-6  # float32 angles d * w rounded: |error| <= ~|d| ulp
+            if theirs.shape != ours.shape:
+                problems.append(f"{name}: {length} frames give {theirs.shape}, ours {ours.shape}")
+            elif np.abs(theirs - ours).max() > tol:
+                problems.append(
+                    f"{name}: rows for {length} frames differ by {np.abs(theirs - ours).max():.3g} > {tol:.3g}"
+                )
+        if rec.limit is not None:
+            try:
+                _xl_module_rows(module, rec.limit + 1, rec.dim)
+                problems.append(f"{name}: {rec.limit + 1} frames accepted past our limit {rec.limit}")
+            except ValueError:
+                pass
+    problems += _xl_shift_problems(model, rec)
+    params = dict(model.named_parameters())
+    u_suffix = row.bias_keys[0]
+    theirs_layers = [n for n in params if n.endswith("." + u_suffix)]
+    if len(theirs_layers) != rec.layers:
+        problems.append(f"xl_relative: {len(theirs_layers)} attention layers hold {u_suffix}, we read {rec.layers}")
+    with open_checkpoint(directory) as ckpt:
+        for keys in rec.bias_keys:
+            for stored in keys:
+                # a composite's tower module names its parameters without the composite's prefix (``encoder.``)
+                key = next((p for p in params if stored == p or stored.endswith("." + p)), stored)
+                if key not in params:
+                    problems.append(f"xl_relative: {key} is not a parameter of the model")
+                elif not np.array_equal(np.asarray(ckpt.tensor(stored)), params[key].detach().numpy()):
+                    problems.append(f"xl_relative: {stored} differs from the model's {key}")
+    return problems
+
+
+KIND_CHECKS["xl_relative"] = _xl_relative_problems
+
+
+# ----------------------------------------------------------------------------- clipped relative keys (issue 36)
+
+
+def _clipped_relative_problems(model, mech, directory: Path) -> list[str]:
+    """Shaw-style relative key tables (wav2vec2-bert's relative_key, Granite Speech): every layer's
+    table is the model's parameter (bit-equal), one per attention layer; the rows the model picks
+    are ours: Granite's ``attention_dists`` buffer equals our index over a block (and its attention
+    modules' ``context_size`` our block); wav2vec2-bert's own ``_apply_relative_key_position_encoding``
+    gives our ``q . E[index] * scaling`` for a query 5 frames longer than the clamp window."""
+    import sys
+
+    import torch
+
+    from flax_posenc.conversion.checkpoint import open_checkpoint
+    from flax_posenc.conversion.clipped_relative import CLIPPED_RELATIVE_FAMILIES
+
+    rec = mech.record
+    row = CLIPPED_RELATIVE_FAMILIES[rec.family]
+    problems = []
+    params = dict(model.named_parameters())
+    theirs = [n for n in params if n == row.table_key or n.endswith("." + row.table_key)]
+    if len(theirs) != len(rec.keys):
+        problems.append(f"clipped_relative: {len(theirs)} layers hold {row.table_key}, we read {len(rec.keys)}")
+    with open_checkpoint(directory) as ckpt:
+        for stored in rec.keys:
+            key = next((p for p in params if stored == p or stored.endswith("." + p)), None)
+            if key is None:
+                problems.append(f"clipped_relative: {stored} is not a parameter of the model")
+            elif not np.array_equal(np.asarray(ckpt.tensor(stored)), params[key].detach().numpy()):
+                problems.append(f"clipped_relative: {stored} differs from the model's {key}")
+    buffers = {n: b for n, b in model.named_buffers() if n.endswith("attention_dists")}
+    if rec.block is not None:
+        c = rec.block
+        ours = rec.index(np.arange(c)[:, None], np.arange(c)[None, :])
+        if not buffers:
+            problems.append("clipped_relative: the model holds no attention_dists buffer")
+        for name, buf in buffers.items():
+            if not np.array_equal(buf.numpy(), ours):
+                problems.append(f"clipped_relative: {name} differs from our index over a block of {c}")
+        sizes = {m.context_size for m in model.modules() if hasattr(m, "rel_pos_emb") and hasattr(m, "context_size")}
+        if sizes != {c}:
+            problems.append(f"clipped_relative: attention blocks of {sorted(sizes)} frames, ours {c}")
+        return problems
+    if rec.value_keys:  # VITS: its own key logits and value sums over the window, zero beyond it
+        return problems + _vits_window_problems(model, rec)
+    if rec.effect == "bias":  # Phi-4-multimodal's audio encoder: its own bias module on 2 M + 5 frames
+        layer = next((m for m in model.modules() if hasattr(m, "bias_values")), None)
+        if layer is None:
+            return problems + ["clipped_relative: no module with bias_values in the model"]
+        n = rec.left + rec.right + 6
+        with torch.no_grad():
+            theirs = layer(torch.zeros(1, n, 1))[0].double().numpy()
+        table = layer.bias_values.weight.detach().double().numpy()
+        index = rec.index(np.arange(n)[:, None], np.arange(n)[None, :])
+        if index.min() < 0 or index.max() >= len(table):
+            return problems + [
+                f"clipped_relative: our rows {index.min()}..{index.max()} leave the model's {len(table)}"
+            ]
+        if not np.array_equal(theirs, np.moveaxis(table[index], -1, 0)):
+            problems.append("clipped_relative: the model's relative attention bias differs from ours")
+        return problems
+    attn = next((m for m in model.modules() if hasattr(m, "distance_embedding")), None)
+    apply = (
+        None
+        if attn is None
+        else getattr(sys.modules[type(attn).__module__], "_apply_relative_key_position_encoding", None)
+    )
+    if apply is None:
+        return problems + ["clipped_relative: no attention module with distance_embedding and its function"]
+    n = rec.left + rec.right + 5
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, n, rec.head_dim)
+    with torch.no_grad():
+        _, bias = apply(attn, q, q)
+    table = attn.distance_embedding.weight.detach().double().numpy()
+    index = rec.index(np.arange(n)[:, None], np.arange(n)[None, :])
+    if index.min() < 0 or index.max() >= len(table):
+        return problems + [f"clipped_relative: our rows {index.min()}..{index.max()} leave the model's {len(table)}"]
+    ours = np.einsum("bhld,lrd->bhlr", q.double().numpy(), table[index])
+    ours = ours * attn.scaling
+    err = np.abs(bias.double().numpy() - ours).max()
+    if err > 1e-5:
+        problems.append(f"clipped_relative: the model's relative_key bias differs from ours by {err:.3g}")
+    return problems
+
+
+def _vits_window_problems(model, rec) -> list[str]:
+    """VITS: for 2 w + 5 frames, the attention's own ``_get_relative_embeddings`` with
+    ``_relative_position_to_absolute_position`` (keys) and ``_absolute_position_to_relative_position``
+    (values) against ours: ``q . E_k[index]`` and ``sum_j p_ij E_v[index]``, zero past the window."""
+    import torch
+
+    attn = next((m for m in model.modules() if hasattr(m, "emb_rel_k")), None)
+    if attn is None:
+        return ["clipped_relative: no attention module with emb_rel_k"]
+    n = rec.left + rec.right + 5
+    torch.manual_seed(0)
+    q = torch.randn(2, n, rec.head_dim)
+    p = torch.softmax(torch.randn(2, n, n), dim=-1)
+    with torch.no_grad():
+        keys = attn._relative_position_to_absolute_position(
+            q @ attn._get_relative_embeddings(attn.emb_rel_k, n).transpose(-2, -1)
+        )
+        values = attn._absolute_position_to_relative_position(p) @ attn._get_relative_embeddings(attn.emb_rel_v, n)
+    index = rec.index(np.arange(n)[:, None], np.arange(n)[None, :])
+    problems = []
+    for name, table, theirs in (("key", attn.emb_rel_k, keys), ("value", attn.emb_rel_v, values)):
+        padded = np.concatenate([table[0].detach().double().numpy(), np.zeros((1, rec.head_dim))])  # row -1: zero
+        rows = padded[index]  # (n, n, head_dim)
+        if name == "key":
+            ours = np.einsum("bid,ijd->bij", q.double().numpy(), rows)
+        else:
+            ours = np.einsum("bij,ijd->bid", p.double().numpy(), rows)
+        err = np.abs(theirs.double().numpy() - ours).max()
+        if err > 1e-5:
+            problems.append(f"clipped_relative: VITS's relative {name} terms differ from ours by {err:.3g}")
+    return problems
+
+
+KIND_CHECKS["clipped_relative"] = _clipped_relative_problems
+
+
+# ----------------------------------------------------------------------------- BROS box sinusoids (issue 36)
+
+
+def _bbox_sinusoid_problems(model, mech, directory: Path) -> list[str]:
+    """BROS: the model's own ``BrosBboxEmbeddings.bbox_sinusoid_emb`` on the scaled differences of
+    random boxes (4-coordinate boxes expanded to 8 as the model does) against our ``encode``, within
+    float32 rounding of its angles; its ``bbox_projection`` is the key we name, and its width ours."""
+    import torch
+
+    rec = mech.record
+    module = next((m for m in model.modules() if type(m).__name__.endswith("BboxEmbeddings")), None)
+    if module is None:
+        return ["bbox_sinusoid: no *BboxEmbeddings module in the model"]
+    problems = []
+    gen = np.random.default_rng(0)
+    boxes4 = np.sort(gen.uniform(0, 1, (9, 2, 2)), axis=1).reshape(9, 4)[:, [0, 2, 1, 3]]  # x0, y0, x1, y1
+    boxes = boxes4[:, [0, 1, 2, 1, 2, 3, 0, 3]]
+    if rec.coords != boxes.shape[1]:
+        return [f"bbox_sinusoid: {rec.coords} coordinates per box, BROS's forward makes {boxes.shape[1]}"]
+    scaled = torch.tensor(boxes * model.config.bbox_scale, dtype=torch.float32)[None]  # (1, n, 8)
+    bbox_t = scaled.transpose(0, 1)
+    with torch.no_grad():
+        theirs = module.bbox_sinusoid_emb(bbox_t[None, :, :, :] - bbox_t[:, None, :, :])[:, :, 0].double().numpy()
+    ours = rec.encode(scaled[0].double().numpy() / model.config.bbox_scale)
+    tol = 4 * 2.0**-24 * float(np.abs(boxes).max() * rec.scale) + 1e-6
+    if theirs.shape != ours.shape:
+        problems.append(f"bbox_sinusoid: the model's sinusoids {theirs.shape}, ours {ours.shape}")
+    elif np.abs(theirs - ours).max() > tol:
+        problems.append(f"bbox_sinusoid: the model's sinusoids differ from ours by {np.abs(theirs - ours).max():.3g}")
+    names = dict(model.named_parameters())
+    if not any(rec.key == n or rec.key.endswith("." + n) for n in names if n.endswith("bbox_projection.weight")):
+        problems.append(f"bbox_sinusoid: {rec.key} is not the model's bbox_projection")
+    return problems
+
+
+KIND_CHECKS["bbox_sinusoid"] = _bbox_sinusoid_problems
+
+
+# ----------------------------------------------------------------------------- LayoutLMv3 relative biases (issue 36)
+
+
+def _layout_bias_problems(model, mech, directory: Path) -> list[str]:
+    """LayoutLMv3: the encoder's own ``_cal_1d_pos_emb`` and ``_cal_2d_pos_emb`` on 40 positions and 40
+    random boxes (coordinates up to 1000, so that every 2-D bucket is used) against our ``bias``
+    (bit-equal: lookups), and the tables we name are the encoder's."""
+    import torch
+
+    rec = mech.record
+    encoder = next((m for m in model.modules() if hasattr(m, "_cal_1d_pos_emb")), None)
+    if encoder is None:
+        return ["layout_relative_bias: no encoder with _cal_1d_pos_emb in the model"]
+    n = 40
+    gen = np.random.default_rng(0)
+    xy = np.sort(gen.integers(0, 1001, (n, 2, 2)), axis=1)
+    boxes = np.stack([xy[:, 0, 0], xy[:, 0, 1], xy[:, 1, 0], xy[:, 1, 1]], axis=-1)
+    pos = np.arange(n) + 2 * gen.integers(0, 3, n).cumsum()  # gaps: distances past the exact buckets
+    with torch.no_grad():
+        theirs = encoder._cal_1d_pos_emb(torch.from_numpy(pos)[None])[0]
+        if rec.box_buckets is not None:
+            theirs = theirs + encoder._cal_2d_pos_emb(torch.from_numpy(boxes)[None])[0]
+    ours = rec.bias(pos, boxes if rec.box_buckets is not None else None)
+    problems = []
+    if theirs.shape != ours.shape:
+        problems.append(f"layout_relative_bias: the encoder's bias {tuple(theirs.shape)}, ours {ours.shape}")
+    elif np.abs(theirs.double().numpy() - ours).max() > 1e-6:  # sums of two float32 lookups
+        problems.append(
+            f"layout_relative_bias: the encoder's bias differs from ours by {np.abs(theirs.double().numpy() - ours).max():.3g}"
+        )
+    params = dict(model.named_parameters())
+    for key, w in zip(rec.keys, rec.weights, strict=True):
+        name = next((p for p in params if key == p or key.endswith("." + p) or p.endswith("." + key)), None)
+        if name is None or not np.array_equal(params[name].detach().numpy(), w):
+            problems.append(f"layout_relative_bias: {key} is not the model's table")
+    if getattr(model.config, "has_spatial_attention_bias", False) != (rec.box_buckets is not None):
+        problems.append("layout_relative_bias: the spatial bias is read where the model has none, or the reverse")
+    return problems
+
+
+KIND_CHECKS["layout_relative_bias"] = _layout_bias_problems
