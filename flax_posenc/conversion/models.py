@@ -189,6 +189,13 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             for t in ("musicgen", "musicgen_melody")
         },
         "pe_audio_encoder": "its own positions beside its DAC tower are not verified (the DAC is not a module of the model)",
+        "csm": "its own backbone model's RoPE (backbone_model.rotary_emb, the top-level config) is not read",
+        "kyutai_speech_to_text": "its own text model's RoPE (the top-level config) is not read, and its Mimi codec "
+        "is not a module built from codec_config",
+        "musicflamingo": "its own rotary embedding of audio frames (pos_emb, with position_angles) beside its audio "
+        "tower is not read",
+        "blt": "its global transformer tower is not verified (it runs on patch states of another width)",
+        "emu3": "not verified: its composite does not build from tiny towers (it needs a vocabulary_map)",
         "xcodec": "its acoustic DAC tower is not verified (the model builds its parts, no module from acoustic_model_config)",
         "higgs_audio_v2_tokenizer": "its acoustic and semantic towers are not verified (the model needs torchaudio)",
         "xclip": (
