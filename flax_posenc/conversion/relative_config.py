@@ -589,6 +589,71 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
     }
 )
 
+#: Multimodal 3-D RoPE text towers read as Qwen-VL's M-RoPE (issue 36): each row checked against its
+#: modeling file's rotary module (``recomposition_frequencies``) and ``apply_rotary_pos_emb``.
+#: Cosmos3-Edge, Qwen4-Exp, Cohere Compass: Qwen3-VL's interleaved sections (H at 1, 4, ..., W at
+#: 2, 5, ...), half layout; Cohere Compass with one ``rope_parameters`` (and section) per layer
+#: type; GLM-Image: contiguous sections, half layout, ``partial_rotary_factor`` (default 1).
+MROPE_TEXT_TOWER_FAMILIES: tuple[RelativeFamily, ...] = (
+    RelativeFamily(
+        "cosmos3_edge_text",
+        ("cosmos3_edge_text",),
+        scheme="mrope",
+        theta_default=1e8,
+        limit_default=131072,
+        head_dim_default=128,
+        text_config_field="text_config",
+        mrope_section_default=(24, 20, 20),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "qwen4_exp_text",
+        ("qwen4_exp_text",),
+        scheme="mrope",
+        limit_default=32768,
+        head_dim_default=256,
+        text_config_field="text_config",
+        mrope_section_default=(11, 11, 10),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "cohere_compass_text",
+        ("cohere_compass_text",),
+        scheme="mrope",
+        head_dim_field=None,  # CohereCompassTextConfig sets head_dim = hidden_size // num_attention_heads
+        limit_default=8192,
+        per_layer_type=True,
+        text_config_field="text_config",
+        mrope_section_default=(24, 20, 20),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "hy_v4_vl_text",
+        ("hy_v4_vl_text",),
+        scheme="mrope",
+        head_dim_field="qk_rope_head_dim",  # HYV4VLTextConfig sets head_dim = qk_rope_head_dim
+        head_dim_default=64,
+        layout="interleaved",  # its MLA apply_rotary_pos_emb repeat_interleaves cos/sin and pairs x[2i], x[2i + 1]
+        limit_default=262144,
+        text_config_field="text_config",
+        mrope_section_default=(12, 10, 10),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "glm_image_text",
+        ("glm_image_text",),
+        scheme="mrope",
+        limit_default=131072,
+        text_config_field="text_config",
+        mrope_section_default=(8, 12, 12),
+    ),
+)
+RELATIVE_FAMILIES = MappingProxyType({**RELATIVE_FAMILIES, **{f.name: f for f in MROPE_TEXT_TOWER_FAMILIES}})
+
 
 @dataclasses.dataclass(frozen=True)
 class RelativeConfig:

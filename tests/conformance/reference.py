@@ -224,9 +224,12 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
         return ["we report M-RoPE; no rotary module of the model holds an mrope_section"]
     module = modules[0]
     problems = []
-    if tuple(module.mrope_section) != cfg.mrope_section:
-        problems.append(f"mrope_section {cfg.mrope_section}, transformers {tuple(module.mrope_section)}")
-    theirs = module.inv_freq.detach().double().numpy()
+    section = module.mrope_section
+    if isinstance(section, dict):  # Cohere Compass: one section (and inv_freq) per layer type
+        section = section.get(mech.layer_type, ())
+    if tuple(section) != cfg.mrope_section:
+        problems.append(f"mrope_section {cfg.mrope_section}, transformers {tuple(section)}")
+    theirs = _inv_freq(module, mech.layer_type)[0].detach().double().numpy()
     ours, scale = rope_inverse_frequencies(cfg.rope)
     if theirs.shape != ours.shape or not np.allclose(ours, theirs, rtol=2**-21, atol=0):
         return problems + [f"M-RoPE inv_freq differs from the rotary module's ({theirs.shape} vs {ours.shape})"]
@@ -234,12 +237,15 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
     rng = np.random.default_rng(0)
     positions = rng.integers(0, n, (3, 1, n))
     with torch.no_grad():
-        cos, sin = module(torch.zeros(1, n, 8), torch.from_numpy(positions))
-    if cfg.rope.layout == "interleaved":  # GLM-4V: repeat_interleave(2)
-        their_cos, their_sin = cos[..., ::2].double().numpy(), sin[..., ::2].double().numpy()
-    else:  # Qwen2-VL: cat((freq, freq))
-        half = cos.shape[-1] // 2
+        cos, sin = _call_rotary(module, torch.zeros(1, n, 8), torch.from_numpy(positions), mech.layer_type)
+    half = cos.shape[-1] // 2
+    # the module's expansion of the angles is its own business (the pairs are checked through the
+    # modeling file's apply_rotary_pos_emb below): Qwen2-VL, HY-V4-VL cat((freq, freq)) (HY-V4-VL's
+    # apply interleaves them), GLM-4V repeat_interleave(2)
+    if torch.equal(cos[..., :half], cos[..., half:]) and torch.equal(sin[..., :half], sin[..., half:]):
         their_cos, their_sin = cos[..., :half].double().numpy(), sin[..., :half].double().numpy()
+    else:
+        their_cos, their_sin = cos[..., ::2].double().numpy(), sin[..., ::2].double().numpy()
     our_cos, our_sin = (np.asarray(a, np.float64) for a in fp.mrope_cos_sin(positions, cfg))
     if cfg.interleaved_sections:  # Qwen3-VL: H at 1, 4, ... < 3 * s[1]; W at 2, 5, ... < 3 * s[2]; T the rest
         component = np.zeros(ours.size, np.int64)

@@ -823,3 +823,56 @@ OVERRIDES.update(
         "data2vec-vision": {**_BEIT, "use_shared_relative_position_bias": True},
     }
 )
+
+
+# ----------------------------------------------------------------------------- M-RoPE text towers (issue 36)
+#: Multimodal 3-D RoPE text towers: head_dim 16 (8 frequencies); sections that give every component
+#: frequencies, and (interleaved sections) one index past the width, dropped as transformers does.
+OVERRIDES.update(
+    {
+        "cosmos3_edge_text": {
+            "num_hidden_layers": 1,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6},
+        },
+        "qwen4_exp_text": {
+            "num_hidden_layers": 2,
+            "layer_types": ["linear_attention", "indexed_attention"],
+            # its indexed attention's QSA indexer (rotating its own queries and keys with the same cos/sin)
+            "indexer_n_heads": 2,
+            "indexer_kv_heads": 1,
+            "indexer_head_dim": 16,
+            "indexer_budget": 8,
+            "indexer_compress_ratio": 2,
+            "rope_parameters": {
+                "rope_type": "default",
+                "mrope_section": [2, 1, 1],
+                "rope_theta": 1e6,
+                "partial_rotary_factor": 0.5,
+            },
+        },
+        "cohere_compass_text": {
+            "num_hidden_layers": 2,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 5e4},
+                "full_attention": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 1e6},
+            },
+        },
+        "hy_v4_vl_text": {
+            "num_hidden_layers": 2,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 1e4},
+            "index_head_dim": 16,
+            "index_n_heads": 2,
+            "index_topk": 4,
+        },
+        "glm_image_text": {
+            "num_hidden_layers": 1,
+            "rope_parameters": {
+                "rope_type": "default",
+                "mrope_section": [1, 2, 1],
+                "rope_theta": 1e4,
+                "partial_rotary_factor": 0.5,
+            },
+        },
+    }
+)
