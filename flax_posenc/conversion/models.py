@@ -110,7 +110,10 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
-        "hunyuan_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
+        "hunyuan_vl_text": (
+            "HunYuan-VL's XD-RoPE is not read: len(mrope_section) axes (4 in its checkpoints), the sections "
+            "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"
+        ),
         "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
         "bailing_hybrid": "its limit field (model_max_length) and hybrid MLA/linear layers are not read",
         "bros": "BROS's 2-D bounding-box position encodings are not read",
@@ -118,11 +121,12 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
         "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
-        "lxmert": "LXMERT's positions are not verified (its forward needs visual features)",
         "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
-        "xmod": "X-MOD's positions are not verified (its forward needs language ids)",
-        "vilt": "ViLT's positions are not verified (its forward needs pixel values)",
+        "vilt": (
+            "ViLT's image patch positions (embeddings.position_embeddings, resized bilinearly to each image's "
+            "patch grid under pixel_mask, then max_image_length patches sampled) are not read"
+        ),
         "mistral_large4_text": (
             "its rotary module's learned alpha (LeRoPE: frequencies scaled by exp(alpha), a checkpoint "
             "tensor) is not read; its MLA attention rotates interleaved pairs"

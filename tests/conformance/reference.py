@@ -361,6 +361,24 @@ def _nope_problems(model, record) -> list[str]:
     return [] if theirs == ours_nope else [f"NoPE layers {sorted(ours_nope)}, transformers {sorted(theirs)}"]
 
 
+def _extra_inputs(model) -> dict[str, Any]:
+    """What a text model's forward needs besides ``input_ids`` (issue 36): X-MOD's language of each
+    sequence (``lang_ids``: its adapters; no default language in the tiny config), LXMERT's visual
+    features and their boxes (two objects, zeros: its visual stream, which holds no position table)."""
+    import torch
+
+    config = model.config
+    kind = getattr(config, "model_type", None)
+    if kind == "xmod":
+        return {"lang_ids": torch.zeros(1, dtype=torch.long)}
+    if kind == "lxmert":
+        return {
+            "visual_feats": torch.zeros(1, 2, config.visual_feat_dim),
+            "visual_pos": torch.zeros(1, 2, config.visual_pos_dim),
+        }
+    return {}
+
+
 def _learned_problems(model, mech, directory: Path) -> list[str]:
     import torch
     from safetensors.numpy import load_file
@@ -388,7 +406,7 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
                 if "input_features" in inspect.signature(model.forward).parameters:  # Whisper: its decoder
                     model.get_decoder()(input_ids=ids(n))
                     return True
-                kwargs = {}
+                kwargs = _extra_inputs(model)
                 if "decoder_input_ids" in inspect.signature(model.forward).parameters:
                     kwargs["decoder_input_ids"] = ids(n)
                 model(input_ids=ids(n), **kwargs)
