@@ -42,8 +42,11 @@ import numpy as np
 
 from flax_posenc.bounds import MAX_HEAD_DIM, MAX_POSITIONS, check_bound
 
-RopeLayout = Literal["half", "interleaved"]
-ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
+RopeLayout = Literal["half", "interleaved", "half_reversed"]
+#: How rotated pairs sit in a head and which way they turn: ``"half"`` (``x[i]`` with ``x[i + r/2]``),
+#: ``"interleaved"`` (``x[2i]`` with ``x[2i + 1]``), ``"half_reversed"`` (the half pairs turned by
+#: minus the angle: nanochat's ``rotate_half`` is ``cat(x2, -x1)``).
+ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved", "half_reversed")
 
 #: The Hugging Face ``rope_parameters`` keys a :class:`RopeConfig` holds (each a field of the
 #: same name), with their JSON kind: ``"number"`` (a finite number), ``"count"`` (a positive
@@ -188,7 +191,8 @@ class RopeConfig:
       low_freq_factor, high_freq_factor: Llama 3's smoothing band.
       short_factor, long_factor: LongRoPE's per-frequency factors (``rotary_dim // 2`` each).
       layout: how rotated pairs sit in a head: ``"half"`` (GPT-NeoX/Llama: ``x[i]`` with
-        ``x[i + d/2]``) or ``"interleaved"`` (GPT-J/RoFormer: ``x[2i]`` with ``x[2i + 1]``).
+        ``x[i + d/2]``), ``"interleaved"`` (GPT-J/RoFormer: ``x[2i]`` with ``x[2i + 1]``) or
+        ``"half_reversed"`` (nanochat: the half pairs turned by minus the angle).
       length_field: the name the limit's sentence gives ``max_position_embeddings`` (a GGUF
         file's ``llama.context_length``); a label only, not compared or hashed.
 

@@ -111,7 +111,7 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
         "hunyuan_vl_text": (
-            "HunYuan-VL's XD-RoPE is not read: len(mrope_section) axes (4 in its checkpoints), the sections "
+            "HunYuan-VL's XD-RoPE is not read: its len(mrope_section) axes (position, width, height, image index), and its sections "
             "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"
         ),
         "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
@@ -121,7 +121,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
         "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
-        "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
         "vilt": (
             "ViLT's image patch positions (embeddings.position_embeddings, resized bilinearly to each image's "

@@ -652,7 +652,14 @@ MROPE_TEXT_TOWER_FAMILIES: tuple[RelativeFamily, ...] = (
         mrope_section_default=(8, 12, 12),
     ),
 )
-RELATIVE_FAMILIES = MappingProxyType({**RELATIVE_FAMILIES, **{f.name: f for f in MROPE_TEXT_TOWER_FAMILIES}})
+#: RoPE rows of issue 36's last text types: nanochat (its ``rotate_half`` is ``cat(x2, -x1)``: the
+#: half pairs turned by minus the angle, layout ``"half_reversed"``).
+LAST_TEXT_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
+    RelativeFamily("nanochat", ("nanochat",), layout="half_reversed", limit_default=2048),
+)
+RELATIVE_FAMILIES = MappingProxyType(
+    {**RELATIVE_FAMILIES, **{f.name: f for f in MROPE_TEXT_TOWER_FAMILIES + LAST_TEXT_ROPE_FAMILIES}}
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,44 @@
+"""Issue 36, the last text types: nanochat's ``half_reversed`` rotation against a float64 numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flax_posenc as fp
+from flax_posenc.rope import apply_rotary
+
+
+def _reference(x: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """nanochat's ``x * cos + cat(x2, -x1) * sin`` in float64: the half pairs turned by minus the angle."""
+    half = angle.shape[-1]
+    x1, x2 = x[..., :half], x[..., half : 2 * half]
+    c, s = np.cos(angle), np.sin(angle)
+    return np.concatenate([x1 * c + x2 * s, x2 * c - x1 * s, x[..., 2 * half :]], -1)
+
+
+def test_half_reversed_turns_the_half_pairs_by_minus_the_angle():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 10)).astype(np.float32)  # 8 rotated dims, 2 passed through
+    angle = rng.uniform(-3, 3, (5, 4))
+    ours = np.asarray(apply_rotary(x, np.cos(angle), np.sin(angle), layout="half_reversed"), np.float64)
+    np.testing.assert_allclose(ours, _reference(x.astype(np.float64), angle), atol=2e-6)
+    # and it is not the half layout (the pairs would turn the other way)
+    half = np.asarray(apply_rotary(x, np.cos(angle), np.sin(angle), layout="half"), np.float64)
+    assert np.max(np.abs(half - ours)) > 0.1
+
+
+def test_half_reversed_rope_config_keeps_relative_scores():
+    """q_p . k_s still depends on p - s only (both turned the same way)."""
+    cfg = fp.RopeConfig(head_dim=8, max_position_embeddings=64, layout="half_reversed")
+    rng = np.random.default_rng(1)
+    q, k = rng.standard_normal((2, 8)).astype(np.float32)
+    pos = np.array([3, 10, 20, 27])
+    rq = np.asarray(fp.apply_rope(np.tile(q, (4, 1))[:, None, :], cfg, pos, seq_axis=-3))[:, 0]
+    rk = np.asarray(fp.apply_rope(np.tile(k, (4, 1))[:, None, :], cfg, pos, seq_axis=-3))[:, 0]
+    assert rq[1] @ rk[0] == pytest.approx(rq[3] @ rk[2], abs=1e-5)  # offsets 7 and 7
+
+
+def test_unknown_layout_names_the_three():
+    with pytest.raises(ValueError, match="half_reversed"):
+        apply_rotary(np.zeros(4, np.float32), np.zeros(2), np.zeros(2), layout="halves")
