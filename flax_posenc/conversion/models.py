@@ -120,7 +120,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "canine": "CANINE's character positions under downsampling are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
-        "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
         "vilt": (
             "ViLT's image patch positions (embeddings.position_embeddings, resized bilinearly to each image's "

@@ -874,5 +874,11 @@ OVERRIDES.update(
                 "partial_rotary_factor": 0.5,
             },
         },
+        # GLM-5-Next's text tower: NoPE (its config refuses a RoPE width); one linear and one DSA layer
+        "glm5_next_text": {
+            "num_hidden_layers": 2,
+            "qk_rope_head_dim": 0,
+            "layer_types": ["linear_attention", "indexed_attention"],
+        },
     }
 )
