@@ -41,6 +41,8 @@ __all__ = ["UNIT_SCALE_MODEL_TYPES", "softmax_scale", "temperature_of", "yarn_ms
 #: Model types whose attention does not scale ``q . k`` at all (``scaling = 1.0`` in transformers:
 #: their queries and keys are RMS-normalised).
 UNIT_SCALE_MODEL_TYPES: tuple[str, ...] = ("embedding_gemma2_text", "gemma4", "gemma4_text", "gemma4_unified_text")
+#: issue 36: Gemma 3n's text tower (Gemma3nTextAttention: ``scaling = 1.0``, q/k RMS-normalised)
+UNIT_SCALE_MODEL_TYPES += ("gemma3n_text",)
 
 
 def yarn_mscale(scale: float, mscale: float = 1.0) -> float:

@@ -656,6 +656,9 @@ MROPE_TEXT_TOWER_FAMILIES: tuple[RelativeFamily, ...] = (
 #: half pairs turned by minus the angle, layout ``"half_reversed"``).
 LAST_TEXT_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
     RelativeFamily("nanochat", ("nanochat",), layout="half_reversed", limit_default=2048),
+    # Gemma 3n: Gemma 3's RoPE, one rope_parameters per layer type (its AltUp streams and per-layer
+    # inputs are embeddings of the token ids, not of positions)
+    RelativeFamily("gemma3n_text", ("gemma3n_text",), per_layer_type=True, limit_default=32768),
 )
 RELATIVE_FAMILIES = MappingProxyType(
     {**RELATIVE_FAMILIES, **{f.name: f for f in MROPE_TEXT_TOWER_FAMILIES + LAST_TEXT_ROPE_FAMILIES}}

@@ -874,6 +874,20 @@ OVERRIDES.update(
                 "partial_rotary_factor": 0.5,
             },
         },
+        # Gemma 3n: two layer types (their own theta), the last two layers sharing the first two's keys
+        "gemma3n_text": {
+            "num_hidden_layers": 4,
+            "layer_types": ["sliding_attention", "full_attention"] * 2,
+            "num_kv_shared_layers": 2,
+            "vocab_size_per_layer_input": 128,
+            "hidden_size_per_layer_input": 8,
+            "laurel_rank": 4,
+            "altup_num_inputs": 2,
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            },
+        },
         # GLM-5-Next's text tower: NoPE (its config refuses a RoPE width); one linear and one DSA layer
         "glm5_next_text": {
             "num_hidden_layers": 2,
