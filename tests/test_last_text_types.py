@@ -42,3 +42,32 @@ def test_half_reversed_rope_config_keeps_relative_scores():
 def test_unknown_layout_names_the_three():
     with pytest.raises(ValueError, match="half_reversed"):
         apply_rotary(np.zeros(4, np.float32), np.zeros(2), np.zeros(2), layout="halves")
+
+
+def test_bailing_hybrid_reads_model_max_length_and_the_rope_head(tmp_path):
+    """A Hub-shaped Bailing-Hybrid config (head_dim 128 for its linear heads, qk_rope_head_dim 64,
+    the limit as model_max_length) read as transformers' own config class reads it."""
+    import json
+
+    from transformers import CONFIG_MAPPING
+
+    from flax_posenc.conversion import inspect_source
+
+    fields = {
+        "model_type": "bailing_hybrid",
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "model_max_length": 4096,
+        "num_hidden_layers": 2,
+        "layer_types": ["linear_attention", "full_attention"],
+    }
+    (tmp_path / "config.json").write_text(json.dumps(fields))
+    theirs = CONFIG_MAPPING["bailing_hybrid"](**{k: v for k, v in fields.items() if k != "model_type"})
+    record = inspect_source(tmp_path)
+    rope = next(m for m in record.mechanisms if m.kind == "rope")
+    assert rope.limit == theirs.max_position_embeddings == 4096
+    assert rope.record.rope.head_dim == theirs.head_dim == 64
+    assert rope.record.rope.layout == "interleaved"
+    assert "model_max_length 4096" in record.describe_limit()

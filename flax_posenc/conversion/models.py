@@ -114,19 +114,23 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"
         ),
         "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
-        "bailing_hybrid": "its limit field (model_max_length) and hybrid MLA/linear layers are not read",
         "bros": "BROS's 2-D bounding-box position encodings are not read",
         "canine": "CANINE's character positions under downsampling are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
-        "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
+        "deepseek_v4": (
+            "DeepSeek-V4's compressed attention is not read: its compressors pool every compress_rate tokens "
+            "into one entry with a learned position_bias per offset in the window, rotated by a second "
+            "('compress') RoPE beside the sliding layers' ('main')"
+        ),
         "prophetnet": "ProphetNet's n-gram stream positions are not read",
         "vilt": (
             "ViLT's image patch positions (embeddings.position_embeddings, resized bilinearly to each image's "
             "patch grid under pixel_mask, then max_image_length patches sampled) are not read"
         ),
         "mistral_large4_text": (
-            "its rotary module's learned alpha (LeRoPE: frequencies scaled by exp(alpha), a checkpoint "
-            "tensor) is not read; its MLA attention rotates interleaved pairs"
+            "its rotary module's learned alpha (LeRoPE: frequencies scaled by exp(alpha), a checkpoint tensor) "
+            "and its per-head learned log-position query scaling (softmax_scaling: scale * log(p + 1) + bias, "
+            "in the attention and the DSA indexer) are not read"
         ),
         **{
             t: (

@@ -138,6 +138,9 @@ class RelativeFamily:
       refuse_flags: ``(config field, what)`` pairs: a true value means a use of the positions this
         library does not reproduce (RoFormer's ``rotary_value``: the values are rotated too), and
         the config is refused in one line naming the field.
+      name_limit_field: the limit sentence names the field of ``limit_fields`` the config holds
+        (Bailing-Hybrid's ``model_max_length``, transformers' ``max_position_embeddings`` alias)
+        rather than ``max_position_embeddings``.
       mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
         ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
         ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
@@ -176,6 +179,7 @@ class RelativeFamily:
     mrope_split_video_frames: bool = False
     mrope_interleaved_sections: bool = False
     refuse_flags: tuple[tuple[str, str], ...] = ()
+    name_limit_field: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -659,6 +663,20 @@ LAST_TEXT_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
     # Gemma 3n: Gemma 3's RoPE, one rope_parameters per layer type (its AltUp streams and per-layer
     # inputs are embeddings of the token ids, not of positions)
     RelativeFamily("gemma3n_text", ("gemma3n_text",), per_layer_type=True, limit_default=32768),
+    # Bailing-Hybrid: MLA attention rotating interleaved pairs of its rope head (head_dim is set to
+    # qk_rope_head_dim) on full_attention layers, linear attention (NoPE) elsewhere; its limit is saved
+    # as model_max_length (transformers' alias of max_position_embeddings)
+    RelativeFamily(
+        "bailing_hybrid",
+        ("bailing_hybrid",),
+        head_dim_field="qk_rope_head_dim",
+        head_dim_default=64,
+        layout="interleaved",
+        theta_default=6e6,
+        limit_fields=("model_max_length", "max_position_embeddings"),
+        limit_default=262144,
+        name_limit_field=True,
+    ),
 )
 RELATIVE_FAMILIES = MappingProxyType(
     {**RELATIVE_FAMILIES, **{f.name: f for f in MROPE_TEXT_TOWER_FAMILIES + LAST_TEXT_ROPE_FAMILIES}}
@@ -1028,6 +1046,8 @@ def relative_configs_from_dict(
     common: dict[str, Any] = dict(
         source=source, config_path=Path(where), family=family.name, model_type=model_type, num_heads=heads
     )
+    if family.name_limit_field and _first(config, family.limit_fields) is not None:
+        common["length_field"] = _first_name(config, family.limit_fields)
     try:
         if scheme == "alibi":
             stated = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None

@@ -888,6 +888,8 @@ OVERRIDES.update(
                 "full_attention": {"rope_type": "default", "rope_theta": 1e6},
             },
         },
+        # Bailing-Hybrid: one linear-attention (NoPE) and one MLA layer
+        "bailing_hybrid": {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
         # GLM-5-Next's text tower: NoPE (its config refuses a RoPE width); one linear and one DSA layer
         "glm5_next_text": {
             "num_hidden_layers": 2,
