@@ -71,3 +71,26 @@ def test_bailing_hybrid_reads_model_max_length_and_the_rope_head(tmp_path):
     assert rope.record.rope.head_dim == theirs.head_dim == 64
     assert rope.record.rope.layout == "interleaved"
     assert "model_max_length 4096" in record.describe_limit()
+
+
+def test_canine_with_more_hash_rows_than_positions_is_refused(tmp_path):
+    """CANINE indexes its num_hash_buckets-row table with only max_position_embeddings positions:
+    a checkpoint where they differ is refused in one line naming both, not read with the rows as limit
+    (transformers' forward of max_position_embeddings + 1 characters fails there)."""
+    import torch
+    from transformers import CanineConfig, CanineModel
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    config = CanineConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+        max_position_embeddings=32, num_hash_buckets=64, num_hash_functions=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = CanineModel(config).eval()
+    model.save_pretrained(tmp_path)
+    with torch.no_grad(), pytest.raises((IndexError, RuntimeError, ValueError)):
+        model(input_ids=torch.full((1, 33), 5))
+    with pytest.raises(CheckpointError, match="max_position_embeddings=64.*found max_position_embeddings=32"):
+        inspect_source(tmp_path)

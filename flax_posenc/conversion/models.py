@@ -115,11 +115,10 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         ),
         "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
         "bros": "BROS's 2-D bounding-box position encodings are not read",
-        "canine": "CANINE's character positions under downsampling are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": (
             "DeepSeek-V4's compressed attention is not read: its compressors pool every compress_rate tokens "
-            "into one entry with a learned position_bias per offset in the window, rotated by a second "
+            "into one entry (softmax pooling weights biased by a learned position_bias per offset in the window), rotated by a second "
             "('compress') RoPE beside the sliding layers' ('main')"
         ),
         "prophetnet": "ProphetNet's n-gram stream positions are not read",

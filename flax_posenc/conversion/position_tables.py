@@ -192,6 +192,9 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
 EXTRA_INPUT_TABLE_FAMILIES: tuple[TableFamily, ...] = (
     _table("xmod", ("xmod",), offset_from_pad=True),
     _table("lxmert", ("lxmert",)),
+    # CANINE's character positions: a table of num_hash_buckets rows indexed by the first
+    # max_position_embeddings positions (a config where the two differ is refused: rows != field)
+    _table("canine", ("canine",), position_key="char_embeddings.char_position_embeddings.weight"),
 )
 TABLE_FAMILIES = MappingProxyType({**TABLE_FAMILIES, **{row.name: row for row in EXTRA_INPUT_TABLE_FAMILIES}})
 

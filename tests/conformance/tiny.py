@@ -890,6 +890,8 @@ OVERRIDES.update(
         },
         # Bailing-Hybrid: one linear-attention (NoPE) and one MLA layer
         "bailing_hybrid": {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
+        # CANINE: its character position table has num_hash_buckets rows (max_position_embeddings: 64)
+        "canine": {"num_hash_buckets": 64, "num_hidden_layers": 1},
         # GLM-5-Next's text tower: NoPE (its config refuses a RoPE width); one linear and one DSA layer
         "glm5_next_text": {
             "num_hidden_layers": 2,
