@@ -94,3 +94,32 @@ def test_canine_with_more_hash_rows_than_positions_is_refused(tmp_path):
         model(input_ids=torch.full((1, 33), 5))
     with pytest.raises(CheckpointError, match="max_position_embeddings=64.*found max_position_embeddings=32"):
         inspect_source(tmp_path)
+
+
+def test_reformer_limit_rounds_down_to_the_chunk_multiple(tmp_path):
+    """A 4 x 10 axial grid (40 positions) under chunks of 16: inputs are padded to a multiple of 16,
+    so 32 tokens are the most transformers' forward takes (33 pad to 48 > 40); the rows are the
+    factors' concatenation, equal to the model's own position module."""
+    import torch
+    from transformers import ReformerConfig, ReformerModel
+
+    from flax_posenc.conversion import inspect_source
+
+    config = ReformerConfig(
+        vocab_size=32, hidden_size=16, num_attention_heads=2, attention_head_size=8, feed_forward_size=16,
+        attn_layers=["local", "lsh"], axial_pos_shape=[4, 10], axial_pos_embds_dim=[8, 8],
+        lsh_attn_chunk_length=16, local_attn_chunk_length=16, num_buckets=2, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = ReformerModel(config).eval()
+    model.save_pretrained(tmp_path)
+    record = inspect_source(tmp_path)
+    (mech,) = record.mechanisms
+    assert (mech.kind, mech.limit) == ("axial", 32)
+    with torch.no_grad():
+        model(input_ids=torch.full((1, 32), 5))
+        with pytest.raises(ValueError):
+            model(input_ids=torch.full((1, 33), 5))
+        theirs = model.embeddings.position_embeddings(torch.arange(32)[None])[0].numpy()
+    np.testing.assert_array_equal(mech.record.table.weights, theirs)
+    assert "holds 32 positions" in record.describe_limit() and "axial_pos_shape 4 x 10" in record.describe_limit()

@@ -535,3 +535,28 @@ MECHANISMS.register(
         lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
     ),
 )
+
+# ----------------------------------------------------------------------------- axial positions (issue 36)
+# Reformer's axial position embeddings (flax_posenc/conversion/axial_tables.py): two factors
+# expanded to one table of its usable positions.
+
+from flax_posenc.conversion.axial_tables import (  # noqa: E402 - the block stays self-contained
+    AXIAL_FAMILIES,
+    AxialTableSource,
+    read_axial_table,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "axial",
+        "axial position embeddings: two learned factors (rows and columns of a grid of positions) "
+        "concatenated per position (Reformer)",
+        "tokens",
+        ("axial",),
+        (AxialTableSource,),
+        (("flax_posenc.conversion.axial_tables.AXIAL_FAMILIES", AXIAL_FAMILIES),),
+        lambda row, ctx: [read_axial_table(ctx.source, row, ctx.config)],
+        details=table_details,
+        figures="table",
+    )
+)

@@ -106,7 +106,6 @@ MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _ModelMechanisms()
 #: Model types known to carry a position mechanism this library does not read, and which.
 REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
-        "reformer": "axial position embeddings are not read",
         "funnel": "Funnel's relative attention with pooling is not read",
         "xlnet": "XLNet's two-stream relative sinusoids are not read",
         "hunyuan_vl_text": (

@@ -1050,6 +1050,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "axial" and mech.record.axial_shape:  # Reformer: both axial factors
+            covered.append(mech.record.table.key.rsplit(".", 1)[0] + ".")
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1534,6 +1536,35 @@ def _bbox_problems(model, mech, directory: Path) -> list[str]:
 #: rotary modules and attention layers) or, for ``alibi``, only its limit is read here (its
 #: values are checked against transformers by ``tests/test_alibi.py``). A kind missing here
 #: fails ``tests/test_conformance.py``: adding a mechanism means adding its hook.
+def _axial_problems(model, mech, directory: Path) -> list[str]:
+    """Reformer's axial positions: our rows equal the model's own position module's output at
+    positions ``0 .. limit - 1`` (bit-equal: a copy of the factors), and a forward pass of
+    ``limit`` tokens works while one of ``limit + 1`` fails (padding to the chunk multiple included)."""
+    import torch
+
+    table = mech.record.table
+    module = model.embeddings.position_embeddings
+    with torch.no_grad():
+        theirs = module(torch.arange(mech.limit)[None])[0].numpy()
+    problems = []
+    if theirs.shape != table.weights.shape or not np.array_equal(theirs, table.weights):
+        problems.append(f"axial rows differ from the model's position_embeddings at 0..{mech.limit - 1}")
+
+    def runs(n: int) -> bool:
+        try:
+            with torch.no_grad(), quiet():
+                model(input_ids=torch.full((1, n), 5, dtype=torch.long))
+            return True
+        except (IndexError, RuntimeError, ValueError):
+            return False
+
+    if not runs(mech.limit):
+        problems.append(f"a forward pass of {mech.limit} tokens (our limit) fails in transformers")
+    if runs(mech.limit + 1):
+        problems.append(f"a forward pass of {mech.limit + 1} tokens works in transformers (our limit is {mech.limit})")
+    return problems
+
+
 KIND_CHECKS = {
     "learned": _learned_or_audio,
     "sinusoidal": lambda model, mech, directory: (
@@ -1550,6 +1581,7 @@ KIND_CHECKS = {
     "none": _no_position_problems,
     "detr_positions": _detr_problems,
     "bbox_2d": _bbox_problems,
+    "axial": _axial_problems,
 }
 
 

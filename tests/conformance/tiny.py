@@ -892,6 +892,16 @@ OVERRIDES.update(
         "bailing_hybrid": {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
         # CANINE: its character position table has num_hash_buckets rows (max_position_embeddings: 64)
         "canine": {"num_hash_buckets": 64, "num_hidden_layers": 1},
+        # Reformer: a 4 x 8 axial grid (32 positions) under max_position_embeddings 64, chunks of 8
+        "reformer": {
+            "attn_layers": ["local", "lsh"],
+            "num_hidden_layers": 2,
+            "axial_pos_shape": [4, 8],
+            "axial_pos_embds_dim": [32, 32],
+            "lsh_attn_chunk_length": 8,
+            "local_attn_chunk_length": 8,
+            "num_buckets": 4,
+        },
         # GLM-5-Next's text tower: NoPE (its config refuses a RoPE width); one linear and one DSA layer
         "glm5_next_text": {
             "num_hidden_layers": 2,
