@@ -1086,6 +1086,8 @@ def relative_configs_from_dict(
                 else _int_field(where, "num_attention_heads", _first(layer_config, family.heads_fields))
             )
             rope = _rope_from(layer_config, family, layer_heads, limit, where, parameters)
+            if "length_field" in common:  # the run-time error names the config's own field too
+                rope = dataclasses.replace(rope, length_field=common["length_field"])
             if family.scheme == "mrope":
                 mrope = _mrope_from(outer, config, family, rope, parameters, where)
                 records.append(
