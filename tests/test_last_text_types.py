@@ -123,3 +123,49 @@ def test_reformer_limit_rounds_down_to_the_chunk_multiple(tmp_path):
         theirs = model.embeddings.position_embeddings(torch.arange(32)[None])[0].numpy()
     np.testing.assert_array_equal(mech.record.table.weights, theirs)
     assert "holds 32 positions" in record.describe_limit() and "axial_pos_shape 4 x 10" in record.describe_limit()
+
+
+@pytest.mark.parametrize(("rows", "length"), [(8, 5), (64, 7), (64, 257), (5, 5), (3, 1)])
+def test_linear_resize_matrix_is_torch_bilinear(rows, length):
+    """The weights torch's F.interpolate(mode="bilinear", align_corners=False) gives each source row
+    (resampling the identity), against ours: equal up to torch's float32 source index."""
+    import torch
+    import torch.nn.functional as F
+
+    from flax_posenc.conversion.resampled_tables import linear_resize_matrix
+
+    eye = torch.eye(rows, dtype=torch.float64).reshape(1, 1, rows, rows)
+    theirs = F.interpolate(eye, size=(length, rows), mode="bilinear", align_corners=False)[0, 0].numpy()
+    np.testing.assert_allclose(linear_resize_matrix(rows, length), theirs, atol=1e-12)
+    aligned = F.interpolate(eye, size=(length, rows), mode="bilinear", align_corners=True)[0, 0].numpy()
+    if 1 < length != rows:  # and the corner-aligned variant is not what we compute
+        assert np.abs(linear_resize_matrix(rows, length) - aligned).max() > 0.01
+
+
+def test_resampled_record_has_no_limit_and_refuses_a_bad_length(tmp_path):
+    import json
+
+    from safetensors.numpy import save_file
+
+    from flax_posenc.conversion import inspect_source
+
+    table = np.random.default_rng(0).standard_normal((1, 1, 6, 4)).astype(np.float32)
+    save_file({"embeddings.position_embedding.position_embedding": table}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "sam3_lite_text_text_model", "max_position_embeddings": 6})
+    )
+    record = inspect_source(tmp_path)
+    (mech,) = record.mechanisms
+    assert (mech.kind, mech.limit) == ("resampled", None)
+    assert record.check_length(10**6)[0]
+    np.testing.assert_array_equal(mech.record.rows_for(6), table[0, 0])
+    assert mech.record.rows_for(12).shape == (12, 4)
+    with pytest.raises(ValueError, match="length: expected a positive integer"):
+        mech.record.rows_for(0)
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "sam3_lite_text_text_model", "max_position_embeddings": 7})
+    )
+    from flax_posenc.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="max_position_embeddings=6 to match"):
+        inspect_source(tmp_path)

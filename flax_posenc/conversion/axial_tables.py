@@ -149,7 +149,11 @@ def _chunks(config: Mapping[str, Any], where: object) -> tuple[int, int]:
     if not isinstance(layers, list) or not layers or not set(layers) <= {"lsh", "local"}:
         raise fail(where, "attn_layers as a non-empty list of 'lsh' and 'local'", repr(layers)[:80])
     lengths = [
-        _positive(where, f"{kind}_attn_chunk_length", config.get(f"{kind}_attn_chunk_length", _DEFAULTS[f"{kind}_attn_chunk_length"]))
+        _positive(
+            where,
+            f"{kind}_attn_chunk_length",
+            config.get(f"{kind}_attn_chunk_length", _DEFAULTS[f"{kind}_attn_chunk_length"]),
+        )
         for kind in sorted(set(layers))
     ]
     return math.lcm(*lengths), min(lengths)
@@ -165,7 +169,9 @@ def read_axial_table(source: str | os.PathLike, row: AxialFamily, config: Mappin
     """
     ckpt = open_checkpoint(source)
     where = ckpt.config_path or ckpt.weights_path
-    mpe = _positive(where, "max_position_embeddings", config.get("max_position_embeddings", _DEFAULTS["max_position_embeddings"]))
+    mpe = _positive(
+        where, "max_position_embeddings", config.get("max_position_embeddings", _DEFAULTS["max_position_embeddings"])
+    )
     chunk_multiple, shortest = _chunks(config, where)
     keys = sorted(ckpt.reader.keys())
 
@@ -194,6 +200,8 @@ def read_axial_table(source: str | os.PathLike, row: AxialFamily, config: Mappin
     else:
         key = one(f"{row.prefix}.embedding.weight")
         weights = read_float(ckpt.reader, key, ndim=2, what="position table")
-    limit = axial_limit(max_positions=mpe, rows=weights.shape[0], chunk_multiple=chunk_multiple, shortest_chunk=shortest)
+    limit = axial_limit(
+        max_positions=mpe, rows=weights.shape[0], chunk_multiple=chunk_multiple, shortest_chunk=shortest
+    )
     table = PositionTable(weights[:limit], family=row.name, key=key, source=os.fspath(source), config=dict(config))
     return AxialTableSource(table, axial_shape=shape, max_positions=mpe, chunk_multiple=chunk_multiple)

@@ -560,3 +560,27 @@ MECHANISMS.register(
         figures="table",
     )
 )
+
+# ----------------------------------------------------------------------------- resampled tables (issue 36)
+# SAM3-Lite's text position table, resampled bilinearly to every length
+# (flax_posenc/conversion/resampled_tables.py): no limit.
+
+from flax_posenc.conversion.resampled_tables import (  # noqa: E402 - the block stays self-contained
+    RESAMPLED_FAMILIES,
+    ResampledTableSource,
+    read_resampled_table,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "resampled",
+        "a learned table resampled (bilinear) to the length of every sequence: no limit (SAM3-Lite's text encoder)",
+        "none",
+        ("resampled",),
+        (ResampledTableSource,),
+        (("flax_posenc.conversion.resampled_tables.RESAMPLED_FAMILIES", RESAMPLED_FAMILIES),),
+        lambda row, ctx: [read_resampled_table(ctx.source, row, ctx.config)],
+        details=table_details,
+        figures="table",
+    )
+)

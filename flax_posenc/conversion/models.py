@@ -112,7 +112,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "HunYuan-VL's XD-RoPE is not read: its len(mrope_section) axes (position, width, height, image index), and its sections "
             "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"
         ),
-        "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
         "bros": "BROS's 2-D bounding-box position encodings are not read",
         "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": (

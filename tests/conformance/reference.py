@@ -1050,6 +1050,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "resampled":  # the table itself (its key less the tensor's own name)
+            covered.append(mech.record.table.key)
         if mech.kind == "axial" and mech.record.axial_shape:  # Reformer: both axial factors
             covered.append(mech.record.table.key.rsplit(".", 1)[0] + ".")
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
@@ -1565,6 +1567,45 @@ def _axial_problems(model, mech, directory: Path) -> list[str]:
     return problems
 
 
+#: Lengths the resampled table is compared at: shorter, equal, longer, and far longer than its rows.
+RESAMPLED_LENGTHS = (1, 7, 64, 100, 257)
+
+
+def _resampled_problems(model, mech, directory: Path) -> list[str]:
+    """SAM3-Lite's text positions: the stored table bit-equal to the model's, our float64 resampling
+    against the model's own position module at several lengths, and a forward pass far past the
+    table's rows that works (no limit). Tolerance per output row: torch computes the source index
+    ``s = L / n * (i + 0.5) - 0.5`` and its fraction in float32, so the weight may be off by
+    ``2**-23 * (1 + s)`` (a few times over), times the two rows' spread; plus 4 float32 ulps of the
+    table's largest value for the blend itself."""
+    import torch
+
+    record = mech.record
+    module = model.embeddings.position_embedding
+    stored = module.position_embedding.detach().numpy().reshape(-1, record.table.dim)
+    problems = []
+    if not np.array_equal(stored, record.table.weights):
+        problems.append(f"resampled table {record.table.key} differs from the model's")
+    big = float(np.abs(stored).max())
+    ulp = float(np.spacing(np.float32(big)))
+    rows = stored.shape[0]
+    for n in RESAMPLED_LENGTHS:
+        with torch.no_grad():
+            theirs = module(n)[0].numpy().astype(np.float64)
+        ours = record.rows_for(n).astype(np.float32).astype(np.float64)
+        src = np.maximum(rows / n * (np.arange(n) + 0.5) - 0.5, 0.0)
+        tol = 4 * 2.0**-23 * (1 + src)[:, None] * 2 * big + 4 * ulp
+        if ours.shape != theirs.shape or not np.all(np.abs(ours - theirs) <= tol):
+            worst = float(np.max(np.abs(ours - theirs))) / ulp if ours.shape == theirs.shape else np.inf
+            problems.append(f"rows at length {n} differ from the model's by up to {worst:.3g} float32 ulps")
+    try:
+        with torch.no_grad(), quiet():
+            model(input_ids=torch.full((1, 3 * record.table.rows), 5, dtype=torch.long))
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of {3 * record.table.rows} tokens fails (we report no limit): {e}"[:200])
+    return problems
+
+
 KIND_CHECKS = {
     "learned": _learned_or_audio,
     "sinusoidal": lambda model, mech, directory: (
@@ -1582,6 +1623,7 @@ KIND_CHECKS = {
     "detr_positions": _detr_problems,
     "bbox_2d": _bbox_problems,
     "axial": _axial_problems,
+    "resampled": _resampled_problems,
 }
 
 
