@@ -169,3 +169,23 @@ def test_resampled_record_has_no_limit_and_refuses_a_bad_length(tmp_path):
 
     with pytest.raises(CheckpointError, match="max_position_embeddings=6 to match"):
         inspect_source(tmp_path)
+
+
+def test_xlnet_relative_sinusoids_and_bi_data_refused(tmp_path):
+    """XLNet's table against the float64 formula of its distances (independent of the record's own
+    code path: written out here), clamp_len applied, and bi_data refused in one line."""
+    import json
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet", "d_model": 8, "clamp_len": 3}))
+    (mech,) = inspect_source(tmp_path).mechanisms
+    assert (mech.kind, mech.limit) == ("relative_sinusoid", None)
+    r = np.clip(np.arange(6, -4, -1), -3, 3).astype(np.float64)  # klen 6 .. -qlen + 1, qlen 4
+    w = 10000.0 ** (-np.array([0.0, 2.0, 4.0, 6.0]) / 8)
+    expected = np.concatenate([np.sin(r[:, None] * w), np.cos(r[:, None] * w)], -1)
+    np.testing.assert_allclose(mech.record.table(4, 6), expected, rtol=0, atol=1e-15)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet", "d_model": 8, "bi_data": True}))
+    with pytest.raises(CheckpointError, match="bi_data false"):
+        inspect_source(tmp_path)

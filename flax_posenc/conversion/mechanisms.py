@@ -584,3 +584,24 @@ MECHANISMS.register(
         figures="table",
     )
 )
+
+# ----------------------------------------------------------------------------- relative sinusoids (issue 36)
+# XLNet's sinusoids of query-key distances (flax_posenc/conversion/relative_sinusoids.py): no limit.
+
+from flax_posenc.conversion.relative_sinusoids import (  # noqa: E402 - the block stays self-contained
+    RELATIVE_SINUSOID_FAMILIES,
+    RelativeSinusoid,
+    relative_sinusoid_from_dict,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "relative_sinusoid",
+        "sinusoids of query-key distances that the attention projects (XLNet, both streams): no limit",
+        "none",
+        ("relative_sinusoid",),
+        (RelativeSinusoid,),
+        (("flax_posenc.conversion.relative_sinusoids.RELATIVE_SINUSOID_FAMILIES", RELATIVE_SINUSOID_FAMILIES),),
+        lambda row, ctx: [relative_sinusoid_from_dict(row, ctx.config, ctx.text, ctx.config_path)],
+    )
+)

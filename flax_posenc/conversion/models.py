@@ -107,7 +107,6 @@ MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _ModelMechanisms()
 REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
         "funnel": "Funnel's relative attention with pooling is not read",
-        "xlnet": "XLNet's two-stream relative sinusoids are not read",
         "hunyuan_vl_text": (
             "HunYuan-VL's XD-RoPE is not read: its len(mrope_section) axes (position, width, height, image index), and its sections "
             "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"

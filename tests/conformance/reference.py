@@ -1050,6 +1050,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "relative_sinusoid":  # XLNet's rel_attn: the projections of content and of the sinusoids
+            covered.append("rel_attn.")
         if mech.kind == "resampled":  # the table itself (its key less the tensor's own name)
             covered.append(mech.record.table.key)
         if mech.kind == "axial" and mech.record.axial_shape:  # Reformer: both axial factors
@@ -1567,6 +1569,33 @@ def _axial_problems(model, mech, directory: Path) -> list[str]:
     return problems
 
 
+def _relative_sinusoid_problems(model, mech, directory: Path) -> list[str]:
+    """XLNet's relative sinusoids: our float64 table against the model's own
+    ``relative_positional_encoding`` for several (qlen, klen), within float32 rounding of the angle
+    (``2**-22 * (1 + |angle|)``); and a forward pass of 3 x 64 tokens that works (no limit)."""
+    import torch
+
+    record = mech.record
+    problems = []
+    for qlen, klen in ((1, 1), (7, 7), (5, 12), (64, 64)):
+        with torch.no_grad():
+            theirs = model.relative_positional_encoding(qlen, klen)[:, 0].double().numpy()
+        ours = record.table(qlen, klen)
+        w = 1.0 / 10000.0 ** (np.arange(0, record.d_model, 2) / record.d_model)
+        angle = np.abs(record.distances(qlen, klen))[:, None] * w
+        tol = 2.0**-22 * (1 + np.concatenate([angle, angle], -1))
+        if ours.shape != theirs.shape or not np.all(np.abs(ours - theirs) <= tol):
+            problems.append(
+                f"relative sinusoids ({qlen} queries, {klen} keys) differ from relative_positional_encoding"
+            )
+    try:
+        with torch.no_grad(), quiet():
+            model(input_ids=torch.full((1, 192), 5, dtype=torch.long))
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of 192 tokens fails (we report no limit): {e}"[:200])
+    return problems
+
+
 #: Lengths the resampled table is compared at: shorter, equal, longer, and far longer than its rows.
 RESAMPLED_LENGTHS = (1, 7, 64, 100, 257)
 
@@ -1624,6 +1653,7 @@ KIND_CHECKS = {
     "bbox_2d": _bbox_problems,
     "axial": _axial_problems,
     "resampled": _resampled_problems,
+    "relative_sinusoid": _relative_sinusoid_problems,
 }
 
 
