@@ -158,6 +158,7 @@ def test_resampled_record_has_no_limit_and_refuses_a_bad_length(tmp_path):
     (mech,) = record.mechanisms
     assert (mech.kind, mech.limit) == ("resampled", None)
     assert record.check_length(10**6)[0]
+    assert "num_positions" not in mech.record.to_dict() and "do not exist" not in str(mech.record)  # no row limit
     np.testing.assert_array_equal(mech.record.rows_for(6), table[0, 0])
     assert mech.record.rows_for(12).shape == (12, 4)
     with pytest.raises(ValueError, match="length: expected a positive integer"):

@@ -125,15 +125,22 @@ class ResampledTableSource(TableBacked, NoLimit):
         return summarize(self.table)
 
     def to_dict(self) -> dict[str, Any]:
+        """The table's report less its row limit (the rows are resampled, every length is taken)."""
+        report = {k: v for k, v in self.report.to_dict().items() if k not in _TABLE_LIMIT_FIELDS}
         return {
-            **self.report.to_dict(),
+            **report,
             "scheme": self.scheme,
             "limit": None,
             "resampling": "bilinear, align_corners=False, to every length",
         }
 
     def __str__(self) -> str:
-        return f"{self.report}\nlimit:       {self.describe_limit()}"
+        lines = [line for line in str(self.report).splitlines() if not line.startswith("limit ")]
+        return "\n".join([*lines, f"limit       {self.describe_limit()}"])
+
+
+#: A table report's fields that state its rows as a limit (not one here).
+_TABLE_LIMIT_FIELDS = ("num_positions", "max_length", "positions")
 
 
 def read_resampled_table(
