@@ -45,7 +45,9 @@ def main() -> int:
     model, mech = _record("reformer")
     with torch.no_grad():
         theirs = model.embeddings.position_embeddings(torch.arange(mech.limit)[None])[0].numpy()
-    print(f"axial (reformer): limit {mech.limit}, max |ours - theirs| = {np.abs(mech.record.table.weights - theirs).max():.3g}")
+    print(
+        f"axial (reformer): limit {mech.limit}, max |ours - theirs| = {np.abs(mech.record.table.weights - theirs).max():.3g}"
+    )
 
     model, mech = _record("sam3_lite_text_text_model")
     ulp = np.spacing(np.float32(np.abs(mech.record.table.weights).max()))

@@ -605,3 +605,25 @@ MECHANISMS.register(
         lambda row, ctx: [relative_sinusoid_from_dict(row, ctx.config, ctx.text, ctx.config_path)],
     )
 )
+
+# ----------------------------------------------------------------------------- segment bias (issue 36)
+# CPM-Ant's segment relative position bias (flax_posenc/conversion/segment_bias.py): no limit.
+
+from flax_posenc.conversion.segment_bias import (  # noqa: E402 - the block stays self-contained
+    SEGMENT_BIAS_FAMILIES,
+    SegmentBias,
+    read_segment_bias,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "segment_bias",
+        "a learned bias per head: T5 buckets of distance within a segment, one row per segment pair "
+        "across segments (CPM-Ant): no limit",
+        "none",
+        ("segment_bias",),
+        (SegmentBias,),
+        (("flax_posenc.conversion.segment_bias.SEGMENT_BIAS_FAMILIES", SEGMENT_BIAS_FAMILIES),),
+        lambda row, ctx: [read_segment_bias(ctx.source, row, ctx.config)],
+    )
+)

@@ -112,7 +112,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"
         ),
         "bros": "BROS's 2-D bounding-box position encodings are not read",
-        "cpmant": "CPM-Ant's segment relative position bias is not read",
         "deepseek_v4": (
             "DeepSeek-V4's compressed attention is not read: its compressors pool every compress_rate tokens "
             "into one entry (softmax pooling weights biased by a learned position_bias per offset in the window), rotated by a second "

@@ -1050,6 +1050,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "segment_bias":  # CPM-Ant's one table
+            covered.append(mech.record.key)
         if mech.kind == "relative_sinusoid":  # XLNet's rel_attn: the projections of content and of the sinusoids
             covered.append("rel_attn.")
         if mech.kind == "resampled":  # the table itself (its key less the tensor's own name)
@@ -1596,6 +1598,30 @@ def _relative_sinusoid_problems(model, mech, directory: Path) -> list[str]:
     return problems
 
 
+def _segment_bias_problems(model, mech, directory: Path) -> list[str]:
+    """CPM-Ant's segment bias: our ``bias(segments)`` bit-equal to the model's own
+    ``position_bias(positions, positions, segments, segments)`` on random segments of 9 and of 300
+    tokens (past the tiny ``position_bias_max_distance``), and the model's forward of 300 tokens works."""
+    import torch
+
+    record = mech.record
+    rng = np.random.default_rng(0)
+    problems = []
+    for n in (9, 300):
+        seg = rng.integers(0, min(3, record.segment_types), n)
+        pos = torch.arange(n)[None]
+        with torch.no_grad():
+            theirs = model.position_bias(pos, pos, torch.from_numpy(seg)[None], torch.from_numpy(seg)[None])[0]
+        if not np.array_equal(record.bias(seg), theirs.numpy()):
+            problems.append(f"segment bias of {n} tokens differs from the model's position_bias")
+    try:
+        with torch.no_grad(), quiet():
+            model(input_ids=torch.full((1, 300), 5, dtype=torch.long))
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of 300 tokens fails (we report no limit): {e}"[:200])
+    return problems
+
+
 #: Lengths the resampled table is compared at: shorter, equal, longer, and far longer than its rows.
 RESAMPLED_LENGTHS = (1, 7, 64, 100, 257)
 
@@ -1654,6 +1680,7 @@ KIND_CHECKS = {
     "axial": _axial_problems,
     "resampled": _resampled_problems,
     "relative_sinusoid": _relative_sinusoid_problems,
+    "segment_bias": _segment_bias_problems,
 }
 
 

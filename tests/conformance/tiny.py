@@ -902,6 +902,17 @@ OVERRIDES.update(
             "local_attn_chunk_length": 8,
             "num_buckets": 4,
         },
+        # CPM-Ant: 8 buckets to distance 16, 4 segments, 2 prompt tokens
+        "cpmant": {
+            "dim_head": 16,
+            "dim_ff": 64,
+            "num_hidden_layers": 1,
+            "position_bias_num_buckets": 8,
+            "position_bias_max_distance": 16,
+            "segment_types": 4,
+            "prompt_types": 3,
+            "prompt_length": 2,
+        },
         # GLM-5-Next's text tower: NoPE (its config refuses a RoPE width); one linear and one DSA layer
         "glm5_next_text": {
             "num_hidden_layers": 2,
