@@ -8,6 +8,7 @@ it with ``inspect_source`` and compare our values with the model's own position 
   ``embeddings.position_embedding(n)`` for n in 1, 7, 64, 100, 257, in float32 ulps of the table's
   largest value;
 - ``relative_sinusoid`` (XLNet): ``table(q, k)`` against ``relative_positional_encoding(q, k)``;
+- ``segment_bias`` (CPM-Ant): ``bias(segments)`` against ``position_bias`` on random segments;
 - ``half_reversed`` RoPE (nanochat): ``fp.apply_rope_qk`` against its ``apply_rotary_pos_emb``.
 
     python benchmarks/last_text_parity.py
@@ -66,6 +67,17 @@ def main() -> int:
             theirs = model.relative_positional_encoding(q, k)[:, 0].double().numpy()
         worst = max(worst, float(np.abs(mech.record.table(q, k) - theirs).max()))
     print(f"relative_sinusoid (xlnet): max |ours - theirs| = {worst:.3g}")
+
+    model, mech = _record("cpmant")
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for n in (9, 300):
+        seg = rng.integers(0, 3, n)
+        pos = torch.arange(n)[None]
+        with torch.no_grad():
+            theirs = model.position_bias(pos, pos, torch.from_numpy(seg)[None], torch.from_numpy(seg)[None])[0].numpy()
+        worst = max(worst, float(np.abs(mech.record.bias(seg) - theirs).max()))
+    print(f"segment_bias (cpmant): max |ours - theirs| = {worst:.3g}")
 
     model, mech = _record("nanochat")
     module = sys.modules[type(model).__module__]
