@@ -123,6 +123,11 @@ KIND_PHRASES: dict[str, str] = {
 KIND_PHRASES["window_bias"] = "window relative position biases (Swin, SwinV2, BEiT with its class token)"  # issue 35
 KIND_PHRASES["conv_position"] = "convolutional positions over audio frames (wav2vec2, HuBERT, SEW, Data2Vec-Audio)"
 KIND_PHRASES["detr_positions"] = "DETR-family 2-D feature-map positions (DETR, Deformable DETR, RT-DETR, D-FINE)"
+# issue 36: the last text mechanisms
+KIND_PHRASES["axial"] = "axial position embeddings (Reformer)"
+KIND_PHRASES["resampled"] = "a table resampled to every length (SAM3-Lite's text encoder)"
+KIND_PHRASES["relative_sinusoid"] = "sinusoids of query-key distances (XLNet)"
+KIND_PHRASES["segment_bias"] = "segment relative position biases (CPM-Ant)"
 
 
 def _description() -> str:
