@@ -90,7 +90,7 @@ def test_families_lists_the_registry():
 def test_spellings_and_refusals():
     assert mechanisms_of("xlm_roberta") == mechanisms_of("xlm-roberta")
     assert mechanisms_of(None) is None and mechanisms_of("no_such_model") is None
-    assert refusal("funnel") == "funnel: Funnel's relative attention with pooling is not read"
+    assert refusal("funnel").startswith("funnel: Funnel's relative attention with pooling is not read")
     assert "not in the registry" in refusal("no_such_model")
 
 

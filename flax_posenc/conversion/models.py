@@ -106,7 +106,11 @@ MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _ModelMechanisms()
 #: Model types known to carry a position mechanism this library does not read, and which.
 REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
-        "funnel": "Funnel's relative attention with pooling is not read",
+        "funnel": (
+            "Funnel's relative attention with pooling is not read: sinusoids of relative distances "
+            "(attention_type relative_shift, or the factorized phi/pi/psi/omega matrices), recomputed per "
+            "block at the pooled positions (stride 2 per block)"
+        ),
         "hunyuan_vl_text": (
             "HunYuan-VL's XD-RoPE is not read: its len(mrope_section) axes (position, width, height, image index), and its sections "
             "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"
@@ -117,7 +121,11 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
             "into one entry (softmax pooling weights biased by a learned position_bias per offset in the window), rotated by a second "
             "('compress') RoPE beside the sliding layers' ('main')"
         ),
-        "prophetnet": "ProphetNet's n-gram stream positions are not read",
+        "prophetnet": (
+            "ProphetNet's n-gram stream positions are not read: its decoder biases attention by a projection of "
+            "the hidden states per relative bucket (relative_pos_embeddings over num_buckets to relative_max_distance) "
+            "in its main and predict streams"
+        ),
         "vilt": (
             "ViLT's image patch positions (embeddings.position_embeddings, resized bilinearly to each image's "
             "patch grid under pixel_mask, then max_image_length patches sampled) are not read"
