@@ -33,6 +33,11 @@ own modules hold and do:
   ``interpolate_pos_encoding`` (8 float32 ulps at the table's largest magnitude).
 - The softmax scale (RoPE, M-RoPE): the record's ``softmax_scale`` against the ``scaling`` of the
   model's decoder attention modules (every ``layer_idx`` the mechanism serves).
+- Issue 36's kinds: Reformer's ``axial`` rows bit-equal to its position module, and its limit by
+  the forward (padding to the chunk multiple); SAM3-Lite's ``resampled`` table at five lengths
+  (within torch's float32 source-index rounding); XLNet's ``relative_sinusoid`` against its
+  ``relative_positional_encoding``; CPM-Ant's ``segment_bias`` bit-equal to its ``position_bias``.
+  M-RoPE modules with one section per layer type (Cohere Compass) and either cos expansion.
 - A mechanism in the model that we did not report (a rotary module, a position table) is a problem.
 
 An empty list means the model type conforms.
