@@ -6,6 +6,7 @@ dims differently (both are offered, see :func:`apply_rotary`):
 
 - ``layout="half"`` (GPT-NeoX, Llama, Mistral, Qwen2, Falcon): dim ``i`` with dim ``i + r/2``;
 - ``layout="interleaved"`` (GPT-J, the RoFormer paper): dim ``2i`` with dim ``2i + 1``;
+- ``layout="half_reversed"`` (nanochat): the half pairs, each turned by minus its angle;
 
 where ``r = rotary_dim = int(head_dim * partial_rotary_factor)``; the rotated dims come first,
 the rest pass through (GPT-NeoX rotates 25%).
@@ -225,7 +226,8 @@ def apply_rotary(
       cos, sin: ``(..., rotary_dim // 2)`` from :func:`rotary_cos_sin`, broadcastable against
         ``x.shape[:-1]`` (insert the head axis: ``cos[:, :, None, :]`` for ``x`` of shape
         ``(batch, seq, heads, head_dim)``).
-      layout: ``"half"`` or ``"interleaved"``.
+      layout: ``"half"``, ``"interleaved"`` or ``"half_reversed"`` (the half pairs turned by
+        minus the angle: nanochat's ``rotate_half``, ``cat(x2, -x1)``).
 
     Returns:
       An array like ``x``.
@@ -251,7 +253,9 @@ def apply_rotary(
     compute = jnp.promote_types(x.dtype, jnp.float32)
     xr = x[..., :rot].astype(compute)
     cos, sin = cos.astype(compute), sin.astype(compute)
-    rotated = _rotate_pairs(xr, cos, sin, pair_axis=-2 if layout == "half" else -1).astype(x.dtype)
+    if layout == "half_reversed":  # nanochat: rotate_half = cat(x2, -x1), each pair turns by minus the angle
+        sin = -sin
+    rotated = _rotate_pairs(xr, cos, sin, pair_axis=-1 if layout == "interleaved" else -2).astype(x.dtype)
     if rot == x.shape[-1]:
         return rotated
     return jnp.concatenate([rotated, x[..., rot:]], axis=-1)

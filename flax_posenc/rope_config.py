@@ -42,8 +42,11 @@ import numpy as np
 
 from flax_posenc.bounds import MAX_HEAD_DIM, MAX_POSITIONS, check_bound
 
-RopeLayout = Literal["half", "interleaved"]
-ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
+RopeLayout = Literal["half", "interleaved", "half_reversed"]
+#: How rotated pairs sit in a head and which way they turn: ``"half"`` (``x[i]`` with ``x[i + r/2]``),
+#: ``"interleaved"`` (``x[2i]`` with ``x[2i + 1]``), ``"half_reversed"`` (the half pairs turned by
+#: minus the angle: nanochat's ``rotate_half`` is ``cat(x2, -x1)``).
+ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved", "half_reversed")
 
 #: The Hugging Face ``rope_parameters`` keys a :class:`RopeConfig` holds (each a field of the
 #: same name), with their JSON kind: ``"number"`` (a finite number), ``"count"`` (a positive
@@ -269,6 +272,8 @@ class RopeConfig:
         it is ``int(head_dim * partial_rotary_factor)`` (a tolerance of 1e-9 keeps a fraction
         written as ``rotated / head_dim``, as a GGUF's is, from truncating one short), and
         ``head_dim`` for a :attr:`RopeScaling.full_width` type.
+        ``x[i + d/2]``), ``"interleaved"`` (GPT-J/RoFormer: ``x[2i]`` with ``x[2i + 1]``) or
+        ``"half_reversed"`` (nanochat: the half pairs turned by minus the angle).
       length_field: the name the limit's sentence gives ``max_position_embeddings`` (a GGUF
         file's ``llama.context_length``); a label only, not compared or hashed.
 

@@ -90,7 +90,7 @@ def test_families_lists_the_registry():
 def test_spellings_and_refusals():
     assert mechanisms_of("xlm_roberta") == mechanisms_of("xlm-roberta")
     assert mechanisms_of(None) is None and mechanisms_of("no_such_model") is None
-    assert refusal("gemma3n_text") == "gemma3n_text: per-layer AltUp inputs are not read"
+    assert refusal("funnel").startswith("funnel: Funnel's relative attention with pooling is not read")
     assert "not in the registry" in refusal("no_such_model")
 
 
@@ -216,8 +216,8 @@ def test_table_rows_against_the_declared_length_name_both(tmp_path):
 
 def test_unknown_model_type_names_it(tmp_path):
     with pytest.raises(CheckpointError) as e:
-        inspect_source(write(tmp_path, {"model_type": "gemma3n_text"}))
-    assert "gemma3n_text: per-layer AltUp inputs are not read" in str(e.value)
+        inspect_source(write(tmp_path, {"model_type": "funnel"}))
+    assert "funnel: Funnel's relative attention with pooling is not read" in str(e.value)
 
 
 def test_plot_writes_a_figure_for_every_plottable_mechanism(mpnet, tmp_path):

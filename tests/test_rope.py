@@ -243,7 +243,10 @@ def test_dynamic_needs_static_length_when_traced():
             r"^low_freq_factor: rope_type 'llama3' needs it",
         ),
         (dict(head_dim=64, rope_theta=0.0), r"^rope_theta: expected a finite number > 0, got 0.0$"),
-        (dict(head_dim=8, layout="split"), r"^layout: expected one of \('half', 'interleaved'\), got 'split'$"),
+        (
+            dict(head_dim=8, layout="split"),
+            r"^layout: expected one of \('half', 'interleaved', 'half_reversed'\), got 'split'$",
+        ),
     ],
 )
 def test_bad_config_is_one_line(kwargs, message):

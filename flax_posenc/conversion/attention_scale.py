@@ -45,6 +45,8 @@ UNIT_SCALE_MODEL_TYPES: tuple[str, ...] = ("embedding_gemma2_text", "gemma4", "g
 UNIT_SCALE_MODEL_TYPES += ("dia_encoder", "dia_decoder")
 #: DiffusionGemma's text tower (Gemma 4's attention: queries and keys RMS-normalised, ``scaling = 1.0``).
 UNIT_SCALE_MODEL_TYPES += ("diffusion_gemma_text",)
+#: issue 36: Gemma 3n's text tower (Gemma3nTextAttention: ``scaling = 1.0``, q/k RMS-normalised)
+UNIT_SCALE_MODEL_TYPES += ("gemma3n_text",)
 
 
 def yarn_mscale(scale: float, mscale: float = 1.0) -> float:

@@ -657,3 +657,95 @@ MECHANISMS.register(
         lambda row, ctx: read_layout_bias(row, ctx.config, ctx.source, ctx.config_path),
     )
 )
+
+# ----------------------------------------------------------------------------- axial positions (issue 36)
+# Reformer's axial position embeddings (flax_posenc/conversion/axial_tables.py): two factors
+# expanded to one table of its usable positions.
+
+from flax_posenc.conversion.axial_tables import (  # noqa: E402 - the block stays self-contained
+    AXIAL_FAMILIES,
+    AxialTableSource,
+    read_axial_table,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "axial",
+        "axial position embeddings: two learned factors (rows and columns of a grid of positions) "
+        "concatenated per position (Reformer)",
+        "tokens",
+        ("axial",),
+        (AxialTableSource,),
+        (("flax_posenc.conversion.axial_tables.AXIAL_FAMILIES", AXIAL_FAMILIES),),
+        lambda row, ctx: [read_axial_table(ctx.source, row, ctx.config)],
+        details=table_details,
+        figures="table",
+    )
+)
+
+# ----------------------------------------------------------------------------- resampled tables (issue 36)
+# SAM3-Lite's text position table, resampled bilinearly to every length
+# (flax_posenc/conversion/resampled_tables.py): no limit.
+
+from flax_posenc.conversion.resampled_tables import (  # noqa: E402 - the block stays self-contained
+    RESAMPLED_FAMILIES,
+    ResampledTableSource,
+    read_resampled_table,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "resampled",
+        "a learned table resampled (bilinear) to the length of every sequence: no limit (SAM3-Lite's text encoder)",
+        "none",
+        ("resampled",),
+        (ResampledTableSource,),
+        (("flax_posenc.conversion.resampled_tables.RESAMPLED_FAMILIES", RESAMPLED_FAMILIES),),
+        lambda row, ctx: [read_resampled_table(ctx.source, row, ctx.config)],
+        details=table_details,
+        figures="table",
+    )
+)
+
+# ----------------------------------------------------------------------------- relative sinusoids (issue 36)
+# XLNet's sinusoids of query-key distances (flax_posenc/conversion/relative_sinusoids.py): no limit.
+
+from flax_posenc.conversion.relative_sinusoids import (  # noqa: E402 - the block stays self-contained
+    RELATIVE_SINUSOID_FAMILIES,
+    RelativeSinusoid,
+    relative_sinusoid_from_dict,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "relative_sinusoid",
+        "sinusoids of query-key distances that the attention projects (XLNet, both streams): no limit",
+        "none",
+        ("relative_sinusoid",),
+        (RelativeSinusoid,),
+        (("flax_posenc.conversion.relative_sinusoids.RELATIVE_SINUSOID_FAMILIES", RELATIVE_SINUSOID_FAMILIES),),
+        lambda row, ctx: [relative_sinusoid_from_dict(row, ctx.config, ctx.text, ctx.config_path)],
+    )
+)
+
+# ----------------------------------------------------------------------------- segment bias (issue 36)
+# CPM-Ant's segment relative position bias (flax_posenc/conversion/segment_bias.py): no limit.
+
+from flax_posenc.conversion.segment_bias import (  # noqa: E402 - the block stays self-contained
+    SEGMENT_BIAS_FAMILIES,
+    SegmentBias,
+    read_segment_bias,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "segment_bias",
+        "a learned bias per head: T5 buckets of distance within a segment, one row per segment pair "
+        "across segments (CPM-Ant): no limit",
+        "none",
+        ("segment_bias",),
+        (SegmentBias,),
+        (("flax_posenc.conversion.segment_bias.SEGMENT_BIAS_FAMILIES", SEGMENT_BIAS_FAMILIES),),
+        lambda row, ctx: [read_segment_bias(ctx.source, row, ctx.config)],
+    )
+)

@@ -107,30 +107,33 @@ MODEL_MECHANISMS: Mapping[str, tuple[tuple[str, str], ...]] = _ModelMechanisms()
 #: Model types known to carry a position mechanism this library does not read, and which.
 REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
     {
-        "gemma3n_text": "per-layer AltUp inputs are not read",
-        "reformer": "axial position embeddings are not read",
-        "funnel": "Funnel's relative attention with pooling is not read",
-        "xlnet": "XLNet's two-stream relative sinusoids are not read",
-        "glm_image_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "hunyuan_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "hy_v4_vl_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "cohere_compass_text": "multimodal 3-D RoPE (mrope_section per layer type) is not read",
-        "qwen4_exp_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "sam3_lite_text_text_model": "SAM3-Lite's text position table, resampled (bilinear) to every length, is not read",
-        "cosmos3_edge_text": "multimodal 3-D RoPE (mrope_section) is not read",
-        "bailing_hybrid": "its limit field (model_max_length) and hybrid MLA/linear layers are not read",
-        "canine": "CANINE's character positions under downsampling are not read",
-        "cpmant": "CPM-Ant's segment relative position bias is not read",
-        "deepseek_v4": "DeepSeek-V4's compressed-attention layer types are not read",
-        "glm5_next_text": "GLM-5-Next's DSA NoPE / RoPE layer split is not read",
-        "lxmert": "LXMERT's positions are not verified (its forward needs visual features)",
-        "nanochat": "nanochat's rotation matches neither the half nor the interleaved layout",
-        "prophetnet": "ProphetNet's n-gram stream positions are not read",
-        "xmod": "X-MOD's positions are not verified (its forward needs language ids)",
-        "vilt": "ViLT's positions are not verified (its forward needs pixel values)",
+        "funnel": (
+            "Funnel's relative attention with pooling is not read: sinusoids of relative distances "
+            "(attention_type relative_shift, or the factorized phi/pi/psi/omega matrices), recomputed per "
+            "block at the pooled positions (stride 2 per block)"
+        ),
+        "hunyuan_vl_text": (
+            "HunYuan-VL's XD-RoPE is not read: its len(mrope_section) axes (position, width, height, image index), and its sections "
+            "cut across the doubled cos/sin width, so a rotated pair's two halves can take different axes"
+        ),
+        "deepseek_v4": (
+            "DeepSeek-V4's compressed attention is not read: its compressors pool every compress_rate tokens "
+            "into one entry (softmax pooling weights biased by a learned position_bias per offset in the window), rotated by a second "
+            "('compress') RoPE beside the sliding layers' ('main')"
+        ),
+        "prophetnet": (
+            "ProphetNet's n-gram stream positions are not read: its decoder biases attention by a projection of "
+            "the hidden states per relative bucket (relative_pos_embeddings over num_buckets to relative_max_distance) "
+            "in its main and predict streams"
+        ),
+        "vilt": (
+            "ViLT's image patch positions (embeddings.position_embeddings, resized bilinearly to each image's "
+            "patch grid under pixel_mask, then max_image_length patches sampled) are not read"
+        ),
         "mistral_large4_text": (
-            "its rotary module's learned alpha (LeRoPE: frequencies scaled by exp(alpha), a checkpoint "
-            "tensor) is not read; its MLA attention rotates interleaved pairs"
+            "its rotary module's learned alpha (LeRoPE: frequencies scaled by exp(alpha), a checkpoint tensor) "
+            "and its per-head learned log-position query scaling (softmax_scaling: scale * log(p + 1) + bias, "
+            "in the attention and the DSA indexer) are not read"
         ),
         **{
             t: (

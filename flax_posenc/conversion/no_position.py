@@ -157,6 +157,20 @@ NO_POSITION_FAMILIES: Mapping[str, NoPositionFamily] = MappingProxyType(
 )
 
 
+#: Text models whose every layer is recurrent or NoPE attention (issue 36): GLM-5-Next's text tower
+#: alternates Kimi-style gated linear attention (a recurrent state and a short causal convolution)
+#: with DSA sparse MLA attention that its model calls with ``position_embeddings=None`` (no rotary
+#: module in the text tower; ``qk_rope_head_dim`` 0 by default, and never rotated).
+NOPE_TEXT_FAMILIES: tuple[NoPositionFamily, ...] = (
+    NoPositionFamily(
+        "recurrent_and_nope",
+        ("glm5_next_text",),
+        reason="gated linear attention (a recurrent state) and sparse attention layers without RoPE (NoPE)",
+    ),
+)
+NO_POSITION_FAMILIES = MappingProxyType({**NO_POSITION_FAMILIES, **{row.name: row for row in NOPE_TEXT_FAMILIES}})
+
+
 def no_position_encoding(row: NoPositionFamily, config: Mapping[str, Any], source: str, where: object):
     """The :class:`NoPositionEncoding` of a parsed ``config.json`` of ``row``'s model types.
 

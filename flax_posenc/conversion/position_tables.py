@@ -185,6 +185,19 @@ TABLE_FAMILIES: Mapping[str, TableFamily] = MappingProxyType(
     }
 )
 
+#: Text tables whose model's forward needs more than ``input_ids`` (issue 36; the conformance case
+#: gives it: :func:`conformance.reference._extra_inputs`): X-MOD (RoBERTa's embeddings, ``lang_ids``
+#: choose its adapters) and LXMERT (BERT's embeddings; its visual stream takes box coordinates
+#: through a linear layer, no position table).
+EXTRA_INPUT_TABLE_FAMILIES: tuple[TableFamily, ...] = (
+    _table("xmod", ("xmod",), offset_from_pad=True),
+    _table("lxmert", ("lxmert",)),
+    # CANINE's character positions: a table of num_hash_buckets rows indexed by the first
+    # max_position_embeddings positions (a config where the two differ is refused: rows != field)
+    _table("canine", ("canine",), position_key="char_embeddings.char_position_embeddings.weight"),
+)
+TABLE_FAMILIES = MappingProxyType({**TABLE_FAMILIES, **{row.name: row for row in EXTRA_INPUT_TABLE_FAMILIES}})
+
 
 def has_table(family: str, config: Mapping[str, Any], where: object) -> bool:
     """Whether a model of ``family`` with this config has the table (its ``present_flag``)."""

@@ -139,6 +139,9 @@ class RelativeFamily:
       refuse_flags: ``(config field, what)`` pairs: a true value means a use of the positions this
         library does not reproduce (RoFormer's ``rotary_value``: the values are rotated too), and
         the config is refused in one line naming the field.
+      name_limit_field: the limit sentence names the field of ``limit_fields`` the config holds
+        (Bailing-Hybrid's ``model_max_length``, transformers' ``max_position_embeddings`` alias)
+        rather than ``max_position_embeddings``.
       mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
         ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
         ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
@@ -177,6 +180,7 @@ class RelativeFamily:
     mrope_split_video_frames: bool = False
     mrope_interleaved_sections: bool = False
     refuse_flags: tuple[tuple[str, str], ...] = ()
+    name_limit_field: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -713,6 +717,95 @@ RELATIVE_FAMILIES: Mapping[str, RelativeFamily] = MappingProxyType(
     }
 )
 
+#: Multimodal 3-D RoPE text towers read as Qwen-VL's M-RoPE (issue 36): each row checked against its
+#: modeling file's rotary module (``recomposition_frequencies``) and ``apply_rotary_pos_emb``.
+#: Cosmos3-Edge, Qwen4-Exp, Cohere Compass: Qwen3-VL's interleaved sections (H at 1, 4, ..., W at
+#: 2, 5, ...), half layout; Cohere Compass with one ``rope_parameters`` (and section) per layer
+#: type; GLM-Image: contiguous sections, half layout, ``partial_rotary_factor`` (default 1).
+MROPE_TEXT_TOWER_FAMILIES: tuple[RelativeFamily, ...] = (
+    RelativeFamily(
+        "cosmos3_edge_text",
+        ("cosmos3_edge_text",),
+        scheme="mrope",
+        theta_default=1e8,
+        limit_default=131072,
+        head_dim_default=128,
+        text_config_field="text_config",
+        mrope_section_default=(24, 20, 20),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "qwen4_exp_text",
+        ("qwen4_exp_text",),
+        scheme="mrope",
+        limit_default=32768,
+        head_dim_default=256,
+        text_config_field="text_config",
+        mrope_section_default=(11, 11, 10),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "cohere_compass_text",
+        ("cohere_compass_text",),
+        scheme="mrope",
+        head_dim_field=None,  # CohereCompassTextConfig sets head_dim = hidden_size // num_attention_heads
+        limit_default=8192,
+        per_layer_type=True,
+        text_config_field="text_config",
+        mrope_section_default=(24, 20, 20),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "hy_v4_vl_text",
+        ("hy_v4_vl_text",),
+        scheme="mrope",
+        head_dim_field="qk_rope_head_dim",  # HYV4VLTextConfig sets head_dim = qk_rope_head_dim
+        head_dim_default=64,
+        layout="interleaved",  # its MLA apply_rotary_pos_emb repeat_interleaves cos/sin and pairs x[2i], x[2i + 1]
+        limit_default=262144,
+        text_config_field="text_config",
+        mrope_section_default=(12, 10, 10),
+        mrope_split_video_frames=True,
+        mrope_interleaved_sections=True,
+    ),
+    RelativeFamily(
+        "glm_image_text",
+        ("glm_image_text",),
+        scheme="mrope",
+        limit_default=131072,
+        text_config_field="text_config",
+        mrope_section_default=(8, 12, 12),
+    ),
+)
+#: RoPE rows of issue 36's last text types: nanochat (its ``rotate_half`` is ``cat(x2, -x1)``: the
+#: half pairs turned by minus the angle, layout ``"half_reversed"``).
+LAST_TEXT_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
+    RelativeFamily("nanochat", ("nanochat",), layout="half_reversed", limit_default=2048),
+    # Gemma 3n: Gemma 3's RoPE, one rope_parameters per layer type (its AltUp streams and per-layer
+    # inputs are embeddings of the token ids, not of positions)
+    RelativeFamily("gemma3n_text", ("gemma3n_text",), per_layer_type=True, limit_default=32768),
+    # Bailing-Hybrid: MLA attention rotating interleaved pairs of its rope head (head_dim is set to
+    # qk_rope_head_dim) on full_attention layers, linear attention (NoPE) elsewhere; its limit is saved
+    # as model_max_length (transformers' alias of max_position_embeddings)
+    RelativeFamily(
+        "bailing_hybrid",
+        ("bailing_hybrid",),
+        head_dim_field="qk_rope_head_dim",
+        head_dim_default=64,
+        layout="interleaved",
+        theta_default=6e6,
+        limit_fields=("model_max_length", "max_position_embeddings"),
+        limit_default=262144,
+        name_limit_field=True,
+    ),
+)
+RELATIVE_FAMILIES = MappingProxyType(
+    {**RELATIVE_FAMILIES, **{f.name: f for f in MROPE_TEXT_TOWER_FAMILIES + LAST_TEXT_ROPE_FAMILIES}}
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class RelativeConfig:
@@ -1049,6 +1142,8 @@ def relative_configs_from_dict(
     common: dict[str, Any] = dict(
         source=source, config_path=Path(where), family=family.name, model_type=model_type, num_heads=heads
     )
+    if family.name_limit_field and _first(config, family.limit_fields) is not None:
+        common["length_field"] = _first_name(config, family.limit_fields)
     try:
         if scheme == "alibi":
             stated = _get(config, family.alibi_bias_max_field) if family.alibi_bias_max_field else None
@@ -1087,6 +1182,8 @@ def relative_configs_from_dict(
                 else _int_field(where, "num_attention_heads", _first(layer_config, family.heads_fields))
             )
             rope = _rope_from(layer_config, family, layer_heads, limit, where, parameters)
+            if "length_field" in common:  # the run-time error names the config's own field too
+                rope = dataclasses.replace(rope, length_field=common["length_field"])
             if family.scheme == "mrope":
                 mrope = _mrope_from(outer, config, family, rope, parameters, where)
                 records.append(

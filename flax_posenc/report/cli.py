@@ -127,6 +127,11 @@ KIND_PHRASES["detr_positions"] = "DETR-family 2-D feature-map positions (DETR, D
 KIND_PHRASES["naflex_grid"] = (
     "NaFlex grids resized per image under a patch budget (SigLIP 2, LFM2 VL: check --image-size)"
 )
+# issue 36: the last text mechanisms
+KIND_PHRASES["axial"] = "axial position embeddings (Reformer)"
+KIND_PHRASES["resampled"] = "a table resampled to every length (SAM3-Lite's text encoder)"
+KIND_PHRASES["relative_sinusoid"] = "sinusoids of query-key distances (XLNet)"
+KIND_PHRASES["segment_bias"] = "segment relative position biases (CPM-Ant)"
 
 
 def _description() -> str:

@@ -33,6 +33,11 @@ own modules hold and do:
   ``interpolate_pos_encoding`` (8 float32 ulps at the table's largest magnitude).
 - The softmax scale (RoPE, M-RoPE): the record's ``softmax_scale`` against the ``scaling`` of the
   model's decoder attention modules (every ``layer_idx`` the mechanism serves).
+- Issue 36's kinds: Reformer's ``axial`` rows bit-equal to its position module, and its limit by
+  the forward (padding to the chunk multiple); SAM3-Lite's ``resampled`` table at five lengths
+  (within torch's float32 source-index rounding); XLNet's ``relative_sinusoid`` against its
+  ``relative_positional_encoding``; CPM-Ant's ``segment_bias`` bit-equal to its ``position_bias``.
+  M-RoPE modules with one section per layer type (Cohere Compass) and either cos expansion.
 - A mechanism in the model that we did not report (a rotary module, a position table) is a problem.
 
 An empty list means the model type conforms.
@@ -226,9 +231,12 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
         return ["we report M-RoPE; no rotary module of the model holds an mrope_section"]
     module = modules[0]
     problems = []
-    if tuple(module.mrope_section) != cfg.mrope_section:
-        problems.append(f"mrope_section {cfg.mrope_section}, transformers {tuple(module.mrope_section)}")
-    theirs = module.inv_freq.detach().double().numpy()
+    section = module.mrope_section
+    if isinstance(section, dict):  # Cohere Compass: one section (and inv_freq) per layer type
+        section = section.get(mech.layer_type, ())
+    if tuple(section) != cfg.mrope_section:
+        problems.append(f"mrope_section {cfg.mrope_section}, transformers {tuple(section)}")
+    theirs = _inv_freq(module, mech.layer_type)[0].detach().double().numpy()
     ours, scale = rope_inverse_frequencies(cfg.rope)
     if theirs.shape != ours.shape or not np.allclose(ours, theirs, rtol=2**-21, atol=0):
         return problems + [f"M-RoPE inv_freq differs from the rotary module's ({theirs.shape} vs {ours.shape})"]
@@ -236,12 +244,15 @@ def _mrope_problems(model, mech, rotary) -> list[str]:
     rng = np.random.default_rng(0)
     positions = rng.integers(0, n, (3, 1, n))
     with torch.no_grad():
-        cos, sin = module(torch.zeros(1, n, 8), torch.from_numpy(positions))
-    if cfg.rope.layout == "interleaved":  # GLM-4V: repeat_interleave(2)
-        their_cos, their_sin = cos[..., ::2].double().numpy(), sin[..., ::2].double().numpy()
-    else:  # Qwen2-VL: cat((freq, freq))
-        half = cos.shape[-1] // 2
+        cos, sin = _call_rotary(module, torch.zeros(1, n, 8), torch.from_numpy(positions), mech.layer_type)
+    half = cos.shape[-1] // 2
+    # the module's expansion of the angles is its own business (the pairs are checked through the
+    # modeling file's apply_rotary_pos_emb below): Qwen2-VL, HY-V4-VL cat((freq, freq)) (HY-V4-VL's
+    # apply interleaves them), GLM-4V repeat_interleave(2)
+    if torch.equal(cos[..., :half], cos[..., half:]) and torch.equal(sin[..., :half], sin[..., half:]):
         their_cos, their_sin = cos[..., :half].double().numpy(), sin[..., :half].double().numpy()
+    else:
+        their_cos, their_sin = cos[..., ::2].double().numpy(), sin[..., ::2].double().numpy()
     our_cos, our_sin = (np.asarray(a, np.float64) for a in fp.mrope_cos_sin(positions, cfg))
     if cfg.interleaved_sections:  # Qwen3-VL: H at 1, 4, ... < 3 * s[1]; W at 2, 5, ... < 3 * s[2]; T the rest
         component = np.zeros(ours.size, np.int64)
@@ -357,6 +368,24 @@ def _nope_problems(model, record) -> list[str]:
     return [] if theirs == ours_nope else [f"NoPE layers {sorted(ours_nope)}, transformers {sorted(theirs)}"]
 
 
+def _extra_inputs(model) -> dict[str, Any]:
+    """What a text model's forward needs besides ``input_ids`` (issue 36): X-MOD's language of each
+    sequence (``lang_ids``: its adapters; no default language in the tiny config), LXMERT's visual
+    features and their boxes (two objects, zeros: its visual stream, which holds no position table)."""
+    import torch
+
+    config = model.config
+    kind = getattr(config, "model_type", None)
+    if kind == "xmod":
+        return {"lang_ids": torch.zeros(1, dtype=torch.long)}
+    if kind == "lxmert":
+        return {
+            "visual_feats": torch.zeros(1, 2, config.visual_feat_dim),
+            "visual_pos": torch.zeros(1, 2, config.visual_pos_dim),
+        }
+    return {}
+
+
 def _learned_problems(model, mech, directory: Path) -> list[str]:
     import torch
     from safetensors.numpy import load_file
@@ -384,7 +413,7 @@ def _learned_problems(model, mech, directory: Path) -> list[str]:
                 if "input_features" in inspect.signature(model.forward).parameters:  # Whisper: its decoder
                     model.get_decoder()(input_ids=ids(n))
                     return True
-                kwargs = {}
+                kwargs = _extra_inputs(model)
                 if "decoder_input_ids" in inspect.signature(model.forward).parameters:
                     kwargs["decoder_input_ids"] = ids(n)
                 if getattr(model.config, "model_type", None) == "bros":  # BROS's forward needs its boxes (float)
@@ -1199,6 +1228,14 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += list(mech.record.keys)
         if mech.kind == "clipped_relative":  # every layer's relative key (and value) table (issue 36)
             covered += list(mech.record.keys) + list(mech.record.value_keys)
+        if mech.kind == "segment_bias":  # CPM-Ant's one table
+            covered.append(mech.record.key)
+        if mech.kind == "relative_sinusoid":  # XLNet's rel_attn: the projections of content and of the sinusoids
+            covered.append("rel_attn.")
+        if mech.kind == "resampled":  # the table itself (its key less the tensor's own name)
+            covered.append(mech.record.table.key)
+        if mech.kind == "axial" and mech.record.axial_shape:  # Reformer: both axial factors
+            covered.append(mech.record.table.key.rsplit(".", 1)[0] + ".")
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1683,6 +1720,125 @@ def _bbox_problems(model, mech, directory: Path) -> list[str]:
 #: rotary modules and attention layers) or, for ``alibi``, only its limit is read here (its
 #: values are checked against transformers by ``tests/test_alibi.py``). A kind missing here
 #: fails ``tests/test_conformance.py``: adding a mechanism means adding its hook.
+def _axial_problems(model, mech, directory: Path) -> list[str]:
+    """Reformer's axial positions: our rows equal the model's own position module's output at
+    positions ``0 .. limit - 1`` (bit-equal: a copy of the factors), and a forward pass of
+    ``limit`` tokens works while one of ``limit + 1`` fails (padding to the chunk multiple included)."""
+    import torch
+
+    table = mech.record.table
+    module = model.embeddings.position_embeddings
+    with torch.no_grad():
+        theirs = module(torch.arange(mech.limit)[None])[0].numpy()
+    problems = []
+    if theirs.shape != table.weights.shape or not np.array_equal(theirs, table.weights):
+        problems.append(f"axial rows differ from the model's position_embeddings at 0..{mech.limit - 1}")
+
+    def runs(n: int) -> bool:
+        try:
+            with torch.no_grad(), quiet():
+                model(input_ids=torch.full((1, n), 5, dtype=torch.long))
+            return True
+        except (IndexError, RuntimeError, ValueError):
+            return False
+
+    if not runs(mech.limit):
+        problems.append(f"a forward pass of {mech.limit} tokens (our limit) fails in transformers")
+    if runs(mech.limit + 1):
+        problems.append(f"a forward pass of {mech.limit + 1} tokens works in transformers (our limit is {mech.limit})")
+    return problems
+
+
+def _relative_sinusoid_problems(model, mech, directory: Path) -> list[str]:
+    """XLNet's relative sinusoids: our float64 table against the model's own
+    ``relative_positional_encoding`` for several (qlen, klen), within float32 rounding of the angle
+    (``2**-22 * (1 + |angle|)``); and a forward pass of 3 x 64 tokens that works (no limit)."""
+    import torch
+
+    record = mech.record
+    problems = []
+    for qlen, klen in ((1, 1), (7, 7), (5, 12), (64, 64)):
+        with torch.no_grad():
+            theirs = model.relative_positional_encoding(qlen, klen)[:, 0].double().numpy()
+        ours = record.table(qlen, klen)
+        w = 1.0 / 10000.0 ** (np.arange(0, record.d_model, 2) / record.d_model)
+        angle = np.abs(record.distances(qlen, klen))[:, None] * w
+        tol = 2.0**-22 * (1 + np.concatenate([angle, angle], -1))
+        if ours.shape != theirs.shape or not np.all(np.abs(ours - theirs) <= tol):
+            problems.append(
+                f"relative sinusoids ({qlen} queries, {klen} keys) differ from relative_positional_encoding"
+            )
+    try:
+        with torch.no_grad(), quiet():
+            model(input_ids=torch.full((1, 192), 5, dtype=torch.long))
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of 192 tokens fails (we report no limit): {e}"[:200])
+    return problems
+
+
+def _segment_bias_problems(model, mech, directory: Path) -> list[str]:
+    """CPM-Ant's segment bias: our ``bias(segments)`` bit-equal to the model's own
+    ``position_bias(positions, positions, segments, segments)`` on random segments of 9 and of 300
+    tokens (past the tiny ``position_bias_max_distance``), and the model's forward of 300 tokens works."""
+    import torch
+
+    record = mech.record
+    rng = np.random.default_rng(0)
+    problems = []
+    for n in (9, 300):
+        seg = rng.integers(0, min(3, record.segment_types), n)
+        pos = torch.arange(n)[None]
+        with torch.no_grad():
+            theirs = model.position_bias(pos, pos, torch.from_numpy(seg)[None], torch.from_numpy(seg)[None])[0]
+        if not np.array_equal(record.bias(seg), theirs.numpy()):
+            problems.append(f"segment bias of {n} tokens differs from the model's position_bias")
+    try:
+        with torch.no_grad(), quiet():
+            model(input_ids=torch.full((1, 300), 5, dtype=torch.long))
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of 300 tokens fails (we report no limit): {e}"[:200])
+    return problems
+
+
+#: Lengths the resampled table is compared at: shorter, equal, longer, and far longer than its rows.
+RESAMPLED_LENGTHS = (1, 7, 64, 100, 257)
+
+
+def _resampled_problems(model, mech, directory: Path) -> list[str]:
+    """SAM3-Lite's text positions: the stored table bit-equal to the model's, our float64 resampling
+    against the model's own position module at several lengths, and a forward pass far past the
+    table's rows that works (no limit). Tolerance per output row: torch computes the source index
+    ``s = L / n * (i + 0.5) - 0.5`` and its fraction in float32, so the weight may be off by
+    ``2**-23 * (1 + s)`` (a few times over), times the two rows' spread; plus 4 float32 ulps of the
+    table's largest value for the blend itself."""
+    import torch
+
+    record = mech.record
+    module = model.embeddings.position_embedding
+    stored = module.position_embedding.detach().numpy().reshape(-1, record.table.dim)
+    problems = []
+    if not np.array_equal(stored, record.table.weights):
+        problems.append(f"resampled table {record.table.key} differs from the model's")
+    big = float(np.abs(stored).max())
+    ulp = float(np.spacing(np.float32(big)))
+    rows = stored.shape[0]
+    for n in RESAMPLED_LENGTHS:
+        with torch.no_grad():
+            theirs = module(n)[0].numpy().astype(np.float64)
+        ours = record.rows_for(n).astype(np.float32).astype(np.float64)
+        src = np.maximum(rows / n * (np.arange(n) + 0.5) - 0.5, 0.0)
+        tol = 4 * 2.0**-23 * (1 + src)[:, None] * 2 * big + 4 * ulp
+        if ours.shape != theirs.shape or not np.all(np.abs(ours - theirs) <= tol):
+            worst = float(np.max(np.abs(ours - theirs))) / ulp if ours.shape == theirs.shape else np.inf
+            problems.append(f"rows at length {n} differ from the model's by up to {worst:.3g} float32 ulps")
+    try:
+        with torch.no_grad(), quiet():
+            model(input_ids=torch.full((1, 3 * record.table.rows), 5, dtype=torch.long))
+    except (IndexError, RuntimeError, ValueError) as e:
+        problems.append(f"a forward pass of {3 * record.table.rows} tokens fails (we report no limit): {e}"[:200])
+    return problems
+
+
 KIND_CHECKS = {
     "learned": _learned_or_audio,
     "sinusoidal": lambda model, mech, directory: (
@@ -1699,6 +1855,10 @@ KIND_CHECKS = {
     "none": _no_position_problems,
     "detr_positions": _detr_problems,
     "bbox_2d": _bbox_problems,
+    "axial": _axial_problems,
+    "resampled": _resampled_problems,
+    "relative_sinusoid": _relative_sinusoid_problems,
+    "segment_bias": _segment_bias_problems,
 }
 
 

@@ -983,3 +983,101 @@ OVERRIDES["layoutlmv3"] = {
     "has_relative_attention_bias": True,
     "has_spatial_attention_bias": True,
 }
+
+
+# ----------------------------------------------------------------------------- M-RoPE text towers (issue 36)
+#: Multimodal 3-D RoPE text towers: head_dim 16 (8 frequencies); sections that give every component
+#: frequencies, and (interleaved sections) one index past the width, dropped as transformers does.
+OVERRIDES.update(
+    {
+        "cosmos3_edge_text": {
+            "num_hidden_layers": 1,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6},
+        },
+        "qwen4_exp_text": {
+            "num_hidden_layers": 2,
+            "layer_types": ["linear_attention", "indexed_attention"],
+            # its indexed attention's QSA indexer (rotating its own queries and keys with the same cos/sin)
+            "indexer_n_heads": 2,
+            "indexer_kv_heads": 1,
+            "indexer_head_dim": 16,
+            "indexer_budget": 8,
+            "indexer_compress_ratio": 2,
+            "rope_parameters": {
+                "rope_type": "default",
+                "mrope_section": [2, 1, 1],
+                "rope_theta": 1e6,
+                "partial_rotary_factor": 0.5,
+            },
+        },
+        "cohere_compass_text": {
+            "num_hidden_layers": 2,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 5e4},
+                "full_attention": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 1e6},
+            },
+        },
+        "hy_v4_vl_text": {
+            "num_hidden_layers": 2,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 1e4},
+            "index_head_dim": 16,
+            "index_n_heads": 2,
+            "index_topk": 4,
+        },
+        "glm_image_text": {
+            "num_hidden_layers": 1,
+            "rope_parameters": {
+                "rope_type": "default",
+                "mrope_section": [1, 2, 1],
+                "rope_theta": 1e4,
+                "partial_rotary_factor": 0.5,
+            },
+        },
+        # Gemma 3n: two layer types (their own theta), the last two layers sharing the first two's keys
+        "gemma3n_text": {
+            "num_hidden_layers": 4,
+            "layer_types": ["sliding_attention", "full_attention"] * 2,
+            "num_kv_shared_layers": 2,
+            "vocab_size_per_layer_input": 128,
+            "hidden_size_per_layer_input": 8,
+            "laurel_rank": 4,
+            "altup_num_inputs": 2,
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            },
+        },
+        # Bailing-Hybrid: one linear-attention (NoPE) and one MLA layer
+        "bailing_hybrid": {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
+        # CANINE: its character position table has num_hash_buckets rows (max_position_embeddings: 64)
+        "canine": {"num_hash_buckets": 64, "num_hidden_layers": 1},
+        # Reformer: a 4 x 8 axial grid (32 positions) under max_position_embeddings 64, chunks of 8
+        "reformer": {
+            "attn_layers": ["local", "lsh"],
+            "num_hidden_layers": 2,
+            "axial_pos_shape": [4, 8],
+            "axial_pos_embds_dim": [32, 32],
+            "lsh_attn_chunk_length": 8,
+            "local_attn_chunk_length": 8,
+            "num_buckets": 4,
+        },
+        # CPM-Ant: 8 buckets to distance 16, 4 segments, 2 prompt tokens
+        "cpmant": {
+            "dim_head": 16,
+            "dim_ff": 64,
+            "num_hidden_layers": 1,
+            "position_bias_num_buckets": 8,
+            "position_bias_max_distance": 16,
+            "segment_types": 4,
+            "prompt_types": 3,
+            "prompt_length": 2,
+        },
+        # GLM-5-Next's text tower: NoPE (its config refuses a RoPE width); one linear and one DSA layer
+        "glm5_next_text": {
+            "num_hidden_layers": 2,
+            "qk_rope_head_dim": 0,
+            "layer_types": ["linear_attention", "indexed_attention"],
+        },
+    }
+)
