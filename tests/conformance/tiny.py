@@ -823,3 +823,28 @@ OVERRIDES.update(
         "data2vec-vision": {**_BEIT, "use_shared_relative_position_bias": True},
     }
 )
+
+# ----------------------------------------------------------------------------- SAM/ViTDet decomposed relative positions (issue 35 item 6)
+#: SAM-style image encoders: a 64 px image of 8 px patches (an 8 x 8 grid), 2 layers: layer 0 in
+#: 3 x 3 windows (the grid padded to 9 x 9), layer 1 global; width 32, 2 heads (head_dim 16).
+_SAM_VISION = {
+    "image_size": 64,
+    "patch_size": 8,
+    "window_size": 3,
+    "global_attn_indexes": [1],
+    "num_hidden_layers": 2,
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "output_channels": 16,
+    "mlp_dim": 32,
+}
+SAM_VISION_TYPES = (
+    "sam_vision_model",
+    "sam_hq_vision_model",
+    "got_ocr2_vision",
+    "slanext_vision",
+    "pp_formulanet_vision",
+    "deepseek_ocr2_sam_vision_model",
+    "unlimited_ocr_sam_vision_model",
+)
+OVERRIDES.update({t: dict(_SAM_VISION) for t in SAM_VISION_TYPES})
