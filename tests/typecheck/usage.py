@@ -218,3 +218,11 @@ def convolutional_positions(path: str) -> None:
     out = module.apply(variables, hidden, add=True)
     linen_module: nn.Module = fp.linen.ConvPositionalEmbedding(spec)
     print(positions, summed, weight, conv(hidden), out, linen_module)
+
+
+def decomposed_rel_pos_usage() -> None:
+    """SAM/ViTDet decomposed relative positions (issue 35 item 6), as users would write it."""
+    table: jax.Array = fp.decomposed_rel_pos_table(jnp.zeros((27, 16)), 14, 14)
+    resized: jax.Array = fp.decomposed_rel_pos_table(jnp.zeros((27, 16)), 16, 16, interpolate=True)
+    rel_pos_h = rel_pos_w = jnp.zeros((27, 16))
+    bias: jax.Array = fp.decomposed_rel_pos_bias(jnp.zeros((2, 196, 16)), rel_pos_h, rel_pos_w, (14, 14), (14, 14))
