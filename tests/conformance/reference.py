@@ -1024,6 +1024,10 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["relative_position_bias_table", "continuous_position_bias_mlp"]
         if mech.kind == "detr_positions" and mech.record.key:  # DETR's learned row and column tables
             covered += [mech.record.key, mech.record.column_key]
+        if mech.kind == "detr_positions":  # a head's modules named like positions that take none (its row says)
+            from flax_posenc.conversion.detr_positions import DETR_POSITION_FAMILIES
+
+            covered += list(getattr(DETR_POSITION_FAMILIES.get(mech.record.family), "not_positions", ()))
         if mech.kind == "conv_position":  # wav2vec2's position convolution (a composite's tower: no prefix)
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
@@ -1249,8 +1253,13 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
     found = [
         (n, m) for n, m in model.named_modules() if re.search(r"(Sine|Learned)PositionEmbedding$", type(m).__name__)
     ]
+    from flax_posenc.conversion.detr_positions import DETR_POSITION_FAMILIES
+
+    place = getattr(DETR_POSITION_FAMILIES.get(rec.family), "module", "")  # a head's row: its own module
+    if place:
+        found = [(n, m) for n, m in found if n == place or n.endswith("." + place)]
     if len(found) != 1:
-        return [f"expected one DETR position module, found {[n for n, _ in found]}"]
+        return [f"expected one DETR position module{' at ' + place if place else ''}, found {[n for n, _ in found]}"]
     name, module = found[0]
     problems = []
     variant = "learned" if "Learned" in type(module).__name__ else "sine"
@@ -1258,6 +1267,8 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
         return [f"we read the {rec.variant} variant; the model's {name} is {type(module).__name__}"]
     c = model.config
     width = getattr(c, "encoder_hidden_dim", None) or getattr(c, "d_model", None) or c.hidden_size
+    if place:  # the head module's own width (its num_position_features per axis, or RT-DETR's embed_dim)
+        width = 2 * getattr(module, "num_position_features", 0) or module.embed_dim
     if 2 * rec.num_pos_feats != width:
         problems.append(f"{2 * rec.num_pos_feats} channels; the model's width is {width}")
     channels = 2 * rec.num_pos_feats

@@ -226,3 +226,4 @@ def decomposed_rel_pos_usage() -> None:
     resized: jax.Array = fp.decomposed_rel_pos_table(jnp.zeros((27, 16)), 16, 16, interpolate=True)
     rel_pos_h = rel_pos_w = jnp.zeros((27, 16))
     bias: jax.Array = fp.decomposed_rel_pos_bias(jnp.zeros((2, 196, 16)), rel_pos_h, rel_pos_w, (14, 14), (14, 14))
+    print(table, resized, bias)
