@@ -74,7 +74,7 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'dots3_note': 'vision_config dots3_note_vision_encoder (rotary embedding of image patches (Dots3NoteVisionRotaryEmbedding)); audio_config dots3_note_audio_encoder (rotary embedding (Dots3NoteAudioRotaryEmbedding))',
         'dots3_note_audio_encoder': 'rotary embedding (Dots3NoteAudioRotaryEmbedding)',
         'dots3_note_vision_encoder': 'rotary embedding of image patches (Dots3NoteVisionRotaryEmbedding)',
-        'dpt': "DPT's own ViT embeddings: a learned patch-position grid (embeddings.position_embeddings), resized by _resize_pos_embed, not read",
+        'dpt': "its own head's positions (its own ViT embeddings' learned patch-position grid (embeddings.position_embeddings, resized by _resize_pos_embed)); backbone_config (a sub-config without a model type)",
         'edgetam': 'vision_config edgetam_vision_model (not read); prompt_encoder_config edgetam_prompt_encoder (cannot be built here: ValueError: no model class of transformers takes EdgeTamPromptEncoderConfig (a part of another model)); mask_decoder_config edgetam_mask_decoder (cannot be built here: ValueError: no model class of transformers takes EdgeTamMaskDecoderConfig (a part of another model))',
         'edgetam_video': 'mask_decoder_config edgetam_video_mask_decoder (cannot be built here: ValueError: no model class of transformers takes EdgeTamVideoMaskDecoderConfig (a part of another model)); vision_config sam2_vision_model (not read); prompt_encoder_config edgetam_video_prompt_encoder (cannot be built here: ValueError: no model class of transformers takes EdgeTamVideoPromptEncoderConfig (a part of another model))',
         'edgetam_vision_model': "its own head's positions (EdgeTamSinePositionEmbedding); backbone_config timm_wrapper (a timm model: its positions depend on the timm architecture it wraps, which is not read)",
@@ -327,7 +327,7 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'tipsv2_dpt': "its own head's positions (no position class found); backbone_config tipsv2_vision_model (learned patch-position grid (embeddings.position_embeddings))",
         'tipsv2_vision_model': 'learned patch-position grid (embeddings.position_embeddings)',
         'trocr': 'learned position table (decoder.embed_positions)',
-        'tvp': "TVP's learned text position table (embeddings.position_embeddings) and its visual row/column tables (row_position_embeddings, col_position_embeddings), not read",
+        'tvp': "its own head's positions (a learned text position table (embeddings.position_embeddings) and visual row/column tables (row_position_embeddings, col_position_embeddings))",
         'unlimited_ocr': 'vision_config unlimited_ocr_vision (not read); text_config unlimited_ocr_text (rotary embedding (UnlimitedOcrTextRotaryEmbedding))',
         'unlimited_ocr_text': 'rotary embedding (UnlimitedOcrTextRotaryEmbedding)',
         'unlimited_ocr_vision': 'sam_config (unlimited_ocr_sam_vision_model, read on its own) is not a text, vision, audio or backbone tower; encoder_config unlimited_ocr_vision_encoder (learned patch-position grid (embeddings.position_embedding))',
@@ -360,7 +360,7 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'xcodec': 'acoustic_model_config (dac, read on its own) is not a text, vision, audio or backbone tower; semantic_model_config (hubert, read on its own) is not a text, vision, audio or backbone tower',
         'xcodec2': "semantic_model_config wav2vec2-bert (its conformer attention's positions (position_embeddings_type: relative_key distance_embedding clamped to left/right_max_position_embeddings, Transformer-XL relative, or rotary) are not read)",
         'yolos': 'learned patch-position grid (embeddings.position_embeddings)',
-        'zoedepth': "ZoeDepth's patch transformer adds a 1-D sinusoid computed per call (ZoeDepthPatchTransformerEncoder.positional_encoding_1d), not read",
+        'zoedepth': "its own head's positions (a 1-D sinusoid its patch transformer computes per call (ZoeDepthPatchTransformerEncoder.positional_encoding_1d))",
     }
 )
 

@@ -227,3 +227,13 @@ def decomposed_rel_pos_usage() -> None:
     rel_pos_h = rel_pos_w = jnp.zeros((27, 16))
     bias: jax.Array = fp.decomposed_rel_pos_bias(jnp.zeros((2, 196, 16)), rel_pos_h, rel_pos_w, (14, 14), (14, 14))
     print(table, resized, bias)
+
+
+def fourier_positions_usage() -> None:
+    """SAM's random Fourier positional encoding (issue 35 item 6), as users would write it."""
+    from flax_posenc.fourier_encoding import image_wide_coordinates
+
+    gaussian = jnp.zeros((2, 64))
+    dense: jax.Array = fp.fourier_positions(image_wide_coordinates(64), gaussian)
+    points: jax.Array = fp.fourier_positions(jnp.zeros((1, 3, 2)), gaussian, input_shape=(480, 640))
+    print(dense, points)
