@@ -277,7 +277,7 @@ def read_decomposed_rel_pos(
     """
     if not config.get(row.flag_field, False):
         return []
-    w = os.fspath(where)
+    w = str(where)
     image = positive_pair(config.get("image_size"), "image_size", f"{w}:image_size", MAX_IMAGE_SIDE)
     patch = positive_pair(config.get("patch_size"), "patch_size", f"{w}:patch_size", MAX_IMAGE_SIDE)
     grid = image_grid(image, patch, where=f"{w}:image_size")
