@@ -31,10 +31,13 @@ size. With ``interpolate=False`` (a model that never resamples) a table must hav
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 __all__ = [
     "MAX_REL_POS_SIZE",
+    "DecomposedRelPosSpec",
     "check_rel_pos_rows",
     "check_rel_pos_size",
     "decomposed_rel_pos_float64",
@@ -171,3 +174,38 @@ def decomposed_rel_pos_float64(
     bias_h = np.einsum("bhwc,hkc->bhwk", r, rh)
     bias_w = np.einsum("bhwc,wkc->bhwk", r, rw)
     return (bias_h[..., :, None] + bias_w[..., None, :]).reshape(q.shape[0], qh * qw, kh * kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecomposedRelPosSpec:
+    """One attention layer's decomposed relative positions, as data: the ``(height, width)`` in
+    patches its tables were built for (a window, or a global layer's grid) and ``head_dim``. The
+    tables are ``(2 * height - 1, head_dim)`` and ``(2 * width - 1, head_dim)``.
+
+    Raises:
+      ValueError: a size outside ``1 .. MAX_REL_POS_SIZE`` or a ``head_dim`` that is not a positive
+        integer (one line naming the field).
+
+    >>> DecomposedRelPosSpec((14, 14), 64).table_shapes
+    ((27, 64), (27, 64))
+    """
+
+    size: tuple[int, int]
+    head_dim: int
+
+    def __post_init__(self):
+        size = self.size
+        if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+            size = (int(size), int(size))
+        if not isinstance(size, (tuple, list)) or len(size) != 2:
+            raise ValueError(f"size: expected (height, width) in patches, found {self.size!r}")
+        object.__setattr__(self, "size", (check_rel_pos_size(size[0], "size"), check_rel_pos_size(size[1], "size")))
+        d = self.head_dim
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d <= 1 << 16:
+            raise ValueError(f"head_dim: expected an integer in 1..65536, found {d!r}")
+
+    @property
+    def table_shapes(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """``((2h - 1, head_dim), (2w - 1, head_dim))``: ``rel_pos_h`` and ``rel_pos_w``."""
+        h, w = self.size
+        return (2 * h - 1, int(self.head_dim)), (2 * w - 1, int(self.head_dim))

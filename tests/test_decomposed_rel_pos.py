@@ -179,3 +179,26 @@ def test_table_of_the_wrong_length_is_one_line(sam_dir, tmp_path):
     assert str(e.value) == (
         f"{out / 'model.safetensors'}:{key}: expected 15 rows (2 * 8 - 1 for the layer's grid of 8), found 13 rows"
     )
+
+
+def test_shells_give_the_models_own_bias(sam_attention):
+    """NNX and Linen modules holding SAM's tables give its own get_decomposed_rel_pos (trained and resampled)."""
+    from flax import nnx
+
+    from flax_posenc.rel_pos_config import DecomposedRelPosSpec
+
+    rng = np.random.default_rng(3)
+    rh, rw = (rng.standard_normal((15, 16)).astype(np.float32) for _ in range(2))
+    module = fp.nnx.DecomposedRelativePosition(DecomposedRelPosSpec((8, 8), 16), rngs=nnx.Rngs(0))
+    module.rel_pos_h[...], module.rel_pos_w[...] = jnp.asarray(rh), jnp.asarray(rw)
+    linen = fp.linen.DecomposedRelativePosition(DecomposedRelPosSpec((8, 8), 16))
+    for size in [(8, 8), (6, 10)]:
+        q = rng.standard_normal((2, size[0] * size[1], 16)).astype(np.float32)
+        with torch.no_grad():
+            theirs = sam_attention.get_decomposed_rel_pos(
+                torch.from_numpy(q), torch.from_numpy(rh), torch.from_numpy(rw), size, size
+            ).reshape(2, q.shape[1], q.shape[1])
+        ours = np.asarray(module(q, size))
+        from_linen = np.asarray(linen.apply({"params": {"rel_pos_h": rh, "rel_pos_w": rw}}, q, size))
+        assert np.abs(ours - theirs.numpy()).max() <= 1e-5 * np.abs(theirs.numpy()).max()
+        assert np.array_equal(ours, from_linen)

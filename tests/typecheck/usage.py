@@ -226,7 +226,11 @@ def decomposed_rel_pos_usage() -> None:
     resized: jax.Array = fp.decomposed_rel_pos_table(jnp.zeros((27, 16)), 16, 16, interpolate=True)
     rel_pos_h = rel_pos_w = jnp.zeros((27, 16))
     bias: jax.Array = fp.decomposed_rel_pos_bias(jnp.zeros((2, 196, 16)), rel_pos_h, rel_pos_w, (14, 14), (14, 14))
-    print(table, resized, bias)
+    from flax_posenc.rel_pos_config import DecomposedRelPosSpec
+
+    module = fp.nnx.DecomposedRelativePosition(DecomposedRelPosSpec((14, 14), 16), rngs=nnx.Rngs(0))
+    linen = fp.linen.DecomposedRelativePosition(DecomposedRelPosSpec((14, 14), 16))
+    print(table, resized, bias, module(jnp.zeros((2, 196, 16))), module(jnp.zeros((2, 256, 16)), (16, 16)), linen)
 
 
 def fourier_positions_usage() -> None:
