@@ -111,8 +111,10 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.conv_position_config import ConvPositionSpec, fold_weight_norm  # noqa: F401
     from flax_posenc.deberta import deberta_relative_positions  # noqa: F401
     from flax_posenc.deberta_config import DebertaRelativeConfig  # noqa: F401
+    from flax_posenc.decomposed_rel_pos import decomposed_rel_pos_bias, decomposed_rel_pos_table  # noqa: F401
     from flax_posenc.detr import detr_feature_mask, detr_learned_embedding, detr_sine_embedding  # noqa: F401
     from flax_posenc.detr_config import DetrSineConfig  # noqa: F401
+    from flax_posenc.fourier_encoding import fourier_positions  # noqa: F401
     from flax_posenc.grid_config import GRID_CONVENTIONS, GridConvention, GridSpec  # noqa: F401
     from flax_posenc.grid_sincos import sincos_2d_table  # noqa: F401
     from flax_posenc.grids import resize_grid, resize_patch_grid  # noqa: F401

@@ -894,4 +894,41 @@ class VisionRotaryEmbedding(VisionRotaryCalls, nn.Module):
 
 __all__ += ["VisionRotaryEmbedding"]
 
+
+
+# ----------------------------------------------------------------------------- decomposed relative positions (issue 35 item 6)
+from flax_posenc.decomposed_rel_pos import decomposed_rel_pos_bias  # noqa: E402 - the block stays self-contained
+from flax_posenc.rel_pos_config import DecomposedRelPosSpec  # noqa: E402
+
+#: Logical axes of ``rel_pos_h`` / ``rel_pos_w`` (the NNX module's).
+REL_POS_AXES = (None, "kv")
+
+
+class DecomposedRelativePosition(nn.Module):
+    """SAM/ViTDet's decomposed relative positions of one attention layer (see the NNX module of the
+    same name): parameters ``rel_pos_h`` ``(2h - 1, head_dim)`` and ``rel_pos_w`` ``(2w - 1, head_dim)``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from flax_posenc.rel_pos_config import DecomposedRelPosSpec
+    >>> rel = DecomposedRelativePosition(DecomposedRelPosSpec((3, 3), 8))
+    >>> q = jnp.ones((2, 9, 8))
+    >>> rel.apply(rel.init(jax.random.key(0), q), q).shape
+    (2, 9, 9)
+    """
+
+    spec: DecomposedRelPosSpec
+    dtype: jax.typing.DTypeLike | None = None
+    param_dtype: jax.typing.DTypeLike = jnp.float32
+
+    @nn.compact
+    def __call__(self, query: jax.Array, q_size: Any = None, k_size: Any = None) -> jax.Array:
+        shape_h, shape_w = self.spec.table_shapes
+        rel_h = _param(self, "rel_pos_h", nn.initializers.zeros, shape_h, self.param_dtype, REL_POS_AXES)
+        rel_w = _param(self, "rel_pos_w", nn.initializers.zeros, shape_w, self.param_dtype, REL_POS_AXES)
+        q = tuple(q_size) if q_size is not None else self.spec.size
+        k = tuple(k_size) if k_size is not None else q
+        bias = decomposed_rel_pos_bias(query, rel_h, rel_w, q, k)
+        return bias if self.dtype is None else bias.astype(self.dtype)
+
+
 __all__ = sorted({*__all__, *public_modules(globals(), nn.Module)})  # every public module class

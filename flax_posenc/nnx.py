@@ -1256,4 +1256,60 @@ class BoundingBoxEmbedding(nnx.Module):
         return _loaded(cls, spec, params, param_dtype=param_dtype, on_overflow=on_overflow)
 
 
+
+
+# ----------------------------------------------------------------------------- decomposed relative positions (issue 35 item 6)
+from flax_posenc.decomposed_rel_pos import decomposed_rel_pos_bias  # noqa: E402 - the block stays self-contained
+from flax_posenc.rel_pos_config import DecomposedRelPosSpec  # noqa: E402
+
+#: Logical axes of ``rel_pos_h`` / ``rel_pos_w``: offsets, then the head's channels.
+REL_POS_AXES = (None, "kv")
+
+
+class DecomposedRelativePosition(nnx.Module):
+    """SAM/ViTDet's decomposed relative positions of one attention layer: a thin shell over
+    :func:`flax_posenc.decomposed_rel_pos_bias`.
+
+    Parameters ``rel_pos_h`` ``(2h - 1, head_dim)`` and ``rel_pos_w`` ``(2w - 1, head_dim)`` (zeros,
+    as transformers initialises them), logical axes ``(None, "kv")``. A call on the unscaled queries
+    ``(..., qh * qw, head_dim)`` returns the bias ``(..., qh * qw, kh * kw)`` to add to the attention
+    logits; another size than the spec's resamples the tables (``get_rel_pos``): no limit.
+
+    Args:
+      spec: a :class:`~flax_posenc.rel_pos_config.DecomposedRelPosSpec` (``size``, ``head_dim``).
+      dtype: output dtype (``None``: the query's); param_dtype: the tables'; rngs: unused (zeros).
+
+    >>> import jax.numpy as jnp
+    >>> from flax_posenc.rel_pos_config import DecomposedRelPosSpec
+    >>> rel = DecomposedRelativePosition(DecomposedRelPosSpec((3, 3), 8), rngs=nnx.Rngs(0))
+    >>> rel(jnp.ones((2, 9, 8))).shape, rel(jnp.ones((2, 20, 8)), (4, 5)).shape
+    ((2, 9, 9), (2, 20, 20))
+    """
+
+    def __init__(
+        self,
+        spec: DecomposedRelPosSpec,
+        /,
+        *,
+        dtype: jax.typing.DTypeLike | None = None,
+        param_dtype: jax.typing.DTypeLike = jnp.float32,
+        rngs: nnx.Rngs | None = None,
+    ):
+        if not isinstance(spec, DecomposedRelPosSpec):
+            raise TypeError(f"spec: expected a DecomposedRelPosSpec, found {type(spec).__name__}")
+        self.spec = spec
+        shape_h, shape_w = spec.table_shapes
+        self.rel_pos_h = _param(jnp.zeros(shape_h, param_dtype), REL_POS_AXES)
+        self.rel_pos_w = _param(jnp.zeros(shape_w, param_dtype), REL_POS_AXES)
+        self.dtype = dtype
+
+    def __call__(self, query: jax.Array, q_size: Any = None, k_size: Any = None) -> jax.Array:
+        """``(..., qh * qw, kh * kw)``: the bias of ``query`` on a ``q_size`` grid (``None``: the spec's)
+        against keys on ``k_size`` (``None``: ``q_size``)."""
+        q = tuple(q_size) if q_size is not None else self.spec.size
+        k = tuple(k_size) if k_size is not None else q
+        bias = decomposed_rel_pos_bias(query, self.rel_pos_h[...], self.rel_pos_w[...], q, k)
+        return bias if self.dtype is None else bias.astype(self.dtype)
+
+
 __all__ = sorted({*__all__, *public_modules(globals(), nnx.Module)})  # every public module class

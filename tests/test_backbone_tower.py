@@ -95,26 +95,27 @@ def test_timm_backbone_is_unread(tmp_path):
 
 
 def test_head_not_read_is_refused_although_its_backbone_is(tmp_path):
-    """Mask2Former's own positions (its pixel decoder's sine) are not in the registry: a read ResNet
-    backbone does not make it read. (DETR was the example until its detr_positions rows made it read.)"""
+    """ZoeDepth's own positions (the sinusoid of its patch transformer) are not in the registry: a read
+    ResNet backbone does not make it read. (DETR, then Mask2Former were the example until their
+    detr_positions rows made them read.)"""
     from flax_posenc.conversion.models import MODEL_MECHANISMS
 
-    assert "mask2former" not in MODEL_MECHANISMS  # the premise: once it is read, pick another unread head
-    config = {"model_type": "mask2former", "backbone_config": _RESNET}
+    assert "zoedepth" not in MODEL_MECHANISMS  # the premise: once it is read, pick another unread head
+    config = {"model_type": "zoedepth", "backbone_config": _RESNET}
     with pytest.raises(CheckpointError, match=config["model_type"]) as info:
         inspect_source(_write(tmp_path / "d", config))
     assert "\n" not in str(info.value)
 
 
 def test_composite_catalog_never_reads_a_head_by_its_backbone():
-    """DETR and UperNet are rows of their own; Mask2Former (not read, its only sub-config a backbone)
+    """DETR and UperNet are rows of their own; ZoeDepth (not read, its only sub-config a backbone)
     is the case that reaches the head-around-a-backbone rule."""
     from conformance.catalog import composite_read
 
     from flax_posenc.conversion.models import MODEL_MECHANISMS
 
     assert not composite_read("detr") and not composite_read("upernet")
-    assert "mask2former" not in MODEL_MECHANISMS and not composite_read("mask2former")
+    assert "zoedepth" not in MODEL_MECHANISMS and not composite_read("zoedepth")
 
 
 def test_conformance_checks_the_backbone_against_its_own_module(tmp_path, monkeypatch):

@@ -276,6 +276,36 @@ ROWS.append(
         _omniasr_audio,
     )
 )
+
+
+def _random_rel_pos():
+    """SAM's decomposed relative positions of a 3 x 3 window, its zero-initialised tables filled with N(0, 1)."""
+    from flax_posenc.rel_pos_config import DecomposedRelPosSpec
+
+    module = fp.nnx.DecomposedRelativePosition(DecomposedRelPosSpec((3, 3), D), rngs=nnx.Rngs(0))
+    rng = np.random.default_rng(0)
+    module.rel_pos_h[...] = jnp.asarray(rng.standard_normal((5, D)), jnp.float32)
+    module.rel_pos_w[...] = jnp.asarray(rng.standard_normal((5, D)), jnp.float32)
+    return module
+
+
+def _linen_rel_pos():
+    from flax_posenc.rel_pos_config import DecomposedRelPosSpec
+
+    return fp.linen.DecomposedRelativePosition(DecomposedRelPosSpec((3, 3), D))
+
+
+ROWS.append(  # issue 35 item 6: a query of the 3 x 3 window -> the (9, 9) bias
+    Row(
+        "DecomposedRelativePosition",
+        _random_rel_pos,
+        _linen_rel_pos,
+        lambda query: ((query,), {}),
+        _floats((9, D)),
+        {"rel_pos_h": ((5, D), (None, "kv")), "rel_pos_w": ((5, D), (None, "kv"))},
+    )
+)
+
 IDS = [row.name for row in ROWS]
 
 

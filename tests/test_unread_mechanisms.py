@@ -103,7 +103,8 @@ def test_a_type_both_read_and_refused_fails_at_import(monkeypatch):
         ("wavtokenizer", "backbone.pos_net"),
         ("llama4_vision_model", "Llama4VisionRotaryEmbedding"),
         ("florence_vision", "Florence2VisionLearnedAbsolutePositionEmbedding2D"),
-        ("mask2former", "Mask2FormerSinePositionEmbedding"),
+        ("pp_doclayout_v2", "PPDocLayoutV2SinePositionEmbedding"),
+        ("zoedepth", "ZoeDepthPatchTransformerEncoder.positional_encoding_1d"),
         ("sam_prompt_encoder", "cannot build it here"),
     ],
 )

@@ -140,6 +140,18 @@ class _Timeout(Exception):
     pass
 
 
+# Heads with positions of their own (issue 35 item 4: read from their modeling files), one block of
+# its own: what a head's part of its line says instead of "no position class found".
+HEAD_POSITIONS: dict[str, str] = {
+    "zoedepth": "a 1-D sinusoid its patch transformer computes per call "
+    "(ZoeDepthPatchTransformerEncoder.positional_encoding_1d)",
+    "tvp": "a learned text position table (embeddings.position_embeddings) and visual row/column tables "
+    "(row_position_embeddings, col_position_embeddings)",
+    "dpt": "its own ViT embeddings' learned patch-position grid (embeddings.position_embeddings, resized by "
+    "_resize_pos_embed)",
+}
+
+
 def _one_line(e: BaseException) -> str:
     lines = [s.strip() for s in str(e).splitlines() if s.strip()]
     if lines:
@@ -317,7 +329,8 @@ def _tower_line(model_type: str, read: set[str], lines: dict[str, str]) -> str:
             parts.append(f"{field} {tower} ({_why(tower, lines)})")
     if head:
         own = _own_position_classes(model_type)
-        parts.insert(0, f"its own head's positions ({', '.join(own) if own else 'no position class found'})")
+        what = HEAD_POSITIONS.get(model_type) or (", ".join(own) if own else "no position class found")
+        parts.insert(0, f"its own head's positions ({what})")
     if not parts:
         return "every tower is read, but the composite is not: its own glue is not verified"
     return "; ".join(parts)

@@ -140,8 +140,15 @@ DETR_POSITION_FAMILIES: Mapping[str, DetrPositionFamily] = MappingProxyType(
 )
 
 
+def _field(config: Mapping[str, Any], field: str) -> Any:
+    """``config[field]``; a dotted field (``decoder_config.d_model``) reads a sub-config's."""
+    head, _, rest = field.partition(".")
+    value = config.get(head)
+    return _field(value, rest) if rest and isinstance(value, Mapping) else (None if rest else value)
+
+
 def _positive_int(config: Mapping[str, Any], field: str, where: object) -> int:
-    value = config.get(field)
+    value = _field(config, field)
     if isinstance(value, bool) or not isinstance(value, int) or value < 4 or value % 4:
         raise fail(f"{where}:{field}", f"{field} as a positive multiple of 4", repr(value)[:80])
     return value
@@ -346,3 +353,76 @@ def read_detr_positions(
         row_embeddings=rows,
         column_embeddings=columns,
     )
+
+
+# ----------------------------------------------------------------------------- heads' own positions (issue 35 item 4)
+# One block of its own, joined to the registry: segmentation and layout heads whose position module is
+# DETR's sine (mask-free: a mask of ones, transformers passes none) or RT-DETR's
+# build_2d_sinusoidal_position_embedding. A head with two position modules has one row per module.
+
+
+@dataclasses.dataclass(frozen=True)
+class DetrHeadPositionFamily(DetrPositionFamily):
+    """A row of a head's own position module (:class:`DetrPositionFamily` plus where it sits).
+
+    Attributes:
+      module: the module's attribute path in transformers' model, as a name suffix
+        (``pixel_level_module.decoder.position_embedding``): what the conformance case compares.
+      key_suffix: what tells two rows of one model type apart (the module's place).
+      not_positions: modules named like positions that take none (PP-DocLayout V4's
+        ``relative_order_head``: a pairwise reading-order scorer of the decoder's queries, an output).
+    """
+
+    module: str = ""
+    key_suffix: str = ""
+    not_positions: tuple[str, ...] = ()
+
+
+def _head(name: str, model_type: str, width_field: str, module: str) -> DetrHeadPositionFamily:
+    return DetrHeadPositionFamily(
+        name,
+        (model_type,),
+        width_field=width_field,
+        learned_suffix=None,
+        type_field=None,
+        module=module,
+        key_suffix=module,
+    )
+
+
+def _rt_head(name: str, not_positions: tuple[str, ...] = ()) -> DetrHeadPositionFamily:
+    rt = DETR_POSITION_FAMILIES["rt_detr"]
+    return DetrHeadPositionFamily(
+        name,
+        (name,),
+        width_field=rt.width_field,
+        offset=rt.offset,
+        temperature_fields=rt.temperature_fields,
+        learned_suffix=None,
+        type_field=None,
+        normalize=False,
+        layout="blocks",
+        refuse_fields=rt.refuse_fields,
+        module="position_embedding",
+        key_suffix="position_embedding",
+        not_positions=not_positions,
+    )
+
+
+_HEAD_ROWS = (
+    # Mask2Former: the pixel decoder's (feature_size // 2 per axis) and the transformer decoder's (hidden_dim // 2)
+    _head("mask2former_pixel_decoder", "mask2former", "feature_size", "pixel_level_module.decoder.position_embedding"),
+    _head("mask2former_decoder", "mask2former", "hidden_dim", "transformer_module.position_embedder"),
+    # OneFormer: the pixel decoder's (conv_dim // 2) and the transformer decoder's (hidden_dim // 2)
+    _head("oneformer_pixel_decoder", "oneformer", "conv_dim", "pixel_level_module.decoder.position_embedding"),
+    _head("oneformer_decoder", "oneformer", "hidden_dim", "transformer_module.position_embedder"),
+    # MaskFormer: its DETR decoder's width (decoder_config.d_model // 2)
+    _head("maskformer_decoder", "maskformer", "decoder_config.d_model", "transformer_module.position_embedder"),
+    # PP-DocLayout V3/V4: RT-DETR's AIFI position embedding. Not here: PP-DocLayout V2 (its reading-order
+    # model adds a bucketed relative bias and a box relation embedding, not read) and SAM 2's vision neck
+    # (Sam2SinePositionEmbedding: _head("sam2_vision_neck", "sam2_vision_model", "fpn_hidden_size",
+    # "neck.position_encoding") reads it, but its backbone sam2_hiera_det_model's grid is not read yet).
+    _rt_head("pp_doclayout_v3"),
+    _rt_head("pp_doclayout_v4", not_positions=("relative_order_head.",)),
+)
+DETR_POSITION_FAMILIES = MappingProxyType({**DETR_POSITION_FAMILIES, **{row.name: row for row in _HEAD_ROWS}})

@@ -84,8 +84,8 @@ class GridFamily:
 
     Attributes:
       name: our name; model_types: ``config.json`` values that mean it.
-      key_suffix: the tensor's name without the checkpoint's prefix (``(1, N, D)`` parameters
-        and ``(N, D)`` embedding weights are both read as ``(N, D)``).
+      key_suffix: the tensor's name without the checkpoint's prefix (``(1, N, D)`` parameters,
+        ``(N, D)`` embedding weights and SAM's ``(1, gh, gw, D)`` grids are all read as ``(N, D)``).
       prefix_tokens: rows before the grid (class token 1, DeiT's class + distillation 2, SigLIP 0).
       config_section: the sub-config holding ``image_size``/``patch_size`` in a composite
         checkpoint (``"vision_config"`` for ``clip``/``siglip``), else ``None``.
@@ -536,6 +536,11 @@ def load_grid_table(
     _, shape = ckpt.reader.info(key)
     if len(shape) == 3 and shape[0] == 1:
         weights = read_float(ckpt.reader, key, ndim=3, what=f"{row.name} position grid").reshape(shape[1], shape[2])
+    elif len(shape) == 4 and shape[0] == 1:  # SAM's (1, gh, gw, dim) pos_embed: the grid itself, row-major
+        gh, gw = image_grid(sizes["image_size"], sizes["patch_size"], where=f"{field_where}image_size")
+        if tuple(shape[1:3]) != (gh, gw):
+            raise fail(f"{ckpt.weights_path}:{key}", f"a (1, {gh}, {gw}, dim) position grid", f"shape {tuple(shape)}")
+        weights = read_float(ckpt.reader, key, ndim=4, what=f"{row.name} position grid").reshape(gh * gw, shape[3])
     else:
         weights = read_float(ckpt.reader, key, ndim=2, what=f"{row.name} position grid")
     return GridTable(
@@ -646,3 +651,28 @@ class GridSource(TableBacked):
                 f"limit:       {self.describe_limit()}",
             ]
         )
+
+
+# ----------------------------------------------------------------------------- SAM-style grids (issue 35 item 6)
+# One block of its own, joined to the registry: the (1, gh, gw, dim) pos_embed of SAM's image encoder
+# and its copies (no prefix row). SAM, SAM-HQ, GOT-OCR 2, SLANeXt and PP-FormulaNet add it as stored
+# (their patch embedding refuses another image size); the DeepSeek-OCR 2 and Unlimited-OCR SAM towers
+# resize it to every image (interpolate_pos_encoding: bicubic, antialias).
+_SAM_GRID_ROWS = (
+    GridFamily(
+        "sam_vision_grid",
+        ("sam_vision_model", "sam_hq_vision_model", "got_ocr2_vision", "slanext_vision", "pp_formulanet_vision"),
+        "pos_embed",
+        0,
+        "torch_bicubic",
+    ),
+    GridFamily(
+        "sam_vision_grid_resized",
+        ("deepseek_ocr2_sam_vision_model", "unlimited_ocr_sam_vision_model"),
+        "pos_embed",
+        0,
+        "torch_bicubic_antialias",
+        resizes_itself=True,
+    ),
+)
+GRID_FAMILIES = MappingProxyType({**GRID_FAMILIES, **{row.name: row for row in _SAM_GRID_ROWS}})

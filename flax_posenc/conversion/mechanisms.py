@@ -749,3 +749,28 @@ MECHANISMS.register(
         lambda row, ctx: [read_segment_bias(ctx.source, row, ctx.config)],
     )
 )
+
+# ----------------------------------------------------------------------------- decomposed relative positions (issue 35 item 6)
+# One block of its own: SAM/ViTDet's per-layer rel_pos_h / rel_pos_w tables
+# (flax_posenc/conversion/decomposed_rel_pos.py).
+
+from flax_posenc.conversion.decomposed_rel_pos import (  # noqa: E402 - the block stays self-contained
+    DECOMPOSED_REL_POS_FAMILIES,
+    DecomposedRelPosSource,
+    read_decomposed_rel_pos,
+)
+
+MECHANISMS.register(
+    MechanismKind(
+        "decomposed_rel_pos",
+        "SAM/ViTDet decomposed relative positions: per layer, learned rel_pos_h / rel_pos_w tables of "
+        "2 S - 1 offsets, resampled linearly to any size (get_rel_pos): no limit",
+        "none",
+        ("decomposed_rel_pos",),
+        (DecomposedRelPosSource,),
+        (("flax_posenc.conversion.decomposed_rel_pos.DECOMPOSED_REL_POS_FAMILIES", DECOMPOSED_REL_POS_FAMILIES),),
+        lambda row, ctx: read_decomposed_rel_pos(ctx.source, row, ctx.config, ctx.config_path),
+        tower="vision",
+        details=grid_details,
+    )
+)

@@ -218,3 +218,36 @@ class NoPositionEncoding(NoLimit):
     def __str__(self) -> str:
         label = "recurrent" if self.family == "recurrent" else self.family.replace("_", ", ")
         return f"source:      {self.source}\nscheme:      none ({label})\nlimit:       {self.describe_limit()}"
+
+
+# ----------------------------------------------------------------------------- heads without positions (issue 35 item 4)
+# One block of its own, joined to the registry: heads whose modeling file has no position table, buffer,
+# rotary module or relative bias (read in transformers 5.24.0), around a backbone_config read beside them
+# as the ``backbone`` tower (PP-LCNet, HGNet-V2: none; DINOv2: a grid; DINOv3: vision RoPE).
+HEAD_WITHOUT_POSITION_MODEL_TYPES: tuple[str, ...] = (
+    # PP-OCRv5/v6 text detection (DB head: convolutions and upsampling over the backbone's maps)
+    # (not pp_ocrv5_server_det, pp_ocrv6_medium_det: neither their tiny nor their default config builds here)
+    "pp_ocrv5_mobile_det",
+    "pp_ocrv6_small_det",
+    # PP-OCRv5/v6 text recognition (SVTR neck: convolutions and attention over the feature sequence with
+    # no position tensor, then a CTC head)
+    "pp_ocrv5_mobile_rec",
+    "pp_ocrv5_server_rec",
+    "pp_ocrv6_small_rec",
+    "pp_ocrv6_tiny_rec",
+    "slanet",  # SLANet: CSP-PAN convolutions and an attention GRU decoding the table structure step by step
+    "chmv2",  # CHMv2: Depth Anything-style reassemble/fusion convolutions over its DINOv3 backbone
+    "prompt_depth_anything",  # Depth Anything's head plus convolutions of the prompt depth map
+)
+NO_POSITION_FAMILIES = MappingProxyType(
+    {
+        **NO_POSITION_FAMILIES,
+        "convolutional_heads": NoPositionFamily(
+            "convolutional_heads",
+            HEAD_WITHOUT_POSITION_MODEL_TYPES,
+            tower="vision",
+            reason="convolutions (and attention without a position tensor) over its backbone's features; "
+            "no position table, rotary or relative bias",
+        ),
+    }
+)

@@ -459,6 +459,8 @@ def _grid_problems(model, mech) -> list[str]:
     import flax_posenc as fp
 
     table = mech.record.table
+    if table.family.startswith("sam_vision_grid"):  # SAM's (1, gh, gw, dim) pos_embed: its own check
+        return _sam_grid_problems(model, mech)
     found = _grid_owner(model, table.key)
     if found is None:  # saved under the original checkpoint's name (TIPSv2's pos_embed): the row's module name
         from flax_posenc.conversion import grid_tables
@@ -1214,6 +1216,10 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["relative_position_bias_table", "continuous_position_bias_mlp"]
         if mech.kind == "detr_positions" and mech.record.key:  # DETR's learned row and column tables
             covered += [mech.record.key, mech.record.column_key]
+        if mech.kind == "detr_positions":  # a head's modules named like positions that take none (its row says)
+            from flax_posenc.conversion.detr_positions import DETR_POSITION_FAMILIES
+
+            covered += list(getattr(DETR_POSITION_FAMILIES.get(mech.record.family), "not_positions", ()))
         if mech.kind == "conv_position":  # wav2vec2's position convolution (a composite's tower: no prefix)
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
@@ -1236,6 +1242,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered.append(mech.record.table.key)
         if mech.kind == "axial" and mech.record.axial_shape:  # Reformer: both axial factors
             covered.append(mech.record.table.key.rsplit(".", 1)[0] + ".")
+        if mech.kind == "decomposed_rel_pos":  # every layer's rel_pos_h / rel_pos_w (its hook counts them)
+            covered += [".rel_pos_h", ".rel_pos_w"]  # a checkpoint may rename the layers (Unlimited-OCR: blocks.i)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1455,8 +1463,13 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
     found = [
         (n, m) for n, m in model.named_modules() if re.search(r"(Sine|Learned)PositionEmbedding$", type(m).__name__)
     ]
+    from flax_posenc.conversion.detr_positions import DETR_POSITION_FAMILIES
+
+    place = getattr(DETR_POSITION_FAMILIES.get(rec.family), "module", "")  # a head's row: its own module
+    if place:
+        found = [(n, m) for n, m in found if n == place or n.endswith("." + place)]
     if len(found) != 1:
-        return [f"expected one DETR position module, found {[n for n, _ in found]}"]
+        return [f"expected one DETR position module{' at ' + place if place else ''}, found {[n for n, _ in found]}"]
     name, module = found[0]
     problems = []
     variant = "learned" if "Learned" in type(module).__name__ else "sine"
@@ -1464,6 +1477,8 @@ def _detr_problems(model, mech, directory: Path) -> list[str]:
         return [f"we read the {rec.variant} variant; the model's {name} is {type(module).__name__}"]
     c = model.config
     width = getattr(c, "encoder_hidden_dim", None) or getattr(c, "d_model", None) or c.hidden_size
+    if place:  # the head module's own width (its num_position_features per axis, or RT-DETR's embed_dim)
+        width = 2 * getattr(module, "num_position_features", 0) or module.embed_dim
     if 2 * rec.num_pos_feats != width:
         problems.append(f"{2 * rec.num_pos_feats} channels; the model's width is {width}")
     channels = 2 * rec.num_pos_feats
@@ -2730,3 +2745,175 @@ def _layout_bias_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["layout_relative_bias"] = _layout_bias_problems
+
+# ----------------------------------------------------------------------------- decomposed relative positions (issue 35 item 6)
+
+#: get_rel_pos in float32 (ours, transformers') against float64: torch's float32 source indices and
+#: weights (which ours reproduce bit for bit) round the weights by up to 2**-24 times the index, so
+#: both lie within this many float32 ulps of the table's largest magnitude of the exact formula;
+#: ours and transformers' differ only in the last rounding of the two products (2 ulps).
+REL_POS_ULPS = 64
+REL_POS_OURS_VS_THEIRS_ULPS = 2
+
+
+def _rel_pos_attention(model):
+    """``[(name, module)]`` of every module holding ``rel_pos_h`` and ``rel_pos_w`` parameters, in order."""
+    import torch
+
+    return [
+        (n, m)
+        for n, m in model.named_modules()
+        if isinstance(getattr(m, "rel_pos_h", None), torch.nn.Parameter) and hasattr(m, "rel_pos_w")
+    ]
+
+
+def _their_get_rel_pos(module):
+    own = getattr(module, "get_rel_pos", None)
+    return own if callable(own) else getattr(sys.modules[type(module).__module__], "get_rel_pos", None)
+
+
+def _their_bias(module, query, rel_h, rel_w, q_size, k_size):
+    """The model's own decomposed bias ``(batch, qh * qw, kh * kw)`` (SAM's ``get_decomposed_rel_pos``,
+    or ViTDet's/SegGPT's ``add_decomposed_rel_pos`` onto zero logits)."""
+    import torch
+
+    b = query.shape[0]
+    n_q, n_k = q_size[0] * q_size[1], k_size[0] * k_size[1]
+    if callable(getattr(module, "get_decomposed_rel_pos", None)):
+        return module.get_decomposed_rel_pos(query, rel_h, rel_w, q_size, k_size).reshape(b, n_q, n_k)
+    add = getattr(module, "add_decomposed_rel_pos", None) or getattr(
+        sys.modules[type(module).__module__], "add_decomposed_relative_positions", None
+    )
+    return add(torch.zeros(b, n_q, n_k), query, rel_h, rel_w, q_size, k_size).reshape(b, n_q, n_k)
+
+
+def rel_pos_parity(theirs_fn, table: np.ndarray, q: int, k: int) -> tuple[float, float, float]:
+    """``(transformers, ours, ours vs transformers)``: float32 ``get_rel_pos`` of ``table`` at ``(q, k)``
+    against float64, in float32 ulps of the table's largest magnitude."""
+    import torch
+
+    import flax_posenc as fp
+    from flax_posenc.rel_pos_config import rel_pos_table_float64
+
+    with torch.no_grad():
+        theirs = theirs_fn(q, k, torch.from_numpy(np.ascontiguousarray(table, np.float32))).double().numpy()
+    ours = np.asarray(fp.decomposed_rel_pos_table(table.astype(np.float32), q, k), np.float64)
+    ref = rel_pos_table_float64(table, q, k)
+    ulp = float(np.spacing(np.float32(np.abs(table).max())))
+    return (
+        float(np.abs(theirs - ref).max() / ulp),
+        float(np.abs(ours - ref).max() / ulp),
+        float(np.abs(ours - theirs).max() / ulp),
+    )
+
+
+def _decomposed_rel_pos_problems(model, mech, directory: Path) -> list[str]:
+    """SAM/ViTDet decomposed relative positions: one record layer per attention module holding
+    ``rel_pos_h``/``rel_pos_w`` (tables bit-equal, rows ``2 S - 1``); ``fp.decomposed_rel_pos_table``
+    against the module's own ``get_rel_pos`` at the trained size, larger, smaller and with
+    ``q != k`` (:data:`REL_POS_ULPS` from float64, :data:`REL_POS_OURS_VS_THEIRS_ULPS` from
+    transformers); ``fp.decomposed_rel_pos_bias`` against the module's own decomposed bias at the
+    trained size and at a resampled one (``1e-5`` relative to the bias's largest magnitude)."""
+    import torch
+
+    import flax_posenc as fp
+
+    rec = mech.record
+    found = _rel_pos_attention(model)
+    if len(found) != len(rec.attention_layers):
+        return [
+            f"{len(rec.attention_layers)} layers of tables read; the model has {len(found)} attention modules with them"
+        ]
+    problems: list[str] = []
+    rng = np.random.default_rng(0)
+    for (name, module), layer in zip(found, rec.attention_layers):
+        theirs_h = module.rel_pos_h.detach().numpy()
+        theirs_w = module.rel_pos_w.detach().numpy()
+        if not (np.array_equal(theirs_h, layer.rel_pos_h) and np.array_equal(theirs_w, layer.rel_pos_w)):
+            problems.append(f"{name}: rel_pos_h/rel_pos_w differ from {layer.key_h}, {layer.key_w}")
+            continue
+        get = _their_get_rel_pos(module)
+        if get is None:
+            return problems + [f"{name}: no get_rel_pos found in the model's modeling file"]
+        s = layer.size[0]
+        # tables with values (a fresh model's are zeros): the stored ones, then random ones
+        tables = [layer.rel_pos_h, rng.standard_normal(layer.rel_pos_h.shape).astype(np.float32)]
+        for table in tables:
+            for q, k in ((s, s), (s + 2, s + 2), (max(s - 1, 1), max(s - 1, 1)), (s, s + 1), (s + 1, max(s - 1, 1))):
+                if not np.abs(table).max():
+                    continue
+                t_ulps, o_ulps, d_ulps = rel_pos_parity(get, table, q, k)
+                if t_ulps > REL_POS_ULPS or o_ulps > REL_POS_ULPS or d_ulps > REL_POS_OURS_VS_THEIRS_ULPS:
+                    problems.append(
+                        f"{name}: get_rel_pos({q}, {k}): transformers {t_ulps:.3g}, ours {o_ulps:.3g} ulps from "
+                        f"float64, ours vs transformers {d_ulps:.3g}"
+                    )
+        rel_h = rng.standard_normal(layer.rel_pos_h.shape).astype(np.float32)
+        rel_w = rng.standard_normal(layer.rel_pos_w.shape).astype(np.float32)
+        for size in (layer.size, (layer.size[0] + 1, layer.size[1] + 2)):
+            query = rng.standard_normal((2, size[0] * size[1], rel_h.shape[1])).astype(np.float32)
+            with torch.no_grad():
+                theirs = _their_bias(
+                    module, torch.from_numpy(query), torch.from_numpy(rel_h), torch.from_numpy(rel_w), size, size
+                ).numpy()
+            ours = np.asarray(fp.decomposed_rel_pos_bias(query, rel_h, rel_w, size, size))
+            scale = np.abs(theirs).max()
+            if ours.shape != theirs.shape or np.abs(ours - theirs).max() > 1e-5 * scale:
+                problems.append(f"{name}: decomposed_rel_pos_bias at {size} differs from the model's own bias")
+    return problems
+
+
+def _sam_grid_problems(model, mech) -> list[str]:
+    """SAM's ``(1, gh, gw, dim)`` ``pos_embed``: rows bit-equal; the patch embedding gives the
+    trained grid at ``image_size``; where the encoder resizes it (``interpolate_pos_encoding(h, w)``),
+    ``fp.resize_grid`` at twice the size within 8 float32 ulps of it; an image one patch larger a
+    side is refused by the encoder when we say it does not resize, and runs when we say it does."""
+    import torch
+
+    import flax_posenc as fp
+
+    table = mech.record.table
+    names = [
+        n
+        for n, _ in model.named_parameters()
+        if n == table.key or table.key.endswith("." + n) or n.endswith("." + table.key) or n.endswith(table.key)
+    ]
+    if not names:
+        return [f"grid {table.key}: no parameter of the model has that name"]
+    name = min(names, key=len)
+    path = name.rpartition(".")[0]
+    encoder = model.get_submodule(path) if path else model
+    stored = model.get_parameter(name).detach().numpy()
+    problems = []
+    if stored.shape != (1, *table.grid, table.dim) or not np.array_equal(stored.reshape(-1, table.dim), table.weights):
+        problems.append(f"grid {table.key} differs from the model's {name} {tuple(stored.shape)}")
+    config = model.config
+    h, w = table.image_size
+    with torch.no_grad():
+        patches = encoder.patch_embed(torch.zeros(1, config.num_channels, h, w))
+    if tuple(patches.shape[1:3]) != table.grid:
+        problems.append(
+            f"the patch embedding gives {tuple(patches.shape[1:3])} patches at {h} x {w} px; we read {table.grid}"
+        )
+    if table.resizes_itself:
+        with torch.no_grad():
+            ref = encoder.interpolate_pos_encoding(2 * table.grid[0], 2 * table.grid[1]).reshape(-1, table.dim).numpy()
+        ours = np.asarray(fp.resize_grid(table, (2 * h, 2 * w)))
+        err = np.abs(ours.astype(np.float64) - ref).max() / np.spacing(np.float32(np.abs(table.weights).max()))
+        if ours.shape != ref.shape or err > 8:
+            problems.append(f"resize_grid at {2 * h} px differs from interpolate_pos_encoding by {err:.3g} ulps")
+    (ph, pw), (gh, gw) = table.patch_size, table.grid
+    try:
+        with torch.no_grad(), quiet():
+            encoder(torch.zeros(1, config.num_channels, (gh + 1) * ph, (gw + 1) * pw))
+        ran = True
+    except (ValueError, RuntimeError):
+        ran = False
+    if ran != table.resizes_itself:
+        problems.append(
+            f"one patch more a side: the encoder runs {ran}; we say it resizes its grid {table.resizes_itself}"
+        )
+    return problems
+
+
+KIND_CHECKS["decomposed_rel_pos"] = _decomposed_rel_pos_problems

@@ -1081,3 +1081,103 @@ OVERRIDES.update(
         },
     }
 )
+
+# ----------------------------------------------------------------------------- SAM/ViTDet decomposed relative positions (issue 35 item 6)
+#: SAM-style image encoders: a 64 px image of 8 px patches (an 8 x 8 grid), 2 layers: layer 0 in
+#: 3 x 3 windows (the grid padded to 9 x 9), layer 1 global; width 32, 2 heads (head_dim 16).
+_SAM_VISION = {
+    "image_size": 64,
+    "patch_size": 8,
+    "window_size": 3,
+    "global_attn_indexes": [1],
+    "num_hidden_layers": 2,
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "output_channels": 16,
+    "mlp_dim": 32,
+}
+SAM_VISION_TYPES = (
+    "sam_vision_model",
+    "sam_hq_vision_model",
+    "got_ocr2_vision",
+    "slanext_vision",
+    "pp_formulanet_vision",
+    "deepseek_ocr2_sam_vision_model",
+    "unlimited_ocr_sam_vision_model",
+)
+OVERRIDES.update({t: dict(_SAM_VISION) for t in SAM_VISION_TYPES})
+
+# ----------------------------------------------------------------------------- segmentation heads' positions (issue 35 item 4)
+#: A tiny Swin backbone (64 px / 4: stage grids 16, 8, 4, 2; window 2), width 8, one block a stage.
+_TINY_SWIN = {
+    "model_type": "swin",
+    "image_size": 64,
+    "embed_dim": 8,
+    "depths": [1, 1, 1, 1],
+    "num_heads": [1, 1, 1, 1],
+    "window_size": 2,
+    "out_features": ["stage1", "stage2", "stage3", "stage4"],
+}
+_MASK_HEAD = {
+    "backbone_config": _TINY_SWIN,
+    "hidden_dim": 32,
+    "encoder_feedforward_dim": 32,
+    "dim_feedforward": 32,
+    "num_queries": 4,
+    "num_attention_heads": 2,
+}
+OVERRIDES.update(
+    {
+        "mask2former": {**_MASK_HEAD, "feature_size": 32, "mask_feature_size": 32},
+        "oneformer": {**_MASK_HEAD, "conv_dim": 32, "mask_dim": 32},
+        "maskformer": {
+            "backbone_config": _TINY_SWIN,
+            "fpn_feature_size": 32,
+            "mask_feature_size": 32,
+            "decoder_config": {
+                "model_type": "detr",
+                "d_model": 32,
+                "encoder_layers": 1,
+                "decoder_layers": 1,
+                "encoder_attention_heads": 2,
+                "decoder_attention_heads": 2,
+                "encoder_ffn_dim": 32,
+                "decoder_ffn_dim": 32,
+                "num_queries": 4,
+            },
+        },
+    }
+)
+
+# ----------------------------------------------------------------------------- heads without positions (issue 35 item 4)
+#: The PP-OCR/SLANet heads live in their task classes (the base models hold the backbone only).
+MODEL_CLASSES.update(
+    {
+        "pp_ocrv5_mobile_det": "PPOCRV5MobileDetForObjectDetection",
+        "pp_ocrv6_small_det": "PPOCRV6SmallDetForObjectDetection",
+        "pp_ocrv5_mobile_rec": "PPOCRV5MobileRecForTextRecognition",
+        "pp_ocrv5_server_rec": "PPOCRV5ServerRecForTextRecognition",
+        "pp_ocrv6_small_rec": "PPOCRV6SmallRecForTextRecognition",
+        "pp_ocrv6_tiny_rec": "PPOCRV6TinyRecForTextRecognition",
+        "slanet": "SLANetForTableRecognition",
+    }
+)
+#: CHMv2: a tiny DINOv3 backbone (32 px / 8: a 4 x 4 grid, 4 layers of width 32) under its head.
+OVERRIDES["chmv2"] = {
+    "backbone_config": {
+        "model_type": "dinov3_vit",
+        "hidden_size": 32,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "image_size": 32,
+        "patch_size": 8,
+        "out_indices": [1, 2, 3, 4],
+        "num_register_tokens": 0,
+    },
+    "patch_size": 8,
+    "post_process_channels": [8, 8, 16, 16],
+    "fusion_hidden_size": 16,
+    "head_hidden_size": 8,
+    "number_output_channels": 16,
+}

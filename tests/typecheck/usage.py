@@ -232,3 +232,26 @@ def naflex_usage() -> None:
     record = NaflexGridSource(grid)
     fits, line = record.check_image_size((192, 320), max_num_patches=576)
     print(one, batch, timm, size, fits, line, fp.NAFLEX_CONVENTIONS["siglip2"].padding)
+
+
+def decomposed_rel_pos_usage() -> None:
+    """SAM/ViTDet decomposed relative positions (issue 35 item 6), as users would write it."""
+    table: jax.Array = fp.decomposed_rel_pos_table(jnp.zeros((27, 16)), 14, 14)
+    resized: jax.Array = fp.decomposed_rel_pos_table(jnp.zeros((27, 16)), 16, 16, interpolate=True)
+    rel_pos_h = rel_pos_w = jnp.zeros((27, 16))
+    bias: jax.Array = fp.decomposed_rel_pos_bias(jnp.zeros((2, 196, 16)), rel_pos_h, rel_pos_w, (14, 14), (14, 14))
+    from flax_posenc.rel_pos_config import DecomposedRelPosSpec
+
+    module = fp.nnx.DecomposedRelativePosition(DecomposedRelPosSpec((14, 14), 16), rngs=nnx.Rngs(0))
+    linen = fp.linen.DecomposedRelativePosition(DecomposedRelPosSpec((14, 14), 16))
+    print(table, resized, bias, module(jnp.zeros((2, 196, 16))), module(jnp.zeros((2, 256, 16)), (16, 16)), linen)
+
+
+def fourier_positions_usage() -> None:
+    """SAM's random Fourier positional encoding (issue 35 item 6), as users would write it."""
+    from flax_posenc.fourier_encoding import image_wide_coordinates
+
+    gaussian = jnp.zeros((2, 64))
+    dense: jax.Array = fp.fourier_positions(image_wide_coordinates(64), gaussian)
+    points: jax.Array = fp.fourier_positions(jnp.zeros((1, 3, 2)), gaussian, input_shape=(480, 640))
+    print(dense, points)
