@@ -143,6 +143,9 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
         vision_window_index,
     )
 
+    # a learned grid beside a vision tower's RoPE (issue 35, item 2: Qwen3-VL's pos_embed)
+    from flax_posenc.vision_rope import vision_grid_positions  # noqa: F401
+
     # window relative position bias (issue 35): Swin, SwinV2, BEiT
     from flax_posenc.window_bias_config import WINDOW_RESIZES, WindowBiasSpec  # noqa: F401
     from flax_posenc.windows import (  # noqa: F401

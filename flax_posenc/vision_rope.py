@@ -25,6 +25,7 @@ the patches (``prefix_tokens``: DINOv3's class and register tokens) are not rota
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
 import jax
@@ -32,10 +33,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from flax_posenc import overflow
+from flax_posenc.grid_config import convention_for, resize_matrix
 from flax_posenc.rope import apply_rotary, rotary_cos_sin
 from flax_posenc.rope_config import rope_inverse_frequencies
 from flax_posenc.vision_rope_config import (
     VisionRopeConfig,
+    _grid_rows,
     vision_patch_positions,
     vision_window_index,
 )
@@ -45,6 +48,7 @@ __all__ = [
     "apply_vision_rope",
     "apply_vision_rope_qk",
     "vision_patch_positions",
+    "vision_grid_positions",
     "vision_rope_cos_sin",
     "vision_window_index",
 ]
@@ -260,3 +264,62 @@ def apply_vision_rope_qk(
             f"q and k: expected the same tokens and head width, got shapes {tuple(jnp.shape(q))} and {tuple(k.shape)}"
         )
     return apply_rotary(q, cos, sin, layout=config.layout), apply_rotary(k, cos, sin, layout=config.layout)
+
+
+def vision_grid_positions(
+    table: jax.typing.ArrayLike,
+    grid_thw,
+    *,
+    spatial_merge_size: int = 1,
+    convention: str = "big_vision",
+) -> jax.Array:
+    """A vision tower's learned square position grid resampled to every image's patch grid, in
+    the tower's token order (the positions its forward adds to the patch embeddings).
+
+    Qwen3-VL's, Qwen3.5's, Qwen3-Omni's and Qwen4-Exp's vision towers keep a ``(side * side, dim)``
+    table (``pos_embed``, ``side = sqrt(num_position_embeddings)``) beside their RoPE and resample
+    it to each image's ``h x w`` patches by bilinear interpolation with the corners aligned
+    (transformers' ``get_vision_interpolation_indices_and_weights(mode="bilinear",
+    align_corners=True)``, formerly ``fast_pos_embed_interpolate``): the same kernel as the
+    ``"big_vision"`` row of :data:`~flax_posenc.GRID_CONVENTIONS` (sample ``i`` of ``n`` at
+    ``i (side - 1) / (n - 1)``). The rows then follow the tower's token order: ``m x m`` blocks
+    (``spatial_merge_size``), repeated for each of the ``t`` frames.
+
+    Args:
+      table: ``(side * side, dim)``, row-major (may be traced).
+      grid_thw: ``[[t, h, w], ...]`` patches per image (known on the host).
+      spatial_merge_size: ``m``; ``h`` and ``w`` multiples of it.
+      convention: a :data:`~flax_posenc.GRID_CONVENTIONS` name (``"big_vision"``: bilinear,
+        corners aligned).
+
+    Returns:
+      ``(sum(t * h * w), dim)`` in the table's dtype (the weights, float64 on the host, are
+      rounded once to it; the products summed at full precision).
+
+    Raises:
+      ValueError: a table that is not a square grid of rows, a grid not a whole number of
+        merged blocks, an unknown convention (one line naming the argument).
+
+    >>> import numpy as np
+    >>> table = np.arange(8.0).reshape(4, 2)                    # a 2 x 2 grid, 2 channels
+    >>> vision_grid_positions(table, [[1, 1, 3]])[:, 0].tolist()  # the top row, 3 patches
+    [0.0, 1.0, 2.0]
+    """
+    conv = convention_for(convention)
+    shape = tuple(jnp.shape(table))
+    side = math.isqrt(shape[0]) if len(shape) == 2 else 0
+    if len(shape) != 2 or side < 1 or side * side != shape[0]:
+        raise ValueError(f"table: expected (side * side, dim) rows of a square grid, got shape {shape}")
+    table = jnp.asarray(table)
+    dtype = table.dtype if jnp.issubdtype(table.dtype, jnp.floating) else jnp.float32
+    grid = table.astype(dtype).reshape(side, side, shape[1])
+    parts = []
+    for t, h, w in _grid_rows(grid_thw, int(spatial_merge_size)).tolist():
+        rows = jnp.asarray(resize_matrix(side, int(h), conv), dtype)
+        cols = jnp.asarray(resize_matrix(side, int(w), conv), dtype)
+        image = jnp.einsum("ai,ijd->ajd", rows, grid, precision=jax.lax.Precision.HIGHEST)
+        image = jnp.einsum("bj,ajd->abd", cols, image, precision=jax.lax.Precision.HIGHEST)
+        order = vision_patch_positions([[1, h, w]], spatial_merge_size=spatial_merge_size)
+        flat = jnp.asarray(order[:, 0] * w + order[:, 1])
+        parts.append(jnp.tile(image.reshape(h * w, shape[1])[flat], (int(t), 1)))
+    return jnp.concatenate(parts, axis=0)

@@ -33,15 +33,24 @@ Llama 4, fixed): they are not read here.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from flax_posenc.conversion.readers import fail
+import numpy as np
+
+from flax_posenc.conversion.readers import fail, read_float
 from flax_posenc.grid_config import image_grid
 from flax_posenc.vision_rope_config import VisionRopeConfig
 
-__all__ = ["VISION_ROPE_FAMILIES", "VisionRopeFamily", "VisionRopeSource", "read_vision_rope"]
+__all__ = [
+    "VISION_ROPE_FAMILIES",
+    "VisionRopeFamily",
+    "VisionRopeSource",
+    "load_vision_grid",
+    "read_vision_rope",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +72,11 @@ class VisionRopeFamily:
         ``class_token``: a class token before the patches, not rotated.
       defaults: transformers' config class defaults of the fields read (a Hub ``config.json`` may
         leave them out).
+      grid_key, grid_rows_field: a learned square position grid beside the RoPE (Qwen3-VL's
+        ``pos_embed.weight``, ``num_position_embeddings`` rows) that the tower resamples to every
+        image (``None``: none).
+      grid_convention: how it is resampled (a :data:`~flax_posenc.GRID_CONVENTIONS` name;
+        ``"big_vision"``: bilinear, corners aligned).
     """
 
     name: str
@@ -80,6 +94,9 @@ class VisionRopeFamily:
     register_field: str | None = None
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     tower: str = "vision"
+    grid_key: str | None = None
+    grid_rows_field: str = "num_position_embeddings"
+    grid_convention: str = "big_vision"
 
 
 VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
@@ -134,6 +151,44 @@ VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
             ),
         )
     }
+)
+
+
+# issue 35 item 2, second round: the towers that rotate as Qwen2-VL/2.5-VL (the same modules, copied),
+# and Qwen3-VL's family, which adds a learned grid resampled per image (bilinear, corners aligned).
+_QWEN_VISION = {"hidden_size": 1152, "num_heads": 16, "spatial_merge_size": 2}
+_QWEN3_VISION = {**_QWEN_VISION, "num_position_embeddings": 2304, "patch_size": 16}
+VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
+    VisionRopeFamily(
+        "qwen3_vl",
+        (
+            "qwen3_vl_vision",
+            "qwen3_vl_moe_vision",
+            "qwen3_5_vision",
+            "qwen3_5_moe_vision",
+            "qwen3_omni_moe_vision_encoder",
+            "qwen4_exp_vision",
+        ),
+        merge_field="spatial_merge_size",
+        grid_key="pos_embed.weight",
+        defaults=_QWEN3_VISION,
+    ),
+    VisionRopeFamily(
+        "qwen2_5_omni",
+        ("qwen2_5_omni_vision_encoder",),
+        merge_field="spatial_merge_size",
+        window_field="window_size",
+        defaults={**_QWEN_VISION, "hidden_size": 3584, "window_size": 112, "patch_size": 14},
+    ),
+    VisionRopeFamily(
+        "glm_ocr",
+        ("glm_ocr_vision",),
+        merge_field="spatial_merge_size",
+        defaults={**_QWEN_VISION, "hidden_size": 1024},
+    ),
+)
+VISION_ROPE_FAMILIES = MappingProxyType(
+    {**VISION_ROPE_FAMILIES, **{row.name: row for row in VISION_ROPE_FAMILIES_QWEN3}}
 )
 
 
@@ -230,6 +285,9 @@ class VisionRopeSource:
     Like a position grid it limits the *image*, not a token count, so ``limit`` is ``None``;
     :meth:`check_image_size` asks about an image. ``config`` is the
     :class:`~flax_posenc.VisionRopeConfig` for :func:`flax_posenc.apply_vision_rope`.
+    ``grid_side``/``grid_key``/``grid_convention``: a learned ``grid_side x grid_side`` position
+    grid (the tensor ``*grid_key``) the tower also adds, resampled to every image
+    (:func:`flax_posenc.vision_grid_positions`); ``None``: none.
     """
 
     source: str
@@ -237,6 +295,9 @@ class VisionRopeSource:
     family: str
     config: VisionRopeConfig
     patch_size: int | None = None
+    grid_side: int | None = None
+    grid_key: str | None = None
+    grid_convention: str | None = None
 
     scheme = "vision_rope"
     key = None
@@ -254,6 +315,16 @@ class VisionRopeSource:
     def name(self) -> str:
         return f"{self.family} vision RoPE of {self.source}" if self.source else f"{self.family} vision RoPE"
 
+    def describe_grid(self) -> str | None:
+        """The learned grid beside the rotation, in words (``None``: none)."""
+        if self.grid_side is None:
+            return None
+        side = self.grid_side
+        return (
+            f"a learned {side} x {side} position grid ({self.grid_key}) resampled to every image "
+            f"({self.grid_convention}: bilinear, corners aligned)"
+        )
+
     def describe_limit(self) -> str:
         c = self.config
         if c.patches_per_side is None:
@@ -262,6 +333,8 @@ class VisionRopeSource:
                 if c.coordinates == "normalized"
                 else "the angles are computed for any grid of patches"
             )
+            if self.grid_side is not None:
+                why += f", and {self.describe_grid()}"
             return f"{self.name} has no limit ({why})"
         side = c.patches_per_side
         px = f"; {side * self.patch_size} px at patch_size {self.patch_size}" if self.patch_size else ""
@@ -304,6 +377,9 @@ class VisionRopeSource:
             "prefix_tokens": c.prefix_tokens,
             "spatial_merge_size": c.spatial_merge_size,
             "window_size": c.window_size,
+            "grid_side": self.grid_side,
+            "grid_key": self.grid_key,
+            "grid_convention": self.grid_convention,
             "limit": self.limit,
         }
 
@@ -320,6 +396,7 @@ class VisionRopeSource:
                 f"rotation:    2-D {c.split} split of head_dim {c.head_dim}, theta {c.rope_theta:g}, {c.layout} pairs, "
                 f"{c.coordinates} coordinates, {order}"
                 + (f", {c.prefix_tokens} prefix tokens not rotated" if c.prefix_tokens else ""),
+                *([f"grid:        {self.describe_grid()}"] if self.grid_side is not None else []),
                 f"limit:       {self.describe_limit()}",
             ]
         )
@@ -343,4 +420,36 @@ def read_vision_rope(
     cfg = vision_rope_config(row, config, where)
     patch = config.get("patch_size", row.defaults.get("patch_size"))
     patch_size = patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None
-    return [VisionRopeSource(source, model_type, row.name, cfg, patch_size)]
+    if row.grid_key is None:
+        return [VisionRopeSource(source, model_type, row.name, cfg, patch_size)]
+    rows = _int_field(config, row, row.grid_rows_field, where)
+    side = math.isqrt(rows)
+    if side * side != rows:
+        raise fail(where, f"{row.grid_rows_field} a square number (a side x side grid)", str(rows))
+    return [VisionRopeSource(source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention)]
+
+
+def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:
+    """The learned position grid ``record`` names, ``(grid_side ** 2, dim)``, read from ``source``
+    (a checkpoint directory, weights file or Hub id: only that tensor).
+
+    Raises:
+      CheckpointError: ``record`` has no grid, no (or several) tensors named ``*grid_key``, or
+        one whose rows are not ``grid_side ** 2`` (one line naming the file).
+    """
+    from flax_posenc.conversion.sources import open_checkpoint
+
+    if record.grid_key is None or record.grid_side is None:
+        raise fail(record.source or "record", "a vision RoPE with a learned grid", f"{record.family} (none)")
+    ckpt = open_checkpoint(source)
+    keys = sorted(k for k in ckpt.reader.keys() if k == record.grid_key or k.endswith("." + record.grid_key))
+    if len(keys) != 1:
+        raise fail(ckpt.weights_path, f"one position grid *{record.grid_key}", ", ".join(keys[:4]) or "none")
+    table = read_float(ckpt.reader, keys[0], ndim=2, what=f"{record.family} position grid")
+    if table.shape[0] != record.grid_side**2:
+        raise fail(
+            ckpt.weights_path,
+            f"{keys[0]} of {record.grid_side ** 2} rows ({record.grid_side} x {record.grid_side})",
+            f"{table.shape[0]} rows",
+        )
+    return table

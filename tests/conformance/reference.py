@@ -1026,6 +1026,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += ["pos_conv_embed.", "encode_positions."]
         if mech.kind == "bbox_2d":  # the four box tables
             covered += list(mech.record.keys)
+        if mech.kind == "vision_rope" and mech.record.grid_key:  # Qwen3-VL's learned grid beside its RoPE
+            covered.append(mech.record.grid_key)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1846,6 +1848,13 @@ KIND_CHECKS["window_bias"] = _window_bias_problems
 VISION_GRIDS = {"pixtral": [[1, 4, 6]], "dinov3": [[1, 4, 6]], "qwen2_vl": [[1, 4, 6], [2, 4, 4]]}
 VISION_GRIDS["lfm3_vl"] = VISION_GRIDS["qwen2_vl"]
 VISION_GRIDS["qwen2_5_vl"] = [[1, 4, 8], [2, 4, 4]]  # 2 x 4 blocks: windows order them 0 1 4 5 2 3 6 7
+# second round: Qwen2-VL's rotation copied, Qwen3-VL's with its learned grid (a 4 x 4 tiny table
+# resampled up to 4 x 6 and 6 x 2 and kept at 4 x 4)
+VISION_GRIDS.update(
+    qwen3_vl=[[1, 4, 6], [2, 4, 4], [1, 6, 2]],
+    qwen2_5_omni=VISION_GRIDS["qwen2_5_vl"],
+    glm_ocr=VISION_GRIDS["qwen2_vl"],
+)
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
 VISION_APPLY = {
@@ -1854,6 +1863,9 @@ VISION_APPLY = {
     "qwen2_vl": "apply_rotary_pos_emb_vision",
     "qwen2_5_vl": "apply_rotary_pos_emb_vision",
     "lfm3_vl": "apply_rotary_pos_emb_vision",
+    "qwen3_vl": "apply_rotary_pos_emb_vision",
+    "qwen2_5_omni": "apply_rotary_pos_emb_vision",
+    "glm_ocr": "apply_rotary_pos_emb_vision",
 }
 
 
@@ -1875,10 +1887,12 @@ def _vision_rotary(tower):
     ]
 
 
-def run_vision_tower(tower, family: str, grid):
+def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
     """Run ``tower``'s forward on random patches of ``grid`` and record its rotary module's input
     and output and the first call of its apply function: ``(position_ids, (cos, sin), (q, k, out_q,
-    out_k))`` (``position_ids`` ``None`` for DINOv3, whose module takes the pixels)."""
+    out_k), added)`` (``position_ids`` ``None`` for DINOv3, whose module takes the pixels). With
+    ``zero_patches`` the patch embedding's output is replaced by zeros, so that ``added`` (the first
+    block's input) is exactly the positions the tower adds to it (its resampled learned grid)."""
     import torch
 
     cfg = tower.config
@@ -1898,7 +1912,13 @@ def run_vision_tower(tower, family: str, grid):
         seen.setdefault("apply", (q.detach().clone(), k.detach().clone(), out[0].detach(), out[1].detach()))
         return out
 
-    handle = rotary.register_forward_hook(hook)
+    def first_block(module, args, kwargs):
+        seen.setdefault("added", (args[0] if args else kwargs["hidden_states"]).clone())
+
+    handles = [rotary.register_forward_hook(hook)]
+    if zero_patches:
+        handles.append(tower.patch_embed.register_forward_hook(lambda m, a, out: torch.zeros_like(out)))
+        handles.append(tower.blocks[0].register_forward_pre_hook(first_block, with_kwargs=True))
     setattr(module, name, watched)
     torch.manual_seed(1)
     try:
@@ -1911,14 +1931,72 @@ def run_vision_tower(tower, family: str, grid):
             else:
                 grid_thw = torch.tensor(grid)
                 n = int(sum(t * h * w for t, h, w in grid))
-                width = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size**2
+                channels = getattr(cfg, "in_channels", None) or cfg.num_channels
+                width = channels * getattr(cfg, "temporal_patch_size", 1) * cfg.patch_size**2
                 tower(torch.randn(n, width), grid_thw=grid_thw)
     finally:
         setattr(module, name, real)
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     args = seen.get("args") or (None,)
     positions = args[1] if len(args) > 1 and torch.is_tensor(args[1]) else None
-    return positions, seen.get("out"), seen.get("apply")
+    return positions, seen.get("out"), seen.get("apply"), seen.get("added")
+
+
+def _bilinear_grid_float64(table: np.ndarray, grid, merge: int) -> np.ndarray:
+    """A square ``(side * side, dim)`` grid resampled to each image of ``grid`` by bilinear
+    interpolation with the corners aligned, in float64, written out from the definition (sample
+    ``i`` of ``n`` at ``i (side - 1) / (n - 1)``), in ``merge x merge`` block order per frame."""
+    side = int(round(np.sqrt(table.shape[0])))
+    g = np.asarray(table, np.float64).reshape(side, side, -1)
+    out = []
+    for t, h, w in grid:
+        image = np.zeros((h, w, g.shape[-1]))
+        for r in range(h):
+            y = r * (side - 1) / max(h - 1, 1)
+            y0 = min(int(np.floor(y)), side - 1)
+            y1, fy = min(y0 + 1, side - 1), y - y0
+            for c in range(w):
+                x = c * (side - 1) / max(w - 1, 1)
+                x0 = min(int(np.floor(x)), side - 1)
+                x1, fx = min(x0 + 1, side - 1), x - x0
+                image[r, c] = (
+                    (1 - fy) * ((1 - fx) * g[y0, x0] + fx * g[y0, x1]) + fy * ((1 - fx) * g[y1, x0] + fx * g[y1, x1])
+                )
+        blocks = image.reshape(h // merge, merge, w // merge, merge, -1).transpose(0, 2, 1, 3, 4)
+        out.extend([blocks.reshape(h * w, -1)] * t)
+    return np.concatenate(out)
+
+
+def _vision_grid_problems(record, grid, added, directory: Path) -> list[str]:
+    """The learned grid a vision RoPE record names (Qwen3-VL's ``pos_embed``), read from the saved
+    checkpoint and resampled by :func:`flax_posenc.vision_grid_positions` in float32, against the
+    positions the tower's own forward added (float32) and against the float64 definition: within
+    4 float32 ulps of the table's largest value each."""
+    import jax
+
+    import flax_posenc as fp
+    from flax_posenc.conversion.vision_rope import load_vision_grid
+
+    if added is None:
+        return ["the vision forward pass added no learned grid before its first block"]
+    table = load_vision_grid(directory, record)
+    merge = record.config.spatial_merge_size
+    ours = np.asarray(
+        jax.jit(lambda t: fp.vision_grid_positions(t, grid, spatial_merge_size=merge))(table.astype(np.float32))
+    )
+    theirs = added.double().numpy().reshape(ours.shape[0], -1) if added.numel() == ours.size else None
+    if theirs is None:
+        return [f"vision learned grid: the tower added {tuple(added.shape)}, ours {ours.shape}"]
+    exact = _bilinear_grid_float64(table, grid, merge)
+    scale = float(np.abs(table).max())
+    if not scale > 0:
+        return ["vision learned grid: the tiny checkpoint's table is all zeros (a comparison that cannot fail)"]
+    problems = []
+    for label, a, b in (("the tower's own", ours, theirs), ("float64", ours, exact), ("float64 (theirs)", theirs, exact)):
+        if _ulps(a, b, scale) > 4:
+            problems.append(f"vision learned grid differs from {label} resampled positions by {_ulps(a, b, scale):.3g} ulps")
+    return problems
 
 
 def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
@@ -1948,7 +2026,11 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     if theirs.shape != expect.shape or not np.allclose(theirs, expect, rtol=2**-21, atol=0):
         return [f"vision inv_freq {theirs.shape} differs from ours {expect.shape}"]
     grid = VISION_GRIDS[record.family]
-    positions, out, applied = run_vision_tower(tower, record.family, grid)
+    positions, out, applied, added = run_vision_tower(
+        tower, record.family, grid, zero_patches=record.grid_side is not None
+    )
+    if record.grid_side is not None:
+        problems += _vision_grid_problems(record, grid, added, directory)
     if out is None or applied is None:
         return ["the vision forward pass called no rotary module or apply function"]
     normalized = cfg.coordinates == "normalized"

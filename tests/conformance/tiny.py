@@ -540,6 +540,22 @@ OVERRIDES.update(
     }
 )
 
+# vision-tower RoPE, second round (issue 35, item 2): Qwen2-VL-style towers, one block, width 32,
+# 2 heads, 2 px patches; Qwen3-VL's family with a 4 x 4 learned grid and no deepstack mergers
+_QWEN_VISION_TOWER = {"depth": 1, "hidden_size": 32, "out_hidden_size": 32, "intermediate_size": 32, "num_heads": 2}
+_QWEN_VISION_TOWER["patch_size"] = 2
+for _t in (
+    "qwen3_vl_vision",
+    "qwen3_vl_moe_vision",
+    "qwen3_5_vision",
+    "qwen3_5_moe_vision",
+    "qwen3_omni_moe_vision_encoder",
+    "qwen4_exp_vision",
+):
+    OVERRIDES[_t] = {**_QWEN_VISION_TOWER, "num_position_embeddings": 16, "deepstack_visual_indexes": []}
+OVERRIDES["qwen2_5_omni_vision_encoder"] = {**_QWEN_VISION_TOWER, "window_size": 8, "fullatt_block_indexes": []}
+OVERRIDES["glm_ocr_vision"] = dict(_QWEN_VISION_TOWER)
+
 #: Tower model types that ``AutoModel`` does not map: their model class (dotted path).
 TOWER_CLASSES: dict[str, str] = {
     "qwen2_vl_vision": "transformers.models.qwen2_vl.modeling_qwen2_vl.Qwen2VisionTransformerPretrainedModel",
