@@ -282,15 +282,18 @@ def vision_grid_positions(
     (transformers' ``get_vision_interpolation_indices_and_weights(mode="bilinear",
     align_corners=True)``, formerly ``fast_pos_embed_interpolate``): the same kernel as the
     ``"big_vision"`` row of :data:`~flax_posenc.GRID_CONVENTIONS` (sample ``i`` of ``n`` at
-    ``i (side - 1) / (n - 1)``). The rows then follow the tower's token order: ``m x m`` blocks
-    (``spatial_merge_size``), repeated for each of the ``t`` frames.
+    ``i (side - 1) / (n - 1)``). GLM-4V's towers keep ``(image_size / patch_size) ** 2`` rows and
+    sample them with ``grid_sample(mode="bicubic", align_corners=False, padding_mode="border")``
+    at the patch centres, ``(i + 0.5) side / n - 0.5``: the ``"torch_bicubic"`` row (Keys' cubic,
+    ``a = -0.75``, edge taps replicated). The rows then follow the tower's token order: ``m x m``
+    blocks (``spatial_merge_size``), repeated for each of the ``t`` frames.
 
     Args:
       table: ``(side * side, dim)``, row-major (may be traced).
       grid_thw: ``[[t, h, w], ...]`` patches per image (known on the host).
       spatial_merge_size: ``m``; ``h`` and ``w`` multiples of it.
       convention: a :data:`~flax_posenc.GRID_CONVENTIONS` name (``"big_vision"``: bilinear,
-        corners aligned).
+        corners aligned; ``"torch_bicubic"``: GLM-4V's bicubic at the patch centres).
 
     Returns:
       ``(sum(t * h * w), dim)`` in the table's dtype (the weights, float64 on the host, are

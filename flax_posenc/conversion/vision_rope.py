@@ -76,7 +76,11 @@ class VisionRopeFamily:
         ``pos_embed.weight``, ``num_position_embeddings`` rows) that the tower resamples to every
         image (``None``: none).
       grid_convention: how it is resampled (a :data:`~flax_posenc.GRID_CONVENTIONS` name;
-        ``"big_vision"``: bilinear, corners aligned).
+        ``"big_vision"``: bilinear, corners aligned; ``"torch_bicubic"``: GLM-4V's
+        ``grid_sample(mode="bicubic", align_corners=False, padding_mode="border")`` at the patch
+        centres, the same samples and taps).
+      grid_side_fields: ``(image_size field, patch_size field)`` whose quotient is the grid's
+        side (GLM-4V) instead of the square root of ``grid_rows_field``.
     """
 
     name: str
@@ -97,6 +101,7 @@ class VisionRopeFamily:
     grid_key: str | None = None
     grid_rows_field: str = "num_position_embeddings"
     grid_convention: str = "big_vision"
+    grid_side_fields: tuple[str, str] | None = None
 
 
 VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
@@ -182,9 +187,18 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
     ),
     VisionRopeFamily(
         "glm_ocr",
-        ("glm_ocr_vision",),
+        ("glm_ocr_vision", "glm5_next_vision"),
         merge_field="spatial_merge_size",
         defaults={**_QWEN_VISION, "hidden_size": 1024},
+    ),
+    VisionRopeFamily(
+        "glm4v",
+        ("glm4v_vision", "glm4v_moe_vision"),
+        merge_field="spatial_merge_size",
+        grid_key="embeddings.position_embedding.weight",
+        grid_convention="torch_bicubic",
+        grid_side_fields=("image_size", "patch_size"),
+        defaults={**_QWEN_VISION, "hidden_size": 1536, "num_heads": 12, "image_size": 336, "patch_size": 14},
     ),
 )
 VISION_ROPE_FAMILIES = MappingProxyType(
@@ -320,10 +334,8 @@ class VisionRopeSource:
         if self.grid_side is None:
             return None
         side = self.grid_side
-        return (
-            f"a learned {side} x {side} position grid ({self.grid_key}) resampled to every image "
-            f"({self.grid_convention}: bilinear, corners aligned)"
-        )
+        how = "bicubic at the patch centres" if self.grid_convention == "torch_bicubic" else "bilinear, corners aligned"
+        return f"a learned {side} x {side} position grid ({self.grid_key}) resampled to every image ({how})"
 
     def describe_limit(self) -> str:
         c = self.config
@@ -422,10 +434,16 @@ def read_vision_rope(
     patch_size = patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None
     if row.grid_key is None:
         return [VisionRopeSource(source, model_type, row.name, cfg, patch_size)]
-    rows = _int_field(config, row, row.grid_rows_field, where)
-    side = math.isqrt(rows)
-    if side * side != rows:
-        raise fail(where, f"{row.grid_rows_field} a square number (a side x side grid)", str(rows))
+    if row.grid_side_fields is not None:
+        image, patch_field = (_int_field(config, row, f, where) for f in row.grid_side_fields)
+        side = image // patch_field
+        if side < 1:
+            raise fail(where, f"{row.grid_side_fields[0]} of at least one {row.grid_side_fields[1]}", str(image))
+    else:
+        rows = _int_field(config, row, row.grid_rows_field, where)
+        side = math.isqrt(rows)
+        if side * side != rows:
+            raise fail(where, f"{row.grid_rows_field} a square number (a side x side grid)", str(rows))
     return [VisionRopeSource(source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention)]
 
 

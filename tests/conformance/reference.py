@@ -1854,6 +1854,7 @@ VISION_GRIDS.update(
     qwen3_vl=[[1, 4, 6], [2, 4, 4], [1, 6, 2]],
     qwen2_5_omni=VISION_GRIDS["qwen2_5_vl"],
     glm_ocr=VISION_GRIDS["qwen2_vl"],
+    glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],  # one frame per row: Glm4vModel flattens a video's frames
 )
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
@@ -1866,6 +1867,7 @@ VISION_APPLY = {
     "qwen3_vl": "apply_rotary_pos_emb_vision",
     "qwen2_5_omni": "apply_rotary_pos_emb_vision",
     "glm_ocr": "apply_rotary_pos_emb_vision",
+    "glm4v": "apply_rotary_pos_emb_vision",
 }
 
 
@@ -1943,26 +1945,42 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
     return positions, seen.get("out"), seen.get("apply"), seen.get("added")
 
 
-def _bilinear_grid_float64(table: np.ndarray, grid, merge: int) -> np.ndarray:
-    """A square ``(side * side, dim)`` grid resampled to each image of ``grid`` by bilinear
-    interpolation with the corners aligned, in float64, written out from the definition (sample
-    ``i`` of ``n`` at ``i (side - 1) / (n - 1)``), in ``merge x merge`` block order per frame."""
+def _keys_cubic(x: float, a: float = -0.75) -> float:
+    """Keys' cubic convolution kernel at distance ``x`` (torch's bicubic, ``a = -0.75``)."""
+    x = abs(x)
+    if x <= 1:
+        return (a + 2) * x**3 - (a + 3) * x**2 + 1
+    return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a if x < 2 else 0.0
+
+
+def _axis_taps(i: int, n: int, side: int, bicubic: bool) -> list[tuple[int, float]]:
+    """``(tap, weight)`` of sample ``i`` of ``n`` on an axis of ``side``: bilinear with the corners
+    aligned (``i (side - 1) / (n - 1)``), or bicubic at the patch centre (``(i + 0.5) side / n - 0.5``,
+    ``grid_sample``'s ``align_corners=False``) with the edge taps replicated (``padding_mode="border"``)."""
+    if not bicubic:
+        y = i * (side - 1) / max(n - 1, 1)
+        y0 = min(int(np.floor(y)), side - 1)
+        return [(y0, 1 - (y - y0)), (min(y0 + 1, side - 1), y - y0)]
+    y = (i + 0.5) * side / n - 0.5
+    y0 = int(np.floor(y))
+    return [(min(max(y0 + k, 0), side - 1), _keys_cubic(y - (y0 + k))) for k in (-1, 0, 1, 2)]
+
+
+def _resampled_grid_float64(table: np.ndarray, grid, merge: int, convention: str) -> np.ndarray:
+    """A square ``(side * side, dim)`` grid resampled to each image of ``grid`` in float64, written
+    out from the definition of the tower's sampling (``"big_vision"``: bilinear, corners aligned;
+    ``"torch_bicubic"``: GLM-4V's ``grid_sample`` bicubic), in ``merge x merge`` block order per frame."""
     side = int(round(np.sqrt(table.shape[0])))
     g = np.asarray(table, np.float64).reshape(side, side, -1)
+    bicubic = convention == "torch_bicubic"
     out = []
     for t, h, w in grid:
         image = np.zeros((h, w, g.shape[-1]))
         for r in range(h):
-            y = r * (side - 1) / max(h - 1, 1)
-            y0 = min(int(np.floor(y)), side - 1)
-            y1, fy = min(y0 + 1, side - 1), y - y0
             for c in range(w):
-                x = c * (side - 1) / max(w - 1, 1)
-                x0 = min(int(np.floor(x)), side - 1)
-                x1, fx = min(x0 + 1, side - 1), x - x0
-                image[r, c] = (
-                    (1 - fy) * ((1 - fx) * g[y0, x0] + fx * g[y0, x1]) + fy * ((1 - fx) * g[y1, x0] + fx * g[y1, x1])
-                )
+                for y, wy in _axis_taps(r, h, side, bicubic):
+                    for x, wx in _axis_taps(c, w, side, bicubic):
+                        image[r, c] += wy * wx * g[y, x]
         blocks = image.reshape(h // merge, merge, w // merge, merge, -1).transpose(0, 2, 1, 3, 4)
         out.extend([blocks.reshape(h * w, -1)] * t)
     return np.concatenate(out)
@@ -1983,12 +2001,14 @@ def _vision_grid_problems(record, grid, added, directory: Path) -> list[str]:
     table = load_vision_grid(directory, record)
     merge = record.config.spatial_merge_size
     ours = np.asarray(
-        jax.jit(lambda t: fp.vision_grid_positions(t, grid, spatial_merge_size=merge))(table.astype(np.float32))
+        jax.jit(
+            lambda t: fp.vision_grid_positions(t, grid, spatial_merge_size=merge, convention=record.grid_convention)
+        )(table.astype(np.float32))
     )
     theirs = added.double().numpy().reshape(ours.shape[0], -1) if added.numel() == ours.size else None
     if theirs is None:
         return [f"vision learned grid: the tower added {tuple(added.shape)}, ours {ours.shape}"]
-    exact = _bilinear_grid_float64(table, grid, merge)
+    exact = _resampled_grid_float64(table, grid, merge, record.grid_convention)
     scale = float(np.abs(table).max())
     if not scale > 0:
         return ["vision learned grid: the tiny checkpoint's table is all zeros (a comparison that cannot fail)"]

@@ -555,6 +555,9 @@ for _t in (
     OVERRIDES[_t] = {**_QWEN_VISION_TOWER, "num_position_embeddings": 16, "deepstack_visual_indexes": []}
 OVERRIDES["qwen2_5_omni_vision_encoder"] = {**_QWEN_VISION_TOWER, "window_size": 8, "fullatt_block_indexes": []}
 OVERRIDES["glm_ocr_vision"] = dict(_QWEN_VISION_TOWER)
+OVERRIDES["glm5_next_vision"] = {**_QWEN_VISION_TOWER, "projection_intermediate_size": 32}
+for _t in ("glm4v_vision", "glm4v_moe_vision"):  # a 4 x 4 learned grid (8 px / 2)
+    OVERRIDES[_t] = {**_QWEN_VISION_TOWER, "image_size": 8}
 
 #: Tower model types that ``AutoModel`` does not map: their model class (dotted path).
 TOWER_CLASSES: dict[str, str] = {
