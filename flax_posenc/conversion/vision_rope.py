@@ -173,6 +173,7 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
             "qwen3_5_moe_vision",
             "qwen3_omni_moe_vision_encoder",
             "qwen4_exp_vision",
+            "qwen3_vl",  # registered as its text M-RoPE too: its vision_config read here, as qwen2_vl's
         ),
         merge_field="spatial_merge_size",
         grid_key="pos_embed.weight",
@@ -187,13 +188,13 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
     ),
     VisionRopeFamily(
         "glm_ocr",
-        ("glm_ocr_vision", "glm5_next_vision"),
+        ("glm_ocr_vision", "glm5_next_vision", "glm_ocr"),
         merge_field="spatial_merge_size",
         defaults={**_QWEN_VISION, "hidden_size": 1024},
     ),
     VisionRopeFamily(
         "glm4v",
-        ("glm4v_vision", "glm4v_moe_vision"),
+        ("glm4v_vision", "glm4v_moe_vision", "glm4v", "glm4v_moe"),
         merge_field="spatial_merge_size",
         grid_key="embeddings.position_embedding.weight",
         grid_convention="torch_bicubic",
