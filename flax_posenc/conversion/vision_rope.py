@@ -193,6 +193,19 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
         defaults={**_QWEN_VISION, "hidden_size": 1024},
     ),
     VisionRopeFamily(
+        "ernie4_5_vl",
+        ("ernie4_5_vl_moe_vision",),
+        merge_field="spatial_merge_size",
+        defaults={**_QWEN_VISION, "hidden_size": 1280},
+    ),
+    VisionRopeFamily(
+        "dots3_note",
+        ("dots3_note_vision_encoder",),
+        heads_field="num_attention_heads",
+        merge_field="spatial_merge_size",
+        defaults={"hidden_size": 1536, "num_attention_heads": 24, "spatial_merge_size": 2},
+    ),
+    VisionRopeFamily(
         "glm4v",
         ("glm4v_vision", "glm4v_moe_vision", "glm4v", "glm4v_moe"),
         merge_field="spatial_merge_size",

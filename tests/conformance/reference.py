@@ -1854,6 +1854,8 @@ VISION_GRIDS.update(
     qwen3_vl=[[1, 4, 6], [2, 4, 4], [1, 6, 2]],
     qwen2_5_omni=VISION_GRIDS["qwen2_5_vl"],
     glm_ocr=VISION_GRIDS["qwen2_vl"],
+    ernie4_5_vl=VISION_GRIDS["qwen2_vl"],
+    dots3_note=VISION_GRIDS["qwen2_vl"],
     glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],  # one frame per row: Glm4vModel flattens a video's frames
 )
 
@@ -1868,6 +1870,8 @@ VISION_APPLY = {
     "qwen2_5_omni": "apply_rotary_pos_emb_vision",
     "glm_ocr": "apply_rotary_pos_emb_vision",
     "glm4v": "apply_rotary_pos_emb_vision",
+    "ernie4_5_vl": "apply_rotary_pos_emb_vision",
+    "dots3_note": "apply_rotary_pos_emb_vision",
 }
 
 

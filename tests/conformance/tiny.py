@@ -556,6 +556,15 @@ for _t in (
 OVERRIDES["qwen2_5_omni_vision_encoder"] = {**_QWEN_VISION_TOWER, "window_size": 8, "fullatt_block_indexes": []}
 OVERRIDES["glm_ocr_vision"] = dict(_QWEN_VISION_TOWER)
 OVERRIDES["glm5_next_vision"] = {**_QWEN_VISION_TOWER, "projection_intermediate_size": 32}
+OVERRIDES["ernie4_5_vl_moe_vision"] = dict(_QWEN_VISION_TOWER)
+OVERRIDES["dots3_note_vision_encoder"] = {
+    **_VISION_ROPE,
+    "patch_size": 2,
+    "mlp_layer_types": ["dense"],
+    "per_layer_config": {},
+    "adapter_in_dim": 32,
+    "adapter_out_dim": 32,
+}
 for _t in ("glm4v_vision", "glm4v_moe_vision"):  # a 4 x 4 learned grid (8 px / 2)
     OVERRIDES[_t] = {**_QWEN_VISION_TOWER, "image_size": 8}
 
