@@ -341,7 +341,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'vibevoice': 'diffusion_head_config vibevoice_diffusion (cannot be built here: ValueError: no model class of transformers takes VibeVoiceDiffusionHeadConfig (a part of another model)); semantic_model_config (vibevoice_acoustic_tokenizer_encoder, read on its own) is not a text, vision, audio or backbone tower',
         'vibevoice_asr': 'semantic_tokenizer_encoder_config (vibevoice_acoustic_tokenizer_encoder, read on its own) is not a text, vision, audio or backbone tower; acoustic_tokenizer_encoder_config (vibevoice_acoustic_tokenizer_encoder, read on its own) is not a text, vision, audio or backbone tower',
         'video_llama_3': 'vision_config video_llama_3_vision (rotary embedding of image patches (VideoLlama3VisionRotaryEmbedding))',
-        'video_llama_3_vision': 'rotary embedding of image patches (VideoLlama3VisionRotaryEmbedding)',
         'videomae': "VideoMAE's fixed sinusoid table (get_sinusoid_encoding_table: a plain tensor, not a buffer)",
         'videomt': 'learned patch-position grid (embeddings.position_embeddings)',
         'videoprism': 'vision_config videoprism_vision_model (learned patch-position grid (spatial_embeddings.position_embeddings)); text_config videoprism_text_model (learned position table (embeddings.position_embedding))',

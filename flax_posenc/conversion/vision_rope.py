@@ -205,6 +205,14 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
         merge_field="spatial_merge_size",
         defaults={"hidden_size": 1536, "num_attention_heads": 24, "spatial_merge_size": 2},
     ),
+    # VideoLLaMA 3: Qwen2-VL's rotation; the merge size is a forward argument per image (its
+    # processors': 1 for images, 2 for videos), not a config field: read as raster order (m = 1)
+    VisionRopeFamily(
+        "video_llama_3",
+        ("video_llama_3_vision",),
+        heads_field="num_attention_heads",
+        defaults={"hidden_size": 768, "num_attention_heads": 12},
+    ),
     VisionRopeFamily(
         "glm4v",
         ("glm4v_vision", "glm4v_moe_vision", "glm4v", "glm4v_moe"),

@@ -1856,7 +1856,8 @@ VISION_GRIDS.update(
     glm_ocr=VISION_GRIDS["qwen2_vl"],
     ernie4_5_vl=VISION_GRIDS["qwen2_vl"],
     dots3_note=VISION_GRIDS["qwen2_vl"],
-    glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],  # one frame per row: Glm4vModel flattens a video's frames
+    glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],
+    video_llama_3=VISION_GRIDS["qwen2_vl"],  # one frame per row: Glm4vModel flattens a video's frames
 )
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
@@ -1872,7 +1873,26 @@ VISION_APPLY = {
     "glm4v": "apply_rotary_pos_emb_vision",
     "ernie4_5_vl": "apply_rotary_pos_emb_vision",
     "dots3_note": "apply_rotary_pos_emb_vision",
+    "video_llama_3": "apply_rotary_pos_emb_vision",
 }
+
+#: Merge sizes a tower takes per image as a forward argument (VideoLLaMA 3's ``merge_sizes``: its
+#: processors give images 1 and videos 2), not from its config: the case runs one of each.
+VISION_MERGES = {"video_llama_3": [1, 2]}
+
+
+def vision_case_positions(cfg, family: str, grid, *, normalized: bool = False):
+    """``(raw, order)``: the patches' ``(h, w)`` as the rotary module takes them, and in the tower's
+    token order (Qwen2.5-VL's windows, DINOv3's centres), with a per-image merge size where the
+    tower takes one (:data:`VISION_MERGES`)."""
+    from flax_posenc.vision_rope_config import vision_patch_positions
+
+    merges = VISION_MERGES.get(family)
+    if merges is None:
+        raw = vision_patch_positions(grid, spatial_merge_size=cfg.spatial_merge_size, normalized=normalized)
+        return raw, cfg.positions(grid)
+    raw = np.concatenate([vision_patch_positions([g], spatial_merge_size=m) for g, m in zip(grid, merges)])
+    return raw, raw
 
 
 def vision_tower(model):
@@ -1939,7 +1959,8 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
                 n = int(sum(t * h * w for t, h, w in grid))
                 channels = getattr(cfg, "in_channels", None) or cfg.num_channels
                 width = channels * getattr(cfg, "temporal_patch_size", 1) * cfg.patch_size**2
-                tower(torch.randn(n, width), grid_thw=grid_thw)
+                kwargs = {"merge_sizes": torch.tensor(VISION_MERGES[family])} if family in VISION_MERGES else {}
+                tower(torch.randn(n, width), grid_thw=grid_thw, **kwargs)
     finally:
         setattr(module, name, real)
         for handle in handles:
@@ -2043,7 +2064,6 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     import jax
 
     import flax_posenc as fp
-    from flax_posenc.vision_rope_config import vision_patch_positions
 
     record = mech.record
     cfg = record.config
@@ -2067,7 +2087,7 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     if out is None or applied is None:
         return ["the vision forward pass called no rotary module or apply function"]
     normalized = cfg.coordinates == "normalized"
-    raw = vision_patch_positions(grid, spatial_merge_size=cfg.spatial_merge_size, normalized=normalized)
+    raw, order = vision_case_positions(cfg, record.family, grid, normalized=normalized)
     if positions is not None and not np.array_equal(positions.numpy(), raw):
         problems.append("vision position ids differ from the rotary module's input")
     angle = raw[:, axis].astype(np.float64) * ours_freq * (2 * np.pi if normalized else 1.0)
@@ -2087,7 +2107,6 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
             if not np.all(np.abs(a - exact) <= tol):
                 problems.append(f"vision RoPE {label} differs from float64 by {np.max(np.abs(a - exact)):.3g}")
     q, k, out_q, out_k = (x.numpy() for x in applied)
-    order = cfg.positions(grid)  # the model's token order (windows), or DINOv3's centres
     tokens = order.shape[0] + cfg.prefix_tokens
     seq_axis = -3 if q.ndim >= 3 and q.shape[-3] == tokens else -2
     try:

@@ -557,6 +557,7 @@ OVERRIDES["qwen2_5_omni_vision_encoder"] = {**_QWEN_VISION_TOWER, "window_size":
 OVERRIDES["glm_ocr_vision"] = dict(_QWEN_VISION_TOWER)
 OVERRIDES["glm5_next_vision"] = {**_QWEN_VISION_TOWER, "projection_intermediate_size": 32}
 OVERRIDES["ernie4_5_vl_moe_vision"] = dict(_QWEN_VISION_TOWER)
+OVERRIDES["video_llama_3_vision"] = {**_VISION_ROPE, "patch_size": 2}
 OVERRIDES["dots3_note_vision_encoder"] = {
     **_VISION_ROPE,
     "patch_size": 2,
