@@ -489,7 +489,7 @@ def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:
     if table.shape[0] != record.grid_side**2:
         raise fail(
             ckpt.weights_path,
-            f"{keys[0]} of {record.grid_side ** 2} rows ({record.grid_side} x {record.grid_side})",
+            f"{keys[0]} of {record.grid_side**2} rows ({record.grid_side} x {record.grid_side})",
             f"{table.shape[0]} rows",
         )
     return table

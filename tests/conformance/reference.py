@@ -2049,7 +2049,9 @@ def _vision_grid_problems(record, grid, added, directory: Path) -> list[str]:
         ("float64 (theirs)", theirs, exact, loose),
     ):
         if _ulps(a, b, scale) > tol:
-            problems.append(f"vision learned grid differs from {label} resampled positions by {_ulps(a, b, scale):.3g} ulps")
+            problems.append(
+                f"vision learned grid differs from {label} resampled positions by {_ulps(a, b, scale):.3g} ulps"
+            )
     return problems
 
 
