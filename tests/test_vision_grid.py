@@ -1,0 +1,150 @@
+"""The learned grid beside a vision tower's RoPE (issue 35, item 2, second round: Qwen3-VL's
+``pos_embed``, GLM-4V's ``embeddings.position_embedding``): ``fp.vision_grid_positions`` against
+the float64 resampling written out from each model's definition (not our code), against
+transformers' own ``get_vision_interpolation_indices_and_weights`` and ``grid_sample``, its bad
+input, the reader's record and errors, and the conformance hook against a wrong reading. Each
+model type's parity with its own tower is ``tests/test_conformance.py``'s."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conformance.reference import _resampled_grid_float64
+
+import flax_posenc as fp
+from flax_posenc.errors import CheckpointError
+
+EPS = 2.0**-23
+GRIDS = [[1, 4, 6], [2, 6, 2], [1, 10, 8], [1, 2, 2]]  # up, down, a 2-frame video, one merged block
+
+
+@pytest.mark.parametrize("convention", ["big_vision", "torch_bicubic"])
+@pytest.mark.parametrize("merge", [1, 2])
+def test_grid_positions_equal_the_float64_definition(convention, merge):
+    table = np.random.default_rng(3).standard_normal((25, 8)).astype(np.float32)  # a 5 x 5 grid
+    exact = _resampled_grid_float64(table, GRIDS, merge, convention)
+    ours = jax.jit(lambda t: fp.vision_grid_positions(t, GRIDS, spatial_merge_size=merge, convention=convention))(table)
+    assert ours.dtype == jnp.float32 and ours.shape == exact.shape == (24 + 24 + 80 + 4, 8)
+    assert np.abs(np.asarray(ours, np.float64) - exact).max() <= 4 * EPS * np.abs(table).max()
+    # vmapped over a batch of tables (the summation order may differ: the same bound, each table)
+    batch = jax.vmap(lambda t: fp.vision_grid_positions(t, GRIDS, spatial_merge_size=merge, convention=convention))(
+        jnp.stack([table, 2 * table])
+    )
+    for k in (1, 2):
+        err = np.abs(np.asarray(batch[k - 1], np.float64) - k * exact).max()
+        assert err <= 4 * EPS * k * np.abs(table).max()
+
+
+def test_grid_positions_equal_transformers():
+    """Qwen3-VL's gather and GLM-4V's ``grid_sample`` (transformers' own float32), merged blocks."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+    table = np.random.default_rng(4).standard_normal((36, 8)).astype(np.float32)  # 6 x 6
+    scale = EPS * np.abs(table).max()
+    grid = [[1, 4, 8], [1, 10, 6]]
+    idx, w = get_vision_interpolation_indices_and_weights(
+        torch.tensor(grid), 6, mode="bilinear", align_corners=True, spatial_merge_size=2
+    )
+    theirs = (torch.from_numpy(table)[idx] * w[:, :, None]).sum(1).numpy()
+    ours = np.asarray(fp.vision_grid_positions(table, grid, spatial_merge_size=2))
+    assert np.abs(ours - theirs).max() <= 8 * scale
+    pos = fp.vision_patch_positions(grid, spatial_merge_size=2)
+    sizes = np.repeat(np.array(grid)[:, 1:], [t * h * w for t, h, w in grid], axis=0)
+    norm = (pos + 0.5) / sizes * 2 - 1  # GLM-4V's sample points, (h, w)
+    points = torch.from_numpy(norm[:, ::-1].copy()).float()[None, :, None]  # grid_sample takes (x, y)
+    image = torch.from_numpy(table).view(6, 6, 8).permute(2, 0, 1)[None]
+    theirs = F.grid_sample(image, points, mode="bicubic", align_corners=False, padding_mode="border")
+    theirs = theirs[0, :, :, 0].T.numpy()
+    ours = np.asarray(fp.vision_grid_positions(table, grid, spatial_merge_size=2, convention="torch_bicubic"))
+    assert np.abs(ours - theirs).max() <= 8 * scale
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: fp.vision_grid_positions(np.zeros((24, 4)), [[1, 2, 2]]), "table: expected (side * side, dim) rows of a square grid, got shape (24, 4)"),
+        (lambda: fp.vision_grid_positions(np.zeros((16,)), [[1, 2, 2]]), "table: expected (side * side, dim) rows of a square grid, got shape (16,)"),
+        (lambda: fp.vision_grid_positions(np.zeros((16, 4)), [[1, 3, 2]], spatial_merge_size=2), "spatial_merge_size"),
+        (lambda: fp.vision_grid_positions(np.zeros((16, 4)), [[1, 2, 2]], convention="nearest"), "convention: expected one of"),
+    ],
+)  # fmt: skip
+def test_grid_positions_bad_input(call, message):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def _qwen3_vision(**fields):
+    return {"model_type": "qwen3_vl_vision", "hidden_size": 64, "num_heads": 2, "num_position_embeddings": 16, **fields}
+
+
+def test_reader_records_the_grid(tmp_path):
+    from flax_posenc.conversion import inspect_source
+
+    (tmp_path / "config.json").write_text(json.dumps(_qwen3_vision()))
+    mech = inspect_source(tmp_path).mechanisms[0]
+    record = mech.record
+    assert (mech.kind, mech.tower, mech.limit) == ("vision_rope", "vision", None)
+    assert record.config == fp.VisionRopeConfig(head_dim=32, spatial_merge_size=2)
+    assert (record.grid_side, record.grid_key, record.grid_convention) == (4, "pos_embed.weight", "big_vision")
+    assert mech.to_dict()["grid_side"] == 4
+    assert "grid:        a learned 4 x 4 position grid (pos_embed.weight) resampled to every image" in str(record)
+    glm = {"model_type": "glm4v_vision", "hidden_size": 64, "num_heads": 2, "image_size": 336, "patch_size": 14}
+    (tmp_path / "config.json").write_text(json.dumps(glm))
+    record = inspect_source(tmp_path).mechanisms[0].record
+    assert (record.grid_side, record.grid_convention) == (24, "torch_bicubic")
+    assert record.describe_limit().endswith("(bicubic at the patch centres))")
+
+
+def test_reader_refuses_a_grid_that_is_not_square(tmp_path):
+    from flax_posenc.conversion import inspect_source
+
+    (tmp_path / "config.json").write_text(json.dumps(_qwen3_vision(num_position_embeddings=20)))
+    with pytest.raises(CheckpointError) as info:
+        inspect_source(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'config.json'}: expected num_position_embeddings a square number (a side x side grid), found 20"
+    )
+
+
+def test_load_vision_grid_names_a_missing_or_wrong_tensor(tmp_path):
+    from safetensors.numpy import save_file
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.conversion.vision_rope import load_vision_grid
+
+    (tmp_path / "config.json").write_text(json.dumps(_qwen3_vision()))
+    record = inspect_source(tmp_path).mechanisms[0].record
+    save_file({"blocks.0.attn.qkv.weight": np.zeros((4, 4), np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"expected one position grid \*pos_embed.weight, found none$"):
+        load_vision_grid(tmp_path, record)
+    save_file({"pos_embed.weight": np.ones((9, 4), np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"expected pos_embed.weight of 16 rows \(4 x 4\), found 9 rows$"):
+        load_vision_grid(tmp_path, record)
+    table = np.arange(64, dtype=np.float32).reshape(16, 4)
+    save_file({"visual.pos_embed.weight": table}, str(tmp_path / "model.safetensors"))
+    np.testing.assert_array_equal(load_vision_grid(tmp_path, record), table)
+
+
+def test_conformance_notices_a_wrong_grid_convention(tmp_path, monkeypatch):
+    """The grid check is not vacuous: GLM-4V's grid read with Qwen3-VL's bilinear convention."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import vision_rope
+    from flax_posenc.conversion.mechanisms import MECHANISMS
+
+    rows = dict(vision_rope.VISION_ROPE_FAMILIES)
+    rows["glm4v"] = dataclasses.replace(rows["glm4v"], grid_convention="big_vision")
+    kind = dataclasses.replace(MECHANISMS["vision_rope"], registries=(("test", rows),))
+    monkeypatch.setattr(MECHANISMS, "_kinds", {**MECHANISMS._kinds, "vision_rope": kind})
+    monkeypatch.setattr(MECHANISMS, "_derived", {})
+    problems = conformance_problems("glm4v_vision", tmp_path)
+    assert problems and all("vision learned grid differs from the tower's own" in p for p in problems[:1]), problems
