@@ -25,9 +25,25 @@ rotated ``q``/``k`` in a forward pass, against :func:`flax_posenc.apply_vision_r
   register tokens not rotated; ``pos_embed_shift``/``jitter``/``rescale`` act only in training. No
   limit: the coordinates are normalized for any image size.
 
-Qwen3-VL's, GLM-4V's and Llama 4's vision towers rotate as ``qwen2_vl`` (Llama 4: 1-based,
-interleaved, a class token) but also add a learned position grid that is resampled per image (or,
-Llama 4, fixed): they are not read here.
+Second round (:data:`VISION_ROPE_FAMILIES_QWEN3`, joined to the rows above):
+
+- ``qwen3_vl`` (Qwen3-VL, Qwen3-VL-MoE, Qwen3.5, Qwen3.5-MoE, Qwen3-Omni-MoE, Qwen4-Exp vision
+  towers, and ``qwen3_vl`` itself): ``qwen2_vl``'s rotation, plus a learned ``pos_embed`` grid of
+  ``sqrt(num_position_embeddings)`` per side resampled to every image bilinearly with the corners
+  aligned (``get_vision_interpolation_indices_and_weights``; :func:`flax_posenc.vision_grid_positions`
+  with ``"big_vision"``). No limit.
+- ``glm4v`` (GLM-4V, GLM-4V-MoE and those composites): ``qwen2_vl``'s rotation, plus a learned
+  ``embeddings.position_embedding`` grid of ``image_size // patch_size`` per side sampled at the
+  patch centres by ``grid_sample(mode="bicubic", align_corners=False, padding_mode="border")``
+  (``"torch_bicubic"``). No limit.
+- ``qwen2_5_omni`` (``qwen2_5_omni_vision_encoder``): ``qwen2_5_vl``'s modules, copied.
+- ``glm_ocr`` (GLM-OCR, GLM-5-Next), ``ernie4_5_vl``, ``dots3_note``, ``video_llama_3``: ``qwen2_vl``'s
+  rotation and block order (VideoLLaMA 3: the merge size is a forward argument per image; read as
+  raster order).
+
+Llama 4's tower (1-based, interleaved, a class token, a fixed grid), MLCD (a learned class-token
+angle), Kimi K2.5 and PaddleOCR-VL (grids resampled in conventions not read) and MiniMax-M3-VL (a
+partial 3-D rotation) are not read here: ``conversion/unread_mechanisms.py`` names each.
 """
 
 from __future__ import annotations
