@@ -139,6 +139,7 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.vision_rope import (  # noqa: F401
         apply_vision_rope,
         apply_vision_rope_qk,
+        vision_frame_sinusoid,
         vision_grid_positions,
         vision_rope_cos_sin,
     )

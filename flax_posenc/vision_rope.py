@@ -48,6 +48,7 @@ __all__ = [
     "apply_vision_rope",
     "apply_vision_rope_qk",
     "vision_patch_positions",
+    "vision_frame_sinusoid",
     "vision_grid_positions",
     "vision_rope_cos_sin",
     "vision_window_index",
@@ -326,3 +327,49 @@ def vision_grid_positions(
         flat = jnp.asarray(order[:, 0] * w + order[:, 1])
         parts.append(jnp.tile(image.reshape(h * w, shape[1])[flat], (int(t), 1)))
     return jnp.concatenate(parts, axis=0)
+
+
+def vision_frame_sinusoid(grid_thw, dim: int, max_frames: int, *, dtype=jnp.float32) -> jax.Array:
+    """The fixed per-frame sinusoid Kimi K2.5's vision tower adds beside its resampled grid
+    (``time_position_embeddings``), one row per patch in the tower's (raster) order.
+
+    An image (``t == 1``) adds nothing (zeros: row 0 of its table is a zero pad); frame ``f`` of a
+    ``t``-frame clip adds ``[sin(f w) | cos(f w)]``, ``w_i = 10000 ** (-2i / dim)`` (``f = 0``: zeros
+    then ones). The table holds ``max_frames`` frames (``pos_emb_time``): a longer clip is refused
+    (transformers indexes past its table). Computed in float64 on the host, rounded once to ``dtype``.
+
+    Args:
+      grid_thw: ``[[t, h, w], ...]`` patches per image or clip.
+      dim: the tower's width (even).
+      max_frames: the frames a clip may have.
+
+    Returns:
+      ``(sum(t * h * w), dim)``.
+
+    Raises:
+      PositionLimitError: a clip of more than ``max_frames`` frames.
+      ValueError: an odd ``dim``, a malformed ``grid_thw`` (one line each).
+
+    >>> vision_frame_sinusoid([[2, 1, 1]], 4, 4).tolist()       # frame 0, then frame 1
+    [[0.0, 0.0, 1.0, 1.0], [0.8414709568023682, 0.009999833069741726, 0.5403022766113281, 0.9999499917030334]]
+    """
+    from flax_posenc.errors import PositionLimitError
+
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 2 or dim % 2:
+        raise ValueError(f"dim: expected a positive even width, got {dim!r}")
+    rows = _grid_rows(grid_thw, 1)
+    inv = 1.0 / 10000.0 ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    parts = []
+    for t, h, w in rows.tolist():
+        if t > max_frames:
+            raise PositionLimitError(
+                f"vision frame sinusoid holds {max_frames} frames per clip (0..{max_frames - 1}); "
+                f"grid_thw asks for a clip of {t} frames"
+            )
+        if t == 1:
+            parts.append(np.zeros((h * w, dim)))
+            continue
+        angle = np.arange(t, dtype=np.float64)[:, None] * inv
+        table = np.concatenate([np.sin(angle), np.cos(angle)], axis=1)
+        parts.append(np.repeat(table, h * w, axis=0))
+    return jnp.asarray(np.concatenate(parts).astype(dtype))

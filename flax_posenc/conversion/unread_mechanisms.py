@@ -145,8 +145,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'inkling_vision': 'not verified: no position tensor or module found, not declared without a conformance case',
         'janus': 'vision_config janus_vision_model (learned patch-position grid (embeddings.position_embedding)); vq_config (janus_vqgan, read on its own) is not a text, vision, audio or backbone tower',
         'janus_vision_model': 'learned patch-position grid (embeddings.position_embedding)',
-        'kimi_k25': 'vision_config kimi_k25_vision (rotary embedding of image patches (Kimi_K25VisionRotaryEmbedding) beside a 3-D learned grid (pos_emb.position_embeddings) resampled bicubically and a per-frame sinusoid (time_position_embeddings), not read)',
-        'kimi_k25_vision': 'rotary embedding of image patches (Kimi_K25VisionRotaryEmbedding) beside a 3-D learned grid (pos_emb.position_embeddings) resampled bicubically and a per-frame sinusoid (time_position_embeddings), not read',
         'kosmos-2.5': 'text_config kosmos_2_5_text_model (sinusoidal position table (Kosmos2_5TextSinusoidalPositionalEmbedding)); vision_config kosmos_2_5_vision_model (learned row and column tables of image patches (embeddings.row_embedder))',
         'kosmos_2_5_text_model': 'sinusoidal position table (Kosmos2_5TextSinusoidalPositionalEmbedding)',
         'kosmos_2_5_vision_model': 'learned row and column tables of image patches (embeddings.row_embedder)',

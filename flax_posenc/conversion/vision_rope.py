@@ -97,6 +97,9 @@ class VisionRopeFamily:
         centres, the same samples and taps).
       grid_side_fields: ``(image_size field, patch_size field)`` whose quotient is the grid's
         side (GLM-4V) instead of the square root of ``grid_rows_field``.
+      grid_side_field: the field giving the side itself (Kimi K2.5's ``pos_emb_height``).
+      frame_field: the field counting the frames of Kimi K2.5's fixed per-frame sinusoid
+        (``pos_emb_time``; :func:`flax_posenc.vision_frame_sinusoid`); ``None``: none.
     """
 
     name: str
@@ -118,6 +121,8 @@ class VisionRopeFamily:
     grid_rows_field: str = "num_position_embeddings"
     grid_convention: str = "big_vision"
     grid_side_fields: tuple[str, str] | None = None
+    grid_side_field: str | None = None
+    frame_field: str | None = None
 
 
 VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
@@ -229,6 +234,26 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
         heads_field="num_attention_heads",
         defaults={"hidden_size": 768, "num_attention_heads": 12},
     ),
+    # Kimi K2.5: Qwen2-VL's frequencies interleaved (column, row), raster order, a (64, 64, dim) grid resampled bicubically
+    # (get_vision_interpolation_indices_and_weights, align_corners=False) and a per-frame sinusoid
+    VisionRopeFamily(
+        "kimi_k25",
+        ("kimi_k25_vision",),
+        split="axial_interleaved",
+        heads_field="num_attention_heads",
+        grid_key="pos_emb.position_embeddings",
+        grid_convention="torch_bicubic",
+        grid_side_field="pos_emb_height",
+        frame_field="pos_emb_time",
+        defaults={
+            "hidden_size": 1152,
+            "num_attention_heads": 16,
+            "pos_emb_height": 64,
+            "pos_emb_width": 64,
+            "pos_emb_time": 4,
+            "patch_size": 14,
+        },
+    ),
     VisionRopeFamily(
         "glm4v",
         ("glm4v_vision", "glm4v_moe_vision", "glm4v", "glm4v_moe"),
@@ -339,7 +364,8 @@ class VisionRopeSource:
     :class:`~flax_posenc.VisionRopeConfig` for :func:`flax_posenc.apply_vision_rope`.
     ``grid_side``/``grid_key``/``grid_convention``: a learned ``grid_side x grid_side`` position
     grid (the tensor ``*grid_key``) the tower also adds, resampled to every image
-    (:func:`flax_posenc.vision_grid_positions`); ``None``: none.
+    (:func:`flax_posenc.vision_grid_positions`); ``None``: none. ``frames``: Kimi K2.5's fixed
+    per-frame sinusoid holds this many frames per clip (:func:`flax_posenc.vision_frame_sinusoid`).
     """
 
     source: str
@@ -350,6 +376,7 @@ class VisionRopeSource:
     grid_side: int | None = None
     grid_key: str | None = None
     grid_convention: str | None = None
+    frames: int | None = None
 
     scheme = "vision_rope"
     key = None
@@ -373,7 +400,10 @@ class VisionRopeSource:
             return None
         side = self.grid_side
         how = "bicubic at the patch centres" if self.grid_convention == "torch_bicubic" else "bilinear, corners aligned"
-        return f"a learned {side} x {side} position grid ({self.grid_key}) resampled to every image ({how})"
+        line = f"a learned {side} x {side} position grid ({self.grid_key}) resampled to every image ({how})"
+        if self.frames is not None:
+            line += f", plus a fixed [sin | cos] sinusoid per frame of a clip of up to {self.frames} frames"
+        return line
 
     def describe_limit(self) -> str:
         c = self.config
@@ -430,6 +460,7 @@ class VisionRopeSource:
             "grid_side": self.grid_side,
             "grid_key": self.grid_key,
             "grid_convention": self.grid_convention,
+            "frames": self.frames,
             "limit": self.limit,
         }
 
@@ -472,7 +503,12 @@ def read_vision_rope(
     patch_size = patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None
     if row.grid_key is None:
         return [VisionRopeSource(source, model_type, row.name, cfg, patch_size)]
-    if row.grid_side_fields is not None:
+    if row.grid_side_field is not None:
+        side = _int_field(config, row, row.grid_side_field, where)
+        width = _int_field(config, row, "pos_emb_width", where) if "pos_emb_width" in row.defaults else side
+        if width != side:  # transformers resamples it as a square of pos_emb_height per side
+            raise fail(where, f"pos_emb_width equal to {row.grid_side_field} {side} (a square grid)", str(width))
+    elif row.grid_side_fields is not None:
         image, patch_field = (_int_field(config, row, f, where) for f in row.grid_side_fields)
         side = image // patch_field
         if side < 1:
@@ -482,7 +518,12 @@ def read_vision_rope(
         side = math.isqrt(rows)
         if side * side != rows:
             raise fail(where, f"{row.grid_rows_field} a square number (a side x side grid)", str(rows))
-    return [VisionRopeSource(source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention)]
+    frames = _int_field(config, row, row.frame_field, where) if row.frame_field else None
+    return [
+        VisionRopeSource(
+            source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention, frames
+        )
+    ]
 
 
 def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:
@@ -501,7 +542,12 @@ def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:
     keys = sorted(k for k in ckpt.reader.keys() if k == record.grid_key or k.endswith("." + record.grid_key))
     if len(keys) != 1:
         raise fail(ckpt.weights_path, f"one position grid *{record.grid_key}", ", ".join(keys[:4]) or "none")
-    table = read_float(ckpt.reader, keys[0], ndim=2, what=f"{record.family} position grid")
+    _, shape = ckpt.reader.info(keys[0])
+    if len(shape) == 3 and shape[0] == shape[1]:  # Kimi K2.5: an (h, w, dim) parameter
+        table = read_float(ckpt.reader, keys[0], ndim=3, what=f"{record.family} position grid")
+        table = table.reshape(shape[0] * shape[1], shape[2])
+    else:
+        table = read_float(ckpt.reader, keys[0], ndim=2, what=f"{record.family} position grid")
     if table.shape[0] != record.grid_side**2:
         raise fail(
             ckpt.weights_path,

@@ -1857,7 +1857,8 @@ VISION_GRIDS.update(
     ernie4_5_vl=VISION_GRIDS["qwen2_vl"],
     dots3_note=VISION_GRIDS["qwen2_vl"],
     glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],
-    video_llama_3=VISION_GRIDS["qwen2_vl"],  # one frame per row: Glm4vModel flattens a video's frames
+    video_llama_3=VISION_GRIDS["qwen2_vl"],
+    kimi_k25=[[1, 4, 6], [3, 4, 4], [1, 6, 2]],  # a 3-frame clip: frames 1..3 of its sinusoid  # one frame per row: Glm4vModel flattens a video's frames
 )
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
@@ -1874,7 +1875,12 @@ VISION_APPLY = {
     "ernie4_5_vl": "apply_rotary_pos_emb_vision",
     "dots3_note": "apply_rotary_pos_emb_vision",
     "video_llama_3": "apply_rotary_pos_emb_vision",
+    "kimi_k25": "apply_rotary_pos_emb_vision",
 }
+
+#: Where a tower's patch embedding ends and its first block starts, when not ``patch_embed`` and
+#: ``blocks.0`` (Kimi K2.5 adds its grid inside its patch embedding, after ``proj``).
+VISION_ZERO = {"kimi_k25": ("patch_embed.proj", "layers.0")}
 
 #: Merge sizes a tower takes per image as a forward argument (VideoLLaMA 3's ``merge_sizes``: its
 #: processors give images 1 and videos 2), not from its config: the case runs one of each.
@@ -1943,8 +1949,10 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
 
     handles = [rotary.register_forward_hook(hook)]
     if zero_patches:
-        handles.append(tower.patch_embed.register_forward_hook(lambda m, a, out: torch.zeros_like(out)))
-        handles.append(tower.blocks[0].register_forward_pre_hook(first_block, with_kwargs=True))
+        patches, block = VISION_ZERO.get(family, ("patch_embed", "blocks.0"))
+        zero = tower.get_submodule(patches).register_forward_hook(lambda m, a, out: torch.zeros_like(out))
+        handles.append(zero)
+        handles.append(tower.get_submodule(block).register_forward_pre_hook(first_block, with_kwargs=True))
     setattr(module, name, watched)
     torch.manual_seed(1)
     try:
@@ -1957,10 +1965,13 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
             else:
                 grid_thw = torch.tensor(grid)
                 n = int(sum(t * h * w for t, h, w in grid))
-                channels = getattr(cfg, "in_channels", None) or cfg.num_channels
+                channels = getattr(cfg, "in_channels", None) or getattr(cfg, "num_channels", 3)  # Kimi K2.5: 3
                 width = channels * getattr(cfg, "temporal_patch_size", 1) * cfg.patch_size**2
                 kwargs = {"merge_sizes": torch.tensor(VISION_MERGES[family])} if family in VISION_MERGES else {}
-                tower(torch.randn(n, width), grid_thw=grid_thw, **kwargs)
+                pixels = torch.randn(n, width)
+                if family == "kimi_k25":  # its patch embedding takes (patches, 3, p, p)
+                    pixels = pixels.view(n, -1, cfg.patch_size, cfg.patch_size)
+                tower(pixels, grid_thw=grid_thw, **kwargs)
     finally:
         setattr(module, name, real)
         for handle in handles:
@@ -2014,9 +2025,9 @@ def _resampled_grid_float64(table: np.ndarray, grid, merge: int, convention: str
 def _vision_grid_problems(record, grid, added, directory: Path) -> list[str]:
     """The learned grid a vision RoPE record names (Qwen3-VL's ``pos_embed``), read from the saved
     checkpoint and resampled by :func:`flax_posenc.vision_grid_positions` in float32, against the
-    float64 definition (within 4 float32 ulps of the table's largest value) and against the
-    positions the tower's own forward added (float32; within ``max(4, side / 2)`` ulps: GLM-4V's
-    float32 sampling coordinates)."""
+    float64 definition (within 4 float32 ulps of the table's largest value, or of 1 beside Kimi
+    K2.5's frame sinusoid) and against the positions the tower's own forward added (float32; within
+    ``max(8, side / 2)`` ulps: its float32 sample coordinates and 16-tap sums)."""
     import jax
 
     import flax_posenc as fp
@@ -2036,12 +2047,22 @@ def _vision_grid_problems(record, grid, added, directory: Path) -> list[str]:
         return [f"vision learned grid: the tower added {tuple(added.shape)}, ours {ours.shape}"]
     exact = _resampled_grid_float64(table, grid, merge, record.grid_convention)
     scale = float(np.abs(table).max())
-    if not scale > 0:
+    if record.frames is not None:  # Kimi K2.5: plus [sin | cos] of frame f of a clip (none for an image)
+        dim = table.shape[1]
+        ours = ours + np.asarray(fp.vision_frame_sinusoid(grid, dim, record.frames))
+        inv = 10000.0 ** (-np.arange(0, dim, 2) / dim)
+        for start, (t, h, w) in zip(np.cumsum([0] + [t * h * w for t, h, w in grid]), grid):
+            for f in range(t if t > 1 else 0):
+                rows = slice(int(start) + f * h * w, int(start) + (f + 1) * h * w)
+                exact[rows] += np.concatenate([np.sin(f * inv), np.cos(f * inv)])
+        scale = max(scale, 1.0)  # the sinusoid's entries reach 1
+    if not np.abs(table).max() > 0:
         return ["vision learned grid: the tiny checkpoint's table is all zeros (a comparison that cannot fail)"]
-    # GLM-4V's grid_sample normalizes its float32 sample coordinates to [-1, 1] and back: their
-    # rounding, ~side * 2**-24 px, moves its values by up to ~side / 4 ulps (25 at side 168); ours
-    # are the float64 weights rounded once
-    loose = max(4.0, record.grid_side / 2)
+    # transformers' float32: its weights from float32 sample coordinates (GLM-4V's grid_sample
+    # normalizes them to [-1, 1] and back: ~side * 2**-24 px, up to ~side / 4 ulps, 25 at side 168)
+    # and a float32 sum of up to 16 taps (Kimi K2.5's bicubic gather: 7.5 ulps); ours are the
+    # float64 weights rounded once
+    loose = max(8.0, record.grid_side / 2)
     problems = []
     for label, a, b, tol in (
         ("the tower's own", ours, theirs, loose),
@@ -2077,7 +2098,10 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     axis, column = cfg.columns()
     axis_, ours_freq = cfg.frequencies()
     theirs = rotary[0].inv_freq.detach().double().numpy()
-    expect = ours_freq if theirs.size == ours_freq.size else ours_freq[: theirs.size]
+    from flax_posenc.rope_config import rope_inverse_frequencies
+
+    base = np.asarray(rope_inverse_frequencies(cfg.base_rope())[0], np.float64)  # each frequency once
+    expect = ours_freq if theirs.size == ours_freq.size else base
     if theirs.shape != expect.shape or not np.allclose(theirs, expect, rtol=2**-21, atol=0):
         return [f"vision inv_freq {theirs.shape} differs from ours {expect.shape}"]
     grid = VISION_GRIDS[record.family]

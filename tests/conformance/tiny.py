@@ -558,6 +558,13 @@ OVERRIDES["glm_ocr_vision"] = dict(_QWEN_VISION_TOWER)
 OVERRIDES["glm5_next_vision"] = {**_QWEN_VISION_TOWER, "projection_intermediate_size": 32}
 OVERRIDES["ernie4_5_vl_moe_vision"] = dict(_QWEN_VISION_TOWER)
 OVERRIDES["video_llama_3_vision"] = {**_VISION_ROPE, "patch_size": 2}
+OVERRIDES["kimi_k25_vision"] = {
+    **_VISION_ROPE,
+    "patch_size": 2,
+    "pos_emb_height": 4,
+    "pos_emb_width": 4,
+    "projection_hidden_size": 32,
+}
 OVERRIDES["dots3_note_vision_encoder"] = {
     **_VISION_ROPE,
     "patch_size": 2,
