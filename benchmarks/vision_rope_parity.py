@@ -46,9 +46,9 @@ def cases():
     """``(name, VisionRopeConfig, transformers rotary module, its apply function, call)``."""
     from transformers import CONFIG_MAPPING
     from transformers.models.dinov3_vit import modeling_dinov3_vit as dino
+    from transformers.models.glm4v import modeling_glm4v as glm
     from transformers.models.pixtral import modeling_pixtral as pix
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as q25
-    from transformers.models.glm4v import modeling_glm4v as glm
     from transformers.models.qwen2_vl import modeling_qwen2_vl as q2
     from transformers.models.qwen3_vl import modeling_qwen3_vl as q3
 
@@ -165,9 +165,9 @@ def grid_rows() -> dict[str, dict[str, float]]:
         for grid in GRID_IMAGES:
             exact = _resampled_grid_float64(table, [grid], 2, convention)
             ours = np.asarray(
-                jax.jit(lambda t, g=grid: fp.vision_grid_positions(t, [g], spatial_merge_size=2, convention=convention))(
-                    table
-                )
+                jax.jit(
+                    lambda t, g=grid: fp.vision_grid_positions(t, [g], spatial_merge_size=2, convention=convention)
+                )(table)
             )
             thw = torch.tensor([grid])
             with torch.no_grad():

@@ -520,9 +520,7 @@ def read_vision_rope(
             raise fail(where, f"{row.grid_rows_field} a square number (a side x side grid)", str(rows))
     frames = _int_field(config, row, row.frame_field, where) if row.frame_field else None
     return [
-        VisionRopeSource(
-            source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention, frames
-        )
+        VisionRopeSource(source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention, frames)
     ]
 
 

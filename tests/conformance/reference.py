@@ -1858,7 +1858,11 @@ VISION_GRIDS.update(
     dots3_note=VISION_GRIDS["qwen2_vl"],
     glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],
     video_llama_3=VISION_GRIDS["qwen2_vl"],
-    kimi_k25=[[1, 4, 6], [3, 4, 4], [1, 6, 2]],  # a 3-frame clip: frames 1..3 of its sinusoid  # one frame per row: Glm4vModel flattens a video's frames
+    kimi_k25=[
+        [1, 4, 6],
+        [3, 4, 4],
+        [1, 6, 2],
+    ],  # a 3-frame clip: frames 1..3 of its sinusoid  # one frame per row: Glm4vModel flattens a video's frames
 )
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
