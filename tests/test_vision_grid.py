@@ -148,3 +148,56 @@ def test_conformance_notices_a_wrong_grid_convention(tmp_path, monkeypatch):
     monkeypatch.setattr(MECHANISMS, "_derived", {})
     problems = conformance_problems("glm4v_vision", tmp_path)
     assert problems and all("vision learned grid differs from the tower's own" in p for p in problems[:1]), problems
+
+
+def test_axial_interleaved_split_equals_kimi_k25_formula():
+    """Kimi K2.5's recomposition ``freq.transpose(1, 2).flip(-1).flatten(1)``: pair ``2i`` turns
+    with the column, pair ``2i + 1`` with the row, both at ``theta ** (-4i / D)`` (float64 here)."""
+    cfg = fp.VisionRopeConfig(head_dim=16, split="axial_interleaved")
+    positions = fp.vision_patch_positions([[1, 3, 5]])
+    inv = 10000.0 ** (-np.arange(0, 8, 2, dtype=np.float64) / 8)
+    p = positions.astype(np.float64)
+    angle = np.stack([p[:, 1:] * inv, p[:, :1] * inv], -1).reshape(len(p), 8)  # (w, h) per frequency
+    cos, sin = fp.vision_rope_cos_sin(positions, cfg)
+    assert np.abs(np.asarray(cos, np.float64) - np.cos(angle)).max() <= 2**-22 * (1 + np.abs(angle).max())
+    assert np.abs(np.asarray(sin, np.float64) - np.sin(angle)).max() <= 2**-22 * (1 + np.abs(angle).max())
+
+
+def test_frame_sinusoid_equals_the_formula_and_refuses_a_long_clip():
+    grid = [[1, 2, 2], [3, 1, 2]]
+    ours = np.asarray(fp.vision_frame_sinusoid(grid, 6, 4), np.float64)
+    inv = 10000.0 ** (-np.arange(0, 6, 2) / 6)
+    expect = [np.zeros(6)] * 4 + [np.concatenate([np.sin(f * inv), np.cos(f * inv)]) for f in (0, 0, 1, 1, 2, 2)]
+    assert np.abs(ours - np.array(expect)).max() <= EPS
+    with pytest.raises(fp.PositionLimitError) as info:
+        fp.vision_frame_sinusoid([[5, 1, 1]], 6, 4)
+    assert str(info.value) == (
+        "vision frame sinusoid holds 4 frames per clip (0..3); grid_thw asks for a clip of 5 frames"
+    )
+    with pytest.raises(ValueError, match=r"^dim: expected a positive even width, got 5$"):
+        fp.vision_frame_sinusoid(grid, 5, 4)
+
+
+def test_kimi_k25_refuses_what_transformers_cannot_run(tmp_path):
+    """transformers indexes past its 1 + pos_emb_time rows for a longer clip; a non-square grid is refused."""
+    torch = pytest.importorskip("torch")
+    from transformers import CONFIG_MAPPING
+    from transformers.models.kimi_k25 import modeling_kimi_k25 as kimi
+
+    from flax_posenc.conversion import inspect_source
+
+    hf = CONFIG_MAPPING["kimi_k25_vision"](hidden_size=8, pos_emb_height=4, pos_emb_width=4, pos_emb_time=2)
+    module = kimi.Kimi_K25VisionPositionEmbeddings(hf)
+    with pytest.raises(IndexError):
+        module(torch.zeros(3 * 4, 8), torch.tensor([[3, 2, 2]]))
+    config = {"model_type": "kimi_k25_vision", "hidden_size": 64, "num_attention_heads": 2, "pos_emb_width": 32}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError) as info:
+        inspect_source(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'config.json'}: expected pos_emb_width equal to pos_emb_height 64 (a square grid), found 32"
+    )
+    (tmp_path / "config.json").write_text(json.dumps({**config, "pos_emb_width": 64}))
+    record = inspect_source(tmp_path).mechanisms[0].record
+    assert (record.grid_side, record.frames, record.config.split) == (64, 4, "axial_interleaved")
+    assert "sinusoid per frame of a clip of up to 4 frames" in record.describe_limit()
