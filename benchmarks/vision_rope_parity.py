@@ -17,13 +17,15 @@ grid of patch centres), for every patch:
    ``fp.apply_vision_rope`` (traced positions), against the float64 rotation of the same float32
    N(0, 1) queries. Unit: float32 ulps of the largest query entry (``max|q| * 2**-23``).
 
-Second round (Qwen3-VL's tower: head_dim 72; GLM-4V's: head_dim 128), the same two rows, and a
+Second round (Qwen3-VL's tower: head_dim 72; GLM-4V's: head_dim 128; Kimi K2.5's: head_dim 72,
+column and row interleaved), the same two rows, and a
 second table for the learned grid these towers add beside their RoPE, resampled to a few images:
 transformers' own float32 (Qwen3-VL: ``get_vision_interpolation_indices_and_weights`` and the
 weighted gather its forward does; GLM-4V: its ``Glm4vVisionEmbeddings`` module, ``grid_sample``)
 and ``fp.vision_grid_positions`` (under ``jit``) against the float64 resampling written out from
 its definition. Random N(0, 1) tables at the real sizes (Qwen3-VL: 48 x 48 x 1152; GLM-4V:
-24 x 24 x 1536). Unit: float32 ulps of the table's largest entry.
+24 x 24 x 1536; Kimi K2.5: 64 x 64 x 1152, bicubic, ``F.embedding_bag`` of its taps, raster
+order). Unit: float32 ulps of the table's largest entry.
 
 ``--figure PATH`` draws the 2-D frequency pattern (computed, not learned): ``cos`` of the angle of
 four rotary pairs over a 32 x 32 patch grid of Qwen2-VL/Qwen3-VL's layout (head_dim 64).
@@ -47,6 +49,7 @@ def cases():
     from transformers import CONFIG_MAPPING
     from transformers.models.dinov3_vit import modeling_dinov3_vit as dino
     from transformers.models.glm4v import modeling_glm4v as glm
+    from transformers.models.kimi_k25 import modeling_kimi_k25 as kimi
     from transformers.models.pixtral import modeling_pixtral as pix
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as q25
     from transformers.models.qwen2_vl import modeling_qwen2_vl as q2
@@ -62,6 +65,7 @@ def cases():
         ("dinov3 (DINOv3 ViT-B)", "dinov3_vit", dino, "DINOv3ViTRopePositionEmbedding", "apply_rotary_pos_emb"),
         ("qwen3_vl (Qwen3-VL tower)", "qwen3_vl_vision", q3, "Qwen3VLVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
         ("glm4v (GLM-4V tower)", "glm4v_vision", glm, "Glm4vVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
+        ("kimi_k25 (Kimi K2.5 tower)", "kimi_k25_vision", kimi, "Kimi_K25VisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
     ):  # fmt: skip
         sizes = {"hidden_size": 1280, "num_heads": 16} if model_type.startswith("qwen2") else {}
         if model_type == "qwen2_vl_vision":
@@ -146,6 +150,7 @@ def grid_rows() -> dict[str, dict[str, float]]:
     """Learned grid resampling: ``{tower: {row label: ulps}}`` (see the module docstring)."""
     import jax
     import torch
+    import torch.nn.functional as F
     from conformance.reference import _resampled_grid_float64
     from transformers import CONFIG_MAPPING
     from transformers.models.glm4v import modeling_glm4v as glm
@@ -158,17 +163,18 @@ def grid_rows() -> dict[str, dict[str, float]]:
     for name, side, dim, convention in (
         ("qwen3_vl (48 x 48 pos_embed)", 48, 1152, "big_vision"),
         ("glm4v (24 x 24 position_embedding)", 24, 1536, "torch_bicubic"),
+        ("kimi_k25 (64 x 64 pos_emb)", 64, 1152, "kimi"),
     ):
         table = rng.standard_normal((side * side, dim)).astype(np.float32)
         scale = float(np.abs(table).max()) * EPS
         rows: dict[str, float] = {}
         for grid in GRID_IMAGES:
-            exact = _resampled_grid_float64(table, [grid], 2, convention)
-            ours = np.asarray(
-                jax.jit(
-                    lambda t, g=grid: fp.vision_grid_positions(t, [g], spatial_merge_size=2, convention=convention)
-                )(table)
+            merge, conv = (1, "torch_bicubic") if convention == "kimi" else (2, convention)
+            exact = _resampled_grid_float64(table, [grid], merge, conv)
+            resample = lambda t, g=grid, m=merge, c=conv: fp.vision_grid_positions(  # noqa: E731
+                t, [g], spatial_merge_size=m, convention=c
             )
+            ours = np.asarray(jax.jit(resample)(table))
             thw = torch.tensor([grid])
             with torch.no_grad():
                 if convention == "big_vision":
@@ -176,6 +182,11 @@ def grid_rows() -> dict[str, dict[str, float]]:
                         thw, side, mode="bilinear", align_corners=True, spatial_merge_size=2
                     )
                     theirs = (torch.from_numpy(table)[idx] * w[:, :, None]).sum(1).numpy()
+                elif convention == "kimi":  # its own embedding_bag of the bicubic taps (raster order)
+                    idx, w = get_vision_interpolation_indices_and_weights(
+                        thw, side, mode="bicubic", align_corners=False
+                    )
+                    theirs = F.embedding_bag(idx, torch.from_numpy(table), per_sample_weights=w, mode="sum").numpy()
                 else:
                     hf = CONFIG_MAPPING["glm4v_vision"](hidden_size=dim, image_size=side * 14, patch_size=14)
                     module = glm.Glm4vVisionEmbeddings(hf)
