@@ -22,7 +22,7 @@ EPS = 2.0**-23
 GRIDS = [[1, 4, 6], [2, 6, 2], [1, 10, 8], [1, 2, 2]]  # up, down, a 2-frame video, one merged block
 
 
-@pytest.mark.parametrize("convention", ["big_vision", "torch_bicubic"])
+@pytest.mark.parametrize("convention", ["big_vision", "torch_bicubic", "torch_bilinear"])
 @pytest.mark.parametrize("merge", [1, 2])
 def test_grid_positions_equal_the_float64_definition(convention, merge):
     table = np.random.default_rng(3).standard_normal((25, 8)).astype(np.float32)  # a 5 x 5 grid
@@ -201,3 +201,20 @@ def test_kimi_k25_refuses_what_transformers_cannot_run(tmp_path):
     record = inspect_source(tmp_path).mechanisms[0].record
     assert (record.grid_side, record.frames, record.config.split) == (64, 4, "axial_interleaved")
     assert "sinusoid per frame of a clip of up to 4 frames" in record.describe_limit()
+
+
+def test_torch_bilinear_matrices_reproduce_f_interpolate():
+    """PaddleOCR-VL's recipe (bilinear, corners not aligned, no antialias), growing and shrinking,
+    equals ``F.interpolate`` in float64 (the new ``torch_bilinear`` row of GRID_CONVENTIONS)."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from flax_posenc.grid_config import GRID_CONVENTIONS, resize_matrix
+
+    rng = np.random.default_rng(6)
+    rule = GRID_CONVENTIONS["torch_bilinear"]
+    for old, new in ((4, 9), (9, 4), (14, 24), (37, 16), (3, 1)):
+        grid = rng.standard_normal((old, old + 2, 2))
+        ours = np.einsum("oh,hwd,pw->opd", resize_matrix(old, new, rule), grid, resize_matrix(old + 2, new + 1, rule))
+        ref = F.interpolate(torch.tensor(grid).permute(2, 0, 1)[None], size=(new, new + 1), mode="bilinear")
+        np.testing.assert_allclose(ours, ref[0].permute(1, 2, 0).numpy(), rtol=0, atol=1e-13)

@@ -89,7 +89,6 @@ MANUAL.update(
     {
         "mlcd": "rotary embedding of image patches (MLCDRotaryEmbedding) with a learned rotation angle of the class token (class_pos_emb), not read",
         "mlcd_vision_model": "rotary embedding of image patches (MLCDRotaryEmbedding) with a learned rotation angle of the class token (class_pos_emb), not read",
-        "paddleocr_vl_vision": "rotary embedding of image patches (PaddleOCRVisionRotaryEmbedding) beside a learned grid (embeddings.position_embedding) resampled bilinearly without aligned corners, a convention not read",
         "minimax_m3_vl_vision": "partial 3-D rotary embedding of video patches over time, row and column (MiniMaxM3VLVisionRotaryEmbedding), not read",
     }
 )

@@ -254,6 +254,17 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
             "patch_size": 14,
         },
     ),
+    # PaddleOCR-VL: Qwen2-VL's rotation in raster order (its merge is the projector's), a learned
+    # grid of image_size // patch_size per side resampled bilinearly at the pixel centres
+    VisionRopeFamily(
+        "paddleocr_vl",
+        ("paddleocr_vl_vision",),
+        heads_field="num_attention_heads",
+        grid_key="embeddings.position_embedding.weight",
+        grid_convention="torch_bilinear",
+        grid_side_fields=("image_size", "patch_size"),
+        defaults={"hidden_size": 1152, "num_attention_heads": 16, "image_size": 384, "patch_size": 14},
+    ),
     VisionRopeFamily(
         "glm4v",
         ("glm4v_vision", "glm4v_moe_vision", "glm4v", "glm4v_moe"),
@@ -399,7 +410,10 @@ class VisionRopeSource:
         if self.grid_side is None:
             return None
         side = self.grid_side
-        how = "bicubic at the patch centres" if self.grid_convention == "torch_bicubic" else "bilinear, corners aligned"
+        how = {
+            "torch_bicubic": "bicubic at the patch centres",
+            "torch_bilinear": "bilinear at the patch centres",
+        }.get(str(self.grid_convention), "bilinear, corners aligned")
         line = f"a learned {side} x {side} position grid ({self.grid_key}) resampled to every image ({how})"
         if self.frames is not None:
             line += f", plus a fixed [sin | cos] sinusoid per frame of a clip of up to {self.frames} frames"

@@ -1856,13 +1856,12 @@ VISION_GRIDS.update(
     glm_ocr=VISION_GRIDS["qwen2_vl"],
     ernie4_5_vl=VISION_GRIDS["qwen2_vl"],
     dots3_note=VISION_GRIDS["qwen2_vl"],
+    # one frame per row: Glm4vModel flattens a video's frames
     glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],
     video_llama_3=VISION_GRIDS["qwen2_vl"],
-    kimi_k25=[
-        [1, 4, 6],
-        [3, 4, 4],
-        [1, 6, 2],
-    ],  # a 3-frame clip: frames 1..3 of its sinusoid  # one frame per row: Glm4vModel flattens a video's frames
+    # a 3-frame clip: frames 0..2 of Kimi K2.5's sinusoid (rows 1..3 of its table)
+    kimi_k25=[[1, 4, 6], [3, 4, 4], [1, 6, 2]],
+    paddleocr_vl=[[1, 4, 6], [2, 4, 4], [1, 6, 2]],
 )
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
@@ -1880,11 +1879,15 @@ VISION_APPLY = {
     "dots3_note": "apply_rotary_pos_emb_vision",
     "video_llama_3": "apply_rotary_pos_emb_vision",
     "kimi_k25": "apply_rotary_pos_emb_vision",
+    "paddleocr_vl": "apply_rotary_pos_emb_vision",
 }
 
 #: Where a tower's patch embedding ends and its first block starts, when not ``patch_embed`` and
 #: ``blocks.0`` (Kimi K2.5 adds its grid inside its patch embedding, after ``proj``).
-VISION_ZERO = {"kimi_k25": ("patch_embed.proj", "layers.0")}
+VISION_ZERO = {
+    "kimi_k25": ("patch_embed.proj", "layers.0"),
+    "paddleocr_vl": ("embeddings.patch_embedding", "encoder.layers.0"),
+}
 
 #: Merge sizes a tower takes per image as a forward argument (VideoLLaMA 3's ``merge_sizes``: its
 #: processors give images 1 and videos 2), not from its config: the case runs one of each.
@@ -1975,6 +1978,8 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
                 pixels = torch.randn(n, width)
                 if family == "kimi_k25":  # its patch embedding takes (patches, 3, p, p)
                     pixels = pixels.view(n, -1, cfg.patch_size, cfg.patch_size)
+                if family == "paddleocr_vl":  # (1, patches, channels, p, p)
+                    pixels = pixels.view(1, n, -1, cfg.patch_size, cfg.patch_size)
                 tower(pixels, grid_thw=grid_thw, **kwargs)
     finally:
         setattr(module, name, real)
@@ -1993,11 +1998,16 @@ def _keys_cubic(x: float, a: float = -0.75) -> float:
     return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a if x < 2 else 0.0
 
 
-def _axis_taps(i: int, n: int, side: int, bicubic: bool) -> list[tuple[int, float]]:
+def _axis_taps(i: int, n: int, side: int, convention: str) -> list[tuple[int, float]]:
     """``(tap, weight)`` of sample ``i`` of ``n`` on an axis of ``side``: bilinear with the corners
-    aligned (``i (side - 1) / (n - 1)``), or bicubic at the patch centre (``(i + 0.5) side / n - 0.5``,
-    ``grid_sample``'s ``align_corners=False``) with the edge taps replicated (``padding_mode="border"``)."""
-    if not bicubic:
+    aligned (``i (side - 1) / (n - 1)``, ``"big_vision"``), bilinear at the patch centre
+    (``(i + 0.5) side / n - 0.5`` clamped at 0, ``"torch_bilinear"``), or bicubic at the patch centre
+    (``grid_sample``'s ``align_corners=False``) with the edge taps replicated (``"torch_bicubic"``)."""
+    if convention == "torch_bilinear":
+        y = max((i + 0.5) * side / n - 0.5, 0.0)
+        y0 = min(int(np.floor(y)), side - 1)
+        return [(y0, 1 - (y - y0)), (min(y0 + 1, side - 1), y - y0)]
+    if convention != "torch_bicubic":
         y = i * (side - 1) / max(n - 1, 1)
         y0 = min(int(np.floor(y)), side - 1)
         return [(y0, 1 - (y - y0)), (min(y0 + 1, side - 1), y - y0)]
@@ -2012,14 +2022,13 @@ def _resampled_grid_float64(table: np.ndarray, grid, merge: int, convention: str
     ``"torch_bicubic"``: GLM-4V's ``grid_sample`` bicubic), in ``merge x merge`` block order per frame."""
     side = int(round(np.sqrt(table.shape[0])))
     g = np.asarray(table, np.float64).reshape(side, side, -1)
-    bicubic = convention == "torch_bicubic"
     out = []
     for t, h, w in grid:
         image = np.zeros((h, w, g.shape[-1]))
         for r in range(h):
             for c in range(w):
-                for y, wy in _axis_taps(r, h, side, bicubic):
-                    for x, wx in _axis_taps(c, w, side, bicubic):
+                for y, wy in _axis_taps(r, h, side, convention):
+                    for x, wx in _axis_taps(c, w, side, convention):
                         image[r, c] += wy * wx * g[y, x]
         blocks = image.reshape(h // merge, merge, w // merge, merge, -1).transpose(0, 2, 1, 3, 4)
         out.extend([blocks.reshape(h * w, -1)] * t)
