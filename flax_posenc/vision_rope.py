@@ -162,19 +162,30 @@ def _normalized_cos_sin(positions, config: VisionRopeConfig, *, traced: bool, dt
     return jnp.cos(angle).astype(dtype), jnp.sin(angle).astype(dtype)
 
 
-def _with_prefix(cos: jax.Array, sin: jax.Array, prefix: int, seq_axis: int) -> tuple[jax.Array, jax.Array]:
-    """``cos``/``sin`` with ``prefix`` identity rows (cos 1, sin 0) before the patches on the sequence axis."""
+def _with_prefix(
+    cos: jax.Array, sin: jax.Array, prefix: int, seq_axis: int, prefix_angles=None
+) -> tuple[jax.Array, jax.Array]:
+    """``cos``/``sin`` with ``prefix`` rows before the patches on the sequence axis: the identity
+    (cos 1, sin 0), or the cos/sin of ``prefix_angles`` ``(prefix, head_dim // 2)`` (MLCD's learned
+    class-token angles, computed in their own dtype as the model does)."""
     if prefix == 0:
         return cos, sin
     shape = list(cos.shape)
     shape[seq_axis] = prefix
-    return (
-        jnp.concatenate([jnp.ones(shape, cos.dtype), cos], axis=seq_axis),
-        jnp.concatenate([jnp.zeros(shape, sin.dtype), sin], axis=seq_axis),
-    )
+    if prefix_angles is None:
+        return (
+            jnp.concatenate([jnp.ones(shape, cos.dtype), cos], axis=seq_axis),
+            jnp.concatenate([jnp.zeros(shape, sin.dtype), sin], axis=seq_axis),
+        )
+    angles = jnp.asarray(prefix_angles)
+    if angles.shape != (prefix, cos.shape[-1]):
+        raise ValueError(f"prefix_angles: expected shape ({prefix}, {cos.shape[-1]}), got {tuple(angles.shape)}")
+    pc = jnp.broadcast_to(jnp.cos(angles).astype(cos.dtype), shape)
+    ps = jnp.broadcast_to(jnp.sin(angles).astype(sin.dtype), shape)
+    return jnp.concatenate([pc, cos], axis=seq_axis), jnp.concatenate([ps, sin], axis=seq_axis)
 
 
-def _cos_sin_for(x, config: VisionRopeConfig, positions, *, on_overflow, seq_axis: int):
+def _cos_sin_for(x, config: VisionRopeConfig, positions, *, on_overflow, seq_axis: int, prefix_angles=None):
     if seq_axis not in (-3, -2):
         raise ValueError(
             f"seq_axis: expected -3 ((..., tokens, heads, head_dim)) or -2 ((..., heads, tokens, head_dim)), got {seq_axis!r}"
@@ -190,7 +201,7 @@ def _cos_sin_for(x, config: VisionRopeConfig, positions, *, on_overflow, seq_axi
             f"x: expected {tokens} tokens on axis {seq_axis} ({config.prefix_tokens} prefix tokens + "
             f"{cos.shape[-2]} patches), got shape {tuple(x.shape)}"
         )
-    cos, sin = _with_prefix(cos, sin, config.prefix_tokens, -2)
+    cos, sin = _with_prefix(cos, sin, config.prefix_tokens, -2, prefix_angles)
     if seq_axis == -3:  # (..., tokens, half) -> (..., tokens, 1, half): broadcast over heads
         return cos[..., None, :], sin[..., None, :]
     if cos.ndim > 2:  # (..., tokens, half) -> (..., 1, tokens, half)
@@ -205,6 +216,7 @@ def apply_vision_rope(
     *,
     on_overflow: overflow.OverflowPolicy = "error",
     seq_axis: int = -3,
+    prefix_angles: jax.typing.ArrayLike | None = None,
 ) -> jax.Array:
     """Rotate a vision tower's queries or keys by their patches' 2-D positions.
 
@@ -219,9 +231,11 @@ def apply_vision_rope(
         of ``x`` before the token and head axes).
       on_overflow: see :func:`vision_rope_cos_sin`.
       seq_axis: ``-3`` or ``-2``.
+      prefix_angles: ``(prefix_tokens, head_dim // 2)`` angles the prefix tokens turn by (MLCD's
+        learned ``class_pos_emb``); ``None``: the prefix tokens are not rotated.
 
     Returns:
-      An array like ``x``; the ``prefix_tokens`` first tokens unchanged.
+      An array like ``x``; the ``prefix_tokens`` first tokens unchanged (or turned by ``prefix_angles``).
 
     Raises:
       PositionLimitError: a known row or column past ``config.limit`` (while tracing).
@@ -235,7 +249,9 @@ def apply_vision_rope(
     True
     """
     config = _check_config(config)
-    cos, sin = _cos_sin_for(x, config, positions, on_overflow=on_overflow, seq_axis=seq_axis)
+    cos, sin = _cos_sin_for(
+        x, config, positions, on_overflow=on_overflow, seq_axis=seq_axis, prefix_angles=prefix_angles
+    )
     return apply_rotary(x, cos, sin, layout=config.layout)
 
 
@@ -247,6 +263,7 @@ def apply_vision_rope_qk(
     *,
     on_overflow: overflow.OverflowPolicy = "error",
     seq_axis: int = -3,
+    prefix_angles: jax.typing.ArrayLike | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """``(q, k)`` rotated at the same patch positions with one ``cos``/``sin`` (arguments as
     :func:`apply_vision_rope`): the model's ``apply_rotary_pos_emb(q, k, cos, sin)``.
@@ -258,7 +275,9 @@ def apply_vision_rope_qk(
     ((4, 2, 8), (4, 1, 8))
     """
     config = _check_config(config)
-    cos, sin = _cos_sin_for(q, config, positions, on_overflow=on_overflow, seq_axis=seq_axis)
+    cos, sin = _cos_sin_for(
+        q, config, positions, on_overflow=on_overflow, seq_axis=seq_axis, prefix_angles=prefix_angles
+    )
     k = jnp.asarray(k)
     if k.ndim != jnp.ndim(q) or k.shape[seq_axis] != jnp.shape(q)[seq_axis] or k.shape[-1] != config.head_dim:
         raise ValueError(

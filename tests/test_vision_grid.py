@@ -218,3 +218,39 @@ def test_torch_bilinear_matrices_reproduce_f_interpolate():
         ours = np.einsum("oh,hwd,pw->opd", resize_matrix(old, new, rule), grid, resize_matrix(old + 2, new + 1, rule))
         ref = F.interpolate(torch.tensor(grid).permute(2, 0, 1)[None], size=(new, new + 1), mode="bilinear")
         np.testing.assert_allclose(ours, ref[0].permute(1, 2, 0).numpy(), rtol=0, atol=1e-13)
+
+
+def test_prefix_angles_turn_the_class_token():
+    """MLCD: the class token (first) turns by learned angles ``[a | a]`` (rotate_half), float64 formula."""
+    cfg = fp.VisionRopeConfig(head_dim=8, prefix_tokens=1)
+    positions = cfg.positions([[1, 2, 3]])
+    angles = np.array([[0.3, -1.2, 2.0, 0.7]], np.float32)
+    q = np.random.default_rng(7).standard_normal((7, 2, 8)).astype(np.float32)
+    out = np.asarray(jax.jit(lambda x: fp.apply_vision_rope(x, cfg, positions, prefix_angles=angles))(q), np.float64)
+    a = np.concatenate([angles[0], angles[0]]).astype(np.float64)
+    x = q[0].astype(np.float64)
+    expect = x * np.cos(a) + np.concatenate([-x[:, 4:], x[:, :4]], -1) * np.sin(a)
+    assert np.abs(out[0] - expect).max() <= 4 * EPS * np.abs(x).max()
+    plain = np.asarray(jax.jit(lambda x: fp.apply_vision_rope(x, cfg, positions))(q))
+    np.testing.assert_allclose(out[1:], plain[1:], rtol=0, atol=4 * EPS * np.abs(q).max())  # patches as before
+    with pytest.raises(ValueError, match=r"^prefix_angles: expected shape \(1, 4\), got \(1, 3\)$"):
+        fp.apply_vision_rope(q, cfg, positions, prefix_angles=angles[:, :3])
+
+
+def test_conformance_notices_unread_class_angles(tmp_path, monkeypatch):
+    """MLCD read without its learned class-token angles disagrees with its own tower."""
+    import dataclasses
+
+    from conformance.reference import conformance_problems
+
+    from flax_posenc.conversion import vision_rope
+    from flax_posenc.conversion.mechanisms import MECHANISMS
+
+    rows = dict(vision_rope.VISION_ROPE_FAMILIES)
+    rows["mlcd"] = dataclasses.replace(rows["mlcd"], prefix_angle_key=None)
+    kind = dataclasses.replace(MECHANISMS["vision_rope"], registries=(("test", rows),))
+    monkeypatch.setattr(MECHANISMS, "_kinds", {**MECHANISMS._kinds, "vision_rope": kind})
+    monkeypatch.setattr(MECHANISMS, "_derived", {})
+    problems = conformance_problems("mlcd_vision_model", tmp_path)
+    assert "position parameters not read: class_pos_emb" in problems
+    assert any(p.startswith("apply_rotary_pos_emb_vision(q) differs") for p in problems), problems

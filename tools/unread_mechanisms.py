@@ -87,8 +87,6 @@ MANUAL: dict[str, str] = {
 #: second round): what differs from the ``vision_rope`` rows, named (each from its modeling file).
 MANUAL.update(
     {
-        "mlcd": "rotary embedding of image patches (MLCDRotaryEmbedding) with a learned rotation angle of the class token (class_pos_emb), not read",
-        "mlcd_vision_model": "rotary embedding of image patches (MLCDRotaryEmbedding) with a learned rotation angle of the class token (class_pos_emb), not read",
         "minimax_m3_vl_vision": "partial 3-D rotary embedding of video patches over time, row and column (MiniMaxM3VLVisionRotaryEmbedding), not read",
     }
 )

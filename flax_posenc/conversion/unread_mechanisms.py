@@ -174,8 +174,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'minimax_m3_vl_vision': 'partial 3-D rotary embedding of video patches over time, row and column (MiniMaxM3VLVisionRotaryEmbedding), not read',
         'mistral4': 'rotary embedding (Mistral4RotaryEmbedding)',
         'mistral_large4': "text_config mistral_large4_text (its rotary module's learned alpha (LeRoPE: frequencies scaled by exp(alpha), a checkpoint tensor) is not read)",
-        'mlcd': 'rotary embedding of image patches (MLCDRotaryEmbedding) with a learned rotation angle of the class token (class_pos_emb), not read',
-        'mlcd_vision_model': 'rotary embedding of image patches (MLCDRotaryEmbedding) with a learned rotation angle of the class token (class_pos_emb), not read',
         'mllama': 'text_config mllama_text_model (rotary embedding (MllamaRotaryEmbedding)); vision_config mllama_vision_model (learned patch-position grid (gated_positional_embedding.embedding))',
         'mllama_text_model': 'rotary embedding (MllamaRotaryEmbedding)',
         'mllama_vision_model': 'learned patch-position grid (gated_positional_embedding.embedding)',

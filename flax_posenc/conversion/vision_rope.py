@@ -65,6 +65,7 @@ __all__ = [
     "VisionRopeFamily",
     "VisionRopeSource",
     "load_vision_grid",
+    "load_vision_prefix_angles",
     "read_vision_rope",
 ]
 
@@ -100,6 +101,8 @@ class VisionRopeFamily:
       grid_side_field: the field giving the side itself (Kimi K2.5's ``pos_emb_height``).
       frame_field: the field counting the frames of Kimi K2.5's fixed per-frame sinusoid
         (``pos_emb_time``; :func:`flax_posenc.vision_frame_sinusoid`); ``None``: none.
+      prefix_angle_key: the tensor of learned angles the class token turns by (MLCD's
+        ``class_pos_emb``, ``(1, head_dim // 2)``); ``None``: prefix tokens are not rotated.
     """
 
     name: str
@@ -123,6 +126,7 @@ class VisionRopeFamily:
     grid_side_fields: tuple[str, str] | None = None
     grid_side_field: str | None = None
     frame_field: str | None = None
+    prefix_angle_key: str | None = None
 
 
 VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
@@ -265,6 +269,15 @@ VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
         grid_side_fields=("image_size", "patch_size"),
         defaults={"hidden_size": 1152, "num_attention_heads": 16, "image_size": 384, "patch_size": 14},
     ),
+    # MLCD: Qwen2-VL's rotation in raster order; its class token (first) turns by learned angles
+    VisionRopeFamily(
+        "mlcd",
+        ("mlcd", "mlcd_vision_model"),
+        heads_field="num_attention_heads",
+        class_token=True,
+        prefix_angle_key="class_pos_emb",
+        defaults={"hidden_size": 1664, "num_attention_heads": 16},
+    ),
     VisionRopeFamily(
         "glm4v",
         ("glm4v_vision", "glm4v_moe_vision", "glm4v", "glm4v_moe"),
@@ -388,6 +401,7 @@ class VisionRopeSource:
     grid_key: str | None = None
     grid_convention: str | None = None
     frames: int | None = None
+    prefix_angle_key: str | None = None
 
     scheme = "vision_rope"
     key = None
@@ -475,6 +489,7 @@ class VisionRopeSource:
             "grid_key": self.grid_key,
             "grid_convention": self.grid_convention,
             "frames": self.frames,
+            "prefix_angle_key": self.prefix_angle_key,
             "limit": self.limit,
         }
 
@@ -490,7 +505,13 @@ class VisionRopeSource:
                 "scheme:      vision_rope",
                 f"rotation:    2-D {c.split} split of head_dim {c.head_dim}, theta {c.rope_theta:g}, {c.layout} pairs, "
                 f"{c.coordinates} coordinates, {order}"
-                + (f", {c.prefix_tokens} prefix tokens not rotated" if c.prefix_tokens else ""),
+                + (
+                    f", {c.prefix_tokens} prefix tokens turned by learned angles ({self.prefix_angle_key})"
+                    if c.prefix_tokens and self.prefix_angle_key
+                    else f", {c.prefix_tokens} prefix tokens not rotated"
+                    if c.prefix_tokens
+                    else ""
+                ),
                 *([f"grid:        {self.describe_grid()}"] if self.grid_side is not None else []),
                 f"limit:       {self.describe_limit()}",
             ]
@@ -516,7 +537,7 @@ def read_vision_rope(
     patch = config.get("patch_size", row.defaults.get("patch_size"))
     patch_size = patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None
     if row.grid_key is None:
-        return [VisionRopeSource(source, model_type, row.name, cfg, patch_size)]
+        return [VisionRopeSource(source, model_type, row.name, cfg, patch_size, prefix_angle_key=row.prefix_angle_key)]
     if row.grid_side_field is not None:
         side = _int_field(config, row, row.grid_side_field, where)
         width = _int_field(config, row, "pos_emb_width", where) if "pos_emb_width" in row.defaults else side
@@ -536,6 +557,31 @@ def read_vision_rope(
     return [
         VisionRopeSource(source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention, frames)
     ]
+
+
+def load_vision_prefix_angles(source: Any, record: VisionRopeSource) -> np.ndarray:
+    """MLCD's learned class-token angles ``(prefix_tokens, head_dim // 2)`` (``class_pos_emb``),
+    read from ``source`` (only that tensor): the ``prefix_angles`` of
+    :func:`flax_posenc.apply_vision_rope`.
+
+    Raises:
+      CheckpointError: ``record`` has none, no (or several) tensors named ``*prefix_angle_key``,
+        or one of another shape (one line naming the file).
+    """
+    from flax_posenc.conversion.sources import open_checkpoint
+
+    if record.prefix_angle_key is None:
+        raise fail(record.source or "record", "a vision RoPE with learned prefix angles", f"{record.family} (none)")
+    ckpt = open_checkpoint(source)
+    key = record.prefix_angle_key
+    keys = sorted(k for k in ckpt.reader.keys() if k == key or k.endswith("." + key))
+    if len(keys) != 1:
+        raise fail(ckpt.weights_path, f"one learned prefix angle tensor *{key}", ", ".join(keys[:4]) or "none")
+    angles = read_float(ckpt.reader, keys[0], ndim=2, what=f"{record.family} prefix angles")
+    want = (record.config.prefix_tokens, record.config.head_dim // 2)
+    if angles.shape != want:
+        raise fail(ckpt.weights_path, f"{keys[0]} of shape {want}", str(angles.shape))
+    return angles
 
 
 def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:

@@ -1028,6 +1028,8 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += list(mech.record.keys)
         if mech.kind == "vision_rope" and mech.record.grid_key:  # Qwen3-VL's learned grid beside its RoPE
             covered.append(mech.record.grid_key)
+        if mech.kind == "vision_rope" and mech.record.prefix_angle_key:  # MLCD's class-token angles
+            covered.append(mech.record.prefix_angle_key)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1112,6 +1114,8 @@ def _record_problems(model, record, directory: Path) -> list[str]:
     problems += _position_parameter_problems(model, record)
     if any(m.kind == "vision_rope" for m in record.mechanisms):  # a vision tower's rotary: its own hook
         rotary = [m for m in rotary if "Vision" not in type(m).__name__]
+        if all(m.kind == "vision_rope" for m in record.mechanisms):  # a tower alone (MLCD's MLCDRotaryEmbedding)
+            rotary = []
     if rotary and not ropes and not mropes:
         problems.append(f"the model has {type(rotary[0]).__name__}; we report no RoPE")
     for mech in mropes:
@@ -1862,6 +1866,7 @@ VISION_GRIDS.update(
     # a 3-frame clip: frames 0..2 of Kimi K2.5's sinusoid (rows 1..3 of its table)
     kimi_k25=[[1, 4, 6], [3, 4, 4], [1, 6, 2]],
     paddleocr_vl=[[1, 4, 6], [2, 4, 4], [1, 6, 2]],
+    mlcd=[[1, 4, 6]],
 )
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
@@ -1880,6 +1885,7 @@ VISION_APPLY = {
     "video_llama_3": "apply_rotary_pos_emb_vision",
     "kimi_k25": "apply_rotary_pos_emb_vision",
     "paddleocr_vl": "apply_rotary_pos_emb_vision",
+    "mlcd": "apply_rotary_pos_emb_vision",
 }
 
 #: Where a tower's patch embedding ends and its first block starts, when not ``patch_embed`` and
@@ -1964,7 +1970,7 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
     torch.manual_seed(1)
     try:
         with torch.no_grad(), quiet():
-            if family in ("pixtral", "dinov3"):
+            if family in ("pixtral", "dinov3", "mlcd"):
                 (_, h, w), p = grid[0], cfg.patch_size
                 pixels = torch.randn(1, cfg.num_channels, h * p, w * p)
                 kwargs = {"image_sizes": [(h * p, w * p)]} if family == "pixtral" else {}
@@ -2151,7 +2157,14 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     try:
         # one jitted call (one compilation per case, not one per eager primitive); the positions are
         # known while tracing (a closure constant), so their limit is checked then
-        rq, rk = jax.jit(lambda q, k: fp.apply_vision_rope_qk(q, k, cfg, order, seq_axis=seq_axis))(q, k)
+        angles = None
+        if record.prefix_angle_key:  # MLCD's learned class-token angles, read from the checkpoint
+            from flax_posenc.conversion.vision_rope import load_vision_prefix_angles
+
+            angles = load_vision_prefix_angles(directory, record)
+        rq, rk = jax.jit(
+            lambda q, k: fp.apply_vision_rope_qk(q, k, cfg, order, seq_axis=seq_axis, prefix_angles=angles)
+        )(q, k)
     except ValueError as e:
         return problems + [f"apply_vision_rope_qk cannot take the model's q {q.shape}: {e}"[:200]]
     for label, a, b in (("q", rq, out_q), ("k", rk, out_k)):

@@ -558,6 +558,7 @@ OVERRIDES["glm_ocr_vision"] = dict(_QWEN_VISION_TOWER)
 OVERRIDES["glm5_next_vision"] = {**_QWEN_VISION_TOWER, "projection_intermediate_size": 32}
 OVERRIDES["ernie4_5_vl_moe_vision"] = dict(_QWEN_VISION_TOWER)
 OVERRIDES["video_llama_3_vision"] = {**_VISION_ROPE, "patch_size": 2}
+OVERRIDES["mlcd"] = OVERRIDES["mlcd_vision_model"] = {**_VISION_ROPE, "patch_size": 4, "image_size": 16}
 OVERRIDES["paddleocr_vl_vision"] = {**_VISION_ROPE, "patch_size": 2, "image_size": 8}  # a 4 x 4 grid
 OVERRIDES["kimi_k25_vision"] = {
     **_VISION_ROPE,
