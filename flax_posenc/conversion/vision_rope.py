@@ -41,9 +41,14 @@ Second round (:data:`VISION_ROPE_FAMILIES_QWEN3`, joined to the rows above):
   rotation and block order (VideoLLaMA 3: the merge size is a forward argument per image; read as
   raster order).
 
-Llama 4's tower (1-based, interleaved, a class token, a fixed grid), MLCD (a learned class-token
-angle), Kimi K2.5 and PaddleOCR-VL (grids resampled in conventions not read) and MiniMax-M3-VL (a
-partial 3-D rotation) are not read here: ``conversion/unread_mechanisms.py`` names each.
+- ``kimi_k25``: split ``axial_interleaved``, raster order, a bicubic ``(64, 64, dim)`` grid and a
+  per-frame sinusoid (``frame_field``); ``paddleocr_vl``: raster order, a bilinear grid at the pixel
+  centres (``torch_bilinear``); ``mlcd``: raster order, the class token turned by learned angles
+  (``prefix_angle_key``).
+
+Llama 4's tower (1-based, column first, interleaved, a class token last, a fixed grid) and
+MiniMax-M3-VL (a partial 3-D rotation) are not read here: ``conversion/unread_mechanisms.py``
+names each.
 """
 
 from __future__ import annotations
