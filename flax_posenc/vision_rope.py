@@ -33,12 +33,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from flax_posenc import overflow
+from flax_posenc.errors import PositionLimitError
 from flax_posenc.grid_config import convention_for, resize_matrix
 from flax_posenc.rope import apply_rotary, rotary_cos_sin
 from flax_posenc.rope_config import rope_inverse_frequencies
 from flax_posenc.vision_rope_config import (
     VisionRopeConfig,
-    _grid_rows,
     vision_patch_positions,
     vision_window_index,
 )
@@ -337,7 +337,8 @@ def vision_grid_positions(
     dtype = table.dtype if jnp.issubdtype(table.dtype, jnp.floating) else jnp.float32
     grid = table.astype(dtype).reshape(side, side, shape[1])
     parts = []
-    for t, h, w in _grid_rows(grid_thw, int(spatial_merge_size)).tolist():
+    vision_patch_positions(grid_thw, spatial_merge_size=spatial_merge_size)  # the one check of grid_thw
+    for t, h, w in np.asarray(grid_thw, np.int64).reshape(-1, 3).tolist():
         rows = jnp.asarray(resize_matrix(side, int(h), conv), dtype)
         cols = jnp.asarray(resize_matrix(side, int(w), conv), dtype)
         image = jnp.einsum("ai,ijd->ajd", rows, grid, precision=jax.lax.Precision.HIGHEST)
@@ -372,11 +373,10 @@ def vision_frame_sinusoid(grid_thw, dim: int, max_frames: int, *, dtype=jnp.floa
     >>> vision_frame_sinusoid([[2, 1, 1]], 4, 4).tolist()       # frame 0, then frame 1
     [[0.0, 0.0, 1.0, 1.0], [0.8414709568023682, 0.009999833069741726, 0.5403022766113281, 0.9999499917030334]]
     """
-    from flax_posenc.errors import PositionLimitError
-
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 2 or dim % 2:
         raise ValueError(f"dim: expected a positive even width, got {dim!r}")
-    rows = _grid_rows(grid_thw, 1)
+    vision_patch_positions(grid_thw)  # the one check of grid_thw (one line naming it)
+    rows = np.asarray(grid_thw, np.int64).reshape(-1, 3)
     inv = 1.0 / 10000.0 ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
     parts = []
     for t, h, w in rows.tolist():

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 
 from flax_posenc.conversion.readers import fail, read_float
+from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.grid_config import image_grid
 from flax_posenc.vision_rope_config import VisionRopeConfig
 
@@ -573,8 +574,6 @@ def load_vision_prefix_angles(source: Any, record: VisionRopeSource) -> np.ndarr
       CheckpointError: ``record`` has none, no (or several) tensors named ``*prefix_angle_key``,
         or one of another shape (one line naming the file).
     """
-    from flax_posenc.conversion.sources import open_checkpoint
-
     if record.prefix_angle_key is None:
         raise fail(record.source or "record", "a vision RoPE with learned prefix angles", f"{record.family} (none)")
     ckpt = open_checkpoint(source)
@@ -597,8 +596,6 @@ def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:
       CheckpointError: ``record`` has no grid, no (or several) tensors named ``*grid_key``, or
         one whose rows are not ``grid_side ** 2`` (one line naming the file).
     """
-    from flax_posenc.conversion.sources import open_checkpoint
-
     if record.grid_key is None or record.grid_side is None:
         raise fail(record.source or "record", "a vision RoPE with a learned grid", f"{record.family} (none)")
     ckpt = open_checkpoint(source)
