@@ -25,7 +25,7 @@ weighted gather its forward does; GLM-4V: its ``Glm4vVisionEmbeddings`` module, 
 and ``fp.vision_grid_positions`` (under ``jit``) against the float64 resampling written out from
 its definition. Random N(0, 1) tables at the real sizes (Qwen3-VL: 48 x 48 x 1152; GLM-4V:
 24 x 24 x 1536; Kimi K2.5: 64 x 64 x 1152, bicubic, ``F.embedding_bag`` of its taps, raster
-order). Unit: float32 ulps of the table's largest entry.
+order; PaddleOCR-VL: 27 x 27 x 1152, bilinear at the pixel centres, raster order). Unit: float32 ulps of the table's largest entry.
 
 ``--figure PATH`` draws the 2-D frequency pattern (computed, not learned): ``cos`` of the angle of
 four rotary pairs over a 32 x 32 patch grid of Qwen2-VL/Qwen3-VL's layout (head_dim 64).
@@ -164,12 +164,15 @@ def grid_rows() -> dict[str, dict[str, float]]:
         ("qwen3_vl (48 x 48 pos_embed)", 48, 1152, "big_vision"),
         ("glm4v (24 x 24 position_embedding)", 24, 1536, "torch_bicubic"),
         ("kimi_k25 (64 x 64 pos_emb)", 64, 1152, "kimi"),
+        ("paddleocr_vl (27 x 27 position_embedding)", 27, 1152, "torch_bilinear"),
     ):
         table = rng.standard_normal((side * side, dim)).astype(np.float32)
         scale = float(np.abs(table).max()) * EPS
         rows: dict[str, float] = {}
         for grid in GRID_IMAGES:
-            merge, conv = (1, "torch_bicubic") if convention == "kimi" else (2, convention)
+            merge, conv = {"kimi": (1, "torch_bicubic"), "torch_bilinear": (1, convention)}.get(
+                convention, (2, convention)
+            )
             exact = _resampled_grid_float64(table, [grid], merge, conv)
             resample = lambda t, g=grid, m=merge, c=conv: fp.vision_grid_positions(  # noqa: E731
                 t, [g], spatial_merge_size=m, convention=c
@@ -180,6 +183,11 @@ def grid_rows() -> dict[str, dict[str, float]]:
                 if convention == "big_vision":
                     idx, w = get_vision_interpolation_indices_and_weights(
                         thw, side, mode="bilinear", align_corners=True, spatial_merge_size=2
+                    )
+                    theirs = (torch.from_numpy(table)[idx] * w[:, :, None]).sum(1).numpy()
+                elif convention == "torch_bilinear":  # PaddleOCR-VL's gather (raster order)
+                    idx, w = get_vision_interpolation_indices_and_weights(
+                        thw, side, mode="bilinear", align_corners=False
                     )
                     theirs = (torch.from_numpy(table)[idx] * w[:, :, None]).sum(1).numpy()
                 elif convention == "kimi":  # its own embedding_bag of the bicubic taps (raster order)
