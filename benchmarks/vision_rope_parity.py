@@ -1,6 +1,7 @@
 """Vision-tower RoPE against transformers and float64: what docs/vision-audio.md ("Vision-tower RoPE") claims.
 
     python benchmarks/vision_rope_parity.py        # ~20 s of CPU (80 s wall on 2 loaded cores); torch + transformers
+    python benchmarks/vision_rope_parity.py --figure docs/figures/vision_rope_pattern.png   # and the figure
 
 At each model's real sizes (Pixtral-12B's tower: head_dim 64, theta 1e4, a 64 x 64 grid, its
 trained side; Qwen2-VL's and Qwen2.5-VL's towers: head_dim 80, theta 1e4, a 64 x 64 grid in 2 x 2
@@ -15,6 +16,19 @@ grid of patch centres), for every patch:
 2. The rotation: the modeling file's own apply function with its module's cos/sin, and
    ``fp.apply_vision_rope`` (traced positions), against the float64 rotation of the same float32
    N(0, 1) queries. Unit: float32 ulps of the largest query entry (``max|q| * 2**-23``).
+
+Second round (Qwen3-VL's tower: head_dim 72; GLM-4V's: head_dim 128; Kimi K2.5's: head_dim 72,
+column and row interleaved), the same two rows, and a
+second table for the learned grid these towers add beside their RoPE, resampled to a few images:
+transformers' own float32 (Qwen3-VL: ``get_vision_interpolation_indices_and_weights`` and the
+weighted gather its forward does; GLM-4V: its ``Glm4vVisionEmbeddings`` module, ``grid_sample``)
+and ``fp.vision_grid_positions`` (under ``jit``) against the float64 resampling written out from
+its definition. Random N(0, 1) tables at the real sizes (Qwen3-VL: 48 x 48 x 1152; GLM-4V:
+24 x 24 x 1536; Kimi K2.5: 64 x 64 x 1152, bicubic, ``F.embedding_bag`` of its taps, raster
+order; PaddleOCR-VL: 27 x 27 x 1152, bilinear at the pixel centres, raster order). Unit: float32 ulps of the table's largest entry.
+
+``--figure PATH`` draws the 2-D frequency pattern (computed, not learned): ``cos`` of the angle of
+four rotary pairs over a 32 x 32 patch grid of Qwen2-VL/Qwen3-VL's layout (head_dim 64).
 """
 
 from __future__ import annotations
@@ -34,9 +48,12 @@ def cases():
     """``(name, VisionRopeConfig, transformers rotary module, its apply function, call)``."""
     from transformers import CONFIG_MAPPING
     from transformers.models.dinov3_vit import modeling_dinov3_vit as dino
+    from transformers.models.glm4v import modeling_glm4v as glm
+    from transformers.models.kimi_k25 import modeling_kimi_k25 as kimi
     from transformers.models.pixtral import modeling_pixtral as pix
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as q25
     from transformers.models.qwen2_vl import modeling_qwen2_vl as q2
+    from transformers.models.qwen3_vl import modeling_qwen3_vl as q3
 
     from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, vision_rope_config
 
@@ -46,8 +63,11 @@ def cases():
         ("qwen2_vl (Qwen2-VL tower)", "qwen2_vl_vision", q2, "Qwen2VLVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
         ("qwen2_5_vl (Qwen2.5-VL tower)", "qwen2_5_vl_vision", q25, "Qwen2_5_VLVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
         ("dinov3 (DINOv3 ViT-B)", "dinov3_vit", dino, "DINOv3ViTRopePositionEmbedding", "apply_rotary_pos_emb"),
+        ("qwen3_vl (Qwen3-VL tower)", "qwen3_vl_vision", q3, "Qwen3VLVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
+        ("glm4v (GLM-4V tower)", "glm4v_vision", glm, "Glm4vVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
+        ("kimi_k25 (Kimi K2.5 tower)", "kimi_k25_vision", kimi, "Kimi_K25VisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
     ):  # fmt: skip
-        sizes = {"hidden_size": 1280, "num_heads": 16} if model_type.startswith("qwen") else {}
+        sizes = {"hidden_size": 1280, "num_heads": 16} if model_type.startswith("qwen2") else {}
         if model_type == "qwen2_vl_vision":
             sizes = {"embed_dim": 1280, "num_heads": 16}
         if model_type == "dinov3_vit":
@@ -122,16 +142,130 @@ def measure(name, cfg, module, apply, hf):
     return rows
 
 
+#: The images the learned grids are resampled to, ``(t, h, w)`` patches (multiples of the merge size 2).
+GRID_IMAGES = ([1, 36, 52], [1, 80, 80], [1, 16, 24])
+
+
+def grid_rows() -> dict[str, dict[str, float]]:
+    """Learned grid resampling: ``{tower: {row label: ulps}}`` (see the module docstring)."""
+    import jax
+    import torch
+    import torch.nn.functional as F
+    from conformance.reference import _resampled_grid_float64
+    from transformers import CONFIG_MAPPING
+    from transformers.models.glm4v import modeling_glm4v as glm
+    from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+    import flax_posenc as fp
+
+    rng = np.random.default_rng(0)
+    out: dict[str, dict[str, float]] = {}
+    for name, side, dim, convention in (
+        ("qwen3_vl (48 x 48 pos_embed)", 48, 1152, "big_vision"),
+        ("glm4v (24 x 24 position_embedding)", 24, 1536, "torch_bicubic"),
+        ("kimi_k25 (64 x 64 pos_emb)", 64, 1152, "kimi"),
+        ("paddleocr_vl (27 x 27 position_embedding)", 27, 1152, "torch_bilinear"),
+    ):
+        table = rng.standard_normal((side * side, dim)).astype(np.float32)
+        scale = float(np.abs(table).max()) * EPS
+        rows: dict[str, float] = {}
+        for grid in GRID_IMAGES:
+            merge, conv = {"kimi": (1, "torch_bicubic"), "torch_bilinear": (1, convention)}.get(
+                convention, (2, convention)
+            )
+            exact = _resampled_grid_float64(table, [grid], merge, conv)
+            resample = lambda t, g=grid, m=merge, c=conv: fp.vision_grid_positions(  # noqa: E731
+                t, [g], spatial_merge_size=m, convention=c
+            )
+            ours = np.asarray(jax.jit(resample)(table))
+            thw = torch.tensor([grid])
+            with torch.no_grad():
+                if convention == "big_vision":
+                    idx, w = get_vision_interpolation_indices_and_weights(
+                        thw, side, mode="bilinear", align_corners=True, spatial_merge_size=2
+                    )
+                    theirs = (torch.from_numpy(table)[idx] * w[:, :, None]).sum(1).numpy()
+                elif convention == "torch_bilinear":  # PaddleOCR-VL's gather (raster order)
+                    idx, w = get_vision_interpolation_indices_and_weights(
+                        thw, side, mode="bilinear", align_corners=False
+                    )
+                    theirs = (torch.from_numpy(table)[idx] * w[:, :, None]).sum(1).numpy()
+                elif convention == "kimi":  # its own embedding_bag of the bicubic taps (raster order)
+                    idx, w = get_vision_interpolation_indices_and_weights(
+                        thw, side, mode="bicubic", align_corners=False
+                    )
+                    theirs = F.embedding_bag(idx, torch.from_numpy(table), per_sample_weights=w, mode="sum").numpy()
+                else:
+                    hf = CONFIG_MAPPING["glm4v_vision"](hidden_size=dim, image_size=side * 14, patch_size=14)
+                    module = glm.Glm4vVisionEmbeddings(hf)
+                    module.position_embedding.weight.copy_(torch.from_numpy(table))
+                    pos = torch.from_numpy(fp.vision_patch_positions([grid], spatial_merge_size=2))
+                    n = pos.shape[0]
+                    theirs = module(torch.zeros(n, dim), torch.tensor([n]), thw, pos[:, 0], pos[:, 1]).numpy()
+            label = f"{grid[1]} x {grid[2]}"
+            rows[f"{label}, transformers float32"] = float(np.max(np.abs(theirs - exact))) / scale
+            rows[f"{label}, ours (jit)"] = float(np.max(np.abs(ours - exact))) / scale
+        out[name] = rows
+    return out
+
+
+def figure(path: str) -> None:
+    """The 2-D frequency pattern of a vision RoPE over a patch grid (computed, not learned)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import flax_posenc as fp
+
+    cfg = fp.VisionRopeConfig(head_dim=64)  # Qwen2-VL / Qwen3-VL / GLM-4V layout, theta 1e4
+    side = 32
+    positions = fp.vision_patch_positions([[1, side, side]])  # raster order: reshape to the grid
+    cos, _ = fp.vision_rope_cos_sin(positions, cfg)
+    cos = np.asarray(cos).reshape(side, side, -1)
+    axis, inv_freq = cfg.frequencies()
+    pairs = (0, 2, 16, 18)  # rows: the two fastest row pairs, then the same pairs of the column
+    fig, axes = plt.subplots(1, len(pairs), figsize=(3.2 * len(pairs), 3.4), constrained_layout=True)
+    for ax, j in zip(axes, pairs):
+        im = ax.imshow(cos[:, :, j], cmap="RdBu_r", vmin=-1, vmax=1)
+        what = "row" if axis[j] == 0 else "column"
+        ax.set_title(f"pair {j}: turns with the {what}\nw = {inv_freq[j]:.3g} rad / patch", fontsize=9)
+        ax.set_xlabel("patch column")
+        ax.set_ylabel("patch row")
+    fig.colorbar(im, ax=axes, shrink=0.8, label="cos(angle)")
+    fig.suptitle(
+        "Vision RoPE, 2-D axial (head_dim 64, theta 1e4): cos of four pairs over a 32 x 32 patch grid "
+        "(computed, not learned)",
+        fontsize=10,
+    )
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
 def main() -> None:
+    import argparse
+
     from conformance.tiny import quiet
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--figure", help="also draw the frequency pattern figure to this PNG")
+    args = parser.parse_args()
     with quiet():
         found = [(name, measure(name, *rest)) for name, *rest in cases()]
+        grids = grid_rows()
     labels = list(found[0][1])
     print(f"| {SIDE} x {SIDE} patches, float32 ulps vs float64 | " + " | ".join(n for n, _ in found) + " |")
     print("| --- |" + " --- |" * len(found))
     for label in labels:
         print(f"| {label} | " + " | ".join(f"{rows[label]:.2f}" for _, rows in found) + " |")
+    print()
+    names = list(grids)
+    print("| learned grid resampled to, float32 ulps vs float64 | " + " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    for label in grids[names[0]]:
+        print(f"| {label} | " + " | ".join(f"{grids[n][label]:.2f}" for n in names) + " |")
+    if args.figure:
+        figure(args.figure)
 
 
 if __name__ == "__main__":

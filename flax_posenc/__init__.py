@@ -142,7 +142,13 @@ if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads i
     from flax_posenc.sinusoidal import sinusoidal_encoding, sinusoidal_table  # noqa: F401
     from flax_posenc.spec import InputSpec, PositionSpec  # noqa: F401
     from flax_posenc.temperature import attention_temperature  # noqa: F401
-    from flax_posenc.vision_rope import apply_vision_rope, apply_vision_rope_qk, vision_rope_cos_sin  # noqa: F401
+    from flax_posenc.vision_rope import (  # noqa: F401
+        apply_vision_rope,
+        apply_vision_rope_qk,
+        vision_frame_sinusoid,
+        vision_grid_positions,
+        vision_rope_cos_sin,
+    )
     from flax_posenc.vision_rope_config import (  # noqa: F401
         VisionRopeConfig,
         vision_patch_positions,

@@ -220,6 +220,15 @@ GRID_CONVENTIONS: Mapping[str, GridConvention] = MappingProxyType(
                 "F.interpolate(scale_factor=(new + 0.1) / old, mode='bicubic')",
                 scale_offset=0.1,
             ),
+            GridConvention(  # issue 35 item 2: PaddleOCR-VL's vision tower
+                "torch_bilinear",
+                "linear",
+                0.0,
+                False,
+                False,
+                "F.interpolate(size=..., mode='bilinear', align_corners=False) and transformers' "
+                "get_vision_interpolation_indices_and_weights(mode='bilinear', align_corners=False)",
+            ),
             GridConvention(
                 "big_vision",
                 "linear",
@@ -303,7 +312,7 @@ def convention_for(name: str | GridConvention) -> GridConvention:
     >>> convention_for("nope")
     Traceback (most recent call last):
     ...
-    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, idefics_buckets, minicpm_buckets, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, torch_bilinear_antialias, vit, got 'nope'
+    ValueError: convention: expected one of big_vision, clip, clip_vision_model, deit, dinov2, dinov2_original, dinov2_with_registers, idefics_buckets, minicpm_buckets, siglip, siglip_vision_model, timm, torch_bicubic, torch_bicubic_align_corners, torch_bicubic_antialias, torch_bicubic_offset, torch_bilinear, torch_bilinear_antialias, vit, got 'nope'
     """
     if isinstance(name, GridConvention):
         return name
@@ -359,7 +368,8 @@ def resize_matrix(in_size: int, new_size: int, convention: GridConvention) -> np
         m[rows, _bucket_rows(in_size, out_size, divide=convention.name == "minicpm_buckets")] = 1.0
         return m
     if convention.kernel == "linear" and not convention.antialias:  # scipy.ndimage.zoom(order=1): corners aligned
-        src = rows * step
+        # torch's bilinear without aligned corners: pixel centres, the source clamped at 0
+        src = rows * step if convention.align_corners else np.maximum(step * (rows + 0.5) - 0.5, 0.0)
         i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
         t = src - i0
         i1 = np.minimum(i0 + 1, in_size - 1)

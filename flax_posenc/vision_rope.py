@@ -25,6 +25,7 @@ the patches (``prefix_tokens``: DINOv3's class and register tokens) are not rota
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
 import jax
@@ -32,6 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from flax_posenc import overflow
+from flax_posenc.errors import PositionLimitError
+from flax_posenc.grid_config import convention_for, resize_matrix
 from flax_posenc.rope import apply_rotary, rotary_cos_sin
 from flax_posenc.rope_config import rope_inverse_frequencies
 from flax_posenc.vision_rope_config import (
@@ -45,6 +48,8 @@ __all__ = [
     "apply_vision_rope",
     "apply_vision_rope_qk",
     "vision_patch_positions",
+    "vision_frame_sinusoid",
+    "vision_grid_positions",
     "vision_rope_cos_sin",
     "vision_window_index",
 ]
@@ -157,19 +162,30 @@ def _normalized_cos_sin(positions, config: VisionRopeConfig, *, traced: bool, dt
     return jnp.cos(angle).astype(dtype), jnp.sin(angle).astype(dtype)
 
 
-def _with_prefix(cos: jax.Array, sin: jax.Array, prefix: int, seq_axis: int) -> tuple[jax.Array, jax.Array]:
-    """``cos``/``sin`` with ``prefix`` identity rows (cos 1, sin 0) before the patches on the sequence axis."""
+def _with_prefix(
+    cos: jax.Array, sin: jax.Array, prefix: int, seq_axis: int, prefix_angles=None
+) -> tuple[jax.Array, jax.Array]:
+    """``cos``/``sin`` with ``prefix`` rows before the patches on the sequence axis: the identity
+    (cos 1, sin 0), or the cos/sin of ``prefix_angles`` ``(prefix, head_dim // 2)`` (MLCD's learned
+    class-token angles, computed in their own dtype as the model does)."""
     if prefix == 0:
         return cos, sin
     shape = list(cos.shape)
     shape[seq_axis] = prefix
-    return (
-        jnp.concatenate([jnp.ones(shape, cos.dtype), cos], axis=seq_axis),
-        jnp.concatenate([jnp.zeros(shape, sin.dtype), sin], axis=seq_axis),
-    )
+    if prefix_angles is None:
+        return (
+            jnp.concatenate([jnp.ones(shape, cos.dtype), cos], axis=seq_axis),
+            jnp.concatenate([jnp.zeros(shape, sin.dtype), sin], axis=seq_axis),
+        )
+    angles = jnp.asarray(prefix_angles)
+    if angles.shape != (prefix, cos.shape[-1]):
+        raise ValueError(f"prefix_angles: expected shape ({prefix}, {cos.shape[-1]}), got {tuple(angles.shape)}")
+    pc = jnp.broadcast_to(jnp.cos(angles).astype(cos.dtype), shape)
+    ps = jnp.broadcast_to(jnp.sin(angles).astype(sin.dtype), shape)
+    return jnp.concatenate([pc, cos], axis=seq_axis), jnp.concatenate([ps, sin], axis=seq_axis)
 
 
-def _cos_sin_for(x, config: VisionRopeConfig, positions, *, on_overflow, seq_axis: int):
+def _cos_sin_for(x, config: VisionRopeConfig, positions, *, on_overflow, seq_axis: int, prefix_angles=None):
     if seq_axis not in (-3, -2):
         raise ValueError(
             f"seq_axis: expected -3 ((..., tokens, heads, head_dim)) or -2 ((..., heads, tokens, head_dim)), got {seq_axis!r}"
@@ -185,7 +201,7 @@ def _cos_sin_for(x, config: VisionRopeConfig, positions, *, on_overflow, seq_axi
             f"x: expected {tokens} tokens on axis {seq_axis} ({config.prefix_tokens} prefix tokens + "
             f"{cos.shape[-2]} patches), got shape {tuple(x.shape)}"
         )
-    cos, sin = _with_prefix(cos, sin, config.prefix_tokens, -2)
+    cos, sin = _with_prefix(cos, sin, config.prefix_tokens, -2, prefix_angles)
     if seq_axis == -3:  # (..., tokens, half) -> (..., tokens, 1, half): broadcast over heads
         return cos[..., None, :], sin[..., None, :]
     if cos.ndim > 2:  # (..., tokens, half) -> (..., 1, tokens, half)
@@ -200,6 +216,7 @@ def apply_vision_rope(
     *,
     on_overflow: overflow.OverflowPolicy = "error",
     seq_axis: int = -3,
+    prefix_angles: jax.typing.ArrayLike | None = None,
 ) -> jax.Array:
     """Rotate a vision tower's queries or keys by their patches' 2-D positions.
 
@@ -214,9 +231,11 @@ def apply_vision_rope(
         of ``x`` before the token and head axes).
       on_overflow: see :func:`vision_rope_cos_sin`.
       seq_axis: ``-3`` or ``-2``.
+      prefix_angles: ``(prefix_tokens, head_dim // 2)`` angles the prefix tokens turn by (MLCD's
+        learned ``class_pos_emb``); ``None``: the prefix tokens are not rotated.
 
     Returns:
-      An array like ``x``; the ``prefix_tokens`` first tokens unchanged.
+      An array like ``x``; the ``prefix_tokens`` first tokens unchanged (or turned by ``prefix_angles``).
 
     Raises:
       PositionLimitError: a known row or column past ``config.limit`` (while tracing).
@@ -230,7 +249,9 @@ def apply_vision_rope(
     True
     """
     config = _check_config(config)
-    cos, sin = _cos_sin_for(x, config, positions, on_overflow=on_overflow, seq_axis=seq_axis)
+    cos, sin = _cos_sin_for(
+        x, config, positions, on_overflow=on_overflow, seq_axis=seq_axis, prefix_angles=prefix_angles
+    )
     return apply_rotary(x, cos, sin, layout=config.layout)
 
 
@@ -242,6 +263,7 @@ def apply_vision_rope_qk(
     *,
     on_overflow: overflow.OverflowPolicy = "error",
     seq_axis: int = -3,
+    prefix_angles: jax.typing.ArrayLike | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """``(q, k)`` rotated at the same patch positions with one ``cos``/``sin`` (arguments as
     :func:`apply_vision_rope`): the model's ``apply_rotary_pos_emb(q, k, cos, sin)``.
@@ -253,10 +275,120 @@ def apply_vision_rope_qk(
     ((4, 2, 8), (4, 1, 8))
     """
     config = _check_config(config)
-    cos, sin = _cos_sin_for(q, config, positions, on_overflow=on_overflow, seq_axis=seq_axis)
+    cos, sin = _cos_sin_for(
+        q, config, positions, on_overflow=on_overflow, seq_axis=seq_axis, prefix_angles=prefix_angles
+    )
     k = jnp.asarray(k)
     if k.ndim != jnp.ndim(q) or k.shape[seq_axis] != jnp.shape(q)[seq_axis] or k.shape[-1] != config.head_dim:
         raise ValueError(
             f"q and k: expected the same tokens and head width, got shapes {tuple(jnp.shape(q))} and {tuple(k.shape)}"
         )
     return apply_rotary(q, cos, sin, layout=config.layout), apply_rotary(k, cos, sin, layout=config.layout)
+
+
+def vision_grid_positions(
+    table: jax.typing.ArrayLike,
+    grid_thw,
+    *,
+    spatial_merge_size: int = 1,
+    convention: str = "big_vision",
+) -> jax.Array:
+    """A vision tower's learned square position grid resampled to every image's patch grid, in
+    the tower's token order (the positions its forward adds to the patch embeddings).
+
+    Qwen3-VL's, Qwen3.5's, Qwen3-Omni's and Qwen4-Exp's vision towers keep a ``(side * side, dim)``
+    table (``pos_embed``, ``side = sqrt(num_position_embeddings)``) beside their RoPE and resample
+    it to each image's ``h x w`` patches by bilinear interpolation with the corners aligned
+    (transformers' ``get_vision_interpolation_indices_and_weights(mode="bilinear",
+    align_corners=True)``, formerly ``fast_pos_embed_interpolate``): the same kernel as the
+    ``"big_vision"`` row of :data:`~flax_posenc.GRID_CONVENTIONS` (sample ``i`` of ``n`` at
+    ``i (side - 1) / (n - 1)``). GLM-4V's towers keep ``(image_size / patch_size) ** 2`` rows and
+    sample them with ``grid_sample(mode="bicubic", align_corners=False, padding_mode="border")``
+    at the patch centres, ``(i + 0.5) side / n - 0.5``: the ``"torch_bicubic"`` row (Keys' cubic,
+    ``a = -0.75``, edge taps replicated). The rows then follow the tower's token order: ``m x m``
+    blocks (``spatial_merge_size``), repeated for each of the ``t`` frames.
+
+    Args:
+      table: ``(side * side, dim)``, row-major (may be traced).
+      grid_thw: ``[[t, h, w], ...]`` patches per image (known on the host).
+      spatial_merge_size: ``m``; ``h`` and ``w`` multiples of it.
+      convention: a :data:`~flax_posenc.GRID_CONVENTIONS` name (``"big_vision"``: bilinear,
+        corners aligned; ``"torch_bicubic"``: GLM-4V's bicubic at the patch centres).
+
+    Returns:
+      ``(sum(t * h * w), dim)`` in the table's dtype (the weights, float64 on the host, are
+      rounded once to it; the products summed at full precision).
+
+    Raises:
+      ValueError: a table that is not a square grid of rows, a grid not a whole number of
+        merged blocks, an unknown convention (one line naming the argument).
+
+    >>> import numpy as np
+    >>> table = np.arange(8.0).reshape(4, 2)                    # a 2 x 2 grid, 2 channels
+    >>> vision_grid_positions(table, [[1, 1, 3]])[:, 0].tolist()  # the top row, 3 patches
+    [0.0, 1.0, 2.0]
+    """
+    conv = convention_for(convention)
+    shape = tuple(jnp.shape(table))
+    side = math.isqrt(shape[0]) if len(shape) == 2 else 0
+    if len(shape) != 2 or side < 1 or side * side != shape[0]:
+        raise ValueError(f"table: expected (side * side, dim) rows of a square grid, got shape {shape}")
+    table = jnp.asarray(table)
+    dtype = table.dtype if jnp.issubdtype(table.dtype, jnp.floating) else jnp.float32
+    grid = table.astype(dtype).reshape(side, side, shape[1])
+    parts = []
+    vision_patch_positions(grid_thw, spatial_merge_size=spatial_merge_size)  # the one check of grid_thw
+    for t, h, w in np.asarray(grid_thw, np.int64).reshape(-1, 3).tolist():
+        rows = jnp.asarray(resize_matrix(side, int(h), conv), dtype)
+        cols = jnp.asarray(resize_matrix(side, int(w), conv), dtype)
+        image = jnp.einsum("ai,ijd->ajd", rows, grid, precision=jax.lax.Precision.HIGHEST)
+        image = jnp.einsum("bj,ajd->abd", cols, image, precision=jax.lax.Precision.HIGHEST)
+        order = vision_patch_positions([[1, h, w]], spatial_merge_size=spatial_merge_size)
+        flat = jnp.asarray(order[:, 0] * w + order[:, 1])
+        parts.append(jnp.tile(image.reshape(h * w, shape[1])[flat], (int(t), 1)))
+    return jnp.concatenate(parts, axis=0)
+
+
+def vision_frame_sinusoid(grid_thw, dim: int, max_frames: int, *, dtype=jnp.float32) -> jax.Array:
+    """The fixed per-frame sinusoid Kimi K2.5's vision tower adds beside its resampled grid
+    (``time_position_embeddings``), one row per patch in the tower's (raster) order.
+
+    An image (``t == 1``) adds nothing (zeros: row 0 of its table is a zero pad); frame ``f`` of a
+    ``t``-frame clip adds ``[sin(f w) | cos(f w)]``, ``w_i = 10000 ** (-2i / dim)`` (``f = 0``: zeros
+    then ones). The table holds ``max_frames`` frames (``pos_emb_time``): a longer clip is refused
+    (transformers indexes past its table). Computed in float64 on the host, rounded once to ``dtype``.
+
+    Args:
+      grid_thw: ``[[t, h, w], ...]`` patches per image or clip.
+      dim: the tower's width (even).
+      max_frames: the frames a clip may have.
+
+    Returns:
+      ``(sum(t * h * w), dim)``.
+
+    Raises:
+      PositionLimitError: a clip of more than ``max_frames`` frames.
+      ValueError: an odd ``dim``, a malformed ``grid_thw`` (one line each).
+
+    >>> vision_frame_sinusoid([[2, 1, 1]], 4, 4).tolist()       # frame 0, then frame 1
+    [[0.0, 0.0, 1.0, 1.0], [0.8414709568023682, 0.009999833069741726, 0.5403022766113281, 0.9999499917030334]]
+    """
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 2 or dim % 2:
+        raise ValueError(f"dim: expected a positive even width, got {dim!r}")
+    vision_patch_positions(grid_thw)  # the one check of grid_thw (one line naming it)
+    rows = np.asarray(grid_thw, np.int64).reshape(-1, 3)
+    inv = 1.0 / 10000.0 ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    parts = []
+    for t, h, w in rows.tolist():
+        if t > max_frames:
+            raise PositionLimitError(
+                f"vision frame sinusoid holds {max_frames} frames per clip (0..{max_frames - 1}); "
+                f"grid_thw asks for a clip of {t} frames"
+            )
+        if t == 1:
+            parts.append(np.zeros((h * w, dim)))
+            continue
+        angle = np.arange(t, dtype=np.float64)[:, None] * inv
+        table = np.concatenate([np.sin(angle), np.cos(angle)], axis=1)
+        parts.append(np.repeat(table, h * w, axis=0))
+    return jnp.asarray(np.concatenate(parts).astype(dtype))

@@ -12,6 +12,8 @@ rotated (``prefix_tokens``):
   RoPE, ``theta ** (-4i / head_dim)`` for ``i < head_dim // 4``, first all with ``h``, then all
   with ``w`` (transformers' ``compute_axial_rope_parameters`` with ``spatial_dim = head_dim // 2``
   and ``recomposition_frequencies``: ``cat([freq_h, freq_w])``).
+- ``split="axial_interleaved"`` (Kimi K2.5): the same frequencies, each used twice in a row, first
+  with ``w`` then with ``h`` (``freq.transpose(1, 2).flip(-1).flatten(1)``).
 - ``split="pixtral"`` (Pixtral): the frequencies of a ``head_dim`` wide RoPE,
   ``theta ** (-2i / head_dim)``; the even ones turn with ``h``, the odd ones with ``w``
   (``inv_freq_2d = cat([inv_freq[0::2], inv_freq[1::2]])``).
@@ -54,11 +56,11 @@ __all__ = [
     "vision_window_index",
 ]
 
-VisionRopeSplit = Literal["axial", "pixtral"]
+VisionRopeSplit = Literal["axial", "pixtral", "axial_interleaved"]
 VisionRopeCoordinates = Literal["index", "normalized"]
 
 #: How the rotary frequencies are split between the two axes (see the module docstring).
-VISION_ROPE_SPLITS: tuple[str, ...] = ("axial", "pixtral")
+VISION_ROPE_SPLITS: tuple[str, ...] = ("axial", "pixtral", "axial_interleaved")
 #: What a patch's coordinate is: its row/column index, or its centre in ``[-1, 1]`` (DINOv3).
 VISION_ROPE_COORDINATES: tuple[str, ...] = ("index", "normalized")
 
@@ -159,7 +161,7 @@ class VisionRopeConfig:
     def base_rope(self) -> RopeConfig:
         """The plain RoPE whose frequencies the axes share out: ``head_dim // 2`` wide (``axial``) or
         ``head_dim`` wide (``pixtral``), no limit (the grid's is checked on the patch positions)."""
-        width = self.head_dim // 2 if self.split == "axial" else self.head_dim
+        width = self.head_dim if self.split == "pixtral" else self.head_dim // 2
         return RopeConfig(head_dim=width, rope_theta=float(self.rope_theta))
 
     def columns(self) -> tuple[np.ndarray, np.ndarray]:
@@ -167,6 +169,8 @@ class VisionRopeConfig:
         ``axis[j]`` (0: row, 1: column) at the frequency ``column[j]`` of :meth:`base_rope`."""
         quarter = self.head_dim // 4
         axis = np.repeat(np.arange(2), quarter)
+        if self.split == "axial_interleaved":  # Kimi K2.5: column then row at each frequency
+            return np.tile([1, 0], quarter), np.repeat(np.arange(quarter), 2)
         if self.split == "axial":
             column = np.tile(np.arange(quarter), 2)
         else:  # pixtral: the even frequencies with h, the odd ones with w

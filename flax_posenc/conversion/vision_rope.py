@@ -25,23 +25,55 @@ rotated ``q``/``k`` in a forward pass, against :func:`flax_posenc.apply_vision_r
   register tokens not rotated; ``pos_embed_shift``/``jitter``/``rescale`` act only in training. No
   limit: the coordinates are normalized for any image size.
 
-Qwen3-VL's, GLM-4V's and Llama 4's vision towers rotate as ``qwen2_vl`` (Llama 4: 1-based,
-interleaved, a class token) but also add a learned position grid that is resampled per image (or,
-Llama 4, fixed): they are not read here.
+Second round (:data:`VISION_ROPE_FAMILIES_QWEN3`, joined to the rows above):
+
+- ``qwen3_vl`` (Qwen3-VL, Qwen3-VL-MoE, Qwen3.5, Qwen3.5-MoE, Qwen3-Omni-MoE, Qwen4-Exp vision
+  towers, and ``qwen3_vl`` itself): ``qwen2_vl``'s rotation, plus a learned ``pos_embed`` grid of
+  ``sqrt(num_position_embeddings)`` per side resampled to every image bilinearly with the corners
+  aligned (``get_vision_interpolation_indices_and_weights``; :func:`flax_posenc.vision_grid_positions`
+  with ``"big_vision"``). No limit.
+- ``glm4v`` (GLM-4V, GLM-4V-MoE and those composites): ``qwen2_vl``'s rotation, plus a learned
+  ``embeddings.position_embedding`` grid of ``image_size // patch_size`` per side sampled at the
+  patch centres by ``grid_sample(mode="bicubic", align_corners=False, padding_mode="border")``
+  (``"torch_bicubic"``). No limit.
+- ``qwen2_5_omni`` (``qwen2_5_omni_vision_encoder``): ``qwen2_5_vl``'s modules, copied.
+- ``glm_ocr`` (GLM-OCR, GLM-5-Next), ``ernie4_5_vl``, ``dots3_note``, ``video_llama_3``: ``qwen2_vl``'s
+  rotation and block order (VideoLLaMA 3: the merge size is a forward argument per image; read as
+  raster order).
+
+- ``kimi_k25``: split ``axial_interleaved``, raster order, a bicubic ``(64, 64, dim)`` grid and a
+  per-frame sinusoid (``frame_field``); ``paddleocr_vl``: raster order, a bilinear grid at the pixel
+  centres (``torch_bilinear``); ``mlcd``: raster order, the class token turned by learned angles
+  (``prefix_angle_key``).
+
+Llama 4's tower (1-based, column first, interleaved, a class token last, a fixed grid) and
+MiniMax-M3-VL (a partial 3-D rotation) are not read here: ``conversion/unread_mechanisms.py``
+names each.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from flax_posenc.conversion.readers import fail
+import numpy as np
+
+from flax_posenc.conversion.readers import fail, read_float
+from flax_posenc.conversion.sources import open_checkpoint
 from flax_posenc.grid_config import image_grid
 from flax_posenc.vision_rope_config import VisionRopeConfig
 
-__all__ = ["VISION_ROPE_FAMILIES", "VisionRopeFamily", "VisionRopeSource", "read_vision_rope"]
+__all__ = [
+    "VISION_ROPE_FAMILIES",
+    "VisionRopeFamily",
+    "VisionRopeSource",
+    "load_vision_grid",
+    "load_vision_prefix_angles",
+    "read_vision_rope",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +95,20 @@ class VisionRopeFamily:
         ``class_token``: a class token before the patches, not rotated.
       defaults: transformers' config class defaults of the fields read (a Hub ``config.json`` may
         leave them out).
+      grid_key, grid_rows_field: a learned square position grid beside the RoPE (Qwen3-VL's
+        ``pos_embed.weight``, ``num_position_embeddings`` rows) that the tower resamples to every
+        image (``None``: none).
+      grid_convention: how it is resampled (a :data:`~flax_posenc.GRID_CONVENTIONS` name;
+        ``"big_vision"``: bilinear, corners aligned; ``"torch_bicubic"``: GLM-4V's
+        ``grid_sample(mode="bicubic", align_corners=False, padding_mode="border")`` at the patch
+        centres, the same samples and taps).
+      grid_side_fields: ``(image_size field, patch_size field)`` whose quotient is the grid's
+        side (GLM-4V) instead of the square root of ``grid_rows_field``.
+      grid_side_field: the field giving the side itself (Kimi K2.5's ``pos_emb_height``).
+      frame_field: the field counting the frames of Kimi K2.5's fixed per-frame sinusoid
+        (``pos_emb_time``; :func:`flax_posenc.vision_frame_sinusoid`); ``None``: none.
+      prefix_angle_key: the tensor of learned angles the class token turns by (MLCD's
+        ``class_pos_emb``, ``(1, head_dim // 2)``); ``None``: prefix tokens are not rotated.
     """
 
     name: str
@@ -80,6 +126,13 @@ class VisionRopeFamily:
     register_field: str | None = None
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     tower: str = "vision"
+    grid_key: str | None = None
+    grid_rows_field: str = "num_position_embeddings"
+    grid_convention: str = "big_vision"
+    grid_side_fields: tuple[str, str] | None = None
+    grid_side_field: str | None = None
+    frame_field: str | None = None
+    prefix_angle_key: str | None = None
 
 
 VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
@@ -134,6 +187,115 @@ VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
             ),
         )
     }
+)
+
+
+# issue 35 item 2, second round: the towers that rotate as Qwen2-VL/2.5-VL (the same modules, copied),
+# and Qwen3-VL's family, which adds a learned grid resampled per image (bilinear, corners aligned).
+_QWEN_VISION = {"hidden_size": 1152, "num_heads": 16, "spatial_merge_size": 2}
+_QWEN3_VISION = {**_QWEN_VISION, "num_position_embeddings": 2304, "patch_size": 16}
+VISION_ROPE_FAMILIES_QWEN3: tuple[VisionRopeFamily, ...] = (
+    VisionRopeFamily(
+        "qwen3_vl",
+        (
+            "qwen3_vl_vision",
+            "qwen3_vl_moe_vision",
+            "qwen3_5_vision",
+            "qwen3_5_moe_vision",
+            "qwen3_omni_moe_vision_encoder",
+            "qwen4_exp_vision",
+            "qwen3_vl",  # registered as its text M-RoPE too: its vision_config read here, as qwen2_vl's
+        ),
+        merge_field="spatial_merge_size",
+        grid_key="pos_embed.weight",
+        defaults=_QWEN3_VISION,
+    ),
+    VisionRopeFamily(
+        "qwen2_5_omni",
+        ("qwen2_5_omni_vision_encoder",),
+        merge_field="spatial_merge_size",
+        window_field="window_size",
+        defaults={**_QWEN_VISION, "hidden_size": 3584, "window_size": 112, "patch_size": 14},
+    ),
+    VisionRopeFamily(
+        "glm_ocr",
+        ("glm_ocr_vision", "glm5_next_vision", "glm_ocr"),
+        merge_field="spatial_merge_size",
+        defaults={**_QWEN_VISION, "hidden_size": 1024},
+    ),
+    VisionRopeFamily(
+        "ernie4_5_vl",
+        ("ernie4_5_vl_moe_vision",),
+        merge_field="spatial_merge_size",
+        defaults={**_QWEN_VISION, "hidden_size": 1280},
+    ),
+    VisionRopeFamily(
+        "dots3_note",
+        ("dots3_note_vision_encoder",),
+        heads_field="num_attention_heads",
+        merge_field="spatial_merge_size",
+        defaults={"hidden_size": 1536, "num_attention_heads": 24, "spatial_merge_size": 2},
+    ),
+    # VideoLLaMA 3: Qwen2-VL's rotation; the merge size is a forward argument per image (its
+    # processors': 1 for images, 2 for videos), not a config field: read as raster order (m = 1)
+    VisionRopeFamily(
+        "video_llama_3",
+        ("video_llama_3_vision",),
+        heads_field="num_attention_heads",
+        defaults={"hidden_size": 768, "num_attention_heads": 12},
+    ),
+    # Kimi K2.5: Qwen2-VL's frequencies interleaved (column, row), raster order, a (64, 64, dim) grid resampled bicubically
+    # (get_vision_interpolation_indices_and_weights, align_corners=False) and a per-frame sinusoid
+    VisionRopeFamily(
+        "kimi_k25",
+        ("kimi_k25_vision",),
+        split="axial_interleaved",
+        heads_field="num_attention_heads",
+        grid_key="pos_emb.position_embeddings",
+        grid_convention="torch_bicubic",
+        grid_side_field="pos_emb_height",
+        frame_field="pos_emb_time",
+        defaults={
+            "hidden_size": 1152,
+            "num_attention_heads": 16,
+            "pos_emb_height": 64,
+            "pos_emb_width": 64,
+            "pos_emb_time": 4,
+            "patch_size": 14,
+        },
+    ),
+    # PaddleOCR-VL: Qwen2-VL's rotation in raster order (its merge is the projector's), a learned
+    # grid of image_size // patch_size per side resampled bilinearly at the pixel centres
+    VisionRopeFamily(
+        "paddleocr_vl",
+        ("paddleocr_vl_vision",),
+        heads_field="num_attention_heads",
+        grid_key="embeddings.position_embedding.weight",
+        grid_convention="torch_bilinear",
+        grid_side_fields=("image_size", "patch_size"),
+        defaults={"hidden_size": 1152, "num_attention_heads": 16, "image_size": 384, "patch_size": 14},
+    ),
+    # MLCD: Qwen2-VL's rotation in raster order; its class token (first) turns by learned angles
+    VisionRopeFamily(
+        "mlcd",
+        ("mlcd", "mlcd_vision_model"),
+        heads_field="num_attention_heads",
+        class_token=True,
+        prefix_angle_key="class_pos_emb",
+        defaults={"hidden_size": 1664, "num_attention_heads": 16},
+    ),
+    VisionRopeFamily(
+        "glm4v",
+        ("glm4v_vision", "glm4v_moe_vision", "glm4v", "glm4v_moe"),
+        merge_field="spatial_merge_size",
+        grid_key="embeddings.position_embedding.weight",
+        grid_convention="torch_bicubic",
+        grid_side_fields=("image_size", "patch_size"),
+        defaults={**_QWEN_VISION, "hidden_size": 1536, "num_heads": 12, "image_size": 336, "patch_size": 14},
+    ),
+)
+VISION_ROPE_FAMILIES = MappingProxyType(
+    {**VISION_ROPE_FAMILIES, **{row.name: row for row in VISION_ROPE_FAMILIES_QWEN3}}
 )
 
 
@@ -230,6 +392,10 @@ class VisionRopeSource:
     Like a position grid it limits the *image*, not a token count, so ``limit`` is ``None``;
     :meth:`check_image_size` asks about an image. ``config`` is the
     :class:`~flax_posenc.VisionRopeConfig` for :func:`flax_posenc.apply_vision_rope`.
+    ``grid_side``/``grid_key``/``grid_convention``: a learned ``grid_side x grid_side`` position
+    grid (the tensor ``*grid_key``) the tower also adds, resampled to every image
+    (:func:`flax_posenc.vision_grid_positions`); ``None``: none. ``frames``: Kimi K2.5's fixed
+    per-frame sinusoid holds this many frames per clip (:func:`flax_posenc.vision_frame_sinusoid`).
     """
 
     source: str
@@ -237,6 +403,11 @@ class VisionRopeSource:
     family: str
     config: VisionRopeConfig
     patch_size: int | None = None
+    grid_side: int | None = None
+    grid_key: str | None = None
+    grid_convention: str | None = None
+    frames: int | None = None
+    prefix_angle_key: str | None = None
 
     scheme = "vision_rope"
     key = None
@@ -254,6 +425,20 @@ class VisionRopeSource:
     def name(self) -> str:
         return f"{self.family} vision RoPE of {self.source}" if self.source else f"{self.family} vision RoPE"
 
+    def describe_grid(self) -> str | None:
+        """The learned grid beside the rotation, in words (``None``: none)."""
+        if self.grid_side is None:
+            return None
+        side = self.grid_side
+        how = {
+            "torch_bicubic": "bicubic at the patch centres",
+            "torch_bilinear": "bilinear at the patch centres",
+        }.get(str(self.grid_convention), "bilinear, corners aligned")
+        line = f"a learned {side} x {side} position grid ({self.grid_key}) resampled to every image ({how})"
+        if self.frames is not None:
+            line += f", plus a fixed [sin | cos] sinusoid per frame of a clip of up to {self.frames} frames"
+        return line
+
     def describe_limit(self) -> str:
         c = self.config
         if c.patches_per_side is None:
@@ -262,6 +447,8 @@ class VisionRopeSource:
                 if c.coordinates == "normalized"
                 else "the angles are computed for any grid of patches"
             )
+            if self.grid_side is not None:
+                why += f", and {self.describe_grid()}"
             return f"{self.name} has no limit ({why})"
         side = c.patches_per_side
         px = f"; {side * self.patch_size} px at patch_size {self.patch_size}" if self.patch_size else ""
@@ -304,6 +491,11 @@ class VisionRopeSource:
             "prefix_tokens": c.prefix_tokens,
             "spatial_merge_size": c.spatial_merge_size,
             "window_size": c.window_size,
+            "grid_side": self.grid_side,
+            "grid_key": self.grid_key,
+            "grid_convention": self.grid_convention,
+            "frames": self.frames,
+            "prefix_angle_key": self.prefix_angle_key,
             "limit": self.limit,
         }
 
@@ -319,7 +511,14 @@ class VisionRopeSource:
                 "scheme:      vision_rope",
                 f"rotation:    2-D {c.split} split of head_dim {c.head_dim}, theta {c.rope_theta:g}, {c.layout} pairs, "
                 f"{c.coordinates} coordinates, {order}"
-                + (f", {c.prefix_tokens} prefix tokens not rotated" if c.prefix_tokens else ""),
+                + (
+                    f", {c.prefix_tokens} prefix tokens turned by learned angles ({self.prefix_angle_key})"
+                    if c.prefix_tokens and self.prefix_angle_key
+                    else f", {c.prefix_tokens} prefix tokens not rotated"
+                    if c.prefix_tokens
+                    else ""
+                ),
+                *([f"grid:        {self.describe_grid()}"] if self.grid_side is not None else []),
                 f"limit:       {self.describe_limit()}",
             ]
         )
@@ -343,4 +542,76 @@ def read_vision_rope(
     cfg = vision_rope_config(row, config, where)
     patch = config.get("patch_size", row.defaults.get("patch_size"))
     patch_size = patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None
-    return [VisionRopeSource(source, model_type, row.name, cfg, patch_size)]
+    if row.grid_key is None:
+        return [VisionRopeSource(source, model_type, row.name, cfg, patch_size, prefix_angle_key=row.prefix_angle_key)]
+    if row.grid_side_field is not None:
+        side = _int_field(config, row, row.grid_side_field, where)
+        width = _int_field(config, row, "pos_emb_width", where) if "pos_emb_width" in row.defaults else side
+        if width != side:  # transformers resamples it as a square of pos_emb_height per side
+            raise fail(where, f"pos_emb_width equal to {row.grid_side_field} {side} (a square grid)", str(width))
+    elif row.grid_side_fields is not None:
+        image, patch_field = (_int_field(config, row, f, where) for f in row.grid_side_fields)
+        side = image // patch_field
+        if side < 1:
+            raise fail(where, f"{row.grid_side_fields[0]} of at least one {row.grid_side_fields[1]}", str(image))
+    else:
+        rows = _int_field(config, row, row.grid_rows_field, where)
+        side = math.isqrt(rows)
+        if side * side != rows:
+            raise fail(where, f"{row.grid_rows_field} a square number (a side x side grid)", str(rows))
+    frames = _int_field(config, row, row.frame_field, where) if row.frame_field else None
+    return [
+        VisionRopeSource(source, model_type, row.name, cfg, patch_size, side, row.grid_key, row.grid_convention, frames)
+    ]
+
+
+def load_vision_prefix_angles(source: Any, record: VisionRopeSource) -> np.ndarray:
+    """MLCD's learned class-token angles ``(prefix_tokens, head_dim // 2)`` (``class_pos_emb``),
+    read from ``source`` (only that tensor): the ``prefix_angles`` of
+    :func:`flax_posenc.apply_vision_rope`.
+
+    Raises:
+      CheckpointError: ``record`` has none, no (or several) tensors named ``*prefix_angle_key``,
+        or one of another shape (one line naming the file).
+    """
+    if record.prefix_angle_key is None:
+        raise fail(record.source or "record", "a vision RoPE with learned prefix angles", f"{record.family} (none)")
+    ckpt = open_checkpoint(source)
+    key = record.prefix_angle_key
+    keys = sorted(k for k in ckpt.reader.keys() if k == key or k.endswith("." + key))
+    if len(keys) != 1:
+        raise fail(ckpt.weights_path, f"one learned prefix angle tensor *{key}", ", ".join(keys[:4]) or "none")
+    angles = read_float(ckpt.reader, keys[0], ndim=2, what=f"{record.family} prefix angles")
+    want = (record.config.prefix_tokens, record.config.head_dim // 2)
+    if angles.shape != want:
+        raise fail(ckpt.weights_path, f"{keys[0]} of shape {want}", str(angles.shape))
+    return angles
+
+
+def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:
+    """The learned position grid ``record`` names, ``(grid_side ** 2, dim)``, read from ``source``
+    (a checkpoint directory, weights file or Hub id: only that tensor).
+
+    Raises:
+      CheckpointError: ``record`` has no grid, no (or several) tensors named ``*grid_key``, or
+        one whose rows are not ``grid_side ** 2`` (one line naming the file).
+    """
+    if record.grid_key is None or record.grid_side is None:
+        raise fail(record.source or "record", "a vision RoPE with a learned grid", f"{record.family} (none)")
+    ckpt = open_checkpoint(source)
+    keys = sorted(k for k in ckpt.reader.keys() if k == record.grid_key or k.endswith("." + record.grid_key))
+    if len(keys) != 1:
+        raise fail(ckpt.weights_path, f"one position grid *{record.grid_key}", ", ".join(keys[:4]) or "none")
+    _, shape = ckpt.reader.info(keys[0])
+    if len(shape) == 3 and shape[0] == shape[1]:  # Kimi K2.5: an (h, w, dim) parameter
+        table = read_float(ckpt.reader, keys[0], ndim=3, what=f"{record.family} position grid")
+        table = table.reshape(shape[0] * shape[1], shape[2])
+    else:
+        table = read_float(ckpt.reader, keys[0], ndim=2, what=f"{record.family} position grid")
+    if table.shape[0] != record.grid_side**2:
+        raise fail(
+            ckpt.weights_path,
+            f"{keys[0]} of {record.grid_side**2} rows ({record.grid_side} x {record.grid_side})",
+            f"{table.shape[0]} rows",
+        )
+    return table

@@ -1244,6 +1244,10 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered.append(mech.record.table.key.rsplit(".", 1)[0] + ".")
         if mech.kind == "decomposed_rel_pos":  # every layer's rel_pos_h / rel_pos_w (its hook counts them)
             covered += [".rel_pos_h", ".rel_pos_w"]  # a checkpoint may rename the layers (Unlimited-OCR: blocks.i)
+        if mech.kind == "vision_rope" and mech.record.grid_key:  # Qwen3-VL's learned grid beside its RoPE
+            covered.append(mech.record.grid_key)
+        if mech.kind == "vision_rope" and mech.record.prefix_angle_key:  # MLCD's class-token angles
+            covered.append(mech.record.prefix_angle_key)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
     found = []
     rotary_names = {n for n, m in model.named_modules() if "rotary" in type(m).__name__.lower()}
@@ -1328,6 +1332,8 @@ def _record_problems(model, record, directory: Path) -> list[str]:
     problems += _position_parameter_problems(model, record)
     if any(m.kind == "vision_rope" for m in record.mechanisms):  # a vision tower's rotary: its own hook
         rotary = [m for m in rotary if "Vision" not in type(m).__name__]
+        if all(m.kind == "vision_rope" for m in record.mechanisms):  # a tower alone (MLCD's MLCDRotaryEmbedding)
+            rotary = []
     if rotary and not ropes and not mropes:
         problems.append(f"the model has {type(rotary[0]).__name__}; we report no RoPE")
     for mech in mropes:
@@ -2204,6 +2210,22 @@ KIND_CHECKS["window_bias"] = _window_bias_problems
 VISION_GRIDS = {"pixtral": [[1, 4, 6]], "dinov3": [[1, 4, 6]], "qwen2_vl": [[1, 4, 6], [2, 4, 4]]}
 VISION_GRIDS["lfm3_vl"] = VISION_GRIDS["qwen2_vl"]
 VISION_GRIDS["qwen2_5_vl"] = [[1, 4, 8], [2, 4, 4]]  # 2 x 4 blocks: windows order them 0 1 4 5 2 3 6 7
+# second round: Qwen2-VL's rotation copied, Qwen3-VL's with its learned grid (a 4 x 4 tiny table
+# resampled up to 4 x 6 and 6 x 2 and kept at 4 x 4)
+VISION_GRIDS.update(
+    qwen3_vl=[[1, 4, 6], [2, 4, 4], [1, 6, 2]],
+    qwen2_5_omni=VISION_GRIDS["qwen2_5_vl"],
+    glm_ocr=VISION_GRIDS["qwen2_vl"],
+    ernie4_5_vl=VISION_GRIDS["qwen2_vl"],
+    dots3_note=VISION_GRIDS["qwen2_vl"],
+    # one frame per row: Glm4vModel flattens a video's frames
+    glm4v=[[1, 4, 6], [1, 4, 4], [1, 6, 2]],
+    video_llama_3=VISION_GRIDS["qwen2_vl"],
+    # a 3-frame clip: frames 0..2 of Kimi K2.5's sinusoid (rows 1..3 of its table)
+    kimi_k25=[[1, 4, 6], [3, 4, 4], [1, 6, 2]],
+    paddleocr_vl=[[1, 4, 6], [2, 4, 4], [1, 6, 2]],
+    mlcd=[[1, 4, 6]],
+)
 
 #: Their modeling files' apply function (the one each vision attention calls by name).
 VISION_APPLY = {
@@ -2212,7 +2234,42 @@ VISION_APPLY = {
     "qwen2_vl": "apply_rotary_pos_emb_vision",
     "qwen2_5_vl": "apply_rotary_pos_emb_vision",
     "lfm3_vl": "apply_rotary_pos_emb_vision",
+    "qwen3_vl": "apply_rotary_pos_emb_vision",
+    "qwen2_5_omni": "apply_rotary_pos_emb_vision",
+    "glm_ocr": "apply_rotary_pos_emb_vision",
+    "glm4v": "apply_rotary_pos_emb_vision",
+    "ernie4_5_vl": "apply_rotary_pos_emb_vision",
+    "dots3_note": "apply_rotary_pos_emb_vision",
+    "video_llama_3": "apply_rotary_pos_emb_vision",
+    "kimi_k25": "apply_rotary_pos_emb_vision",
+    "paddleocr_vl": "apply_rotary_pos_emb_vision",
+    "mlcd": "apply_rotary_pos_emb_vision",
 }
+
+#: Where a tower's patch embedding ends and its first block starts, when not ``patch_embed`` and
+#: ``blocks.0`` (Kimi K2.5 adds its grid inside its patch embedding, after ``proj``).
+VISION_ZERO = {
+    "kimi_k25": ("patch_embed.proj", "layers.0"),
+    "paddleocr_vl": ("embeddings.patch_embedding", "encoder.layers.0"),
+}
+
+#: Merge sizes a tower takes per image as a forward argument (VideoLLaMA 3's ``merge_sizes``: its
+#: processors give images 1 and videos 2), not from its config: the case runs one of each.
+VISION_MERGES = {"video_llama_3": [1, 2]}
+
+
+def vision_case_positions(cfg, family: str, grid, *, normalized: bool = False):
+    """``(raw, order)``: the patches' ``(h, w)`` as the rotary module takes them, and in the tower's
+    token order (Qwen2.5-VL's windows, DINOv3's centres), with a per-image merge size where the
+    tower takes one (:data:`VISION_MERGES`)."""
+    from flax_posenc.vision_rope_config import vision_patch_positions
+
+    merges = VISION_MERGES.get(family)
+    if merges is None:
+        raw = vision_patch_positions(grid, spatial_merge_size=cfg.spatial_merge_size, normalized=normalized)
+        return raw, cfg.positions(grid)
+    raw = np.concatenate([vision_patch_positions([g], spatial_merge_size=m) for g, m in zip(grid, merges)])
+    return raw, raw
 
 
 def vision_tower(model):
@@ -2233,10 +2290,12 @@ def _vision_rotary(tower):
     ]
 
 
-def run_vision_tower(tower, family: str, grid):
+def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
     """Run ``tower``'s forward on random patches of ``grid`` and record its rotary module's input
     and output and the first call of its apply function: ``(position_ids, (cos, sin), (q, k, out_q,
-    out_k))`` (``position_ids`` ``None`` for DINOv3, whose module takes the pixels)."""
+    out_k), added)`` (``position_ids`` ``None`` for DINOv3, whose module takes the pixels). With
+    ``zero_patches`` the patch embedding's output is replaced by zeros, so that ``added`` (the first
+    block's input) is exactly the positions the tower adds to it (its resampled learned grid)."""
     import torch
 
     cfg = tower.config
@@ -2256,12 +2315,20 @@ def run_vision_tower(tower, family: str, grid):
         seen.setdefault("apply", (q.detach().clone(), k.detach().clone(), out[0].detach(), out[1].detach()))
         return out
 
-    handle = rotary.register_forward_hook(hook)
+    def first_block(module, args, kwargs):
+        seen.setdefault("added", (args[0] if args else kwargs["hidden_states"]).clone())
+
+    handles = [rotary.register_forward_hook(hook)]
+    if zero_patches:
+        patches, block = VISION_ZERO.get(family, ("patch_embed", "blocks.0"))
+        zero = tower.get_submodule(patches).register_forward_hook(lambda m, a, out: torch.zeros_like(out))
+        handles.append(zero)
+        handles.append(tower.get_submodule(block).register_forward_pre_hook(first_block, with_kwargs=True))
     setattr(module, name, watched)
     torch.manual_seed(1)
     try:
         with torch.no_grad(), quiet():
-            if family in ("pixtral", "dinov3"):
+            if family in ("pixtral", "dinov3", "mlcd"):
                 (_, h, w), p = grid[0], cfg.patch_size
                 pixels = torch.randn(1, cfg.num_channels, h * p, w * p)
                 kwargs = {"image_sizes": [(h * p, w * p)]} if family == "pixtral" else {}
@@ -2269,14 +2336,121 @@ def run_vision_tower(tower, family: str, grid):
             else:
                 grid_thw = torch.tensor(grid)
                 n = int(sum(t * h * w for t, h, w in grid))
-                width = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size**2
-                tower(torch.randn(n, width), grid_thw=grid_thw)
+                channels = getattr(cfg, "in_channels", None) or getattr(cfg, "num_channels", 3)  # Kimi K2.5: 3
+                width = channels * getattr(cfg, "temporal_patch_size", 1) * cfg.patch_size**2
+                kwargs = {"merge_sizes": torch.tensor(VISION_MERGES[family])} if family in VISION_MERGES else {}
+                pixels = torch.randn(n, width)
+                if family == "kimi_k25":  # its patch embedding takes (patches, 3, p, p)
+                    pixels = pixels.view(n, -1, cfg.patch_size, cfg.patch_size)
+                if family == "paddleocr_vl":  # (1, patches, channels, p, p)
+                    pixels = pixels.view(1, n, -1, cfg.patch_size, cfg.patch_size)
+                tower(pixels, grid_thw=grid_thw, **kwargs)
     finally:
         setattr(module, name, real)
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     args = seen.get("args") or (None,)
     positions = args[1] if len(args) > 1 and torch.is_tensor(args[1]) else None
-    return positions, seen.get("out"), seen.get("apply")
+    return positions, seen.get("out"), seen.get("apply"), seen.get("added")
+
+
+def _keys_cubic(x: float, a: float = -0.75) -> float:
+    """Keys' cubic convolution kernel at distance ``x`` (torch's bicubic, ``a = -0.75``)."""
+    x = abs(x)
+    if x <= 1:
+        return (a + 2) * x**3 - (a + 3) * x**2 + 1
+    return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a if x < 2 else 0.0
+
+
+def _axis_taps(i: int, n: int, side: int, convention: str) -> list[tuple[int, float]]:
+    """``(tap, weight)`` of sample ``i`` of ``n`` on an axis of ``side``: bilinear with the corners
+    aligned (``i (side - 1) / (n - 1)``, ``"big_vision"``), bilinear at the patch centre
+    (``(i + 0.5) side / n - 0.5`` clamped at 0, ``"torch_bilinear"``), or bicubic at the patch centre
+    (``grid_sample``'s ``align_corners=False``) with the edge taps replicated (``"torch_bicubic"``)."""
+    if convention == "torch_bilinear":
+        y = max((i + 0.5) * side / n - 0.5, 0.0)
+        y0 = min(int(np.floor(y)), side - 1)
+        return [(y0, 1 - (y - y0)), (min(y0 + 1, side - 1), y - y0)]
+    if convention != "torch_bicubic":
+        y = i * (side - 1) / max(n - 1, 1)
+        y0 = min(int(np.floor(y)), side - 1)
+        return [(y0, 1 - (y - y0)), (min(y0 + 1, side - 1), y - y0)]
+    y = (i + 0.5) * side / n - 0.5
+    y0 = int(np.floor(y))
+    return [(min(max(y0 + k, 0), side - 1), _keys_cubic(y - (y0 + k))) for k in (-1, 0, 1, 2)]
+
+
+def _resampled_grid_float64(table: np.ndarray, grid, merge: int, convention: str) -> np.ndarray:
+    """A square ``(side * side, dim)`` grid resampled to each image of ``grid`` in float64, written
+    out from the definition of the tower's sampling (``"big_vision"``: bilinear, corners aligned;
+    ``"torch_bicubic"``: GLM-4V's ``grid_sample`` bicubic), in ``merge x merge`` block order per frame."""
+    side = int(round(np.sqrt(table.shape[0])))
+    g = np.asarray(table, np.float64).reshape(side, side, -1)
+    out = []
+    for t, h, w in grid:
+        image = np.zeros((h, w, g.shape[-1]))
+        for r in range(h):
+            for c in range(w):
+                for y, wy in _axis_taps(r, h, side, convention):
+                    for x, wx in _axis_taps(c, w, side, convention):
+                        image[r, c] += wy * wx * g[y, x]
+        blocks = image.reshape(h // merge, merge, w // merge, merge, -1).transpose(0, 2, 1, 3, 4)
+        out.extend([blocks.reshape(h * w, -1)] * t)
+    return np.concatenate(out)
+
+
+def _vision_grid_problems(record, grid, added, directory: Path) -> list[str]:
+    """The learned grid a vision RoPE record names (Qwen3-VL's ``pos_embed``), read from the saved
+    checkpoint and resampled by :func:`flax_posenc.vision_grid_positions` in float32, against the
+    float64 definition (within 4 float32 ulps of the table's largest value, or of 1 beside Kimi
+    K2.5's frame sinusoid) and against the positions the tower's own forward added (float32; within
+    ``max(8, side / 2)`` ulps: its float32 sample coordinates and 16-tap sums)."""
+    import jax
+
+    import flax_posenc as fp
+    from flax_posenc.conversion.vision_rope import load_vision_grid
+
+    if added is None:
+        return ["the vision forward pass added no learned grid before its first block"]
+    table = load_vision_grid(directory, record)
+    merge = record.config.spatial_merge_size
+    ours = np.asarray(
+        jax.jit(
+            lambda t: fp.vision_grid_positions(t, grid, spatial_merge_size=merge, convention=record.grid_convention)
+        )(table.astype(np.float32))
+    )
+    theirs = added.double().numpy().reshape(ours.shape[0], -1) if added.numel() == ours.size else None
+    if theirs is None:
+        return [f"vision learned grid: the tower added {tuple(added.shape)}, ours {ours.shape}"]
+    exact = _resampled_grid_float64(table, grid, merge, record.grid_convention)
+    scale = float(np.abs(table).max())
+    if record.frames is not None:  # Kimi K2.5: plus [sin | cos] of frame f of a clip (none for an image)
+        dim = table.shape[1]
+        ours = ours + np.asarray(fp.vision_frame_sinusoid(grid, dim, record.frames))
+        inv = 10000.0 ** (-np.arange(0, dim, 2) / dim)
+        for start, (t, h, w) in zip(np.cumsum([0] + [t * h * w for t, h, w in grid]), grid):
+            for f in range(t if t > 1 else 0):
+                rows = slice(int(start) + f * h * w, int(start) + (f + 1) * h * w)
+                exact[rows] += np.concatenate([np.sin(f * inv), np.cos(f * inv)])
+        scale = max(scale, 1.0)  # the sinusoid's entries reach 1
+    if not np.abs(table).max() > 0:
+        return ["vision learned grid: the tiny checkpoint's table is all zeros (a comparison that cannot fail)"]
+    # transformers' float32: its weights from float32 sample coordinates (GLM-4V's grid_sample
+    # normalizes them to [-1, 1] and back: ~side * 2**-24 px, up to ~side / 4 ulps, 25 at side 168)
+    # and a float32 sum of up to 16 taps (Kimi K2.5's bicubic gather: 7.5 ulps); ours are the
+    # float64 weights rounded once
+    loose = max(8.0, record.grid_side / 2)
+    problems = []
+    for label, a, b, tol in (
+        ("the tower's own", ours, theirs, loose),
+        ("float64", ours, exact, 4.0),
+        ("float64 (theirs)", theirs, exact, loose),
+    ):
+        if _ulps(a, b, scale) > tol:
+            problems.append(
+                f"vision learned grid differs from {label} resampled positions by {_ulps(a, b, scale):.3g} ulps"
+            )
+    return problems
 
 
 def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
@@ -2290,7 +2464,6 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     import jax
 
     import flax_posenc as fp
-    from flax_posenc.vision_rope_config import vision_patch_positions
 
     record = mech.record
     cfg = record.config
@@ -2302,15 +2475,22 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
     axis, column = cfg.columns()
     axis_, ours_freq = cfg.frequencies()
     theirs = rotary[0].inv_freq.detach().double().numpy()
-    expect = ours_freq if theirs.size == ours_freq.size else ours_freq[: theirs.size]
+    from flax_posenc.rope_config import rope_inverse_frequencies
+
+    base = np.asarray(rope_inverse_frequencies(cfg.base_rope())[0], np.float64)  # each frequency once
+    expect = ours_freq if theirs.size == ours_freq.size else base
     if theirs.shape != expect.shape or not np.allclose(theirs, expect, rtol=2**-21, atol=0):
         return [f"vision inv_freq {theirs.shape} differs from ours {expect.shape}"]
     grid = VISION_GRIDS[record.family]
-    positions, out, applied = run_vision_tower(tower, record.family, grid)
+    positions, out, applied, added = run_vision_tower(
+        tower, record.family, grid, zero_patches=record.grid_side is not None
+    )
+    if record.grid_side is not None:
+        problems += _vision_grid_problems(record, grid, added, directory)
     if out is None or applied is None:
         return ["the vision forward pass called no rotary module or apply function"]
     normalized = cfg.coordinates == "normalized"
-    raw = vision_patch_positions(grid, spatial_merge_size=cfg.spatial_merge_size, normalized=normalized)
+    raw, order = vision_case_positions(cfg, record.family, grid, normalized=normalized)
     if positions is not None and not np.array_equal(positions.numpy(), raw):
         problems.append("vision position ids differ from the rotary module's input")
     angle = raw[:, axis].astype(np.float64) * ours_freq * (2 * np.pi if normalized else 1.0)
@@ -2330,13 +2510,19 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
             if not np.all(np.abs(a - exact) <= tol):
                 problems.append(f"vision RoPE {label} differs from float64 by {np.max(np.abs(a - exact)):.3g}")
     q, k, out_q, out_k = (x.numpy() for x in applied)
-    order = cfg.positions(grid)  # the model's token order (windows), or DINOv3's centres
     tokens = order.shape[0] + cfg.prefix_tokens
     seq_axis = -3 if q.ndim >= 3 and q.shape[-3] == tokens else -2
     try:
         # one jitted call (one compilation per case, not one per eager primitive); the positions are
         # known while tracing (a closure constant), so their limit is checked then
-        rq, rk = jax.jit(lambda q, k: fp.apply_vision_rope_qk(q, k, cfg, order, seq_axis=seq_axis))(q, k)
+        angles = None
+        if record.prefix_angle_key:  # MLCD's learned class-token angles, read from the checkpoint
+            from flax_posenc.conversion.vision_rope import load_vision_prefix_angles
+
+            angles = load_vision_prefix_angles(directory, record)
+        rq, rk = jax.jit(
+            lambda q, k: fp.apply_vision_rope_qk(q, k, cfg, order, seq_axis=seq_axis, prefix_angles=angles)
+        )(q, k)
     except ValueError as e:
         return problems + [f"apply_vision_rope_qk cannot take the model's q {q.shape}: {e}"[:200]]
     for label, a, b in (("q", rq, out_q), ("k", rk, out_k)):

@@ -540,6 +540,44 @@ OVERRIDES.update(
     }
 )
 
+# vision-tower RoPE, second round (issue 35, item 2): Qwen2-VL-style towers, one block, width 32,
+# 2 heads, 2 px patches; Qwen3-VL's family with a 4 x 4 learned grid and no deepstack mergers
+_QWEN_VISION_TOWER = {"depth": 1, "hidden_size": 32, "out_hidden_size": 32, "intermediate_size": 32, "num_heads": 2}
+_QWEN_VISION_TOWER["patch_size"] = 2
+for _t in (
+    "qwen3_vl_vision",
+    "qwen3_vl_moe_vision",
+    "qwen3_5_vision",
+    "qwen3_5_moe_vision",
+    "qwen3_omni_moe_vision_encoder",
+    "qwen4_exp_vision",
+):
+    OVERRIDES[_t] = {**_QWEN_VISION_TOWER, "num_position_embeddings": 16, "deepstack_visual_indexes": []}
+OVERRIDES["qwen2_5_omni_vision_encoder"] = {**_QWEN_VISION_TOWER, "window_size": 8, "fullatt_block_indexes": []}
+OVERRIDES["glm_ocr_vision"] = dict(_QWEN_VISION_TOWER)
+OVERRIDES["glm5_next_vision"] = {**_QWEN_VISION_TOWER, "projection_intermediate_size": 32}
+OVERRIDES["ernie4_5_vl_moe_vision"] = dict(_QWEN_VISION_TOWER)
+OVERRIDES["video_llama_3_vision"] = {**_VISION_ROPE, "patch_size": 2}
+OVERRIDES["mlcd"] = OVERRIDES["mlcd_vision_model"] = {**_VISION_ROPE, "patch_size": 4, "image_size": 16}
+OVERRIDES["paddleocr_vl_vision"] = {**_VISION_ROPE, "patch_size": 2, "image_size": 8}  # a 4 x 4 grid
+OVERRIDES["kimi_k25_vision"] = {
+    **_VISION_ROPE,
+    "patch_size": 2,
+    "pos_emb_height": 4,
+    "pos_emb_width": 4,
+    "projection_hidden_size": 32,
+}
+OVERRIDES["dots3_note_vision_encoder"] = {
+    **_VISION_ROPE,
+    "patch_size": 2,
+    "mlp_layer_types": ["dense"],
+    "per_layer_config": {},
+    "adapter_in_dim": 32,
+    "adapter_out_dim": 32,
+}
+for _t in ("glm4v_vision", "glm4v_moe_vision"):  # a 4 x 4 learned grid (8 px / 2)
+    OVERRIDES[_t] = {**_QWEN_VISION_TOWER, "image_size": 8}
+
 #: Tower model types that ``AutoModel`` does not map: their model class (dotted path).
 TOWER_CLASSES: dict[str, str] = {
     "qwen2_vl_vision": "transformers.models.qwen2_vl.modeling_qwen2_vl.Qwen2VisionTransformerPretrainedModel",
