@@ -199,6 +199,8 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "tower is not read",
         "blt": "its global transformer tower is not verified (it runs on patch states of another width)",
         "emu3": "not verified: its composite does not build from tiny towers (it needs a vocabulary_map)",
+        "deepseek_ocr2_vision": "not verified: transformers builds no model from its config alone (a part of "
+        "DeepSeek-OCR 2, whose text tower does not build here)",
         "xcodec": "its acoustic DAC tower is not verified (the model builds its parts, no module from acoustic_model_config)",
         "higgs_audio_v2_tokenizer": "its acoustic and semantic towers are not verified (the model needs torchaudio)",
         "xclip": (

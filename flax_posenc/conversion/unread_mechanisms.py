@@ -42,7 +42,7 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'cosmos3_edge_vision': 'learned patch-position grid (num_patches) resized per packed image and frame (grid_thw, bilinear, antialiased) then reordered by spatial_merge_size: variable resolution (NaFlex-style)',
         'dbrx': 'attn_config (a sub-config without a model type); ffn_config (a sub-config without a model type)',
         'decision_transformer': "Decision Transformer's learned timestep table (embed_timestep, max_ep_len rows) and its GPT-2 position table (wpe)",
-        'deepseek_ocr2': "vision_config deepseek_ocr2_vision (not read); text_config deepseek_ocr2_text (cannot be built here: TypeError: 'NoneType' object is not subscriptable)",
+        'deepseek_ocr2': "vision_config deepseek_ocr2_vision (not verified: transformers builds no model from its config alone (a part of DeepSeek-OCR 2, whose text tower does not build here)); text_config deepseek_ocr2_text (cannot be built here: TypeError: 'NoneType' object is not subscriptable)",
         'diffusion_gemma': 'vision_config gemma4_vision (rotary embedding of image patches (Gemma4VisionRotaryEmbedding))',
         'dpt': "its own head's positions (its own ViT embeddings' learned patch-position grid (embeddings.position_embeddings, resized by _resize_pos_embed)); backbone_config (a sub-config without a model type)",
         'edgetam': 'vision_config edgetam_vision_model (not read); prompt_encoder_config edgetam_prompt_encoder (cannot be built here: ValueError: no model class of transformers takes EdgeTamPromptEncoderConfig (a part of another model)); mask_decoder_config edgetam_mask_decoder (cannot be built here: ValueError: no model class of transformers takes EdgeTamMaskDecoderConfig (a part of another model))',
