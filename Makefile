@@ -25,7 +25,7 @@ test: $(STAMP)
 	# mypy and the site build are independent single-threaded steps: side by side on the 2 cores
 	# (--output-sync: each one's output printed whole, when it ends; a failure of either fails make)
 	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck docs
-	$(PY) -m pytest -n 2 --dist worksteal -q
+	$(PY) -m pytest -n 2 --dist worksteal -q --durations=25
 
 # mypy on flax_posenc/ and tests/typecheck/ (the public API called as users call it); [tool.mypy] in pyproject.toml
 typecheck: $(STAMP)
