@@ -258,13 +258,13 @@ def test_proportional_rope_equals_transformers(partial, factor):
 
 
 def test_a_refused_model_type_is_refused_even_with_a_table_in_its_weights(tmp_path):
-    """X-MOD keeps a RoBERTa position table, but its positions are not verified: it is refused, not
-    guessed as a table. (BROS, the example before issue 36, is read now.)"""
+    """TAPAS keeps a BERT-like position table, but indexes it within each table cell: it is refused,
+    not guessed as a table. (BROS and X-MOD, the examples before issue 36, are read now.)"""
     with quiet():
-        tiny_model("xmod").save_pretrained(tmp_path)
+        tiny_model("tapas").save_pretrained(tmp_path)
     with pytest.raises(CheckpointError) as e:
         inspect_source(tmp_path)
-    why = "X-MOD's positions are not verified (its forward needs language ids)"
-    assert "\n" not in str(e.value) and f"xmod: {why}" in str(e.value)
+    why = "TAPAS's learned table indexed within each table cell"
+    assert "\n" not in str(e.value) and f"tapas: position mechanism not read: {why}" in str(e.value)
     proc = cli("check", str(tmp_path), "--length", "8")
     assert proc.returncode == 2 and why in proc.stderr

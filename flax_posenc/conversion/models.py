@@ -201,6 +201,16 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         "emu3": "not verified: its composite does not build from tiny towers (it needs a vocabulary_map)",
         "deepseek_ocr2_vision": "not verified: transformers builds no model from its config alone (a part of "
         "DeepSeek-OCR 2, whose text tower does not build here)",
+        "unlimited_ocr_vision": "not verified: transformers builds no model from its config alone (a part of "
+        "Unlimited-OCR)",
+        **{
+            t: "its acoustic decoder's RoPE (acoustic_decoder.rotary_emb) beside its wav2vec2-bert tower is not read"
+            for t in ("neucodec", "xcodec2")
+        },
+        "phi4_multimodal": "its own text model's RoPE (the top-level config's rotary_emb, beside its vision and audio "
+        "towers) is not read",
+        "fastspeech2_conformer_with_hifigan": "its FastSpeech2-Conformer tower is not verified inside the composite "
+        "(the saved model_config keeps the head counts per stack, not num_attention_heads)",
         "xcodec": "its acoustic DAC tower is not verified (the model builds its parts, no module from acoustic_model_config)",
         "higgs_audio_v2_tokenizer": "its acoustic and semantic towers are not verified (the model needs torchaudio)",
         "xclip": (

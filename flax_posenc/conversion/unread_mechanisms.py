@@ -176,6 +176,7 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'timm_wrapper': 'a timm model: its positions depend on the timm architecture it wraps, which is not read',
         'tipsv2_dpt': "its own head's positions (no position class found)",
         'tvp': "its own head's positions (a learned text position table (embeddings.position_embeddings) and visual row/column tables (row_position_embeddings, col_position_embeddings))",
+        'unlimited_ocr': 'vision_config unlimited_ocr_vision (not verified: transformers builds no model from its config alone (a part of Unlimited-OCR))',
         'uvdoc': "its own head's positions (no position class found); backbone_config uvdoc_backbone (not verified: UVDoc's convolutional backbone, not declared without a conformance case)",
         'uvdoc_backbone': "not verified: UVDoc's convolutional backbone, not declared without a conformance case",
         'vibevoice': 'diffusion_head_config vibevoice_diffusion (cannot be built here: ValueError: no model class of transformers takes VibeVoiceDiffusionHeadConfig (a part of another model))',

@@ -1219,3 +1219,7 @@ OVERRIDES["chmv2"] = {
     "head_hidden_size": 8,
     "number_output_channels": 16,
 }
+
+# dots.ocr 3 composite: its config requires both adapters' output width to be the text width
+OVERRIDES["dots3_note.vision_config"] = {"adapter_out_dim": SMALL["hidden_size"]}
+OVERRIDES["dots3_note.audio_config"] = {"adapter_out_dim": SMALL["hidden_size"]}
