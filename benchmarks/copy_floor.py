@@ -23,7 +23,7 @@ Usage::
 
     python benchmarks/copy_floor.py                      # 32k and 128k, 7 rounds x 3 calls
     python benchmarks/copy_floor.py --write-docs          # and docs/benchmarks.md's table
-    python benchmarks/copy_floor.py --quick               # T=1024, 2 rounds: smoke run only
+    python benchmarks/copy_floor.py --quick               # T=256, 2 rounds: smoke run only
 """
 
 from __future__ import annotations
@@ -70,9 +70,22 @@ def rope_candidates(seq: int) -> dict:
     k = jnp.tile(block_k, (1, reps, 1, 1))[:, :seq]
     cos, sin = fp.rotary_cos_sin(np.arange(seq), LLAMA31)
     cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    inv = jnp.asarray(fp.rope_inverse_frequencies(LLAMA31)[0], jnp.float32)
+
+    def naive(q, k):  # benchmarks/prefill.py's naive JAX (Hugging Face's recipe in jnp)
+        freqs = jnp.arange(seq, dtype=jnp.float32)[:, None] * inv
+        emb = jnp.concatenate([freqs, freqs], axis=-1)
+        c, s = jnp.cos(emb).astype(q.dtype)[:, None, :], jnp.sin(emb).astype(q.dtype)[:, None, :]
+
+        def rotate_half(x):
+            return jnp.concatenate([-x[..., HEAD_DIM // 2 :], x[..., : HEAD_DIM // 2]], axis=-1)
+
+        return q * c + rotate_half(q) * s, k * c + rotate_half(k) * s
+
     return {
         "floor": _compiled(lambda q, k: (-q, -k), q, k),
         "apply_rope_qk": _compiled(lambda q, k: fp.apply_rope_qk(q, k, LLAMA31), q, k),
+        "naive JAX (bf16 cos/sin, rotate_half)": _compiled(naive, q, k),
         "rotation only (cos/sin given)": _compiled(
             lambda q, k, c, s: (fp.apply_rotary(q, c, s), fp.apply_rotary(k, c, s)), q, k, cos, sin
         ),
@@ -92,11 +105,23 @@ def sinusoid_candidates(seq: int) -> dict:
     return {
         "floor": _compiled(lambda x: jnp.full((1, seq, SIN_DIM), x), one),
         "sinusoidal_encoding": _compiled(lambda: fp.sinusoidal_encoding(np.arange(seq)[None], SIN_DIM)),
+        "naive float32 sin/cos of arange * w": _compiled(lambda: _naive_sinusoid(seq)),
         "block gather only (take)": _compiled(lambda w, i: jnp.take(w, i, axis=0), word, ids),
         "sinusoid block (transformer_input)": _compiled(
             lambda w, i: fp.block.transformer_input(spec, {"word_embeddings": w}, i), word, ids
         ),
     }
+
+
+def _naive_sinusoid(seq: int):
+    """``benchmarks/prefill.py``'s naive sinusoid: float32 ``sin``/``cos`` of ``arange(T) * w``, interleaved."""
+    import jax.numpy as jnp
+
+    import flax_posenc as fp
+
+    w = jnp.asarray(fp.sinusoidal_frequencies(SIN_DIM), jnp.float32)
+    angle = jnp.arange(seq, dtype=jnp.float32)[:, None] * w
+    return jnp.stack([jnp.sin(angle), jnp.cos(angle)], axis=-1).reshape(1, seq, SIN_DIM)
 
 
 def measure(cands: dict, rounds: int, calls: int) -> dict:
@@ -142,11 +167,11 @@ def main(argv=None) -> int:
     ap.add_argument("--lengths", type=int, nargs="+", default=[32768, 131072])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="T=1024, 2 rounds of 1 call: a smoke run")
+    ap.add_argument("--quick", action="store_true", help="T=256, 2 rounds of 1 call: a smoke run")
     ap.add_argument("--write-docs", action="store_true", help="replace the table in docs/benchmarks.md")
     args = ap.parse_args(argv)
     if args.quick:
-        args.lengths, args.rounds, args.calls = [1024], 2, 1
+        args.lengths, args.rounds, args.calls = [256], 2, 1
     import jax
 
     load0 = os.getloadavg()[0]
@@ -157,7 +182,6 @@ def main(argv=None) -> int:
             results.append((enc, seq, measure(cands, args.rounds, args.calls)))
             del cands
     load1 = os.getloadavg()[0]
-    cmd = "python benchmarks/copy_floor.py" + ("" if argv is None else "")
     cmd = " ".join(["python benchmarks/copy_floor.py", *(sys.argv[1:] if argv is None else argv)])
     head = (
         f"`{cmd.replace(' --write-docs', '')}`: jax {jax.__version__}, {platform.machine()}, "

@@ -311,7 +311,8 @@ def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.nd
     """
     w = np.asarray(frequencies, dtype=np.float64).reshape(-1)
     quarters = np.broadcast_to(np.asarray(quarter_turns, dtype=np.int64), w.shape) % 4
-    high, low = frequency_turns(w)
+    high, low = (np.stack([words, np.zeros_like(words)]) for words in frequency_turns(w))
+    quarters = np.stack([quarters, np.zeros_like(quarters)])
     p = jnp.asarray(positions)
     # two lanes, the values and zeros (frequency 0, phase 0: sin 0 = +0), or-ed together at the end:
     # XLA does not fuse a reduction into its consumers, so the values are computed once and read
@@ -321,9 +322,8 @@ def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.nd
     shape = (*p.shape, 2, w.shape[0])  # lanes next to last: XLA CPU reduces them fastest
     last = (len(shape) - 2, len(shape) - 1)
 
-    def columns(c):  # a host uint32 (n,) over a lane of zeros (a pad, folded by XLA), broadcast
-        lanes = lax.pad(np.ascontiguousarray(c, dtype=np.uint32)[None], np.uint32(0), ((0, 1, 0), (0, 0, 0)))
-        return lax.broadcast_in_dim(lanes, shape, last)
+    def columns(c):  # a (2, n) host uint32 constant, broadcast over the positions
+        return lax.broadcast_in_dim(np.ascontiguousarray(c, dtype=np.uint32), shape, last)
 
     # lax operations throughout: jnp's operators each cost a dispatch while tracing (half of the
     # compile time of a short encoding), and every operation here is one more for XLA to compile
@@ -368,12 +368,7 @@ def turn_cos_sin(positions: jax.Array, frequencies: np.ndarray) -> tuple[jax.Arr
     >>> cos.shape, round(float(sin[1, 0]), 6), round(float(cos[1, 1]), 6)
     ((2, 2), 0.14112, 0.070737)
     """
-    # one pass over [w | w] with quarter turns [1 | 0], then split: each column's arithmetic is the
-    # same as two separate calls (equal bits), in half the program (issue 38: compile <= 1.5x naive)
-    w = np.asarray(frequencies, dtype=np.float64).reshape(-1)
-    n = w.shape[0]
-    both = turn_sin(positions, np.concatenate([w, w]), np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)]))
-    return both[..., :n], both[..., n:]
+    return turn_sin(positions, frequencies, 1), turn_sin(positions, frequencies, 0)
 
 
 def sinusoidal_encoding(
