@@ -97,7 +97,9 @@ def main(argv=None) -> int:
     load1 = os.getloadavg()[0]
     cmd = " ".join(["python benchmarks/plot_time.py", *(sys.argv[1:] if argv is None else argv)])
     print(f"`{cmd}`: load average {load0:.1f} at the start, {load1:.1f} at the end; {repeats} fresh processes each.\n")
-    print("| source | figures | wall s: median [min-max] | CPU s (user+sys): median [min-max] | imports s (wall, -X importtime) |")
+    print(
+        "| source | figures | wall s: median [min-max] | CPU s (user+sys): median [min-max] | imports s (wall, -X importtime) |"
+    )
     print("|---|---|---|---|---|")
     for source, figures, walls, cpus, imports in rows:
         name = "GPT-2-shaped checkpoint dir (wpe 1024 x 768)" if source.endswith("gpt2-tiny") else source
