@@ -40,7 +40,7 @@ from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSin
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
-from flax_posenc.pretrained import load_pretrained
+from flax_posenc.pretrained import device_array, load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
 from flax_posenc.relative_bias_config import RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
@@ -403,7 +403,7 @@ def _loaded(
     as ``init`` boxes them (:func:`_boxed_as_init`; ``example``: the arguments of one call).
     """
     module = cls(spec, param_dtype=param_dtype, **fields)
-    params = jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params)
+    params = jax.tree.map(lambda x: device_array(x, param_dtype), params)
     return module, {"params": _boxed_as_init(module, params, *example)}
 
 

@@ -43,7 +43,7 @@ from flax_posenc.detr_config import LEARNED_DETR_ROWS, MAX_FEATURE_SIDE, DetrSin
 from flax_posenc.extend import ExtendMethod, extend_input
 from flax_posenc.grid_config import GridSpec
 from flax_posenc.overflow import OverflowPolicy, check_policy
-from flax_posenc.pretrained import load_pretrained
+from flax_posenc.pretrained import device_array, load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
 from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
@@ -556,7 +556,7 @@ def _assign(module: nnx.Module, params: dict, param_dtype) -> None:
             continue
         if tuple(target.shape) != tuple(value.shape):
             raise ValueError(f"{name}: expected shape {tuple(target.shape)}, found {tuple(value.shape)}")
-        target.set_value(jnp.asarray(value, param_dtype))
+        target.set_value(device_array(value, param_dtype))
 
 
 def _loaded(cls: type, spec: Any, params: dict, *, param_dtype: jax.typing.DTypeLike, **module_arguments: Any) -> Any:

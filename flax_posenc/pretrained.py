@@ -45,6 +45,39 @@ from flax_posenc.orbax_io import is_orbax_checkpoint, load_orbax, param_sharding
 from flax_posenc.progress import Progress
 from flax_posenc.spec import InputSpec, PositionSpec
 
+#: XLA's CPU client takes a host buffer without copying when its address is a multiple of this
+HOST_ALIGNMENT = 64
+
+
+def device_array(value: Any, dtype: Any) -> jax.Array:
+    """``jnp.asarray(value, dtype)``, faster for a large host array that is already ``dtype``.
+
+    A numpy array whose data does not start on a :data:`HOST_ALIGNMENT`-byte boundary (as
+    ``safetensors.numpy`` returns them) is copied by JAX element by element (on CPU ~4-5x the
+    time of a numpy copy, issue 38 item 3); one numpy copy into an aligned buffer, which JAX then
+    adopts without copying, gives the same values. Anything else goes to ``jnp.asarray`` as is.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> device_array(np.arange(3, dtype=np.float32), jnp.float32).tolist()
+    [0.0, 1.0, 2.0]
+    """
+    import jax.numpy as jnp
+    import numpy as np
+
+    if (
+        isinstance(value, np.ndarray)
+        and value.dtype == jnp.dtype(dtype)
+        and value.nbytes >= 1 << 20
+        and value.ctypes.data % HOST_ALIGNMENT
+    ):
+        buf = np.empty(value.nbytes + HOST_ALIGNMENT, np.uint8)
+        start = -buf.ctypes.data % HOST_ALIGNMENT
+        aligned = buf[start : start + value.nbytes].view(value.dtype).reshape(value.shape)
+        np.copyto(aligned, value)
+        value = aligned
+    return jnp.asarray(value, dtype)
+
+
 #: the ``format`` field of a converted file, the version written (to a ``.safetensors`` name),
 #: and the versions read (see :mod:`flax_posenc.conversion.converted_file`).
 CONVERTED_FORMAT = FORMAT

@@ -194,3 +194,19 @@ def test_prefill_refuses_a_bad_length():
     cmd = [sys.executable, str(ROOT / "benchmarks" / "prefill.py"), "--lengths", "0", "--no-memory"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "--lengths/--chunk: expected positive integers, found [0]" in out.stderr, out.stderr
+
+
+def test_copy_floor_quick_reports_each_candidate_against_its_floor():
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "copy_floor.py"), "--quick"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=fast_xla_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line.strip("|").split("|") for line in out.stdout.splitlines() if line.startswith("| RoPE |")]
+    rows += [line.strip("|").split("|") for line in out.stdout.splitlines() if line.startswith("| sinusoid |")]
+    names = [r[2].strip() for r in rows]
+    assert names.count("floor") == 2 and "apply_rope_qk" in names and "sinusoid block (transformer_input)" in names
+    for r in rows:  # ms > 0; every non-floor ratio is median [min-max] with min <= median <= max
+        assert float(r[3]) > 0, r
+        if r[2].strip() != "floor":
+            median, low, high = (float(x) for x in r[4].replace("[", " ").replace("]", " ").replace("-", " ").split())
+            assert 0 < low <= median <= high, r
+    assert "load average" in out.stdout

@@ -31,6 +31,7 @@ from flax import nnx
 import flax_posenc as fp
 from flax_posenc.conversion import open_checkpoint
 from flax_posenc.limits import describe_limit
+from flax_posenc.pretrained import device_array
 
 # ----------------------------------------------------------------------------- checkpoints
 
@@ -112,7 +113,7 @@ def assign(param: nnx.Param, value: np.ndarray, name: str) -> None:
     in the parameter's dtype, refusing a shape mismatch with one line."""
     if tuple(param.shape) != tuple(value.shape):
         raise ValueError(f"{name}: expected shape {tuple(param.shape)}, found {tuple(value.shape)}")
-    param.set_value(jnp.asarray(value, param.dtype))
+    param.set_value(device_array(value, param.dtype))  # an aligned host copy, adopted by JAX
 
 
 def abstract(make, dtype=jnp.float32):

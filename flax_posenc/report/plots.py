@@ -253,6 +253,10 @@ def _save(fig, path: str | Path) -> Path:
     symbolic link (or anything) already at ``path`` is replaced, never written through."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    engine = fig.get_layout_engine()
+    if engine is not None:  # lay out once here; savefig would run the layout in a draw of its own first
+        engine.execute(fig)
+        fig.set_layout_engine(None)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -1,0 +1,114 @@
+"""Wall and CPU time of ``flax-posenc plot SOURCE --out DIR`` (issue 38, item 6: at most 3 s).
+
+Each source is plotted ``--repeats`` times, each in a fresh process (``python -m
+flax_posenc.report.cli plot SOURCE --out DIR``, its default figures): wall time, and the child's
+user + system CPU time (``resource.getrusage(RUSAGE_CHILDREN)``), which a loaded machine inflates
+much less than the wall time. Then one run under ``-X importtime`` gives the share of the imports.
+
+Sources: ``sinusoidal:1024:768`` and a GPT-2-shaped checkpoint directory written here with numpy
+(``config.json`` of ``model_type`` gpt2 and ``model.safetensors`` holding ``wpe.weight`` 1024 x 768
+float32 and a 16-row ``wte.weight``).
+
+Usage::
+
+    python benchmarks/plot_time.py                 # 3 repeats per source
+    python benchmarks/plot_time.py --quick         # 1 repeat of sinusoidal:64:16: smoke run only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpt2_dir(parent: Path, rows: int = 1024, dim: int = 768) -> Path:
+    from safetensors.numpy import save_file
+
+    d = parent / "gpt2-tiny"
+    d.mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    cfg = {"model_type": "gpt2", "n_positions": rows, "n_embd": dim, "vocab_size": 16, "n_layer": 1, "n_head": 12}
+    (d / "config.json").write_text(json.dumps(cfg))
+    tensors = {
+        "wpe.weight": (0.02 * rng.standard_normal((rows, dim))).astype(np.float32),
+        "wte.weight": (0.02 * rng.standard_normal((16, dim))).astype(np.float32),
+    }
+    save_file(tensors, str(d / "model.safetensors"))
+    return d
+
+
+def run_once(source: str, out: Path, extra: tuple[str, ...] = ()) -> tuple[float, float, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, *extra, "-m", "flax_posenc.report.cli", "plot", source, "--out", str(out)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"plot {source}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stderr
+
+
+def import_share(stderr: str) -> float:
+    """Seconds of the top-level imports in ``-X importtime`` output (cumulative, outermost only)."""
+    total = 0
+    for line in stderr.splitlines():
+        m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\S.*)$", line)
+        if m and not m.group(2).startswith(" "):
+            total += int(m.group(1))
+    return total / 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        sources = ["sinusoidal:64:16"] if args.quick else ["sinusoidal:1024:768", str(gpt2_dir(tmp))]
+        repeats = 1 if args.quick else args.repeats
+        rows = []
+        for source in sources:
+            walls, cpus = [], []
+            for i in range(repeats):
+                wall, cpu, _ = run_once(source, tmp / f"out{i}")
+                walls.append(wall)
+                cpus.append(cpu)
+            _, _, err = run_once(source, tmp / "imp", ("-X", "importtime"))
+            figures = len(list((tmp / "out0").glob("*.png")))
+            rows.append((source, figures, walls, cpus, import_share(err)))
+    load1 = os.getloadavg()[0]
+    cmd = " ".join(["python benchmarks/plot_time.py", *(sys.argv[1:] if argv is None else argv)])
+    print(f"`{cmd}`: load average {load0:.1f} at the start, {load1:.1f} at the end; {repeats} fresh processes each.\n")
+    print(
+        "| source | figures | wall s: median [min-max] | CPU s (user+sys): median [min-max] | imports s (wall, -X importtime) |"
+    )
+    print("|---|---|---|---|---|")
+    for source, figures, walls, cpus, imports in rows:
+        name = "GPT-2-shaped checkpoint dir (wpe 1024 x 768)" if source.endswith("gpt2-tiny") else source
+        print(
+            f"| `{name}` | {figures} | {statistics.median(walls):.2f} [{min(walls):.2f}-{max(walls):.2f}] | "
+            f"{statistics.median(cpus):.2f} [{min(cpus):.2f}-{max(cpus):.2f}] | {imports:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
