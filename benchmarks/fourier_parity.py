@@ -33,7 +33,9 @@ def main() -> None:
     points = rng.uniform(0, 1, (1, 1, 1024, 2)).astype(np.float32)
     pixels = (points * 1024).astype(np.float32)
     grid = image_wide_coordinates(64).astype(np.float32)[None, None]
-    print("| encoding | points | transformers float32 vs float64 (ulps of 1) | ours float32 vs float64 | ours vs transformers |")
+    print(
+        "| encoding | points | transformers float32 vs float64 (ulps of 1) | ours float32 vs float64 | ours vs transformers |"
+    )
     print("|---|---|---|---|---|")
     for name, module in modules.items():
         gaussian = module.positional_embedding.detach().numpy()

@@ -895,7 +895,6 @@ class VisionRotaryEmbedding(VisionRotaryCalls, nn.Module):
 __all__ += ["VisionRotaryEmbedding"]
 
 
-
 # ----------------------------------------------------------------------------- decomposed relative positions (issue 35 item 6)
 from flax_posenc.decomposed_rel_pos import decomposed_rel_pos_bias  # noqa: E402 - the block stays self-contained
 from flax_posenc.rel_pos_config import DecomposedRelPosSpec  # noqa: E402

@@ -1256,8 +1256,6 @@ class BoundingBoxEmbedding(nnx.Module):
         return _loaded(cls, spec, params, param_dtype=param_dtype, on_overflow=on_overflow)
 
 
-
-
 # ----------------------------------------------------------------------------- decomposed relative positions (issue 35 item 6)
 from flax_posenc.decomposed_rel_pos import decomposed_rel_pos_bias  # noqa: E402 - the block stays self-contained
 from flax_posenc.rel_pos_config import DecomposedRelPosSpec  # noqa: E402

@@ -157,10 +157,12 @@ def _flag(config: Mapping[str, Any], field: str, where: object) -> bool:
 
 
 def _buckets(config: Mapping[str, Any], fields: tuple[str, str], where: object) -> BucketConfig:
-    values = [config.get(f) for f in fields]
-    for f, v in zip(fields, values, strict=True):
+    values: list[int] = []
+    for f in fields:
+        v = config.get(f)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise fail(where, f"{f} as a positive integer", repr(v)[:80])
+        values.append(v)
     try:
         return BucketConfig(values[0], values[1], bidirectional=True)
     except ValueError as e:

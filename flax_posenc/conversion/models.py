@@ -669,9 +669,9 @@ def _read_tower(
         inner = () if is_refused(sub["model_type"]) else composite_towers(sub, f"{config_path}:{field}")
         if inner and not any(f in HEAD_TOWER_FIELDS for f, _, _ in inner):
             before = len(unread)
-            found = [m for f, t, s in inner for m in _read_tower(source, f, t, s, config_path, unread)]
-            if found:
-                return found
+            nested = [m for f, t, s in inner for m in _read_tower(source, f, t, s, config_path, unread)]
+            if nested:
+                return nested
             del unread[before:]
         unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
         return []
