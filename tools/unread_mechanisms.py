@@ -141,7 +141,6 @@ MANUAL.update(
 MANUAL.update(
     {
         "minimax_m3_vl_vision": "partial 3-D rotary embedding of video patches over time, row and column (MiniMaxM3VLVisionRotaryEmbedding), not read",
-        "llama4_vision_model": "2-D rotary embedding of image patches with 1-based indices, column pairs first, interleaved, and the class token last (Llama4VisionRotaryEmbedding), and a learned grid for one image size (positional_embedding_vlm), not read",
         "eomt_dinov3": "DINOv3's rotary embedding of image patches (EomtDinov3RotaryEmbedding) with num_queries query tokens entering unrotated before the prefix in the last num_blocks layers (a prefix that changes by layer), not read",
     }
 )

@@ -89,8 +89,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'kosmos-2.5': 'vision_config kosmos_2_5_vision_model (learned row and column tables of image patches (embeddings.row_embedder))',
         'kosmos_2_5_vision_model': 'learned row and column tables of image patches (embeddings.row_embedder)',
         'levit': 'LeViT attention biases indexed by relative offset (attention_biases, attention_bias_idxs)',
-        'llama4': 'vision_config llama4_vision_model (2-D rotary embedding of image patches with 1-based indices, column pairs first, interleaved, and the class token last (Llama4VisionRotaryEmbedding), and a learned grid for one image size (positional_embedding_vlm), not read)',
-        'llama4_vision_model': '2-D rotary embedding of image patches with 1-based indices, column pairs first, interleaved, and the class token last (Llama4VisionRotaryEmbedding), and a learned grid for one image size (positional_embedding_vlm), not read',
         'lw_detr': "its own head's positions (no position class found)",
         'minimax_m3_vl': 'vision_config minimax_m3_vl_vision (partial 3-D rotary embedding of video patches over time, row and column (MiniMaxM3VLVisionRotaryEmbedding), not read)',
         'minimax_m3_vl_vision': 'partial 3-D rotary embedding of video patches over time, row and column (MiniMaxM3VLVisionRotaryEmbedding), not read',
