@@ -27,6 +27,12 @@ its definition. Random N(0, 1) tables at the real sizes (Qwen3-VL: 48 x 48 x 115
 24 x 24 x 1536; Kimi K2.5: 64 x 64 x 1152, bicubic, ``F.embedding_bag`` of its taps, raster
 order; PaddleOCR-VL: 27 x 27 x 1152, bilinear at the pixel centres, raster order). Unit: float32 ulps of the table's largest entry.
 
+Third round: Llama 4's tower (Llama 4 Scout's: head_dim 88, theta 1e4, its one grid of 24 x 24
+patches and the class token last), whose rotary module holds complex ``freqs_ci`` (cos = real,
+sin = imaginary part) for that one size and whose ``vision_apply_rotary_emb`` multiplies complex
+pairs: the same five rows in a table of its own (``llama4_rows``). Its learned
+``positional_embedding_vlm`` is added as it is (no resampling, nothing to measure).
+
 ``--figure PATH`` draws the 2-D frequency pattern (computed, not learned): ``cos`` of the angle of
 four rotary pairs over a 32 x 32 patch grid of Qwen2-VL/Qwen3-VL's layout (head_dim 64).
 """
@@ -209,6 +215,55 @@ def grid_rows() -> dict[str, dict[str, float]]:
     return out
 
 
+def llama4_rows() -> dict[str, float]:
+    """Llama 4 Scout's tower (hidden 1408, 16 heads, 336 px of 14 px patches): float32 ulps vs
+    float64, for every patch and the class token (see the module docstring)."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+    from transformers import CONFIG_MAPPING
+    from transformers.models.llama4 import modeling_llama4 as l4
+
+    import flax_posenc as fp
+    from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, vision_rope_config
+
+    hf = CONFIG_MAPPING["llama4_vision_model"](hidden_size=1408, num_attention_heads=16, image_size=336, patch_size=14)
+    cfg = vision_rope_config(VISION_ROPE_FAMILIES["llama4"], hf.to_dict(), "llama4_vision_model")
+    side = cfg.patches_per_side
+    positions = cfg.positions([[1, side, side]])
+    axis, inv_freq = cfg.frequencies()
+    # float64 from the model's formula: (column + 1) then (row + 1) times the frequencies; the class token's angle 0
+    angle = np.concatenate([(positions[:, axis] + 1.0) * inv_freq, np.zeros((1, axis.size))])
+    freqs = l4.Llama4VisionRotaryEmbedding(hf).freqs_ci.reshape(side * side + 1, -1)
+    t_cos, t_sin = freqs.real.double().numpy(), freqs.imag.double().numpy()
+    o_cos, o_sin = (np.asarray(x, np.float64) for x in fp.vision_rope_cos_sin(positions, cfg))
+    d_cos, d_sin = (
+        np.asarray(x, np.float64)
+        for x in jax.jit(lambda p: fp.vision_rope_cos_sin(p, cfg))(jnp.asarray(positions, jnp.int32))
+    )
+    p = angle[:-1]  # ours: the patches (the class token's identity is appended by apply_vision_rope)
+    ulps = lambda a, b: float(np.max(np.abs(a - b))) / EPS  # noqa: E731
+    rows = {
+        "cos/sin, transformers float32": max(ulps(t_cos, np.cos(angle)), ulps(t_sin, np.sin(angle))),
+        "cos/sin, ours (known positions)": max(ulps(o_cos, np.cos(p)), ulps(o_sin, np.sin(p))),
+        "cos/sin, ours (traced under jit)": max(ulps(d_cos, np.cos(p)), ulps(d_sin, np.sin(p))),
+    }
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, side * side + 1, 2, cfg.head_dim)).astype(np.float32)  # (batch, tokens, heads, D)
+    pairs = q.astype(np.float64).reshape(*q.shape[:-1], -1, 2)
+    z = (pairs[..., 0] + 1j * pairs[..., 1]) * np.exp(1j * angle)[None, :, None, :]
+    exact = np.stack([z.real, z.imag], -1).reshape(q.shape)
+    with torch.no_grad():
+        out, _ = l4.vision_apply_rotary_emb(
+            torch.from_numpy(q), torch.from_numpy(q), l4.Llama4VisionRotaryEmbedding(hf).freqs_ci
+        )
+    ours = np.asarray(jax.jit(lambda x, pos: fp.apply_vision_rope(x, cfg, pos))(q, jnp.asarray(positions, jnp.int32)))
+    scale = float(np.max(np.abs(q))) * EPS
+    rows["rotated q, transformers' apply"] = float(np.max(np.abs(out.numpy() - exact))) / scale
+    rows["rotated q, ours (traced)"] = float(np.max(np.abs(ours - exact))) / scale
+    return rows
+
+
 def figure(path: str) -> None:
     """The 2-D frequency pattern of a vision RoPE over a patch grid (computed, not learned)."""
     import matplotlib
@@ -264,6 +319,13 @@ def main() -> None:
     print("| --- |" + " --- |" * len(names))
     for label in grids[names[0]]:
         print(f"| {label} | " + " | ".join(f"{grids[n][label]:.2f}" for n in names) + " |")
+    with quiet():
+        llama4 = llama4_rows()
+    print()
+    print("| 24 x 24 patches + class token, float32 ulps vs float64 | llama4 (Llama 4 Scout tower) |")
+    print("| --- | --- |")
+    for label, value in llama4.items():
+        print(f"| {label} | {value:.2f} |")
     if args.figure:
         figure(args.figure)
 
