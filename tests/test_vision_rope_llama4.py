@@ -129,16 +129,19 @@ def test_reader_and_image_size_check(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("change", "starts"),
+    ("row", "model_type", "change", "starts"),
     [
-        ({"split": "axial"}, "vision RoPE cos differs from freqs_ci"),
-        ({"index_base": 0}, "vision RoPE cos differs from freqs_ci"),
-        ({"layout": "half"}, "vision_apply_rotary_emb(q) differs"),
+        ("llama4", "llama4_vision_model", {"split": "axial"}, "vision RoPE cos differs from freqs_ci"),
+        ("llama4", "llama4_vision_model", {"index_base": 0}, "vision RoPE cos differs from freqs_ci"),
+        ("llama4", "llama4_vision_model", {"layout": "half"}, "vision_apply_rotary_emb(q) differs"),
+        ("step3p5", "step3p5_vision", {"split": "axial"}, "vision RoPE cos differs from the rotary module's"),
+        ("step3p5", "step3p5_vision", {"grid_convention": "big_vision"}, "vision learned grid differs"),
     ],
 )
-def test_conformance_notices_a_wrong_reading(tmp_path, monkeypatch, change, starts):
+def test_conformance_notices_a_wrong_reading(tmp_path, monkeypatch, row, model_type, change, starts):
     """The hook is not vacuous: Llama 4's tower read with rows first, 0-based indices or rotate_half
-    pairs disagrees with its own rotary module or apply function."""
+    pairs, and Step 3.5's with rows first or its grid resampled with the corners aligned, disagree
+    with their own rotary module, apply function or grid."""
     import dataclasses
 
     from conformance.reference import conformance_problems
@@ -147,9 +150,9 @@ def test_conformance_notices_a_wrong_reading(tmp_path, monkeypatch, change, star
     from flax_posenc.conversion.mechanisms import MECHANISMS
 
     rows = dict(vision_rope.VISION_ROPE_FAMILIES)
-    rows["llama4"] = dataclasses.replace(rows["llama4"], **change)
+    rows[row] = dataclasses.replace(rows[row], **change)
     kind = dataclasses.replace(MECHANISMS["vision_rope"], registries=(("test", rows),))
     monkeypatch.setattr(MECHANISMS, "_kinds", {**MECHANISMS._kinds, "vision_rope": kind})
     monkeypatch.setattr(MECHANISMS, "_derived", {})
-    problems = conformance_problems("llama4_vision_model", tmp_path)
-    assert problems and problems[0].startswith(starts), problems
+    problems = conformance_problems(model_type, tmp_path)
+    assert problems and any(p.startswith(starts) for p in problems), problems

@@ -162,8 +162,6 @@ UNREAD_MECHANISMS: Mapping[str, str] = MappingProxyType(
         'sam_hq': 'prompt_encoder_config sam_hq_prompt_encoder (cannot be built here: ValueError: no model class of transformers takes SamHQPromptEncoderConfig (a part of another model)); mask_decoder_config sam_hq_mask_decoder (cannot be built here: ValueError: no model class of transformers takes SamHQMaskDecoderConfig (a part of another model))',
         'sapiens2': 'head_config sapiens2_head (cannot be built here: ValueError: no model class of transformers takes Sapiens2HeadConfig (a part of another model))',
         'seggpt': 'SAM/ViTDet decomposed relative positions rel_pos_h / rel_pos_w (attention.rel_pos_h); learned patch-position grid (embeddings.position_embeddings)',
-        'step3p5_vision': 'rotary embedding of image patches (Step3p7VisionRotaryEmbedding); learned patch-position grid (embeddings.position_embedding)',
-        'step3p7': 'vision_config step3p5_vision (rotary embedding of image patches (Step3p7VisionRotaryEmbedding))',
         't5gemma': 'encoder t5_gemma_module (cannot be built here: ValueError: no model class of transformers takes T5GemmaModuleConfig (a part of another model)); decoder t5_gemma_module (cannot be built here: ValueError: no model class of transformers takes T5GemmaModuleConfig (a part of another model))',
         't5gemma2': "encoder t5gemma2_encoder (not read); decoder t5gemma2_decoder (cannot be built here: AttributeError: 'T5Gemma2DecoderConfig' object has no attribute 'dropout_rate')",
         't5gemma2_encoder': "text_config t5gemma2_text (cannot be built here: AttributeError: 'T5Gemma2TextConfig' object has no attribute 'dropout_rate')",

@@ -46,7 +46,7 @@ Second round (:data:`VISION_ROPE_FAMILIES_QWEN3`, joined to the rows above):
   centres (``torch_bilinear``); ``mlcd``: raster order, the class token turned by learned angles
   (``prefix_angle_key``).
 
-Third round (:data:`VISION_ROPE_FAMILIES_LLAMA4`):
+Third round (:data:`VISION_ROPE_FAMILIES_ROUND3`):
 
 - ``llama4`` (``llama4_vision_model``, Llama 4's tower): ``Llama4VisionRotaryEmbedding``'s complex
   ``freqs_ci``, the ``axial`` frequencies turned by the 1-based column first, then the 1-based row
@@ -56,6 +56,12 @@ Third round (:data:`VISION_ROPE_FAMILIES_LLAMA4`):
   ``side ** 2 + 1`` rows (class token last) added as it is (``grid_convention="fixed"``). The
   limit: exactly ``image_size // patch_size`` patches per side, no other size (both tables are
   built for one; its processor tiles images to it).
+
+- ``step3p5`` (``step3p5_vision``, Step 3.5/3.7's tower): ``Step3p7VisionRotaryEmbedding``, the
+  ``axial`` frequencies turned by the column first, then the row (``freq.flip(1)``:
+  ``axial_columns_first``), ``rotate_half``, raster order; a learned grid of
+  ``image_size // patch_size`` per side resampled to every image by ``F.interpolate(mode="bilinear",
+  align_corners=False)`` (``torch_bilinear``). No limit.
 
 MiniMax-M3-VL (a partial 3-D rotation) is not read here: ``conversion/unread_mechanisms.py``
 names it.
@@ -318,7 +324,7 @@ VISION_ROPE_FAMILIES = MappingProxyType(
 # masked to 0 (not rotated); a learned grid of (image_size // patch_size) ** 2 + 1 rows
 # (positional_embedding_vlm, class token last) added as it is: every image is exactly image_size
 # (its processor tiles larger ones), the limit.
-VISION_ROPE_FAMILIES_LLAMA4: tuple[VisionRopeFamily, ...] = (
+VISION_ROPE_FAMILIES_ROUND3: tuple[VisionRopeFamily, ...] = (
     VisionRopeFamily(
         "llama4",
         ("llama4_vision_model",),
@@ -333,9 +339,23 @@ VISION_ROPE_FAMILIES_LLAMA4: tuple[VisionRopeFamily, ...] = (
         grid_side_fields=("image_size", "patch_size"),
         defaults={"hidden_size": 768, "num_attention_heads": 16, "image_size": 448, "patch_size": 14},
     ),
+    # Step 3.5/3.7's tower (Step3p7VisionRotaryEmbedding, apply_rotary_pos_emb_vision): the axial
+    # frequencies with the column first (freq.flip(1)), rotate_half, raster order; a learned grid of
+    # image_size // patch_size per side resampled by F.interpolate(bilinear, align_corners=False)
+    # (always: interpolate_pos_encoding=True), the identity at that size. No limit.
+    VisionRopeFamily(
+        "step3p5",
+        ("step3p5_vision",),
+        split="axial_columns_first",
+        heads_field="num_attention_heads",
+        grid_key="positional_embedding",  # transformers saves embeddings.position_embedding.weight under it
+        grid_convention="torch_bilinear",
+        grid_side_fields=("image_size", "patch_size"),
+        defaults={"hidden_size": 1536, "num_attention_heads": 16, "image_size": 728, "patch_size": 14},
+    ),
 )
 VISION_ROPE_FAMILIES = MappingProxyType(
-    {**VISION_ROPE_FAMILIES, **{row.name: row for row in VISION_ROPE_FAMILIES_LLAMA4}}
+    {**VISION_ROPE_FAMILIES, **{row.name: row for row in VISION_ROPE_FAMILIES_ROUND3}}
 )
 
 

@@ -1246,6 +1246,7 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += [".rel_pos_h", ".rel_pos_w"]  # a checkpoint may rename the layers (Unlimited-OCR: blocks.i)
         if mech.kind == "vision_rope" and mech.record.grid_key:  # Qwen3-VL's learned grid beside its RoPE
             covered.append(mech.record.grid_key)
+            covered.append(VISION_GRID_MODULE_NAMES.get(mech.record.family, mech.record.grid_key))
         if mech.kind == "vision_rope" and mech.record.prefix_angle_key:  # MLCD's class-token angles
             covered.append(mech.record.prefix_angle_key)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
@@ -2328,7 +2329,7 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
     torch.manual_seed(1)
     try:
         with torch.no_grad(), quiet():
-            if family in ("pixtral", "dinov3", "mlcd"):
+            if family in ("pixtral", "dinov3", "mlcd", "step3p5"):
                 (_, h, w), p = grid[0], cfg.patch_size
                 pixels = torch.randn(1, cfg.num_channels, h * p, w * p)
                 kwargs = {"image_sizes": [(h * p, w * p)]} if family == "pixtral" else {}
@@ -2648,6 +2649,15 @@ def _llama4_vision_problems(model, mech, directory: Path) -> list[str]:
     if added.shape != table.shape or _ulps(added, table, float(np.abs(table).max())) > 1:
         problems.append("vision learned grid differs from the positions the forward adds (rows in token order)")
     return problems
+
+
+# Step 3.5/3.7's tower: one image of 6 x 4 patches (its 4 x 4 grid resampled), the grid added before
+# pre_layernorm (the patch convolution's output zeroed)
+VISION_GRIDS["step3p5"] = [[1, 6, 4]]
+VISION_APPLY["step3p5"] = "apply_rotary_pos_emb_vision"
+VISION_ZERO["step3p5"] = ("embeddings.patch_embedding", "pre_layernorm")
+#: The module's name of a grid the checkpoint saves under another (Step 3.5's ``positional_embedding``).
+VISION_GRID_MODULE_NAMES = {"step3p5": "embeddings.position_embedding"}
 
 
 def _vision_rope_or_llama4(model, mech, directory: Path) -> list[str]:

@@ -1231,3 +1231,5 @@ OVERRIDES["llama4_vision_model"] = {
     "projector_input_dim": 32,
     "projector_output_dim": 32,
 }
+# Step 3.5/3.7's tower: one layer, width 32, 2 heads, a 4 x 4 learned grid (16 px / 4)
+OVERRIDES["step3p5_vision"] = {**_VISION_ROPE, "image_size": 16, "patch_size": 4}
