@@ -151,8 +151,8 @@ MANUAL.update(
 MANUAL.update(
     {
         "gemma4_vision": "2-D rotary embedding of image patches at the processor's pixel_position_ids (x, y, -1 for padding) with the head split in two halves, the first turned by the column and the second by the row, each by rotate_half within its own half (apply_multidimensional_rope of Gemma4VisionRotaryEmbedding's [x, x, y, y]), and a factorized learned table, one row per x plus one per y, summed (patch_embedder.position_embedding_table, (2, position_embedding_size, hidden)), not read",
-        "muse_glimmer_vision": "2-D rotary embedding of image patches (MuseGlimmerVisionRotaryEmbedding: 1-based, column first, in Qwen2.5-VL's window order, expressible as a vision_rope row) beside a learned grid (patch_embedder.position_embedding_table) resampled bilinearly at the patch centres with zero padding past the edges and read transposed (patch (h, w) at (w, h)), no grid convention here, not read",
-        "muse_spark_vision": "2-D rotary embedding of image patches (MuseSparkVisionRotaryEmbedding: 1-based, column first, in Qwen2.5-VL's window order, expressible as a vision_rope row) beside a learned grid (patch_embedder.position_embedding_table) resampled bilinearly at the patch centres with zero padding past the edges and read transposed (patch (h, w) at (w, h)), no grid convention here, not read",
+        "muse_glimmer_vision": "2-D rotary embedding of image patches (MuseGlimmerVisionRotaryEmbedding: 1-based, column first, in Qwen2.5-VL's window order) beside a learned grid (patch_embedder.position_embedding_table) resampled bilinearly at the patch centres with zero padding past the edges and read transposed (patch (h, w) at (w, h)), no grid convention here, not read",
+        "muse_spark_vision": "2-D rotary embedding of image patches (MuseSparkVisionRotaryEmbedding: 1-based, column first, in Qwen2.5-VL's window order) beside a learned grid (patch_embedder.position_embedding_table) resampled bilinearly at the patch centres with zero padding past the edges and read transposed (patch (h, w) at (w, h)), no grid convention here, not read",
     }
 )
 
