@@ -25,7 +25,14 @@ weighted gather its forward does; GLM-4V: its ``Glm4vVisionEmbeddings`` module, 
 and ``fp.vision_grid_positions`` (under ``jit``) against the float64 resampling written out from
 its definition. Random N(0, 1) tables at the real sizes (Qwen3-VL: 48 x 48 x 1152; GLM-4V:
 24 x 24 x 1536; Kimi K2.5: 64 x 64 x 1152, bicubic, ``F.embedding_bag`` of its taps, raster
-order; PaddleOCR-VL: 27 x 27 x 1152, bilinear at the pixel centres, raster order). Unit: float32 ulps of the table's largest entry.
+order; PaddleOCR-VL: 27 x 27 x 1152, bilinear at the pixel centres, raster order; Step 3.5:
+52 x 52 x 1536, its own ``F.interpolate(mode="bilinear", align_corners=False)``, raster order). Unit: float32 ulps of the table's largest entry.
+
+Third round: Step 3.5/3.7's tower (head_dim 96, the column first) in the first two tables, and Llama 4's tower (Llama 4 Scout's: head_dim 88, theta 1e4, its one grid of 24 x 24
+patches and the class token last), whose rotary module holds complex ``freqs_ci`` (cos = real,
+sin = imaginary part) for that one size and whose ``vision_apply_rotary_emb`` multiplies complex
+pairs: the same five rows in a table of its own (``llama4_rows``). Its learned
+``positional_embedding_vlm`` is added as it is (no resampling, nothing to measure).
 
 ``--figure PATH`` draws the 2-D frequency pattern (computed, not learned): ``cos`` of the angle of
 four rotary pairs over a 32 x 32 patch grid of Qwen2-VL/Qwen3-VL's layout (head_dim 64).
@@ -54,6 +61,7 @@ def cases():
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as q25
     from transformers.models.qwen2_vl import modeling_qwen2_vl as q2
     from transformers.models.qwen3_vl import modeling_qwen3_vl as q3
+    from transformers.models.step3p7 import modeling_step3p7 as s3
 
     from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, vision_rope_config
 
@@ -66,6 +74,7 @@ def cases():
         ("qwen3_vl (Qwen3-VL tower)", "qwen3_vl_vision", q3, "Qwen3VLVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
         ("glm4v (GLM-4V tower)", "glm4v_vision", glm, "Glm4vVisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
         ("kimi_k25 (Kimi K2.5 tower)", "kimi_k25_vision", kimi, "Kimi_K25VisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
+        ("step3p5 (Step 3.5/3.7 tower)", "step3p5_vision", s3, "Step3p7VisionRotaryEmbedding", "apply_rotary_pos_emb_vision"),
     ):  # fmt: skip
         sizes = {"hidden_size": 1280, "num_heads": 16} if model_type.startswith("qwen2") else {}
         if model_type == "qwen2_vl_vision":
@@ -165,14 +174,17 @@ def grid_rows() -> dict[str, dict[str, float]]:
         ("glm4v (24 x 24 position_embedding)", 24, 1536, "torch_bicubic"),
         ("kimi_k25 (64 x 64 pos_emb)", 64, 1152, "kimi"),
         ("paddleocr_vl (27 x 27 position_embedding)", 27, 1152, "torch_bilinear"),
+        ("step3p5 (52 x 52 position_embedding)", 52, 1536, "step3"),
     ):
         table = rng.standard_normal((side * side, dim)).astype(np.float32)
         scale = float(np.abs(table).max()) * EPS
         rows: dict[str, float] = {}
         for grid in GRID_IMAGES:
-            merge, conv = {"kimi": (1, "torch_bicubic"), "torch_bilinear": (1, convention)}.get(
-                convention, (2, convention)
-            )
+            merge, conv = {
+                "kimi": (1, "torch_bicubic"),
+                "torch_bilinear": (1, convention),
+                "step3": (1, "torch_bilinear"),
+            }.get(convention, (2, convention))
             exact = _resampled_grid_float64(table, [grid], merge, conv)
             resample = lambda t, g=grid, m=merge, c=conv: fp.vision_grid_positions(  # noqa: E731
                 t, [g], spatial_merge_size=m, convention=c
@@ -190,6 +202,10 @@ def grid_rows() -> dict[str, dict[str, float]]:
                         thw, side, mode="bilinear", align_corners=False
                     )
                     theirs = (torch.from_numpy(table)[idx] * w[:, :, None]).sum(1).numpy()
+                elif convention == "step3":  # Step3p7VisionEmbeddings.interpolate_pos_encoding's own call
+                    grid2d = torch.from_numpy(table).reshape(1, side, side, dim).permute(0, 3, 1, 2)
+                    theirs = F.interpolate(grid2d, size=(grid[1], grid[2]), mode="bilinear", align_corners=False)
+                    theirs = theirs.permute(0, 2, 3, 1).reshape(-1, dim).numpy()
                 elif convention == "kimi":  # its own embedding_bag of the bicubic taps (raster order)
                     idx, w = get_vision_interpolation_indices_and_weights(
                         thw, side, mode="bicubic", align_corners=False
@@ -207,6 +223,55 @@ def grid_rows() -> dict[str, dict[str, float]]:
             rows[f"{label}, ours (jit)"] = float(np.max(np.abs(ours - exact))) / scale
         out[name] = rows
     return out
+
+
+def llama4_rows() -> dict[str, float]:
+    """Llama 4 Scout's tower (hidden 1408, 16 heads, 336 px of 14 px patches): float32 ulps vs
+    float64, for every patch and the class token (see the module docstring)."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+    from transformers import CONFIG_MAPPING
+    from transformers.models.llama4 import modeling_llama4 as l4
+
+    import flax_posenc as fp
+    from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, vision_rope_config
+
+    hf = CONFIG_MAPPING["llama4_vision_model"](hidden_size=1408, num_attention_heads=16, image_size=336, patch_size=14)
+    cfg = vision_rope_config(VISION_ROPE_FAMILIES["llama4"], hf.to_dict(), "llama4_vision_model")
+    side = cfg.patches_per_side
+    positions = cfg.positions([[1, side, side]])
+    axis, inv_freq = cfg.frequencies()
+    # float64 from the model's formula: (column + 1) then (row + 1) times the frequencies; the class token's angle 0
+    angle = np.concatenate([(positions[:, axis] + 1.0) * inv_freq, np.zeros((1, axis.size))])
+    freqs = l4.Llama4VisionRotaryEmbedding(hf).freqs_ci.reshape(side * side + 1, -1)
+    t_cos, t_sin = freqs.real.double().numpy(), freqs.imag.double().numpy()
+    o_cos, o_sin = (np.asarray(x, np.float64) for x in fp.vision_rope_cos_sin(positions, cfg))
+    d_cos, d_sin = (
+        np.asarray(x, np.float64)
+        for x in jax.jit(lambda p: fp.vision_rope_cos_sin(p, cfg))(jnp.asarray(positions, jnp.int32))
+    )
+    p = angle[:-1]  # ours: the patches (the class token's identity is appended by apply_vision_rope)
+    ulps = lambda a, b: float(np.max(np.abs(a - b))) / EPS  # noqa: E731
+    rows = {
+        "cos/sin, transformers float32": max(ulps(t_cos, np.cos(angle)), ulps(t_sin, np.sin(angle))),
+        "cos/sin, ours (known positions)": max(ulps(o_cos, np.cos(p)), ulps(o_sin, np.sin(p))),
+        "cos/sin, ours (traced under jit)": max(ulps(d_cos, np.cos(p)), ulps(d_sin, np.sin(p))),
+    }
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, side * side + 1, 2, cfg.head_dim)).astype(np.float32)  # (batch, tokens, heads, D)
+    pairs = q.astype(np.float64).reshape(*q.shape[:-1], -1, 2)
+    z = (pairs[..., 0] + 1j * pairs[..., 1]) * np.exp(1j * angle)[None, :, None, :]
+    exact = np.stack([z.real, z.imag], -1).reshape(q.shape)
+    with torch.no_grad():
+        out, _ = l4.vision_apply_rotary_emb(
+            torch.from_numpy(q), torch.from_numpy(q), l4.Llama4VisionRotaryEmbedding(hf).freqs_ci
+        )
+    ours = np.asarray(jax.jit(lambda x, pos: fp.apply_vision_rope(x, cfg, pos))(q, jnp.asarray(positions, jnp.int32)))
+    scale = float(np.max(np.abs(q))) * EPS
+    rows["rotated q, transformers' apply"] = float(np.max(np.abs(out.numpy() - exact))) / scale
+    rows["rotated q, ours (traced)"] = float(np.max(np.abs(ours - exact))) / scale
+    return rows
 
 
 def figure(path: str) -> None:
@@ -264,6 +329,13 @@ def main() -> None:
     print("| --- |" + " --- |" * len(names))
     for label in grids[names[0]]:
         print(f"| {label} | " + " | ".join(f"{grids[n][label]:.2f}" for n in names) + " |")
+    with quiet():
+        llama4 = llama4_rows()
+    print()
+    print("| 24 x 24 patches + class token, float32 ulps vs float64 | llama4 (Llama 4 Scout tower) |")
+    print("| --- | --- |")
+    for label, value in llama4.items():
+        print(f"| {label} | {value:.2f} |")
     if args.figure:
         figure(args.figure)
 

@@ -7,8 +7,9 @@ positions the ``cos``/``sin`` of each axis come from the RoPE core
 axis's column, an exact selection; a grid limit (Pixtral's ``patches_per_side``) goes through the
 one overflow guard. DINOv3's normalized coordinates (floats in ``[-1, 1]``) are turned by
 ``2 pi c w_j`` in float64 on the host when known, in float32 on device when traced. Tokens before
-the patches (``prefix_tokens``: DINOv3's class and register tokens) are not rotated
-(``cos = 1``, ``sin = 0``: the identity, exactly). The rotation is
+the patches (``prefix_tokens``: DINOv3's class and register tokens) and after them
+(``suffix_tokens``: Llama 4's class token) are not rotated (``cos = 1``, ``sin = 0``: the
+identity, exactly); Llama 4's 1-based indices are ``index_base = 1``. The rotation is
 :func:`flax_posenc.apply_rotary` (the text RoPE's), in the config's layout.
 
 >>> import jax, jax.numpy as jnp
@@ -132,6 +133,8 @@ def vision_rope_cos_sin(
         guarded, invalid = overflow.guard_positions(positions, limit, on_overflow)  # known ones: checked here
         if traced:
             positions = guarded  # known ones stay on the host (float64 angles), as they were
+    if config.index_base:  # Llama 4: 1-based rows and columns (the limit above counts from 0)
+        positions = positions + config.index_base
     per_axis = [rotary_cos_sin(positions[..., a], config.base_rope(), dtype=dtype) for a in (0, 1)]
 
     def pick(values):  # pair j from axis axis[j], frequency column[j]: an exact selection
@@ -195,13 +198,19 @@ def _cos_sin_for(x, config: VisionRopeConfig, positions, *, on_overflow, seq_axi
         layout = "(..., tokens, heads, {0})" if seq_axis == -3 else "(..., heads, tokens, {0})"
         raise ValueError(f"x: expected shape {layout.format(config.head_dim)}, got {tuple(x.shape)}")
     cos, sin = vision_rope_cos_sin(positions, config, on_overflow=on_overflow)
-    tokens = cos.shape[-2] + config.prefix_tokens
+    tokens = cos.shape[-2] + config.prefix_tokens + config.suffix_tokens
     if x.shape[seq_axis] != tokens:
+        suffix = f" + {config.suffix_tokens} suffix tokens" if config.suffix_tokens else ""
         raise ValueError(
             f"x: expected {tokens} tokens on axis {seq_axis} ({config.prefix_tokens} prefix tokens + "
-            f"{cos.shape[-2]} patches), got shape {tuple(x.shape)}"
+            f"{cos.shape[-2]} patches{suffix}), got shape {tuple(x.shape)}"
         )
     cos, sin = _with_prefix(cos, sin, config.prefix_tokens, -2, prefix_angles)
+    if config.suffix_tokens:  # Llama 4's class token, last: not rotated (transformers masks its angles to 0)
+        shape = list(cos.shape)
+        shape[-2] = config.suffix_tokens
+        cos = jnp.concatenate([cos, jnp.ones(shape, cos.dtype)], axis=-2)
+        sin = jnp.concatenate([sin, jnp.zeros(shape, sin.dtype)], axis=-2)
     if seq_axis == -3:  # (..., tokens, half) -> (..., tokens, 1, half): broadcast over heads
         return cos[..., None, :], sin[..., None, :]
     if cos.ndim > 2:  # (..., tokens, half) -> (..., 1, tokens, half)
@@ -225,7 +234,8 @@ def apply_vision_rope(
 
     Args:
       x: ``(..., tokens, heads, head_dim)`` (``seq_axis=-3``, Flax) or ``(..., heads, tokens,
-        head_dim)`` (``-2``, Hugging Face), with ``tokens = config.prefix_tokens + patches``.
+        head_dim)`` (``-2``, Hugging Face), with ``tokens = config.prefix_tokens + patches +
+        config.suffix_tokens``.
       config: the :class:`~flax_posenc.VisionRopeConfig` (its layout is used).
       positions: ``(..., patches, 2)`` as for :func:`vision_rope_cos_sin` (the leading axes those
         of ``x`` before the token and head axes).
@@ -235,7 +245,8 @@ def apply_vision_rope(
         learned ``class_pos_emb``); ``None``: the prefix tokens are not rotated.
 
     Returns:
-      An array like ``x``; the ``prefix_tokens`` first tokens unchanged (or turned by ``prefix_angles``).
+      An array like ``x``; the ``prefix_tokens`` first tokens unchanged (or turned by
+      ``prefix_angles``), and the ``suffix_tokens`` last ones unchanged.
 
     Raises:
       PositionLimitError: a known row or column past ``config.limit`` (while tracing).

@@ -14,6 +14,8 @@ rotated (``prefix_tokens``):
   and ``recomposition_frequencies``: ``cat([freq_h, freq_w])``).
 - ``split="axial_interleaved"`` (Kimi K2.5): the same frequencies, each used twice in a row, first
   with ``w`` then with ``h`` (``freq.transpose(1, 2).flip(-1).flatten(1)``).
+- ``split="axial_columns_first"`` (Llama 4): the ``axial`` frequencies, first all with ``w``, then
+  all with ``h`` (``Llama4VisionRotaryEmbedding``: ``cat([freqs_x, freqs_y])`` with ``x`` the column).
 - ``split="pixtral"`` (Pixtral): the frequencies of a ``head_dim`` wide RoPE,
   ``theta ** (-2i / head_dim)``; the even ones turn with ``h``, the odd ones with ``w``
   (``inv_freq_2d = cat([inv_freq[0::2], inv_freq[1::2]])``).
@@ -24,7 +26,9 @@ rotated (``prefix_tokens``):
   (transformers' ``get_vision_position_ids``); ``window_size`` (Qwen2.5-VL): the blocks are then
   reordered window by window (``get_vision_window_index``), and the rotary ``cos``/``sin`` with them.
 - ``prefix_tokens`` (DINOv3: the class token and the registers): tokens before the patches that
-  are not rotated.
+  are not rotated; ``suffix_tokens`` (Llama 4: its class token, last): tokens after them, not rotated.
+- ``index_base`` (Llama 4: 1): added to every row and column index before the angles (the limit
+  still counts rows and columns from 0).
 - ``patches_per_side`` (Pixtral: ``image_size // patch_size``): the largest grid the checkpoint was
   trained on, the limit; ``None`` (Qwen-VL, DINOv3): nothing limits the grid (the angles are
   computed for any image).
@@ -56,11 +60,11 @@ __all__ = [
     "vision_window_index",
 ]
 
-VisionRopeSplit = Literal["axial", "pixtral", "axial_interleaved"]
+VisionRopeSplit = Literal["axial", "pixtral", "axial_interleaved", "axial_columns_first"]
 VisionRopeCoordinates = Literal["index", "normalized"]
 
 #: How the rotary frequencies are split between the two axes (see the module docstring).
-VISION_ROPE_SPLITS: tuple[str, ...] = ("axial", "pixtral", "axial_interleaved")
+VISION_ROPE_SPLITS: tuple[str, ...] = ("axial", "pixtral", "axial_interleaved", "axial_columns_first")
 #: What a patch's coordinate is: its row/column index, or its centre in ``[-1, 1]`` (DINOv3).
 VISION_ROPE_COORDINATES: tuple[str, ...] = ("index", "normalized")
 
@@ -82,14 +86,18 @@ class VisionRopeConfig:
     Attributes:
       head_dim: width of one attention head (a multiple of 4: two axes of pairs).
       rope_theta: the base of the geometric frequencies (Pixtral, Qwen-VL: 10000; DINOv3: 100).
-      split: ``"axial"`` or ``"pixtral"`` (see the module docstring).
-      layout: which dims pair up, ``"half"`` (``rotate_half``: every model read here) or
-        ``"interleaved"``.
+      split: ``"axial"``, ``"axial_interleaved"``, ``"axial_columns_first"`` or ``"pixtral"`` (see
+        the module docstring).
+      layout: which dims pair up, ``"half"`` (``rotate_half``) or ``"interleaved"`` (Llama 4's
+        complex pairs ``(2j, 2j + 1)``).
       coordinates: ``"index"`` (integer rows and columns) or ``"normalized"`` (DINOv3's patch
         centres in ``[-1, 1]``, angles ``2 pi c w``).
       patches_per_side: the trained grid's side (Pixtral: ``image_size // patch_size``), the limit
         on every row and column index; ``None``: no limit.
       prefix_tokens: tokens before the patches that are not rotated (DINOv3: 1 + registers).
+      suffix_tokens: tokens after the patches that are not rotated (Llama 4's class token: 1).
+      index_base: added to every row and column index before the angles (Llama 4: 1, its patch
+        ``(0, 0)`` turns by one step on each axis); the limit counts indices from 0.
       spatial_merge_size: Qwen-VL's ``m``: patches ordered in ``m x m`` blocks (1: raster order).
       window_size, patch_size: Qwen2.5-VL's window order (``window_size`` in pixels); both or neither.
 
@@ -113,6 +121,8 @@ class VisionRopeConfig:
     spatial_merge_size: int = 1
     window_size: int | None = None
     patch_size: int | None = None
+    suffix_tokens: int = 0
+    index_base: int = 0
 
     def __post_init__(self):
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, (int, np.integer)):
@@ -144,6 +154,15 @@ class VisionRopeConfig:
             or self.prefix_tokens < 0
         ):
             raise ValueError(f"prefix_tokens: expected a non-negative integer, got {self.prefix_tokens!r}")
+        for name in ("suffix_tokens", "index_base"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
+        if self.index_base and self.coordinates != "index":
+            raise ValueError(
+                f"index_base: expected 0 with coordinates {self.coordinates!r} (an offset of integer indices), "
+                f"got {self.index_base!r}"
+            )
         _positive_int("spatial_merge_size", self.spatial_merge_size)
         _positive_int("window_size", self.window_size, allow_none=True)
         _positive_int("patch_size", self.patch_size, allow_none=True)
@@ -171,6 +190,8 @@ class VisionRopeConfig:
         axis = np.repeat(np.arange(2), quarter)
         if self.split == "axial_interleaved":  # Kimi K2.5: column then row at each frequency
             return np.tile([1, 0], quarter), np.repeat(np.arange(quarter), 2)
+        if self.split == "axial_columns_first":  # Llama 4: all the frequencies with w, then with h
+            return np.repeat([1, 0], quarter), np.tile(np.arange(quarter), 2)
         if self.split == "axial":
             column = np.tile(np.arange(quarter), 2)
         else:  # pixtral: the even frequencies with h, the odd ones with w

@@ -101,7 +101,7 @@ def test_a_type_both_read_and_refused_fails_at_import(monkeypatch):
     [
         ("clap_audio_model", "relative_position_bias_table"),
         ("wavtokenizer", "backbone.pos_net"),
-        ("llama4_vision_model", "Llama4VisionRotaryEmbedding"),
+        ("minimax_m3_vl_vision", "MiniMaxM3VLVisionRotaryEmbedding"),
         ("florence_vision", "Florence2VisionLearnedAbsolutePositionEmbedding2D"),
         ("pp_doclayout_v2", "PPDocLayoutV2SinePositionEmbedding"),
         ("zoedepth", "ZoeDepthPatchTransformerEncoder.positional_encoding_1d"),
@@ -118,7 +118,7 @@ def test_refusal_names_the_mechanism(model_type, words):
     [
         ("clap_audio_model", "relative_position_bias_table"),
         ("wavtokenizer", "backbone.pos_net"),
-        ("llama4_vision_model", "Llama4VisionRotaryEmbedding"),
+        ("minimax_m3_vl_vision", "MiniMaxM3VLVisionRotaryEmbedding"),
     ],
 )
 def test_rows_agree_with_the_model_transformers_builds(model_type, found):

@@ -124,7 +124,7 @@ def test_the_grid_limit_is_checked():
     ("make", "message"),
     [
         (lambda: fp.VisionRopeConfig(head_dim=6), "head_dim: expected a positive multiple of 4 (two axes of rotated pairs), got 6"),
-        (lambda: fp.VisionRopeConfig(head_dim=8, split="radial"), "split: expected one of ('axial', 'pixtral', 'axial_interleaved'), got 'radial'"),
+        (lambda: fp.VisionRopeConfig(head_dim=8, split="radial"), "split: expected one of ('axial', 'pixtral', 'axial_interleaved', 'axial_columns_first'), got 'radial'"),
         (lambda: fp.VisionRopeConfig(head_dim=8, window_size=8), "window_size and patch_size: expected both or neither (the window order), got 8 and None"),
         (lambda: fp.vision_patch_positions([[1, 3, 4]], spatial_merge_size=2), "grid_thw: expected h and w multiples of spatial_merge_size 2, got [1, 3, 4]"),
         (lambda: fp.vision_window_index([[1, 4, 4]], spatial_merge_size=2, window_size=2, patch_size=2), "window_size: expected at least spatial_merge_size * patch_size = 4 px (one merged block), got 2"),

@@ -141,8 +141,18 @@ MANUAL.update(
 MANUAL.update(
     {
         "minimax_m3_vl_vision": "partial 3-D rotary embedding of video patches over time, row and column (MiniMaxM3VLVisionRotaryEmbedding), not read",
-        "llama4_vision_model": "2-D rotary embedding of image patches with 1-based indices, column pairs first, interleaved, and the class token last (Llama4VisionRotaryEmbedding), and a learned grid for one image size (positional_embedding_vlm), not read",
         "eomt_dinov3": "DINOv3's rotary embedding of image patches (EomtDinov3RotaryEmbedding) with num_queries query tokens entering unrotated before the prefix in the last num_blocks layers (a prefix that changes by layer), not read",
+    }
+)
+
+
+#: Vision towers with rotary positions, third round (issue 35 item 2): what differs from the
+#: ``vision_rope`` rows, read from each modeling file (Llama 4's and Step 3.5's towers are now read).
+MANUAL.update(
+    {
+        "gemma4_vision": "2-D rotary embedding of image patches at the processor's pixel_position_ids (x, y, -1 for padding) with the head split in two halves, the first turned by the column and the second by the row, each by rotate_half within its own half (apply_multidimensional_rope of Gemma4VisionRotaryEmbedding's [x, x, y, y]), and a factorized learned table, one row per x plus one per y, summed (patch_embedder.position_embedding_table, (2, position_embedding_size, hidden)), not read",
+        "muse_glimmer_vision": "2-D rotary embedding of image patches (MuseGlimmerVisionRotaryEmbedding: 1-based, column first, in Qwen2.5-VL's window order) beside a learned grid (patch_embedder.position_embedding_table) resampled bilinearly at the patch centres with zero padding past the edges and read transposed (patch (h, w) at (w, h)), no grid convention here, not read",
+        "muse_spark_vision": "2-D rotary embedding of image patches (MuseSparkVisionRotaryEmbedding: 1-based, column first, in Qwen2.5-VL's window order) beside a learned grid (patch_embedder.position_embedding_table) resampled bilinearly at the patch centres with zero padding past the edges and read transposed (patch (h, w) at (w, h)), no grid convention here, not read",
     }
 )
 

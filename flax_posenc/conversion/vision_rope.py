@@ -46,9 +46,25 @@ Second round (:data:`VISION_ROPE_FAMILIES_QWEN3`, joined to the rows above):
   centres (``torch_bilinear``); ``mlcd``: raster order, the class token turned by learned angles
   (``prefix_angle_key``).
 
-Llama 4's tower (1-based, column first, interleaved, a class token last, a fixed grid) and
-MiniMax-M3-VL (a partial 3-D rotation) are not read here: ``conversion/unread_mechanisms.py``
-names each.
+Third round (:data:`VISION_ROPE_FAMILIES_ROUND3`):
+
+- ``llama4`` (``llama4_vision_model``, Llama 4's tower): ``Llama4VisionRotaryEmbedding``'s complex
+  ``freqs_ci``, the ``axial`` frequencies turned by the 1-based column first, then the 1-based row
+  (split ``axial_columns_first``, ``index_base`` 1), complex pairs ``(2j, 2j + 1)``
+  (``vision_apply_rotary_emb``: layout ``interleaved``), the class token last and not rotated (its
+  angles masked to 0: ``suffix_tokens`` 1); a learned grid ``positional_embedding_vlm`` of
+  ``side ** 2 + 1`` rows (class token last) added as it is (``grid_convention="fixed"``). The
+  limit: exactly ``image_size // patch_size`` patches per side, no other size (both tables are
+  built for one; its processor tiles images to it).
+
+- ``step3p5`` (``step3p5_vision``, Step 3.5/3.7's tower): ``Step3p7VisionRotaryEmbedding``, the
+  ``axial`` frequencies turned by the column first, then the row (``freq.flip(1)``:
+  ``axial_columns_first``), ``rotate_half``, raster order; a learned grid of
+  ``image_size // patch_size`` per side resampled to every image by ``F.interpolate(mode="bilinear",
+  align_corners=False)`` (``torch_bilinear``). No limit.
+
+MiniMax-M3-VL (a partial 3-D rotation) is not read here: ``conversion/unread_mechanisms.py``
+names it.
 """
 
 from __future__ import annotations
@@ -109,6 +125,9 @@ class VisionRopeFamily:
         (``pos_emb_time``; :func:`flax_posenc.vision_frame_sinusoid`); ``None``: none.
       prefix_angle_key: the tensor of learned angles the class token turns by (MLCD's
         ``class_pos_emb``, ``(1, head_dim // 2)``); ``None``: prefix tokens are not rotated.
+      index_base: added to the row and column indices before the angles (Llama 4: 1).
+      class_token_last: a class token after the patches, not rotated (Llama 4); with
+        ``grid_convention="fixed"`` the learned grid holds its row last.
     """
 
     name: str
@@ -133,6 +152,8 @@ class VisionRopeFamily:
     grid_side_field: str | None = None
     frame_field: str | None = None
     prefix_angle_key: str | None = None
+    index_base: int = 0
+    class_token_last: bool = False
 
 
 VISION_ROPE_FAMILIES: Mapping[str, VisionRopeFamily] = MappingProxyType(
@@ -298,6 +319,45 @@ VISION_ROPE_FAMILIES = MappingProxyType(
     {**VISION_ROPE_FAMILIES, **{row.name: row for row in VISION_ROPE_FAMILIES_QWEN3}}
 )
 
+# Llama 4's tower (Llama4VisionRotaryEmbedding, vision_apply_rotary_emb): the axial frequencies with
+# 1-based columns first, then rows, in complex (interleaved) pairs; the class token last, its angles
+# masked to 0 (not rotated); a learned grid of (image_size // patch_size) ** 2 + 1 rows
+# (positional_embedding_vlm, class token last) added as it is: every image is exactly image_size
+# (its processor tiles larger ones), the limit.
+VISION_ROPE_FAMILIES_ROUND3: tuple[VisionRopeFamily, ...] = (
+    VisionRopeFamily(
+        "llama4",
+        ("llama4_vision_model",),
+        split="axial_columns_first",
+        layout="interleaved",
+        heads_field="num_attention_heads",
+        limit_fields=("image_size", "patch_size"),
+        index_base=1,
+        class_token_last=True,
+        grid_key="positional_embedding_vlm",
+        grid_convention="fixed",
+        grid_side_fields=("image_size", "patch_size"),
+        defaults={"hidden_size": 768, "num_attention_heads": 16, "image_size": 448, "patch_size": 14},
+    ),
+    # Step 3.5/3.7's tower (Step3p7VisionRotaryEmbedding, apply_rotary_pos_emb_vision): the axial
+    # frequencies with the column first (freq.flip(1)), rotate_half, raster order; a learned grid of
+    # image_size // patch_size per side resampled by F.interpolate(bilinear, align_corners=False)
+    # (always: interpolate_pos_encoding=True), the identity at that size. No limit.
+    VisionRopeFamily(
+        "step3p5",
+        ("step3p5_vision",),
+        split="axial_columns_first",
+        heads_field="num_attention_heads",
+        grid_key="positional_embedding",  # transformers saves embeddings.position_embedding.weight under it
+        grid_convention="torch_bilinear",
+        grid_side_fields=("image_size", "patch_size"),
+        defaults={"hidden_size": 1536, "num_attention_heads": 16, "image_size": 728, "patch_size": 14},
+    ),
+)
+VISION_ROPE_FAMILIES = MappingProxyType(
+    {**VISION_ROPE_FAMILIES, **{row.name: row for row in VISION_ROPE_FAMILIES_ROUND3}}
+)
+
 
 def _int_field(config: Mapping[str, Any], row: VisionRopeFamily, field: str, where: object) -> int:
     value = config.get(field, row.defaults.get(field))
@@ -374,6 +434,8 @@ def vision_rope_config(row: VisionRopeFamily, config: Mapping[str, Any], where: 
         spatial_merge_size=merge,
         window_size=window,
         patch_size=patch,
+        suffix_tokens=1 if row.class_token_last else 0,
+        index_base=row.index_base,
     )
 
 
@@ -430,6 +492,11 @@ class VisionRopeSource:
         if self.grid_side is None:
             return None
         side = self.grid_side
+        if self.grid_convention == "fixed":  # Llama 4: added as it is, the class token's row last
+            return (
+                f"a learned {side} x {side} position grid plus the class token's row, last ({self.grid_key}), "
+                f"added as it is (not resampled): every image {side} x {side} patches"
+            )
         how = {
             "torch_bicubic": "bicubic at the patch centres",
             "torch_bilinear": "bilinear at the patch centres",
@@ -452,6 +519,10 @@ class VisionRopeSource:
             return f"{self.name} has no limit ({why})"
         side = c.patches_per_side
         px = f"; {side * self.patch_size} px at patch_size {self.patch_size}" if self.patch_size else ""
+        if self.grid_convention == "fixed":  # Llama 4: one image size, its rotary table's and its grid's
+            return (
+                f"{self.name} holds exactly {side} x {side} patches (rows and columns 0..{side - 1}{px}; no other size)"
+            )
         return f"{self.name} holds {side} patches per side (rows and columns 0..{side - 1}{px})"
 
     def check_length(self, length: int) -> tuple[bool, str]:
@@ -467,6 +538,11 @@ class VisionRopeSource:
         patch = self.patch_size or 1
         gh, gw = image_grid(image_size, patch, where="--image-size")
         side = self.config.patches_per_side
+        if self.grid_convention == "fixed" and side is not None and (gh, gw) != (side, side):
+            return False, (
+                f"{self.describe_limit()}; a {gh * patch} x {gw * patch} px image is {gh} x {gw} patches, "
+                f"not {side} x {side} (its processor tiles an image to {side * patch} px tiles)"
+            )
         if side is None or max(gh, gw) <= side:
             return True, f"{self.describe_limit()}; a {gh * patch} x {gw * patch} px image fits ({gh} x {gw} patches)"
         return False, (
@@ -489,6 +565,8 @@ class VisionRopeSource:
             "patches_per_side": c.patches_per_side,
             "patch_size": self.patch_size,
             "prefix_tokens": c.prefix_tokens,
+            "suffix_tokens": c.suffix_tokens,
+            "index_base": c.index_base,
             "spatial_merge_size": c.spatial_merge_size,
             "window_size": c.window_size,
             "grid_side": self.grid_side,
@@ -517,7 +595,9 @@ class VisionRopeSource:
                     else f", {c.prefix_tokens} prefix tokens not rotated"
                     if c.prefix_tokens
                     else ""
-                ),
+                )
+                + (f", {c.suffix_tokens} suffix token not rotated" if c.suffix_tokens else "")
+                + (f", indices from {c.index_base}" if c.index_base else ""),
                 *([f"grid:        {self.describe_grid()}"] if self.grid_side is not None else []),
                 f"limit:       {self.describe_limit()}",
             ]
@@ -608,10 +688,12 @@ def load_vision_grid(source: Any, record: VisionRopeSource) -> np.ndarray:
         table = table.reshape(shape[0] * shape[1], shape[2])
     else:
         table = read_float(ckpt.reader, keys[0], ndim=2, what=f"{record.family} position grid")
-    if table.shape[0] != record.grid_side**2:
+    extra = record.config.suffix_tokens if record.grid_convention == "fixed" else 0  # Llama 4's class row
+    if table.shape[0] != record.grid_side**2 + extra:
+        more = f" + {extra} class token" if extra else ""
         raise fail(
             ckpt.weights_path,
-            f"{keys[0]} of {record.grid_side**2} rows ({record.grid_side} x {record.grid_side})",
+            f"{keys[0]} of {record.grid_side**2 + extra} rows ({record.grid_side} x {record.grid_side}{more})",
             f"{table.shape[0]} rows",
         )
     return table

@@ -1246,6 +1246,7 @@ def _position_parameter_problems(model, record) -> list[str]:
             covered += [".rel_pos_h", ".rel_pos_w"]  # a checkpoint may rename the layers (Unlimited-OCR: blocks.i)
         if mech.kind == "vision_rope" and mech.record.grid_key:  # Qwen3-VL's learned grid beside its RoPE
             covered.append(mech.record.grid_key)
+            covered.append(VISION_GRID_MODULE_NAMES.get(mech.record.family, mech.record.grid_key))
         if mech.kind == "vision_rope" and mech.record.prefix_angle_key:  # MLCD's class-token angles
             covered.append(mech.record.prefix_angle_key)
     # a key may carry a composite's prefix (``vision_tower.``) that a tower's own parameter names lack
@@ -2328,7 +2329,7 @@ def run_vision_tower(tower, family: str, grid, *, zero_patches: bool = False):
     torch.manual_seed(1)
     try:
         with torch.no_grad(), quiet():
-            if family in ("pixtral", "dinov3", "mlcd"):
+            if family in ("pixtral", "dinov3", "mlcd", "step3p5"):
                 (_, h, w), p = grid[0], cfg.patch_size
                 pixels = torch.randn(1, cfg.num_channels, h * p, w * p)
                 kwargs = {"image_sizes": [(h * p, w * p)]} if family == "pixtral" else {}
@@ -2539,6 +2540,133 @@ def _vision_rope_problems(model, mech, directory: Path) -> list[str]:
 
 
 KIND_CHECKS["vision_rope"] = _vision_rope_problems
+
+
+# ---- Llama 4's vision tower (issue 35 item 2, third round): its rotary module holds a complex
+# ``freqs_ci`` for one image size (no ``inv_freq``), its apply function takes it, its learned grid is
+# added as it is: a hook of its own, called for the ``llama4`` row.
+def _llama4_vision_problems(model, mech, directory: Path) -> list[str]:
+    """Llama 4's tower against its own modules: ``Llama4VisionRotaryEmbedding.freqs_ci`` (cos = real,
+    sin = imaginary part, the class token's row last) against :func:`flax_posenc.vision_rope_cos_sin`
+    with the identity appended (float32 rounding of our float64 angle: ``|d| <= 2**-22 (1 + angle)``,
+    twice that from theirs), the ``q``/``k`` ``vision_apply_rotary_emb`` rotates in a forward pass
+    against :func:`flax_posenc.apply_vision_rope_qk` (``1e-5`` relative), the learned grid
+    ``positional_embedding_vlm`` read from the checkpoint against the parameter and against what the
+    forward adds before ``layernorm_pre`` (the patch embedding zeroed, the class embedding taken
+    off its row), and the limit: exactly ``image_size // patch_size`` patches per side, transformers'
+    forward refusing an image one patch smaller."""
+    import jax
+    import torch
+
+    import flax_posenc as fp
+    from flax_posenc.conversion.vision_rope import load_vision_grid
+
+    record = mech.record
+    cfg = record.config
+    tower = vision_tower(model)
+    rotary = [m for m in tower.modules() if type(m).__name__ == "Llama4VisionRotaryEmbedding"]
+    if not rotary:
+        return ["we report a llama4 vision RoPE; the vision tower has no Llama4VisionRotaryEmbedding"]
+    side = tower.config.image_size // tower.config.patch_size
+    problems = []
+    if record.patches_per_side != side or record.grid_side != side:
+        problems.append(f"patches per side {record.patches_per_side}, the config's image_size / patch_size {side}")
+    freqs = rotary[0].freqs_ci.detach()
+    raw = cfg.positions([[1, side, side]])
+    axis, inv_freq = cfg.frequencies()
+    angle = np.concatenate([(raw[:, axis] + 1).astype(np.float64) * inv_freq, np.zeros((1, axis.size))])
+    ours_cos, ours_sin = (np.asarray(x, np.float64) for x in jax.jit(lambda: fp.vision_rope_cos_sin(raw, cfg))())
+    ours_cos = np.concatenate([ours_cos, np.ones((1, axis.size))])  # the class token: not rotated
+    ours_sin = np.concatenate([ours_sin, np.zeros((1, axis.size))])
+    theirs = freqs.reshape(freqs.shape[0], -1).to(torch.complex128).numpy()
+    if theirs.shape != ours_cos.shape:
+        return problems + [f"freqs_ci is {tuple(freqs.shape)}, ours ({side * side + 1}, {axis.size})"]
+    tol = 2.0**-22 * (1 + np.abs(angle))
+    for label, a, b, exact in (
+        ("cos", ours_cos, theirs.real, np.cos(angle)),
+        ("sin", ours_sin, theirs.imag, np.sin(angle)),
+    ):
+        if not np.all(np.abs(a - b) <= 2 * tol):
+            problems.append(f"vision RoPE {label} differs from freqs_ci by {np.max(np.abs(a - b)):.3g}")
+        if not np.all(np.abs(a - exact) <= tol):
+            problems.append(f"vision RoPE {label} differs from float64 by {np.max(np.abs(a - exact)):.3g}")
+    # a forward pass: the apply function's q/k, and the grid added before layernorm_pre
+    module = sys.modules[type(tower).__module__]
+    real = module.vision_apply_rotary_emb
+    seen: dict[str, Any] = {}
+
+    def watched(query, key, freqs_ci):
+        out = real(query, key, freqs_ci)
+        seen.setdefault("apply", (query.clone(), key.clone(), out[0], out[1]))
+        return out
+
+    def before_norm(module, args):
+        seen.setdefault("added", args[0].clone())
+
+    handles = [
+        tower.patch_embedding.register_forward_hook(lambda m, a, out: torch.zeros_like(out)),
+        tower.layernorm_pre.register_forward_pre_hook(before_norm),
+    ]
+    module.vision_apply_rotary_emb = watched
+    torch.manual_seed(1)
+    p = tower.config.patch_size
+    try:
+        with torch.no_grad(), quiet():
+            tower(torch.randn(1, tower.config.num_channels, side * p, side * p))
+            for handle in handles:
+                handle.remove()
+            handles = []
+            try:  # one patch smaller: its tables hold one size, so transformers cannot run it
+                tower(torch.randn(1, tower.config.num_channels, (side - 1) * p, (side - 1) * p))
+                problems.append(f"we report exactly {side} x {side} patches; transformers ran {side - 1} x {side - 1}")
+            except RuntimeError:
+                pass
+    finally:
+        module.vision_apply_rotary_emb = real
+        for handle in handles:
+            handle.remove()
+    if "apply" not in seen or "added" not in seen:
+        return problems + ["the vision forward pass called no vision_apply_rotary_emb or layernorm_pre"]
+    q, k, out_q, out_k = (x.numpy() for x in seen["apply"])
+    try:
+        rq, rk = jax.jit(lambda q, k: fp.apply_vision_rope_qk(q, k, cfg, raw, seq_axis=-3))(q, k)
+    except ValueError as e:
+        return problems + [f"apply_vision_rope_qk cannot take the model's q {q.shape}: {e}"[:200]]
+    for label, a, b in (("q", rq, out_q), ("k", rk, out_k)):
+        err = float(np.max(np.abs(np.asarray(a) - b)))
+        if not err <= 1e-5 * (1 + float(np.max(np.abs(b)))):
+            problems.append(f"vision_apply_rotary_emb({label}) differs from apply_vision_rope_qk by {err:.3g}")
+    table = load_vision_grid(directory, record)
+    param = tower.positional_embedding_vlm.detach().double().numpy()
+    if not np.abs(table).max() > 0:
+        return problems + [
+            "vision learned grid: the tiny checkpoint's table is all zeros (a comparison that cannot fail)"
+        ]
+    if table.shape != param.shape or not np.array_equal(table, param):
+        problems.append(f"vision learned grid {table.shape} differs from positional_embedding_vlm {param.shape}")
+    added = seen["added"].double().numpy().reshape(-1, table.shape[1])
+    added[-1] -= tower.class_embedding.detach().double().numpy()  # the class token's own embedding
+    if added.shape != table.shape or _ulps(added, table, float(np.abs(table).max())) > 1:
+        problems.append("vision learned grid differs from the positions the forward adds (rows in token order)")
+    return problems
+
+
+# Step 3.5/3.7's tower: one image of 6 x 4 patches (its 4 x 4 grid resampled), the grid added before
+# pre_layernorm (the patch convolution's output zeroed)
+VISION_GRIDS["step3p5"] = [[1, 6, 4]]
+VISION_APPLY["step3p5"] = "apply_rotary_pos_emb_vision"
+VISION_ZERO["step3p5"] = ("embeddings.patch_embedding", "pre_layernorm")
+#: The module's name of a grid the checkpoint saves under another (Step 3.5's ``positional_embedding``).
+VISION_GRID_MODULE_NAMES = {"step3p5": "embeddings.position_embedding"}
+
+
+def _vision_rope_or_llama4(model, mech, directory: Path) -> list[str]:
+    if mech.record.family == "llama4":
+        return _llama4_vision_problems(model, mech, directory)
+    return _vision_rope_problems(model, mech, directory)
+
+
+KIND_CHECKS["vision_rope"] = _vision_rope_or_llama4
 
 
 # ----------------------------------------------------------------------------- NaFlex grids (issue 35 item 3)

@@ -1223,3 +1223,17 @@ OVERRIDES["chmv2"] = {
 # dots.ocr 3 composite: its config requires both adapters' output width to be the text width
 OVERRIDES["dots3_note.vision_config"] = {"adapter_out_dim": SMALL["hidden_size"]}
 OVERRIDES["dots3_note.audio_config"] = {"adapter_out_dim": SMALL["hidden_size"]}
+
+# vision-tower RoPE, third round (issue 35, item 2): Llama 4's tower, one layer, width 32, 2 heads
+# (head_dim 16), a 16 px image of 4 px patches (a 4 x 4 grid, pixel shuffle 0.5 to 2 x 2)
+OVERRIDES["llama4_vision_model"] = {
+    **_VISION_ROPE,
+    "image_size": 16,
+    "patch_size": 4,
+    "intermediate_size": 128,  # the adapter's fc1 takes the pixel-shuffled width, 4 x 32
+    "vision_output_dim": 32,
+    "projector_input_dim": 32,
+    "projector_output_dim": 32,
+}
+# Step 3.5/3.7's tower: one layer, width 32, 2 heads, a 4 x 4 learned grid (16 px / 4)
+OVERRIDES["step3p5_vision"] = {**_VISION_ROPE, "image_size": 16, "patch_size": 4}
