@@ -706,6 +706,36 @@ def test_linen_shell_under_jit_and_one_optax_step(name):
     assert float(step(new, state)[2]) < loss0  # the next step's loss: lower after the first
 
 
+@pytest.mark.parametrize("name", ["WindowRelativeBias", "BoundingBoxEmbedding"])
+def test_nnx_scan_over_stacked_layers_equals_a_loop(name):
+    """Layers made by nnx.vmap (one table each), applied by nnx.scan inside nnx.jit: each layer's
+    output is its functional core's on its own table."""
+    shell = SHELLS[name]
+    args = shell.inputs(np.random.default_rng(4))
+
+    @nnx.split_rngs(splits=3)
+    @nnx.vmap(in_axes=(0,), out_axes=0)
+    def make(rngs):
+        return shell.nnx(rngs)
+
+    layers = make(nnx.Rngs(0))
+
+    @nnx.jit
+    def run(layers, total):
+        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0))
+        def body(total, layer):
+            out = layer(*args)
+            return total + jnp.sum(out), out
+
+        return body(total, layers)
+
+    total, ys = run(layers, jnp.float32(0))
+    stacked = _nnx_params(layers)
+    loop = [np.asarray(shell.core({k: v[i] for k, v in stacked.items()}, args)) for i in range(3)]
+    assert_close(ys, np.stack(loop))
+    np.testing.assert_allclose(float(total), sum(float(v.sum()) for v in loop), rtol=1e-5, atol=1e-4)
+
+
 def test_window_shell_resizes_under_nnx_jit_and_linen_jit():
     """Another window than the spec's: the table resized (timm), as the functional core does it."""
     module = fp.nnx.WindowRelativeBias(fp.WindowBiasSpec(2, WINDOW), rngs=nnx.Rngs(0))
