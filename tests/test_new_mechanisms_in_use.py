@@ -11,9 +11,10 @@ around them, is checked:
 - ``jax.grad`` of a scalar loss w.r.t. its learned table: finite, nonzero on the rows the
   positions read and exactly zero on the rows they do not (an independent numpy mask);
 - eager against an independent float64 numpy reference where one is a few lines;
-- the shells under ``nnx.jit`` / ``jax.jit(module.apply)``, and one ``optax.sgd`` step inside
-  ``nnx.jit`` / ``jax.jit`` that moves every parameter by ``-lr * grad`` (the eager gradient)
-  and lowers the loss;
+- the shells under ``nnx.jit`` / ``jax.jit(module.apply)`` against their functional core, and
+  one ``optax.sgd`` step inside ``nnx.jit`` / ``jax.jit``: its loss is the float64 loss of the
+  core's output, every parameter gets a finite nonzero gradient and moves by ``-lr * grad``, and
+  the next step's loss is lower; NNX layers stacked by ``nnx.vmap`` run under ``nnx.scan``;
 - a position past a limit under ``jax.jit`` (and ``vmap``, ``nnx.jit``) still raises the
   library's one-line :class:`~flax_posenc.PositionLimitError` (at run time through
   :func:`flax_posenc.position_errors` for traced positions, while tracing for static shapes).
@@ -542,8 +543,8 @@ def test_static_limits_raise_while_tracing():
 
 @dataclasses.dataclass(frozen=True)
 class Shell:
-    """``nnx(rngs)`` / ``linen()``: the module; ``inputs(rng)``: call arguments; ``eager(args)``:
-    the functional core's value for the NNX module's parameters (``params`` dict of arrays)."""
+    """``nnx(rngs)`` / ``linen()``: the module; ``inputs(rng)``: call arguments; ``core(params,
+    inputs)``: the functional core's value for the module's parameters (a dict by name)."""
 
     nnx: Callable[[nnx.Rngs], Any]
     linen: Callable[[], Any]
