@@ -170,4 +170,86 @@ def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     return {**defaults, **config}
 
 
-__all__ = ["CONFIG_DEFAULTS", "with_defaults"]
+_W2V_CONV = {"conv_kernel": [10, 3, 3, 3, 3, 2, 2], "conv_stride": [5, 2, 2, 2, 2, 2, 2]}
+_SEW_CONV = {
+    "conv_kernel": [10, 3, 1, 3, 1, 3, 1, 3, 1, 2, 1, 2, 1],
+    "conv_stride": [5, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1],
+}
+
+#: The other readers' fields (window biases, DETR sines, SAM's decomposed tables, layout boxes,
+#: conformer and convolutional speech positions): model_type -> {field: transformers' default},
+#: for the fields a reader needs and a Hub ``config.json`` may leave out at its default (tuples
+#: as JSON lists); transformers 5.24.0. :func:`with_reader_defaults` fills them in before any
+#: reader of :func:`~flax_posenc.conversion.models.read_model` sees the config (a tower's
+#: sub-config by its own model type); ``tests/test_hub_shaped_configs.py`` checks each value
+#: against transformers' config class.
+READER_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "swin": {"patch_size": 4},
+        "swinv2": {"patch_size": 4},
+        "donut-swin": {"patch_size": 4},
+        "maskformer-swin": {"patch_size": 4},
+        "swin2sr": {"patch_size": 1},
+        "dab-detr": {"temperature_height": 20, "temperature_width": 20},
+        "pp_doclayout_v3": {"encoder_hidden_dim": 256},
+        "pp_doclayout_v4": {"encoder_hidden_dim": 256},
+        **{
+            t: {"use_rel_pos": True}
+            for t in (
+                "sam_vision_model",
+                "sam_hq_vision_model",
+                "got_ocr2_vision",
+                "pp_formulanet_vision",
+                "slanext_vision",
+                "deepseek_ocr2_sam_vision_model",
+                "unlimited_ocr_sam_vision_model",
+            )
+        },
+        "fastspeech2_conformer": {"encoder_num_attention_heads": 2, "decoder_num_attention_heads": 2},
+        "layoutlm": {"max_2d_position_embeddings": 1024},
+        "layoutlmv3": {
+            "max_2d_position_embeddings": 1024,
+            "has_relative_attention_bias": True,
+            "has_spatial_attention_bias": True,
+            "rel_pos_bins": 32,
+            "max_rel_pos": 128,
+            "rel_2d_pos_bins": 64,
+            "max_rel_2d_pos": 256,
+        },
+        "lilt": {"max_2d_position_embeddings": 1024},
+        "bros": {"dim_bbox": 8},
+        "wav2vec2-bert": {"position_embeddings_type": "relative_key"},
+        "wav2vec2-conformer": {**_W2V_CONV, "position_embeddings_type": "relative"},
+        **{
+            t: _W2V_CONV
+            for t in ("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "omniasr_audio")
+        },
+        "sew": {**_SEW_CONV, "squeeze_factor": 2},
+        "sew-d": {
+            **_SEW_CONV,
+            "squeeze_factor": 2,
+            "relative_attention": True,
+            "position_buckets": 256,
+            "pos_att_type": ["p2c", "c2p"],
+            "share_att_key": True,
+            "norm_rel_ebd": "layer_norm",
+            "max_position_embeddings": 512,
+        },
+    }
+)
+
+
+def with_reader_defaults(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` with its model type's :data:`READER_DEFAULTS` for the fields it leaves out
+    (``config`` itself when its model type has none).
+
+    >>> with_reader_defaults({"model_type": "swin", "image_size": 32})["patch_size"]
+    4
+    """
+    defaults = READER_DEFAULTS.get(str(config.get("model_type")), {})
+    if not defaults or all(field in config for field in defaults):
+        return config
+    return {**defaults, **config}
+
+
+__all__ = ["CONFIG_DEFAULTS", "READER_DEFAULTS", "with_defaults", "with_reader_defaults"]
