@@ -528,3 +528,88 @@ def test_a_left_out_default_is_filled_not_guessed(tmp_path, monkeypatch):
             m.setattr(config_defaults, "READER_DEFAULTS", others)
             found = inspect_source(hub)
         assert _record_differences(expected.mechanisms, found.mechanisms) != [], model_type
+
+
+# --------------------------------------------------------------------------- the same configs, spelled otherwise
+
+#: (model type, the field's path in config.json, how the Hub file spells it): an alias from the
+#: config class's ``attribute_map`` (a new name), or a square ``[n, n]`` for an int (``None``).
+HUB_SPELLINGS = (
+    ("swin", ("num_heads",), "num_attention_heads"),  # refused before (num_heads: found None)
+    ("qwen3_vl_vision", ("num_heads",), "num_attention_heads"),  # read the row's 16 heads before
+    ("qwen2_5_vl", ("vision_config", "num_heads"), "num_attention_heads"),  # head_dim 4 for 32 before
+    ("xlnet", ("d_model",), "hidden_size"),  # d_model 1024 for 64 before
+    ("detr", ("d_model",), "hidden_size"),
+    ("maskformer", ("decoder_config", "d_model"), "hidden_size"),  # a sub-config the row reads itself
+    ("mask2former", ("backbone_config", "num_heads"), "num_attention_heads"),  # a backbone tower
+    ("pixtral", ("patch_size",), None),  # patch_size None before
+    ("swin", ("image_size",), None),
+)
+
+
+def _respelled(config: dict, path: tuple, name: str | None) -> dict:
+    import copy
+
+    out = copy.deepcopy(config)
+    into = out
+    for part in path[:-1]:
+        into = into[part]
+    value = into.pop(path[-1])
+    if name is None:
+        into[path[-1]] = [value, value]
+    else:
+        into[name] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("model_type", "path", "name"), HUB_SPELLINGS, ids=[f"{t}-{'.'.join(p)}-{n or 'list'}" for t, p, n in HUB_SPELLINGS]
+)
+def test_a_config_spelled_otherwise_reads_as_transformers_reads_it(tmp_path, model_type, path, name):
+    """The Hub-shaped file of the cases above with one field under another spelling transformers
+    takes: transformers builds the same config from it, and we read the same mechanisms."""
+    from conformance.tiny import tiny_model
+
+    from flax_posenc.conversion import inspect_source
+
+    model = tiny_model(model_type)
+    full, hub = tmp_path / "full", tmp_path / "hub"
+    with quiet():
+        model.save_pretrained(full)
+    shaped, _ = _hub_shaped_copy(model.config, full, hub)
+    assert _flat(shaped).get(path) is not None, f"{path} not in the file: the case tests nothing"
+    (hub / "config.json").write_text(json.dumps(_respelled(shaped, path, name)))
+    with quiet():
+        back = transformers.AutoConfig.from_pretrained(hub)
+    assert _config_differences(model.config.to_dict(), back.to_dict()) == ([] if name else [path])
+    expected, found = inspect_source(full), inspect_source(hub)
+    assert _record_differences(expected.mechanisms, found.mechanisms) == []
+
+
+def test_a_patch_size_that_is_not_square_is_refused_naming_it(tmp_path):
+    from conformance.tiny import tiny_model
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    model = tiny_model("pixtral")
+    with quiet():
+        model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "patch_size": [4, 8]}))
+    with pytest.raises(CheckpointError, match=r"patch_size as a positive integer, found \[4, 8\]"):
+        inspect_source(tmp_path)
+
+
+def test_every_field_alias_is_transformers_own():
+    """FIELD_ALIASES is each config class's attribute_map (alias -> field), whole."""
+    from transformers import CONFIG_MAPPING
+
+    from flax_posenc.conversion.config_defaults import FIELD_ALIASES
+
+    wrong = [
+        f"{t}: ours {dict(a)}, transformers {CONFIG_MAPPING[t].attribute_map}"
+        for t, a in FIELD_ALIASES.items()
+        if dict(a) != dict(CONFIG_MAPPING[t].attribute_map)
+    ]
+    assert wrong == [], wrong
