@@ -306,3 +306,310 @@ def test_every_stored_default_is_transformers_own():
                 if theirs[field] != value:
                     wrong.append(f"{model_type}.{field}: ours {value}, transformers {theirs[field]}")
     assert wrong == [], wrong
+
+
+# --------------------------------------------------------------------------- the newer readers, defaults left out
+
+#: One model type per kind read since issue 34 (window biases, DETR sines, vision RoPE, ...), and
+#: new rows of older kinds (a grid tower, a codec's RoPE, a composite's towers, a backbone tower).
+HUB_SHAPED_TYPES = (
+    "swin",  # window_bias: patch_size 4
+    "dab-detr",  # detr_positions: temperature_height / _width 20 (not DETR's 10000)
+    "qwen3_vl_vision",  # vision_rope
+    "pixtral",  # vision_rope
+    "sew",  # conv_position: squeeze_factor 2, conv_kernel / conv_stride
+    "layoutlm",  # bbox_2d: max_2d_position_embeddings 1024
+    "siglip2_vision_model",  # naflex_grid
+    "sam_vision_model",  # decomposed_rel_pos: use_rel_pos True
+    "fastspeech2_conformer",  # xl_relative: encoder_/decoder_num_attention_heads 2
+    "parakeet_encoder",  # xl_relative
+    "wav2vec2-bert",  # clipped_relative: position_embeddings_type "relative_key"
+    "bros",  # bbox_sinusoid: dim_bbox 8
+    "layoutlmv3",  # layout_relative_bias: rel_pos_bins, max_rel_pos, rel_2d_pos_bins, max_rel_2d_pos
+    "reformer",  # axial
+    "sam3_lite_text_text_model",  # resampled
+    "xlnet",  # relative_sinusoid
+    "cpmant",  # segment_bias
+    "sew-d",  # deberta relative: relative_attention True, position_buckets 256
+    "idefics3_vision",  # grid
+    "mimi",  # rope (a codec's transformer)
+    "mask2former",  # a Swin backbone tower (backbone_config without patch_size)
+    "siglip2",  # a composite: each tower's sub-config with its defaults left out
+)
+
+#: Bookkeeping keys (not the model's): what save_pretrained adds or AutoConfig sets on loading.
+_BOOKKEEPING = {"_name_or_path", "transformers_version", "architectures", "dtype", "torch_dtype"}
+
+
+def _class_defaults(config) -> dict:
+    with quiet():
+        return type(config)().to_dict()
+
+
+def _without_defaults(saved: dict, config) -> dict:
+    """``saved`` (a config.json as save_pretrained writes it) less every field equal to the config
+    class's default, sub-configs (towers, backbones) by their own classes' defaults."""
+    defaults = _class_defaults(config)
+    out = {}
+    for key, value in saved.items():
+        sub = getattr(config, key, None)
+        if isinstance(value, dict) and isinstance(sub, transformers.PreTrainedConfig):
+            out[key] = _without_defaults(value, sub)
+        elif key in ("model_type", "transformers_version") or key not in defaults or defaults[key] != value:
+            out[key] = value
+    return out
+
+
+def _flat(d: dict, prefix: tuple = ()) -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and "model_type" in value:
+            out.update(_flat(value, (*prefix, key)))
+        else:
+            out[(*prefix, key)] = value
+    return out
+
+
+def _config_differences(ours: dict, theirs: dict) -> list[tuple]:
+    a, b = _flat(ours), _flat(theirs)
+    return sorted(k for k in set(a) | set(b) if k[-1] not in _BOOKKEEPING and a.get(k, ...) != b.get(k, ...))
+
+
+def _hub_shaped_copy(config, full: Path, hub: Path) -> tuple[dict, list[tuple]]:
+    """``hub``: ``full``'s checkpoint with a config.json that leaves out every default (a field
+    transformers would then fill differently, such as a backbone's label2id, is put back, so that
+    both files describe the same model); returns that config.json and the fields left out."""
+    import shutil
+
+    saved = json.loads((full / "config.json").read_text())
+    shaped = _without_defaults(saved, config)
+    shutil.copytree(full, hub)
+    for _ in range(3):
+        (hub / "config.json").write_text(json.dumps(shaped))
+        with quiet():
+            back = transformers.AutoConfig.from_pretrained(hub)
+        differing = _config_differences(config.to_dict(), back.to_dict())
+        if not differing:
+            break
+        for path in differing:
+            into = shaped
+            for part in path[:-1]:
+                into = into[part]
+            into[path[-1]] = _flat(saved)[path]
+    assert not differing, f"the shaped config.json no longer describes the model: {differing}"
+    left_out = sorted(set(_flat(saved)) - set(_flat(shaped)))
+    return shaped, left_out
+
+
+_NOT_READ = {"source", "config_path"}
+
+
+def _record_differences(a, b, path: str = "") -> list[str]:
+    """Where two readings differ (arrays by value; the SOURCE, the config path and the raw
+    config.json dict a table keeps are not readings)."""
+    import dataclasses
+
+    import numpy as np
+
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        if type(a) is not type(b):
+            return [f"{path}: {type(a).__name__} vs {type(b).__name__}"]
+        return [
+            d
+            for f in dataclasses.fields(a)
+            if f.name not in _NOT_READ and not (f.name == "config" and isinstance(getattr(a, f.name), dict))
+            for d in _record_differences(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+        ]
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return [] if np.array_equal(np.asarray(a), np.asarray(b)) else [f"{path}: arrays differ"]
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} vs {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _record_differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [
+            d
+            for k in sorted(set(a) | set(b), key=str)
+            for d in _record_differences(a.get(k), b.get(k), f"{path}[{k!r}]")
+        ]
+    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+
+
+@pytest.mark.parametrize("model_type", HUB_SHAPED_TYPES)
+def test_a_config_without_its_defaults_reads_as_the_full_one(tmp_path, model_type):
+    """The tiny checkpoint of ``model_type`` (its own transformers class, as the conformance suite
+    builds it) read from a config.json that leaves out every field at its config class's default
+    gives the same mechanisms, limits and values as from the full config.json (which the
+    conformance suite holds to the model itself)."""
+    from conformance.tiny import tiny_composite_config, tiny_model
+
+    from flax_posenc.conversion import inspect_source
+
+    if model_type == "siglip2":  # a composite: both towers tiny
+        torch.manual_seed(0)
+        with quiet():
+            model = transformers.AutoModel.from_config(tiny_composite_config(model_type)).eval()
+    else:
+        model = tiny_model(model_type)
+    full, hub = tmp_path / "full", tmp_path / "hub"
+    with quiet():
+        model.save_pretrained(full)
+    shaped, left_out = _hub_shaped_copy(model.config, full, hub)
+    assert left_out, "no field left out: the case tests nothing"
+    expected, found = inspect_source(full), inspect_source(hub)
+    assert _record_differences(expected.mechanisms, found.mechanisms) == []
+    assert expected.limit == found.limit
+    assert [u.to_dict() for u in expected.unread] == [u.to_dict() for u in found.unread]
+    # where READER_DEFAULTS fills a field, the file leaves at least one of them out (the case tests the filling)
+    from flax_posenc.conversion.config_defaults import READER_DEFAULTS
+
+    saved = json.loads((full / "config.json").read_text())
+    filled = [p for p in left_out if p[-1] in READER_DEFAULTS.get(_model_type_at(saved, p[:-1]), {})]
+    assert bool(filled) == (model_type in FILLED), (filled, left_out)
+
+
+#: The cases above whose reading needed READER_DEFAULTS (the others read no field a Hub file leaves out).
+FILLED = {
+    "swin",
+    "dab-detr",
+    "sew",
+    "layoutlm",
+    "sam_vision_model",
+    "fastspeech2_conformer",
+    "wav2vec2-bert",
+    "bros",
+    "layoutlmv3",
+    "sew-d",
+    "mask2former",
+}
+
+
+def _model_type_at(config: dict, path: tuple) -> str:
+    for part in path:
+        config = config[part]
+    return str(config.get("model_type"))
+
+
+def test_every_reader_default_is_transformers_own():
+    """READER_DEFAULTS holds the values of transformers' config classes (tuples as JSON lists)."""
+    from transformers import CONFIG_MAPPING
+
+    from flax_posenc.conversion.config_defaults import READER_DEFAULTS
+
+    wrong = []
+    for model_type, fields in READER_DEFAULTS.items():
+        with quiet():
+            config = CONFIG_MAPPING[model_type]()
+        for field, value in fields.items():
+            theirs = getattr(config, field)
+            theirs = list(theirs) if isinstance(theirs, tuple) else theirs
+            if theirs != value or type(theirs) is not type(value):
+                wrong.append(f"{model_type}.{field}: ours {value!r}, transformers {theirs!r}")
+    assert wrong == [], wrong
+
+
+def test_a_left_out_default_is_filled_not_guessed(tmp_path, monkeypatch):
+    """Without READER_DEFAULTS, DAB-DETR's sines would take DETR's temperature (10000) for its 20,
+    and SAM's config without use_rel_pos would lose its decomposed tables: the cases above test
+    the filling, not a reader that happens to agree."""
+    from conformance.tiny import tiny_model
+
+    from flax_posenc.conversion import config_defaults, inspect_source
+
+    for model_type in ("dab-detr", "sam_vision_model"):
+        model = tiny_model(model_type)
+        full, hub = tmp_path / model_type / "full", tmp_path / model_type / "hub"
+        with quiet():
+            model.save_pretrained(full)
+        _hub_shaped_copy(model.config, full, hub)
+        expected = inspect_source(full)
+        with monkeypatch.context() as m:
+            others = {k: v for k, v in config_defaults.READER_DEFAULTS.items() if k != model_type}
+            m.setattr(config_defaults, "READER_DEFAULTS", others)
+            found = inspect_source(hub)
+        assert _record_differences(expected.mechanisms, found.mechanisms) != [], model_type
+
+
+# --------------------------------------------------------------------------- the same configs, spelled otherwise
+
+#: (model type, the field's path in config.json, how the Hub file spells it): an alias from the
+#: config class's ``attribute_map`` (a new name), or a square ``[n, n]`` for an int (``None``).
+HUB_SPELLINGS = (
+    ("swin", ("num_heads",), "num_attention_heads"),  # refused before (num_heads: found None)
+    ("qwen3_vl_vision", ("num_heads",), "num_attention_heads"),  # read the row's 16 heads before
+    ("qwen2_5_vl", ("vision_config", "num_heads"), "num_attention_heads"),  # head_dim 4 for 32 before
+    ("xlnet", ("d_model",), "hidden_size"),  # d_model 1024 for 64 before
+    ("detr", ("d_model",), "hidden_size"),
+    ("maskformer", ("decoder_config", "d_model"), "hidden_size"),  # a sub-config the row reads itself
+    ("mask2former", ("backbone_config", "num_heads"), "num_attention_heads"),  # a backbone tower
+    ("pixtral", ("patch_size",), None),  # patch_size None before
+    ("swin", ("image_size",), None),
+)
+
+
+def _respelled(config: dict, path: tuple, name: str | None) -> dict:
+    import copy
+
+    out = copy.deepcopy(config)
+    into = out
+    for part in path[:-1]:
+        into = into[part]
+    value = into.pop(path[-1])
+    if name is None:
+        into[path[-1]] = [value, value]
+    else:
+        into[name] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("model_type", "path", "name"), HUB_SPELLINGS, ids=[f"{t}-{'.'.join(p)}-{n or 'list'}" for t, p, n in HUB_SPELLINGS]
+)
+def test_a_config_spelled_otherwise_reads_as_transformers_reads_it(tmp_path, model_type, path, name):
+    """The Hub-shaped file of the cases above with one field under another spelling transformers
+    takes: transformers builds the same config from it, and we read the same mechanisms."""
+    from conformance.tiny import tiny_model
+
+    from flax_posenc.conversion import inspect_source
+
+    model = tiny_model(model_type)
+    full, hub = tmp_path / "full", tmp_path / "hub"
+    with quiet():
+        model.save_pretrained(full)
+    shaped, _ = _hub_shaped_copy(model.config, full, hub)
+    assert _flat(shaped).get(path) is not None, f"{path} not in the file: the case tests nothing"
+    (hub / "config.json").write_text(json.dumps(_respelled(shaped, path, name)))
+    with quiet():
+        back = transformers.AutoConfig.from_pretrained(hub)
+    assert _config_differences(model.config.to_dict(), back.to_dict()) == ([] if name else [path])
+    expected, found = inspect_source(full), inspect_source(hub)
+    assert _record_differences(expected.mechanisms, found.mechanisms) == []
+
+
+def test_a_patch_size_that_is_not_square_is_refused_naming_it(tmp_path):
+    from conformance.tiny import tiny_model
+
+    from flax_posenc.conversion import inspect_source
+    from flax_posenc.errors import CheckpointError
+
+    model = tiny_model("pixtral")
+    with quiet():
+        model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "patch_size": [4, 8]}))
+    with pytest.raises(CheckpointError, match=r"patch_size as a positive integer, found \[4, 8\]"):
+        inspect_source(tmp_path)
+
+
+def test_every_field_alias_is_transformers_own():
+    """FIELD_ALIASES is each config class's attribute_map (alias -> field), whole."""
+    from transformers import CONFIG_MAPPING
+
+    from flax_posenc.conversion.config_defaults import FIELD_ALIASES
+
+    wrong = [
+        f"{t}: ours {dict(a)}, transformers {CONFIG_MAPPING[t].attribute_map}"
+        for t, a in FIELD_ALIASES.items()
+        if dict(a) != dict(CONFIG_MAPPING[t].attribute_map)
+    ]
+    assert wrong == [], wrong

@@ -170,4 +170,167 @@ def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     return {**defaults, **config}
 
 
-__all__ = ["CONFIG_DEFAULTS", "with_defaults"]
+_W2V_CONV = {"conv_kernel": [10, 3, 3, 3, 3, 2, 2], "conv_stride": [5, 2, 2, 2, 2, 2, 2]}
+_SEW_CONV = {
+    "conv_kernel": [10, 3, 1, 3, 1, 3, 1, 3, 1, 2, 1, 2, 1],
+    "conv_stride": [5, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1],
+}
+
+#: The other readers' fields (window biases, DETR sines, SAM's decomposed tables, layout boxes,
+#: conformer and convolutional speech positions): model_type -> {field: transformers' default},
+#: for the fields a reader needs and a Hub ``config.json`` may leave out at its default (tuples
+#: as JSON lists); transformers 5.24.0. :func:`with_reader_defaults` fills them in before any
+#: reader of :func:`~flax_posenc.conversion.models.read_model` sees the config (a tower's
+#: sub-config by its own model type); ``tests/test_hub_shaped_configs.py`` checks each value
+#: against transformers' config class.
+READER_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "swin": {"patch_size": 4},
+        "swinv2": {"patch_size": 4},
+        "donut-swin": {"patch_size": 4},
+        "maskformer-swin": {"patch_size": 4},
+        "swin2sr": {"patch_size": 1},
+        "dab-detr": {"temperature_height": 20, "temperature_width": 20},
+        "pp_doclayout_v3": {"encoder_hidden_dim": 256},
+        "pp_doclayout_v4": {"encoder_hidden_dim": 256},
+        **{
+            t: {"use_rel_pos": True}
+            for t in (
+                "sam_vision_model",
+                "sam_hq_vision_model",
+                "got_ocr2_vision",
+                "pp_formulanet_vision",
+                "slanext_vision",
+                "deepseek_ocr2_sam_vision_model",
+                "unlimited_ocr_sam_vision_model",
+            )
+        },
+        "fastspeech2_conformer": {"encoder_num_attention_heads": 2, "decoder_num_attention_heads": 2},
+        "layoutlm": {"max_2d_position_embeddings": 1024},
+        "layoutlmv3": {
+            "max_2d_position_embeddings": 1024,
+            "has_relative_attention_bias": True,
+            "has_spatial_attention_bias": True,
+            "rel_pos_bins": 32,
+            "max_rel_pos": 128,
+            "rel_2d_pos_bins": 64,
+            "max_rel_2d_pos": 256,
+        },
+        "lilt": {"max_2d_position_embeddings": 1024},
+        "bros": {"dim_bbox": 8},
+        "wav2vec2-bert": {"position_embeddings_type": "relative_key"},
+        "wav2vec2-conformer": {**_W2V_CONV, "position_embeddings_type": "relative"},
+        **{
+            t: _W2V_CONV
+            for t in ("wav2vec2", "hubert", "data2vec-audio", "unispeech", "unispeech-sat", "omniasr_audio")
+        },
+        "sew": {**_SEW_CONV, "squeeze_factor": 2},
+        "sew-d": {
+            **_SEW_CONV,
+            "squeeze_factor": 2,
+            "relative_attention": True,
+            "position_buckets": 256,
+            "pos_att_type": ["p2c", "c2p"],
+            "share_att_key": True,
+            "norm_rel_ebd": "layer_norm",
+            "max_position_embeddings": 512,
+        },
+    }
+)
+
+_DEPTH = {"num_attention_heads": "num_heads", "num_hidden_layers": "depth"}
+_SWIN = {"num_attention_heads": "num_heads", "num_hidden_layers": "num_layers"}
+_DETR = {
+    "hidden_size": "d_model",
+    "num_attention_heads": "encoder_attention_heads",
+    "num_hidden_layers": "encoder_layers",
+}
+_RT_DETR = {"hidden_size": "d_model", "num_attention_heads": "encoder_attention_heads"}
+_GRANITE_SPEECH = {
+    "hidden_size": "hidden_dim",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "num_mel_bins": "input_dim",
+}
+
+#: The other spellings transformers takes for these readers' fields (its config classes'
+#: ``attribute_map``: alias -> field): model_type -> {alias: field}; a Hub ``config.json`` may say
+#: ``num_attention_heads`` for Swin's ``num_heads`` or ``hidden_size`` for DETR's ``d_model``, and
+#: :func:`with_reader_defaults` reads the alias as the field it names (when the field itself is
+#: absent) before filling :data:`READER_DEFAULTS`; transformers 5.24.0, checked by
+#: ``tests/test_hub_shaped_configs.py``.
+FIELD_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        **{t: _DETR for t in ("conditional_detr", "detr", "table-transformer")},
+        **{t: _RT_DETR for t in ("d_fine", "deformable_detr", "deimv2", "pp_doclayout_v3", "rt_detr", "rt_detr_v2")},
+        "dab-detr": {"num_attention_heads": "encoder_attention_heads", "num_hidden_layers": "encoder_layers"},
+        "pp_doclayout_v4": {"d_model": "hidden_size", "num_attention_heads": "encoder_attention_heads"},
+        "mask2former": {"hidden_size": "hidden_dim", "num_hidden_layers": "decoder_layers"},
+        "oneformer": {"hidden_size": "hidden_dim", "num_hidden_layers": "decoder_layers"},
+        "maskformer": {"hidden_size": "mask_feature_size"},
+        **{t: _SWIN for t in ("swin", "swinv2", "donut-swin", "maskformer-swin")},
+        "swin2sr": {**_SWIN, "hidden_size": "embed_dim"},
+        **{
+            t: _DEPTH
+            for t in (
+                "ernie4_5_vl_moe_vision",
+                "exaone4_5_vision",
+                "glm4v_moe_vision",
+                "glm4v_vision",
+                "glm5_next_vision",
+                "glm_ocr_vision",
+                "qwen2_5_omni_vision_encoder",
+                "qwen2_5_vl_vision",
+                "qwen2_vl_vision",
+                "qwen3_5_moe_vision",
+                "qwen3_5_vision",
+                "qwen3_omni_moe_vision_encoder",
+                "qwen3_vl_moe_vision",
+                "qwen3_vl_vision",
+                "qwen4_exp_vision",
+            )
+        },
+        "fastspeech2_conformer": {
+            "num_hidden_layers": "encoder_layers",
+            "num_attention_heads": "encoder_num_attention_heads",
+        },
+        "granite_speech_encoder": _GRANITE_SPEECH,
+        "granite_speech_plus_encoder": _GRANITE_SPEECH,
+        "xlnet": {
+            "n_token": "vocab_size",
+            "hidden_size": "d_model",
+            "num_attention_heads": "n_head",
+            "num_hidden_layers": "n_layer",
+        },
+    }
+)
+
+
+def with_reader_defaults(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` with each :data:`FIELD_ALIASES` alias it spells read as its field, and its model
+    type's :data:`READER_DEFAULTS` for the fields it leaves out, and so each sub-config with a
+    ``model_type`` of its own (``config`` itself when nothing applies; the aliases stay as given).
+
+    >>> with_reader_defaults({"model_type": "swin", "image_size": 32})["patch_size"]
+    4
+    >>> with_reader_defaults({"model_type": "swin", "num_attention_heads": [2, 4]})["num_heads"]
+    [2, 4]
+    """
+    model_type = str(config.get("model_type"))
+    named = {
+        field: config[alias]
+        for alias, field in FIELD_ALIASES.get(model_type, {}).items()
+        if alias in config and field not in config
+    }
+    defaults = READER_DEFAULTS.get(model_type, {})
+    nested = {  # a sub-config a row reads as part of its own (Qwen2.5-VL's vision_config, MaskFormer's DETR)
+        key: filled
+        for key, sub in config.items()
+        if isinstance(sub, Mapping) and "model_type" in sub and (filled := with_reader_defaults(sub)) is not sub
+    }
+    if not named and not nested and all(field in config for field in defaults):
+        return config
+    return {**defaults, **config, **named, **nested}
+
+
+__all__ = ["CONFIG_DEFAULTS", "FIELD_ALIASES", "READER_DEFAULTS", "with_defaults", "with_reader_defaults"]

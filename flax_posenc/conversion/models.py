@@ -27,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast, overload
 
+from flax_posenc.conversion.config_defaults import with_reader_defaults
 from flax_posenc.conversion.families import model_type_spellings
 from flax_posenc.conversion.mechanisms import MECHANISMS, ReadContext
 from flax_posenc.conversion.no_position import NO_POSITION_MODEL_TYPES, NoPositionEncoding
@@ -640,7 +641,7 @@ def read_model(source: str | os.PathLike, config: Mapping[str, Any], config_path
     plan = MECHANISMS.plan(config.get("model_type"))
     if plan is None:
         return _read_towers(source, config, config_path)
-    context = ReadContext(source, config, config_path)
+    context = ReadContext(source, with_reader_defaults(config), config_path)  # a Hub config's omitted defaults
     found: list[Mechanism] = []
     for kind, row in plan:
         assert kind.read is not None  # a kind with rows has a reader (MECHANISMS checks it)
@@ -675,7 +676,7 @@ def _read_tower(
             del unread[before:]
         unread.append(UnreadTower(tower, field, sub["model_type"], refusal(sub["model_type"])))
         return []
-    context = ReadContext(source, sub, config_path, section=field)
+    context = ReadContext(source, with_reader_defaults(sub), config_path, section=field)
     found: list[Mechanism] = []
     for kind, row in plan:
         assert kind.read is not None

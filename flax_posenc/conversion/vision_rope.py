@@ -620,8 +620,8 @@ def read_vision_rope(
     elif sub is not None:
         raise fail(where, "vision_config as an object", type(sub).__name__)
     cfg = vision_rope_config(row, config, where)
-    patch = config.get("patch_size", row.defaults.get("patch_size"))
-    patch_size = patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None
+    patch = config.get("patch_size", row.defaults.get("patch_size"))  # a square [n, n] is n; another: refused
+    patch_size = None if patch is None else _int_field(config, row, "patch_size", where)
     if row.grid_key is None:
         return [VisionRopeSource(source, model_type, row.name, cfg, patch_size, prefix_angle_key=row.prefix_angle_key)]
     if row.grid_side_field is not None:

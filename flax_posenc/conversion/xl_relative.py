@@ -242,10 +242,10 @@ def _layer_of(name: str, suffix: str) -> tuple[str, int] | None:
 
 
 def _heads(config: Mapping[str, Any], stack: str, dim: int, where: object) -> int:
-    """A stack's heads: ``encoder_num_attention_heads`` for ``encoder.*`` (FastSpeech2), else
-    ``num_attention_heads``."""
-    own = f"{stack.split('.')[0]}_num_attention_heads"
-    field = own if own in config else "num_attention_heads"
+    """A stack's heads: ``encoder_num_attention_heads`` for ``encoder.*`` (FastSpeech2; also under a
+    composite's prefix, ``model.encoder.*``), else ``num_attention_heads``."""
+    owns = [f"{part}_num_attention_heads" for part in stack.split(".")]
+    field = next((own for own in owns if own in config), "num_attention_heads")
     heads = _positive(config, field, where)
     if dim % heads:
         raise fail(where, f"{field} dividing hidden_size {dim}", str(heads))
