@@ -210,8 +210,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
         },
         "phi4_multimodal": "its own text model's RoPE (the top-level config's rotary_emb, beside its vision and audio "
         "towers) is not read",
-        "fastspeech2_conformer_with_hifigan": "its FastSpeech2-Conformer tower is not verified inside the composite "
-        "(the saved model_config keeps the head counts per stack, not num_attention_heads)",
         "xcodec": "its acoustic DAC tower is not verified (the model builds its parts, no module from acoustic_model_config)",
         "higgs_audio_v2_tokenizer": "its acoustic and semantic towers are not verified (the model needs torchaudio)",
         "xclip": (
@@ -388,8 +386,8 @@ def refusal(model_type: object) -> str:
     transformers' error building it (:data:`~flax_posenc.conversion.unread_mechanisms.UNBUILDABLE_MODEL_TYPES`);
     a model type the pinned transformers does not know: "not in the registry".
 
-    >>> refusal("gemma3n_text")
-    'gemma3n_text: per-layer AltUp inputs are not read'
+    >>> refusal("chameleon")
+    "chameleon: its own text model's RoPE (the top-level config, beside its vq_config tower) is not read"
     """
     if isinstance(model_type, str):
         for spelling in model_type_spellings(model_type):

@@ -132,6 +132,11 @@ KIND_PHRASES["axial"] = "axial position embeddings (Reformer)"
 KIND_PHRASES["resampled"] = "a table resampled to every length (SAM3-Lite's text encoder)"
 KIND_PHRASES["relative_sinusoid"] = "sinusoids of query-key distances (XLNet)"
 KIND_PHRASES["segment_bias"] = "segment relative position biases (CPM-Ant)"
+KIND_PHRASES["decomposed_rel_pos"] = "SAM/ViTDet decomposed relative positions (rel_pos_h, rel_pos_w)"
+KIND_PHRASES["xl_relative"] = "Transformer-XL relative sinusoids (Parakeet, FastSpeech2-Conformer)"
+KIND_PHRASES["clipped_relative"] = "relative keys clamped to a window (wav2vec2-bert, Granite Speech, VITS)"
+KIND_PHRASES["bbox_sinusoid"] = "sinusoids of bounding-box differences (BROS)"
+KIND_PHRASES["layout_relative_bias"] = "1-D and 2-D relative attention biases (LayoutLMv3)"
 
 
 def _description() -> str:

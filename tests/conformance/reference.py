@@ -1975,12 +1975,17 @@ def _untowered_position_problems(model, towers) -> list[str]:
     positions live in the composite itself, beside its vision tower; Chameleon's own text model keeps
     its rotary module beside its VQ tower): not read by any tower, so the type is not read."""
     inside = {id(t) for module in towers for t in (*module.parameters(), *module.buffers(), *module.modules())}
-    named = (*model.named_parameters(), *model.named_buffers(), *model.named_modules())
-    found = [
-        name
-        for name, thing in named
-        if name and id(thing) not in inside and any(_POSITION_NAME.match(part) for part in name.split("."))
-    ]
+
+    def outside(named):
+        return [
+            name
+            for name, thing in named
+            if name and id(thing) not in inside and any(_POSITION_NAME.match(part) for part in name.split("."))
+        ]
+
+    # parameters and buffers (a position_ids index buffer is not a mechanism), then a module holding neither
+    found = [n for n in outside((*model.named_parameters(), *model.named_buffers())) if not n.endswith("position_ids")]
+    found += [n for n in outside(model.named_modules()) if not any(f.startswith(n + ".") for f in found)]
     if not found:
         return []
     return [f"position parameters outside every tower, not read: {', '.join(found[:4])}"]
