@@ -120,7 +120,14 @@ def test_overwrite_keeps_the_old_destination_when_publishing_fails(tmp_path, mon
 
 # --------------------------------------------------------------------------- races and signals, processes
 
-WORKER = """
+#: A terminal's foreground process starts with SIGINT at its default; a process launched in the
+#: background by a non-interactive shell (a CI runner's ``cmd &``) inherits it ignored, and Python then
+#: never raises KeyboardInterrupt. The children here restore it first, as a terminal would have it.
+DEFAULT_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+WORKER = (
+    DEFAULT_SIGINT
+    + """
 import os, sys, time
 import numpy as np
 from flax_posenc.conversion import CheckpointError, export_position_table, load_position_table
@@ -137,6 +144,7 @@ except CheckpointError as e:
     sys.exit(2)
 print("ok", flush=True)
 """
+)
 
 
 def spawn(*args: str, hold: Path | None = None) -> subprocess.Popen:
@@ -217,8 +225,9 @@ def test_cli_ctrl_c_during_export_exits_130_and_cleans_up(tmp_path):
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "flax_posenc.report.cli",
+            "-c",
+            DEFAULT_SIGINT
+            + "import runpy; runpy.run_module('flax_posenc.report.cli', run_name='__main__', alter_sys=True)",
             "extend",
             str(src),
             "--length",
