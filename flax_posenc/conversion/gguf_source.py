@@ -701,7 +701,13 @@ def llama3_from_rope_freqs(g: GGUFFile, config: Mapping[str, Any]) -> dict[str, 
     if int(medium.sum()) < 2:
         raise fail(where, "llama3 factors with at least two dims between 1 and the largest (to fit them)", not_llama3)
     s = (1 / f[medium] - 1 / factor) / (1 - 1 / factor)  # = (L x - 1) / (high - 1) = a x - b
-    (a, b), *_ = np.linalg.lstsq(np.stack([x[medium], -np.ones(int(medium.sum()))], 1), s, rcond=None)
+    design = np.stack([x[medium], -np.ones(int(medium.sum()))], 1)
+    if not (np.isfinite(design).all() and np.isfinite(s).all()):  # a rope_theta of 0, inf or nan in the header
+        raise fail(where, "llama3 frequency factors under a finite rope_theta", not_llama3)
+    try:
+        (a, b), *_ = np.linalg.lstsq(design, s, rcond=None)
+    except np.linalg.LinAlgError:
+        raise fail(where, "llama3 frequency factors", not_llama3) from None
     if not (a > 0 and b > 0 and np.isfinite(a / b)):
         raise fail(where, "llama3 frequency factors", not_llama3)
     params: dict[str, Any] = {
