@@ -223,10 +223,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
 REFUSED_MODEL_TYPES = MappingProxyType(
     {
         **REFUSED_MODEL_TYPES,
-        "mistral4": (
-            "its queries are scaled by position (rope_parameters llama_4_scaling_beta: "
-            "1 + beta * log(1 + floor(p / original_max_position_embeddings))), which is not read"
-        ),
         "ernie4_5_vl_moe_text": (
             "ERNIE 4.5-VL's multimodal RoPE (height and width on alternate frequencies of the first "
             "mrope_section[0] + mrope_section[1], time on the last mrope_section[2]) is not read"
@@ -451,6 +447,13 @@ class Mechanism:
         """RoPE kinds: the softmax scale its model's attention uses (see
         :mod:`flax_posenc.conversion.attention_scale`); else ``None``."""
         return getattr(self.record, "softmax_scale", None)
+
+    @property
+    def query_scale(self) -> tuple[float, int] | None:
+        """RoPE kinds: ``(beta, original_max_position_embeddings)`` when its model scales the queries by
+        ``1 + beta * log(1 + floor(p / original_max_position_embeddings))`` (Ministral 3, Mistral 4;
+        :func:`flax_posenc.attention_temperature` with ``position_offset=0``); else ``None``."""
+        return getattr(self.record, "query_scale", None)
 
     @property
     def alibi(self):
