@@ -330,6 +330,18 @@ def test_bad_query_scale_fields_are_one_line(tmp_path, model_type, change, field
     assert re.search(rf"expected (rope_parameters )?{field} .*found {found}$", message), message
 
 
+def test_a_query_scale_model_without_rope_parameters_is_refused(tmp_path):
+    """Without rope_parameters, Ministral3Config fills in YaRN (factor 16 over 16384) and beta 0.1 that a
+    plain read would miss: one line, not a default RoPE."""
+    from flax_posenc.errors import CheckpointError
+
+    config = {k: v for k, v in tiny_config("ministral3").to_dict().items() if k != "rope_parameters"}
+    with pytest.raises(
+        CheckpointError, match=r"config.json: expected rope_parameters \(ministral3's config class .*found none$"
+    ):
+        relative_configs_from_dict(config, path=tmp_path / "config.json")
+
+
 def test_mistral4_rope_head_share_must_fit_the_rope_head(tmp_path):
     config = tiny_config("mistral4").to_dict()
     config["rope_parameters"] = {**config["rope_parameters"], "partial_rotary_factor": 0.25}

@@ -24,9 +24,7 @@ Ministral 3 and Mistral 4 (:data:`QUERY_SCALE_MODEL_TYPES`) scale the queries of
 RoPE, by ``1 + beta * log(1 + floor(p / original_max_position_embeddings))`` (``rope_parameters``
 ``llama_4_scaling_beta``: :func:`query_scale_of` reads it onto the RoPE record).
 
->>> from flax_posenc.bounds import MAX_POSITIONS
-from flax_posenc.conversion.readers import fail
-from flax_posenc.rope_config import RopeConfig
+>>> from flax_posenc.rope_config import RopeConfig
 >>> rope = RopeConfig(head_dim=64, rope_type="yarn", factor=40.0, mscale_all_dim=1.0,
 ...                   original_max_position_embeddings=4096)
 >>> round(softmax_scale({"qk_nope_head_dim": 128, "qk_rope_head_dim": 64}, rope) * 192 ** 0.5, 4)
@@ -157,7 +155,7 @@ def query_scale_of(
       where: the file named in an error.
 
     Raises:
-      CheckpointError: a ``beta`` that is not a finite number, or an
+      CheckpointError: no parameters, a ``beta`` that is not a finite number, or an
         ``original_max_position_embeddings`` that is not a positive integer (transformers' attention
         cannot run without them), in one line naming the file and the field.
 
@@ -169,7 +167,13 @@ def query_scale_of(
     """
     if config.get("model_type") not in QUERY_SCALE_MODEL_TYPES:
         return None
-    parameters = parameters or {}
+    if not parameters:  # transformers' config class then fills in its own YaRN and beta
+        raise fail(
+            where,
+            f"rope_parameters ({config.get('model_type')}'s config class fills in YaRN and llama_4_scaling_beta "
+            "defaults without them, which are not read)",
+            "none",
+        )
     beta = parameters.get("llama_4_scaling_beta")
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta) or abs(beta) > 1e6:
         raise fail(
