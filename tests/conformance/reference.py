@@ -2022,7 +2022,7 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
         else:
             parts.append((field, tower_type, sub_config))
     for field, tower_type, sub_config in parts:
-        tower = tower_of_field(field)
+        tower = tower_of_field(field, tower_type)
         mechs = tuple(m for m in record.mechanisms if m.tower == tower)
         module = _tower_module(model, sub_config)
         if module is None:
