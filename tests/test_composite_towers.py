@@ -130,3 +130,64 @@ def test_a_part_that_is_not_a_tower_is_listed_unread(tmp_path):
     assert [(u.tower, u.field, u.model_type) for u in record.unread] == [
         ("perceiver", "perceiver_config", "idefics2_perceiver")
     ]
+
+
+# ----------------------------------------------------------------------------- tower labels and units
+
+
+def test_encoder_config_is_labelled_by_its_model_type():
+    """``encoder_config`` is a speech encoder for the recognisers (Parakeet, LASR), but Dia's and BLT's
+    are text encoders and the OCR models' vision encoders: the tower is what the sub-config is."""
+    from flax_posenc.conversion.models import composite_towers, tower_of_field
+
+    towers = {
+        sub: composite_towers({"model_type": "x", "encoder_config": {"model_type": sub}})[0][1]
+        for sub in ("parakeet_encoder", "lasr_encoder", "dia_encoder", "blt_local_encoder", "deepseek_ocr2_encoder")
+    }
+    assert towers == {
+        "parakeet_encoder": "audio",
+        "lasr_encoder": "audio",
+        "dia_encoder": "text",
+        "blt_local_encoder": "text",
+        "deepseek_ocr2_encoder": "vision",
+    }
+    assert tower_of_field("encoder_config") == "audio"  # no model type given: the recognisers' default
+
+
+def test_a_text_encoder_under_encoder_config_is_a_text_tower(tmp_path):
+    """Dia's encoder (RoPE over text tokens) as a composite's ``encoder_config``: its mechanisms are the
+    text tower's, its limit in tokens (an audio label would have put it in audio frames)."""
+    from conformance.tiny import tiny_config
+
+    config = {"model_type": "made_up_tts", "encoder_config": tiny_config("dia_encoder").to_dict()}
+    record = inspect_source(_write(tmp_path, config))
+    assert record.mechanisms and {(m.tower, m.unit) for m in record.mechanisms} == {("text", "tokens")}
+
+
+def _tiny_composite_dir(tmp_path, model_type):
+    from conformance.tiny import quiet, tiny_composite_config
+
+    with quiet():
+        config = tiny_composite_config(model_type).to_dict()
+    return _write(tmp_path, config)
+
+
+def test_an_audio_towers_rope_counts_audio_frames_not_prompt_tokens(tmp_path):
+    """GLM-ASR's audio encoder RoPE (32 frames in the tiny config) beside its Llama text tower (64 tokens):
+    the encoder's limit counts its frames, so a 40-token prompt fits; the record says the unit."""
+    record = inspect_source(_tiny_composite_dir(tmp_path, "glmasr"))
+    text, audio = record.mechanisms
+    assert (text.tower, text.unit, text.limit) == ("text", "tokens", 64)
+    assert (audio.tower, audio.unit, audio.limit) == ("audio", "audio frames", 32)
+    assert audio.to_dict()["unit"] == "audio frames" and "unit" not in text.to_dict()
+    assert "--- mechanism 2 of 2: rope (audio tower, limit in audio frames)" in str(record)
+    assert record.check_length(40)[0] and not record.check_length(65)[0]
+
+
+def test_an_audio_tower_alone_is_checked_in_its_frames(tmp_path):
+    """LASR CTC reads only its encoder's RoPE: ``--length`` counts that encoder's frames (nothing else to count)."""
+    record = inspect_source(_tiny_composite_dir(tmp_path, "lasr_ctc"))
+    (audio,) = record.mechanisms
+    assert (audio.tower, audio.unit) == ("audio", "audio frames")
+    limit = audio.limit
+    assert limit is not None and record.check_length(limit)[0] and not record.check_length(limit + 1)[0]

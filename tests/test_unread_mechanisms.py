@@ -192,3 +192,23 @@ def test_modality_from_auto_mappings(model_type, expected):
     from conformance.catalog import modality
 
     assert modality(model_type) == expected
+
+
+def test_a_composite_line_holds_its_towers_whole_lines():
+    """A tower's line is copied whole into its composite's (a ``;`` between two of the tower's mechanisms
+    no longer cuts the second off: Cohere Compass's vision grid), and a composite tower's line is its
+    own derived line, not "not read" (Qwen2.5-Omni's thinker, derived after the composite)."""
+    from conformance.catalog import composite_towers
+
+    checked, with_clauses = 0, 0
+    for model_type, line in UNREAD_MECHANISMS.items():
+        for field, tower in composite_towers(model_type) or ():
+            own = UNREAD_MECHANISMS.get(tower)
+            if own is None or f"{field} {tower} (" not in line:
+                continue
+            assert f"{field} {tower} ({own.removeprefix('not read: ')})" in line, (model_type, tower)
+            checked += 1
+            with_clauses += "; " in own
+    assert checked >= 20 and with_clauses >= 5, (checked, with_clauses)
+    assert "learned patch-position grid (pos_embed)" in UNREAD_MECHANISMS["cohere_compass"]
+    assert "qwen2_5_omni_thinker (not read)" not in UNREAD_MECHANISMS["qwen2_5_omni"]

@@ -159,6 +159,10 @@ def rope_alibi_families() -> tuple[str, list[str]]:
             out.append(f"`{r.rotary_dim_field}` rotated dims")
         if r.head_dim_default is not None:
             out.append(f"head width `{r.head_dim_field}` (default {r.head_dim_default})")
+        if r.rope_head_share:
+            out.append(f"rotary head `{r.head_dim_field}` (MLA), `partial_rotary_factor` its share of `head_dim`")
+        if r.layout_flag:
+            out.append(f"interleaved when `{r.layout_flag}`")
         if r.layer_types_rule:
             out.append(f"layer list as transformers derives it (`{r.layer_types_rule}`)")
         if r.rope_layer_rule:

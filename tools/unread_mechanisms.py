@@ -321,11 +321,13 @@ def mechanism_line(model_type: str, rec: dict) -> str | None:
 
 
 def _why(tower: str, lines: dict[str, str]) -> str:
-    """The first clause of a tower type's own line (its refusal), short enough for a composite's line."""
+    """A tower type's own line (its refusal), whole: its clauses (``"; "``: one per mechanism not read,
+    Cohere Compass's vision tower has two) stay inside the parentheses the composite's line puts
+    around it, so no mechanism of the tower is dropped from the composite's line."""
     from flax_posenc.conversion.models import REFUSED_MODEL_TYPES
 
     line = lines.get(tower) or REFUSED_MODEL_TYPES.get(tower) or "not read"
-    return line.removeprefix("not read: ").split("; ")[0]
+    return line.removeprefix("not read: ")
 
 
 def _tower_line(model_type: str, read: set[str], lines: dict[str, str]) -> str:
@@ -410,18 +412,22 @@ def derive(scanned: dict[str, dict], *, composites: bool = True) -> tuple[dict[s
             unread[t] = (
                 line or "not verified: no position tensor or module found, not declared without a conformance case"
             )
-    for t, rec in scanned.items():
-        if not composites:
+    # a composite whose tower is a composite (Qwen2.5-Omni's thinker) takes that tower's line, so the
+    # composites are derived until no line changes (towers nest two deep at most; a pass more to see it)
+    for _ in range(4 if composites else 0):
+        before = dict(unread)
+        for t, rec in scanned.items():
+            if rec.get("composite") and t not in read and t not in REFUSED_MODEL_TYPES and t not in MANUAL:
+                if composite_read(t):
+                    continue
+                if composite_towers(t) is None:  # its default config does not build here: transformers' error
+                    unbuildable[t] = _config_error(t)
+                    continue
+                unread[t] = _tower_line(
+                    t, read, {**unread, **{k: f"cannot be built here: {v}" for k, v in unbuildable.items()}}
+                )
+        if unread == before:
             break
-        if rec.get("composite") and t not in read and t not in REFUSED_MODEL_TYPES and t not in MANUAL:
-            if composite_read(t):
-                continue
-            if composite_towers(t) is None:  # its default config does not build here: transformers' error
-                unbuildable[t] = _config_error(t)
-                continue
-            unread[t] = _tower_line(
-                t, read, {**unread, **{k: f"cannot be built here: {v}" for k, v in unbuildable.items()}}
-            )
     return dict(sorted(unread.items())), dict(sorted(unbuildable.items()))
 
 

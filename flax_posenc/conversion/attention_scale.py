@@ -20,6 +20,9 @@ own attention modules for every RoPE model type read.
 Llama 4's NoPE layers are not position-free: with ``attn_temperature_tuning`` their queries are
 scaled by ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1`` at position ``p``
 (:func:`temperature_of` reads it; :func:`flax_posenc.attention_temperature` computes it on device).
+Ministral 3 and Mistral 4 (:data:`QUERY_SCALE_MODEL_TYPES`) scale the queries of every layer, after
+RoPE, by ``1 + beta * log(1 + floor(p / original_max_position_embeddings))`` (``rope_parameters``
+``llama_4_scaling_beta``: :func:`query_scale_of` reads it onto the RoPE record).
 
 >>> from flax_posenc.rope_config import RopeConfig
 >>> rope = RopeConfig(head_dim=64, rope_type="yarn", factor=40.0, mscale_all_dim=1.0,
@@ -34,9 +37,18 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from flax_posenc.bounds import MAX_POSITIONS
+from flax_posenc.conversion.readers import fail
 from flax_posenc.rope_config import RopeConfig
 
-__all__ = ["UNIT_SCALE_MODEL_TYPES", "softmax_scale", "temperature_of", "yarn_mscale"]
+__all__ = [
+    "QUERY_SCALE_MODEL_TYPES",
+    "UNIT_SCALE_MODEL_TYPES",
+    "query_scale_of",
+    "softmax_scale",
+    "temperature_of",
+    "yarn_mscale",
+]
 
 #: Model types whose attention does not scale ``q . k`` at all (``scaling = 1.0`` in transformers:
 #: their queries and keys are RMS-normalised).
@@ -119,3 +131,65 @@ def temperature_of(config: Mapping[str, Any], model_type: str) -> tuple[int, flo
     if not on or floor is None or scale is None:
         return None
     return int(floor), float(scale)
+
+
+#: Model types whose attention multiplies the (rotated) queries of every layer by transformers'
+#: ``get_llama_4_attn_scale(position_ids, rope_parameters["llama_4_scaling_beta"],
+#: rope_parameters["original_max_position_embeddings"])``: ``1 + beta * log(1 + floor(p / M))``.
+QUERY_SCALE_MODEL_TYPES: tuple[str, ...] = ("ministral3", "mistral4")
+
+
+def query_scale_of(
+    config: Mapping[str, Any], parameters: Mapping[str, Any] | None, rope: RopeConfig, where: object = "config.json"
+) -> tuple[float, int] | None:
+    """``(beta, original_max_position_embeddings)`` when the model type scales its queries by position
+    (:data:`QUERY_SCALE_MODEL_TYPES`), else ``None``.
+
+    Args:
+      config: the parsed (text) ``config.json`` (its ``model_type`` decides).
+      parameters: the RoPE parameters transformers keeps (``rope_scaling`` when present and not empty,
+        else ``rope_parameters``): ``llama_4_scaling_beta`` and ``original_max_position_embeddings``
+        are read there, as the attention reads them.
+      rope: the layer's RoPE as read: its ``original_max_position_embeddings`` when the parameters
+        leave it out (a YaRN config: transformers' default, ``max_position_embeddings``).
+      where: the file named in an error.
+
+    Raises:
+      CheckpointError: no parameters, a ``beta`` that is not a finite number, or an
+        ``original_max_position_embeddings`` that is not a positive integer (transformers' attention
+        cannot run without them), in one line naming the file and the field.
+
+    >>> query_scale_of({"model_type": "ministral3"}, {"llama_4_scaling_beta": 0.1}, RopeConfig(
+    ...     head_dim=8, rope_type="yarn", factor=16.0, original_max_position_embeddings=16384))
+    (0.1, 16384)
+    >>> query_scale_of({"model_type": "mistral"}, {"llama_4_scaling_beta": 0.1}, RopeConfig(head_dim=8)) is None
+    True
+    """
+    if config.get("model_type") not in QUERY_SCALE_MODEL_TYPES:
+        return None
+    if not parameters:  # transformers' config class then fills in its own YaRN and beta
+        raise fail(
+            where,
+            f"rope_parameters ({config.get('model_type')}'s config class fills in YaRN and llama_4_scaling_beta "
+            "defaults without them, which are not read)",
+            "none",
+        )
+    beta = parameters.get("llama_4_scaling_beta")
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta) or abs(beta) > 1e6:
+        raise fail(
+            where,
+            "rope_parameters llama_4_scaling_beta as a finite number (the attention scales its queries by "
+            "1 + beta * log(1 + floor(p / original_max_position_embeddings)))",
+            repr(beta)[:80],
+        )
+    original = parameters.get("original_max_position_embeddings")
+    if original is None:
+        original = rope.original_max_position_embeddings
+    if isinstance(original, bool) or not isinstance(original, int) or not 1 <= original <= MAX_POSITIONS:
+        raise fail(
+            where,
+            f"rope_parameters original_max_position_embeddings as an integer in 1..{MAX_POSITIONS} (the "
+            "attention scales its queries by position in steps of it)",
+            repr(original)[:80],
+        )
+    return float(beta), original

@@ -98,6 +98,7 @@ CONFIG_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "minimax_m3_vl_text": {"head_dim": 128, "max_position_embeddings": 524288, "rope_theta": 5000000.0},
         "ministral": {"max_position_embeddings": 131072},
         "ministral3": {"head_dim": 128, "max_position_embeddings": 262144, "rope_theta": 1000000.0},
+        "mistral4": {"max_position_embeddings": 1048576, "rope_interleave": True},
         "mistral_large4_text": {"max_position_embeddings": 1048576},
         "molmo2_text": {"head_dim": 128, "max_position_embeddings": 36864},
         "muse_glimmer_text": {"head_dim": 128, "max_position_embeddings": 131072},

@@ -41,6 +41,7 @@ __all__ = [
     "REFUSED_MODEL_TYPES",
     "TOWER_FIELDS",
     "TOWER_UNITS",
+    "ENCODER_CONFIG_TOWERS",
     "HEAD_TOWER_FIELDS",
     "UnreadTower",
     "composite_towers",
@@ -223,10 +224,6 @@ REFUSED_MODEL_TYPES: Mapping[str, str] = MappingProxyType(
 REFUSED_MODEL_TYPES = MappingProxyType(
     {
         **REFUSED_MODEL_TYPES,
-        "mistral4": (
-            "its queries are scaled by position (rope_parameters llama_4_scaling_beta: "
-            "1 + beta * log(1 + floor(p / original_max_position_embeddings))), which is not read"
-        ),
         "ernie4_5_vl_moe_text": (
             "ERNIE 4.5-VL's multimodal RoPE (height and width on alternate frequencies of the first "
             "mrope_section[0] + mrope_section[1], time on the last mrope_section[2]) is not read"
@@ -277,13 +274,27 @@ TOWER_FIELDS: Mapping[str, str] = MappingProxyType(
         # BLIP-2 / InstructBLIP's Q-Former: its own positions (a learned table, or none) are read (issue 35)
         "qformer_config": "qformer",
         "backbone_config": "backbone",
-        # issue 36: the speech encoder of a recogniser (Parakeet CTC/RNNT/TDT, Cohere ASR, Nemotron ASR); a
-        # composite is read as towers only when every sub-config is one, so Dia's or BLT's text encoders stay apart
+        # issue 36: the speech encoder of a recogniser (Parakeet CTC/RNNT/TDT, Cohere ASR, Nemotron ASR); the
+        # encoders of ENCODER_CONFIG_TOWERS are what their model type says (Dia's and BLT's text encoders)
         "encoder_config": "audio",
     }
 )
 
-#: What each tower's input is measured in (its limit's unit): tokens, image pixels, seconds of audio.
+#: ``encoder_config`` sub-configs that are not a speech encoder, by their ``model_type``: the tower
+#: they are (Dia's text encoder, BLT's byte encoder; the OCR models' vision encoders); any other
+#: ``encoder_config`` is an audio tower (:func:`tower_of_field`).
+ENCODER_CONFIG_TOWERS: Mapping[str, str] = MappingProxyType(
+    {
+        "dia_encoder": "text",
+        "blt_local_encoder": "text",
+        "deepseek_ocr2_encoder": "vision",
+        "unlimited_ocr_vision_encoder": "vision",
+    }
+)
+
+#: What each tower's input is measured in: tokens, image pixels, seconds of audio. (A mechanism's own
+#: limit may count something else: the RoPE of an audio tower counts its encoder's frames,
+#: :attr:`Mechanism.unit` ``"audio frames"``.)
 #: A ``backbone`` (``backbone_config``: the ResNet, Swin or DINOv2 under a detection, segmentation or
 #: depth head) takes the image's pixels, as a vision tower does.
 TOWER_UNITS: Mapping[str, str] = MappingProxyType(
@@ -296,13 +307,19 @@ TOWER_UNITS: Mapping[str, str] = MappingProxyType(
 HEAD_TOWER_FIELDS: frozenset[str] = frozenset({"backbone_config"})
 
 
-def tower_of_field(field: str) -> str:
+def tower_of_field(field: str, model_type: object = None) -> str:
     """The tower a sub-config field of a composite ``config.json`` is: its :data:`TOWER_FIELDS` name,
-    else the field without ``_config`` (``vq_config`` -> ``"vq"``, an encoder-decoder's ``encoder``).
+    else the field without ``_config`` (``vq_config`` -> ``"vq"``, an encoder-decoder's ``encoder``);
+    an ``encoder_config`` whose sub-config's ``model_type`` is in :data:`ENCODER_CONFIG_TOWERS` is the
+    tower named there (Dia's text encoder), any other an ``"audio"`` tower.
 
     >>> tower_of_field("vision_config"), tower_of_field("codec_config"), tower_of_field("decoder")
     ('vision', 'codec', 'decoder')
+    >>> tower_of_field("encoder_config", "parakeet_encoder"), tower_of_field("encoder_config", "dia_encoder")
+    ('audio', 'text')
     """
+    if field == "encoder_config" and isinstance(model_type, str) and model_type in ENCODER_CONFIG_TOWERS:
+        return ENCODER_CONFIG_TOWERS[model_type]
     return TOWER_FIELDS.get(field, field.removesuffix("_config"))
 
 
@@ -323,14 +340,14 @@ def composite_towers(config: Mapping[str, Any], where: object = "config.json") -
         ``model_type`` (one line naming the file and the field).
     """
     out = []
-    for field, tower in TOWER_FIELDS.items():
+    for field in TOWER_FIELDS:
         sub = config.get(field)
         if sub is None:
             continue
         if not isinstance(sub, Mapping) or not isinstance(sub.get("model_type"), str):
             found = repr(sub.get("model_type")) if isinstance(sub, Mapping) else type(sub).__name__
             raise fail(f"{where}:{field}", "a sub-config object with a string model_type", found[:80])
-        out.append((field, tower, sub))
+        out.append((field, tower_of_field(field, sub["model_type"]), sub))
     for field, sub in config.items():  # any other part with a model type of its own is a tower too
         if field not in TOWER_FIELDS and isinstance(sub, Mapping) and isinstance(sub.get("model_type"), str):
             out.append((field, tower_of_field(field), sub))
@@ -453,6 +470,13 @@ class Mechanism:
         return getattr(self.record, "softmax_scale", None)
 
     @property
+    def query_scale(self) -> tuple[float, int] | None:
+        """RoPE kinds: ``(beta, original_max_position_embeddings)`` when its model scales the queries by
+        ``1 + beta * log(1 + floor(p / original_max_position_embeddings))`` (Ministral 3, Mistral 4;
+        :func:`flax_posenc.attention_temperature` with ``position_offset=0``); else ``None``."""
+        return getattr(self.record, "query_scale", None)
+
+    @property
     def alibi(self):
         """The :class:`~flax_posenc.AlibiConfig` of an ``alibi`` mechanism, else ``None``."""
         return getattr(self.record, "alibi", None)
@@ -464,8 +488,14 @@ class Mechanism:
 
     @property
     def unit(self) -> str:
-        """What its limit counts: ``"tokens"`` (positions of the token sequence) or ``"seconds"`` of audio."""
-        return getattr(self.record, "unit", "tokens")
+        """What its limit counts: the record's own ``unit`` (``"seconds"`` of audio, ``"time steps"``,
+        ...); else ``"audio frames"`` in an ``audio`` tower of a composite (GLM-ASR's encoder RoPE:
+        the encoder's frames, not the prompt's tokens, so ``check --length`` leaves it out), else
+        ``"tokens"`` (positions of the token sequence)."""
+        own = getattr(self.record, "unit", None)
+        if own is not None:
+            return own
+        return "audio frames" if self.tower == "audio" else "tokens"
 
     @property
     def layers(self) -> tuple[int, ...] | None:
@@ -486,7 +516,10 @@ class Mechanism:
     def to_dict(self) -> dict[str, Any]:
         """``kind``, ``tower``, ``limit``, ``sentence`` and its kind's ``details`` of the record."""
         head = {"kind": self.kind, "tower": self.tower, "limit": self.limit, "sentence": self.describe_limit()}
-        return {**head, **MECHANISMS[self.kind].details(self.record)}
+        details = MECHANISMS[self.kind].details(self.record)
+        if "unit" not in details and self.unit != "tokens":  # a tower's unit the record does not hold
+            details["unit"] = self.unit
+        return {**head, **details}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -565,13 +598,18 @@ class ModelRecord:
         Raises:
           CheckpointError: every mechanism counts seconds of audio (an encoder-only Whisper).
         """
+        counted = "tokens"
         if all(m.unit != "tokens" for m in self.mechanisms):
             units = {m.unit for m in self.mechanisms}
             if units == {"time steps"}:  # a time series model (TimeSeriesTransformer, Informer, Autoformer)
                 raise fail(self.source, "a model with token positions for --length", "time steps only (use --steps)")
-            raise fail(self.source, "a model with token positions for --length", "audio positions only (use --seconds)")
+            if "audio frames" not in units:
+                raise fail(
+                    self.source, "a model with token positions for --length", "audio positions only (use --seconds)"
+                )
+            counted = "audio frames"  # an audio tower alone (LASR CTC's encoder RoPE): the length counts its frames
         for m in self.mechanisms:
-            if m.unit != "tokens":
+            if m.unit != counted:
                 continue
             fits, line = m.check_length(length)
             if not fits:
@@ -617,6 +655,8 @@ class ModelRecord:
         parts = [f"source:      {self.source}", f"model_type:  {self.model_type}"]
         for i, m in enumerate(self.mechanisms):
             where = f" ({m.tower} tower)" if towers else ""
+            if m.unit == "audio frames" and getattr(m.record, "unit", None) is None:
+                where = where[:-1] + ", limit in audio frames)" if where else " (limit in audio frames)"
             parts.append(f"--- mechanism {i + 1} of {len(self.mechanisms)}: {m.kind}{where}")
             parts.append(str(m.record))
         parts += [f"--- {u}" for u in self.unread]

@@ -70,7 +70,7 @@ from typing import Any, Literal, cast
 from flax_posenc import rope_config
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.bounds import MAX_HEADS, MAX_POSITIONS
-from flax_posenc.conversion.attention_scale import softmax_scale, temperature_of
+from flax_posenc.conversion.attention_scale import query_scale_of, softmax_scale, temperature_of
 from flax_posenc.conversion.config_defaults import with_defaults
 from flax_posenc.conversion.families import row_for_model_type
 from flax_posenc.conversion.readers import fail
@@ -142,6 +142,10 @@ class RelativeFamily:
       name_limit_field: the limit sentence names the field of ``limit_fields`` the config holds
         (Bailing-Hybrid's ``model_max_length``, transformers' ``max_position_embeddings`` alias)
         rather than ``max_position_embeddings``.
+      rope_head_share: ``rope_parameters``' ``partial_rotary_factor`` is the rope head's share of the
+        query head (Mistral 4: ``qk_rope_head_dim / head_dim``), not a part of the rope head: the RoPE
+        is read on the rope head (``head_dim_field``), all of it rotated; a share that does not give
+        the rope head's width is refused (transformers' cos/sin would not fit it).
       mrope_temporal_field, mrope_temporal_default: ``scheme="mrope"`` only: the
         ``vision_config`` field scaling a video's temporal positions (Qwen2.5-VL
         ``tokens_per_second``) and its default; ``None``: temporal positions step by 1 (Qwen2-VL).
@@ -181,6 +185,7 @@ class RelativeFamily:
     mrope_interleaved_sections: bool = False
     refuse_flags: tuple[tuple[str, str], ...] = ()
     name_limit_field: bool = False
+    rope_head_share: bool = False
 
 
 #: Model types whose RoPE is transformers v5's standard one: ``rope_parameters`` (one dict, or one
@@ -801,6 +806,16 @@ LAST_TEXT_ROPE_FAMILIES: tuple[RelativeFamily, ...] = (
         limit_default=262144,
         name_limit_field=True,
     ),
+    # Mistral 4: DeepSeek-V3's MLA attention (interleaved pairs of the rope head when rope_interleave),
+    # its config's head_dim the whole query head and partial_rotary_factor the rope head's share; its
+    # queries are scaled by position too (llama_4_scaling_beta: RelativeConfig.query_scale)
+    RelativeFamily(
+        "mistral4",
+        ("mistral4",),
+        head_dim_field="qk_rope_head_dim",
+        layout_flag="rope_interleave",
+        rope_head_share=True,
+    ),
 )
 RELATIVE_FAMILIES = MappingProxyType(
     {**RELATIVE_FAMILIES, **{f.name: f for f in MROPE_TEXT_TOWER_FAMILIES + LAST_TEXT_ROPE_FAMILIES}}
@@ -829,6 +844,11 @@ class RelativeConfig:
       tensors: which query/key tensors ``rope.layout`` refers to when they are not the source's own
         (a GGUF file's: the Hugging Face ones transformers makes on load), one sentence; ``None``:
         the checkpoint's own tensors.
+      query_scale: ``(beta, original_max_position_embeddings)`` when the model's attention multiplies
+        its rotated queries by ``1 + beta * log(1 + floor(p / original_max_position_embeddings))``
+        at position ``p`` (Ministral 3, Mistral 4: ``rope_parameters`` ``llama_4_scaling_beta``;
+        :func:`flax_posenc.attention_temperature` with ``position_offset=0`` computes it);
+        ``None``: no such scale.
     """
 
     source: str
@@ -845,6 +865,7 @@ class RelativeConfig:
     mrope: Any = None
     softmax_scale: float | None = None
     tensors: str | None = None
+    query_scale: tuple[float, int] | None = None
 
     key = None  # a config holds no tensor (the :class:`~flax_posenc.conversion.SourceRecord` field)
 
@@ -910,7 +931,19 @@ class RelativeConfig:
         out[self.scheme] = cast("RopeConfig | AlibiConfig", self.mrope or self.rope or self.alibi).to_dict()
         if self.softmax_scale is not None:
             out["softmax_scale"] = self.softmax_scale
+        if self.query_scale is not None:
+            out["query_scale"] = {
+                "llama_4_scaling_beta": self.query_scale[0],
+                "original_max_position_embeddings": self.query_scale[1],
+            }
         return out
+
+    @property
+    def query_scale_phrase(self) -> str | None:
+        """``"1 + 0.1 * log(1 + floor(p / 16384))"``: the factor of the query at position ``p``, or ``None``."""
+        if self.query_scale is None:
+            return None
+        return f"1 + {self.query_scale[0]:g} * log(1 + floor(p / {self.query_scale[1]}))"
 
     def __str__(self) -> str:
         lines = [
@@ -929,6 +962,8 @@ class RelativeConfig:
                 lines.append(f"softmax:     scale {self.softmax_scale:.6g} (head_dim ** -0.5 = {r.head_dim**-0.5:.6g})")
             if self.tensors is not None:
                 lines.insert(-1, f"tensors:     {self.tensors}")
+            if self.query_scale is not None:
+                lines.append(f"queries:     scaled by {self.query_scale_phrase} at position p (llama_4_scaling_beta)")
             extras = {k: v for k, v in r.to_dict().items() if k in _SCALING_NUMBERS}
             if extras:
                 lines.append("scaling:     " + ", ".join(f"{k}={v:g}" for k, v in extras.items()))
@@ -1199,9 +1234,18 @@ def relative_configs_from_dict(
                 )
                 continue
             scale = softmax_scale(layer_config, rope)
+            # the parameters transformers keeps: rope_scaling when present and not empty (as _rope_from)
+            kept = layer_config.get("rope_scaling") or parameters
+            queries = query_scale_of(layer_config, kept if isinstance(kept, Mapping) else None, rope, where)
             records.append(
                 RelativeConfig(
-                    scheme="rope", rope=rope, layer_type=layer_type, layers=layers, softmax_scale=scale, **common
+                    scheme="rope",
+                    rope=rope,
+                    layer_type=layer_type,
+                    layers=layers,
+                    softmax_scale=scale,
+                    query_scale=queries,
+                    **common,
                 )
             )
     except CheckpointError:
@@ -1486,6 +1530,18 @@ def _rope_from(
         if nested:
             raise fail(where, f"one {key} dict per layer type", f"nested parameters for {', '.join(nested)}")
         params.update({k: v for k, v in value.items() if v is not None})
+    if family.rope_head_share:  # Mistral 4: the factor is the rope head's share of the query head
+        # (absent: its config class sets qk_rope_head_dim / head_dim on load)
+        kept = chosen[1] if isinstance(chosen[1], Mapping) else {}
+        share, whole = kept.get("partial_rotary_factor"), config.get("head_dim")
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (share, whole))
+        if share is not None and whole is not None and (not numbers or int(whole * share) != head_dim):
+            raise fail(
+                where,
+                f"partial_rotary_factor * head_dim = {head_field} {head_dim} (the rope head's share of the query head)",
+                f"{share!r} * {whole!r}"[:80],
+            )
+        params["partial_rotary_factor"] = 1.0
     layout = family.layout
     if family.layout_flag is not None and config.get(family.layout_flag) is not None:
         flag = config[family.layout_flag]

@@ -33,6 +33,10 @@ own modules hold and do:
   ``interpolate_pos_encoding`` (8 float32 ulps at the table's largest magnitude).
 - The softmax scale (RoPE, M-RoPE): the record's ``softmax_scale`` against the ``scaling`` of the
   model's decoder attention modules (every ``layer_idx`` the mechanism serves).
+- Queries scaled by position (:func:`_query_scale_problems`: Ministral 3, Mistral 4): the record's
+  ``query_scale`` through :func:`flax_posenc.attention_temperature` against every output of the
+  modeling file's own ``get_llama_4_attn_scale`` in a forward pass (float32, ``1e-6`` relative), and
+  a model whose modeling files hold that function while we report no query scale fails the case.
 - Issue 36's kinds: Reformer's ``axial`` rows bit-equal to its position module, and its limit by
   the forward (padding to the chunk multiple); SAM3-Lite's ``resampled`` table at five lengths
   (within torch's float32 source-index rounding); XLNet's ``relative_sinusoid`` against its
@@ -914,6 +918,75 @@ def _softmax_scale_problems(model, mech) -> list[str]:
     return []
 
 
+#: transformers' function of the position that scales the queries of a ``llama_4_scaling_beta`` model.
+QUERY_SCALE_FUNCTION = "get_llama_4_attn_scale"
+#: Tokens of the forward pass the query scale is watched in (past several steps of a tiny original length).
+QUERY_SCALE_TOKENS = 23
+
+
+def _query_scale_problems(model, ropes) -> list[str]:
+    """The records' ``query_scale`` against transformers' own ``get_llama_4_attn_scale``: wrapped in
+    every modeling module of the model that holds it (Mistral 4 imports Ministral 3's), each call of a
+    forward pass of :data:`QUERY_SCALE_TOKENS` tokens is compared with
+    :func:`flax_posenc.attention_temperature` (``position_offset=0``) at the same positions. A
+    modeling file with the function and no query scale reported, or a query scale reported and no
+    call, is a problem."""
+    import flax_posenc as fp
+
+    ours = {m.record.query_scale for m in ropes}
+    modules = {sys.modules.get(type(m).__module__) for m in model.modules()}
+    holders = sorted(
+        (m for m in modules if m is not None and hasattr(m, QUERY_SCALE_FUNCTION)), key=lambda m: m.__name__
+    )
+    if not holders:
+        return [] if ours == {None} else [f"query_scale {sorted(ours, key=str)}: the model never scales its queries"]
+    if None in ours:
+        return [
+            f"{holders[0].__name__.rsplit('.', 1)[-1]} scales queries by {QUERY_SCALE_FUNCTION}; we report no query_scale"
+        ]
+    if len(ours) != 1:
+        return [f"query_scale differs between the RoPE records: {sorted(ours)}"]
+    ((beta, original),) = ours
+    import torch
+
+    calls = []
+    real = {m: getattr(m, QUERY_SCALE_FUNCTION) for m in holders}
+
+    def watched(fn):
+        def call(position_ids, *args, **kwargs):
+            out = fn(position_ids, *args, **kwargs)
+            calls.append((position_ids.detach().numpy().copy(), out.detach().numpy().copy()))
+            return out
+
+        return call
+
+    ids = torch.full((1, QUERY_SCALE_TOKENS), 5, dtype=torch.long)
+    ids[0, ::2] = 3
+    try:
+        for m, fn in real.items():
+            setattr(m, QUERY_SCALE_FUNCTION, watched(fn))
+        with torch.no_grad(), quiet():
+            model(input_ids=ids, use_cache=False)
+    except Exception as e:  # noqa: BLE001 - reported as a problem, not raised
+        return [f"query scale check: transformers' forward fails: {type(e).__name__}: {e}"[:200]]
+    finally:
+        for m, fn in real.items():
+            setattr(m, QUERY_SCALE_FUNCTION, fn)
+    if not calls:
+        return [f"query_scale {(beta, original)}: transformers' forward never called {QUERY_SCALE_FUNCTION}"]
+    problems = []
+    for positions, theirs in calls:
+        mine = np.asarray(fp.attention_temperature(positions, floor_scale=original, attn_scale=beta, position_offset=0))
+        mine = mine.reshape(theirs.shape)  # theirs: (batch, 1, seq, 1)
+        if not np.allclose(mine, theirs, rtol=1e-6, atol=0):
+            err = float(np.max(np.abs(mine - theirs)))
+            problems.append(f"query_scale {(beta, original)}: {QUERY_SCALE_FUNCTION} differs by {err:.3g}")
+            break
+    if all(np.all(theirs == 1.0) for _, theirs in calls):
+        problems.append(f"query scale check: the factor never steps in {QUERY_SCALE_TOKENS} tokens (tiny config)")
+    return problems
+
+
 #: Tokens of the forward pass the rotation is watched in (distinct from every tiny head count and width).
 FORWARD_TOKENS = 7
 
@@ -1343,6 +1416,8 @@ def _record_problems(model, record, directory: Path) -> list[str]:
         return problems + [p for mech in ropes for p in _sincos_problems(model, mech)]
     for mech in ropes + mropes:
         problems += _softmax_scale_problems(model, mech)
+    if ropes:
+        problems += _query_scale_problems(model, ropes)
     for mech in ropes:
         label = f"RoPE {mech.layer_type or ''}".strip()
         modules = [m for m in rotary if _inv_freq(m, mech.layer_type)[0] is not None]
@@ -1947,7 +2022,7 @@ def composite_problems(model_type: str, directory: Path) -> list[str]:
         else:
             parts.append((field, tower_type, sub_config))
     for field, tower_type, sub_config in parts:
-        tower = tower_of_field(field)
+        tower = tower_of_field(field, tower_type)
         mechs = tuple(m for m in record.mechanisms if m.tower == tower)
         module = _tower_module(model, sub_config)
         if module is None:

@@ -1237,3 +1237,24 @@ OVERRIDES["llama4_vision_model"] = {
 }
 # Step 3.5/3.7's tower: one layer, width 32, 2 heads, a 4 x 4 learned grid (16 px / 4)
 OVERRIDES["step3p5_vision"] = {**_VISION_ROPE, "image_size": 16, "patch_size": 4}
+
+# Queries scaled by position (rope_parameters llama_4_scaling_beta): YaRN from 4 trained positions to
+# 64, so that the factor 1 + beta * log(1 + floor(p / 4)) steps inside the 7 tokens of the forward check
+_QUERY_SCALE_YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 16.0,
+    "original_max_position_embeddings": 4,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+    "llama_4_scaling_beta": 0.5,
+}
+OVERRIDES["ministral3"] = {"rope_parameters": dict(_QUERY_SCALE_YARN)}
+# Mistral 4: head_dim is the whole query head (qk_nope_head_dim + qk_rope_head_dim, as its config sets
+# it) and partial_rotary_factor the rope head's share (SMALL's head_dim 8 would give cos/sin of 4 dims)
+OVERRIDES["mistral4"] = {
+    "head_dim": SMALL["qk_nope_head_dim"] + SMALL["qk_rope_head_dim"],
+    "rope_parameters": {**_QUERY_SCALE_YARN, "partial_rotary_factor": 0.5},
+}
