@@ -7,8 +7,10 @@ names (``"embed"``, ``"heads"``, ``"kv"``, ``"mlp"``, ``"vocab"``) so a model sh
 such as ``(("heads", "model"), ("kv", "model"), ("mlp", "model"))`` (see ``docs/models.md``).
 
 Shapes: activations are ``(batch, seq, width)``; queries/keys/values ``(batch, seq, heads,
-head_dim)`` (Flax's attention layout, the one :func:`flax_posenc.apply_rope` expects); a cache
-is a list, one ``{"k", "v"}`` dict per layer, of ``(batch, max_len, kv_heads, head_dim)``.
+head_dim)`` (Flax's attention layout, the one :func:`flax_posenc.apply_rope` expects). The decoders
+stack their layers (:func:`stacked`, run by :func:`scan_layers`; Linen: ``nn.scan``) and their cache
+is ``{"k", "v"}`` of ``(layers, batch, max_len, kv_heads, head_dim)`` (:func:`init_stacked_cache`);
+:func:`run_layers` and :func:`init_cache` are the unrolled form, one ``{"k", "v"}`` per layer.
 
 >>> import jax.numpy as jnp
 >>> q = k = v = jnp.ones((1, 3, 2, 4))
