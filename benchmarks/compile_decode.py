@@ -134,7 +134,9 @@ def main(argv=None) -> None:
     full = LAYERS[args.model]
     for label, folder in versions.items():
         common, example = load_models(folder, args.model)
-        print(f"### {args.model}, {label}\n\n| prompt bucket | new-token bucket | layers | compile (s) |\n|---|---|---|---|")
+        print(
+            f"### {args.model}, {label}\n\n| prompt bucket | new-token bucket | layers | compile (s) |\n|---|---|---|---|"
+        )
         for p, n in buckets:
             seconds = compile_seconds(common, example, full, p, n, args.rounds, args.model)
             print(f"| {p} | {n} | {full} | {seconds:.2f} |", flush=True)

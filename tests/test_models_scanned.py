@@ -38,7 +38,9 @@ def lowered_text(kind: str, layers: int) -> str:
     make = {
         "gpt2": lambda: example.GPT2(config, rngs=nnx.Rngs(0)),
         "bloom": lambda: example.Bloom(config, fp.AlibiConfig(num_heads=4), rngs=nnx.Rngs(0)),
-        "llama": lambda: example.Llama(config, fp.RopeConfig(head_dim=16, max_position_embeddings=64), rngs=nnx.Rngs(0)),
+        "llama": lambda: example.Llama(
+            config, fp.RopeConfig(head_dim=16, max_position_embeddings=64), rngs=nnx.Rngs(0)
+        ),
     }[kind]
     model = nnx.eval_shape(make)
     model.eval()  # dropout off, as from_pretrained leaves it
