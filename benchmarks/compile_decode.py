@@ -11,7 +11,7 @@ only the program is compiled, no weight is allocated. For each (prompt bucket, n
 whole bucketed ``generate`` program (prefill + the ``while_loop`` of decode steps) of the model at its
 own layer count is lowered and compiled with ``jax.jit(...).lower(...).compile()``; the time is the
 wall time of ``lower`` + ``compile``, the best of ``--rounds`` (fresh ``jax.clear_caches()`` before
-each). ``--before REV``: the same measurement for examples/models of git revision REV (e.g. the
+each; for the per-layer-count table the rounds go over all the layer counts in turn). ``--before REV``: the same measurement for examples/models of git revision REV (e.g. the
 unrolled Python loop over layers) in the same process, for the ratio. Batch 1. Not a test: nothing
 asserts a time. Report the load (``uptime``) with the numbers: on a shared machine absolute times
 move, ratios in one process hold.
@@ -141,9 +141,11 @@ def main(argv=None) -> None:
             seconds = compile_seconds(common, example, full, p, n, args.rounds, args.model)
             print(f"| {p} | {n} | {full} | {seconds:.2f} |", flush=True)
         print(f"\n| layers | compile (s), bucket {lp}:{ln} |\n|---|---|")
-        times = {}
+        times = dict.fromkeys(layer_counts, float("inf"))
+        for _ in range(args.rounds):  # rounds interleaved over the layer counts: a drifting load hits all
+            for layers in layer_counts:
+                times[layers] = min(times[layers], compile_seconds(common, example, layers, lp, ln, 1, args.model))
         for layers in layer_counts:
-            times[layers] = compile_seconds(common, example, layers, lp, ln, args.rounds, args.model)
             print(f"| {layers} | {times[layers]:.2f} |", flush=True)
         print(f"\nmax/min over layer counts: {max(times.values()) / min(times.values()):.2f}\n")
 
