@@ -11,10 +11,11 @@ only the program is compiled, no weight is allocated. For each (prompt bucket, n
 whole bucketed ``generate`` program (prefill + the ``while_loop`` of decode steps) of the model at its
 own layer count is lowered and compiled with ``jax.jit(...).lower(...).compile()``; the time is the
 wall time of ``lower`` + ``compile``, the best of ``--rounds`` (fresh ``jax.clear_caches()`` before
-each; for the per-layer-count table the rounds go over all the layer counts in turn). ``--before REV``: the same measurement for examples/models of git revision REV (e.g. the
-unrolled Python loop over layers) in the same process, for the ratio. Batch 1. Not a test: nothing
-asserts a time. Report the load (``uptime``) with the numbers: on a shared machine absolute times
-move, ratios in one process hold.
+each; for the per-layer-count table the rounds go over all the layer counts in turn, so that a
+drifting load hits each). ``--before REV``: the same measurement for examples/models of git revision
+REV (e.g. the unrolled Python loop over layers) in the same process, for the ratio. Batch 1. Not a
+test: nothing asserts a time. Report the load (``uptime``) with the numbers: on a shared machine
+absolute times move, ratios in one process hold.
 """
 
 from __future__ import annotations
