@@ -75,8 +75,11 @@ def test_training_step_with_dropout(checkpoint):
     model = gpt2.from_pretrained(checkpoint[0], seed=1)
     forward = nnx.jit(lambda m, ids: m(ids))
     model.train()
+    counts = np.asarray(model.h.dropout.rngs.count[...])  # the scanned layers' streams, one per layer
     a, b = forward(model, IDS), forward(model, IDS)  # dropout on: two draws differ
     assert np.abs(np.asarray(a) - np.asarray(b)).max() > 1e-3
+    # each layer's dropout stream advanced through the scan (a fresh mask per call, not the same one)
+    np.testing.assert_array_equal(np.asarray(model.h.dropout.rngs.count[...]), counts + 2)
     optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
     losses = [float(gpt2.common.train_step(model, optimizer, jnp.asarray(IDS))) for _ in range(4)]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]

@@ -30,8 +30,10 @@ def test_parameter_tree_of_init_is_the_loaded_one(loaded):
     fresh = jax.eval_shape(module.init, jax.random.key(0), IDS)  # boxed with logical axis names
     assert jax.tree.structure(fresh) == jax.tree.structure(variables)
     assert jax.tree.map(lambda a: a.shape, fresh) == jax.tree.map(lambda a: a.shape, variables)
-    assert nn.get_partition_spec(variables)["params"]["h_0"]["c_fc"]["kernel"] == jax.sharding.PartitionSpec(
-        "embed", "mlp"
+    # the layers are one nn.scan: stacked (layers, ...) under "h", the layer axis never sharded
+    assert nn.unbox(variables)["params"]["h"]["c_fc"]["kernel"].shape == (2, 64, 256)
+    assert nn.get_partition_spec(variables)["params"]["h"]["c_fc"]["kernel"] == jax.sharding.PartitionSpec(
+        None, "embed", "mlp"
     )
 
 

@@ -100,7 +100,9 @@ class Bloom(nnx.Module):
         self.embed = fp.nnx.TransformerInput.from_arguments(
             config["vocab_size"], dim, position="none", layer_norm=True, layer_norm_eps=eps, rngs=rngs
         )
-        self.h = nnx.List([Block(config, alibi, rngs=rngs) for _ in range(config["n_layer"])])
+        self.num_layers = config["n_layer"]
+        # one Block whose parameters are stacked (n_layer, ...): run by one lax.scan (as llama.py)
+        self.h = common.stacked(lambda r: Block(config, alibi, rngs=r), self.num_layers, rngs)
         self.ln_f = LayerNorm(dim, eps)
         self.dtype = jnp.dtype(jnp.float32)  # of the parameters and the KV cache (common.set_dtype)
 
@@ -111,9 +113,10 @@ class Bloom(nnx.Module):
     position_limit = None  # ALiBi: no table, no limit (MPT's max_seq_len would be alibi.max_positions)
     limit_name = "bloom ALiBi"
 
-    def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        heads, head_dim = self.alibi.num_heads, self.h[0].self_attention.head_dim
-        return common.init_cache(len(self.h), batch, max_len, heads, head_dim, self.dtype)
+    def init_cache(self, batch: int, max_len: int) -> dict:
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype."""
+        heads, head_dim = self.alibi.num_heads, self.h.self_attention.head_dim
+        return common.init_stacked_cache(self.num_layers, batch, max_len, heads, head_dim, self.dtype)
 
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
         """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at cache slots
@@ -128,7 +131,7 @@ class Bloom(nnx.Module):
         key_positions = None
         if attention_mask is not None:
             key_positions = jnp.maximum(fp.padding_aware_positions(attention_mask), 0)
-        x, new_cache = common.run_layers(
+        x, new_cache = common.scan_layers(
             self.h,
             x,
             input_ids,
@@ -147,23 +150,24 @@ def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Bloom:
     ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
     w = Weights(path, prefixes=("transformer.", ""), probe="word_embeddings.weight")
     alibi = next(m.alibi for m in inspect_source(path).mechanisms if m.alibi is not None)
-    model = Bloom(w.config, alibi, rngs=nnx.Rngs(seed))
+    # built abstractly (no random weights drawn), then every parameter filled from the file
+    model = common.abstract(lambda: Bloom(w.config, alibi, rngs=nnx.Rngs(seed)), dtype, seed=seed)
     common.assign(model.embed.word_embeddings, w("word_embeddings.weight"), "word_embeddings.weight")
     common.assign(
         model.embed.layer_norm["scale"], w("word_embeddings_layernorm.weight"), "word_embeddings_layernorm.weight"
     )
     common.assign(model.embed.layer_norm["bias"], w("word_embeddings_layernorm.bias"), "word_embeddings_layernorm.bias")
-    for i, block in enumerate(model.h):
-        p = f"h.{i}."
-        block.input_layernorm.load(w, p + "input_layernorm")
-        block.post_attention_layernorm.load(w, p + "post_attention_layernorm")
-        block.self_attention.query_key_value.load(w, p + "self_attention.query_key_value")
-        block.self_attention.dense.load(w, p + "self_attention.dense")
-        block.dense_h_to_4h.load(w, p + "mlp.dense_h_to_4h")
-        block.dense_4h_to_h.load(w, p + "mlp.dense_4h_to_h")
+    block, layers = model.h, common.LayerWeights(w, "h.{}.", model.num_layers)
+    block.input_layernorm.load(layers, "input_layernorm")
+    block.post_attention_layernorm.load(layers, "post_attention_layernorm")
+    block.self_attention.query_key_value.load(layers, "self_attention.query_key_value")
+    block.self_attention.dense.load(layers, "self_attention.dense")
+    block.dense_h_to_4h.load(layers, "mlp.dense_h_to_4h")
+    block.dense_4h_to_h.load(layers, "mlp.dense_4h_to_h")
     model.ln_f.load(w, "ln_f")
+    common.check_filled(model, path)
     model.eval()
-    return common.set_dtype(model, dtype)
+    return model
 
 
 #: the largest KV cache :func:`generate` allocates (8 GiB): ALiBi has no position limit, so the
@@ -175,9 +179,9 @@ MAX_CACHE_BYTES = 1 << 33
 def cache_bytes(model: Bloom, batch: int, prompt_len: int, max_new_tokens: int) -> int:
     """Bytes of the KV cache :func:`generate` allocates: keys and values of every layer, for the
     prompt's and the new tokens' length buckets (:func:`common.bucket`), in the model's dtype."""
-    heads, head_dim = model.alibi.num_heads, model.h[0].self_attention.head_dim
+    heads, head_dim = model.alibi.num_heads, model.h.self_attention.head_dim
     slots = common.bucket(prompt_len) + common.bucket(max_new_tokens)
-    return 2 * len(model.h) * batch * slots * heads * head_dim * model.dtype.itemsize
+    return 2 * model.num_layers * batch * slots * heads * head_dim * model.dtype.itemsize
 
 
 def generate(

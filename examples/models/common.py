@@ -7,8 +7,10 @@ names (``"embed"``, ``"heads"``, ``"kv"``, ``"mlp"``, ``"vocab"``) so a model sh
 such as ``(("heads", "model"), ("kv", "model"), ("mlp", "model"))`` (see ``docs/models.md``).
 
 Shapes: activations are ``(batch, seq, width)``; queries/keys/values ``(batch, seq, heads,
-head_dim)`` (Flax's attention layout, the one :func:`flax_posenc.apply_rope` expects); a cache
-is a list, one ``{"k", "v"}`` dict per layer, of ``(batch, max_len, kv_heads, head_dim)``.
+head_dim)`` (Flax's attention layout, the one :func:`flax_posenc.apply_rope` expects). The decoders
+stack their layers (:func:`stacked`, run by :func:`scan_layers`; Linen: ``nn.scan``) and their cache
+is ``{"k", "v"}`` of ``(layers, batch, max_len, kv_heads, head_dim)`` (:func:`init_stacked_cache`);
+:func:`run_layers` and :func:`init_cache` are the unrolled form, one ``{"k", "v"}`` per layer.
 
 >>> import jax.numpy as jnp
 >>> q = k = v = jnp.ones((1, 3, 2, 4))
@@ -116,15 +118,25 @@ def assign(param: nnx.Param, value: np.ndarray, name: str) -> None:
     param.set_value(device_array(value, param.dtype))  # an aligned host copy, adopted by JAX
 
 
-def abstract(make, dtype=jnp.float32):
+def abstract(make, dtype=jnp.float32, *, seed: int = 0):
     """``make()`` built with ``nnx.eval_shape``: every parameter a ``ShapeDtypeStruct`` of ``dtype``
-    (floating ones), nothing initialised; fill them with :func:`assign`, then :func:`check_filled`."""
+    (floating ones), nothing initialised; fill them with :func:`assign`, then :func:`check_filled`.
+
+    RNG streams (dropout's, which no checkpoint holds) are made concrete: counts 0, keys drawn from
+    ``seed`` (one per stream and per layer of a stack)."""
     dtype = float_dtype(dtype)  # floating dtypes only: one line otherwise
     model = nnx.eval_shape(make)
     for _, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
         value = variable.get_value()
         if jnp.issubdtype(value.dtype, jnp.floating) and value.dtype != dtype:
             variable.set_value(jax.ShapeDtypeStruct(value.shape, dtype))
+    for i, (_, variable) in enumerate(nnx.to_flat_state(nnx.state(model, nnx.RngState))):
+        value = variable.get_value()
+        if isinstance(variable, nnx.RngKey):
+            keys = jax.random.split(jax.random.fold_in(jax.random.key(seed), i), max(1, math.prod(value.shape)))
+            variable.set_value(keys.reshape(value.shape))
+        else:
+            variable.set_value(jnp.zeros(value.shape, value.dtype))
     model.dtype = dtype
     return model
 
@@ -239,17 +251,26 @@ def scan_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=Non
     """
     k_len = input_ids.shape[1] if cache is None else cache["k"].shape[2]
     mask = causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
-    graphdef, state = nnx.split(layers)
+    # rngs: the layers' dropout streams (none in Llama); written back only when a layer drew from
+    # them (training), so that eval mode mutates nothing (e.g. a model closed over by jax.jit)
+    graphdef, state, rngs = nnx.split(layers, nnx.Not(nnx.RngState), nnx.RngState)
+    drawn = []
 
     def body(carry, xs):  # the whole cache rides in the carry: each layer writes its slot in place
         x, cache = carry
-        layer_state, index = xs
+        layer_state, layer_rngs, index = xs
         layer_cache = None if cache is None else {**cache, "layer": index}
-        x, cache = nnx.merge(graphdef, layer_state)(x, mask=mask, layer_cache=layer_cache, start=start, **layer_kwargs)
-        return (x, cache), None
+        before = jax.tree.leaves(layer_rngs)  # (merge shares layer_rngs' variables: read them first)
+        layer = nnx.merge(graphdef, layer_state, layer_rngs)
+        x, cache = layer(x, mask=mask, layer_cache=layer_cache, start=start, **layer_kwargs)
+        new_rngs = nnx.state(layer, nnx.RngState)
+        drawn.append(any(a is not b for a, b in zip(before, jax.tree.leaves(new_rngs))))
+        return (x, cache), new_rngs
 
     count = jax.tree.leaves(state)[0].shape[0]
-    (x, cache), _ = jax.lax.scan(body, (x, cache), (state, jnp.arange(count)))
+    (x, cache), rngs = jax.lax.scan(body, (x, cache), (state, rngs, jnp.arange(count)))
+    if any(drawn):
+        nnx.update(layers, rngs)
     return x, cache
 
 

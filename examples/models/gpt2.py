@@ -93,7 +93,9 @@ class GPT2(nnx.Module):
         # embd_pdrop beside the block: TransformerInput.from_pretrained builds the block abstractly,
         # without a dropout RNG stream of its own; nnx.Dropout follows model.train()/eval() as well
         self.embed_dropout = nnx.Dropout(config.get("embd_pdrop", 0.1), rngs=rngs)
-        self.h = nnx.List([Block(config, rngs=rngs) for _ in range(config["n_layer"])])
+        self.num_layers = config["n_layer"]
+        # one Block whose parameters are stacked (n_layer, ...): run by one lax.scan (as llama.py)
+        self.h = common.stacked(lambda r: Block(config, rngs=r), self.num_layers, rngs)
         self.ln_f = LayerNorm(dim, config.get("layer_norm_epsilon", 1e-5))
         self.dtype = jnp.dtype(jnp.float32)  # of the parameters and the KV cache (common.set_dtype)
 
@@ -109,8 +111,9 @@ class GPT2(nnx.Module):
     def limit_name(self) -> str:
         return self.embed.spec.position.name
 
-    def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        return common.init_cache(len(self.h), batch, max_len, self.heads, self.head_dim, self.dtype)
+    def init_cache(self, batch: int, max_len: int) -> dict:
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype."""
+        return common.init_stacked_cache(self.num_layers, batch, max_len, self.heads, self.head_dim, self.dtype)
 
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
         """Logits ``(batch, seq, vocab)`` of ``input_ids`` ``(batch, seq)``.
@@ -127,7 +130,7 @@ class GPT2(nnx.Module):
             self.embed(input_ids, start=start) if positions is None else self.embed(input_ids, position_ids=positions)
         )
         x = self.embed_dropout(embedded)
-        x, new_cache = common.run_layers(self.h, x, input_ids, cache=cache, start=start, attention_mask=attention_mask)
+        x, new_cache = common.scan_layers(self.h, x, input_ids, cache=cache, start=start, attention_mask=attention_mask)
         logits = self.embed.attend(self.ln_f(x))  # the tied head
         return logits if cache is None else (logits, new_cache)
 
@@ -144,18 +147,22 @@ def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> GPT2:
     ``jnp.bfloat16``). Raises ``CheckpointError`` (one line) for a missing or malformed tensor.
     """
     w = Weights(path, prefixes=("transformer.", ""), probe="wte.weight")
-    model = GPT2(w.config, fp.nnx.TransformerInput.from_pretrained(path), rngs=nnx.Rngs(seed))
-    for i, block in enumerate(model.h):
-        p = f"h.{i}."
-        block.ln_1.load(w, p + "ln_1")
-        block.ln_2.load(w, p + "ln_2")
-        block.attn.c_attn.load(w, p + "attn.c_attn", transpose=False)  # Conv1D: already (in, out)
-        block.attn.c_proj.load(w, p + "attn.c_proj", transpose=False)
-        block.c_fc.load(w, p + "mlp.c_fc", transpose=False)
-        block.c_proj.load(w, p + "mlp.c_proj", transpose=False)
+    # built abstractly (no random weights drawn), then every parameter filled from the file
+    model = common.abstract(lambda: GPT2(w.config, rngs=nnx.Rngs(seed)), dtype, seed=seed)
+    embed = fp.nnx.TransformerInput.from_pretrained(path)
+    nnx.update(embed, common.cast_floats(nnx.state(embed), model.dtype))
+    model.embed = embed
+    block, layers = model.h, common.LayerWeights(w, "h.{}.", model.num_layers)
+    block.ln_1.load(layers, "ln_1")
+    block.ln_2.load(layers, "ln_2")
+    block.attn.c_attn.load(layers, "attn.c_attn", transpose=False)  # Conv1D: already (in, out)
+    block.attn.c_proj.load(layers, "attn.c_proj", transpose=False)
+    block.c_fc.load(layers, "mlp.c_fc", transpose=False)
+    block.c_proj.load(layers, "mlp.c_proj", transpose=False)
     model.ln_f.load(w, "ln_f")
+    common.check_filled(model, path)
     model.eval()
-    return common.set_dtype(model, dtype)
+    return model
 
 
 def generate(

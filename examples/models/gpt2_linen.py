@@ -54,7 +54,9 @@ class LayerNorm(nn.Module):
 
 
 class Block(nn.Module):
-    """``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))`` (as ``gpt2.Block``)."""
+    """``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))`` (as ``gpt2.Block``): one step of ``nn.scan``
+    over the layers, ``carry`` ``(x, cache)`` with the stacked cache (or ``None``), ``index`` the
+    layer whose cache slot it writes."""
 
     dim: int
     heads: int
@@ -62,20 +64,23 @@ class Block(nn.Module):
     eps: float
     dropout: float
     attn_dropout: float
+    deterministic: bool = True
 
     @nn.compact
-    def __call__(self, x, *, mask, layer_cache, start, deterministic):
+    def __call__(self, carry, index, mask, start):
+        x, cache = carry
+        layer_cache = None if cache is None else {**cache, "layer": index}
         b, s, _ = x.shape
-        drop = nn.Dropout(self.dropout, deterministic=deterministic)
+        drop = nn.Dropout(self.dropout, deterministic=self.deterministic)
         qkv = dense(3 * self.dim, ("embed", "heads"), "c_attn")(LayerNorm(self.eps, name="ln_1")(x))
         q, k, v = jnp.split(qkv.reshape(b, s, 3 * self.heads, self.dim // self.heads), 3, axis=2)
         layer_cache, k, v = common.cache_update(layer_cache, k, v, start)
         y = common.attention(
-            q, k, v, mask=mask, dropout=nn.Dropout(self.attn_dropout, deterministic=deterministic)
+            q, k, v, mask=mask, dropout=nn.Dropout(self.attn_dropout, deterministic=self.deterministic)
         ).reshape(b, s, -1)
         x = x + drop(dense(self.dim, ("heads", "embed"), "attn_c_proj")(y))
         h = common.gelu_tanh(dense(self.inner, ("embed", "mlp"), "c_fc")(LayerNorm(self.eps, name="ln_2")(x)))
-        return x + drop(dense(self.dim, ("mlp", "embed"), "c_proj")(h)), layer_cache
+        return (x + drop(dense(self.dim, ("mlp", "embed"), "c_proj")(h)), layer_cache), None
 
 
 class GPT2(nn.Module):
@@ -94,8 +99,10 @@ class GPT2(nn.Module):
     def position_limit(self) -> int:
         return self.embed.num_positions
 
-    def init_cache(self, batch: int, max_len: int) -> list[dict]:
-        return common.init_cache(self.layers, batch, max_len, self.heads, self.embed.dim // self.heads, self.dtype)
+    def init_cache(self, batch: int, max_len: int) -> dict:
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` (as ``gpt2.GPT2``'s)."""
+        head_dim = self.embed.dim // self.heads
+        return common.init_stacked_cache(self.layers, batch, max_len, self.heads, head_dim, self.dtype)
 
     @nn.compact
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None, deterministic=True):
@@ -105,17 +112,22 @@ class GPT2(nn.Module):
             self.embed(input_ids, start=start) if positions is None else self.embed(input_ids, position_ids=positions)
         )
         x = nn.Dropout(self.dropout, deterministic=deterministic)(embedded)
-        k_len = input_ids.shape[1] if cache is None else cache[0]["k"].shape[1]
+        k_len = input_ids.shape[1] if cache is None else cache["k"].shape[2]
         mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
-        new_cache = []
-        for i in range(self.layers):
-            block = Block(
-                self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, name=f"h_{i}"
-            )
-            x, layer_cache = block(
-                x, mask=mask, layer_cache=None if cache is None else cache[i], start=start, deterministic=deterministic
-            )
-            new_cache.append(layer_cache)
+        # the layers as one nn.scan (MaxText's scan_layers): parameters stacked (layers, ...) under
+        # "h", the layer axis without a logical name; the whole cache rides in the carry
+        layers = nn.scan(
+            Block,
+            variable_axes={"params": 0},
+            split_rngs={"params": True, "dropout": True},
+            in_axes=(0, nn.broadcast, nn.broadcast),
+            length=self.layers,
+            metadata_params={nn.PARTITION_NAME: None},
+        )
+        block = layers(
+            self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, deterministic, name="h"
+        )
+        (x, new_cache), _ = block((x, cache), jnp.arange(self.layers), mask, start)
         x = LayerNorm(self.eps, name="ln_f")(x)
         logits = self.embed.attend(x)  # the tied head
         return logits if cache is None else (logits, new_cache)
@@ -138,23 +150,25 @@ def from_pretrained(path, *, dtype=jnp.float32) -> tuple[GPT2, dict]:
         common.float_dtype(dtype),
     )
 
-    def linear(key):  # Conv1D weights are already (in, out)
-        return {"kernel": jnp.asarray(w(key + ".weight")), "bias": jnp.asarray(w(key + ".bias"))}
+    def linear(source, key):  # Conv1D weights are already (in, out)
+        return {"kernel": jnp.asarray(source(key + ".weight")), "bias": jnp.asarray(source(key + ".bias"))}
 
-    def norm(key):
-        return {"scale": jnp.asarray(w(key + ".weight")), "bias": jnp.asarray(w(key + ".bias"))}
+    def norm(source, key):
+        return {"scale": jnp.asarray(source(key + ".weight")), "bias": jnp.asarray(source(key + ".bias"))}
 
-    params = {"embed": nn.unbox(embed_variables["params"]), "ln_f": norm("ln_f")}
-    for i in range(module.layers):
-        p = f"h.{i}."
-        params[f"h_{i}"] = {
-            "ln_1": norm(p + "ln_1"),
-            "ln_2": norm(p + "ln_2"),
-            "c_attn": linear(p + "attn.c_attn"),
-            "attn_c_proj": linear(p + "attn.c_proj"),
-            "c_fc": linear(p + "mlp.c_fc"),
-            "c_proj": linear(p + "mlp.c_proj"),
-        }
+    layers = common.LayerWeights(w, "h.{}.", module.layers)  # every layer's tensor stacked (layers, ...)
+    params = {
+        "embed": nn.unbox(embed_variables["params"]),
+        "ln_f": norm(w, "ln_f"),
+        "h": {
+            "ln_1": norm(layers, "ln_1"),
+            "ln_2": norm(layers, "ln_2"),
+            "c_attn": linear(layers, "attn.c_attn"),
+            "attn_c_proj": linear(layers, "attn.c_proj"),
+            "c_fc": linear(layers, "mlp.c_fc"),
+            "c_proj": linear(layers, "mlp.c_proj"),
+        },
+    }
     # box every array as module.init does (logical axis names for nn.get_partition_spec)
     boxes = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 1), jnp.int32))["params"]
     is_box = lambda x: isinstance(x, nn.LogicallyPartitioned)  # noqa: E731
