@@ -19,6 +19,12 @@ Usage::
 
     python benchmarks/plot_time.py                 # 3 repeats per source
     python benchmarks/plot_time.py --quick         # 1 repeat of sinusoidal:64:16: smoke run only
+    python benchmarks/plot_time.py --imports 5     # only the CPU time of the plot command's imports
+
+``--imports N``: N fresh processes per row, taking turns, each printing its own CPU time
+(``getrusage``) after importing: a bare interpreter; numpy + matplotlib's ``Figure`` and Agg
+canvas (what drawing needs); the plot command's modules (``flax_posenc.report.cli`` and those)
+with a bytecode cache, and without one (as the environment is).
 """
 
 from __future__ import annotations
@@ -85,11 +91,52 @@ def import_share(stderr: str) -> float:
     return total / 1e6
 
 
+IMPORT_ROWS = {
+    "bare interpreter": "",
+    "numpy + matplotlib Figure, Agg": "import numpy, matplotlib.figure, matplotlib.backends.backend_agg",
+    "plot command (flax_posenc.report.cli + matplotlib), .pyc cached": (
+        "import flax_posenc.report.cli, matplotlib.figure, matplotlib.backends.backend_agg"
+    ),
+    "plot command, no .pyc": "import flax_posenc.report.cli, matplotlib.figure, matplotlib.backends.backend_agg",
+}
+
+
+def import_cpu(repeats: int) -> int:
+    """Print the CPU seconds of the imports of each row of :data:`IMPORT_ROWS` (fresh processes)."""
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        pycache = Path(tmp) / "pycache"
+        times: dict[str, list[float]] = {k: [] for k in IMPORT_ROWS}
+        for i in range(repeats + 1):  # the first round writes the bytecode cache: untimed
+            for row, stmt in IMPORT_ROWS.items():
+                env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                if "no .pyc" not in row:
+                    env.pop("PYTHONDONTWRITEBYTECODE", None)
+                    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+                code = f"import resource\n{stmt}\nr = resource.getrusage(resource.RUSAGE_SELF)\nprint(r.ru_utime + r.ru_stime)"
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+                if i:
+                    times[row].append(float(out.stdout.strip()))
+    load1 = os.getloadavg()[0]
+    print(
+        f"`python benchmarks/plot_time.py --imports {repeats}`: load average {load0:.1f} at the start, "
+        f"{load1:.1f} at the end; {repeats} fresh processes per row, taking turns.\n"
+    )
+    print("| imports | CPU s: median [min-max] |")
+    print("|---|---|")
+    for row, v in times.items():
+        print(f"| {row} | {statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}] |")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--imports", type=int, metavar="N", help="only the CPU time of the imports, N processes a row")
     args = ap.parse_args(argv)
+    if args.imports:
+        return import_cpu(args.imports)
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

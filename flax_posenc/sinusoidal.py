@@ -320,11 +320,6 @@ def turn_sin(
     >>> round(float(turn_sin(jnp.array([3]), np.array([0.5]), 1, bounds=(0, 3))[0, 0]), 6)   # cos(1.5)
     0.070737
     """
-    return _materialized(_turn_bits(positions, frequencies, quarter_turns, bounds))[0]
-
-
-def _turn_bits(positions, frequencies, quarter_turns, bounds: tuple[int, int]) -> jax.Array:
-    """:func:`turn_sin`'s values as uint32 bits, not yet materialized."""
     lowest, highest = int(bounds[0]), int(bounds[1])
     if not INT32_RANGE[0] <= lowest <= highest <= INT32_RANGE[1]:
         raise ValueError(
@@ -376,27 +371,16 @@ def _turn_bits(positions, frequencies, quarter_turns, bounds: tuple[int, int]) -
     # radians in [0, pi/2], one rounding; sin of it is XLA's own (cheap to compile, ~3e-8 there)
     x = lax.add(lax.mul(coarse, _RAD_HI), lax.add(lax.mul(coarse, _RAD_LO), lax.mul(fine, _RAD_HI)))
     sign = lax.bitwise_and(q, np.uint32(1 << 31))  # quadrants 2 and 3: negative
-    return lax.bitwise_xor(lax.bitcast_convert_type(lax.sin(x), jnp.uint32), sign)
-
-
-def _materialized(*bits: jax.Array) -> tuple[jax.Array, ...]:
-    """The float32 values of ``bits`` (uint32 arrays of one shape), each computed once.
-
-    A reduction over two lanes, the values and a lane of zeros, or-ed together: XLA does not fuse
-    a reduction into its consumers, so the values are computed once and read from memory, not
-    computed again for every head, half or batch row that reads them (without it a RoPE prefill
-    with 16 heads ran 4-5x slower; an optimization barrier does not do it: XLA CPU removes
-    barriers before fusion). A bitwise or, not a float add: XLA CPU hands float sums to its
-    YNNPACK fusion; this stays an XLA loop. The zero lane is padded onto the values (not computed
-    from zero frequencies, as until issue 38), and one variadic reduction serves every array: one
-    loop for XLA to compile, in which ``cos`` and ``sin`` share their fixed-point product.
-    """
-    axis = bits[0].ndim - 1
-    pad = ((0, 0, 0),) * axis + ((0, 1, 0), (0, 0, 0))
-    lanes = tuple(lax.pad(b[..., None, :], np.uint32(0), pad) for b in bits)
-    zeros = (np.uint32(0),) * len(bits)
-    out = lax.reduce(lanes, zeros, lambda a, b: tuple(lax.bitwise_or(x, y) for x, y in zip(a, b)), (axis,))
-    return tuple(lax.bitcast_convert_type(o, jnp.float32) for o in out)
+    bits = lax.bitwise_xor(lax.bitcast_convert_type(lax.sin(x), jnp.uint32), sign)
+    # materialized once: a reduction over two lanes, the values and a lane of zeros, or-ed together.
+    # XLA does not fuse a reduction into its consumers, so the values are computed once and read
+    # from memory, not computed again for every head, half or batch row that reads them (without
+    # it a RoPE prefill with 16 heads ran 4-5x slower; an optimization barrier does not do it: XLA
+    # CPU removes barriers before fusion). A bitwise or, not a float add: XLA CPU hands float sums
+    # to its YNNPACK fusion; this stays an XLA loop. The zero lane is padded onto the result (the
+    # values are computed once, not once more on zero frequencies as until issue 38)
+    lanes = lax.pad(bits[..., None, :], np.uint32(0), ((0, 0, 0),) * p.ndim + ((0, 1, 0), (0, 0, 0)))
+    return lax.bitcast_convert_type(lax.reduce(lanes, np.uint32(0), lax.bitwise_or, (p.ndim,)), jnp.float32)
 
 
 def turn_cos_sin(
@@ -411,10 +395,7 @@ def turn_cos_sin(
     >>> cos.shape, round(float(sin[1, 0]), 6), round(float(cos[1, 1]), 6)
     ((2, 2), 0.14112, 0.070737)
     """
-    cos, sin = _materialized(
-        _turn_bits(positions, frequencies, 1, bounds), _turn_bits(positions, frequencies, 0, bounds)
-    )
-    return cos, sin
+    return turn_sin(positions, frequencies, 1, bounds=bounds), turn_sin(positions, frequencies, 0, bounds=bounds)
 
 
 def sinusoidal_encoding(
