@@ -5,6 +5,12 @@ flax_posenc.report.cli plot SOURCE --out DIR``, its default figures): wall time,
 user + system CPU time (``resource.getrusage(RUSAGE_CHILDREN)``), which a loaded machine inflates
 much less than the wall time. Then one run under ``-X importtime`` gives the share of the imports.
 
+Two conditions, taking turns: **no .pyc** (the environment as it is; with
+``PYTHONDONTWRITEBYTECODE=1``, as on the shared development machine, every flax_posenc module
+is compiled from source in every process: ~0.2-0.3 s of CPU) and **.pyc cached** (the bytecode
+cache written by one untimed run into a temporary ``PYTHONPYCACHEPREFIX``: what an installed
+package, whose wheel pip byte-compiles, or a checkout that may write ``__pycache__`` gets).
+
 Sources: ``sinusoidal:1024:768`` and a GPT-2-shaped checkpoint directory written here with numpy
 (``config.json`` of ``model_type`` gpt2 and ``model.safetensors`` holding ``wpe.weight`` 1024 x 768
 float32 and a 16-row ``wte.weight``).
@@ -13,6 +19,12 @@ Usage::
 
     python benchmarks/plot_time.py                 # 3 repeats per source
     python benchmarks/plot_time.py --quick         # 1 repeat of sinusoidal:64:16: smoke run only
+    python benchmarks/plot_time.py --imports 5     # only the CPU time of the plot command's imports
+
+``--imports N``: N fresh processes per row, taking turns, each printing its own CPU time
+(``getrusage``) after importing: a bare interpreter; numpy + matplotlib's ``Figure`` and Agg
+canvas (what drawing needs); the plot command's modules (``flax_posenc.report.cli`` and those)
+with a bytecode cache, and without one (as the environment is).
 """
 
 from __future__ import annotations
@@ -50,8 +62,13 @@ def gpt2_dir(parent: Path, rows: int = 1024, dim: int = 768) -> Path:
     return d
 
 
-def run_once(source: str, out: Path, extra: tuple[str, ...] = ()) -> tuple[float, float, str]:
+def run_once(
+    source: str, out: Path, extra: tuple[str, ...] = (), pycache: Path | None = None
+) -> tuple[float, float, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if pycache is not None:  # bytecode cached (written by a first run) in a folder of its own
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
     cmd = [sys.executable, *extra, "-m", "flax_posenc.report.cli", "plot", source, "--out", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -74,37 +91,89 @@ def import_share(stderr: str) -> float:
     return total / 1e6
 
 
+IMPORT_ROWS = {
+    "bare interpreter": "",
+    "numpy + matplotlib Figure, Agg": "import numpy, matplotlib.figure, matplotlib.backends.backend_agg",
+    "plot command (flax_posenc.report.cli + matplotlib), .pyc cached": (
+        "import flax_posenc.report.cli, matplotlib.figure, matplotlib.backends.backend_agg"
+    ),
+    "plot command, no .pyc": "import flax_posenc.report.cli, matplotlib.figure, matplotlib.backends.backend_agg",
+}
+
+
+def import_cpu(repeats: int) -> int:
+    """Print the CPU seconds of the imports of each row of :data:`IMPORT_ROWS` (fresh processes)."""
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        pycache = Path(tmp) / "pycache"
+        times: dict[str, list[float]] = {k: [] for k in IMPORT_ROWS}
+        for i in range(repeats + 1):  # the first round writes the bytecode cache: untimed
+            for row, stmt in IMPORT_ROWS.items():
+                env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                if "no .pyc" not in row:
+                    env.pop("PYTHONDONTWRITEBYTECODE", None)
+                    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+                code = f"import resource\n{stmt}\nr = resource.getrusage(resource.RUSAGE_SELF)\nprint(r.ru_utime + r.ru_stime)"
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+                if i:
+                    times[row].append(float(out.stdout.strip()))
+    load1 = os.getloadavg()[0]
+    print(
+        f"`python benchmarks/plot_time.py --imports {repeats}`: load average {load0:.1f} at the start, "
+        f"{load1:.1f} at the end; {repeats} fresh processes per row, taking turns.\n"
+    )
+    print("| imports | CPU s: median [min-max] |")
+    print("|---|---|")
+    for row, v in times.items():
+        print(f"| {row} | {statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}] |")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--imports", type=int, metavar="N", help="only the CPU time of the imports, N processes a row")
     args = ap.parse_args(argv)
+    if args.imports:
+        return import_cpu(args.imports)
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         sources = ["sinusoidal:64:16"] if args.quick else ["sinusoidal:1024:768", str(gpt2_dir(tmp))]
         repeats = 1 if args.quick else args.repeats
+        pycache = tmp / "pycache"
+        conditions = {"no .pyc": None, ".pyc cached": pycache}
         rows = []
         for source in sources:
-            walls, cpus = [], []
+            run_once(source, tmp / "warm", pycache=pycache)  # writes the bytecode cache: untimed
+            walls = {c: [] for c in conditions}
+            cpus = {c: [] for c in conditions}
             for i in range(repeats):
-                wall, cpu, _ = run_once(source, tmp / f"out{i}")
-                walls.append(wall)
-                cpus.append(cpu)
-            _, _, err = run_once(source, tmp / "imp", ("-X", "importtime"))
+                for c, cache in conditions.items():  # the two conditions take turns
+                    wall, cpu, _ = run_once(source, tmp / f"out{i}", pycache=cache)
+                    walls[c].append(wall)
+                    cpus[c].append(cpu)
             figures = len(list((tmp / "out0").glob("*.png")))
-            rows.append((source, figures, walls, cpus, import_share(err)))
+            for c, cache in conditions.items():
+                _, _, err = run_once(source, tmp / "imp", ("-X", "importtime"), pycache=cache)
+                rows.append((source, c, figures, walls[c], cpus[c], import_share(err)))
     load1 = os.getloadavg()[0]
     cmd = " ".join(["python benchmarks/plot_time.py", *(sys.argv[1:] if argv is None else argv)])
-    print(f"`{cmd}`: load average {load0:.1f} at the start, {load1:.1f} at the end; {repeats} fresh processes each.\n")
+    dont = os.environ.get("PYTHONDONTWRITEBYTECODE") or "unset"
     print(
-        "| source | figures | wall s: median [min-max] | CPU s (user+sys): median [min-max] | imports s (wall, -X importtime) |"
+        f"`{cmd}`: load average {load0:.1f} at the start, {load1:.1f} at the end; {repeats} fresh processes "
+        f"per source and condition (PYTHONDONTWRITEBYTECODE={dont} for 'no .pyc').\n"
     )
-    print("|---|---|---|---|---|")
-    for source, figures, walls, cpus, imports in rows:
+    print(
+        "| source | bytecode | figures | wall s: median [min-max] | CPU s (user+sys): median [min-max] "
+        "| imports s (wall, -X importtime) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for source, c, figures, walls, cpus, imports in rows:
         name = "GPT-2-shaped checkpoint dir (wpe 1024 x 768)" if source.endswith("gpt2-tiny") else source
         print(
-            f"| `{name}` | {figures} | {statistics.median(walls):.2f} [{min(walls):.2f}-{max(walls):.2f}] | "
+            f"| `{name}` | {c} | {figures} | {statistics.median(walls):.2f} [{min(walls):.2f}-{max(walls):.2f}] | "
             f"{statistics.median(cpus):.2f} [{min(cpus):.2f}-{max(cpus):.2f}] | {imports:.2f} |"
         )
     return 0

@@ -35,16 +35,23 @@ Usage::
     python benchmarks/program_size.py --out table.md       # and write it to a file
     python benchmarks/program_size.py --write-docs         # and replace the table in docs/benchmarks.md
     python benchmarks/program_size.py --lengths 1024 --rounds 1    # quick look
+    python benchmarks/program_size.py --only apply_rope_qk rotary_cos_sin --before 40105b1
+        # also the ``turn_sin`` of git revision 40105b1 (flax_posenc/sinusoidal.py), a third
+        # candidate in the same rounds: column "before / naive"
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import jax
@@ -208,6 +215,46 @@ def cases(seq: int) -> dict:
     }
 
 
+def load_before(rev: str):
+    """``flax_posenc/sinusoidal.py`` of git revision ``rev``, imported as a separate module."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = subprocess.run(
+        ["git", "-C", root, "show", f"{rev}:flax_posenc/sinusoidal.py"], capture_output=True, text=True, check=True
+    ).stdout
+    path = os.path.join(tempfile.mkdtemp(prefix="program_size_before_"), "sinusoidal_before.py")
+    with open(path, "w") as f:
+        f.write(text)
+    spec = importlib.util.spec_from_file_location("sinusoidal_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def using_before(old):
+    """The library's static-position paths call ``old``'s ``turn_sin``/``turn_cos_sin`` (while tracing)."""
+    import flax_posenc.rope as rope_module
+    import flax_posenc.sinusoidal as sin_module
+
+    saved = rope_module.turn_cos_sin, sin_module.turn_sin
+    rope_module.turn_cos_sin = lambda p, w, bounds=None: old.turn_cos_sin(p, w)
+    sin_module.turn_sin = lambda p, w, q=0, bounds=None: old.turn_sin(p, w, q)
+    try:
+        yield
+    finally:
+        rope_module.turn_cos_sin, sin_module.turn_sin = saved
+
+
+def traced_with(fn, old):
+    """``fn`` traced with ``old``'s ``turn_sin`` (a fresh function each call: no jit cache shared)."""
+
+    def run(*args):
+        with using_before(old):
+            return fn(*args)
+
+    return run
+
+
 def hlo_bytes(fn, args) -> int:
     return len(jax.jit(fn).lower(*args).as_text().encode())
 
@@ -235,16 +282,28 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
 
 
-def measure(lengths, rounds: int, only=None) -> list[dict]:
+def measure(lengths, rounds: int, only=None, before=None) -> list[dict]:
     rows = []
     for seq in lengths:
         for name, (ours, naive, args, error) in cases(seq).items():
             if only and not any(o in name for o in only):
                 continue
-            t = compile_seconds({"ours": ours, "naive": naive}, args, rounds)
+            fns = {"ours": ours, "naive": naive}
+            if before is not None:
+                fns["before"] = traced_with(ours, before)
+            t = compile_seconds(fns, args, rounds)
             ratios = [a / b for a, b in zip(t["ours"], t["naive"])]
+            extra = {}
+            if before is not None:
+                old = [a / b for a, b in zip(t["before"], t["naive"])]
+                extra = dict(
+                    before_s=statistics.median(t["before"]),
+                    before_ratio=statistics.median(old),
+                    before_range=(min(old), max(old)),
+                )
             rows.append(
                 dict(
+                    **extra,
                     encoding=name,
                     T=seq,
                     hlo=hlo_bytes(ours, args),
@@ -260,22 +319,31 @@ def measure(lengths, rounds: int, only=None) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict], rounds: int) -> str:
+def table(rows: list[dict], rounds: int, before: str | None = None) -> str:
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
+    head = "| encoding | T | HLO text (ours) | HLO text (naive) | compile s (ours) | compile s (naive) "
+    head += "| ours / naive: median [min-max] "
+    rule = "|---|---|---|---|---|---|---|"
+    if before:
+        head += f"| compile s ({before}) | {before} / naive: median [min-max] "
+        rule += "---|---|"
     lines = [
         f"jax {jax.__version__}, {platform.machine()}, {os.cpu_count()} CPUs, load average "
         f"{', '.join(f'{v:.2f}' for v in load)} at the end; compile: median of {rounds} fresh compiles.",
         "",
-        "| encoding | T | HLO text (ours) | HLO text (naive) | compile s (ours) | compile s (naive) "
-        "| ours / naive: median [min-max] | max error vs float64 |",
-        "|---|---|---|---|---|---|---|---|",
+        head + "| max error vs float64 |",
+        rule + "---|",
     ]
     for r in sorted(rows, key=lambda r: (r["encoding"], r["T"])):
         lo, hi = r["ratio_range"]
-        lines.append(
+        line = (
             f"| {r['encoding']} | {_length(r['T'])} | {_size(r['hlo'])} | {_size(r['naive_hlo'])} "
-            f"| {r['ours_s']:.3f} | {r['naive_s']:.3f} | {r['ratio']:.2f} [{lo:.2f}-{hi:.2f}] | {r['error']:.2e} |"
+            f"| {r['ours_s']:.3f} | {r['naive_s']:.3f} | {r['ratio']:.2f} [{lo:.2f}-{hi:.2f}] "
         )
+        if before:
+            blo, bhi = r["before_range"]
+            line += f"| {r['before_s']:.3f} | {r['before_ratio']:.2f} [{blo:.2f}-{bhi:.2f}] "
+        lines.append(line + f"| {r['error']:.2e} |")
     return "\n".join(lines) + "\n"
 
 
@@ -297,8 +365,10 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", help="encodings whose name contains one of these")
     parser.add_argument("--out", help="also write the table to this path")
     parser.add_argument("--write-docs", action="store_true", help="replace the table in docs/benchmarks.md")
+    parser.add_argument("--before", help="a git revision whose turn_sin to time too (a third candidate)")
     args = parser.parse_args(argv)
-    text = table(measure(args.lengths, args.rounds, args.only), args.rounds)
+    before = load_before(args.before) if args.before else None
+    text = table(measure(args.lengths, args.rounds, args.only, before), args.rounds, args.before)
     print(text, end="")
     if args.out:
         with open(args.out, "w") as f:

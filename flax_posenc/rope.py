@@ -199,7 +199,7 @@ def _cos_sin(
         scale = np.float64(attention)
         return jnp.asarray((np.cos(angle) * scale).astype(dtype)), jnp.asarray((np.sin(angle) * scale).astype(dtype))
     if host is not None:  # known positions (prefill): from an iota on device, the program does not grow
-        cos, sin = turn_cos_sin(positions, inv_freq)
+        cos, sin = turn_cos_sin(positions, inv_freq, bounds=(int(host.min()), int(host.max())))
     else:
         cos, sin = exact_cos_sin(positions, inv_freq, bounds=(limit.lowest, limit.highest))  # the guard's range
     if attention != 1.0:

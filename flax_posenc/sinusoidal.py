@@ -277,7 +277,13 @@ _RAD_HI = np.float32(_RAD_PER_UNIT)
 _RAD_LO = np.float32(_RAD_PER_UNIT - float(_RAD_HI))
 
 
-def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.ndarray | int = 0) -> jax.Array:
+def turn_sin(
+    positions: jax.Array,
+    frequencies: np.ndarray,
+    quarter_turns: np.ndarray | int = 0,
+    *,
+    bounds: tuple[int, int] = INT32_RANGE,
+) -> jax.Array:
     """``sin(p * w + q * pi/2)`` in float32 for int32 ``p``, from the angle in fixed-point turns.
 
     Each column ``j`` has a frequency ``w_j`` and a whole number of quarter turns ``q_j``:
@@ -289,8 +295,8 @@ def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.nd
     subtracts the fraction ``2**32`` times). Its top two bits pick the quadrant; the rest, reflected
     in odd quadrants, is a float32 angle in ``[0, pi/2]`` (one rounding) whose ``sin`` (XLA's)
     is signed by the quadrant. No table, no gather: the program holds three uint32 words per
-    column, whatever the positions; the values are materialized by a two-lane reduction (one lane
-    of zeros) so that consumers that broadcast them do not recompute them. Every result is within 1e-7 of the
+    column, whatever the positions; the values are materialized by a two-lane reduction (a lane of zeros)
+    so that consumers that broadcast them do not recompute them. Every result is within 1e-7 of the
     float64 value of ``sin`` of the float64 angle for ``|p| < 2**24`` (measured: 6.3e-8; the
     digits of :func:`exact_cos_sin` give 1.9e-7); above that float64's own rounding of ``p * w``
     dominates the difference (1.5e-7 on random int32 positions).
@@ -299,6 +305,11 @@ def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.nd
       positions: integer array, any shape, values in the int32 range.
       frequencies: host float64 array of ``n`` angular frequencies (radians per position).
       quarter_turns: host integers, broadcast against ``frequencies``.
+      bounds: ``(lowest, highest)`` that the positions are known to lie in (default: the int32
+        range). Known non-negative positions drop the negative-position correction, and
+        positions below ``2**16`` the products of their (zero) high half: the same values from
+        fewer operations, which XLA compiles faster. Positions outside the bounds are not
+        checked here: they get wrong values.
 
     Returns:
       float32 of shape ``positions.shape + (n,)``.
@@ -306,46 +317,52 @@ def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.nd
     >>> import numpy as np, jax.numpy as jnp
     >>> [round(float(v), 6) for v in turn_sin(jnp.array([3, -3, 3]), np.array([1.0]))[:, 0]]
     [0.14112, -0.14112, 0.14112]
-    >>> round(float(turn_sin(jnp.array([3]), np.array([0.5]), 1)[0, 0]), 6)   # cos(1.5)
+    >>> round(float(turn_sin(jnp.array([3]), np.array([0.5]), 1, bounds=(0, 3))[0, 0]), 6)   # cos(1.5)
     0.070737
     """
+    lowest, highest = int(bounds[0]), int(bounds[1])
+    if not INT32_RANGE[0] <= lowest <= highest <= INT32_RANGE[1]:
+        raise ValueError(
+            f"bounds: expected (lowest, highest) inside the int32 range, lowest <= highest; got {bounds!r}"
+        )
     w = np.asarray(frequencies, dtype=np.float64).reshape(-1)
     quarters = np.broadcast_to(np.asarray(quarter_turns, dtype=np.int64), w.shape) % 4
-    high, low = (np.stack([words, np.zeros_like(words)]) for words in frequency_turns(w))
-    quarters = np.stack([quarters, np.zeros_like(quarters)])
+    high, low = frequency_turns(w)
     p = jnp.asarray(positions)
-    # two lanes, the values and zeros (frequency 0, phase 0: sin 0 = +0), or-ed together at the end:
-    # XLA does not fuse a reduction into its consumers, so the values are computed once and read
-    # from memory, not computed again for every head, half or batch row that reads them (without
-    # it a RoPE prefill with 16 heads ran 4-5x slower). A bitwise or, not a float add: XLA CPU hands
-    # float sums to its YNNPACK fusion; this stays an XLA loop
-    shape = (*p.shape, 2, w.shape[0])  # lanes next to last: XLA CPU reduces them fastest
-    last = (len(shape) - 2, len(shape) - 1)
+    shape = (*p.shape, w.shape[0])
+    last = (p.ndim,)
 
-    def columns(c):  # a (2, n) host uint32 constant, broadcast over the positions
+    def columns(c):  # an (n,) host uint32 constant, broadcast over the positions
         return lax.broadcast_in_dim(np.ascontiguousarray(c, dtype=np.uint32), shape, last)
 
     # lax operations throughout: jnp's operators each cost a dispatch while tracing (half of the
     # compile time of a short encoding), and every operation here is one more for XLA to compile
+    # (issue 38: compile time <= 1.5x the naive float32 form)
     u = lax.broadcast_in_dim(lax.bitcast_convert_type(p.astype(jnp.int32), jnp.uint32), shape, tuple(range(p.ndim)))
     # frac(p w / 2pi) * 2**32 = u * high + (u * low) // 2**32 (mod 2**32); the high half of the
     # 64-bit u * low from 16-bit halves, without the low halves' product and carries (under 3 units
     # of 2**-32 turn, 4.4e-9 rad); a negative p is u - 2**32: less low
     sixteen = np.uint32(16)
-    u0, u1 = lax.bitwise_and(u, np.uint32(0xFFFF)), lax.shift_right_logical(u, sixteen)
-    l0, l1 = columns(low & np.uint32(0xFFFF)), columns(low >> np.uint32(16))
-    cross = lax.add(
-        lax.shift_right_logical(lax.mul(u1, l0), sixteen), lax.shift_right_logical(lax.mul(u0, l1), sixteen)
-    )
-    sign_mask = lax.bitcast_convert_type(
-        lax.shift_right_arithmetic(lax.bitcast_convert_type(u, jnp.int32), np.int32(31)), jnp.uint32
-    )
-    top = lax.add(lax.mul(u, columns(high)), lax.add(lax.mul(u1, l1), cross))
-    top = lax.sub(top, lax.bitwise_and(columns(low), sign_mask))
+    l1 = columns(low >> np.uint32(16))
+    if 0 <= lowest and highest < 1 << 16:  # u's high half u1 is 0: its two products are 0
+        top = lax.add(lax.mul(u, columns(high)), lax.shift_right_logical(lax.mul(u, l1), sixteen))
+    else:
+        u0, u1 = lax.bitwise_and(u, np.uint32(0xFFFF)), lax.shift_right_logical(u, sixteen)
+        l0 = columns(low & np.uint32(0xFFFF))
+        cross = lax.add(
+            lax.shift_right_logical(lax.mul(u1, l0), sixteen), lax.shift_right_logical(lax.mul(u0, l1), sixteen)
+        )
+        top = lax.add(lax.mul(u, columns(high)), lax.add(lax.mul(u1, l1), cross))
+    if lowest < 0:  # the two's complement correction; 0 for non-negative positions
+        sign_mask = lax.bitcast_convert_type(
+            lax.shift_right_arithmetic(lax.bitcast_convert_type(u, jnp.int32), np.int32(31)), jnp.uint32
+        )
+        top = lax.sub(top, lax.bitwise_and(columns(low), sign_mask))
     # q: the turn (plus the phase) in 2**-32 units; its top two bits are the quadrant, the other 30
     # the angle r into it, reflected (2**30 - r) in quadrants 1 and 3, so that the result is
     # sin(+-x) for a float32 x in [0, pi/2]: sin(k pi/2 + y) is sin y, cos y = sin(pi/2 - y), -sin y, -cos y
-    q = lax.add(top, columns(quarters.astype(np.uint32) << np.uint32(30)))
+    phase = (quarters.astype(np.uint32) << np.uint32(30)).astype(np.uint32)
+    q = lax.add(top, columns(phase)) if phase.any() else top
     r = lax.bitwise_and(q, np.uint32(0x3FFFFFFF))
     odd = lax.ne(lax.bitwise_and(q, np.uint32(1 << 30)), np.uint32(0))
     r = lax.bitcast_convert_type(lax.select(odd, lax.sub(np.uint32(1 << 30), r), r), jnp.int32)
@@ -355,20 +372,30 @@ def turn_sin(positions: jax.Array, frequencies: np.ndarray, quarter_turns: np.nd
     x = lax.add(lax.mul(coarse, _RAD_HI), lax.add(lax.mul(coarse, _RAD_LO), lax.mul(fine, _RAD_HI)))
     sign = lax.bitwise_and(q, np.uint32(1 << 31))  # quadrants 2 and 3: negative
     bits = lax.bitwise_xor(lax.bitcast_convert_type(lax.sin(x), jnp.uint32), sign)
-    return lax.bitcast_convert_type(lax.reduce(bits, np.uint32(0), lax.bitwise_or, (len(shape) - 2,)), jnp.float32)
+    # materialized once: a reduction over two lanes, the values and a lane of zeros, or-ed together.
+    # XLA does not fuse a reduction into its consumers, so the values are computed once and read
+    # from memory, not computed again for every head, half or batch row that reads them (without
+    # it a RoPE prefill with 16 heads ran 4-5x slower; an optimization barrier does not do it: XLA
+    # CPU removes barriers before fusion). A bitwise or, not a float add: XLA CPU hands float sums
+    # to its YNNPACK fusion; this stays an XLA loop. The zero lane is padded onto the result (the
+    # values are computed once, not once more on zero frequencies as until issue 38)
+    lanes = lax.pad(bits[..., None, :], np.uint32(0), ((0, 0, 0),) * p.ndim + ((0, 1, 0), (0, 0, 0)))
+    return lax.bitcast_convert_type(lax.reduce(lanes, np.uint32(0), lax.bitwise_or, (p.ndim,)), jnp.float32)
 
 
-def turn_cos_sin(positions: jax.Array, frequencies: np.ndarray) -> tuple[jax.Array, jax.Array]:
+def turn_cos_sin(
+    positions: jax.Array, frequencies: np.ndarray, *, bounds: tuple[int, int] = INT32_RANGE
+) -> tuple[jax.Array, jax.Array]:
     """``(cos(p * w), sin(p * w))`` in float32 from :func:`turn_sin` (``cos`` is a quarter turn
-    ahead): the static-position path of :func:`flax_posenc.rope.rotary_cos_sin` (traced
-    positions use :func:`exact_cos_sin`).
+    ahead; ``bounds`` as there): the static-position path of
+    :func:`flax_posenc.rope.rotary_cos_sin` (traced positions use :func:`exact_cos_sin`).
 
     >>> import numpy as np, jax.numpy as jnp
     >>> cos, sin = turn_cos_sin(jnp.array([0, 3]), np.array([1.0, 0.5]))
     >>> cos.shape, round(float(sin[1, 0]), 6), round(float(cos[1, 1]), 6)
     ((2, 2), 0.14112, 0.070737)
     """
-    return turn_sin(positions, frequencies, 1), turn_sin(positions, frequencies, 0)
+    return turn_sin(positions, frequencies, 1, bounds=bounds), turn_sin(positions, frequencies, 0, bounds=bounds)
 
 
 def sinusoidal_encoding(
@@ -458,4 +485,5 @@ def _known_encoding(host, positions, dim, base, layout, endpoint, min_timescale,
     w = sinusoidal_frequencies(dim, **options)  # each column: sin of w (0 quarter turns) or cos (1)
     columns = arrange_sin_cos(w, w, layout, dim)  # the zero column of odd_dim="zero": sin(0 p) = 0
     quarters = arrange_sin_cos(np.zeros(w.shape, np.int64), np.ones(w.shape, np.int64), layout, dim)
-    return turn_sin(positions, columns, quarters).astype(dtype)
+    bounds = (int(host.min()), int(host.max()))  # known: the program drops what they do not need
+    return turn_sin(positions, columns, quarters, bounds=bounds).astype(dtype)
