@@ -24,7 +24,6 @@ spec and its module fields only, and ``clone``, ``nn.scan``/``nn.vmap`` and equa
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Mapping
 from dataclasses import InitVar
@@ -97,11 +96,10 @@ class _SpecModule(nn.Module):
         raise NotImplementedError
 
 
-@functools.cache
-def _flat_argument_names(cls: type) -> tuple[str, ...]:
+def _flat_argument_names(cls: Any) -> tuple[str, ...]:
     """The names of ``cls``'s ``InitVar`` fields, in ``__init__``'s order: those of
     ``__dataclass_fields__`` that ``dataclasses.fields`` leaves out (a shell module declares no ``ClassVar``)."""
-    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name for f in dataclasses.fields(cls)}
     return tuple(name for name in vars(cls)["__dataclass_fields__"] if name not in fields)
 
 
@@ -213,8 +211,16 @@ class SinusoidalPositionalEncoding(_PositionShell):
         >>> SinusoidalPositionalEncoding.from_arguments(512, num_positions=1024).num_positions
         1024
         """
-        flat = dict(num_positions=num_positions, base=base, layout=layout, endpoint=endpoint)
-        return cls(dim, **flat, position_name=position_name, table_name=table_name, **fields)
+        return cls(
+            dim,
+            num_positions=num_positions,
+            base=base,
+            layout=layout,
+            endpoint=endpoint,
+            position_name=position_name,
+            table_name=table_name,
+            **fields,
+        )
 
 
 @_reads_spec(dim="dim", num_positions="num_positions")
@@ -374,7 +380,7 @@ class TransformerInput(_SpecModule):
         deterministic: bool | None = None,
         on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
-        spec = self.spec
+        spec = cast(InputSpec, self.spec)
         params = {}
         for name, shape in spec.param_shapes().items():
             if name == "layer_norm":
@@ -397,7 +403,7 @@ class TransformerInput(_SpecModule):
     def attend(self, query: jax.typing.ArrayLike) -> jax.Array:
         """Logits ``query @ word_embeddings.T`` (tied head): ``apply(variables, h, method="attend")``."""
         word = nn.unbox(self.variables["params"]["word_embeddings"])
-        return block.attend(self.spec, word, query)
+        return block.attend(cast(InputSpec, self.spec), word, query)
 
     def extend_positions(
         self, variables: Mapping[str, Any], num_positions: int, *, method: ExtendMethod = "tile"
@@ -409,7 +415,7 @@ class TransformerInput(_SpecModule):
         """
         params = nn.unbox(variables)["params"]
         old = params["position_embeddings"]
-        spec, params = extend_input(self.spec, params, num_positions, method=method)
+        spec, params = extend_input(cast(InputSpec, self.spec), params, num_positions, method=method)
         params = {**params, "position_embeddings": jnp.asarray(params["position_embeddings"], old.dtype)}
         grown = self.clone(spec=spec)
         return grown, {**variables, "params": _boxed_as_init(grown, params)}
@@ -581,12 +587,18 @@ class RelativePositionBias(_SpecModule):
         >>> RelativePositionBias.from_arguments(8, num_buckets=32, bidirectional=False).spec.buckets.bidirectional
         False
         """
-        flat = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional, num_rows=num_rows)
-        return cls(num_heads, **flat, **fields)
+        return cls(
+            num_heads,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+            bidirectional=bidirectional,
+            num_rows=num_rows,
+            **fields,
+        )
 
     @nn.compact
     def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
-        spec = self.spec
+        spec = cast(RelativeBiasSpec, self.spec)
         table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, RELATIVE_BIAS_AXES)
         return bias_of(spec.buckets, table, query_len, key_len, query_start=query_start, dtype=self.dtype)
 
@@ -664,12 +676,19 @@ class PatchPositionalEmbedding(_SpecModule):
         >>> PatchPositionalEmbedding.from_arguments(14, 768, patch_size=16).spec.rows
         197
         """
-        flat = dict(prefix_tokens=prefix_tokens, patch_size=patch_size, convention=convention)
-        return cls(grid, dim, **flat, position_name=position_name, **fields)
+        return cls(
+            grid,
+            dim,
+            prefix_tokens=prefix_tokens,
+            patch_size=patch_size,
+            convention=convention,
+            position_name=position_name,
+            **fields,
+        )
 
     @nn.compact
     def __call__(self, x: jax.Array, *, grid=None, image_size=None, interpolate: bool | None = None) -> jax.Array:
-        spec = self.spec
+        spec = cast(GridSpec, self.spec)
         table = _param(
             self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
         )
@@ -825,18 +844,25 @@ class BoundingBoxEmbedding(_SpecModule):
     ) -> BoundingBoxEmbedding:
         """The module of the spec's flat arguments (:meth:`BboxSpec.from_arguments
         <flax_posenc.BboxSpec.from_arguments>`) and the module's fields; the flat call."""
-        flat = dict(shape_dim=shape_dim, combine=combine, shape_clip=shape_clip, position_name=position_name)
-        return cls(rows, coord_dim, **flat, **fields)
+        return cls(
+            rows,
+            coord_dim,
+            shape_dim=shape_dim,
+            combine=combine,
+            shape_clip=shape_clip,
+            position_name=position_name,
+            **fields,
+        )
 
     @nn.compact
     def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
         check_policy(self.on_overflow)
-        axes = AXES["position_embeddings"]
+        axes, spec = AXES["position_embeddings"], cast(BboxSpec, self.spec)
         x, y, h, w = (
             _param(self, f"{name}_embedding", self.embedding_init, shape, self.param_dtype, axes)
-            for name, shape in self.spec.table_shapes.items()
+            for name, shape in spec.table_shapes.items()
         )
-        return bbox_embedding(bbox, x, y, h, w, self.spec, on_overflow=self.on_overflow)
+        return bbox_embedding(bbox, x, y, h, w, spec, on_overflow=self.on_overflow)
 
     @classmethod
     def from_pretrained(
@@ -904,7 +930,7 @@ class WindowRelativeBias(_SpecModule):
 
     @nn.compact
     def __call__(self, window: Any = None) -> jax.Array:
-        spec = self.spec
+        spec = cast(WindowBiasSpec, self.spec)
         table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, WINDOW_BIAS_AXES)
         return window_bias_call(spec, table, window, self.convention, self.dtype)
 

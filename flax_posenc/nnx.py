@@ -168,9 +168,19 @@ class SinusoidalPositionalEncoding(_PositionShell):
         on_overflow: OverflowPolicy = "error",
     ):
         module = "SinusoidalPositionalEncoding"
-        flat = dict(num_positions=num_positions, base=base, layout=layout, endpoint=endpoint)
-        flat.update(position_name=position_name, name=name)
-        spec = resolve_spec(module, PositionSpec, "dim, ...", dim, sinusoidal_spec, **flat)
+        spec = resolve_spec(
+            module,
+            PositionSpec,
+            "dim, ...",
+            dim,
+            sinusoidal_spec,
+            num_positions=num_positions,
+            base=base,
+            layout=layout,
+            endpoint=endpoint,
+            position_name=position_name,
+            name=name,
+        )
         self.spec = check_kind(spec, "sinusoidal", module)
         self.dtype = dtype
         check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
@@ -192,8 +202,17 @@ class SinusoidalPositionalEncoding(_PositionShell):
     ) -> SinusoidalPositionalEncoding:
         """The encoding of flat arguments: the spec's (``position_name``: its ``name``; ``name``:
         the deprecated former keyword) and the module's (``dtype``, ``on_overflow``); the flat call."""
-        flat = dict(num_positions=num_positions, base=base, layout=layout, endpoint=endpoint)
-        return cls(dim, **flat, position_name=position_name, name=name, dtype=dtype, on_overflow=on_overflow)
+        return cls(
+            dim,
+            num_positions=num_positions,
+            base=base,
+            layout=layout,
+            endpoint=endpoint,
+            position_name=position_name,
+            name=name,
+            dtype=dtype,
+            on_overflow=on_overflow,
+        )
 
 
 class LearnedPositionalEmbedding(_PositionShell):
@@ -248,8 +267,17 @@ class LearnedPositionalEmbedding(_PositionShell):
         rngs: nnx.Rngs,
     ):
         module, flat_names = "LearnedPositionalEmbedding", "num_positions, dim, ..."
-        flat = dict(dim=dim, offset=offset, position_name=position_name, name=name)
-        spec = resolve_spec(module, PositionSpec, flat_names, num_positions, learned_spec, **flat)
+        spec = resolve_spec(
+            module,
+            PositionSpec,
+            flat_names,
+            num_positions,
+            learned_spec,
+            dim=dim,
+            offset=offset,
+            position_name=position_name,
+            name=name,
+        )
         self.spec = check_kind(spec, "learned", module)
         check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
         self.on_overflow = block.policy_of(self.spec, on_overflow)
@@ -703,14 +731,16 @@ class RelativePositionBias(nnx.Module):
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
     ):
-        flat = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional, num_rows=num_rows)
         self.spec = resolve_spec(
             "RelativePositionBias",
             RelativeBiasSpec,
             "num_heads, num_buckets=..., ...",
             num_heads,
             RelativeBiasSpec.from_arguments,
-            **flat,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+            bidirectional=bidirectional,
+            num_rows=num_rows,
         )
         self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), RELATIVE_BIAS_AXES)
         self.dtype = dtype
@@ -731,8 +761,17 @@ class RelativePositionBias(nnx.Module):
     ) -> RelativePositionBias:
         """The bias of flat arguments: the spec's (:meth:`RelativeBiasSpec.from_arguments
         <flax_posenc.RelativeBiasSpec.from_arguments>`) and the module's; the flat call."""
-        flat = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional, num_rows=num_rows)
-        return cls(num_heads, **flat, dtype=dtype, param_dtype=param_dtype, embedding_init=embedding_init, rngs=rngs)
+        return cls(
+            num_heads,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+            bidirectional=bidirectional,
+            num_rows=num_rows,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            rngs=rngs,
+        )
 
     @property
     def buckets(self) -> BucketConfig:
@@ -854,11 +893,12 @@ class PatchPositionalEmbedding(nnx.Module):
     ) -> PatchPositionalEmbedding:
         """The grid of flat arguments: the spec's (:meth:`GridSpec.from_arguments
         <flax_posenc.GridSpec.from_arguments>`) and the module's; the flat call."""
-        flat = dict(prefix_tokens=prefix_tokens, patch_size=patch_size, convention=convention)
         return cls(
             grid,
             dim,
-            **flat,
+            prefix_tokens=prefix_tokens,
+            patch_size=patch_size,
+            convention=convention,
             position_name=position_name,
             interpolate=interpolate,
             param_dtype=param_dtype,
@@ -1107,8 +1147,16 @@ class WindowRelativeBias(nnx.Module):
         rngs: nnx.Rngs,
     ) -> WindowRelativeBias:
         """The bias of flat arguments: the spec's (:class:`~flax_posenc.WindowBiasSpec`) and the module's; the flat call."""
-        module = dict(convention=convention, dtype=dtype, param_dtype=param_dtype, embedding_init=embedding_init)
-        return cls(num_heads, window, class_token=class_token, **module, rngs=rngs)
+        return cls(
+            num_heads,
+            window,
+            class_token=class_token,
+            convention=convention,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            rngs=rngs,
+        )
 
     def __call__(self, window: Any = None) -> jax.Array:
         """``(heads, N, N)``: the bias of ``window`` (``None``: the spec's; another resizes the table)."""
@@ -1257,9 +1305,18 @@ class BoundingBoxEmbedding(nnx.Module):
     ) -> BoundingBoxEmbedding:
         """The module of flat arguments: the spec's (:meth:`BboxSpec.from_arguments
         <flax_posenc.BboxSpec.from_arguments>`) and the module's; the flat call."""
-        flat = dict(shape_dim=shape_dim, combine=combine, shape_clip=shape_clip, position_name=position_name)
-        module = dict(param_dtype=param_dtype, embedding_init=embedding_init, on_overflow=on_overflow)
-        return cls(rows, coord_dim, **flat, **module, rngs=rngs)
+        return cls(
+            rows,
+            coord_dim,
+            shape_dim=shape_dim,
+            combine=combine,
+            shape_clip=shape_clip,
+            position_name=position_name,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            on_overflow=on_overflow,
+            rngs=rngs,
+        )
 
     def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
         """``bbox.shape[:-1] + (spec.out_dim,)`` for integer boxes ``(..., 4)``."""

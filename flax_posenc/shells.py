@@ -185,7 +185,7 @@ def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
     >>> from flax_posenc.block import PositionSpec
-    >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
+    >>> check_kind(PositionSpec("sinusoidal", dim=8), "learned", "LearnedPositionalEmbedding")
     Traceback (most recent call last):
     ...
     ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'

@@ -69,8 +69,8 @@ BERT = InputSpec.from_arguments(V, D, num_positions=P, type_vocab_size=2, layer_
 SINUSOID = InputSpec.from_arguments(V, D, position="sinusoidal", embed_scale=D**0.5)
 ROPE = fp.RopeConfig(head_dim=D, max_position_embeddings=P)
 GRID = (2, 3)
-LEARNED = PositionSpec("learned", D, P, offset=2)
-SINUSOIDAL = PositionSpec("sinusoidal", D, P, layout="concatenated", name="sinusoidal encoding")
+LEARNED = PositionSpec("learned", dim=D, num_positions=P, offset=2)
+SINUSOIDAL = PositionSpec("sinusoidal", dim=D, num_positions=P, layout="concatenated", name="sinusoidal encoding")
 RELATIVE = fp.RelativeBiasSpec(H, fp.BucketConfig(32, 128, bidirectional=True))
 GRID_SPEC = fp.GridSpec(GRID, D, patch_size=8)
 CONV_SPEC = fp.ConvPositionSpec(D, 4, groups=2)  # OmniASR's: one layer, no weight norm, one frame cut

@@ -48,11 +48,15 @@ def relative_encodings() -> None:
 
 def nnx_shells() -> None:
     rngs = nnx.Rngs(0)
-    wpe = fp.nnx.LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), on_overflow="clip", rngs=rngs)
+    wpe = fp.nnx.LearnedPositionalEmbedding(
+        PositionSpec("learned", dim=768, num_positions=1024), on_overflow="clip", rngs=rngs
+    )
     wpe = fp.nnx.LearnedPositionalEmbedding.from_arguments(1024, 768, offset=2, on_overflow="clip", rngs=rngs)
     out: jax.Array = wpe(length=128)
     out = wpe(jnp.arange(4), start=jnp.int32(2))
-    pe = fp.nnx.SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512, 2048), on_overflow="fill")
+    pe = fp.nnx.SinusoidalPositionalEncoding(
+        PositionSpec("sinusoidal", dim=512, num_positions=2048), on_overflow="fill"
+    )
     pe = fp.nnx.SinusoidalPositionalEncoding(fp.PositionSpec("sinusoidal", dim=512))  # the top-level name
     pe = fp.nnx.SinusoidalPositionalEncoding.from_arguments(512, num_positions=2048, layout="concatenated")
     out = pe(length=128)
@@ -102,11 +106,11 @@ def linen_shells() -> None:
     out = block.apply(variables, ids, deterministic=False, rngs={"dropout": key})
     module, params = fp.linen.TransformerInput.from_pretrained("gpt2", on_overflow="fill")
     out = module.apply(params, ids)
-    spec = PositionSpec("sinusoidal", 512, layout="concatenated")
+    spec = PositionSpec("sinusoidal", dim=512, layout="concatenated")
     pe = fp.linen.SinusoidalPositionalEncoding(spec, on_overflow="clip", dtype=jnp.bfloat16)
     pe = fp.linen.SinusoidalPositionalEncoding.from_arguments(512, layout="concatenated", on_overflow="clip")
     out = pe.apply({}, length=128)
-    wpe = fp.linen.LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), on_overflow="fill")
+    wpe = fp.linen.LearnedPositionalEmbedding(PositionSpec("learned", dim=768, num_positions=1024), on_overflow="fill")
     wpe = fp.linen.LearnedPositionalEmbedding.from_arguments(1024, 768, param_dtype=jnp.bfloat16)
     out = wpe.apply(wpe.init(key, length=4), length=4)
     rope = fp.linen.RotaryEmbedding(fp.RopeConfig(head_dim=8, max_position_embeddings=16), on_overflow="clip")
@@ -166,7 +170,7 @@ def vision_rope() -> None:  # issue 35, item 2
 
 
 def rejected() -> None:
-    learned, sinusoidal = PositionSpec("learned", 4, 8), PositionSpec("sinusoidal", 8)
+    learned, sinusoidal = PositionSpec("learned", dim=4, num_positions=8), PositionSpec("sinusoidal", dim=8)
     fp.nnx.LearnedPositionalEmbedding(learned, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
     fp.nnx.LearnedPositionalEmbedding.from_arguments(8, 4, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
     fp.nnx.SinusoidalPositionalEncoding(sinusoidal, on_overflow="wrap")  # type: ignore[arg-type]
