@@ -148,8 +148,8 @@ class SinusoidalPositionalEncoding(_PositionShell):
     >>> SinusoidalPositionalEncoding(512)(length=128).shape
     (128, 512)
     >>> from flax_posenc.block import PositionSpec
-    >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", dim=512)).spec == SinusoidalPositionalEncoding(512).spec
-    True
+    >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", dim=512))(length=128).shape
+    (128, 512)
     >>> SinusoidalPositionalEncoding.from_arguments(512, num_positions=1024).num_positions
     1024
     """
