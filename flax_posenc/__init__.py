@@ -52,6 +52,7 @@ _EXPORTS, _SUBMODULES = _public_names()
 
 __all__ = ["CheckpointError", "PositionLimitError", *_EXPORTS, *sorted(_SUBMODULES)]
 
+
 def __getattr__(name: str):
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
