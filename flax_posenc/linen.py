@@ -88,8 +88,9 @@ class _SpecModule(nn.Module):
     """
 
     def __post_init__(self, *flat: Any) -> None:
-        names = _flat_argument_names(type(self))
-        object.__setattr__(self, "spec", self._spec_of(dict(zip(names, flat, strict=True))))
+        if flat:  # Linen calls it again, without them, when a parent adopts this module: the spec stands
+            names = _flat_argument_names(type(self))
+            object.__setattr__(self, "spec", self._spec_of(dict(zip(names, flat, strict=True))))
         super().__post_init__()
 
     def _spec_of(self, flat: dict[str, Any]) -> Any:

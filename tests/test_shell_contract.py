@@ -498,6 +498,18 @@ def test_a_flat_built_linen_module_under_clone_vmap_and_scan(row):
     built = lifted(*args, **kwargs)
     assert built.spec == linen.spec and built.clone().spec == linen.spec
 
+    class Holder(nn.Module):  # the module as a parent's field (Linen adopts it: __post_init__ again)
+        inner: nn.Module
+
+        @nn.compact
+        def __call__(self, e):
+            call_args, call_kwargs = row.call(e)
+            return self.inner(*call_args, **call_kwargs)
+
+    held = Holder(type(linen)(*args, **kwargs))
+    close(np.asarray(held.apply(inner, examples[0])), eager[0])
+    assert held.clone().inner.spec == linen.spec
+
 
 def test_position_spec_takes_dim_and_num_positions_by_keyword_only():
     """``PositionSpec("learned", 768, 1024)`` read ``dim`` first, the flat calls ``num_positions``
