@@ -6,6 +6,11 @@ The functional core is re-exported here; modules live in :mod:`flax_posenc.nnx` 
 Attributes are imported lazily (PEP 562), so ``import flax_posenc.conversion`` does not pull
 in jax: conversion is numpy-only and usable from any framework.
 
+``__all__`` is the public surface: the functional core, the errors and the submodules users reach
+as attributes (``nnx``, ``linen``, ``conversion``, ``block``, ``analysis``, ``plots``). Every other
+submodule (``flax_posenc.rope``, ``flax_posenc.lookup``, ...) is imported by its path; reached as an
+attribute it is imported on first use, as after ``import flax_posenc.rope``, but it is not exported.
+
 >>> import flax_posenc as fp
 >>> fp.sinusoidal_table(4, 4).shape
 (4, 4)
@@ -14,6 +19,7 @@ in jax: conversion is numpy-only and usable from any framework.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING
 
 from flax_posenc._version import __version__ as __version__
@@ -52,6 +58,8 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     elif name in _SUBMODULES:
         value = importlib.import_module(_SUBMODULES[name])
+    elif not name.startswith("_") and importlib.util.find_spec(f"flax_posenc.{name}") is not None:
+        value = importlib.import_module(f"flax_posenc.{name}")  # any other submodule: reached, not exported
     else:
         raise AttributeError(f"module 'flax_posenc' has no attribute {name!r}")
     globals()[name] = value
@@ -63,46 +71,10 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # the one list of public names (:func:`_public_names` reads it); type checkers see them
-    from flax_posenc import (  # noqa: F401
-        alibi,
-        alibi_config,
-        bbox,
-        bbox_config,
-        block,
-        conversion,
-        deberta,
-        deberta_config,
-        detr,
-        detr_config,
-        extend,
-        grid_config,
-        grid_sincos,
-        grids,
-        limits,
-        linen,
-        lookup,
-        mrope,
-        mrope_config,
-        naflex,
-        naflex_config,
-        nnx,
-        orbax_io,
-        overflow,
-        progress,
-        relative_bias,
-        relative_bias_config,
-        rope,
-        rope_config,
-        rotate,
-        sinusoid_math,
-        sinusoidal,
-        spec,
-        temperature,
-        vision_rope,
-        vision_rope_config,
-        window_bias_config,
-        windows,
-    )
+    # the submodules users reach as attributes: the shells, checkpoints, the input block's functional
+    # core (``fp.block.transformer_input``) and the reporting wing; every other module is imported by
+    # its path (``import flax_posenc.rope``), not exported
+    from flax_posenc import block, conversion, linen, nnx  # noqa: F401
     from flax_posenc.alibi import alibi_bias, alibi_bias_from_positions  # noqa: F401
     from flax_posenc.alibi_config import AlibiConfig, alibi_slopes  # noqa: F401
     from flax_posenc.bbox import bbox_embedding  # noqa: F401

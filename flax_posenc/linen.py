@@ -2,9 +2,15 @@
 
 Thin shells over :mod:`flax_posenc.block`; parameters carry logical axis names
 (``nn.with_logical_partitioning``), so ``nn.get_partition_spec`` and
-``nn.logical_to_mesh_sharding`` work with your rules. As in NNX, each module's first field is
-its spec (or config), and a module is built from its flat arguments too, as ``nn.Dense(features)``
-is: ``LearnedPositionalEmbedding(1024, 768)`` is ``LearnedPositionalEmbedding.from_arguments(1024, 768)``.
+``nn.logical_to_mesh_sharding`` work with your rules. As in NNX, a module is built from its flat
+arguments, as ``nn.Embed(num_embeddings, features)`` is: ``LearnedPositionalEmbedding(1024, 768)``
+(the same as ``LearnedPositionalEmbedding.from_arguments(1024, 768)``) builds its spec inside, and
+``LearnedPositionalEmbedding(spec)`` keeps a spec you built.
+
+How: a module's first field is ``spec``, which holds the spec, or the first flat argument before
+``__post_init__`` builds the spec of it; the other flat arguments are ``dataclasses.InitVar``
+fields (``None``: left out), so they reach ``__post_init__`` and are not stored: a module holds its
+spec and its module fields only, and ``clone``, ``nn.scan``/``nn.vmap`` and equality see those.
 
 >>> import jax, jax.numpy as jnp
 >>> import flax_posenc as fp
@@ -20,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar, cast
+from dataclasses import InitVar
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +65,7 @@ from flax_posenc.shells import (
     learned_spec,
     public_modules,
     relative_bias_source,
+    resolve_spec,
     sinusoidal_spec,
     vision_rope_source,
 )
@@ -71,51 +79,70 @@ def _param(module: nn.Module, name: str, init, shape, dtype, axes=None):
     return module.param(name, nn.with_logical_partitioning(init, axes or AXES[name]), shape, dtype)
 
 
-class _SpecOrFlatArguments(type):
-    """Sends a flat call ``Module(flat...)`` to ``Module.from_arguments`` (the module's one field is its spec).
+class _SpecModule(nn.Module):
+    """A Linen module built from its spec or from its flat arguments (see the module docstring).
 
-    A module class names its spec type (``_spec_type``) and its flat call (``_flat_names``). Any
-    call with a spec (``clone`` and the transforms pass ``spec=``) is the dataclass's own; a spec
-    together with flat arguments is a ``TypeError`` naming them.
+    A subclass declares ``spec`` as its first field, its flat arguments as ``InitVar`` fields
+    (``None`` by default: left out) and :meth:`_spec_of`, which turns the first field and the flat
+    arguments into the spec (through :func:`~flax_posenc.shells.resolve_spec`).
     """
 
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        spec_type, flat_names = cast(Any, cls)._spec_type, cast(Any, cls)._flat_names
-        if "spec" in kwargs or (args and isinstance(args[0], spec_type)):
-            fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-            extra = {k: v for k, v in kwargs.items() if k not in fields}
-            if extra:
-                spec = kwargs.get("spec", args[0] if args else None)
-                if spec_type is InputSpec:  # refused by InputSpec.of, an unknown name named as such
-                    InputSpec.of(spec, **extra)
-                raise TypeError(
-                    f"{cls.__name__}: expected a {spec_type.__name__} or flat arguments ({flat_names}), "
-                    f"found both: a spec and {sorted(extra)}"
-                )
-            return super().__call__(*args, **kwargs)
-        return cls.from_arguments(*args, **kwargs)  # type: ignore[attr-defined]
-
-
-class _PositionShell(nn.Module, metaclass=_SpecOrFlatArguments):
-    """What the two Linen position modules share: the spec (its kind and the policy checked once) and the call."""
-
-    _spec_type: ClassVar[type] = PositionSpec
-    _kind: ClassVar[str] = ""
-    spec: PositionSpec
-
-    def __post_init__(self):
-        check_kind(self.spec, self._kind, type(self).__name__)
-        check_policy(cast(Any, self).on_overflow)  # once, at construction (a field of the subclasses)
+    def __post_init__(self, *flat: Any) -> None:
+        if flat:  # Linen calls it again, without them, when a parent adopts this module: the spec stands
+            names = _flat_argument_names(type(self))
+            object.__setattr__(self, "spec", self._spec_of(dict(zip(names, flat, strict=True))))
         super().__post_init__()
 
-    @property
-    def dim(self) -> int:
-        return self.spec.dim
+    def _spec_of(self, flat: dict[str, Any]) -> Any:
+        raise NotImplementedError
 
-    @property
-    def num_positions(self) -> int | None:
-        """Usable positions (the limit; ``None`` for unbounded sinusoids)."""
-        return self.spec.num_positions
+
+def _flat_argument_names(cls: Any) -> tuple[str, ...]:
+    """The names of ``cls``'s ``InitVar`` fields, in ``__init__``'s order: those of
+    ``__dataclass_fields__`` that ``dataclasses.fields`` leaves out (a shell module declares no ``ClassVar``)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return tuple(name for name in vars(cls)["__dataclass_fields__"] if name not in fields)
+
+
+def _reads_spec(**attributes: str):
+    """Class decorator: ``module.NAME`` reads ``module.spec.ATTRIBUTE`` for each ``NAME="ATTRIBUTE"``.
+
+    A flat argument's ``InitVar`` leaves its default (``None``) as a class attribute of its name;
+    this replaces it by the property (``module.dim``, ``module.grid``, ...), and removes the
+    class attribute of every other ``InitVar`` (``module.offset`` is not an attribute).
+    """
+
+    def attach(cls):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        for name in cls.__dataclass_fields__:
+            if name not in fields and name not in attributes and name in vars(cls):
+                delattr(cls, name)
+        for name, attribute in attributes.items():
+            path = attribute.split(".")
+
+            def read(self, path=path):
+                value = self.spec
+                for part in path:
+                    value = getattr(value, part)
+                return value
+
+            setattr(cls, name, property(read, doc=f"``spec.{attribute}``."))
+        return cls
+
+    return attach
+
+
+class _PositionShell(_SpecModule):
+    """What the two Linen position modules share: the spec (its kind and the policy checked once) and the call."""
+
+    _kind = ""
+    spec: PositionSpec | int | None = None  # a PositionSpec once built (the first flat argument before)
+
+    def _position_spec(self, build, flat_names: str, flat: dict[str, Any]) -> PositionSpec:
+        module = type(self).__name__
+        spec = resolve_spec(module, PositionSpec, flat_names, self.spec, build, **flat)
+        check_policy(cast(Any, self).on_overflow)  # once, at construction (a field of the subclasses)
+        return check_kind(spec, self._kind, module)
 
     def _table(self, spec: PositionSpec) -> jax.Array | None:
         return None
@@ -132,28 +159,39 @@ class _PositionShell(nn.Module, metaclass=_SpecOrFlatArguments):
         """Vectors for ``positions`` or for ``length`` positions from ``start`` (see the NNX module)."""
         fields: Any = self  # dtype and on_overflow are fields of the subclasses
         policy = on_overflow or fields.on_overflow
-        table = self._table(self.spec)
+        spec = cast(PositionSpec, self.spec)
+        table = self._table(spec)
         return block.encode_positions(
-            self.spec, table, positions, length=length, start=start, dtype=fields.dtype, on_overflow=policy
+            spec, table, positions, length=length, start=start, dtype=fields.dtype, on_overflow=policy
         )
 
 
+@_reads_spec(dim="dim", num_positions="num_positions")
 class SinusoidalPositionalEncoding(_PositionShell):
     """Vaswani et al.'s fixed encoding; no parameters (see the NNX module of the same name).
 
-    The field ``spec`` is a :class:`~flax_posenc.block.PositionSpec` of kind ``"sinusoidal"``;
-    :meth:`from_arguments` takes the flat arguments, and so does the flat call
-    ``SinusoidalPositionalEncoding(dim, ...)``.
+    The flat call ``SinusoidalPositionalEncoding(dim, num_positions=..., base=..., layout=...,
+    endpoint=..., position_name=...)`` (the NNX arguments; ``table_name``: ``position_name``'s
+    deprecated former keyword) builds the field ``spec``, a :class:`~flax_posenc.block.PositionSpec`
+    of kind ``"sinusoidal"``; ``SinusoidalPositionalEncoding(spec)`` keeps one.
 
-    >>> from flax_posenc.block import PositionSpec
-    >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512)).apply({}, length=128).shape
+    >>> SinusoidalPositionalEncoding(512).apply({}, length=128).shape
     (128, 512)
     """
 
-    _kind: ClassVar[str] = "sinusoidal"
-    _flat_names: ClassVar[str] = "dim, ..."
+    _kind = "sinusoidal"
     dtype: jax.typing.DTypeLike = jnp.float32
     on_overflow: OverflowPolicy = "error"
+    dim: InitVar[int | None] = None  # the flat arguments (spec holds the first: dim)
+    num_positions: InitVar[int | None] = None
+    base: InitVar[float | None] = None
+    layout: InitVar[Layout | None] = None
+    endpoint: InitVar[bool | None] = None
+    position_name: InitVar[str | None] = None
+    table_name: InitVar[str | None] = None
+
+    def _spec_of(self, flat: dict[str, Any]) -> PositionSpec:
+        return self._position_spec(sinusoidal_spec, "dim, ...", flat)
 
     @classmethod
     def from_arguments(
@@ -174,33 +212,49 @@ class SinusoidalPositionalEncoding(_PositionShell):
         >>> SinusoidalPositionalEncoding.from_arguments(512, num_positions=1024).num_positions
         1024
         """
-        position_name = block.renamed_position_name(position_name, table_name, "table_name")
-        spec = sinusoidal_spec(
-            dim, num_positions=num_positions, base=base, layout=layout, endpoint=endpoint, position_name=position_name
+        return cls(
+            dim,
+            num_positions=num_positions,
+            base=base,
+            layout=layout,
+            endpoint=endpoint,
+            position_name=position_name,
+            table_name=table_name,
+            **fields,
         )
-        return cls(spec, **fields)
 
 
+@_reads_spec(dim="dim", num_positions="num_positions")
 class LearnedPositionalEmbedding(_PositionShell):
     """A learned absolute position table (see the NNX module of the same name).
 
-    The field ``spec`` is a :class:`~flax_posenc.block.PositionSpec` of kind ``"learned"``; the
-    parameter is ``embedding``, shape ``(offset + num_positions, dim)``. :meth:`from_arguments`
-    takes the flat arguments, and so does the flat call ``LearnedPositionalEmbedding(num_positions, dim)``.
+    The flat call ``LearnedPositionalEmbedding(num_positions, dim, offset=..., position_name=...)``
+    (``table_name``: ``position_name``'s deprecated former keyword) builds the field ``spec``, a
+    :class:`~flax_posenc.block.PositionSpec` of kind ``"learned"``; ``LearnedPositionalEmbedding(spec)``
+    keeps one. The parameter is ``embedding``, shape ``(offset + num_positions, dim)``.
 
     >>> import jax
-    >>> from flax_posenc.block import PositionSpec
-    >>> wpe = LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024))
+    >>> wpe = LearnedPositionalEmbedding(1024, 768)
     >>> wpe.apply(wpe.init(jax.random.key(0), length=4), length=4).shape
     (4, 768)
+    >>> from flax_posenc.block import PositionSpec
+    >>> wpe == LearnedPositionalEmbedding(PositionSpec("learned", dim=768, num_positions=1024))
+    True
     """
 
-    _kind: ClassVar[str] = "learned"
-    _flat_names: ClassVar[str] = "num_positions, dim, ..."
+    _kind = "learned"
+    dim: InitVar[int | None] = None  # the flat arguments (spec holds the first: num_positions)
     dtype: jax.typing.DTypeLike | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
     on_overflow: OverflowPolicy = "error"
+    num_positions: InitVar[int | None] = None
+    offset: InitVar[int | None] = None
+    position_name: InitVar[str | None] = None
+    table_name: InitVar[str | None] = None
+
+    def _spec_of(self, flat: dict[str, Any]) -> PositionSpec:
+        return self._position_spec(learned_spec, "num_positions, dim, ...", flat)
 
     @classmethod
     def from_arguments(
@@ -220,8 +274,7 @@ class LearnedPositionalEmbedding(_PositionShell):
         >>> LearnedPositionalEmbedding.from_arguments(1024, 768, offset=2).spec.rows
         1026
         """
-        position_name = block.renamed_position_name(position_name, table_name, "table_name")
-        return cls(learned_spec(num_positions, dim, offset=offset, position_name=position_name), **fields)
+        return cls(num_positions, dim, offset=offset, position_name=position_name, table_name=table_name, **fields)
 
     def _table(self, spec: PositionSpec) -> jax.Array:
         shape, axes = spec.table_shape, AXES["position_embeddings"]
@@ -241,15 +294,15 @@ class _LayerNormParams(nn.Module):
         }
 
 
-class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
+@_reads_spec(vocab_size="vocab_size", dim="dim", num_positions="position.num_positions")
+class TransformerInput(_SpecModule):
     """Token embedding + position (+ token types, LayerNorm, dropout).
 
     The Linen twin of :class:`flax_posenc.nnx.TransformerInput`: the field ``spec`` (an
     :class:`~flax_posenc.block.InputSpec`) says what the block computes; parameters have the
-    same names and shapes, and identical parameters give identical outputs. Build it from a
-    spec, ``TransformerInput(spec)``, or from the spec's flat arguments with
-    :meth:`from_arguments` (``TransformerInput.from_arguments(vocab_size, dim, num_positions=...)``,
-    the NNX names), which the flat call ``TransformerInput(vocab_size, dim, ...)`` is too.
+    same names and shapes, and identical parameters give identical outputs. Build it from the
+    spec's flat arguments, ``TransformerInput(vocab_size, dim, num_positions=..., ...)`` (the NNX
+    names; the same as :meth:`from_arguments`), or from a spec, ``TransformerInput(spec)``.
 
     Dropout uses the ``"dropout"`` RNG collection: ``apply(..., rngs={"dropout": key})``; it
     is on when ``deterministic=False`` is given to the call or, failing that, set as a field
@@ -271,19 +324,33 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
     (2, 8, 16)
     """
 
-    _spec_type: ClassVar[type] = InputSpec
-    _flat_names: ClassVar[str] = "vocab_size, dim, ..."
-    spec: InputSpec
+    spec: InputSpec | int | None = None  # an InputSpec once built (the first flat argument before)
+    dim: InitVar[int | None] = None  # the flat arguments (InputSpec.from_arguments's; spec holds vocab_size)
     dropout_rate: float = 0.0
     deterministic: bool | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
     on_overflow: OverflowPolicy | None = None  # None: "error" (or a deprecated spec-held policy)
+    vocab_size: InitVar[int | None] = None
+    num_positions: InitVar[int | None] = None
+    position: InitVar[str | None] = None
+    position_offset: InitVar[int | None] = None
+    positions_from: InitVar[str | None] = None
+    pad_token_id: InitVar[int | None] = None
+    embed_scale: InitVar[float | None] = None
+    type_vocab_size: InitVar[int | None] = None
+    layer_norm: InitVar[bool | None] = None
+    layer_norm_eps: InitVar[float | None] = None
+    dtype: InitVar[Any] = None
+    base: InitVar[float | None] = None
+    layout: InitVar[Layout | None] = None
+    endpoint: InitVar[bool | None] = None
+    position_name: InitVar[str | None] = None
 
-    def __post_init__(self):
+    def _spec_of(self, flat: dict[str, Any]) -> InputSpec:
         if self.on_overflow is not None:
             check_policy(self.on_overflow)  # once, at construction
-        super().__post_init__()
+        return InputSpec.of(self.spec, flat.pop("dim"), **{k: v for k, v in flat.items() if v is not None})
 
     @classmethod
     def from_arguments(
@@ -302,19 +369,6 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
         spec = InputSpec.of(vocab_size, dim, **{k: v for k, v in arguments.items() if k not in _MODULE_FIELDS})
         return cls(spec, **module)
 
-    @property
-    def vocab_size(self) -> int:
-        return self.spec.vocab_size
-
-    @property
-    def dim(self) -> int:
-        return self.spec.dim
-
-    @property
-    def num_positions(self) -> int | None:
-        """Usable positions (the limit; ``None`` for unbounded sinusoids or no encoding)."""
-        return self.spec.position.num_positions
-
     @nn.compact
     def __call__(
         self,
@@ -327,7 +381,7 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
         deterministic: bool | None = None,
         on_overflow: OverflowPolicy | None = None,
     ) -> jax.Array:
-        spec = self.spec
+        spec = cast(InputSpec, self.spec)
         params = {}
         for name, shape in spec.param_shapes().items():
             if name == "layer_norm":
@@ -350,7 +404,7 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
     def attend(self, query: jax.typing.ArrayLike) -> jax.Array:
         """Logits ``query @ word_embeddings.T`` (tied head): ``apply(variables, h, method="attend")``."""
         word = nn.unbox(self.variables["params"]["word_embeddings"])
-        return block.attend(self.spec, word, query)
+        return block.attend(cast(InputSpec, self.spec), word, query)
 
     def extend_positions(
         self, variables: Mapping[str, Any], num_positions: int, *, method: ExtendMethod = "tile"
@@ -362,7 +416,7 @@ class TransformerInput(nn.Module, metaclass=_SpecOrFlatArguments):
         """
         params = nn.unbox(variables)["params"]
         old = params["position_embeddings"]
-        spec, params = extend_input(self.spec, params, num_positions, method=method)
+        spec, params = extend_input(cast(InputSpec, self.spec), params, num_positions, method=method)
         params = {**params, "position_embeddings": jnp.asarray(params["position_embeddings"], old.dtype)}
         grown = self.clone(spec=spec)
         return grown, {**variables, "params": _boxed_as_init(grown, params)}
@@ -486,12 +540,14 @@ class ALiBiBias(ALiBiCalls, nn.Module):
         super().__post_init__()
 
 
-class RelativePositionBias(nn.Module, metaclass=_SpecOrFlatArguments):
+@_reads_spec(num_heads="num_heads")
+class RelativePositionBias(_SpecModule):
     """T5-style learned relative position bias ``(heads, q, k)`` (see the NNX module of the same name).
 
-    The field ``spec`` is a :class:`~flax_posenc.RelativeBiasSpec`; parameter ``embedding``
-    ``(num_rows, num_heads)``, logical axes ``(None, "heads")``. :meth:`from_arguments` takes the
-    flat arguments, and so does the flat call ``RelativePositionBias(num_heads, num_buckets=...)``.
+    The flat call ``RelativePositionBias(num_heads, num_buckets=..., max_distance=...,
+    bidirectional=..., num_rows=...)`` builds the field ``spec``, a :class:`~flax_posenc.RelativeBiasSpec`;
+    ``RelativePositionBias(spec)`` keeps one. Parameter ``embedding`` ``(num_rows, num_heads)``,
+    logical axes ``(None, "heads")``.
 
     >>> import jax
     >>> import flax_posenc as fp
@@ -501,12 +557,19 @@ class RelativePositionBias(nn.Module, metaclass=_SpecOrFlatArguments):
     (8, 1, 7)
     """
 
-    _spec_type: ClassVar[type] = RelativeBiasSpec
-    _flat_names: ClassVar[str] = "num_heads, num_buckets=..., ..."
-    spec: RelativeBiasSpec
+    spec: RelativeBiasSpec | int | None = None  # a RelativeBiasSpec once built (num_heads before)
     dtype: jax.typing.DTypeLike | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+    num_heads: InitVar[int | None] = None  # the flat arguments
+    num_buckets: InitVar[int | None] = None
+    max_distance: InitVar[int | None] = None
+    bidirectional: InitVar[bool | None] = None
+    num_rows: InitVar[int | None] = None
+
+    def _spec_of(self, flat: dict[str, Any]) -> RelativeBiasSpec:
+        build, flat_names = RelativeBiasSpec.from_arguments, "num_heads, num_buckets=..., ..."
+        return resolve_spec("RelativePositionBias", RelativeBiasSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -525,22 +588,18 @@ class RelativePositionBias(nn.Module, metaclass=_SpecOrFlatArguments):
         >>> RelativePositionBias.from_arguments(8, num_buckets=32, bidirectional=False).spec.buckets.bidirectional
         False
         """
-        spec = RelativeBiasSpec.from_arguments(
+        return cls(
             num_heads,
             num_buckets=num_buckets,
             max_distance=max_distance,
             bidirectional=bidirectional,
             num_rows=num_rows,
+            **fields,
         )
-        return cls(spec, **fields)
-
-    @property
-    def num_heads(self) -> int:
-        return self.spec.num_heads
 
     @nn.compact
     def __call__(self, query_len: int, key_len: int, *, query_start: int | jax.Array = 0) -> jax.Array:
-        spec = self.spec
+        spec = cast(RelativeBiasSpec, self.spec)
         table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, RELATIVE_BIAS_AXES)
         return bias_of(spec.buckets, table, query_len, key_len, query_start=query_start, dtype=self.dtype)
 
@@ -559,13 +618,22 @@ class RelativePositionBias(nn.Module, metaclass=_SpecOrFlatArguments):
         return _loaded(cls, spec, params, 1, 1, param_dtype=param_dtype, dtype=dtype)
 
 
-class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
+@_reads_spec(
+    grid="grid",
+    dim="dim",
+    prefix_tokens="prefix_tokens",
+    patch_size="patch_size",
+    convention="convention",
+    position_name="name",
+)
+class PatchPositionalEmbedding(_SpecModule):
     """A vision transformer's learned 2-D position grid (see the NNX module of the same name).
 
-    The field ``spec`` is a :class:`~flax_posenc.GridSpec`; the parameter is ``embedding``,
+    The flat call ``PatchPositionalEmbedding(grid, dim, prefix_tokens=..., patch_size=...,
+    convention=..., position_name=...)`` builds the field ``spec``, a :class:`~flax_posenc.GridSpec`;
+    ``PatchPositionalEmbedding(spec)`` keeps one. The parameter is ``embedding``,
     ``(prefix_tokens + gh * gw, dim)``, logical axes ``(None, "embed")``; :meth:`from_pretrained`
-    returns ``(module, variables)``. :meth:`from_arguments` takes the flat arguments, and so does
-    the flat call ``PatchPositionalEmbedding(grid, dim, ...)``.
+    returns ``(module, variables)``.
 
     >>> import jax, jax.numpy as jnp
     >>> import flax_posenc as fp
@@ -575,12 +643,20 @@ class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
     (1, 17, 8)
     """
 
-    _spec_type: ClassVar[type] = GridSpec
-    _flat_names: ClassVar[str] = "grid, dim, ..."
-    spec: GridSpec
+    spec: GridSpec | Any = None  # a GridSpec once built (the grid before)
+    dim: InitVar[int | None] = None  # the flat arguments
     interpolate: bool = False
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+    grid: InitVar[Any] = None
+    prefix_tokens: InitVar[int | None] = None
+    patch_size: InitVar[Any] = None
+    convention: InitVar[str | None] = None
+    position_name: InitVar[str | None] = None
+
+    def _spec_of(self, flat: dict[str, Any]) -> GridSpec:
+        build, flat_names = GridSpec.from_arguments, "grid, dim, ..."
+        return resolve_spec("PatchPositionalEmbedding", GridSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -601,26 +677,19 @@ class PatchPositionalEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
         >>> PatchPositionalEmbedding.from_arguments(14, 768, patch_size=16).spec.rows
         197
         """
-        spec = GridSpec.from_arguments(
+        return cls(
             grid,
             dim,
             prefix_tokens=prefix_tokens,
             patch_size=patch_size,
             convention=convention,
             position_name=position_name,
+            **fields,
         )
-        return cls(spec, **fields)
-
-    grid = property(lambda self: self.spec.grid, doc="``(gh, gw)``: the trained grid.")
-    dim = property(lambda self: self.spec.dim, doc="Vector width.")
-    prefix_tokens = property(lambda self: self.spec.prefix_tokens, doc="Rows before the grid.")
-    patch_size = property(lambda self: self.spec.patch_size, doc="Pixels per patch (``None``: unknown).")
-    convention = property(lambda self: self.spec.convention, doc="The resize convention's name.")
-    position_name = property(lambda self: self.spec.name, doc="The table's name in messages.")
 
     @nn.compact
     def __call__(self, x: jax.Array, *, grid=None, image_size=None, interpolate: bool | None = None) -> jax.Array:
-        spec = self.spec
+        spec = cast(GridSpec, self.spec)
         table = _param(
             self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
         )
@@ -729,11 +798,13 @@ class ConvPositionalEmbedding(nn.Module):
         return _loaded(cls, spec, params, example, param_dtype=param_dtype, dtype=dtype)
 
 
-class BoundingBoxEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
+@_reads_spec()
+class BoundingBoxEmbedding(_SpecModule):
     """A document model's 2-D bounding-box tables (see the NNX module of the same name).
 
-    The field ``spec`` is a :class:`~flax_posenc.BboxSpec`; the parameters are ``x_embedding``,
-    ``y_embedding``, ``h_embedding``, ``w_embedding``, logical axes ``(None, "embed")``;
+    The flat call ``BoundingBoxEmbedding(rows, coord_dim, shape_dim=..., combine=..., shape_clip=...,
+    position_name=...)`` builds the field ``spec``, a :class:`~flax_posenc.BboxSpec`;
+    ``BoundingBoxEmbedding(spec)`` keeps one. The parameters are ``x_embedding``,    ``y_embedding``, ``h_embedding``, ``w_embedding``, logical axes ``(None, "embed")``;
     :meth:`from_pretrained` returns ``(module, variables)``.
 
     >>> import jax, jax.numpy as jnp
@@ -745,12 +816,20 @@ class BoundingBoxEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
     (1, 1, 24)
     """
 
-    _spec_type: ClassVar[type] = BboxSpec
-    _flat_names: ClassVar[str] = "rows, coord_dim, ..."
-    spec: BboxSpec
+    spec: BboxSpec | int | None = None  # a BboxSpec once built (rows before)
+    coord_dim: InitVar[int | None] = None  # the flat arguments
     on_overflow: OverflowPolicy = "error"
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+    rows: InitVar[int | None] = None
+    shape_dim: InitVar[int | None] = None
+    combine: InitVar[Any] = None
+    shape_clip: InitVar[int | None] = None
+    position_name: InitVar[str | None] = None
+
+    def _spec_of(self, flat: dict[str, Any]) -> BboxSpec:
+        build, flat_names = BboxSpec.from_arguments, "rows, coord_dim, ..."
+        return resolve_spec("BoundingBoxEmbedding", BboxSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -765,21 +844,26 @@ class BoundingBoxEmbedding(nn.Module, metaclass=_SpecOrFlatArguments):
         **fields: Any,
     ) -> BoundingBoxEmbedding:
         """The module of the spec's flat arguments (:meth:`BboxSpec.from_arguments
-        <flax_posenc.BboxSpec.from_arguments>`) and the module's fields."""
-        spec = BboxSpec.from_arguments(
-            rows, coord_dim, shape_dim=shape_dim, combine=combine, shape_clip=shape_clip, position_name=position_name
+        <flax_posenc.BboxSpec.from_arguments>`) and the module's fields; the flat call."""
+        return cls(
+            rows,
+            coord_dim,
+            shape_dim=shape_dim,
+            combine=combine,
+            shape_clip=shape_clip,
+            position_name=position_name,
+            **fields,
         )
-        return cls(spec, **fields)
 
     @nn.compact
     def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
         check_policy(self.on_overflow)
-        axes = AXES["position_embeddings"]
+        axes, spec = AXES["position_embeddings"], cast(BboxSpec, self.spec)
         x, y, h, w = (
             _param(self, f"{name}_embedding", self.embedding_init, shape, self.param_dtype, axes)
-            for name, shape in self.spec.table_shapes.items()
+            for name, shape in spec.table_shapes.items()
         )
-        return bbox_embedding(bbox, x, y, h, w, self.spec, on_overflow=self.on_overflow)
+        return bbox_embedding(bbox, x, y, h, w, spec, on_overflow=self.on_overflow)
 
     @classmethod
     def from_pretrained(
@@ -804,12 +888,13 @@ from flax_posenc.window_bias_config import WindowBiasSpec  # noqa: E402
 from flax_posenc.windows import WINDOW_BIAS_AXES  # noqa: E402
 
 
-class WindowRelativeBias(nn.Module, metaclass=_SpecOrFlatArguments):
+@_reads_spec()
+class WindowRelativeBias(_SpecModule):
     """Swin's (and BEiT's) learned window relative position bias (see the NNX module of the same name).
 
-    The field ``spec`` is a :class:`~flax_posenc.WindowBiasSpec`; parameter ``embedding``
-    ``(rows, num_heads)``, logical axes ``(None, "heads")``. :meth:`from_arguments` takes the flat
-    arguments, and so does the flat call ``WindowRelativeBias(num_heads, window)``.
+    The flat call ``WindowRelativeBias(num_heads, window, class_token=...)`` builds the field
+    ``spec``, a :class:`~flax_posenc.WindowBiasSpec`; ``WindowRelativeBias(spec)`` keeps one.
+    Parameter ``embedding`` ``(rows, num_heads)``, logical axes ``(None, "heads")``.
 
     >>> import jax
     >>> import flax_posenc as fp
@@ -819,13 +904,18 @@ class WindowRelativeBias(nn.Module, metaclass=_SpecOrFlatArguments):
     ((4, 49, 49), (4, 64, 64))
     """
 
-    _spec_type: ClassVar[type] = WindowBiasSpec
-    _flat_names: ClassVar[str] = "num_heads, window, class_token=False"
-    spec: WindowBiasSpec
+    spec: WindowBiasSpec | int | None = None  # a WindowBiasSpec once built (num_heads before)
+    window: InitVar[Any] = None  # the flat arguments
     convention: str = "timm"
     dtype: jax.typing.DTypeLike | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
     embedding_init: nn.initializers.Initializer = default_embed_init
+    num_heads: InitVar[int | None] = None
+    class_token: InitVar[bool | None] = None
+
+    def _spec_of(self, flat: dict[str, Any]) -> WindowBiasSpec:
+        build, flat_names = WindowBiasSpec.from_arguments, "num_heads, window, class_token=False"
+        return resolve_spec("WindowRelativeBias", WindowBiasSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -837,11 +927,11 @@ class WindowRelativeBias(nn.Module, metaclass=_SpecOrFlatArguments):
         >>> WindowRelativeBias.from_arguments(2, 3, class_token=True).spec.table_shape
         (28, 2)
         """
-        return cls(WindowBiasSpec.from_arguments(num_heads, window, class_token=class_token), **fields)
+        return cls(num_heads, window, class_token=class_token, **fields)
 
     @nn.compact
     def __call__(self, window: Any = None) -> jax.Array:
-        spec = self.spec
+        spec = cast(WindowBiasSpec, self.spec)
         table = _param(self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, WINDOW_BIAS_AXES)
         return window_bias_call(spec, table, window, self.convention, self.dtype)
 

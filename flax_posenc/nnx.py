@@ -3,13 +3,12 @@
 Each module holds its parameters and calls the functional core; none re-implements it.
 :mod:`flax_posenc.linen` has the same names and gives the same numbers.
 
-Every module is built from a spec -- :class:`~flax_posenc.block.InputSpec`,
-:class:`~flax_posenc.block.PositionSpec`, :class:`~flax_posenc.RelativeBiasSpec`,
-:class:`~flax_posenc.GridSpec`, :class:`~flax_posenc.RopeConfig`, :class:`~flax_posenc.AlibiConfig`
--- plus only its module concerns (dtypes, initializer, ``on_overflow``, ``rngs``, ...); each
-module is built from its flat arguments too, as ``nnx.Embed(num_embeddings, features, rngs=...)``
-is: ``LearnedPositionalEmbedding(1024, 768, rngs=...)`` builds the spec inside (the same as
-``from_arguments(...)``), and ``Module(spec)`` keeps a spec you built.
+Each module is built from its flat arguments, as ``nnx.Embed(num_embeddings, features, rngs=...)``
+is: ``LearnedPositionalEmbedding(1024, 768, rngs=...)`` builds its spec inside (the same as
+``from_arguments(...)``), in the order of the flat call. ``Module(spec, ...)`` keeps a spec you built
+(:class:`~flax_posenc.block.InputSpec`, :class:`~flax_posenc.block.PositionSpec`,
+:class:`~flax_posenc.RelativeBiasSpec`, :class:`~flax_posenc.GridSpec`, ...; RoPE and ALiBi take
+their config); the other arguments are module concerns (dtypes, initializer, ``on_overflow``, ``rngs``).
 
 >>> import jax.numpy as jnp
 >>> from flax import nnx
@@ -54,14 +53,15 @@ from flax_posenc.shells import (
     add_grid,
     bbox_source,
     call_conv_positions,
+    check_kind,
     conv_position_init,
     conv_position_source,
     grid_source,
     learned_spec,
     public_modules,
     relative_bias_source,
+    resolve_spec,
     sinusoidal_spec,
-    spec_or_flat,
     vision_rope_source,
 )
 from flax_posenc.sinusoid_math import Layout
@@ -131,20 +131,24 @@ class SinusoidalPositionalEncoding(_PositionShell):
     the program does not grow with the length; traced positions use exact-angle arithmetic on
     device (:func:`~flax_posenc.sinusoidal_encoding`).
 
-    Build it from a spec, ``SinusoidalPositionalEncoding(PositionSpec("sinusoidal", dim, ...))``,
-    or from its flat arguments, ``SinusoidalPositionalEncoding(dim, ...)`` (the same as
-    :meth:`from_arguments`).
+    Build it from its flat arguments, ``SinusoidalPositionalEncoding(dim, num_positions=..., ...)``
+    (the same as :meth:`from_arguments`), or from a spec, ``SinusoidalPositionalEncoding(spec)``.
 
     Args:
-      spec: a :class:`~flax_posenc.block.PositionSpec` of kind ``"sinusoidal"`` (``dim``;
-        ``num_positions``: an optional limit, ``None`` for none; ``base``, ``layout``,
-        ``endpoint``: the convention, see :mod:`flax_posenc.sinusoidal`; ``name``: the
-        encoding's name in error messages). Another kind is a ``ValueError``.
+      dim: vector width, or a :class:`~flax_posenc.block.PositionSpec` of kind ``"sinusoidal"``
+        (then no other flat argument; another kind is a ``ValueError``).
+      num_positions: an optional limit (``None``: none).
+      base, layout, endpoint: the convention (defaults ``10000.0``, ``"interleaved"``, ``False``;
+        see :mod:`flax_posenc.sinusoidal`).
+      position_name: the encoding's name in error messages (default ``"sinusoidal encoding"``;
+        ``name``: its deprecated former keyword).
       dtype: output dtype.
       on_overflow: policy for traced positions past ``num_positions``.
 
+    >>> SinusoidalPositionalEncoding(512)(length=128).shape
+    (128, 512)
     >>> from flax_posenc.block import PositionSpec
-    >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512))(length=128).shape
+    >>> SinusoidalPositionalEncoding(PositionSpec("sinusoidal", dim=512))(length=128).shape
     (128, 512)
     >>> SinusoidalPositionalEncoding.from_arguments(512, num_positions=1024).num_positions
     1024
@@ -152,17 +156,32 @@ class SinusoidalPositionalEncoding(_PositionShell):
 
     def __init__(
         self,
-        spec: PositionSpec | int,
-        /,
-        *flat: Any,
+        dim: int | PositionSpec,
+        *,
+        num_positions: int | None = None,
+        base: float | None = None,
+        layout: Layout | None = None,
+        endpoint: bool | None = None,
+        position_name: str | None = None,
+        name: str | None = None,
         dtype: jax.typing.DTypeLike = jnp.float32,
         on_overflow: OverflowPolicy = "error",
-        **spec_arguments: Any,
     ):
-        name = "SinusoidalPositionalEncoding"
-        self.spec = spec_or_flat(
-            name, PositionSpec, spec, flat, spec_arguments, sinusoidal_spec, "dim, ...", "sinusoidal"
+        module = "SinusoidalPositionalEncoding"
+        spec = resolve_spec(
+            module,
+            PositionSpec,
+            "dim, ...",
+            dim,
+            sinusoidal_spec,
+            num_positions=num_positions,
+            base=base,
+            layout=layout,
+            endpoint=endpoint,
+            position_name=position_name,
+            name=name,
         )
+        self.spec = check_kind(spec, "sinusoidal", module)
         self.dtype = dtype
         check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
         self.on_overflow = block.policy_of(self.spec, on_overflow)
@@ -182,8 +201,8 @@ class SinusoidalPositionalEncoding(_PositionShell):
         name: str | None = None,
     ) -> SinusoidalPositionalEncoding:
         """The encoding of flat arguments: the spec's (``position_name``: its ``name``; ``name``:
-        the deprecated former keyword) and the module's (``dtype``, ``on_overflow``)."""
-        spec = sinusoidal_spec(
+        the deprecated former keyword) and the module's (``dtype``, ``on_overflow``); the flat call."""
+        return cls(
             dim,
             num_positions=num_positions,
             base=base,
@@ -191,8 +210,9 @@ class SinusoidalPositionalEncoding(_PositionShell):
             endpoint=endpoint,
             position_name=position_name,
             name=name,
+            dtype=dtype,
+            on_overflow=on_overflow,
         )
-        return cls(spec, dtype=dtype, on_overflow=on_overflow)
 
 
 class LearnedPositionalEmbedding(_PositionShell):
@@ -202,15 +222,16 @@ class LearnedPositionalEmbedding(_PositionShell):
     known position past the table raises :class:`~flax_posenc.PositionLimitError` at trace time;
     traced positions follow ``on_overflow`` -- never JAX's silent clamp or NaN unless asked.
 
-    Build it from a spec, ``LearnedPositionalEmbedding(PositionSpec("learned", dim, num_positions),
-    rngs=...)``, or from its flat arguments, ``LearnedPositionalEmbedding(num_positions, dim,
-    rngs=...)`` (the same as :meth:`from_arguments`).
+    Build it from its flat arguments, ``LearnedPositionalEmbedding(num_positions, dim, rngs=...)``
+    (the same as :meth:`from_arguments`), or from a spec, ``LearnedPositionalEmbedding(spec, rngs=...)``.
 
     Args:
-      spec: a :class:`~flax_posenc.block.PositionSpec` of kind ``"learned"`` (``num_positions``:
-        usable positions, the context limit; ``dim``; ``offset``: reserved leading rows, 2 for
-        RoBERTa/OPT/BART tables; ``name``: the table's name in error messages). Another kind is
-        a ``ValueError``.
+      num_positions: usable positions, the context limit; or a :class:`~flax_posenc.block.PositionSpec`
+        of kind ``"learned"`` (then no other flat argument; another kind is a ``ValueError``).
+      dim: vector width.
+      offset: reserved leading rows, 2 for RoBERTa/OPT/BART tables (default 0).
+      position_name: the table's name in error messages (default ``"position table"``; ``name``:
+        its deprecated former keyword).
       dtype: computation/output dtype (``None``: ``param_dtype``).
       param_dtype: dtype the table is stored in.
       embedding_init: initializer ``(key, shape, dtype) -> array``.
@@ -219,33 +240,45 @@ class LearnedPositionalEmbedding(_PositionShell):
       rngs: ``nnx.Rngs`` with a ``params`` stream.
 
     >>> from flax import nnx
-    >>> from flax_posenc.block import PositionSpec
-    >>> wpe = LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), rngs=nnx.Rngs(0))
+    >>> wpe = LearnedPositionalEmbedding(1024, 768, rngs=nnx.Rngs(0))
     >>> wpe(length=128).shape
     (128, 768)
     >>> wpe(length=1025)
     Traceback (most recent call last):
     ...
     flax_posenc.errors.PositionLimitError: position table holds 1024 positions (0..1023); asked for position 1024, 1 past the end
-    >>> LearnedPositionalEmbedding.from_arguments(1024, 768, rngs=nnx.Rngs(0)).spec == wpe.spec
+    >>> from flax_posenc.block import PositionSpec
+    >>> LearnedPositionalEmbedding(PositionSpec("learned", dim=768, num_positions=1024), rngs=nnx.Rngs(0)).spec == wpe.spec
     True
     """
 
     def __init__(
         self,
-        spec: PositionSpec | int,
-        /,
-        *flat: Any,
+        num_positions: int | PositionSpec,
+        dim: int | None = None,
+        *,
+        offset: int | None = None,
+        position_name: str | None = None,
+        name: str | None = None,
         dtype: jax.typing.DTypeLike | None = None,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
         on_overflow: OverflowPolicy = "error",
         rngs: nnx.Rngs,
-        **spec_arguments: Any,
     ):
-        name = "LearnedPositionalEmbedding"
-        flat_names = "num_positions, dim, ..."
-        self.spec = spec_or_flat(name, PositionSpec, spec, flat, spec_arguments, learned_spec, flat_names, "learned")
+        module, flat_names = "LearnedPositionalEmbedding", "num_positions, dim, ..."
+        spec = resolve_spec(
+            module,
+            PositionSpec,
+            flat_names,
+            num_positions,
+            learned_spec,
+            dim=dim,
+            offset=offset,
+            position_name=position_name,
+            name=name,
+        )
+        self.spec = check_kind(spec, "learned", module)
         check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
         self.on_overflow = block.policy_of(self.spec, on_overflow)
         self.embedding = _param(
@@ -269,10 +302,13 @@ class LearnedPositionalEmbedding(_PositionShell):
         rngs: nnx.Rngs,
     ) -> LearnedPositionalEmbedding:
         """The table of flat arguments: the spec's (``num_positions``, ``dim``, ``offset``,
-        ``position_name``; ``name``: its deprecated former keyword) and the module's."""
-        spec = learned_spec(num_positions, dim, offset=offset, position_name=position_name, name=name)
+        ``position_name``; ``name``: its deprecated former keyword) and the module's; the flat call."""
         return cls(
-            spec,
+            num_positions,
+            dim,
+            offset=offset,
+            position_name=position_name,
+            name=name,
             dtype=dtype,
             param_dtype=param_dtype,
             embedding_init=embedding_init,
@@ -292,21 +328,18 @@ class TransformerInput(nnx.Module):
     (learned + token types + LayerNorm), RoBERTa/OPT (reserved rows, padding-aware positions).
     :meth:`from_pretrained` builds and loads one from a Hugging Face checkpoint.
 
-    Build it from a spec, ``TransformerInput(spec, rngs=...)``, or from the spec's flat
-    arguments with :meth:`from_arguments`, ``TransformerInput.from_arguments(vocab_size, dim,
-    num_positions=..., rngs=...)``, which the flat call ``TransformerInput(vocab_size, dim, ...,
-    rngs=...)`` is too.
+    Build it from the spec's flat arguments, ``TransformerInput(vocab_size, dim, num_positions=...,
+    rngs=...)`` (the same as :meth:`from_arguments`), or from a spec, ``TransformerInput(spec, rngs=...)``.
 
     Args:
-      spec: an :class:`~flax_posenc.block.InputSpec`, or ``vocab_size`` followed by ``dim``.
+      spec: ``vocab_size`` followed by ``dim`` (the flat call), or an :class:`~flax_posenc.block.InputSpec`.
       dropout_rate: dropout on the output.
       deterministic: ``True`` (the default: inference, no dropout) or ``False``; set by
         ``model.train()`` / ``model.eval()`` as for ``nnx.Dropout``, overridden per call.
       param_dtype: dtype parameters are stored in.
       embedding_init: initializer of the embedding tables.
       rngs: ``nnx.Rngs`` (``params``; ``dropout`` when ``dropout_rate > 0``).
-      **spec_arguments: with the flat call (as :meth:`from_arguments`): the flat arguments of the
-        spec (instead of ``spec``):
+      **spec_arguments: the flat call's other arguments (none beside a spec):
 
         - ``vocab_size``, ``dim``: token vocabulary size, model width.
         - ``num_positions``: usable positions of a learned table (required for ``"learned"``),
@@ -664,15 +697,15 @@ class RelativePositionBias(nnx.Module):
     the batch. Every relative position has a bucket: nothing is out of range, but distances
     from the saturation distance on share the last bucket (see :mod:`flax_posenc.relative_bias_config`).
 
-    Build it from a spec, ``RelativePositionBias(RelativeBiasSpec(num_heads, BucketConfig(...)),
-    rngs=...)``, or from its flat arguments, ``RelativePositionBias(num_heads, num_buckets=...,
-    rngs=...)`` (the same as :meth:`from_arguments`).
+    Build it from its flat arguments, ``RelativePositionBias(num_heads, num_buckets=..., rngs=...)``
+    (the same as :meth:`from_arguments`), or from a spec, ``RelativePositionBias(RelativeBiasSpec(num_heads,
+    BucketConfig(...)), rngs=...)``.
 
     Args:
-      spec: a :class:`~flax_posenc.RelativeBiasSpec`: ``num_heads``, ``buckets`` (a
-        :class:`~flax_posenc.BucketConfig`: ``num_buckets``, ``max_distance``, ``bidirectional``:
-        encoder or causal decoder; T5/MPNet: 32, 128) and ``num_rows`` (table rows if more than
-        ``num_buckets``: an MPNet config asking for 64).
+      num_heads: heads, or a :class:`~flax_posenc.RelativeBiasSpec` (then no other flat argument).
+      num_buckets, max_distance, bidirectional: the buckets (a :class:`~flax_posenc.BucketConfig`;
+        defaults 32, 128, ``True``: T5/MPNet's encoder; ``False``: a causal decoder).
+      num_rows: table rows if more than ``num_buckets`` (an MPNet config asking for 64).
       dtype: output dtype (``None``: ``param_dtype``); param_dtype: the table's dtype.
       embedding_init: initializer ``(key, shape, dtype)``; rngs: ``nnx.Rngs`` with ``params``.
 
@@ -687,18 +720,28 @@ class RelativePositionBias(nnx.Module):
 
     def __init__(
         self,
-        spec: RelativeBiasSpec | int,
-        /,
+        num_heads: int | RelativeBiasSpec,
         *,
+        num_buckets: int | None = None,
+        max_distance: int | None = None,
+        bidirectional: bool | None = None,
+        num_rows: int | None = None,
         dtype: jax.typing.DTypeLike | None = None,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
-        **spec_arguments: Any,
     ):
-        flat_names = "num_heads, num_buckets=..., ..."
-        build = RelativeBiasSpec.from_arguments
-        self.spec = spec_or_flat("RelativePositionBias", RelativeBiasSpec, spec, (), spec_arguments, build, flat_names)
+        self.spec = resolve_spec(
+            "RelativePositionBias",
+            RelativeBiasSpec,
+            "num_heads, num_buckets=..., ...",
+            num_heads,
+            RelativeBiasSpec.from_arguments,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+            bidirectional=bidirectional,
+            num_rows=num_rows,
+        )
         self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), RELATIVE_BIAS_AXES)
         self.dtype = dtype
 
@@ -717,15 +760,18 @@ class RelativePositionBias(nnx.Module):
         rngs: nnx.Rngs,
     ) -> RelativePositionBias:
         """The bias of flat arguments: the spec's (:meth:`RelativeBiasSpec.from_arguments
-        <flax_posenc.RelativeBiasSpec.from_arguments>`) and the module's."""
-        spec = RelativeBiasSpec.from_arguments(
+        <flax_posenc.RelativeBiasSpec.from_arguments>`) and the module's; the flat call."""
+        return cls(
             num_heads,
             num_buckets=num_buckets,
             max_distance=max_distance,
             bidirectional=bidirectional,
             num_rows=num_rows,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            rngs=rngs,
         )
-        return cls(spec, dtype=dtype, param_dtype=param_dtype, embedding_init=embedding_init, rngs=rngs)
 
     @property
     def buckets(self) -> BucketConfig:
@@ -774,16 +820,19 @@ class PatchPositionalEmbedding(nnx.Module):
     :func:`~flax_posenc.resize_grid` does under the spec's ``convention`` (the checkpoint's own
     with :meth:`from_pretrained`). The core is :func:`~flax_posenc.grids.add_grid_positions`.
 
-    Build it from a spec, ``PatchPositionalEmbedding(GridSpec(grid, dim, ...), rngs=...)``, or
-    from its flat arguments, ``PatchPositionalEmbedding(grid, dim, ..., rngs=...)`` (the same as
-    :meth:`from_arguments`).
+    Build it from its flat arguments, ``PatchPositionalEmbedding(grid, dim, ..., rngs=...)`` (the
+    same as :meth:`from_arguments`), or from a spec, ``PatchPositionalEmbedding(GridSpec(grid, dim,
+    ...), rngs=...)``.
 
     Args:
-      spec: a :class:`~flax_posenc.GridSpec`: ``grid`` (``(gh, gw)`` patches the table was
-        trained for), ``dim``, ``prefix_tokens`` (ViT/CLIP 1, DeiT 2, SigLIP 0), ``patch_size``
-        (pixels per patch: lets a call give ``image_size``), ``convention`` (how to resize:
-        :data:`~flax_posenc.grid_config.GRID_CONVENTIONS` or a model type), ``name`` (the
-        table's name in messages).
+      grid: ``(gh, gw)`` patches the table was trained for (an int: square), or a
+        :class:`~flax_posenc.GridSpec` (then no other flat argument).
+      dim: vector width.
+      prefix_tokens: rows before the grid (ViT/CLIP 1, the default; DeiT 2, SigLIP 0).
+      patch_size: pixels per patch (lets a call give ``image_size``; default ``None``: unknown).
+      convention: how to resize (:data:`~flax_posenc.grid_config.GRID_CONVENTIONS` or a model
+        type; default ``"torch_bicubic"``).
+      position_name: the table's name in messages (default ``"position grid"``).
       interpolate: resize on a different grid instead of raising.
       param_dtype, embedding_init, rngs: the table's dtype, initializer and ``params`` stream.
 
@@ -805,17 +854,24 @@ class PatchPositionalEmbedding(nnx.Module):
 
     def __init__(
         self,
-        spec: GridSpec | Any,
-        /,
-        *flat: Any,
+        grid: Any,
+        dim: int | None = None,
+        *,
+        prefix_tokens: int | None = None,
+        patch_size: Any = None,
+        convention: str | None = None,
+        position_name: str | None = None,
         interpolate: bool = False,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
-        **spec_arguments: Any,
     ):
+        flat = dict(dim=dim, prefix_tokens=prefix_tokens, patch_size=patch_size, convention=convention)
         build, flat_names = GridSpec.from_arguments, "grid, dim, ..."
-        self.spec = spec_or_flat("PatchPositionalEmbedding", GridSpec, spec, flat, spec_arguments, build, flat_names)
+        spec = resolve_spec(
+            "PatchPositionalEmbedding", GridSpec, flat_names, grid, build, **flat, position_name=position_name
+        )
+        self.spec = spec
         self.interpolate = interpolate
         init = embedding_init(rngs.params(), self.spec.table_shape, param_dtype)
         self.embedding = _param(init, AXES["position_embeddings"])
@@ -836,16 +892,19 @@ class PatchPositionalEmbedding(nnx.Module):
         rngs: nnx.Rngs,
     ) -> PatchPositionalEmbedding:
         """The grid of flat arguments: the spec's (:meth:`GridSpec.from_arguments
-        <flax_posenc.GridSpec.from_arguments>`) and the module's."""
-        spec = GridSpec.from_arguments(
+        <flax_posenc.GridSpec.from_arguments>`) and the module's; the flat call."""
+        return cls(
             grid,
             dim,
             prefix_tokens=prefix_tokens,
             patch_size=patch_size,
             convention=convention,
             position_name=position_name,
+            interpolate=interpolate,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            rngs=rngs,
         )
-        return cls(spec, interpolate=interpolate, param_dtype=param_dtype, embedding_init=embedding_init, rngs=rngs)
 
     grid = property(lambda self: self.spec.grid, doc="``(gh, gw)``: the trained grid.")
     dim = property(lambda self: self.spec.dim, doc="Vector width.")
@@ -1037,9 +1096,12 @@ class WindowRelativeBias(nnx.Module):
     logits. Every pair of a window has a row; another window (``window=``) resizes the table by
     ``convention`` (``"timm"``: ``resize_rel_pos_bias_table``; ``"transformers"``: BEiT's bilinear).
 
+    Build it from its flat arguments, ``WindowRelativeBias(num_heads, window, rngs=...)``, or from a
+    spec, ``WindowRelativeBias(WindowBiasSpec(num_heads, window), rngs=...)``.
+
     Args:
-      spec: a :class:`~flax_posenc.WindowBiasSpec` (``num_heads``, ``window``, ``class_token``),
-        or flat arguments ``num_heads, window, class_token=False``.
+      num_heads: heads, or a :class:`~flax_posenc.WindowBiasSpec` (then no other flat argument).
+      window: ``(h, w)`` patches of a window (an int: square); class_token: BEiT's (default ``False``).
       convention: how another window resizes the table; dtype: output dtype (``None``: the table's);
       param_dtype, embedding_init, rngs: the table's dtype, initializer and ``params`` stream.
 
@@ -1054,18 +1116,19 @@ class WindowRelativeBias(nnx.Module):
 
     def __init__(
         self,
-        spec: WindowBiasSpec | Any,
-        /,
-        *flat: Any,
+        num_heads: int | WindowBiasSpec,
+        window: Any = None,
+        *,
+        class_token: bool | None = None,
         convention: str = "timm",
         dtype: jax.typing.DTypeLike | None = None,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
-        **spec_arguments: Any,
     ):
         build, flat_names = WindowBiasSpec.from_arguments, "num_heads, window, class_token=False"
-        self.spec = spec_or_flat("WindowRelativeBias", WindowBiasSpec, spec, flat, spec_arguments, build, flat_names)
+        flat = dict(window=window, class_token=class_token)
+        self.spec = resolve_spec("WindowRelativeBias", WindowBiasSpec, flat_names, num_heads, build, **flat)
         self.convention = convention
         self.dtype = dtype
         self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), WINDOW_BIAS_AXES)
@@ -1083,10 +1146,16 @@ class WindowRelativeBias(nnx.Module):
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
     ) -> WindowRelativeBias:
-        """The bias of flat arguments: the spec's (:class:`~flax_posenc.WindowBiasSpec`) and the module's."""
-        spec = WindowBiasSpec.from_arguments(num_heads, window, class_token=class_token)
+        """The bias of flat arguments: the spec's (:class:`~flax_posenc.WindowBiasSpec`) and the module's; the flat call."""
         return cls(
-            spec, convention=convention, dtype=dtype, param_dtype=param_dtype, embedding_init=embedding_init, rngs=rngs
+            num_heads,
+            window,
+            class_token=class_token,
+            convention=convention,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            rngs=rngs,
         )
 
     def __call__(self, window: Any = None) -> jax.Array:
@@ -1174,9 +1243,10 @@ class BoundingBoxEmbedding(nnx.Module):
     computes them. A known coordinate past ``rows - 1``, or ``x1 < x0`` / ``y1 < y0``, raises
     :class:`~flax_posenc.PositionLimitError` while tracing; traced boxes follow ``on_overflow``.
 
-    Build it from a spec, ``BoundingBoxEmbedding(BboxSpec(rows, coord_dim, shape_dim), rngs=...)``,
-    or from its flat arguments, ``BoundingBoxEmbedding(rows, coord_dim, ..., rngs=...)`` (the same
-    as :meth:`from_arguments`).
+    Build it from its flat arguments, ``BoundingBoxEmbedding(rows, coord_dim, shape_dim=...,
+    combine=..., shape_clip=..., position_name=..., rngs=...)`` (the same as :meth:`from_arguments`;
+    see :meth:`BboxSpec.from_arguments <flax_posenc.BboxSpec.from_arguments>`), or from a spec,
+    ``BoundingBoxEmbedding(BboxSpec(rows, coord_dim, shape_dim), rngs=...)``.
 
     >>> import jax.numpy as jnp
     >>> from flax import nnx
@@ -1192,17 +1262,24 @@ class BoundingBoxEmbedding(nnx.Module):
 
     def __init__(
         self,
-        spec: BboxSpec | int,
-        /,
-        *flat: Any,
+        rows: int | BboxSpec,
+        coord_dim: int | None = None,
+        *,
+        shape_dim: int | None = None,
+        combine: Any = None,
+        shape_clip: int | None = None,
+        position_name: str | None = None,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
         embedding_init: nnx.Initializer = default_embed_init,
         on_overflow: OverflowPolicy = "error",
         rngs: nnx.Rngs,
-        **spec_arguments: Any,
     ):
         build, flat_names = BboxSpec.from_arguments, "rows, coord_dim, ..."
-        self.spec = spec_or_flat("BoundingBoxEmbedding", BboxSpec, spec, flat, spec_arguments, build, flat_names)
+        flat = dict(coord_dim=coord_dim, shape_dim=shape_dim, combine=combine, shape_clip=shape_clip)
+        spec = resolve_spec(
+            "BoundingBoxEmbedding", BboxSpec, flat_names, rows, build, **flat, position_name=position_name
+        )
+        self.spec = spec
         check_policy(on_overflow)
         self.on_overflow = on_overflow
         shapes, axes = self.spec.table_shapes, AXES["position_embeddings"]
@@ -1227,11 +1304,19 @@ class BoundingBoxEmbedding(nnx.Module):
         rngs: nnx.Rngs,
     ) -> BoundingBoxEmbedding:
         """The module of flat arguments: the spec's (:meth:`BboxSpec.from_arguments
-        <flax_posenc.BboxSpec.from_arguments>`) and the module's."""
-        spec = BboxSpec.from_arguments(
-            rows, coord_dim, shape_dim=shape_dim, combine=combine, shape_clip=shape_clip, position_name=position_name
+        <flax_posenc.BboxSpec.from_arguments>`) and the module's; the flat call."""
+        return cls(
+            rows,
+            coord_dim,
+            shape_dim=shape_dim,
+            combine=combine,
+            shape_clip=shape_clip,
+            position_name=position_name,
+            param_dtype=param_dtype,
+            embedding_init=embedding_init,
+            on_overflow=on_overflow,
+            rngs=rngs,
         )
-        return cls(spec, param_dtype=param_dtype, embedding_init=embedding_init, on_overflow=on_overflow, rngs=rngs)
 
     def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
         """``bbox.shape[:-1] + (spec.out_dim,)`` for integer boxes ``(..., 4)``."""

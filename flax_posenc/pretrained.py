@@ -100,8 +100,8 @@ def spec_from_weights(weights) -> tuple[InputSpec, dict[str, Any]]:
     types = weights.token_type_embeddings
     position = PositionSpec(
         "learned",
-        int(words.shape[1]),
-        int(table.num_positions),
+        dim=int(words.shape[1]),
+        num_positions=int(table.num_positions),
         offset=int(table.offset),
         name=f"{table.family} position table ({table.key})",
     )

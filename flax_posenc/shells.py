@@ -6,8 +6,8 @@ The contract: every module is built from a spec (a frozen record: :class:`~flax_
 plus its module concerns (dtypes, initializers, ``on_overflow``, ``rngs``, ...). The flat
 arguments, as in ``nnx.Embed(num_embeddings, features, rngs=...)``, are first-class too:
 ``Module(*flat)`` and the classmethod ``Module.from_arguments(*flat)`` build the same spec.
-:func:`spec_or_flat` is what a constructor does with its leading arguments: a spec is checked and
-kept, flat arguments build one.
+:func:`resolve_spec` is what a constructor does with its leading arguments: a spec is kept, the
+flat arguments given become one through the spec's ``from_arguments``.
 
 :class:`RotaryCalls` and :class:`ALiBiCalls` are plain mixins (not modules): each shell's
 ``RotaryEmbedding`` / ``ALiBiBias`` inherits its ``__call__`` (and ``rotate_qk``) from them, so
@@ -53,8 +53,8 @@ __all__ = [
     "learned_spec",
     "public_modules",
     "relative_bias_source",
+    "resolve_spec",
     "sinusoidal_spec",
-    "spec_or_flat",
 ]
 
 
@@ -67,10 +67,21 @@ def sinusoidal_spec(
     endpoint: bool = False,
     position_name: str = "sinusoidal encoding",
     name: str | None = None,
+    table_name: str | None = None,
 ) -> PositionSpec:
-    """The ``PositionSpec`` of the flat arguments of ``SinusoidalPositionalEncoding.from_arguments`` (NNX and Linen)."""
-    name = block.renamed_position_name(position_name, name, "name")  # NNX's former keyword
-    return PositionSpec("sinusoidal", dim, num_positions, base=base, layout=layout, endpoint=endpoint, name=name)
+    """The ``PositionSpec`` of the flat arguments of ``SinusoidalPositionalEncoding`` (NNX and Linen;
+    ``name`` and ``table_name``: ``position_name``'s deprecated former keywords in NNX and Linen)."""
+    position_name = block.renamed_position_name(position_name, name, "name")
+    position_name = block.renamed_position_name(position_name, table_name, "table_name")
+    return PositionSpec(
+        "sinusoidal",
+        dim=dim,
+        num_positions=num_positions,
+        base=base,
+        layout=layout,
+        endpoint=endpoint,
+        name=position_name,
+    )
 
 
 def learned_spec(
@@ -80,10 +91,13 @@ def learned_spec(
     offset: int = 0,
     position_name: str = "position table",
     name: str | None = None,
+    table_name: str | None = None,
 ) -> PositionSpec:
-    """The ``PositionSpec`` of the flat arguments of ``LearnedPositionalEmbedding.from_arguments`` (NNX and Linen)."""
-    name = block.renamed_position_name(position_name, name, "name")
-    return PositionSpec("learned", dim, num_positions, offset=offset, name=name)
+    """The ``PositionSpec`` of the flat arguments of ``LearnedPositionalEmbedding`` (NNX and Linen;
+    ``name`` and ``table_name``: ``position_name``'s deprecated former keywords in NNX and Linen)."""
+    position_name = block.renamed_position_name(position_name, name, "name")
+    position_name = block.renamed_position_name(position_name, table_name, "table_name")
+    return PositionSpec("learned", dim=dim, num_positions=num_positions, offset=offset, name=position_name)
 
 
 def relative_bias_source(source: str | os.PathLike, stack: str, layer: int) -> tuple[RelativeBiasSpec, dict]:
@@ -171,7 +185,7 @@ def check_kind(spec: Any, kind: str, module: str) -> Any:
     """``spec`` if its ``kind`` is ``kind``; else a one-line ``ValueError`` naming both.
 
     >>> from flax_posenc.block import PositionSpec
-    >>> check_kind(PositionSpec("sinusoidal", 8), "learned", "LearnedPositionalEmbedding")
+    >>> check_kind(PositionSpec("sinusoidal", dim=8), "learned", "LearnedPositionalEmbedding")
     Traceback (most recent call last):
     ...
     ValueError: spec: expected a PositionSpec of kind 'learned' (LearnedPositionalEmbedding), found kind 'sinusoidal'
@@ -183,34 +197,38 @@ def check_kind(spec: Any, kind: str, module: str) -> Any:
     return spec
 
 
-def spec_or_flat(
-    module: str,
-    spec_type: type,
-    spec: Any,
-    flat: tuple,
-    arguments: dict[str, Any],
-    build: Callable[..., Any],
-    flat_names: str,
-    kind: str | None = None,
+def resolve_spec(
+    module: str, spec_type: type, flat_names: str, first: Any, build: Callable[..., Any], **flat: Any
 ) -> Any:
-    """What a constructor does with its leading arguments: ``spec`` kept, or flat ones built.
+    """A module's spec from its leading arguments: what every NNX and Linen constructor does with them.
 
-    ``spec`` of ``spec_type`` (checked against ``kind`` when given) must come alone; anything
-    else is the first flat argument: ``build(spec, *flat, **arguments)`` makes the spec (the
-    flat call, as first-class as the spec; ``flat_names`` spells it in messages).
+    ``first`` is the module's first argument: a ``spec_type`` is the spec, kept as it is; anything
+    else is the first flat argument (``None``: left out, as when the flat arguments come by keyword).
+    ``flat`` are the other flat arguments by name, ``None`` where left out (their default). The flat
+    arguments given become the spec through ``build`` (the spec's ``from_arguments``); ``flat_names``
+    spells the flat call in messages.
+
+    >>> from flax_posenc.grid_config import GridSpec
+    >>> resolve_spec("PatchPositionalEmbedding", GridSpec, "grid, dim, ...", 14, GridSpec.from_arguments, dim=8)
+    GridSpec(grid=(14, 14), dim=8, prefix_tokens=1, patch_size=None, convention='torch_bicubic', name='position grid')
+    >>> resolve_spec("PatchPositionalEmbedding", GridSpec, "grid, dim, ...", GridSpec(14, 8), GridSpec.from_arguments, dim=8)
+    Traceback (most recent call last):
+    ...
+    TypeError: PatchPositionalEmbedding: expected a GridSpec or flat arguments (grid, dim, ...), found both: a spec and ['dim']
 
     Raises:
-      TypeError: a spec together with flat arguments (their names are listed).
+      TypeError: a spec together with flat arguments (their names are listed), or flat arguments
+        ``build`` does not take (Python's line).
     """
-    if isinstance(spec, spec_type):
-        if flat or arguments:
-            given = [f"positional #{i + 2}" for i in range(len(flat))] + sorted(arguments)
+    given = {name: value for name, value in flat.items() if value is not None}
+    if isinstance(first, spec_type):
+        if given:
             raise TypeError(
                 f"{module}: expected a {spec_type.__name__} or flat arguments ({flat_names}), "
-                f"found both: a spec and {given}"
+                f"found both: a spec and {sorted(given)}"
             )
-        return spec if kind is None else check_kind(spec, kind, module)
-    return build(spec, *flat, **arguments)
+        return first
+    return build(**given) if first is None else build(first, **given)
 
 
 class RotaryCalls:

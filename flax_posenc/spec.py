@@ -191,14 +191,23 @@ class PositionSpec:
         the spec's equality or hash and is never written to files (:meth:`InputSpec.to_dict`).
       name: the table's name in error messages (the modules' ``position_name`` argument).
 
+    Every field after ``kind`` is keyword-only: the flat calls put ``num_positions`` before ``dim``
+    (``LearnedPositionalEmbedding(1024, 768)``, as ``nnx.Embed(num_embeddings, features)``), so a
+    positional ``PositionSpec("learned", 768, 1024)`` would read the other way round; it is refused.
+
     RoBERTa's table: 514 rows, of which the first 2 are reserved (the padding row is row 1):
 
     >>> spec = PositionSpec("learned", dim=768, num_positions=512, offset=2)
     >>> spec.rows, spec.table_shape
     (514, (514, 768))
+    >>> PositionSpec("learned", 768, 512)
+    Traceback (most recent call last):
+    ...
+    TypeError: PositionSpec: expected dim=, num_positions=, ... by keyword after the kind, found 2 more positional arguments (768, 512)
     """
 
     kind: PositionKind = "learned"
+    _: dataclasses.KW_ONLY
     dim: int = 0
     num_positions: int | None = None
     offset: int = 0
@@ -207,6 +216,14 @@ class PositionSpec:
     endpoint: bool = False
     on_overflow: OverflowPolicy | None = dataclasses.field(default=None, compare=False)
     name: str = "position table"
+
+    def __new__(cls, kind: Any = "learned", *more: Any, **fields: Any) -> PositionSpec:
+        if more:  # the dataclass __init__ would say "takes from 1 to 2 positional arguments"
+            raise TypeError(
+                f"PositionSpec: expected dim=, num_positions=, ... by keyword after the kind, "
+                f"found {len(more)} more positional argument{'s' if len(more) > 1 else ''} {more}"
+            )
+        return super().__new__(cls)
 
     def __post_init__(self):
         _require(self.kind in POSITION_KINDS, f"position: expected one of {POSITION_KINDS}, got {self.kind!r}")

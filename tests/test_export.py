@@ -69,9 +69,13 @@ def _linen(module, *args, **kwargs):
 
 
 _LINEN_BUILDERS = {
-    "learned": lambda: _linen(fp.linen.LearnedPositionalEmbedding(fp.PositionSpec("learned", D, P)), GOOD),
+    "learned": lambda: _linen(
+        fp.linen.LearnedPositionalEmbedding(fp.PositionSpec("learned", dim=D, num_positions=P)), GOOD
+    ),
     "block": lambda: _linen(fp.linen.TransformerInput.from_arguments(20, D, num_positions=P), IDS, position_ids=GOOD),
-    "sinusoid": lambda: _linen(fp.linen.SinusoidalPositionalEncoding(fp.PositionSpec("sinusoidal", D, P)), GOOD),
+    "sinusoid": lambda: _linen(
+        fp.linen.SinusoidalPositionalEncoding(fp.PositionSpec("sinusoidal", dim=D, num_positions=P)), GOOD
+    ),
     "rotary": lambda: _linen(fp.linen.RotaryEmbedding(ROPE), X, GOOD),
     "alibi": lambda: _linen(fp.linen.ALiBiBias(ALIBI, causal=False), query_positions=GOOD[0], key_positions=GOOD[0]),
 }

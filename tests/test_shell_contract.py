@@ -21,8 +21,10 @@ module computes is checked against float64 numpy and transformers elsewhere.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
+import inspect
 import json
 import warnings
 from collections.abc import Callable
@@ -69,8 +71,8 @@ BERT = InputSpec.from_arguments(V, D, num_positions=P, type_vocab_size=2, layer_
 SINUSOID = InputSpec.from_arguments(V, D, position="sinusoidal", embed_scale=D**0.5)
 ROPE = fp.RopeConfig(head_dim=D, max_position_embeddings=P)
 GRID = (2, 3)
-LEARNED = PositionSpec("learned", D, P, offset=2)
-SINUSOIDAL = PositionSpec("sinusoidal", D, P, layout="concatenated", name="sinusoidal encoding")
+LEARNED = PositionSpec("learned", dim=D, num_positions=P, offset=2)
+SINUSOIDAL = PositionSpec("sinusoidal", dim=D, num_positions=P, layout="concatenated", name="sinusoidal encoding")
 RELATIVE = fp.RelativeBiasSpec(H, fp.BucketConfig(32, 128, bidirectional=True))
 GRID_SPEC = fp.GridSpec(GRID, D, patch_size=8)
 CONV_SPEC = fp.ConvPositionSpec(D, 4, groups=2)  # OmniASR's: one layer, no weight norm, one frame cut
@@ -440,6 +442,96 @@ def test_from_arguments_and_the_flat_call_build_the_spec_module_without_a_warnin
         )
 
 
+def _flat_names(row: Row) -> list[str]:
+    """The names of the row's positional flat arguments (the NNX ``from_arguments``'s first parameters)."""
+    names = list(inspect.signature(type(row.nnx()).from_arguments).parameters)
+    return names[: len(row.flat[0])]
+
+
+@pytest.mark.parametrize("row", FLAT, ids=[r.name for r in FLAT])
+def test_the_flat_call_by_keyword_and_a_spec_build_equal_modules(row):
+    """``Module(num_positions=..., dim=...)`` as ``nnx.Embed(num_embeddings=..., features=...)``:
+    the same spec as the positional flat call and the spec call, in NNX and Linen; Linen modules
+    equal (a module holds its spec and its module fields, not the flat arguments)."""
+    args, kwargs = row.flat
+    module, linen = row.nnx(), row.linen()
+    named = dict(zip(_flat_names(row), args, strict=True)) | kwargs
+    rngs = {"rngs": nnx.Rngs(0)} if row.params else {}
+    assert type(module)(**named, **rngs).spec == module.spec
+    by_keyword = type(linen)(**named)
+    assert by_keyword == type(linen)(*args, **kwargs) == linen and by_keyword.spec == linen.spec
+    assert hash(by_keyword) == hash(linen)
+    fields = {f.name for f in dataclasses.fields(linen)} - {"parent", "name"}
+    assert fields.isdisjoint(named.keys() - {"spec"}), "the flat arguments are not stored"
+    assert by_keyword.clone() == linen and by_keyword.clone().spec == linen.spec
+
+
+@pytest.mark.parametrize("row", FLAT, ids=[r.name for r in FLAT])
+def test_a_flat_built_linen_module_under_clone_vmap_and_scan(row):
+    """A Linen module built by the flat call inside ``nn.vmap`` and ``nn.scan`` (which rebuild it
+    from its fields) and the flat call on the lifted class itself equal the eager calls."""
+    args, kwargs = row.flat
+    module, linen = row.nnx(), row.linen()
+    variables = _linen_from_nnx(row, module, linen)
+    examples = [row.example(seed) for seed in range(B)]
+    eager = np.stack([np.asarray(linen.apply(variables, *row.call(e)[0], **row.call(e)[1])) for e in examples])
+
+    class Each(nn.Module):
+        @nn.compact
+        def __call__(self, e):
+            call_args, call_kwargs = row.call(e)
+            return type(linen)(*args, **kwargs, name="inner")(*call_args, **call_kwargs)
+
+    class Step(nn.Module):
+        @nn.compact
+        def __call__(self, carry, e):
+            return carry, Each(name="each")(e)
+
+    inner = {"params": {"inner": variables["params"]}} if variables else {}
+    mapped = nn.vmap(Each, variable_axes={"params": None}, split_rngs={"params": False}, in_axes=0)()
+    close = functools.partial(np.testing.assert_allclose, rtol=1e-6, atol=1e-6)
+    close(np.asarray(mapped.apply(inner, jnp.stack(examples))), eager)
+    scanned = nn.scan(Step, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)()
+    stepped = {"params": {"each": inner["params"]}} if variables else {}
+    close(np.asarray(scanned.apply(stepped, None, jnp.stack(examples))[1]), eager)
+    lifted = nn.vmap(type(linen), variable_axes={"params": None}, split_rngs={"params": False})
+    built = lifted(*args, **kwargs)
+    assert built.spec == linen.spec and built.clone().spec == linen.spec
+
+    class Holder(nn.Module):  # the module as a parent's field (Linen adopts it: __post_init__ again)
+        inner: nn.Module
+
+        @nn.compact
+        def __call__(self, e):
+            call_args, call_kwargs = row.call(e)
+            return self.inner(*call_args, **call_kwargs)
+
+    held = Holder(type(linen)(*args, **kwargs))
+    close(np.asarray(held.apply(inner, examples[0])), eager[0])
+    assert held.clone().inner.spec == linen.spec
+
+
+def test_position_spec_takes_dim_and_num_positions_by_keyword_only():
+    """``PositionSpec("learned", 768, 1024)`` read ``dim`` first, the flat calls ``num_positions``
+    first: the positional form is refused in one line, the keyword forms are equal."""
+    message = (
+        r"^PositionSpec: expected dim=, num_positions=, ... by keyword after the kind, "
+        r"found 2 more positional arguments \(768, 1024\)$"
+    )
+    with pytest.raises(TypeError, match=message):
+        PositionSpec("learned", 768, 1024)
+    with pytest.raises(TypeError, match=r"found 1 more positional argument \(8,\)$"):
+        PositionSpec("sinusoidal", 8)
+    spec = PositionSpec("learned", dim=768, num_positions=1024)
+    assert (
+        spec
+        == PositionSpec(num_positions=1024, dim=768)
+        == fp.nnx.LearnedPositionalEmbedding(1024, 768, rngs=nnx.Rngs(0)).spec
+    )
+    assert (spec.num_positions, spec.dim) == (1024, 768)
+    assert dataclasses.replace(spec, dim=8).dim == 8 and copy.deepcopy(spec) == spec
+
+
 def test_a_spec_of_the_wrong_kind_or_beside_flat_arguments_is_refused():
     kind = r"^spec: expected a PositionSpec of kind 'learned' \(LearnedPositionalEmbedding\), found kind 'sinusoidal'$"
     with pytest.raises(ValueError, match=kind):
@@ -458,8 +550,13 @@ def test_a_spec_of_the_wrong_kind_or_beside_flat_arguments_is_refused():
         fp.nnx.RelativePositionBias(RELATIVE, num_buckets=32, rngs=nnx.Rngs(0))
     with pytest.raises(TypeError, match=both):
         fp.linen.RelativePositionBias(RELATIVE, num_buckets=32)
-    with pytest.raises(TypeError, match=r"found both: a spec and \['positional #2'\]"):
+    both = r"^PatchPositionalEmbedding: expected a GridSpec or flat arguments \(grid, dim, ...\), found both: a spec and \['dim'\]$"
+    with pytest.raises(TypeError, match=both):
         fp.nnx.PatchPositionalEmbedding(GRID_SPEC, D, rngs=nnx.Rngs(0))
+    with pytest.raises(TypeError, match=both):  # the second flat argument, where a module field once was
+        fp.linen.PatchPositionalEmbedding(GRID_SPEC, True)
+    with pytest.raises(TypeError, match=r"found both: a spec and \['offset', 'position_name'\]$"):
+        fp.linen.LearnedPositionalEmbedding(LEARNED, offset=0, position_name="wpe")
 
 
 @pytest.mark.parametrize(

@@ -48,11 +48,15 @@ def relative_encodings() -> None:
 
 def nnx_shells() -> None:
     rngs = nnx.Rngs(0)
-    wpe = fp.nnx.LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), on_overflow="clip", rngs=rngs)
+    wpe = fp.nnx.LearnedPositionalEmbedding(
+        PositionSpec("learned", dim=768, num_positions=1024), on_overflow="clip", rngs=rngs
+    )
     wpe = fp.nnx.LearnedPositionalEmbedding.from_arguments(1024, 768, offset=2, on_overflow="clip", rngs=rngs)
     out: jax.Array = wpe(length=128)
     out = wpe(jnp.arange(4), start=jnp.int32(2))
-    pe = fp.nnx.SinusoidalPositionalEncoding(PositionSpec("sinusoidal", 512, 2048), on_overflow="fill")
+    pe = fp.nnx.SinusoidalPositionalEncoding(
+        PositionSpec("sinusoidal", dim=512, num_positions=2048), on_overflow="fill"
+    )
     pe = fp.nnx.SinusoidalPositionalEncoding(fp.PositionSpec("sinusoidal", dim=512))  # the top-level name
     pe = fp.nnx.SinusoidalPositionalEncoding.from_arguments(512, num_positions=2048, layout="concatenated")
     out = pe(length=128)
@@ -78,6 +82,13 @@ def nnx_shells() -> None:
     out = grid(jnp.zeros((1, 198, 768)), image_size=224)
     boxes = fp.nnx.BoundingBoxEmbedding(fp.BboxSpec(1024, 128, 128, "concat"), rngs=rngs)
     boxes = fp.nnx.BoundingBoxEmbedding.from_arguments(1024, 768, on_overflow="clip", rngs=rngs)
+    boxes = fp.nnx.BoundingBoxEmbedding(1024, 128, combine="concat", rngs=rngs)  # the flat calls
+    wpe = fp.nnx.LearnedPositionalEmbedding(1024, 768, offset=2, rngs=rngs)
+    wpe = fp.nnx.LearnedPositionalEmbedding(num_positions=1024, dim=768, rngs=rngs)
+    pe = fp.nnx.SinusoidalPositionalEncoding(512, num_positions=2048, layout="concatenated")
+    rel = fp.nnx.RelativePositionBias(8, num_buckets=32, bidirectional=False, rngs=rngs)
+    grid = fp.nnx.PatchPositionalEmbedding((14, 14), 768, patch_size=16, rngs=rngs)
+    block = fp.nnx.TransformerInput(50257, 768, num_positions=1024, rngs=rngs)
     boxes = fp.nnx.BoundingBoxEmbedding.from_pretrained("path/to/layoutlm")
     out = boxes(jnp.array([[[10, 20, 110, 40]]]))
     bbox_rec: fp.conversion.BboxTableSource = fp.conversion.load_bbox_tables("path/to/lilt")
@@ -102,11 +113,11 @@ def linen_shells() -> None:
     out = block.apply(variables, ids, deterministic=False, rngs={"dropout": key})
     module, params = fp.linen.TransformerInput.from_pretrained("gpt2", on_overflow="fill")
     out = module.apply(params, ids)
-    spec = PositionSpec("sinusoidal", 512, layout="concatenated")
+    spec = PositionSpec("sinusoidal", dim=512, layout="concatenated")
     pe = fp.linen.SinusoidalPositionalEncoding(spec, on_overflow="clip", dtype=jnp.bfloat16)
     pe = fp.linen.SinusoidalPositionalEncoding.from_arguments(512, layout="concatenated", on_overflow="clip")
     out = pe.apply({}, length=128)
-    wpe = fp.linen.LearnedPositionalEmbedding(PositionSpec("learned", 768, 1024), on_overflow="fill")
+    wpe = fp.linen.LearnedPositionalEmbedding(PositionSpec("learned", dim=768, num_positions=1024), on_overflow="fill")
     wpe = fp.linen.LearnedPositionalEmbedding.from_arguments(1024, 768, param_dtype=jnp.bfloat16)
     out = wpe.apply(wpe.init(key, length=4), length=4)
     rope = fp.linen.RotaryEmbedding(fp.RopeConfig(head_dim=8, max_position_embeddings=16), on_overflow="clip")
@@ -130,6 +141,15 @@ def linen_shells() -> None:
     out = box_module.apply(box_variables, jnp.zeros((1, 2, 4), jnp.int32))
     box_flat = fp.linen.BoundingBoxEmbedding.from_arguments(1024, 128, combine="concat", shape_clip=1023)
     print(box_flat)
+    # the flat calls, as nn.Embed(num_embeddings, features): type checkers see them (InitVar fields)
+    block = fp.linen.TransformerInput(100, 16, num_positions=32, layer_norm=True, dropout_rate=0.1)
+    wpe = fp.linen.LearnedPositionalEmbedding(1024, 768, offset=2, param_dtype=jnp.bfloat16)
+    pe = fp.linen.SinusoidalPositionalEncoding(512, num_positions=2048, layout="concatenated", on_overflow="clip")
+    rel = fp.linen.RelativePositionBias(8, num_buckets=32, bidirectional=False)
+    grid = fp.linen.PatchPositionalEmbedding((14, 14), 768, patch_size=16, interpolate=True)
+    box_flat = fp.linen.BoundingBoxEmbedding(1024, 128, combine="concat")
+    window = fp.linen.WindowRelativeBias(4, 7, class_token=True)
+    print(block, wpe, pe, rel, grid, box_flat, window)
     print(rel, grid)
     longer, longer_variables = module.extend_positions(params, 2048, method="linear")
     logits = module.apply(params, jnp.ones((2, 8, 768)), method="attend")
@@ -166,13 +186,16 @@ def vision_rope() -> None:  # issue 35, item 2
 
 
 def rejected() -> None:
-    learned, sinusoidal = PositionSpec("learned", 4, 8), PositionSpec("sinusoidal", 8)
+    learned, sinusoidal = PositionSpec("learned", dim=4, num_positions=8), PositionSpec("sinusoidal", dim=8)
+    PositionSpec("learned", 4, 8)  # type: ignore[call-arg]  # dim and num_positions by keyword only
     fp.nnx.LearnedPositionalEmbedding(learned, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
     fp.nnx.LearnedPositionalEmbedding.from_arguments(8, 4, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
     fp.nnx.SinusoidalPositionalEncoding(sinusoidal, on_overflow="wrap")  # type: ignore[arg-type]
     fp.nnx.RotaryEmbedding(8, on_overflow="nan")  # type: ignore[arg-type]
     fp.linen.SinusoidalPositionalEncoding(sinusoidal, on_overflow="wrap")  # type: ignore[arg-type]
     fp.linen.LearnedPositionalEmbedding(learned, on_overflow="clamp")  # type: ignore[arg-type]
+    fp.linen.LearnedPositionalEmbedding(1024, 768, layout="interleaved")  # type: ignore[call-arg]
+    fp.nnx.LearnedPositionalEmbedding(1024, 768, base=1.0, rngs=nnx.Rngs(0))  # type: ignore[call-arg]
     fp.sinusoidal_encoding(jnp.arange(4), 8, on_overflow="ignore")  # type: ignore[arg-type]
     fp.apply_rope(jnp.ones((1, 4, 1, 8)), 8, on_overflow="wrap")  # type: ignore[arg-type]
     fp.sinusoidal_table(8, 4, layout="split")  # type: ignore[arg-type]
