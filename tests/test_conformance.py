@@ -47,11 +47,12 @@ def test_composite_model_type_conforms(model_type, tmp_path):
 
 def test_composite_catalog_is_current():
     """The cases above come from tests/conformance/composite_catalog.json (collection reads it instead
-    of building every composite's default config in each process): it is what the installed
-    transformers says, and the cases it gives are those transformers itself gives."""
-    assert catalog.CATALOG.read_text() == catalog.catalog_text(), f"stale: run `{catalog.WRITE_COMMAND}`"
-    assert catalog.catalog_facts() is not None
-    assert COMPOSITE_CASES == [t for t in all_model_types() if catalog.composite_read(t)]
+    of building every composite's default config in each process): it was written for the installed
+    transformers, and the cases it gives are those transformers itself gives (with today's registry;
+    ``python tests/conformance/catalog.py`` compares every fact, a few seconds more)."""
+    assert catalog.catalog_facts() is not None, f"written for another transformers: run `{catalog.WRITE_COMMAND}`"
+    live = [t for t in all_model_types() if catalog.composite_read(t)]
+    assert live == COMPOSITE_CASES, f"stale: run `{catalog.WRITE_COMMAND}`"
 
 
 def test_a_stale_catalog_is_noticed_and_not_used(tmp_path, monkeypatch):
