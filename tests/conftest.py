@@ -327,3 +327,29 @@ def figures(monkeypatch):
 
     monkeypatch.setattr(plots, "_save", spy)
     return saved
+
+
+# --------------------------------------------------------------------------- scheduling
+
+#: Test files whose tests run scripts end to end in subprocesses (tens of seconds each), run first:
+#: ``pytest -n 2 --dist worksteal`` hands each worker a contiguous half of the collection and an
+#: idle worker steals from the end of the other's queue, so long tests at the front and short ones
+#: at the back keep both cores busy until the end (the longest-first rule). A whole file moves
+#: (its module fixtures run once); the order within it is kept. CPU seconds (process and children)
+#: measured per test with -n 0 on a loaded machine: ratios, not budgets.
+RUN_FIRST = (
+    "test_extrapolation_text.py",  # examples/extrapolation_text.py --quick, twice (~80 CPU s)
+    "test_sharding.py",  # one 8-device subprocess (~50 CPU s)
+    "test_benchmarks_smoke.py",  # benchmarks/*.py --quick (~115 CPU s in 8 tests)
+    "test_examples_smoke.py",  # examples/*.py --quick (~55 CPU s)
+    "test_cli.py",  # flax-posenc tour (~20 CPU s) and one subprocess per CLI call
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    missing = [name for name in RUN_FIRST if not (here / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py RUN_FIRST: expected test files in tests/, found no {missing}")
+    rank = {here / name: k for k, name in enumerate(RUN_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(RUN_FIRST)))  # stable: the rest keep their order

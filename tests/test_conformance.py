@@ -9,6 +9,7 @@ the values (:mod:`conformance.reference` says exactly what and to which toleranc
 from __future__ import annotations
 
 import pytest
+from conformance import catalog
 from conformance.catalog import all_model_types, composite_model_types, text_model_types
 from conformance.reference import composite_problems, conformance_problems
 from helpers import replace_row
@@ -42,6 +43,32 @@ COMPOSITE_CASES = list(composite_model_types())
 def test_composite_model_type_conforms(model_type, tmp_path):
     """Each tower of a tiny composite checkpoint (transformers' own class) read as its tower's own model type."""
     assert composite_problems(model_type, tmp_path) == []
+
+
+def test_composite_catalog_is_current():
+    """The cases above come from tests/conformance/composite_catalog.json (collection reads it instead
+    of building every composite's default config in each process): it was written for the installed
+    transformers, and the cases it gives are those transformers itself gives (with today's registry;
+    ``python tests/conformance/catalog.py`` compares every fact, a few seconds more)."""
+    assert catalog.catalog_facts() is not None, f"written for another transformers: run `{catalog.WRITE_COMMAND}`"
+    live = [t for t in all_model_types() if catalog.composite_read(t)]
+    assert live == COMPOSITE_CASES, f"stale: run `{catalog.WRITE_COMMAND}`"
+
+
+def test_a_stale_catalog_is_noticed_and_not_used(tmp_path, monkeypatch):
+    """A catalog written for another transformers is not read (the cases come from transformers); the
+    cases are derived from the catalog's facts (a wrong fact changes a case)."""
+    import json
+
+    data = json.loads(catalog.CATALOG.read_text())
+    monkeypatch.setattr(catalog, "CATALOG", tmp_path / "catalog.json")
+    catalog.CATALOG.write_text(json.dumps({**data, "transformers": "0.0.0"}))
+    assert catalog.catalog_facts() is None
+    data["facts"]["llava"]["towers"][0][1] = "not_a_tower"
+    catalog.CATALOG.write_text(json.dumps(data))
+    assert catalog.catalog_facts()["llava"]["towers"][0][1] == "not_a_tower"
+    assert catalog.composite_read("llava", data["facts"] | {"llava": catalog.composite_facts_of("llava")})
+    assert not catalog.composite_read("llava", catalog.catalog_facts())  # the stale fact changes a case
 
 
 def test_composite_cases_include_the_sample():

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 _NON_TEXT_WORDS = (
     "IMAGE", "VISION", "AUDIO", "SPEECH", "VIDEO", "CTC", "DEPTH", "OBJECT", "SEMANTIC", "INSTANCE",
@@ -91,40 +95,109 @@ def composite_towers(model_type: str) -> tuple[tuple[str, str], ...] | None:
     return tuple(out)
 
 
-def composite_read(model_type: str) -> bool:
+def composite_read(model_type: str, facts: Mapping[str, Any] | None = None) -> bool:
     """Whether flax-posenc reads ``model_type`` as its towers: it is not a row of the registry
     itself, every one of its sub-configs is a tower (``tower_of_field``) whose model type is, and none
     is a backbone under a head of its own (``HEAD_TOWER_FIELDS``: DETR, UperNet are read only as
-    rows of the registry, their backbone beside them)."""
+    rows of the registry, their backbone beside them).
+
+    What transformers says of each config class comes from transformers itself, or from ``facts``
+    (:func:`composite_facts`, as :data:`CATALOG` stores them) when given."""
     from flax_posenc.conversion.models import HEAD_TOWER_FIELDS, MODEL_MECHANISMS, REFUSED_MODEL_TYPES
 
     if model_type in MODEL_MECHANISMS or model_type in REFUSED_MODEL_TYPES:
         return False
-    try:
-        from transformers import CONFIG_MAPPING
-
-        subs = dict(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {})
-    except Exception:  # noqa: BLE001 - a model type that cannot be imported here
-        return False
+    fact = facts.get(model_type) if facts is not None else None
+    if facts is not None:
+        subs = {} if fact is None else {field: (sub_type, nested) for field, sub_type, nested in fact["sub_configs"]}
+    else:
+        try:
+            subs = {
+                field: (getattr(c, "model_type", None), bool(getattr(c, "sub_configs", None)))
+                for field, c in _sub_configs(model_type).items()
+            }
+        except Exception:  # noqa: BLE001 - a model type that cannot be imported here
+            return False
     if not subs:
         return False
     if set(subs) & HEAD_TOWER_FIELDS:  # a head around a backbone (DETR): read only by rows of its own
         return False
-    if any(
-        getattr(c, "model_type", None) and c.model_type not in MODEL_MECHANISMS and not getattr(c, "sub_configs", None)
-        for c in subs.values()
-    ):
+    if any(sub_type and sub_type not in MODEL_MECHANISMS and not nested for sub_type, nested in subs.values()):
         return False  # a tower of a fixed config class that is not read (cheap: no config is built)
-    towers = composite_towers(model_type)
+    towers = (
+        composite_towers(model_type)
+        if fact is None
+        else (tuple(map(tuple, fact["towers"])) if fact["towers"] is not None else None)
+    )
     if not towers:
         return False
-    return all(tower in MODEL_MECHANISMS or composite_read(tower) for _, tower in towers)  # PaliGemma in ColPali
+    return all(tower in MODEL_MECHANISMS or composite_read(tower, facts) for _, tower in towers)  # PaliGemma in ColPali
+
+
+def _sub_configs(model_type: str) -> dict[str, Any]:
+    from transformers import CONFIG_MAPPING
+
+    return dict(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {})
 
 
 @functools.cache
 def composite_model_types() -> tuple[str, ...]:
-    """Every model type of the pinned transformers read as its towers (:func:`composite_read`)."""
-    return tuple(t for t in all_model_types() if composite_read(t))
+    """Every model type of the pinned transformers read as its towers (:func:`composite_read`).
+
+    Read from :data:`CATALOG` when it was written for the installed transformers (building every
+    composite's default config costs seconds, in each process that collects the tests), else from
+    transformers itself; ``tests/test_conformance.py`` fails while the catalog is stale."""
+    facts = catalog_facts()
+    return tuple(t for t in all_model_types() if composite_read(t, facts))
+
+
+#: What :func:`composite_read` asks of transformers, for every model type of the pinned transformers,
+#: written by ``python tests/conformance/catalog.py --write`` (:func:`composite_facts`).
+CATALOG = Path(__file__).with_name("composite_catalog.json")
+WRITE_COMMAND = "python tests/conformance/catalog.py --write"
+
+
+def _transformers_version() -> str:
+    from importlib.metadata import version
+
+    return version("transformers")
+
+
+def composite_facts() -> dict[str, dict[str, Any]]:
+    """For each model type whose config class has sub-configs: ``sub_configs``, ``[[field, the
+    sub-config class's model_type or None, whether it has sub-configs of its own], ...]``, and
+    ``towers``, :func:`composite_towers` (``None`` when its default config does not build here).
+    A model type whose config class cannot be imported here is left out (it has no towers to read)."""
+    return {t: fact for t in all_model_types() if (fact := composite_facts_of(t)) is not None}
+
+
+def composite_facts_of(model_type: str) -> dict[str, Any] | None:
+    """:func:`composite_facts` of one model type (``None`` when it has no sub-configs)."""
+    try:
+        subs = _sub_configs(model_type)
+    except Exception:  # noqa: BLE001 - a model type that cannot be imported here
+        return None
+    if not subs:
+        return None
+    rows = [[f, getattr(c, "model_type", None) or None, bool(getattr(c, "sub_configs", None))] for f, c in subs.items()]
+    towers = composite_towers(model_type)
+    return {"sub_configs": rows, "towers": None if towers is None else [list(x) for x in towers]}
+
+
+def catalog_facts() -> dict[str, dict[str, Any]] | None:
+    """The facts stored in :data:`CATALOG` when they were written for the installed transformers, else ``None``."""
+    try:
+        data = json.loads(CATALOG.read_text())
+    except (OSError, ValueError):
+        return None
+    return data["facts"] if data.get("transformers") == _transformers_version() else None
+
+
+def catalog_text() -> str:
+    """What :data:`CATALOG` holds for the installed transformers (computed: seconds)."""
+    head = json.dumps({"written_by": WRITE_COMMAND, "transformers": _transformers_version()})[:-1]
+    rows = [f"  {json.dumps(t)}: {json.dumps(fact)}" for t, fact in sorted(composite_facts().items())]
+    return head + ', "facts": {\n' + ",\n".join(rows) + "\n}}\n"  # one line per model type
 
 
 #: Transformers' Auto mapping names (``MODEL_FOR_<TASK>_MAPPING_NAMES``) by modality, in the order a
@@ -183,3 +256,21 @@ def modality(model_type: str) -> str:
         if re.search(pattern, model_type, re.IGNORECASE):
             return label
     return "text" if names else "other"
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the conformance package
+    parser = argparse.ArgumentParser(description=f"write {CATALOG.name} for the installed transformers")
+    parser.add_argument("--write", action="store_true", help="rewrite the catalog (else: exit 1 when it is stale)")
+    args = parser.parse_args()
+    text = catalog_text()
+    if args.write:
+        CATALOG.write_text(text)
+        print(f"wrote {CATALOG}")
+    elif CATALOG.exists() and CATALOG.read_text() == text:
+        print(f"{CATALOG} is current")
+    else:
+        sys.exit(f"{CATALOG}: stale for transformers {_transformers_version()}: run `{WRITE_COMMAND}`")
