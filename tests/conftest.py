@@ -32,6 +32,13 @@ from typing import Any
 import pytest
 from helpers import minilm_path
 
+# Each xdist worker gets one core's share: torch (tiny conformance models, transformers' references)
+# and the scripts the smoke tests launch run one thread per worker instead of two workers each
+# spinning two threads on the 2 cores (set before torch is imported; inherited by subprocesses).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 from flax_posenc.conversion.families import FAMILIES
 
 
