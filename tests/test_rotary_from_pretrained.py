@@ -27,17 +27,9 @@ from flax_posenc.errors import CheckpointError
 
 SEQ, HEADS, START = 12, 2, 3
 
-# the sizes every tiny config shares
-TINY = dict(
-    hidden_size=64,
-    intermediate_size=64,
-    num_attention_heads=4,
-    vocab_size=128,
-    max_position_embeddings=64,
-    pad_token_id=0,
-    bos_token_id=1,
-    eos_token_id=2,
-)
+# the sizes and special token ids every tiny config shares
+SIZES = dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, vocab_size=128, max_position_embeddings=64)
+TINY = dict(SIZES, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 # DeepSeek-V3's multi-head latent attention and mixture of experts, tiny
 MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, head_dim=8, kv_lora_rank=16, q_lora_rank=16)
 MOE = dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1)
