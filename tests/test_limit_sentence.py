@@ -129,7 +129,7 @@ def test_a_record_names_the_field_its_file_holds():
     assert "(llama.context_length 128) of path/to/model holds 128 positions (0..127)" in gguf.describe_limit()
 
 
-def test_the_llama3_example_of_the_issue_reads_alike():
+def test_a_llama3_scaled_limit_reads_alike_in_check_and_runtime_error():
     """The limit of a llama3-scaled config: one reason, one count, at both ends."""
     config = {
         "model_type": "llama",

@@ -27,70 +27,35 @@ from flax_posenc.errors import CheckpointError
 
 SEQ, HEADS, START = 12, 2, 3
 
+# the sizes and special token ids every tiny config shares
+SIZES = dict(hidden_size=64, intermediate_size=64, num_attention_heads=4, vocab_size=128, max_position_embeddings=64)
+TINY = dict(SIZES, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+# DeepSeek-V3's multi-head latent attention and mixture of experts, tiny
+MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, head_dim=8, kv_lora_rank=16, q_lora_rank=16)
+MOE = dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1)
+
 # name -> (config class, kwargs, modeling module, expected layer -> "rope"/"nope" per layer)
 CASES = {
     "gemma3": (
         "Gemma3TextConfig",
         dict(
-            hidden_size=64,
-            num_attention_heads=4,
+            TINY,
             num_key_value_heads=2,
             head_dim=16,
-            intermediate_size=64,
             num_hidden_layers=4,
-            vocab_size=128,
-            max_position_embeddings=64,
             sliding_window=16,
             layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
         ),
         modeling_gemma3,
     ),
     "smollm3": (
         "SmolLM3Config",
-        dict(
-            hidden_size=64,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            num_hidden_layers=4,
-            vocab_size=128,
-            max_position_embeddings=64,
-            no_rope_layers=[1, 1, 1, 0],
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
+        dict(TINY, num_key_value_heads=2, num_hidden_layers=4, no_rope_layers=[1, 1, 1, 0]),
         modeling_smollm3,
     ),
     "deepseek_v3": (
         "DeepseekV3Config",
-        dict(
-            hidden_size=64,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-            intermediate_size=64,
-            moe_intermediate_size=32,
-            num_hidden_layers=2,
-            vocab_size=128,
-            max_position_embeddings=64,
-            qk_rope_head_dim=8,
-            qk_nope_head_dim=8,
-            v_head_dim=8,
-            kv_lora_rank=16,
-            q_lora_rank=16,
-            head_dim=8,
-            n_routed_experts=4,
-            num_experts_per_tok=2,
-            n_group=1,
-            topk_group=1,
-            first_k_dense_replace=1,
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
+        dict(TINY, **MLA, **MOE, num_key_value_heads=4, num_hidden_layers=2, first_k_dense_replace=1),
         modeling_deepseek_v3,
     ),
     "deepseek_v3_half": (

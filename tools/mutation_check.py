@@ -136,10 +136,10 @@ MUTANTS = [
         "            pass",
         "tests/test_rope_scalings.py tests/test_rope.py",
     ),
-    (
-        "flax_posenc/conversion/relative_config.py",
-        "    if missing:\n",
-        "    if False:\n",
+    (  # M21 a rope_parameters key the scaling type needs, missing, accepted (validated in RopeConfig alone)
+        "flax_posenc/rope_config.py",
+        "        if missing:\n",
+        "        if False:\n",
         "tests/test_rope_scalings.py tests/test_rope_config.py",
     ),
     ("flax_posenc/sinusoid_math.py", '    if dtype.name != "bfloat16":', "    if True:", "tests/test_sinusoidal.py"),
@@ -230,8 +230,8 @@ MUTANTS = [
     ),
     (  # M37 the antialiased kernel not widened when shrinking (timm / DINOv2-with-registers downsampling)
         "flax_posenc/grid_config.py",
-        "support = 2.0 * step if step >= 1.0 else 2.0",
-        "support = 2.0",
+        "support = half * step if step >= 1.0 else half",
+        "support = half",
         "tests/test_grids.py",
     ),
     (  # M38 DeiT read with one prefix row (its distillation token's position taken for a patch)

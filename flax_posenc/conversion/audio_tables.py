@@ -167,22 +167,19 @@ class AudioTableSource(TableBacked):
         what = "the sinusoid, stored as weights" if err <= 1e-3 else "not the sinusoid (trained or modified)"
         return f"{what}; largest difference from the float64 sinusoid {err:.3g}"
 
-    def to_dict(self) -> dict[str, Any]:
-        t = self.table
+    def seconds_report(self) -> dict[str, Any]:
+        """Its report in seconds of audio (of ``to_dict()`` and of its mechanism's details)."""
         return {
-            "source": t.source,
-            "family": t.family,
-            "key": t.key,
-            "scheme": self.scheme,
-            "rows": t.rows,
-            "dim": t.dim,
-            "offset": t.offset,
-            "limit": self.limit,
-            "unit": self.unit,
             "seconds": self.seconds_limit,
             "positions_per_second": self.positions_per_second,
             "sinusoid_error": self.sinusoid_error,
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.table
+        head = {"source": t.source, "family": t.family, "key": t.key, "scheme": self.scheme}
+        shape = {"rows": t.rows, "dim": t.dim, "offset": t.offset}
+        return {**head, **shape, "limit": self.limit, "unit": self.unit, **self.seconds_report()}
 
     def __str__(self) -> str:
         t = self.table

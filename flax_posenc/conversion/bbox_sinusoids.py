@@ -27,7 +27,7 @@ import numpy as np
 
 from flax_posenc.conversion.checkpoint import open_checkpoint
 from flax_posenc.conversion.readers import fail
-from flax_posenc.limits import verdict_line
+from flax_posenc.conversion.table import TensorRecord
 
 __all__ = [
     "BBOX_SINUSOID_FAMILIES",
@@ -80,7 +80,7 @@ BBOX_SINUSOID_FAMILIES: Mapping[str, BboxSinusoidFamily] = MappingProxyType(
 
 
 @dataclasses.dataclass(frozen=True)
-class BboxSinusoidSource:
+class BboxSinusoidSource(TensorRecord):
     """BROS's relative box sinusoids as a :class:`~flax_posenc.conversion.SourceRecord`: no limit.
 
     Attributes:
@@ -101,10 +101,6 @@ class BboxSinusoidSource:
     scheme = "bbox_sinusoid"
     unit = "coordinates"
 
-    @property
-    def limit(self) -> None:
-        return None
-
     def encode(self, boxes: np.ndarray) -> np.ndarray:
         """``(n, coords)`` boxes (unscaled, as given to the model) -> ``(n, n, coords * dim)`` float64
         sinusoids of ``scale * (b_j - b_i)`` at ``[i, j]``."""
@@ -117,21 +113,12 @@ class BboxSinusoidSource:
             f"of {self.scale:g} x the differences of every pair of boxes, any coordinates)"
         )
 
-    def check_length(self, length: int) -> tuple[bool, str]:
-        return verdict_line(length, None, self.describe_limit())
-
     def check_bbox_max(self, coordinate: int) -> tuple[bool, str]:
         """Any coordinate fits (``check --bbox-max``)."""
         return True, f"ok: coordinates up to {coordinate} fit; {self.describe_limit()}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         return {
-            "source": self.source,
-            "model_type": self.model_type,
-            "family": self.family,
-            "key": self.key,
-            "scheme": self.scheme,
-            "limit": None,
             "unit": self.unit,
             "dim": self.dim,
             "coords": self.coords,
@@ -139,17 +126,12 @@ class BboxSinusoidSource:
             "buffers": list(self.buffers),
         }
 
-    def __str__(self) -> str:
-        return "\n".join(
-            [
-                f"source:      {self.source}",
-                f"family:      {self.family}",
-                f"key:         {self.key}",
-                f"scheme:      [sin | cos] of {self.scale:g} x (b_j - b_i), {self.coords} coordinates x {self.dim}, "
-                "projected into every attention score",
-                f"limit:       {self.describe_limit()}",
-            ]
-        )
+    def lines(self) -> list[str]:
+        return [
+            f"key:         {self.key}",
+            f"scheme:      [sin | cos] of {self.scale:g} x (b_j - b_i), {self.coords} coordinates x {self.dim}, "
+            "projected into every attention score",
+        ]
 
 
 def _int(config: Mapping[str, Any], field: str, where: object) -> int:

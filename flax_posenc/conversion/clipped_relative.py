@@ -41,7 +41,7 @@ import numpy as np
 
 from flax_posenc.conversion.checkpoint import open_checkpoint
 from flax_posenc.conversion.readers import fail
-from flax_posenc.limits import verdict_line
+from flax_posenc.conversion.table import TensorRecord
 
 __all__ = [
     "CLIPPED_RELATIVE_FAMILIES",
@@ -162,7 +162,7 @@ CLIPPED_RELATIVE_FAMILIES: Mapping[str, ClippedRelativeFamily] = MappingProxyTyp
 
 
 @dataclasses.dataclass(frozen=True)
-class ClippedRelativeSource:
+class ClippedRelativeSource(TensorRecord):
     """Clipped relative key embeddings as a :class:`~flax_posenc.conversion.SourceRecord`: no limit.
 
     Attributes:
@@ -195,10 +195,6 @@ class ClippedRelativeSource:
     #: the encoder's frames are the positions of its sequence: ``check --length N`` asks N frames
     unit = "tokens"
 
-    @property
-    def limit(self) -> None:
-        return None
-
     def index(self, query: np.ndarray, key: np.ndarray) -> np.ndarray:
         """The table row of each (query, key) pair (broadcast): ``clip(d, -left, right) + offset``,
         ``d = key - query`` (``sign`` +1) or ``query - key`` (``sign`` -1). Any integer positions.
@@ -225,18 +221,8 @@ class ClippedRelativeSource:
             f"(relative: {where}{span})"
         )
 
-    def check_length(self, length: int) -> tuple[bool, str]:
-        """Any number of frames fits."""
-        return verdict_line(length, None, self.describe_limit())
-
-    def to_dict(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         return {
-            "source": self.source,
-            "model_type": self.model_type,
-            "family": self.family,
-            "key": self.key,
-            "scheme": self.scheme,
-            "limit": None,
             "unit": self.unit,
             "rows": self.rows,
             "head_dim": self.head_dim,
@@ -251,18 +237,13 @@ class ClippedRelativeSource:
             "value_keys": list(self.value_keys),
         }
 
-    def __str__(self) -> str:
+    def lines(self) -> list[str]:
         d = "key - query" if self.sign > 0 else "query - key"
-        return "\n".join(
-            [
-                f"source:      {self.source}",
-                f"family:      {self.family}",
-                f"key:         {self.key} ({self.rows}, {self.head_dim}) in each of {len(self.keys)} layers",
-                f"scheme:      learned relative {'key embeddings' if self.effect == 'key' else 'bias per head'}, row clip({d}, -{self.left}, {self.right}) + "
-                f"{self.offset}" + (f", within blocks of {self.block} frames" if self.block else ""),
-                f"limit:       {self.describe_limit()}",
-            ]
-        )
+        return [
+            f"key:         {self.key} ({self.rows}, {self.head_dim}) in each of {len(self.keys)} layers",
+            f"scheme:      learned relative {'key embeddings' if self.effect == 'key' else 'bias per head'}, row clip({d}, -{self.left}, {self.right}) + "
+            f"{self.offset}" + (f", within blocks of {self.block} frames" if self.block else ""),
+        ]
 
 
 def _field(config: Mapping[str, Any], field: str, where: object, low: int = 0) -> int:

@@ -45,6 +45,7 @@ import numpy as np
 from flax_posenc.conv_position_config import CONV_ACTIVATIONS, ConvPositionSpec, fold_weight_norm
 from flax_posenc.conversion.checkpoint import CheckpointReader, open_checkpoint
 from flax_posenc.conversion.readers import fail
+from flax_posenc.conversion.table import TensorRecord
 from flax_posenc.limits import describe_receptive_field
 
 __all__ = [
@@ -158,7 +159,7 @@ def _counts(config: Mapping[str, Any], field: str, where: object) -> tuple[int, 
 
 
 @dataclasses.dataclass(frozen=True)
-class ConvPositionSource:
+class ConvPositionSource(TensorRecord):
     """A convolutional position embedding as a :class:`~flax_posenc.conversion.SourceRecord`: no
     limit; its receptive field in frames and seconds.
 
@@ -185,10 +186,6 @@ class ConvPositionSource:
 
     scheme = "conv_position"
     unit = "seconds"
-
-    @property
-    def limit(self) -> None:
-        return None
 
     @property
     def seconds_limit(self) -> None:
@@ -269,14 +266,8 @@ class ConvPositionSource:
             f"yields {yields}); {self.describe_limit()}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         return {
-            "source": self.source,
-            "model_type": self.model_type,
-            "family": self.family,
-            "key": self.key,
-            "scheme": self.scheme,
-            "limit": None,
             "unit": self.unit,
             "seconds": None,
             "dim": self.spec.dim,
@@ -293,21 +284,16 @@ class ConvPositionSource:
             "sampling_rate": self.sampling_rate,
         }
 
-    def __str__(self) -> str:
+    def lines(self) -> list[str]:
         s = self.spec
-        return "\n".join(
-            [
-                f"source:      {self.source}",
-                f"family:      {self.family}",
-                f"key:         {self.key}",
-                f"scheme:      grouped convolution of the hidden states, {s.dim} wide, kernel {s.kernel_size}, "
-                f"{s.groups} groups, {s.num_layers} layer{'s' if s.num_layers > 1 else ''}, stride {s.stride}, "
-                f"{s.trim} frame{'' if s.trim == 1 else 's'} cut, {s.activation}",
-                f"audio:       a frame is {self.frame_samples} samples = {self.frame_seconds * 1000:g} ms; "
-                f"receptive field {self.receptive_field} frames = {self.receptive_seconds:g} s",
-                f"limit:       {self.describe_limit()}",
-            ]
-        )
+        return [
+            f"key:         {self.key}",
+            f"scheme:      grouped convolution of the hidden states, {s.dim} wide, kernel {s.kernel_size}, "
+            f"{s.groups} groups, {s.num_layers} layer{'s' if s.num_layers > 1 else ''}, stride {s.stride}, "
+            f"{s.trim} frame{'' if s.trim == 1 else 's'} cut, {s.activation}",
+            f"audio:       a frame is {self.frame_samples} samples = {self.frame_seconds * 1000:g} ms; "
+            f"receptive field {self.receptive_field} frames = {self.receptive_seconds:g} s",
+        ]
 
 
 def _find(ckpt: CheckpointReader, suffix: str, where: object) -> str | None:

@@ -49,7 +49,7 @@ import numpy as np
 
 from flax_posenc.conversion.readers import fail, read_float, tower_keys
 from flax_posenc.conversion.sources import open_checkpoint
-from flax_posenc.conversion.table import TableBacked
+from flax_posenc.conversion.table import GridBacked
 from flax_posenc.grid_config import (
     MAX_IMAGE_SIDE,
     MAX_PATCHES,
@@ -559,7 +559,7 @@ def load_grid_table(
 
 
 @dataclasses.dataclass(frozen=True)
-class GridSource(TableBacked):
+class GridSource(GridBacked):
     """A learned position grid as a :class:`~flax_posenc.conversion.SourceRecord` (a ``grid`` mechanism).
 
     A grid limits the *image*, not a token count: an image of ``image_size`` px gives
@@ -571,27 +571,8 @@ class GridSource(TableBacked):
     table: GridTable
 
     scheme = "grid"
-
-    @property
-    def model_type(self) -> str:
-        return self.table.model_type
-
-    @property
-    def limit(self) -> None:
-        return None
-
-    @property
-    def name(self) -> str:
-        name = f"{self.table.family} position grid ({self.table.key})"
-        return f"{name} of {self.table.source}" if self.table.source else name
-
-    def describe_limit(self) -> str:
-        """``"vit position grid (...) of SOURCE holds a 14 x 14 grid of patches + 1 class token (197 positions; 224 px / 16)"``."""
-        return f"{self.name} holds {self.table.describe()}"
-
-    def check_length(self, length: int) -> tuple[bool, str]:
-        """A token count is not what a grid limits: always fits, and the line says to ask about the image size."""
-        return True, f"{self.describe_limit()}; it limits the image size, not a token count (check --image-size)"
+    grid_name = "position grid"
+    limits = "the image size"
 
     def check_image_size(self, image_size: Any) -> tuple[bool, str]:
         """``(True, line)`` when ``image_size`` px give the trained grid, else ``(False, line)``.
@@ -617,40 +598,16 @@ class GridSource(TableBacked):
             f"the grid must be resized (fp.resize_grid)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def grid_fields(self) -> dict[str, Any]:
         t = self.table
         return {
-            "source": t.source,
-            "family": t.family,
-            "key": t.key,
-            "scheme": "grid",
-            "model_type": t.model_type,
-            "grid": list(t.grid),
             "prefix_tokens": t.prefix_tokens,
             "patch_size": list(t.patch_size),
             "image_size": list(t.image_size),
             "convention": t.convention,
             "resizes_itself": t.resizes_itself,
             "interpolation": t.interpolation,
-            "dim": t.dim,
-            "rows": t.rows,
-            "limit": self.limit,
-            "sentence": t.describe(),
         }
-
-    def __str__(self) -> str:
-        t = self.table
-        return "\n".join(
-            [
-                f"source:      {t.source}",
-                f"family:      {t.family} (model_type {t.model_type})",
-                f"key:         {t.key}",
-                "scheme:      grid",
-                f"positions:   {t.describe()}",
-                f"rows:        {t.rows} x {t.dim}",
-                f"limit:       {self.describe_limit()}",
-            ]
-        )
 
 
 # ----------------------------------------------------------------------------- SAM-style grids (issue 35 item 6)

@@ -25,7 +25,7 @@ import numpy as np
 
 from flax_posenc.conversion.checkpoint import open_checkpoint
 from flax_posenc.conversion.readers import fail
-from flax_posenc.limits import verdict_line
+from flax_posenc.conversion.table import TensorRecord
 from flax_posenc.relative_bias_config import BucketConfig
 
 __all__ = ["LAYOUT_BIAS_FAMILIES", "LayoutBiasFamily", "LayoutBiasSource", "read_layout_bias"]
@@ -65,7 +65,7 @@ LAYOUT_BIAS_FAMILIES: Mapping[str, LayoutBiasFamily] = MappingProxyType(
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class LayoutBiasSource:
+class LayoutBiasSource(TensorRecord):
     """LayoutLMv3's relative attention biases as a :class:`~flax_posenc.conversion.SourceRecord`.
 
     Attributes:
@@ -87,10 +87,6 @@ class LayoutBiasSource:
     coordinates: tuple[int, int] = (0, 3)
 
     scheme = "layout_relative_bias"
-
-    @property
-    def limit(self) -> None:
-        return None
 
     def bias(self, positions: np.ndarray, boxes: np.ndarray | None = None) -> np.ndarray:
         """``(heads, n, n)`` float64: what the encoder adds to every layer's scores for ``n`` tokens
@@ -116,37 +112,29 @@ class LayoutBiasSource:
             f"distance of positions{spatial} has a bucket; {far} share the last one)"
         )
 
-    def check_length(self, length: int) -> tuple[bool, str]:
-        return verdict_line(length, None, self.describe_limit())
+    def to_dict(self) -> dict[str, Any]:  # its tensors follow its key
+        head = {"source": self.source, "model_type": self.model_type, "family": self.family, "key": self.key}
+        return {**head, "keys": list(self.keys), "scheme": self.scheme, "limit": self.limit, **self.details()}
 
-    def to_dict(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         return {
-            "source": self.source,
-            "model_type": self.model_type,
-            "family": self.family,
-            "key": self.key,
-            "keys": list(self.keys),
-            "scheme": self.scheme,
-            "limit": None,
             "heads": int(self.weights[0].shape[0]),
             "buckets": self.buckets.to_dict(),
             "box_buckets": None if self.box_buckets is None else self.box_buckets.to_dict(),
         }
 
-    def __str__(self) -> str:
+    def lines(self) -> list[str]:
+        b = self.buckets
         lines = [
-            f"source:      {self.source}",
-            f"family:      {self.family}",
             f"key:         {', '.join(self.keys)}",
-            f"scheme:      T5 buckets of position distances ({self.buckets.num_buckets}, max {self.buckets.max_distance})",
+            f"scheme:      T5 buckets of position distances ({b.num_buckets}, max {b.max_distance})",
         ]
         if self.box_buckets is not None:
             lines.append(
                 f"             + of box x0 and y1 differences ({self.box_buckets.num_buckets}, max "
                 f"{self.box_buckets.max_distance})"
             )
-        lines.append(f"limit:       {self.describe_limit()}")
-        return "\n".join(lines)
+        return lines
 
 
 def _flag(config: Mapping[str, Any], field: str, where: object) -> bool:

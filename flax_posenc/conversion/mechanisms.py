@@ -32,40 +32,33 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from flax_posenc.conversion.audio_tables import (
-    AUDIO_TABLE_FAMILIES,
-    AudioTableFamily,
-    AudioTableSource,
-    read_audio_table,
-)
-from flax_posenc.conversion.bbox_tables import BBOX_FAMILIES, BboxTableSource, read_bbox_tables
-from flax_posenc.conversion.computed_sinusoids import (
-    COMPUTED_SINUSOID_FAMILIES,
-    ComputedSinusoid,
-    computed_sinusoid_from_dict,
-)
-from flax_posenc.conversion.conv_positions import CONV_POSITION_FAMILIES, ConvPositionSource, read_conv_positions
-from flax_posenc.conversion.deberta_relative import DEBERTA_FAMILIES, DebertaRelative, deberta_relative_from_dict
-from flax_posenc.conversion.detr_positions import DETR_POSITION_FAMILIES, DetrPositions, read_detr_positions
+from flax_posenc.conversion.audio_tables import AudioTableFamily, AudioTableSource, read_audio_table
+from flax_posenc.conversion.axial_tables import AxialTableSource, read_axial_table
+from flax_posenc.conversion.bbox_sinusoids import BboxSinusoidSource, read_bbox_sinusoids
+from flax_posenc.conversion.bbox_tables import BboxTableSource, read_bbox_tables
+from flax_posenc.conversion.clipped_relative import ClippedRelativeSource, read_clipped_relative
+from flax_posenc.conversion.computed_sinusoids import ComputedSinusoid, computed_sinusoid_from_dict
+from flax_posenc.conversion.conv_positions import ConvPositionSource, read_conv_positions
+from flax_posenc.conversion.deberta_relative import DebertaRelative, deberta_relative_from_dict
+from flax_posenc.conversion.decomposed_rel_pos import DecomposedRelPosSource, read_decomposed_rel_pos
+from flax_posenc.conversion.detr_positions import DetrPositions, read_detr_positions
 from flax_posenc.conversion.families import FAMILIES, model_type_spellings
-from flax_posenc.conversion.grid_tables import GRID_FAMILIES, GridSource, load_grid_table
+from flax_posenc.conversion.grid_tables import GridSource, load_grid_table
+from flax_posenc.conversion.layout_relative_bias import LayoutBiasSource, read_layout_bias
 from flax_posenc.conversion.learned_source import LearnedTableSource
 from flax_posenc.conversion.load import load_position_table
-from flax_posenc.conversion.no_position import NO_POSITION_FAMILIES, NoPositionEncoding, no_position_encoding
-from flax_posenc.conversion.patch_tables import (
-    PATCH_TABLE_FAMILIES,
-    PatchTableFamily,
-    PatchTableSource,
-    read_patch_table,
-)
-from flax_posenc.conversion.position_tables import TABLE_FAMILIES, has_table, read_position_table, table_present
-from flax_posenc.conversion.relative_bias import RELATIVE_BIAS_FAMILIES, RelativeBiasSource, relative_bias_source
+from flax_posenc.conversion.naflex_grids import NaflexGridSource, read_naflex_grid
+from flax_posenc.conversion.no_position import NoPositionEncoding, no_position_encoding
+from flax_posenc.conversion.patch_tables import PatchTableFamily, PatchTableSource, read_patch_table
+from flax_posenc.conversion.position_tables import has_table, read_position_table, table_present
+from flax_posenc.conversion.relative_bias import RelativeBiasSource, relative_bias_source
 from flax_posenc.conversion.relative_config import (
     RELATIVE_FAMILIES,
     NoPositionLayers,
@@ -73,7 +66,12 @@ from flax_posenc.conversion.relative_config import (
     config_path_of,
     relative_configs_from_dict,
 )
-from flax_posenc.conversion.vision_rope import VISION_ROPE_FAMILIES, VisionRopeSource, read_vision_rope
+from flax_posenc.conversion.relative_sinusoids import RelativeSinusoid, relative_sinusoid_from_dict
+from flax_posenc.conversion.resampled_tables import ResampledTableSource, read_resampled_table
+from flax_posenc.conversion.segment_bias import SegmentBias, read_segment_bias
+from flax_posenc.conversion.vision_rope import VisionRopeSource, read_vision_rope
+from flax_posenc.conversion.window_bias import WindowBiasSource, read_window_bias
+from flax_posenc.conversion.xl_relative import XLRelativeSource, read_xl_relative
 
 __all__ = ["MECHANISMS", "MechanismKind", "MechanismTable", "ReadContext"]
 
@@ -113,11 +111,7 @@ def table_details(record: Any) -> dict[str, Any]:
     unit = getattr(record, "unit", "tokens")
     out = {"key": t.key, "family": t.family, "rows": t.rows, "dim": t.dim, "offset": t.offset, "unit": unit}
     if unit == "seconds":
-        out.update(
-            seconds=record.seconds_limit,
-            positions_per_second=record.positions_per_second,
-            sinusoid_error=record.sinusoid_error,
-        )
+        out.update(record.seconds_report())
     return out
 
 
@@ -343,11 +337,41 @@ def _read_relative_bias(row: Any, ctx: ReadContext) -> list[Any]:
     return [] if record is None else [record]
 
 
-def _relative_rows(scheme: str) -> Mapping[str, Any]:
-    return MappingProxyType({n: r for n, r in RELATIVE_FAMILIES.items() if r.scheme == scheme})
+def _relative_rows(scheme: str) -> tuple[str, Mapping[str, Any]]:
+    """The rows of ``RELATIVE_FAMILIES`` with ``scheme``, as a registry of their own."""
+    rows = MappingProxyType({n: r for n, r in RELATIVE_FAMILIES.items() if r.scheme == scheme})
+    return f"flax_posenc.conversion.relative_config.RELATIVE_FAMILIES (scheme {scheme})", rows
 
 
-_RELATIVE = "flax_posenc.conversion.relative_config.RELATIVE_FAMILIES"
+def _registry(name: str) -> tuple[str, Mapping[str, Any]]:
+    """``(dotted name, rows)`` of the registry ``module.NAME`` of ``flax_posenc.conversion``."""
+    dotted = f"flax_posenc.conversion.{name}"
+    module, _, attribute = dotted.rpartition(".")
+    return dotted, getattr(importlib.import_module(module), attribute)
+
+
+def _kind(
+    name: str, summary: str, limit_unit: str, record_type: type, registry: str, read: Reader, **options: Any
+) -> MechanismKind:
+    """The row of a kind whose one scheme is its name, with one record type and one registry
+    (``module.NAME`` of ``flax_posenc.conversion``)."""
+    return MechanismKind(name, summary, limit_unit, (name,), (record_type,), (_registry(registry),), read, **options)
+
+
+def _reads(read: Callable[[Any, Mapping[str, Any], Any, Path], Sequence[Any]]) -> Reader:
+    """The reader of a kind whose own reader is ``read(row, config, source, config_path) -> records``."""
+    return lambda row, ctx: read(row, ctx.config, ctx.source, ctx.config_path)
+
+
+def _reads_one(read: Callable[[Any, Any, Mapping[str, Any]], Any]) -> Reader:
+    """The reader of a kind whose own reader is ``read(source, row, config) -> one record``."""
+    return lambda row, ctx: [read(ctx.source, row, ctx.config)]
+
+
+def _read_grid(row: Any, ctx: ReadContext) -> list[Any]:
+    section = None if ctx.section is None else (ctx.section, ctx.config)
+    return [GridSource(load_grid_table(ctx.source, family=row.name, section=section))]
+
 
 #: Every kind of position mechanism, one row each, in the order a record lists them.
 MECHANISMS: MechanismTable = MechanismTable(
@@ -359,10 +383,10 @@ MECHANISMS: MechanismTable = MechanismTable(
             ("learned",),
             (LearnedTableSource, AudioTableSource, PatchTableSource),
             (
-                ("flax_posenc.conversion.families.FAMILIES", FAMILIES),
-                ("flax_posenc.conversion.position_tables.TABLE_FAMILIES", TABLE_FAMILIES),
-                ("flax_posenc.conversion.audio_tables.AUDIO_TABLE_FAMILIES", AUDIO_TABLE_FAMILIES),
-                ("flax_posenc.conversion.patch_tables.PATCH_TABLE_FAMILIES", PATCH_TABLE_FAMILIES),
+                _registry("families.FAMILIES"),
+                _registry("position_tables.TABLE_FAMILIES"),
+                _registry("audio_tables.AUDIO_TABLE_FAMILIES"),
+                _registry("patch_tables.PATCH_TABLE_FAMILIES"),
             ),
             _read_learned,
             details=table_details,
@@ -374,7 +398,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             "tokens",
             ("sinusoidal", "sinusoidal_computed"),
             (ComputedSinusoid, LearnedTableSource),
-            (("flax_posenc.conversion.computed_sinusoids.COMPUTED_SINUSOID_FAMILIES", COMPUTED_SINUSOID_FAMILIES),),
+            (_registry("computed_sinusoids.COMPUTED_SINUSOID_FAMILIES"),),
             lambda row, ctx: [computed_sinusoid_from_dict(ctx.config, row.name, ctx.text, ctx.config_path)],
             details=table_details,
             figures="table",  # a sinusoidal:L:D table; a computed one has none
@@ -385,7 +409,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             "tokens",
             ("rope",),
             (RelativeConfig,),
-            ((f"{_RELATIVE} (scheme rope)", _relative_rows("rope")),),
+            (_relative_rows("rope"),),
             _read_relative,
             figures="relative",
         ),
@@ -402,7 +426,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             "tokens",
             ("alibi",),
             (RelativeConfig,),
-            ((f"{_RELATIVE} (scheme alibi)", _relative_rows("alibi")),),
+            (_relative_rows("alibi"),),
             _read_relative,
             figures="relative",
         ),
@@ -412,7 +436,7 @@ MECHANISMS: MechanismTable = MechanismTable(
             "tokens",
             ("mrope",),
             (RelativeConfig,),
-            ((f"{_RELATIVE} (scheme mrope)", _relative_rows("mrope")),),
+            (_relative_rows("mrope"),),
             _read_relative,
         ),
         MechanismKind(
@@ -421,356 +445,188 @@ MECHANISMS: MechanismTable = MechanismTable(
             "none",
             ("bucketed",),
             (RelativeBiasSource,),
-            (("flax_posenc.conversion.relative_bias.RELATIVE_BIAS_FAMILIES", RELATIVE_BIAS_FAMILIES),),
+            (_registry("relative_bias.RELATIVE_BIAS_FAMILIES"),),
             _read_relative_bias,
             figures="relative",
         ),
-        MechanismKind(
+        _kind(
             "deberta_relative",
             "DeBERTa's disentangled relative positions (log buckets past a span)",
             "none",
-            ("deberta_relative",),
-            (DebertaRelative,),
-            (("flax_posenc.conversion.deberta_relative.DEBERTA_FAMILIES", DEBERTA_FAMILIES),),
+            DebertaRelative,
+            "deberta_relative.DEBERTA_FAMILIES",
             lambda row, ctx: deberta_relative_from_dict(ctx.config, ctx.text, ctx.config_path),
         ),
-        MechanismKind(
+        _kind(
             "grid",
             "a learned 2-D grid of image patch positions (limits the image size)",
             "image size",
-            ("grid",),
-            (GridSource,),
-            (("flax_posenc.conversion.grid_tables.GRID_FAMILIES", GRID_FAMILIES),),
-            lambda row, ctx: [
-                GridSource(
-                    load_grid_table(
-                        ctx.source, family=row.name, section=None if ctx.section is None else (ctx.section, ctx.config)
-                    )
-                )
-            ],
+            GridSource,
+            "grid_tables.GRID_FAMILIES",
+            _read_grid,
             tower="vision",
             details=grid_details,
             figures="grid",
         ),
-        MechanismKind(
+        _kind(
+            "naflex_grid",
+            "a learned 2-D grid resized to each image's own aspect ratio under a patch budget "
+            "(SigLIP 2 NaFlex; limits the patches per image)",
+            "patches per image",
+            NaflexGridSource,
+            "naflex_grids.NAFLEX_GRID_FAMILIES",
+            lambda row, ctx: read_naflex_grid(row, ctx.config, ctx.source, ctx.config_path, ctx.section),
+            tower="vision",
+            details=grid_details,
+        ),
+        _kind(
             "conv_position",
             "a grouped convolution of the hidden states over audio frames (wav2vec2 and kin): no limit, a receptive field",
             "none",
-            ("conv_position",),
-            (ConvPositionSource,),
-            (("flax_posenc.conversion.conv_positions.CONV_POSITION_FAMILIES", CONV_POSITION_FAMILIES),),
-            lambda row, ctx: read_conv_positions(row, ctx.config, ctx.source, ctx.config_path),
+            ConvPositionSource,
+            "conv_positions.CONV_POSITION_FAMILIES",
+            _reads(read_conv_positions),
             tower="audio",
         ),
-        MechanismKind(
+        _kind(
             "none",
             "no position encoding at all (a recurrent, state-space or convolutional model)",
             "none",
-            ("none",),
-            (NoPositionEncoding,),
-            (("flax_posenc.conversion.no_position.NO_POSITION_FAMILIES", NO_POSITION_FAMILIES),),
+            NoPositionEncoding,
+            "no_position.NO_POSITION_FAMILIES",
             lambda row, ctx: [no_position_encoding(row, ctx.config, ctx.text, ctx.config_path)],
         ),
-        MechanismKind(
+        _kind(
             "detr_positions",
             "a DETR-family 2-D position embedding of the feature map (sine of the pixel mask: no limit; "
             "learned: 50 rows and columns)",
             "feature-map cells",
-            ("detr_positions",),
-            (DetrPositions,),
-            (("flax_posenc.conversion.detr_positions.DETR_POSITION_FAMILIES", DETR_POSITION_FAMILIES),),
+            DetrPositions,
+            "detr_positions.DETR_POSITION_FAMILIES",
             lambda row, ctx: [read_detr_positions(ctx.source, row, ctx.config, ctx.config_path)],
             tower="vision",
         ),
-    )
-)
-
-
-# ----------------------------------------------------------------------------- window bias (issue 35)
-# One block of its own (appended, not in the tuple above): Swin, SwinV2, Swin2SR, BEiT and
-# Data2Vec-Vision window relative position bias tables (flax_posenc/conversion/window_bias.py).
-
-from flax_posenc.conversion.window_bias import (  # noqa: E402 - the block stays self-contained
-    WINDOW_BIAS_FAMILIES,
-    WindowBiasSource,
-    read_window_bias,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "window_bias",
-        "a learned bias per head for each offset within a window of patches (Swin, BEiT with its "
-        "class token; SwinV2: an MLP over log-spaced offsets); limits the window, not a token count",
-        "window (patches)",
-        ("window_bias",),
-        (WindowBiasSource,),
-        (("flax_posenc.conversion.window_bias.WINDOW_BIAS_FAMILIES", WINDOW_BIAS_FAMILIES),),
-        lambda row, ctx: read_window_bias(
-            ctx.source, row, ctx.config, section=ctx.section, config_path=ctx.config_path
+        # Swin, SwinV2, Swin2SR, BEiT and Data2Vec-Vision window relative position bias tables
+        _kind(
+            "window_bias",
+            "a learned bias per head for each offset within a window of patches (Swin, BEiT with its "
+            "class token; SwinV2: an MLP over log-spaced offsets); limits the window, not a token count",
+            "window (patches)",
+            WindowBiasSource,
+            "window_bias.WINDOW_BIAS_FAMILIES",
+            lambda row, ctx: read_window_bias(
+                ctx.source, row, ctx.config, section=ctx.section, config_path=ctx.config_path
+            ),
+            tower="vision",
+            details=grid_details,
         ),
-        tower="vision",
-        details=grid_details,
-    )
-)
-
-MECHANISMS.register(
-    MechanismKind(  # issue 35 item 2: vision-tower RoPE (flax_posenc/conversion/vision_rope.py)
-        "vision_rope",
-        "2-D rotary positions of image patches in a vision tower (Pixtral, Qwen2/2.5-VL, DINOv3)",
-        "image size",
-        ("vision_rope",),
-        (VisionRopeSource,),
-        (("flax_posenc.conversion.vision_rope.VISION_ROPE_FAMILIES", VISION_ROPE_FAMILIES),),
-        lambda row, ctx: read_vision_rope(row, ctx.config, ctx.text, ctx.config_path),
-        tower="vision",
-        details=grid_details,
-    )
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "bbox_2d",
-        "learned x, y, height and width tables of 2-D bounding boxes (document models; limits coordinates)",
-        "coordinates",
-        ("bbox_2d",),
-        (BboxTableSource,),
-        (("flax_posenc.conversion.bbox_tables.BBOX_FAMILIES", BBOX_FAMILIES),),
-        lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
-    ),
-)
-
-# ----------------------------------------------------------------------------- NaFlex grids (issue 35 item 3)
-# One block of its own: SigLIP 2's learned grid, resized per image under a patch budget
-# (flax_posenc/conversion/naflex_grids.py). A kind beside "grid": its limit is the patch budget.
-
-from flax_posenc.conversion.naflex_grids import (  # noqa: E402 - the block stays self-contained
-    NAFLEX_GRID_FAMILIES,
-    NaflexGridSource,
-    read_naflex_grid,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "naflex_grid",
-        "a learned 2-D grid resized to each image's own aspect ratio under a patch budget "
-        "(SigLIP 2 NaFlex; limits the patches per image)",
-        "patches per image",
-        ("naflex_grid",),
-        (NaflexGridSource,),
-        (("flax_posenc.conversion.naflex_grids.NAFLEX_GRID_FAMILIES", NAFLEX_GRID_FAMILIES),),
-        lambda row, ctx: read_naflex_grid(row, ctx.config, ctx.source, ctx.config_path, ctx.section),
-        tower="vision",
-        details=grid_details,
-    ),
-    before="conv_position",
-)
-
-# ----------------------------------------------------------------------------- Transformer-XL relative (issue 36)
-# One block of its own: Conformer speech encoders' relative sinusoids with u/v biases
-# (flax_posenc/conversion/xl_relative.py: Parakeet, Nemotron ASR, FastSpeech2-Conformer, wav2vec2-conformer).
-
-from flax_posenc.conversion.xl_relative import (  # noqa: E402 - the block stays self-contained
-    XL_RELATIVE_FAMILIES,
-    XLRelativeSource,
-    read_xl_relative,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "xl_relative",
-        "Transformer-XL relative sinusoids of distances, projected per layer with u/v biases (Conformer "
-        "speech encoders); relative: no limit unless the model refuses past one, in encoder frames",
-        "frames (of the encoder, asked as tokens)",
-        ("xl_relative",),
-        (XLRelativeSource,),
-        (("flax_posenc.conversion.xl_relative.XL_RELATIVE_FAMILIES", XL_RELATIVE_FAMILIES),),
-        lambda row, ctx: read_xl_relative(row, ctx.config, ctx.source, ctx.config_path),
-        tower="audio",
-    )
-)
-
-# ----------------------------------------------------------------------------- clipped relative keys (issue 36)
-# One block of its own: Shaw-style per-layer relative key tables indexed by a clamped distance
-# (flax_posenc/conversion/clipped_relative.py: wav2vec2-bert's relative_key, Granite Speech encoders).
-
-from flax_posenc.conversion.clipped_relative import (  # noqa: E402 - the block stays self-contained
-    CLIPPED_RELATIVE_FAMILIES,
-    ClippedRelativeSource,
-    read_clipped_relative,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "clipped_relative",
-        "learned relative key embeddings per layer (Shaw et al.), one row per distance clamped to a window "
-        "(wav2vec2-bert, Granite Speech); relative: no limit, far distances share the end rows",
-        "none",
-        ("clipped_relative",),
-        (ClippedRelativeSource,),
-        (("flax_posenc.conversion.clipped_relative.CLIPPED_RELATIVE_FAMILIES", CLIPPED_RELATIVE_FAMILIES),),
-        lambda row, ctx: read_clipped_relative(row, ctx.config, ctx.source, ctx.config_path),
-        tower="audio",
-    )
-)
-
-# ----------------------------------------------------------------------------- BROS box sinusoids (issue 36)
-# One block of its own: relative bounding-box sinusoids (flax_posenc/conversion/bbox_sinusoids.py).
-
-from flax_posenc.conversion.bbox_sinusoids import (  # noqa: E402 - the block stays self-contained
-    BBOX_SINUSOID_FAMILIES,
-    BboxSinusoidSource,
-    read_bbox_sinusoids,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "bbox_sinusoid",
-        "sinusoids of the differences of every pair of bounding boxes, projected into the attention (BROS); "
-        "relative: no coordinate limit",
-        "coordinates",
-        ("bbox_sinusoid",),
-        (BboxSinusoidSource,),
-        (("flax_posenc.conversion.bbox_sinusoids.BBOX_SINUSOID_FAMILIES", BBOX_SINUSOID_FAMILIES),),
-        lambda row, ctx: read_bbox_sinusoids(row, ctx.config, ctx.source, ctx.config_path),
-    )
-)
-
-# ----------------------------------------------------------------------------- LayoutLMv3 relative biases (issue 36)
-# One block of its own: T5 buckets over position ids and box coordinates
-# (flax_posenc/conversion/layout_relative_bias.py).
-
-from flax_posenc.conversion.layout_relative_bias import (  # noqa: E402 - the block stays self-contained
-    LAYOUT_BIAS_FAMILIES,
-    LayoutBiasSource,
-    read_layout_bias,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "layout_relative_bias",
-        "learned biases per head for T5 buckets of position distances and of box x0/y1 differences, shared by "
-        "every layer (LayoutLMv3); relative: no limit",
-        "none",
-        ("layout_relative_bias",),
-        (LayoutBiasSource,),
-        (("flax_posenc.conversion.layout_relative_bias.LAYOUT_BIAS_FAMILIES", LAYOUT_BIAS_FAMILIES),),
-        lambda row, ctx: read_layout_bias(row, ctx.config, ctx.source, ctx.config_path),
-    )
-)
-
-# ----------------------------------------------------------------------------- axial positions (issue 36)
-# Reformer's axial position embeddings (flax_posenc/conversion/axial_tables.py): two factors
-# expanded to one table of its usable positions.
-
-from flax_posenc.conversion.axial_tables import (  # noqa: E402 - the block stays self-contained
-    AXIAL_FAMILIES,
-    AxialTableSource,
-    read_axial_table,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "axial",
-        "axial position embeddings: two learned factors (rows and columns of a grid of positions) "
-        "concatenated per position (Reformer)",
-        "tokens",
-        ("axial",),
-        (AxialTableSource,),
-        (("flax_posenc.conversion.axial_tables.AXIAL_FAMILIES", AXIAL_FAMILIES),),
-        lambda row, ctx: [read_axial_table(ctx.source, row, ctx.config)],
-        details=table_details,
-        figures="table",
-    )
-)
-
-# ----------------------------------------------------------------------------- resampled tables (issue 36)
-# SAM3-Lite's text position table, resampled bilinearly to every length
-# (flax_posenc/conversion/resampled_tables.py): no limit.
-
-from flax_posenc.conversion.resampled_tables import (  # noqa: E402 - the block stays self-contained
-    RESAMPLED_FAMILIES,
-    ResampledTableSource,
-    read_resampled_table,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "resampled",
-        "a learned table resampled (bilinear) to the length of every sequence: no limit (SAM3-Lite's text encoder)",
-        "none",
-        ("resampled",),
-        (ResampledTableSource,),
-        (("flax_posenc.conversion.resampled_tables.RESAMPLED_FAMILIES", RESAMPLED_FAMILIES),),
-        lambda row, ctx: [read_resampled_table(ctx.source, row, ctx.config)],
-        details=table_details,
-        figures="table",
-    )
-)
-
-# ----------------------------------------------------------------------------- relative sinusoids (issue 36)
-# XLNet's sinusoids of query-key distances (flax_posenc/conversion/relative_sinusoids.py): no limit.
-
-from flax_posenc.conversion.relative_sinusoids import (  # noqa: E402 - the block stays self-contained
-    RELATIVE_SINUSOID_FAMILIES,
-    RelativeSinusoid,
-    relative_sinusoid_from_dict,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "relative_sinusoid",
-        "sinusoids of query-key distances that the attention projects (XLNet, both streams): no limit",
-        "none",
-        ("relative_sinusoid",),
-        (RelativeSinusoid,),
-        (("flax_posenc.conversion.relative_sinusoids.RELATIVE_SINUSOID_FAMILIES", RELATIVE_SINUSOID_FAMILIES),),
-        lambda row, ctx: [relative_sinusoid_from_dict(row, ctx.config, ctx.text, ctx.config_path)],
-    )
-)
-
-# ----------------------------------------------------------------------------- segment bias (issue 36)
-# CPM-Ant's segment relative position bias (flax_posenc/conversion/segment_bias.py): no limit.
-
-from flax_posenc.conversion.segment_bias import (  # noqa: E402 - the block stays self-contained
-    SEGMENT_BIAS_FAMILIES,
-    SegmentBias,
-    read_segment_bias,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "segment_bias",
-        "a learned bias per head: T5 buckets of distance within a segment, one row per segment pair "
-        "across segments (CPM-Ant): no limit",
-        "none",
-        ("segment_bias",),
-        (SegmentBias,),
-        (("flax_posenc.conversion.segment_bias.SEGMENT_BIAS_FAMILIES", SEGMENT_BIAS_FAMILIES),),
-        lambda row, ctx: [read_segment_bias(ctx.source, row, ctx.config)],
-    )
-)
-
-# ----------------------------------------------------------------------------- decomposed relative positions (issue 35 item 6)
-# One block of its own: SAM/ViTDet's per-layer rel_pos_h / rel_pos_w tables
-# (flax_posenc/conversion/decomposed_rel_pos.py).
-
-from flax_posenc.conversion.decomposed_rel_pos import (  # noqa: E402 - the block stays self-contained
-    DECOMPOSED_REL_POS_FAMILIES,
-    DecomposedRelPosSource,
-    read_decomposed_rel_pos,
-)
-
-MECHANISMS.register(
-    MechanismKind(
-        "decomposed_rel_pos",
-        "SAM/ViTDet decomposed relative positions: per layer, learned rel_pos_h / rel_pos_w tables of "
-        "2 S - 1 offsets, resampled linearly to any size (get_rel_pos): no limit",
-        "none",
-        ("decomposed_rel_pos",),
-        (DecomposedRelPosSource,),
-        (("flax_posenc.conversion.decomposed_rel_pos.DECOMPOSED_REL_POS_FAMILIES", DECOMPOSED_REL_POS_FAMILIES),),
-        lambda row, ctx: read_decomposed_rel_pos(ctx.source, row, ctx.config, ctx.config_path),
-        tower="vision",
-        details=grid_details,
+        _kind(
+            "vision_rope",
+            "2-D rotary positions of image patches in a vision tower (Pixtral, Qwen2/2.5-VL, DINOv3)",
+            "image size",
+            VisionRopeSource,
+            "vision_rope.VISION_ROPE_FAMILIES",
+            lambda row, ctx: read_vision_rope(row, ctx.config, ctx.text, ctx.config_path),
+            tower="vision",
+            details=grid_details,
+        ),
+        _kind(
+            "bbox_2d",
+            "learned x, y, height and width tables of 2-D bounding boxes (document models; limits coordinates)",
+            "coordinates",
+            BboxTableSource,
+            "bbox_tables.BBOX_FAMILIES",
+            lambda row, ctx: [read_bbox_tables(ctx.source, row.name, ctx.config)],
+        ),
+        # Conformer speech encoders (Parakeet, Nemotron ASR, FastSpeech2-Conformer, wav2vec2-conformer)
+        _kind(
+            "xl_relative",
+            "Transformer-XL relative sinusoids of distances, projected per layer with u/v biases (Conformer "
+            "speech encoders); relative: no limit unless the model refuses past one, in encoder frames",
+            "frames (of the encoder, asked as tokens)",
+            XLRelativeSource,
+            "xl_relative.XL_RELATIVE_FAMILIES",
+            _reads(read_xl_relative),
+            tower="audio",
+        ),
+        # Shaw-style per-layer relative key tables (wav2vec2-bert's relative_key, Granite Speech encoders)
+        _kind(
+            "clipped_relative",
+            "learned relative key embeddings per layer (Shaw et al.), one row per distance clamped to a window "
+            "(wav2vec2-bert, Granite Speech); relative: no limit, far distances share the end rows",
+            "none",
+            ClippedRelativeSource,
+            "clipped_relative.CLIPPED_RELATIVE_FAMILIES",
+            _reads(read_clipped_relative),
+            tower="audio",
+        ),
+        _kind(
+            "bbox_sinusoid",
+            "sinusoids of the differences of every pair of bounding boxes, projected into the attention (BROS); "
+            "relative: no coordinate limit",
+            "coordinates",
+            BboxSinusoidSource,
+            "bbox_sinusoids.BBOX_SINUSOID_FAMILIES",
+            _reads(read_bbox_sinusoids),
+        ),
+        _kind(
+            "layout_relative_bias",
+            "learned biases per head for T5 buckets of position distances and of box x0/y1 differences, shared by "
+            "every layer (LayoutLMv3); relative: no limit",
+            "none",
+            LayoutBiasSource,
+            "layout_relative_bias.LAYOUT_BIAS_FAMILIES",
+            _reads(read_layout_bias),
+        ),
+        _kind(
+            "axial",
+            "axial position embeddings: two learned factors (rows and columns of a grid of positions) "
+            "concatenated per position (Reformer)",
+            "tokens",
+            AxialTableSource,
+            "axial_tables.AXIAL_FAMILIES",
+            _reads_one(read_axial_table),
+            details=table_details,
+            figures="table",
+        ),
+        _kind(
+            "resampled",
+            "a learned table resampled (bilinear) to the length of every sequence: no limit (SAM3-Lite's text encoder)",
+            "none",
+            ResampledTableSource,
+            "resampled_tables.RESAMPLED_FAMILIES",
+            _reads_one(read_resampled_table),
+            details=table_details,
+            figures="table",
+        ),
+        _kind(
+            "relative_sinusoid",
+            "sinusoids of query-key distances that the attention projects (XLNet, both streams): no limit",
+            "none",
+            RelativeSinusoid,
+            "relative_sinusoids.RELATIVE_SINUSOID_FAMILIES",
+            lambda row, ctx: [relative_sinusoid_from_dict(row, ctx.config, ctx.text, ctx.config_path)],
+        ),
+        _kind(
+            "segment_bias",
+            "a learned bias per head: T5 buckets of distance within a segment, one row per segment pair "
+            "across segments (CPM-Ant): no limit",
+            "none",
+            SegmentBias,
+            "segment_bias.SEGMENT_BIAS_FAMILIES",
+            _reads_one(read_segment_bias),
+        ),
+        # SAM/ViTDet's per-layer rel_pos_h / rel_pos_w tables
+        _kind(
+            "decomposed_rel_pos",
+            "SAM/ViTDet decomposed relative positions: per layer, learned rel_pos_h / rel_pos_w tables of "
+            "2 S - 1 offsets, resampled linearly to any size (get_rel_pos): no limit",
+            "none",
+            DecomposedRelPosSource,
+            "decomposed_rel_pos.DECOMPOSED_REL_POS_FAMILIES",
+            lambda row, ctx: read_decomposed_rel_pos(ctx.source, row, ctx.config, ctx.config_path),
+            tower="vision",
+            details=grid_details,
+        ),
     )
 )

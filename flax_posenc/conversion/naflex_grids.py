@@ -39,7 +39,7 @@ import numpy as np
 from flax_posenc.conversion.readers import fail, read_float, tower_keys
 from flax_posenc.conversion.safety import checkpoint_boundary, contained, load_json
 from flax_posenc.conversion.sources import open_checkpoint
-from flax_posenc.conversion.table import TableBacked
+from flax_posenc.conversion.table import GridBacked
 from flax_posenc.errors import CheckpointError, PositionLimitError
 from flax_posenc.grid_config import MAX_IMAGE_SIDE, MAX_PATCHES, image_grid, positive_pair
 from flax_posenc.naflex_config import budget_phrase, naflex_image_size, naflex_spatial_shape
@@ -279,7 +279,7 @@ def load_naflex_grid(
 
 
 @dataclasses.dataclass(frozen=True)
-class NaflexGridSource(TableBacked):
+class NaflexGridSource(GridBacked):
     """A NaFlex grid as a :class:`~flax_posenc.conversion.SourceRecord` (a ``naflex_grid`` mechanism).
 
     The budget limits the patches of one image, not the text: ``limit`` is ``None`` (a text
@@ -290,32 +290,13 @@ class NaflexGridSource(TableBacked):
     table: NaflexGridTable
 
     scheme = "naflex_grid"
-
-    @property
-    def model_type(self) -> str:
-        return self.table.model_type
-
-    @property
-    def limit(self) -> None:
-        return None
+    grid_name = "NaFlex position grid"
+    limits = "each image's patches"
 
     @property
     def patch_budget(self) -> int:
         """``max_num_patches``: patches per image."""
         return self.table.max_num_patches
-
-    @property
-    def name(self) -> str:
-        name = f"{self.table.family} NaFlex position grid ({self.table.key})"
-        return f"{name} of {self.table.source}" if self.table.source else name
-
-    def describe_limit(self) -> str:
-        """``"siglip2_vision NaFlex position grid (...) holds a 16 x 16 learned grid resized to each image ..."``."""
-        return f"{self.name} holds {self.table.describe()}"
-
-    def check_length(self, length: int) -> tuple[bool, str]:
-        """A token count is not what the budget limits: always fits; the line says to ask about an image."""
-        return True, f"{self.describe_limit()}; it limits each image's patches, not a token count (check --image-size)"
 
     def check_image_size(self, image_size: Any, *, max_num_patches: int | None = None) -> tuple[bool, str]:
         """``(True, line)`` when an image of ``image_size`` px (given as is) fits the budget, else ``(False, line)``.
@@ -346,38 +327,14 @@ class NaflexGridSource(TableBacked):
             f"the {self.table.grid[0]} x {self.table.grid[1]} grid resized to {h} x {w} (fp.naflex_positions)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def grid_fields(self) -> dict[str, Any]:
         t = self.table
         return {
-            "source": t.source,
-            "family": t.family,
-            "key": t.key,
-            "scheme": "naflex_grid",
-            "model_type": t.model_type,
-            "grid": list(t.grid),
             "patch_size": list(t.patch_size),
             "max_num_patches": t.max_num_patches,
             "budget_source": t.budget_source,
             "convention": t.convention,
-            "dim": t.dim,
-            "rows": t.rows,
-            "limit": self.limit,
-            "sentence": t.describe(),
         }
-
-    def __str__(self) -> str:
-        t = self.table
-        return "\n".join(
-            [
-                f"source:      {t.source}",
-                f"family:      {t.family} (model_type {t.model_type})",
-                f"key:         {t.key}",
-                "scheme:      naflex_grid",
-                f"positions:   {t.describe()}",
-                f"rows:        {t.rows} x {t.dim}",
-                f"limit:       {self.describe_limit()}",
-            ]
-        )
 
 
 def read_naflex_grid(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+
+from flax_posenc.limits import verdict_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +108,7 @@ class InputBlockWeights:
 
 class TableBacked:
     """``source``, ``family`` and ``key`` of a record read from its ``table`` (a
-    :class:`PositionTable`, a grid table, ...): shared by the learned, audio and grid records."""
+    :class:`PositionTable`, a grid table, ...): shared by the learned, audio and grid records (:class:`GridBacked`)."""
 
     table: Any
 
@@ -121,3 +123,114 @@ class TableBacked:
     @property
     def key(self) -> str:
         return self.table.key
+
+
+class GridBacked(TableBacked):
+    """What the records of a learned grid of patch positions (``grid``, ``naflex_grid``) share.
+
+    A grid limits the *image*, not a token count: ``limit`` is ``None`` (a text tower's token
+    limit stays the record's), ``check_length`` always fits and says to ask about the image size,
+    and ``check_image_size`` (a subclass's own) is the question to ask. A subclass names its
+    ``scheme``, its ``grid_name`` (``"position grid"``), what it ``limits`` and the fields of its
+    report between ``grid`` and ``dim`` (:meth:`grid_fields`); its ``table`` has ``model_type``,
+    ``grid``, ``dim``, ``rows`` and ``describe()``.
+    """
+
+    scheme: ClassVar[str]
+    grid_name: ClassVar[str]
+    limits: ClassVar[str]
+
+    @property
+    def model_type(self) -> str:
+        return self.table.model_type
+
+    @property
+    def limit(self) -> None:
+        return None
+
+    @property
+    def name(self) -> str:
+        name = f"{self.table.family} {self.grid_name} ({self.table.key})"
+        return f"{name} of {self.table.source}" if self.table.source else name
+
+    def describe_limit(self) -> str:
+        """``"vit position grid (...) of SOURCE holds a 14 x 14 grid of patches + 1 class token (197 positions; 224 px / 16)"``."""
+        return f"{self.name} holds {self.table.describe()}"
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        """A token count is not what a grid limits: always fits, and the line says to ask about the image size."""
+        return True, f"{self.describe_limit()}; it limits {self.limits}, not a token count (check --image-size)"
+
+    def grid_fields(self) -> dict[str, Any]:
+        """The report's own fields of this kind of grid (between ``grid`` and ``dim``)."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.table
+        head = {"source": t.source, "family": t.family, "key": t.key, "scheme": self.scheme}
+        return {
+            **head,
+            "model_type": t.model_type,
+            "grid": list(t.grid),
+            **self.grid_fields(),
+            "dim": t.dim,
+            "rows": t.rows,
+            "limit": self.limit,
+            "sentence": t.describe(),
+        }
+
+    def __str__(self) -> str:
+        t = self.table
+        return "\n".join(
+            [
+                f"source:      {t.source}",
+                f"family:      {t.family} (model_type {t.model_type})",
+                f"key:         {t.key}",
+                f"scheme:      {self.scheme}",
+                f"positions:   {t.describe()}",
+                f"rows:        {t.rows} x {t.dim}",
+                f"limit:       {self.describe_limit()}",
+            ]
+        )
+
+
+class TensorRecord:
+    """What the records of a mechanism read from named tensors share (``xl_relative``,
+    ``clipped_relative``, ``bbox_sinusoid``, ``layout_relative_bias``, ``conv_position``).
+
+    Fields ``source``, ``model_type``, ``family`` and ``key`` (the first tensor read); ``limit``:
+    ``None`` (relative: nothing refuses a length) unless a record has a limit of its own.
+    ``check_length`` says it with :func:`~flax_posenc.limits.verdict_line`; the report
+    (:meth:`to_dict`) starts with what every record says and goes on with :meth:`details`; the
+    text report (``str``) frames :meth:`lines` between the source and family lines and the limit.
+    A subclass names its ``scheme`` and writes ``describe_limit``, ``details`` and ``lines``.
+    """
+
+    source: str
+    model_type: str
+    family: str
+    key: str
+    scheme: ClassVar[str]
+    limit: int | None = None
+
+    def describe_limit(self) -> str:
+        raise NotImplementedError
+
+    def check_length(self, length: int) -> tuple[bool, str]:
+        return verdict_line(length, self.limit, self.describe_limit())
+
+    def details(self) -> dict[str, Any]:
+        """The report's own fields of this kind (after ``limit``)."""
+        raise NotImplementedError
+
+    def lines(self) -> list[str]:
+        """The text report's own lines (between ``family`` and ``limit``: its ``key`` and ``scheme``, ...)."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        head = {"source": self.source, "model_type": self.model_type, "family": self.family, "key": self.key}
+        return {**head, "scheme": self.scheme, "limit": self.limit, **self.details()}
+
+    def __str__(self) -> str:
+        frame = [f"source:      {self.source}", f"family:      {self.family}"]
+        return "\n".join([*frame, *self.lines(), f"limit:       {self.describe_limit()}"])

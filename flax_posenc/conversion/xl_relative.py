@@ -50,7 +50,8 @@ import numpy as np
 
 from flax_posenc.conversion.checkpoint import open_checkpoint
 from flax_posenc.conversion.readers import fail
-from flax_posenc.limits import describe_limit, verdict_line
+from flax_posenc.conversion.table import TensorRecord
+from flax_posenc.limits import describe_limit
 
 __all__ = [
     "XL_RELATIVE_FAMILIES",
@@ -147,7 +148,7 @@ XL_RELATIVE_FAMILIES: Mapping[str, XLRelativeFamily] = MappingProxyType(
 
 
 @dataclasses.dataclass(frozen=True)
-class XLRelativeSource:
+class XLRelativeSource(TensorRecord):
     """Transformer-XL relative sinusoids as a :class:`~flax_posenc.conversion.SourceRecord`.
 
     Attributes:
@@ -194,18 +195,8 @@ class XLRelativeSource:
             )
         return describe_limit(f"{self._name()} ({self.limit_field} {self.limit})", self.limit, unit="frame")
 
-    def check_length(self, length: int) -> tuple[bool, str]:
-        """``length`` frames of the encoder: always fits without a limit."""
-        return verdict_line(length, self.limit, self.describe_limit())
-
-    def to_dict(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         return {
-            "source": self.source,
-            "model_type": self.model_type,
-            "family": self.family,
-            "key": self.key,
-            "scheme": self.scheme,
-            "limit": self.limit,
             "limit_field": self.limit_field,
             "unit": self.unit,
             "dim": self.dim,
@@ -215,17 +206,12 @@ class XLRelativeSource:
             "layout": "sin/cos interleaved, rows: distances L-1 .. -(L-1)",
         }
 
-    def __str__(self) -> str:
-        return "\n".join(
-            [
-                f"source:      {self.source}",
-                f"family:      {self.family}",
-                f"key:         {self.key}",
-                f"scheme:      Transformer-XL relative sinusoids ({self.dim} wide, base {self.base:g}, sin/cos "
-                f"interleaved) projected per layer, with u/v biases ({self.layers} layers, {self.heads} heads)",
-                f"limit:       {self.describe_limit()}",
-            ]
-        )
+    def lines(self) -> list[str]:
+        return [
+            f"key:         {self.key}",
+            f"scheme:      Transformer-XL relative sinusoids ({self.dim} wide, base {self.base:g}, sin/cos "
+            f"interleaved) projected per layer, with u/v biases ({self.layers} layers, {self.heads} heads)",
+        ]
 
 
 def _positive(config: Mapping[str, Any], field: str, where: object, top: int = MAX_DIM) -> int:
