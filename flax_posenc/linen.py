@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from flax_posenc import block
+from flax_posenc import block, shells
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.bbox import bbox_embedding
 from flax_posenc.bbox_config import BboxSpec
@@ -51,24 +51,6 @@ from flax_posenc.pretrained import device_array, load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
 from flax_posenc.relative_bias_config import RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
-from flax_posenc.shells import (
-    ALiBiCalls,
-    RotaryCalls,
-    VisionRotaryCalls,
-    add_grid,
-    bbox_source,
-    call_conv_positions,
-    check_kind,
-    conv_position_init,
-    conv_position_source,
-    grid_source,
-    learned_spec,
-    public_modules,
-    relative_bias_source,
-    resolve_spec,
-    sinusoidal_spec,
-    vision_rope_source,
-)
 from flax_posenc.sinusoid_math import Layout
 from flax_posenc.vision_rope_config import VisionRopeConfig
 
@@ -140,9 +122,9 @@ class _PositionShell(_SpecModule):
 
     def _position_spec(self, build, flat_names: str, flat: dict[str, Any]) -> PositionSpec:
         module = type(self).__name__
-        spec = resolve_spec(module, PositionSpec, flat_names, self.spec, build, **flat)
+        spec = shells.resolve_spec(module, PositionSpec, flat_names, self.spec, build, **flat)
         check_policy(cast(Any, self).on_overflow)  # once, at construction (a field of the subclasses)
-        return check_kind(spec, self._kind, module)
+        return shells.check_kind(spec, self._kind, module)
 
     def _table(self, spec: PositionSpec) -> jax.Array | None:
         return None
@@ -191,7 +173,7 @@ class SinusoidalPositionalEncoding(_PositionShell):
     table_name: InitVar[str | None] = None
 
     def _spec_of(self, flat: dict[str, Any]) -> PositionSpec:
-        return self._position_spec(sinusoidal_spec, "dim, ...", flat)
+        return self._position_spec(shells.sinusoidal_spec, "dim, ...", flat)
 
     @classmethod
     def from_arguments(
@@ -254,7 +236,7 @@ class LearnedPositionalEmbedding(_PositionShell):
     table_name: InitVar[str | None] = None
 
     def _spec_of(self, flat: dict[str, Any]) -> PositionSpec:
-        return self._position_spec(learned_spec, "num_positions, dim, ...", flat)
+        return self._position_spec(shells.learned_spec, "num_positions, dim, ...", flat)
 
     @classmethod
     def from_arguments(
@@ -491,7 +473,7 @@ def _boxed_as_init(module: nn.Module, params: dict, *example: Any) -> dict:
     return walk(dict(abstract), dict(params))
 
 
-class RotaryEmbedding(RotaryCalls, nn.Module):
+class RotaryEmbedding(shells.RotaryCalls, nn.Module):
     """Rotary position embedding of queries or keys (see the NNX module of the same name).
 
     ``config`` ``None`` is the identity (a NoPE layer): the input comes back unchanged.
@@ -522,7 +504,7 @@ class RotaryEmbedding(RotaryCalls, nn.Module):
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis), {}
 
 
-class ALiBiBias(ALiBiCalls, nn.Module):
+class ALiBiBias(shells.ALiBiCalls, nn.Module):
     """ALiBi attention bias ``(..., heads, q, k)`` (see the NNX module of the same name).
 
     >>> import flax_posenc as fp
@@ -569,7 +551,7 @@ class RelativePositionBias(_SpecModule):
 
     def _spec_of(self, flat: dict[str, Any]) -> RelativeBiasSpec:
         build, flat_names = RelativeBiasSpec.from_arguments, "num_heads, num_buckets=..., ..."
-        return resolve_spec("RelativePositionBias", RelativeBiasSpec, flat_names, self.spec, build, **flat)
+        return shells.resolve_spec("RelativePositionBias", RelativeBiasSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -614,7 +596,7 @@ class RelativePositionBias(_SpecModule):
         param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> tuple[RelativePositionBias, dict[str, Any]]:
         """``(module, variables)`` for a checkpoint's ``stack``/``layer`` (see the NNX ``from_pretrained``)."""
-        spec, params = relative_bias_source(source, stack, layer)
+        spec, params = shells.relative_bias_source(source, stack, layer)
         return _loaded(cls, spec, params, 1, 1, param_dtype=param_dtype, dtype=dtype)
 
 
@@ -656,7 +638,7 @@ class PatchPositionalEmbedding(_SpecModule):
 
     def _spec_of(self, flat: dict[str, Any]) -> GridSpec:
         build, flat_names = GridSpec.from_arguments, "grid, dim, ..."
-        return resolve_spec("PatchPositionalEmbedding", GridSpec, flat_names, self.spec, build, **flat)
+        return shells.resolve_spec("PatchPositionalEmbedding", GridSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -694,7 +676,7 @@ class PatchPositionalEmbedding(_SpecModule):
             self, "embedding", self.embedding_init, spec.table_shape, self.param_dtype, AXES["position_embeddings"]
         )
         interpolate = self.interpolate if interpolate is None else interpolate
-        return add_grid(spec, table, x, grid, image_size, interpolate)
+        return shells.add_grid(spec, table, x, grid, image_size, interpolate)
 
     @classmethod
     def from_pretrained(
@@ -706,7 +688,7 @@ class PatchPositionalEmbedding(_SpecModule):
         param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> tuple[PatchPositionalEmbedding, dict[str, Any]]:
         """``(module, variables)`` for the position grid of a vision checkpoint (see the NNX twin)."""
-        spec, params = grid_source(source, convention)
+        spec, params = shells.grid_source(source, convention)
         x = jnp.zeros((1, *spec.table_shape), param_dtype)
         return _loaded(cls, spec, params, x, param_dtype=param_dtype, interpolate=interpolate)
 
@@ -771,7 +753,7 @@ class ConvPositionalEmbedding(nn.Module):
     spec: ConvPositionSpec
     dtype: jax.typing.DTypeLike | None = None
     param_dtype: jax.typing.DTypeLike = jnp.float32
-    kernel_init: nn.initializers.Initializer = conv_position_init
+    kernel_init: nn.initializers.Initializer = shells.conv_position_init
 
     @nn.compact
     def __call__(self, hidden: jax.Array, *, add: bool = False) -> jax.Array:
@@ -782,7 +764,7 @@ class ConvPositionalEmbedding(nn.Module):
         bias = _param(
             self, "bias", nn.initializers.zeros, spec.bias_shape, self.param_dtype, CONV_POSITION_AXES["bias"]
         )
-        return call_conv_positions(spec, kernel, bias, hidden, add, self.dtype)
+        return shells.call_conv_positions(spec, kernel, bias, hidden, add, self.dtype)
 
     @classmethod
     def from_pretrained(
@@ -793,7 +775,7 @@ class ConvPositionalEmbedding(nn.Module):
         param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> tuple[ConvPositionalEmbedding, dict[str, Any]]:
         """``(module, variables)`` of a speech checkpoint's position convolution (see the NNX ``from_pretrained``)."""
-        spec, params = conv_position_source(source)
+        spec, params = shells.conv_position_source(source)
         example = jnp.zeros((1, spec.kernel_size * spec.num_layers, spec.dim), jnp.float32)
         return _loaded(cls, spec, params, example, param_dtype=param_dtype, dtype=dtype)
 
@@ -829,7 +811,7 @@ class BoundingBoxEmbedding(_SpecModule):
 
     def _spec_of(self, flat: dict[str, Any]) -> BboxSpec:
         build, flat_names = BboxSpec.from_arguments, "rows, coord_dim, ..."
-        return resolve_spec("BoundingBoxEmbedding", BboxSpec, flat_names, self.spec, build, **flat)
+        return shells.resolve_spec("BoundingBoxEmbedding", BboxSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -874,7 +856,7 @@ class BoundingBoxEmbedding(_SpecModule):
         param_dtype: jax.typing.DTypeLike = jnp.float32,
     ) -> tuple[BoundingBoxEmbedding, dict[str, Any]]:
         """``(module, variables)`` for the bounding-box tables of a document checkpoint (see the NNX twin)."""
-        spec, params = bbox_source(source)
+        spec, params = shells.bbox_source(source)
         box = jnp.zeros((1, 1, 4), jnp.int32)
         return _loaded(cls, spec, params, box, param_dtype=param_dtype, on_overflow=on_overflow)
 
@@ -915,7 +897,7 @@ class WindowRelativeBias(_SpecModule):
 
     def _spec_of(self, flat: dict[str, Any]) -> WindowBiasSpec:
         build, flat_names = WindowBiasSpec.from_arguments, "num_heads, window, class_token=False"
-        return resolve_spec("WindowRelativeBias", WindowBiasSpec, flat_names, self.spec, build, **flat)
+        return shells.resolve_spec("WindowRelativeBias", WindowBiasSpec, flat_names, self.spec, build, **flat)
 
     @classmethod
     def from_arguments(
@@ -953,7 +935,7 @@ class WindowRelativeBias(_SpecModule):
 # ----------------------------------------------------------------------------- vision-tower RoPE (issue 35, item 2)
 
 
-class VisionRotaryEmbedding(VisionRotaryCalls, nn.Module):
+class VisionRotaryEmbedding(shells.VisionRotaryCalls, nn.Module):
     """A vision tower's 2-D rotary position embedding (see the NNX module of the same name).
 
     >>> import jax.numpy as jnp
@@ -979,7 +961,7 @@ class VisionRotaryEmbedding(VisionRotaryCalls, nn.Module):
     ) -> tuple[VisionRotaryEmbedding, dict[str, Any]]:
         """``(module, variables)`` of a checkpoint's vision-tower RoPE (see the NNX ``from_pretrained``);
         ``variables`` is ``{}`` (no parameters)."""
-        return cls(vision_rope_source(source), on_overflow=on_overflow, seq_axis=seq_axis), {}
+        return cls(shells.vision_rope_source(source), on_overflow=on_overflow, seq_axis=seq_axis), {}
 
 
 __all__ += ["VisionRotaryEmbedding"]
@@ -1020,4 +1002,4 @@ class DecomposedRelativePosition(nn.Module):
         return bias if self.dtype is None else bias.astype(self.dtype)
 
 
-__all__ = sorted({*__all__, *public_modules(globals(), nn.Module)})  # every public module class
+__all__ = sorted({*__all__, *shells.public_modules(globals(), nn.Module)})  # every public module class

@@ -21,14 +21,14 @@ their config); the other arguments are module concerns (dtypes, initializer, ``o
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 from flax.core import meta
 
-from flax_posenc import block
+from flax_posenc import block, shells
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.bbox import bbox_embedding
 from flax_posenc.bbox_config import BboxSpec
@@ -46,24 +46,6 @@ from flax_posenc.pretrained import device_array, load_pretrained
 from flax_posenc.relative_bias import RELATIVE_BIAS_AXES, bias_of
 from flax_posenc.relative_bias_config import BucketConfig, RelativeBiasSpec
 from flax_posenc.rope_config import RopeConfig
-from flax_posenc.shells import (
-    ALiBiCalls,
-    RotaryCalls,
-    VisionRotaryCalls,
-    add_grid,
-    bbox_source,
-    call_conv_positions,
-    check_kind,
-    conv_position_init,
-    conv_position_source,
-    grid_source,
-    learned_spec,
-    public_modules,
-    relative_bias_source,
-    resolve_spec,
-    sinusoidal_spec,
-    vision_rope_source,
-)
 from flax_posenc.sinusoid_math import Layout
 from flax_posenc.vision_rope_config import VisionRopeConfig
 
@@ -77,6 +59,24 @@ def _param(value: jax.Array, axes: tuple) -> nnx.Param:
         meta.get_global_mesh() is not None or not jax.sharding.get_abstract_mesh().empty
     )
     return nnx.Param(value, out_sharding=axes, eager_sharding=eager)
+
+
+_M = TypeVar("_M")
+
+
+class _FlatCall:
+    """``from_arguments``, the flat call by its 0.1 name: the constructor takes the flat arguments
+    first-class (``LearnedPositionalEmbedding(1024, 768, rngs=...)``), so this is that call.
+
+    >>> from flax import nnx
+    >>> LearnedPositionalEmbedding.from_arguments(16, 4, rngs=nnx.Rngs(0)).spec.table_shape
+    (16, 4)
+    """
+
+    @classmethod
+    def from_arguments(cls: type[_M], *args: Any, **kwargs: Any) -> _M:
+        """The module of flat arguments: the same as ``cls(*args, **kwargs)``."""
+        return cls(*args, **kwargs)
 
 
 class _PositionShell(nnx.Module):
@@ -123,7 +123,7 @@ class _PositionShell(nnx.Module):
         )
 
 
-class SinusoidalPositionalEncoding(_PositionShell):
+class SinusoidalPositionalEncoding(_FlatCall, _PositionShell):
     """Vaswani et al.'s fixed encoding; no parameters.
 
     A static ``length`` is checked at trace time; its encoding is the float64 table rounded once
@@ -168,12 +168,12 @@ class SinusoidalPositionalEncoding(_PositionShell):
         on_overflow: OverflowPolicy = "error",
     ):
         module = "SinusoidalPositionalEncoding"
-        spec = resolve_spec(
+        spec = shells.resolve_spec(
             module,
             PositionSpec,
             "dim, ...",
             dim,
-            sinusoidal_spec,
+            shells.sinusoidal_spec,
             num_positions=num_positions,
             base=base,
             layout=layout,
@@ -181,41 +181,13 @@ class SinusoidalPositionalEncoding(_PositionShell):
             position_name=position_name,
             name=name,
         )
-        self.spec = check_kind(spec, "sinusoidal", module)
+        self.spec = shells.check_kind(spec, "sinusoidal", module)
         self.dtype = dtype
         check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
         self.on_overflow = block.policy_of(self.spec, on_overflow)
 
-    @classmethod
-    def from_arguments(
-        cls,
-        dim: int,
-        *,
-        num_positions: int | None = None,
-        base: float = 10000.0,
-        layout: Layout = "interleaved",
-        endpoint: bool = False,
-        dtype: jax.typing.DTypeLike = jnp.float32,
-        on_overflow: OverflowPolicy = "error",
-        position_name: str = "sinusoidal encoding",
-        name: str | None = None,
-    ) -> SinusoidalPositionalEncoding:
-        """The encoding of flat arguments: the spec's (``position_name``: its ``name``; ``name``:
-        the deprecated former keyword) and the module's (``dtype``, ``on_overflow``); the flat call."""
-        return cls(
-            dim,
-            num_positions=num_positions,
-            base=base,
-            layout=layout,
-            endpoint=endpoint,
-            position_name=position_name,
-            name=name,
-            dtype=dtype,
-            on_overflow=on_overflow,
-        )
 
-
-class LearnedPositionalEmbedding(_PositionShell):
+class LearnedPositionalEmbedding(_FlatCall, _PositionShell):
     """A learned absolute position table, as in GPT-2 (1024 x 768) and BERT (512 x 768).
 
     The table has ``offset + num_positions`` rows; position ``p`` reads row ``offset + p``. A
@@ -267,54 +239,24 @@ class LearnedPositionalEmbedding(_PositionShell):
         rngs: nnx.Rngs,
     ):
         module, flat_names = "LearnedPositionalEmbedding", "num_positions, dim, ..."
-        spec = resolve_spec(
+        spec = shells.resolve_spec(
             module,
             PositionSpec,
             flat_names,
             num_positions,
-            learned_spec,
+            shells.learned_spec,
             dim=dim,
             offset=offset,
             position_name=position_name,
             name=name,
         )
-        self.spec = check_kind(spec, "learned", module)
+        self.spec = shells.check_kind(spec, "learned", module)
         check_policy(on_overflow)  # None is no policy here (as in Linen): one line at construction
         self.on_overflow = block.policy_of(self.spec, on_overflow)
         self.embedding = _param(
             embedding_init(rngs.params(), self.spec.table_shape, param_dtype), AXES["position_embeddings"]
         )
         self.dtype = dtype
-
-    @classmethod
-    def from_arguments(
-        cls,
-        num_positions: int,
-        dim: int,
-        *,
-        offset: int = 0,
-        dtype: jax.typing.DTypeLike | None = None,
-        param_dtype: jax.typing.DTypeLike = jnp.float32,
-        embedding_init: nnx.Initializer = default_embed_init,
-        on_overflow: OverflowPolicy = "error",
-        position_name: str = "position table",
-        name: str | None = None,
-        rngs: nnx.Rngs,
-    ) -> LearnedPositionalEmbedding:
-        """The table of flat arguments: the spec's (``num_positions``, ``dim``, ``offset``,
-        ``position_name``; ``name``: its deprecated former keyword) and the module's; the flat call."""
-        return cls(
-            num_positions,
-            dim,
-            offset=offset,
-            position_name=position_name,
-            name=name,
-            dtype=dtype,
-            param_dtype=param_dtype,
-            embedding_init=embedding_init,
-            on_overflow=on_overflow,
-            rngs=rngs,
-        )
 
     def _table(self):
         return self.embedding[...]
@@ -604,7 +546,7 @@ def _loaded(cls: type, spec: Any, params: dict, *, param_dtype: jax.typing.DType
     return module
 
 
-class RotaryEmbedding(RotaryCalls, nnx.Module):
+class RotaryEmbedding(shells.RotaryCalls, nnx.Module):
     """Rotary position embedding (RoPE) of queries or keys; no parameters.
 
     A thin shell over :func:`flax_posenc.rope.apply_rope`: exact-angle ``cos``/``sin`` (within
@@ -655,7 +597,7 @@ class RotaryEmbedding(RotaryCalls, nnx.Module):
         return cls(rope_for_layer(source, layer), on_overflow=on_overflow, seq_axis=seq_axis)
 
 
-class ALiBiBias(ALiBiCalls, nnx.Module):
+class ALiBiBias(shells.ALiBiCalls, nnx.Module):
     """ALiBi attention bias, ``(heads, q_len, k_len)``, added to the scores; no parameters.
 
     A thin shell over :func:`flax_posenc.alibi.alibi_bias`; ``causal=True`` includes the causal
@@ -687,7 +629,7 @@ class ALiBiBias(ALiBiCalls, nnx.Module):
         self.on_overflow = on_overflow
 
 
-class RelativePositionBias(nnx.Module):
+class RelativePositionBias(_FlatCall, nnx.Module):
     """T5-style learned relative position bias ``(heads, q, k)``: a thin shell over
     :func:`flax_posenc.relative_bias.relative_position_bias`.
 
@@ -731,7 +673,7 @@ class RelativePositionBias(nnx.Module):
         embedding_init: nnx.Initializer = default_embed_init,
         rngs: nnx.Rngs,
     ):
-        self.spec = resolve_spec(
+        self.spec = shells.resolve_spec(
             "RelativePositionBias",
             RelativeBiasSpec,
             "num_heads, num_buckets=..., ...",
@@ -744,34 +686,6 @@ class RelativePositionBias(nnx.Module):
         )
         self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), RELATIVE_BIAS_AXES)
         self.dtype = dtype
-
-    @classmethod
-    def from_arguments(
-        cls,
-        num_heads: int,
-        *,
-        num_buckets: int = 32,
-        max_distance: int = 128,
-        bidirectional: bool = True,
-        num_rows: int | None = None,
-        dtype: jax.typing.DTypeLike | None = None,
-        param_dtype: jax.typing.DTypeLike = jnp.float32,
-        embedding_init: nnx.Initializer = default_embed_init,
-        rngs: nnx.Rngs,
-    ) -> RelativePositionBias:
-        """The bias of flat arguments: the spec's (:meth:`RelativeBiasSpec.from_arguments
-        <flax_posenc.RelativeBiasSpec.from_arguments>`) and the module's; the flat call."""
-        return cls(
-            num_heads,
-            num_buckets=num_buckets,
-            max_distance=max_distance,
-            bidirectional=bidirectional,
-            num_rows=num_rows,
-            dtype=dtype,
-            param_dtype=param_dtype,
-            embedding_init=embedding_init,
-            rngs=rngs,
-        )
 
     @property
     def buckets(self) -> BucketConfig:
@@ -805,11 +719,11 @@ class RelativePositionBias(nnx.Module):
 
         bias = RelativePositionBias.from_pretrained("path/to/t5-small", stack="decoder")
         """
-        spec, params = relative_bias_source(source, stack, layer)
+        spec, params = shells.relative_bias_source(source, stack, layer)
         return _loaded(cls, spec, params, param_dtype=param_dtype, dtype=dtype)
 
 
-class PatchPositionalEmbedding(nnx.Module):
+class PatchPositionalEmbedding(_FlatCall, nnx.Module):
     """A vision transformer's learned 2-D position grid, added to its tokens (ViT, DeiT, CLIP, SigLIP).
 
     The parameter ``embedding`` has ``prefix_tokens + gh * gw`` rows (class/distillation tokens,
@@ -868,43 +782,13 @@ class PatchPositionalEmbedding(nnx.Module):
     ):
         flat = dict(dim=dim, prefix_tokens=prefix_tokens, patch_size=patch_size, convention=convention)
         build, flat_names = GridSpec.from_arguments, "grid, dim, ..."
-        spec = resolve_spec(
+        spec = shells.resolve_spec(
             "PatchPositionalEmbedding", GridSpec, flat_names, grid, build, **flat, position_name=position_name
         )
         self.spec = spec
         self.interpolate = interpolate
         init = embedding_init(rngs.params(), self.spec.table_shape, param_dtype)
         self.embedding = _param(init, AXES["position_embeddings"])
-
-    @classmethod
-    def from_arguments(
-        cls,
-        grid: Any,
-        dim: int,
-        *,
-        prefix_tokens: int = 1,
-        patch_size: Any = None,
-        interpolate: bool = False,
-        convention: str = "torch_bicubic",
-        param_dtype: jax.typing.DTypeLike = jnp.float32,
-        embedding_init: nnx.Initializer = default_embed_init,
-        position_name: str = "position grid",
-        rngs: nnx.Rngs,
-    ) -> PatchPositionalEmbedding:
-        """The grid of flat arguments: the spec's (:meth:`GridSpec.from_arguments
-        <flax_posenc.GridSpec.from_arguments>`) and the module's; the flat call."""
-        return cls(
-            grid,
-            dim,
-            prefix_tokens=prefix_tokens,
-            patch_size=patch_size,
-            convention=convention,
-            position_name=position_name,
-            interpolate=interpolate,
-            param_dtype=param_dtype,
-            embedding_init=embedding_init,
-            rngs=rngs,
-        )
 
     grid = property(lambda self: self.spec.grid, doc="``(gh, gw)``: the trained grid.")
     dim = property(lambda self: self.spec.dim, doc="Vector width.")
@@ -920,7 +804,7 @@ class PatchPositionalEmbedding(nnx.Module):
         grid when it is not the trained one nor square; ``interpolate`` overrides the module's.
         """
         interpolate = self.interpolate if interpolate is None else interpolate
-        return add_grid(self.spec, self.embedding[...], x, grid, image_size, interpolate)
+        return shells.add_grid(self.spec, self.embedding[...], x, grid, image_size, interpolate)
 
     @classmethod
     def from_pretrained(
@@ -939,7 +823,7 @@ class PatchPositionalEmbedding(nnx.Module):
         Raises:
           CheckpointError: the source is not a vision checkpoint with a learned grid (one line).
         """
-        spec, params = grid_source(source, convention)
+        spec, params = shells.grid_source(source, convention)
         return _loaded(cls, spec, params, param_dtype=param_dtype, interpolate=interpolate)
 
 
@@ -1043,7 +927,7 @@ class ConvPositionalEmbedding(nnx.Module):
         *,
         dtype: jax.typing.DTypeLike | None = None,
         param_dtype: jax.typing.DTypeLike = jnp.float32,
-        kernel_init: nnx.Initializer = conv_position_init,
+        kernel_init: nnx.Initializer = shells.conv_position_init,
         rngs: nnx.Rngs,
     ):
         if not isinstance(spec, ConvPositionSpec):
@@ -1055,7 +939,7 @@ class ConvPositionalEmbedding(nnx.Module):
 
     def __call__(self, hidden: jax.Array, *, add: bool = False) -> jax.Array:
         """The position term ``(batch, frames_out, dim)`` of ``hidden`` (``add=True``: added to it)."""
-        return call_conv_positions(self.spec, self.kernel[...], self.bias[...], hidden, add, self.dtype)
+        return shells.call_conv_positions(self.spec, self.kernel[...], self.bias[...], hidden, add, self.dtype)
 
     @classmethod
     def from_pretrained(
@@ -1073,7 +957,7 @@ class ConvPositionalEmbedding(nnx.Module):
 
         conv = ConvPositionalEmbedding.from_pretrained("path/to/wav2vec2-base")
         """
-        spec, params = conv_position_source(source)
+        spec, params = shells.conv_position_source(source)
         return _loaded(cls, spec, params, param_dtype=param_dtype, dtype=dtype)
 
 
@@ -1086,7 +970,7 @@ from flax_posenc.window_bias_config import WindowBiasSpec  # noqa: E402
 from flax_posenc.windows import WINDOW_BIAS_AXES  # noqa: E402
 
 
-class WindowRelativeBias(nnx.Module):
+class WindowRelativeBias(_FlatCall, nnx.Module):
     """Swin's (and BEiT's) learned window relative position bias ``(heads, N, N)``: a thin shell
     over :func:`flax_posenc.window_bias` and :func:`flax_posenc.resize_window_table`.
 
@@ -1128,35 +1012,10 @@ class WindowRelativeBias(nnx.Module):
     ):
         build, flat_names = WindowBiasSpec.from_arguments, "num_heads, window, class_token=False"
         flat = dict(window=window, class_token=class_token)
-        self.spec = resolve_spec("WindowRelativeBias", WindowBiasSpec, flat_names, num_heads, build, **flat)
+        self.spec = shells.resolve_spec("WindowRelativeBias", WindowBiasSpec, flat_names, num_heads, build, **flat)
         self.convention = convention
         self.dtype = dtype
         self.embedding = _param(embedding_init(rngs.params(), self.spec.table_shape, param_dtype), WINDOW_BIAS_AXES)
-
-    @classmethod
-    def from_arguments(
-        cls,
-        num_heads: int,
-        window: Any,
-        *,
-        class_token: bool = False,
-        convention: str = "timm",
-        dtype: jax.typing.DTypeLike | None = None,
-        param_dtype: jax.typing.DTypeLike = jnp.float32,
-        embedding_init: nnx.Initializer = default_embed_init,
-        rngs: nnx.Rngs,
-    ) -> WindowRelativeBias:
-        """The bias of flat arguments: the spec's (:class:`~flax_posenc.WindowBiasSpec`) and the module's; the flat call."""
-        return cls(
-            num_heads,
-            window,
-            class_token=class_token,
-            convention=convention,
-            dtype=dtype,
-            param_dtype=param_dtype,
-            embedding_init=embedding_init,
-            rngs=rngs,
-        )
 
     def __call__(self, window: Any = None) -> jax.Array:
         """``(heads, N, N)``: the bias of ``window`` (``None``: the spec's; another resizes the table)."""
@@ -1187,7 +1046,7 @@ class WindowRelativeBias(nnx.Module):
 # ----------------------------------------------------------------------------- vision-tower RoPE (issue 35, item 2)
 
 
-class VisionRotaryEmbedding(VisionRotaryCalls, nnx.Module):
+class VisionRotaryEmbedding(shells.VisionRotaryCalls, nnx.Module):
     """A vision tower's 2-D rotary position embedding of queries or keys; no parameters.
 
     A thin shell over :func:`flax_posenc.apply_vision_rope`: each rotary pair turns with its
@@ -1227,13 +1086,13 @@ class VisionRotaryEmbedding(VisionRotaryCalls, nnx.Module):
 
         rope = VisionRotaryEmbedding.from_pretrained("path/to/pixtral-12b")
         """
-        return cls(vision_rope_source(source), on_overflow=on_overflow, seq_axis=seq_axis)
+        return cls(shells.vision_rope_source(source), on_overflow=on_overflow, seq_axis=seq_axis)
 
 
 __all__ += ["VisionRotaryEmbedding"]
 
 
-class BoundingBoxEmbedding(nnx.Module):
+class BoundingBoxEmbedding(_FlatCall, nnx.Module):
     """A document model's 2-D bounding-box tables (LayoutLM, LayoutLMv3, LiLT): boxes -> vectors.
 
     Four parameters, ``x_embedding``, ``y_embedding`` (``(rows, coord_dim)``) and ``h_embedding``,
@@ -1276,7 +1135,7 @@ class BoundingBoxEmbedding(nnx.Module):
     ):
         build, flat_names = BboxSpec.from_arguments, "rows, coord_dim, ..."
         flat = dict(coord_dim=coord_dim, shape_dim=shape_dim, combine=combine, shape_clip=shape_clip)
-        spec = resolve_spec(
+        spec = shells.resolve_spec(
             "BoundingBoxEmbedding", BboxSpec, flat_names, rows, build, **flat, position_name=position_name
         )
         self.spec = spec
@@ -1287,36 +1146,6 @@ class BoundingBoxEmbedding(nnx.Module):
         self.y_embedding = _param(embedding_init(rngs.params(), shapes["y"], param_dtype), axes)
         self.h_embedding = _param(embedding_init(rngs.params(), shapes["h"], param_dtype), axes)
         self.w_embedding = _param(embedding_init(rngs.params(), shapes["w"], param_dtype), axes)
-
-    @classmethod
-    def from_arguments(
-        cls,
-        rows: int,
-        coord_dim: int,
-        *,
-        shape_dim: int | None = None,
-        combine: Any = "sum",
-        shape_clip: int | None = None,
-        position_name: str = "bbox tables",
-        param_dtype: jax.typing.DTypeLike = jnp.float32,
-        embedding_init: nnx.Initializer = default_embed_init,
-        on_overflow: OverflowPolicy = "error",
-        rngs: nnx.Rngs,
-    ) -> BoundingBoxEmbedding:
-        """The module of flat arguments: the spec's (:meth:`BboxSpec.from_arguments
-        <flax_posenc.BboxSpec.from_arguments>`) and the module's; the flat call."""
-        return cls(
-            rows,
-            coord_dim,
-            shape_dim=shape_dim,
-            combine=combine,
-            shape_clip=shape_clip,
-            position_name=position_name,
-            param_dtype=param_dtype,
-            embedding_init=embedding_init,
-            on_overflow=on_overflow,
-            rngs=rngs,
-        )
 
     def __call__(self, bbox: jax.typing.ArrayLike) -> jax.Array:
         """``bbox.shape[:-1] + (spec.out_dim,)`` for integer boxes ``(..., 4)``."""
@@ -1337,7 +1166,7 @@ class BoundingBoxEmbedding(nnx.Module):
         Raises:
           CheckpointError: as :func:`~flax_posenc.conversion.load_bbox_tables` (one line).
         """
-        spec, params = bbox_source(source)
+        spec, params = shells.bbox_source(source)
         return _loaded(cls, spec, params, param_dtype=param_dtype, on_overflow=on_overflow)
 
 
@@ -1395,4 +1224,4 @@ class DecomposedRelativePosition(nnx.Module):
         return bias if self.dtype is None else bias.astype(self.dtype)
 
 
-__all__ = sorted({*__all__, *public_modules(globals(), nnx.Module)})  # every public module class
+__all__ = sorted({*__all__, *shells.public_modules(globals(), nnx.Module)})  # every public module class

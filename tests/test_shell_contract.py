@@ -443,8 +443,12 @@ def test_from_arguments_and_the_flat_call_build_the_spec_module_without_a_warnin
 
 
 def _flat_names(row: Row) -> list[str]:
-    """The names of the row's positional flat arguments (the NNX ``from_arguments``'s first parameters)."""
-    names = list(inspect.signature(type(row.nnx()).from_arguments).parameters)
+    """The names of the row's positional flat arguments: the NNX ``from_arguments``'s first parameters,
+    or the constructor's where ``from_arguments`` is the constructor (``cls(*args, **kwargs)``)."""
+    cls = type(row.nnx())
+    names = list(inspect.signature(cls.from_arguments).parameters)
+    if names == ["args", "kwargs"]:
+        names = list(inspect.signature(cls.__init__).parameters)[1:]  # after self
     return names[: len(row.flat[0])]
 
 

@@ -189,7 +189,7 @@ def rejected() -> None:
     learned, sinusoidal = PositionSpec("learned", dim=4, num_positions=8), PositionSpec("sinusoidal", dim=8)
     PositionSpec("learned", 4, 8)  # type: ignore[call-arg]  # dim and num_positions by keyword only
     fp.nnx.LearnedPositionalEmbedding(learned, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
-    fp.nnx.LearnedPositionalEmbedding.from_arguments(8, 4, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
+    fp.nnx.LearnedPositionalEmbedding(8, 4, on_overflow="clamp", rngs=nnx.Rngs(0))  # type: ignore[arg-type]
     fp.nnx.SinusoidalPositionalEncoding(sinusoidal, on_overflow="wrap")  # type: ignore[arg-type]
     fp.nnx.RotaryEmbedding(8, on_overflow="nan")  # type: ignore[arg-type]
     fp.linen.SinusoidalPositionalEncoding(sinusoidal, on_overflow="wrap")  # type: ignore[arg-type]
@@ -199,7 +199,7 @@ def rejected() -> None:
     fp.sinusoidal_encoding(jnp.arange(4), 8, on_overflow="ignore")  # type: ignore[arg-type]
     fp.apply_rope(jnp.ones((1, 4, 1, 8)), 8, on_overflow="wrap")  # type: ignore[arg-type]
     fp.sinusoidal_table(8, 4, layout="split")  # type: ignore[arg-type]
-    fp.nnx.SinusoidalPositionalEncoding.from_arguments(8, layout="split")  # type: ignore[arg-type]
+    fp.nnx.SinusoidalPositionalEncoding(8, layout="split")  # type: ignore[arg-type]
     fp.linen.SinusoidalPositionalEncoding.from_arguments(8, layout="split")  # type: ignore[arg-type]
     block = fp.nnx.TransformerInput.from_arguments(10, 4, num_positions=8, rngs=nnx.Rngs(0))
     block.extend_positions(16, method="nearest")  # type: ignore[arg-type]
