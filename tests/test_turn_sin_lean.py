@@ -12,22 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import LLAMA31
 from jax import lax
 
 import flax_posenc as fp
 from flax_posenc.sinusoid_math import frequency_turns, sinusoidal_frequencies
 from flax_posenc.sinusoidal import _RAD_HI, _RAD_LO, turn_cos_sin, turn_sin
-
-LLAMA31 = fp.RopeConfig(
-    head_dim=128,
-    rope_theta=500000.0,
-    rope_type="llama3",
-    factor=8.0,
-    low_freq_factor=1.0,
-    high_freq_factor=4.0,
-    original_max_position_embeddings=8192,
-    max_position_embeddings=131072,
-)
 
 
 def _turn_sin_before(positions, frequencies, quarter_turns=0):
