@@ -64,7 +64,11 @@ def mulred_call(self, x):
 
 
 lg, lstate = nnx.split(model.layers)
-per_layer = [jax.tree.map(lambda x: jnp.array(x[i]), lstate) for i in range(L)] if "unrolled" in VARS else None
+per_layer = (
+    [jax.tree.map(lambda x: jnp.array(x[i]), lstate) for i in range(L)]
+    if any(v.startswith("unrolled") for v in VARS)
+    else None
+)
 
 
 def f_unrolled(state, layers, cache, t):
@@ -154,8 +158,12 @@ def compile_variant(name):
             args = (state, cache, t)
         finally:
             common.Linear.__call__ = orig_call
-    elif name == "unrolled":
-        c = jax.jit(f_unrolled).lower(state, per_layer, cache, t).compile()
+    elif name == "unrolled" or name.startswith("unrolled:"):
+        opts = {}
+        for kv in name[9:].split(";") if ":" in name else []:
+            k, v = kv.split("=", 1)
+            opts[k] = {"True": True, "False": False}.get(v, v)
+        c = jax.jit(f_unrolled).lower(state, per_layer, cache, t).compile(compiler_options=opts or None)
         args = (state, per_layer, cache, t)
     print(f"{name}: compile {time.perf_counter() - t0:.1f} s", flush=True)
     if os.environ.get("DUMP"):
