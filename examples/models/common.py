@@ -249,8 +249,8 @@ def stacked(make, count: int, rngs: nnx.Rngs):
 def make_layers(make, count: int, rngs: nnx.Rngs, *, scan: bool = True):
     """The decoder's ``count`` layers ``make(rngs)``: one stacked module (``scan=True``, the default:
     :func:`stacked`, one compiled layer whatever ``count``) or an ``nnx.List`` of separate modules
-    (``scan=False``: MaxText's ``scan_layers=False``; the program holds every layer, so it compiles
-    ``count`` times longer, but each layer's weights are arrays of their own, which XLA CPU's dots
+    (``scan=False``: MaxText's ``scan_layers=False``; the program holds every layer, so its compile
+    grows with ``count``, but each layer's weights are arrays of their own, which XLA CPU's dots
     read in place instead of copying them out of a stack every step). Run either with
     :func:`apply_layers`, load either with :func:`load_layers`, cache with :func:`layers_cache`."""
     if scan:

@@ -99,8 +99,8 @@ class Llama(nnx.Module):
       rngs: ``nnx.Rngs`` (``params`` for a fresh model).
       scan_layers: one stacked block run by one ``lax.scan`` (the default: a new bucket compiles
         in seconds whatever the depth), or ``False``: separate per-layer blocks in a Python loop
-        (compiles about ``num_hidden_layers`` times longer, decodes faster on CPU; see
-        :func:`common.make_layers`). The numbers are the same.
+        (compile grows with the layers, decoding is faster on CPU; see
+        :func:`common.make_layers`). The same numbers in float32.
     """
 
     def __init__(self, config: dict, rope: fp.RopeConfig, *, rngs: nnx.Rngs, scan_layers: bool = True):
