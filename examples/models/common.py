@@ -95,7 +95,7 @@ class Weights:
 class LayerWeights:
     """The tensors of ``count`` layers ``template.format(i) + key``, stacked on a leading axis
     ``(count, ...)``: what a layer stack (:func:`stacked`) loads, with the ``Weights`` interface.
-    With ``index``: layer ``index``'s tensors alone, unstacked (one module of :func:`layer_list`)."""
+    With ``index``: layer ``index``'s tensors alone, unstacked (one module of :func:`make_layers`' list)."""
 
     def __init__(self, weights: Weights, template: str, count: int, *, index: int | None = None):
         self.weights, self.template, self.count, self.index = weights, template, count, index

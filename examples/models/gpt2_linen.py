@@ -121,28 +121,26 @@ class GPT2(nn.Module):
         k_len = input_ids.shape[1] if cache is None else jax.tree.leaves(cache)[0].shape[-3]
         mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
         args = (self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, deterministic)
-        if not self.scan_layers:  # separate layers h_0, h_1, ..., each with its own cache
+        if self.scan_layers:
+            # the layers as one nn.scan (MaxText's scan_layers): parameters stacked (layers, ...) under
+            # "h", the layer axis without a logical name; the whole cache rides in the carry
+            layers = nn.scan(
+                Block,
+                variable_axes={"params": 0},
+                split_rngs={"params": True, "dropout": True},
+                in_axes=(0, nn.broadcast, nn.broadcast),
+                length=self.layers,
+                metadata_params={nn.PARTITION_NAME: None},
+            )
+            (x, new_cache), _ = layers(*args, name="h")((x, cache), jnp.arange(self.layers), mask, start)
+        else:  # separate layers h_0, h_1, ..., each with its own cache
             new_cache = None if cache is None else []
             for i in range(self.layers):
                 (x, layer_cache), _ = Block(*args, name=f"h_{i}")(
                     (x, None if cache is None else cache[i]), None, mask, start
                 )
-                if cache is not None:
+                if new_cache is not None:
                     new_cache.append(layer_cache)
-            logits = self.embed.attend(LayerNorm(self.eps, name="ln_f")(x))  # the tied head
-            return logits if cache is None else (logits, new_cache)
-        # the layers as one nn.scan (MaxText's scan_layers): parameters stacked (layers, ...) under
-        # "h", the layer axis without a logical name; the whole cache rides in the carry
-        layers = nn.scan(
-            Block,
-            variable_axes={"params": 0},
-            split_rngs={"params": True, "dropout": True},
-            in_axes=(0, nn.broadcast, nn.broadcast),
-            length=self.layers,
-            metadata_params={nn.PARTITION_NAME: None},
-        )
-        block = layers(*args, name="h")
-        (x, new_cache), _ = block((x, cache), jnp.arange(self.layers), mask, start)
         x = LayerNorm(self.eps, name="ln_f")(x)
         logits = self.embed.attend(x)  # the tied head
         return logits if cache is None else (logits, new_cache)
