@@ -1,6 +1,7 @@
 """Decode-step variants of the scanned Llama (issue 38 item 2), interleaved in one process.
 
     L=30 VARS=scan,noslice,unroll2,ynn_off,ynn_dot,mulred,unrolled R=5 N=5 python benchmarks/investigations/scan_variants.py
+    L=30 VARS='scan,fused,unrolled,unrolled:xla_backend_optimization_level=0' python benchmarks/investigations/scan_variants.py
 
 SmolLM2-shaped layers (random weights), batch 4, 96 cache slots, one token per step. Variants:
 ``scan`` (examples/models/llama.py as is: stacked weights, one lax.scan); ``noslice`` (the same scan
@@ -9,8 +10,8 @@ one layer stays in cache, so a lower bound); ``unrollK`` (``lax.scan(unroll=K)``
 ``ynn_dot`` (``compiler_options`` ``xla_cpu_experimental_ynn_fusion_type`` = "" (Eigen dots) /
 ``LIBRARY_FUSION_TYPE_DOT``); ``mulred`` (every Linear as multiply + sum, so the slice fuses into
 the reduction); ``fused`` (q/k/v one matmul, gate/up one: MaxText's ``fused_qkv``/``fused_mlp``);
-``unrolled:FLAG=V;FLAG=V`` (the unrolled step compiled with XLA ``compiler_options``); ``unrolled`` (separate per-layer arrays, a Python loop: the structure before issue
-38). Per variant: wall and process CPU time per step (CPU time moves less under load), median of
+``unrolled`` (separate per-layer arrays, a Python loop: the structure before issue 38);
+``unrolled:FLAG=V;FLAG=V`` (the same, compiled with XLA ``compiler_options``). Per variant: wall and process CPU time per step (CPU time moves less under load), median of
 R rounds of N steps, and the ratio to the first variant per round. Not a test.
 """
 
