@@ -124,8 +124,9 @@ def test_verdicts_table_applies_the_range_rule(tmp_path):
 
 
 def test_decode_benchmark_quick_reports_its_table(tmp_path):
-    """benchmarks/decode.py --quick: ours and transformers' generate, compilations per bucket, time
-    to first token; the report goes to --out (docs/ untouched without --write-docs)."""
+    """benchmarks/decode.py --quick: ours (scanned and unrolled layers) and transformers' generate,
+    compilations per bucket, time to first token; the report goes to --out (docs/ untouched
+    without --write-docs)."""
     out = tmp_path / "decode.md"
     docs = (ROOT / "docs" / "benchmarks.md").read_text()
     cmd = [sys.executable, str(ROOT / "benchmarks" / "decode.py"), "--quick", "--rounds", "1", "--batch", "2"]
@@ -138,7 +139,7 @@ def test_decode_benchmark_quick_reports_its_table(tmp_path):
     for row in ("| tokens/s, steady state |", "| time to first token,", "| XLA compilations for 4 calls in one bucket"):
         assert row in report, row
     assert "| 1 (first call" in report  # four calls of one bucket: one compilation
-    assert "| same ids as transformers | yes |" in report
+    assert "| same ids as transformers | yes | yes |" in report  # scanned and unrolled layers (--layers-mode)
 
 
 def test_program_size_quick_writes_its_table_and_leaves_docs_alone(tmp_path):

@@ -46,9 +46,9 @@ def checkpoints(tmp_path_factory):
 class Ours:
     """One example model behind one calling convention: ``generate(ids, n, **kwargs)``."""
 
-    def __init__(self, kind, path, dtype=jnp.float32):
+    def __init__(self, kind, path, dtype=jnp.float32, **kwargs):
         self.example = load_example(kind)
-        self.loaded = self.example.from_pretrained(path, dtype=dtype)
+        self.loaded = self.example.from_pretrained(path, dtype=dtype, **kwargs)
 
     def generate(self, ids, max_new_tokens, **kwargs):
         if isinstance(self.loaded, tuple):  # Linen: (module, variables)
@@ -96,6 +96,21 @@ def test_ragged_batch_stopping_at_eos_equals_hugging_face(kind, checkpoints, mod
     row0 = list(ours[0, ids.shape[1] :])
     stop = row0.index(eos)
     assert stop <= 3 and all(t == pad for t in row0[stop + 1 :])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unrolled_layers_equal_hugging_face(kind, checkpoints):
+    """``from_pretrained(..., scan_layers=False)``: separate per-layer parameters and caches, a
+    Python loop; the same ids as transformers on the ragged batch."""
+    ours = Ours(kind, checkpoints[HF_KIND[kind]][0], scan_layers=False)
+    if isinstance(ours.loaded, tuple):  # Linen: parameters h_0, h_1 instead of one stacked h
+        assert {"h_0", "h_1"} <= set(ours.loaded[1]["params"]) and "h" not in ours.loaded[1]["params"]
+    else:
+        assert isinstance(getattr(ours.loaded, "h", None) or ours.loaded.layers, nnx.List)
+    assert isinstance(ours.cache(1, 8), list) and len(ours.cache(1, 8)) == 2  # one {"k", "v"} per layer
+    ids, mask = ragged_batch()
+    expected = hf_generate(checkpoints[HF_KIND[kind]][1], ids, mask, 12, min_new_tokens=12)
+    np.testing.assert_array_equal(ours.generate(ids, 12, attention_mask=mask), expected)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,6 +1,7 @@
 """Decode-step variants of the scanned Llama (issue 38 item 2), interleaved in one process.
 
     L=30 VARS=scan,noslice,unroll2,ynn_off,ynn_dot,mulred,unrolled R=5 N=5 python benchmarks/investigations/scan_variants.py
+    L=30 VARS='scan,fused,unrolled,unrolled:xla_backend_optimization_level=0' python benchmarks/investigations/scan_variants.py
 
 SmolLM2-shaped layers (random weights), batch 4, 96 cache slots, one token per step. Variants:
 ``scan`` (examples/models/llama.py as is: stacked weights, one lax.scan); ``noslice`` (the same scan
@@ -8,8 +9,9 @@ with one unstacked layer's weights closed over: no per-layer weight slice; wrong
 one layer stays in cache, so a lower bound); ``unrollK`` (``lax.scan(unroll=K)``); ``ynn_off`` /
 ``ynn_dot`` (``compiler_options`` ``xla_cpu_experimental_ynn_fusion_type`` = "" (Eigen dots) /
 ``LIBRARY_FUSION_TYPE_DOT``); ``mulred`` (every Linear as multiply + sum, so the slice fuses into
-the reduction); ``unrolled`` (separate per-layer arrays, a Python loop: the structure before issue
-38). Per variant: wall and process CPU time per step (CPU time moves less under load), median of
+the reduction); ``fused`` (q/k/v one matmul, gate/up one: MaxText's ``fused_qkv``/``fused_mlp``);
+``unrolled`` (separate per-layer arrays, a Python loop: the structure before issue 38);
+``unrolled:FLAG=V;FLAG=V`` (the same, compiled with XLA ``compiler_options``). Per variant: wall and process CPU time per step (CPU time moves less under load), median of
 R rounds of N steps, and the ratio to the first variant per round. Not a test.
 """
 
@@ -64,7 +66,11 @@ def mulred_call(self, x):
 
 
 lg, lstate = nnx.split(model.layers)
-per_layer = [jax.tree.map(lambda x: jnp.array(x[i]), lstate) for i in range(L)] if "unrolled" in VARS else None
+per_layer = (
+    [jax.tree.map(lambda x: jnp.array(x[i]), lstate) for i in range(L)]
+    if any(v.startswith("unrolled") for v in VARS)
+    else None
+)
 
 
 def f_unrolled(state, layers, cache, t):
@@ -104,6 +110,35 @@ def make_scan_layers(mode, unroll=1):
     return scan_layers
 
 
+def fused_scan_layers(layers, qkv_w, gu_w, x, *, cache, start, attention_mask, positions):
+    """``fused``: q/k/v as one matmul and gate/up as one (MaxText's fused_qkv / fused_mlp), the
+    fused kernels stacked (layers, 576, 960) and (layers, 576, 3072), concatenated once outside
+    the step; the same numbers."""
+    mask_ = common.causal_mask(x.shape[1], cache["k"].shape[2], start=start, key_mask=attention_mask)
+    gd, st = nnx.split(layers)
+    count = qkv_w.shape[0]
+
+    def body(carry, xs):
+        x, cache = carry
+        layer_state, qkv, gu, index = xs
+        layer = nnx.merge(gd, layer_state)  # its q/k/v/gate/up kernels unused: their slices are dead code
+        at = layer.self_attn
+        b, s_, _ = x.shape
+        hd = at.head_dim
+        y = layer.input_layernorm(x) @ qkv
+        q = y[..., : at.heads * hd].reshape(b, s_, at.heads, hd)
+        k = y[..., at.heads * hd : (at.heads + at.kv_heads) * hd].reshape(b, s_, at.kv_heads, hd)
+        v = y[..., (at.heads + at.kv_heads) * hd :].reshape(b, s_, at.kv_heads, hd)
+        q, k = fp.apply_rope_qk(q, k, at.rope, positions, start=start)
+        new_cache, k, v = common.cache_update({**cache, "layer": index}, k, v, start)
+        x = x + at.o_proj(common.attention(q, k, v, mask=mask_).reshape(b, s_, -1))
+        g, u = jnp.split(layer.post_attention_layernorm(x) @ gu, 2, axis=-1)
+        return (x + layer.down_proj(jax.nn.silu(g) * u), new_cache), None
+
+    (x, cache), _ = jax.lax.scan(body, (x, cache), (st, qkv_w, gu_w, jnp.arange(count)))
+    return x, cache
+
+
 def compile_patched(scan_fn):
     orig = common.scan_layers
     common.scan_layers = scan_fn
@@ -137,6 +172,21 @@ def compile_variant(name):
             opts[k] = {"True": True, "False": False}.get(v, v)
         c = jax.jit(f_scan).lower(state, cache, t).compile(compiler_options=opts)
         args = (state, cache, t)
+    elif name == "fused":
+        lay = model.layers
+        at = lay.self_attn
+        qkv_w = jnp.concatenate([at.q_proj.kernel[...], at.k_proj.kernel[...], at.v_proj.kernel[...]], axis=-1)
+        gu_w = jnp.concatenate([lay.gate_proj.kernel[...], lay.up_proj.kernel[...]], axis=-1)
+
+        def f_fused(state, qkv_w, gu_w, cache, t):
+            m = nnx.merge(graphdef, state)
+            x, cache = fused_scan_layers(
+                m.layers, qkv_w, gu_w, m.embed(tok), cache=cache, start=t, attention_mask=mask, positions=pos
+            )
+            return m.embed.attend(m.norm(x)), cache
+
+        c = jax.jit(f_fused).lower(state, qkv_w, gu_w, cache, t).compile()
+        args = (state, qkv_w, gu_w, cache, t)
     elif name == "noslice":
         c = compile_patched(make_scan_layers("noslice"))
         args = (state, cache, t)
@@ -154,8 +204,12 @@ def compile_variant(name):
             args = (state, cache, t)
         finally:
             common.Linear.__call__ = orig_call
-    elif name == "unrolled":
-        c = jax.jit(f_unrolled).lower(state, per_layer, cache, t).compile()
+    elif name == "unrolled" or name.startswith("unrolled:"):
+        opts = {}
+        for kv in name[9:].split(";") if ":" in name else []:
+            k, v = kv.split("=", 1)
+            opts[k] = {"True": True, "False": False}.get(v, v)
+        c = jax.jit(f_unrolled).lower(state, per_layer, cache, t).compile(compiler_options=opts or None)
         args = (state, per_layer, cache, t)
     print(f"{name}: compile {time.perf_counter() - t0:.1f} s", flush=True)
     if os.environ.get("DUMP"):

@@ -92,17 +92,21 @@ class Block(nnx.Module):
 
 
 class Bloom(nnx.Module):
-    """BLOOM: ``TransformerInput`` (words + LayerNorm) -> blocks (ALiBi inside) -> ln_f -> tied head."""
+    """BLOOM: ``TransformerInput`` (words + LayerNorm) -> blocks (ALiBi inside) -> ln_f -> tied head.
 
-    def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs):
+    ``scan_layers``: one stacked block run by one ``lax.scan`` (the default), or ``False``:
+    separate per-layer blocks (see ``llama.Llama`` and :func:`common.make_layers`)."""
+
+    def __init__(self, config: dict, alibi: fp.AlibiConfig, *, rngs: nnx.Rngs, scan_layers: bool = True):
         dim, eps = config["hidden_size"], config.get("layer_norm_epsilon", 1e-5)
         self.alibi = alibi
         self.embed = fp.nnx.TransformerInput.from_arguments(
             config["vocab_size"], dim, position="none", layer_norm=True, layer_norm_eps=eps, rngs=rngs
         )
         self.num_layers = config["n_layer"]
-        # one Block whose parameters are stacked (n_layer, ...): run by one lax.scan (as llama.py)
-        self.h = common.stacked(lambda r: Block(config, alibi, rngs=r), self.num_layers, rngs)
+        # one Block whose parameters are stacked (n_layer, ...), run by one lax.scan; or a list (as llama.py)
+        self.h = common.make_layers(lambda r: Block(config, alibi, rngs=r), self.num_layers, rngs, scan=scan_layers)
+        self.head_dim = dim // alibi.num_heads
         self.ln_f = LayerNorm(dim, eps)
         self.dtype = jnp.dtype(jnp.float32)  # of the parameters and the KV cache (common.set_dtype)
 
@@ -114,9 +118,10 @@ class Bloom(nnx.Module):
     limit_name = "bloom ALiBi"
 
     def init_cache(self, batch: int, max_len: int) -> dict:
-        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype."""
-        heads, head_dim = self.alibi.num_heads, self.h.self_attention.head_dim
-        return common.init_stacked_cache(self.num_layers, batch, max_len, heads, head_dim, self.dtype)
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype
+        (``scan_layers=False``: one such dict per layer, without the layer axis)."""
+        args = (self.num_layers, batch, max_len, self.alibi.num_heads, self.head_dim, self.dtype)
+        return common.layers_cache(self.h, *args)
 
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
         """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at cache slots
@@ -131,7 +136,7 @@ class Bloom(nnx.Module):
         key_positions = None
         if attention_mask is not None:
             key_positions = jnp.maximum(fp.padding_aware_positions(attention_mask), 0)
-        x, new_cache = common.scan_layers(
+        x, new_cache = common.apply_layers(
             self.h,
             x,
             input_ids,
@@ -145,25 +150,31 @@ class Bloom(nnx.Module):
         return logits if cache is None else (logits, new_cache)
 
 
-def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Bloom:
+def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32, scan_layers: bool = True) -> Bloom:
     """A :class:`Bloom` holding every weight of a Hugging Face BLOOM checkpoint directory;
-    ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
+    ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``);
+    ``scan_layers``: see :class:`Bloom`."""
     w = Weights(path, prefixes=("transformer.", ""), probe="word_embeddings.weight")
     alibi = next(m.alibi for m in inspect_source(path).mechanisms if m.alibi is not None)
     # built abstractly (no random weights drawn), then every parameter filled from the file
-    model = common.abstract(lambda: Bloom(w.config, alibi, rngs=nnx.Rngs(seed)), dtype, seed=seed)
+    model = common.abstract(
+        lambda: Bloom(w.config, alibi, rngs=nnx.Rngs(seed), scan_layers=scan_layers), dtype, seed=seed
+    )
     common.assign(model.embed.word_embeddings, w("word_embeddings.weight"), "word_embeddings.weight")
     common.assign(
         model.embed.layer_norm["scale"], w("word_embeddings_layernorm.weight"), "word_embeddings_layernorm.weight"
     )
     common.assign(model.embed.layer_norm["bias"], w("word_embeddings_layernorm.bias"), "word_embeddings_layernorm.bias")
-    block, layers = model.h, common.LayerWeights(w, "h.{}.", model.num_layers)
-    block.input_layernorm.load(layers, "input_layernorm")
-    block.post_attention_layernorm.load(layers, "post_attention_layernorm")
-    block.self_attention.query_key_value.load(layers, "self_attention.query_key_value")
-    block.self_attention.dense.load(layers, "self_attention.dense")
-    block.dense_h_to_4h.load(layers, "mlp.dense_h_to_4h")
-    block.dense_4h_to_h.load(layers, "mlp.dense_4h_to_h")
+
+    def load(block: Block, layers: common.LayerWeights) -> None:
+        block.input_layernorm.load(layers, "input_layernorm")
+        block.post_attention_layernorm.load(layers, "post_attention_layernorm")
+        block.self_attention.query_key_value.load(layers, "self_attention.query_key_value")
+        block.self_attention.dense.load(layers, "self_attention.dense")
+        block.dense_h_to_4h.load(layers, "mlp.dense_h_to_4h")
+        block.dense_4h_to_h.load(layers, "mlp.dense_4h_to_h")
+
+    common.load_layers(model.h, w, "h.{}.", model.num_layers, load)
     model.ln_f.load(w, "ln_f")
     common.check_filled(model, path)
     model.eval()
@@ -179,7 +190,7 @@ MAX_CACHE_BYTES = 1 << 33
 def cache_bytes(model: Bloom, batch: int, prompt_len: int, max_new_tokens: int) -> int:
     """Bytes of the KV cache :func:`generate` allocates: keys and values of every layer, for the
     prompt's and the new tokens' length buckets (:func:`common.bucket`), in the model's dtype."""
-    heads, head_dim = model.alibi.num_heads, model.h.self_attention.head_dim
+    heads, head_dim = model.alibi.num_heads, model.head_dim
     slots = common.bucket(prompt_len) + common.bucket(max_new_tokens)
     return 2 * model.num_layers * batch * slots * heads * head_dim * model.dtype.itemsize
 

@@ -10,7 +10,8 @@ Shapes: activations are ``(batch, seq, width)``; queries/keys/values ``(batch, s
 head_dim)`` (Flax's attention layout, the one :func:`flax_posenc.apply_rope` expects). The decoders
 stack their layers (:func:`stacked`, run by :func:`scan_layers`; Linen: ``nn.scan``) and their cache
 is ``{"k", "v"}`` of ``(layers, batch, max_len, kv_heads, head_dim)`` (:func:`init_stacked_cache`);
-:func:`run_layers` and :func:`init_cache` are the unrolled form, one ``{"k", "v"}`` per layer.
+with ``scan_layers=False`` (:func:`make_layers`) they hold separate per-layer modules, run by
+:func:`run_layers` with :func:`init_cache`, one ``{"k", "v"}`` per layer.
 
 >>> import jax.numpy as jnp
 >>> q = k = v = jnp.ones((1, 3, 2, 4))
@@ -93,15 +94,18 @@ class Weights:
 
 class LayerWeights:
     """The tensors of ``count`` layers ``template.format(i) + key``, stacked on a leading axis
-    ``(count, ...)``: what a layer stack (:func:`stacked`) loads, with the ``Weights`` interface."""
+    ``(count, ...)``: what a layer stack (:func:`stacked`) loads, with the ``Weights`` interface.
+    With ``index``: layer ``index``'s tensors alone, unstacked (one module of :func:`make_layers`' list)."""
 
-    def __init__(self, weights: Weights, template: str, count: int):
-        self.weights, self.template, self.count = weights, template, count
+    def __init__(self, weights: Weights, template: str, count: int, *, index: int | None = None):
+        self.weights, self.template, self.count, self.index = weights, template, count, index
 
     def has(self, key: str, *, prefixed: bool = True) -> bool:
-        return self.weights.has(self.template.format(0) + key, prefixed=prefixed)
+        return self.weights.has(self.template.format(self.index or 0) + key, prefixed=prefixed)
 
     def __call__(self, key: str, *, transpose: bool = False, prefixed: bool = True) -> np.ndarray:
+        if self.index is not None:
+            return self.weights(self.template.format(self.index) + key, transpose=transpose, prefixed=prefixed)
         first = self.weights(self.template.format(0) + key, transpose=transpose, prefixed=prefixed)
         out = np.empty((self.count, *first.shape), first.dtype)
         out[0] = first
@@ -240,6 +244,40 @@ def stacked(make, count: int, rngs: nnx.Rngs):
         return make(rngs)
 
     return create(rngs)
+
+
+def make_layers(make, count: int, rngs: nnx.Rngs, *, scan: bool = True):
+    """The decoder's ``count`` layers ``make(rngs)``: one stacked module (``scan=True``, the default:
+    :func:`stacked`, one compiled layer whatever ``count``) or an ``nnx.List`` of separate modules
+    (``scan=False``: MaxText's ``scan_layers=False``; the program holds every layer, so its compile
+    grows with ``count``, but each layer's weights are arrays of their own, which XLA CPU's dots
+    read in place instead of copying them out of a stack every step). Run either with
+    :func:`apply_layers`, load either with :func:`load_layers`, cache with :func:`layers_cache`."""
+    if scan:
+        return stacked(make, count, rngs)
+    return nnx.List([make(rngs) for _ in range(count)])
+
+
+def apply_layers(layers, x, input_ids, **kwargs):
+    """Run :func:`make_layers`' result: :func:`scan_layers` for a stack, :func:`run_layers` for a list."""
+    return (run_layers if isinstance(layers, nnx.List) else scan_layers)(layers, x, input_ids, **kwargs)
+
+
+def layers_cache(layers, count: int, batch: int, max_len: int, kv_heads: int, head_dim: int, dtype) -> dict | list:
+    """An empty cache for :func:`make_layers`' result: :func:`init_stacked_cache` for a stack,
+    :func:`init_cache` (one ``{"k", "v"}`` per layer) for a list."""
+    make = init_cache if isinstance(layers, nnx.List) else init_stacked_cache
+    return make(count, batch, max_len, kv_heads, head_dim, dtype)
+
+
+def load_layers(layers, weights: Weights, template: str, count: int, load) -> None:
+    """Fill :func:`make_layers`' result from ``template.format(i)`` tensors: ``load(module, source)`` once
+    with every layer's tensors stacked (a stack) or once per layer with its own (a list)."""
+    if isinstance(layers, nnx.List):
+        for i, layer in enumerate(layers):
+            load(layer, LayerWeights(weights, template, count, index=i))
+    else:
+        load(layers, LayerWeights(weights, template, count))
 
 
 def scan_layers(layers, x, input_ids, *, cache=None, start=0, attention_mask=None, **layer_kwargs):

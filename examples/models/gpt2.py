@@ -78,9 +78,18 @@ class GPT2(nnx.Module):
         ``n_positions``, ``vocab_size``, ``layer_norm_epsilon``, ``*_pdrop``).
       embed: the input block (built by :func:`from_pretrained`, or fresh when ``None``).
       rngs: ``nnx.Rngs`` (``params`` for a fresh model, ``dropout`` for training).
+      scan_layers: one stacked block run by one ``lax.scan`` (the default), or ``False``:
+        separate per-layer blocks (see ``llama.Llama`` and :func:`common.make_layers`).
     """
 
-    def __init__(self, config: dict, embed: fp.nnx.TransformerInput | None = None, *, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        config: dict,
+        embed: fp.nnx.TransformerInput | None = None,
+        *,
+        rngs: nnx.Rngs,
+        scan_layers: bool = True,
+    ):
         dim = config["n_embd"]
         self.heads, self.head_dim = config["n_head"], dim // config["n_head"]
         self.embed = embed or fp.nnx.TransformerInput.from_arguments(
@@ -94,8 +103,8 @@ class GPT2(nnx.Module):
         # without a dropout RNG stream of its own; nnx.Dropout follows model.train()/eval() as well
         self.embed_dropout = nnx.Dropout(config.get("embd_pdrop", 0.1), rngs=rngs)
         self.num_layers = config["n_layer"]
-        # one Block whose parameters are stacked (n_layer, ...): run by one lax.scan (as llama.py)
-        self.h = common.stacked(lambda r: Block(config, rngs=r), self.num_layers, rngs)
+        # one Block whose parameters are stacked (n_layer, ...), run by one lax.scan; or a list (as llama.py)
+        self.h = common.make_layers(lambda r: Block(config, rngs=r), self.num_layers, rngs, scan=scan_layers)
         self.ln_f = LayerNorm(dim, config.get("layer_norm_epsilon", 1e-5))
         self.dtype = jnp.dtype(jnp.float32)  # of the parameters and the KV cache (common.set_dtype)
 
@@ -112,8 +121,9 @@ class GPT2(nnx.Module):
         return self.embed.spec.position.name
 
     def init_cache(self, batch: int, max_len: int) -> dict:
-        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype."""
-        return common.init_stacked_cache(self.num_layers, batch, max_len, self.heads, self.head_dim, self.dtype)
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype
+        (``scan_layers=False``: one such dict per layer, without the layer axis)."""
+        return common.layers_cache(self.h, self.num_layers, batch, max_len, self.heads, self.head_dim, self.dtype)
 
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
         """Logits ``(batch, seq, vocab)`` of ``input_ids`` ``(batch, seq)``.
@@ -130,7 +140,9 @@ class GPT2(nnx.Module):
             self.embed(input_ids, start=start) if positions is None else self.embed(input_ids, position_ids=positions)
         )
         x = self.embed_dropout(embedded)
-        x, new_cache = common.scan_layers(self.h, x, input_ids, cache=cache, start=start, attention_mask=attention_mask)
+        x, new_cache = common.apply_layers(
+            self.h, x, input_ids, cache=cache, start=start, attention_mask=attention_mask
+        )
         logits = self.embed.attend(self.ln_f(x))  # the tied head
         return logits if cache is None else (logits, new_cache)
 
@@ -139,26 +151,29 @@ class GPT2(nnx.Module):
         self.embed = self.embed.extend_positions(num_positions, method=method)
 
 
-def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> GPT2:
+def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32, scan_layers: bool = True) -> GPT2:
     """A :class:`GPT2` holding every weight of a Hugging Face GPT-2 checkpoint.
 
     ``path``: a directory with ``config.json`` and ``model.safetensors`` (``GPT2Model`` or
     ``GPT2LMHeadModel``); ``dtype``: of the parameters, the computation and the KV cache (e.g.
-    ``jnp.bfloat16``). Raises ``CheckpointError`` (one line) for a missing or malformed tensor.
+    ``jnp.bfloat16``); ``scan_layers``: see :class:`GPT2`. Raises ``CheckpointError`` (one line) for a missing or malformed tensor.
     """
     w = Weights(path, prefixes=("transformer.", ""), probe="wte.weight")
     # built abstractly (no random weights drawn), then every parameter filled from the file
-    model = common.abstract(lambda: GPT2(w.config, rngs=nnx.Rngs(seed)), dtype, seed=seed)
+    model = common.abstract(lambda: GPT2(w.config, rngs=nnx.Rngs(seed), scan_layers=scan_layers), dtype, seed=seed)
     embed = fp.nnx.TransformerInput.from_pretrained(path)
     nnx.update(embed, common.cast_floats(nnx.state(embed), model.dtype))
     model.embed = embed
-    block, layers = model.h, common.LayerWeights(w, "h.{}.", model.num_layers)
-    block.ln_1.load(layers, "ln_1")
-    block.ln_2.load(layers, "ln_2")
-    block.attn.c_attn.load(layers, "attn.c_attn", transpose=False)  # Conv1D: already (in, out)
-    block.attn.c_proj.load(layers, "attn.c_proj", transpose=False)
-    block.c_fc.load(layers, "mlp.c_fc", transpose=False)
-    block.c_proj.load(layers, "mlp.c_proj", transpose=False)
+
+    def load(block: Block, layers: common.LayerWeights) -> None:
+        block.ln_1.load(layers, "ln_1")
+        block.ln_2.load(layers, "ln_2")
+        block.attn.c_attn.load(layers, "attn.c_attn", transpose=False)  # Conv1D: already (in, out)
+        block.attn.c_proj.load(layers, "attn.c_proj", transpose=False)
+        block.c_fc.load(layers, "mlp.c_fc", transpose=False)
+        block.c_proj.load(layers, "mlp.c_proj", transpose=False)
+
+    common.load_layers(model.h, w, "h.{}.", model.num_layers, load)
     model.ln_f.load(w, "ln_f")
     common.check_filled(model, path)
     model.eval()

@@ -56,7 +56,8 @@ class LayerNorm(nn.Module):
 class Block(nn.Module):
     """``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))`` (as ``gpt2.Block``): one step of ``nn.scan``
     over the layers, ``carry`` ``(x, cache)`` with the stacked cache (or ``None``), ``index`` the
-    layer whose cache slot it writes."""
+    layer whose cache slot it writes; with ``index=None`` (``scan_layers=False``) ``cache`` is the
+    layer's own ``{"k", "v"}``."""
 
     dim: int
     heads: int
@@ -69,7 +70,7 @@ class Block(nn.Module):
     @nn.compact
     def __call__(self, carry, index, mask, start):
         x, cache = carry
-        layer_cache = None if cache is None else {**cache, "layer": index}
+        layer_cache = cache if cache is None or index is None else {**cache, "layer": index}
         b, s, _ = x.shape
         drop = nn.Dropout(self.dropout, deterministic=self.deterministic)
         qkv = dense(3 * self.dim, ("embed", "heads"), "c_attn")(LayerNorm(self.eps, name="ln_1")(x))
@@ -94,15 +95,20 @@ class GPT2(nn.Module):
     dropout: float = 0.1
     attn_dropout: float = 0.1
     dtype: Any = jnp.float32  # of the KV cache (from_pretrained casts the parameters to it)
+    #: one ``nn.scan`` over stacked layers (parameters ``h``, the default), or separate layers
+    #: ``h_0``, ``h_1``, ... in a Python loop (see ``llama.Llama`` and ``common.make_layers``)
+    scan_layers: bool = True
 
     @property
     def position_limit(self) -> int:
         return self.embed.num_positions
 
     def init_cache(self, batch: int, max_len: int) -> dict:
-        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` (as ``gpt2.GPT2``'s)."""
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` (as ``gpt2.GPT2``'s;
+        ``scan_layers=False``: one such dict per layer, without the layer axis)."""
         head_dim = self.embed.dim // self.heads
-        return common.init_stacked_cache(self.layers, batch, max_len, self.heads, head_dim, self.dtype)
+        make = common.init_stacked_cache if self.scan_layers else common.init_cache
+        return make(self.layers, batch, max_len, self.heads, head_dim, self.dtype)
 
     @nn.compact
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None, deterministic=True):
@@ -112,30 +118,38 @@ class GPT2(nn.Module):
             self.embed(input_ids, start=start) if positions is None else self.embed(input_ids, position_ids=positions)
         )
         x = nn.Dropout(self.dropout, deterministic=deterministic)(embedded)
-        k_len = input_ids.shape[1] if cache is None else cache["k"].shape[2]
+        k_len = input_ids.shape[1] if cache is None else jax.tree.leaves(cache)[0].shape[-3]
         mask = common.causal_mask(input_ids.shape[1], k_len, start=start, key_mask=attention_mask)
-        # the layers as one nn.scan (MaxText's scan_layers): parameters stacked (layers, ...) under
-        # "h", the layer axis without a logical name; the whole cache rides in the carry
-        layers = nn.scan(
-            Block,
-            variable_axes={"params": 0},
-            split_rngs={"params": True, "dropout": True},
-            in_axes=(0, nn.broadcast, nn.broadcast),
-            length=self.layers,
-            metadata_params={nn.PARTITION_NAME: None},
-        )
-        block = layers(
-            self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, deterministic, name="h"
-        )
-        (x, new_cache), _ = block((x, cache), jnp.arange(self.layers), mask, start)
+        args = (self.embed.dim, self.heads, self.inner, self.eps, self.dropout, self.attn_dropout, deterministic)
+        if self.scan_layers:
+            # the layers as one nn.scan (MaxText's scan_layers): parameters stacked (layers, ...) under
+            # "h", the layer axis without a logical name; the whole cache rides in the carry
+            layers = nn.scan(
+                Block,
+                variable_axes={"params": 0},
+                split_rngs={"params": True, "dropout": True},
+                in_axes=(0, nn.broadcast, nn.broadcast),
+                length=self.layers,
+                metadata_params={nn.PARTITION_NAME: None},
+            )
+            (x, new_cache), _ = layers(*args, name="h")((x, cache), jnp.arange(self.layers), mask, start)
+        else:  # separate layers h_0, h_1, ..., each with its own cache
+            new_cache = None if cache is None else []
+            for i in range(self.layers):
+                (x, layer_cache), _ = Block(*args, name=f"h_{i}")(
+                    (x, None if cache is None else cache[i]), None, mask, start
+                )
+                if new_cache is not None:
+                    new_cache.append(layer_cache)
         x = LayerNorm(self.eps, name="ln_f")(x)
         logits = self.embed.attend(x)  # the tied head
         return logits if cache is None else (logits, new_cache)
 
 
-def from_pretrained(path, *, dtype=jnp.float32) -> tuple[GPT2, dict]:
+def from_pretrained(path, *, dtype=jnp.float32, scan_layers: bool = True) -> tuple[GPT2, dict]:
     """``(module, variables)`` holding every weight of a Hugging Face GPT-2 checkpoint; ``dtype``:
-    of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
+    of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``); ``scan_layers``:
+    see :class:`GPT2`."""
     w = Weights(path, prefixes=("transformer.", ""), probe="wte.weight")
     embed, embed_variables = fp.linen.TransformerInput.from_pretrained(path)
     c = w.config
@@ -148,6 +162,7 @@ def from_pretrained(path, *, dtype=jnp.float32) -> tuple[GPT2, dict]:
         c.get("resid_pdrop", 0.1),
         c.get("attn_pdrop", 0.1),
         common.float_dtype(dtype),
+        scan_layers,
     )
 
     def linear(source, key):  # Conv1D weights are already (in, out)
@@ -156,19 +171,22 @@ def from_pretrained(path, *, dtype=jnp.float32) -> tuple[GPT2, dict]:
     def norm(source, key):
         return {"scale": jnp.asarray(source(key + ".weight")), "bias": jnp.asarray(source(key + ".bias"))}
 
-    layers = common.LayerWeights(w, "h.{}.", module.layers)  # every layer's tensor stacked (layers, ...)
-    params = {
-        "embed": nn.unbox(embed_variables["params"]),
-        "ln_f": norm(w, "ln_f"),
-        "h": {
+    def block(layers):
+        return {
             "ln_1": norm(layers, "ln_1"),
             "ln_2": norm(layers, "ln_2"),
             "c_attn": linear(layers, "attn.c_attn"),
             "attn_c_proj": linear(layers, "attn.c_proj"),
             "c_fc": linear(layers, "mlp.c_fc"),
             "c_proj": linear(layers, "mlp.c_proj"),
-        },
-    }
+        }
+
+    params = {"embed": nn.unbox(embed_variables["params"]), "ln_f": norm(w, "ln_f")}
+    if scan_layers:  # every layer's tensor stacked (layers, ...)
+        params["h"] = block(common.LayerWeights(w, "h.{}.", module.layers))
+    else:
+        for i in range(module.layers):
+            params[f"h_{i}"] = block(common.LayerWeights(w, "h.{}.", module.layers, index=i))
     # box every array as module.init does (logical axis names for nn.get_partition_spec)
     boxes = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 1), jnp.int32))["params"]
     is_box = lambda x: isinstance(x, nn.LogicallyPartitioned)  # noqa: E731

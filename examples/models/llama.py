@@ -97,15 +97,19 @@ class Llama(nnx.Module):
     Args:
       config: ``config.json`` as a dict; ``rope``: its :class:`~flax_posenc.RopeConfig`.
       rngs: ``nnx.Rngs`` (``params`` for a fresh model).
+      scan_layers: one stacked block run by one ``lax.scan`` (the default: a new bucket compiles
+        in seconds whatever the depth), or ``False``: separate per-layer blocks in a Python loop
+        (compile grows with the layers, decoding is faster on CPU; see
+        :func:`common.make_layers`). The same numbers in float32.
     """
 
-    def __init__(self, config: dict, rope: fp.RopeConfig, *, rngs: nnx.Rngs):
+    def __init__(self, config: dict, rope: fp.RopeConfig, *, rngs: nnx.Rngs, scan_layers: bool = True):
         dim, vocab = config["hidden_size"], config["vocab_size"]
         self.rope, self.kv_heads = rope, config.get("num_key_value_heads") or config["num_attention_heads"]
         self.embed = fp.nnx.TransformerInput.from_arguments(vocab, dim, position="none", rngs=rngs)
         self.num_layers = config["num_hidden_layers"]
-        # one Block whose parameters are stacked (num_layers, ...): run by one lax.scan
-        self.layers = common.stacked(lambda r: Block(config, rope, rngs=r), self.num_layers, rngs)
+        # one Block whose parameters are stacked (num_layers, ...), run by one lax.scan; or a list
+        self.layers = common.make_layers(lambda r: Block(config, rope, rngs=r), self.num_layers, rngs, scan=scan_layers)
         self.norm = LayerNorm(dim, config.get("rms_norm_eps", 1e-6), rms=True)
         tied = config.get("tie_word_embeddings", False)
         self.lm_head = None if tied else Linear(dim, vocab, ("embed", "vocab"), bias=False, rngs=rngs)
@@ -124,8 +128,10 @@ class Llama(nnx.Module):
         return f"llama {self.rope.rope_type} RoPE"
 
     def init_cache(self, batch: int, max_len: int) -> dict:
-        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, kv_heads, head_dim)`` in the model's dtype."""
-        return common.init_stacked_cache(self.num_layers, batch, max_len, self.kv_heads, self.rope.head_dim, self.dtype)
+        """``{"k", "v"}`` of zeros ``(layers, batch, max_len, kv_heads, head_dim)`` in the model's dtype
+        (``scan_layers=False``: one such dict per layer, without the layer axis)."""
+        args = (self.num_layers, batch, max_len, self.kv_heads, self.rope.head_dim, self.dtype)
+        return common.layers_cache(self.layers, *args)
 
     def __call__(self, input_ids, attention_mask=None, *, cache=None, start=0, positions=None):
         """Logits ``(batch, seq, vocab)``; with ``cache``: ``(logits, new_cache)`` at cache slots
@@ -133,7 +139,7 @@ class Llama(nnx.Module):
         ``start ..``). See ``gpt2.GPT2.__call__`` for the arguments."""
         input_ids = jnp.asarray(input_ids)
         x = self.embed(input_ids)
-        x, new_cache = common.scan_layers(
+        x, new_cache = common.apply_layers(
             self.layers, x, input_ids, cache=cache, start=start, attention_mask=attention_mask, positions=positions
         )
         x = self.norm(x)
@@ -141,21 +147,25 @@ class Llama(nnx.Module):
         return logits if cache is None else (logits, new_cache)
 
 
-def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32) -> Llama:
+def from_pretrained(path, *, seed: int = 0, dtype=jnp.float32, scan_layers: bool = True) -> Llama:
     """A :class:`Llama` holding every weight of a Hugging Face Llama checkpoint directory;
-    ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``)."""
+    ``dtype``: of the parameters, the computation and the KV cache (e.g. ``jnp.bfloat16``);
+    ``scan_layers``: see :class:`Llama`."""
     w = Weights(path, prefixes=("model.", ""), probe="embed_tokens.weight")
     rope = rope_for_layer(path, 0)  # every Llama layer has the same RoPE
     # built abstractly (no random weights drawn), then every parameter filled from the file
-    model = common.abstract(lambda: Llama(w.config, rope, rngs=nnx.Rngs(seed)), dtype)
+    model = common.abstract(lambda: Llama(w.config, rope, rngs=nnx.Rngs(seed), scan_layers=scan_layers), dtype)
     common.assign(model.embed.word_embeddings, w("embed_tokens.weight"), "embed_tokens.weight")
-    block, layers = model.layers, common.LayerWeights(w, "layers.{}.", model.num_layers)
-    block.input_layernorm.load(layers, "input_layernorm")
-    block.post_attention_layernorm.load(layers, "post_attention_layernorm")
-    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-        getattr(block.self_attn, name).load(layers, "self_attn." + name)
-    for name in ("gate_proj", "up_proj", "down_proj"):
-        getattr(block, name).load(layers, "mlp." + name)
+
+    def load(block: Block, layers: common.LayerWeights) -> None:
+        block.input_layernorm.load(layers, "input_layernorm")
+        block.post_attention_layernorm.load(layers, "post_attention_layernorm")
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            getattr(block.self_attn, name).load(layers, "self_attn." + name)
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            getattr(block, name).load(layers, "mlp." + name)
+
+    common.load_layers(model.layers, w, "layers.{}.", model.num_layers, load)
     model.norm.load(w, "norm")
     if model.lm_head is not None:
         common.assign(model.lm_head.kernel, w("lm_head.weight", transpose=True, prefixed=False), "lm_head.weight")
