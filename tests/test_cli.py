@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import cli_in_process
 from safetensors.numpy import save_file
 
 from flax_posenc.report import plots
-from flax_posenc.report.cli import main
 
 SCRIPT = shutil.which("flax-posenc", path=str(Path(sys.executable).parent)) or "flax-posenc"
 
@@ -29,18 +29,11 @@ def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> 
 
 
 @pytest.fixture
-def cli(monkeypatch, capsys) -> Callable[..., subprocess.CompletedProcess]:
-    """``main(args)`` in this process, offline (the library reads HF_HUB_OFFLINE when it resolves a
-    source), returned as :func:`run` returns it: exit code, stdout, stderr."""
+def cli(monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
+    """``main(args)`` in this process (helpers.cli_in_process), offline (the library reads
+    HF_HUB_OFFLINE when it resolves a source): exit code, stdout, stderr, as :func:`run` returns them."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-    def call(*args: str) -> subprocess.CompletedProcess:
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess([SCRIPT, *args], code, out, err)
-
-    return call
+    return cli_in_process
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -113,7 +106,7 @@ def test_help_documents_exit_codes_and_examples(cli):
 
 
 def test_main_returns_exit_codes_in_process(capsys):
-    from flax_posenc.report.cli import COMMANDS
+    from flax_posenc.report.cli import COMMANDS, main
 
     assert main(["--help"]) == 0
     assert main(["check", "sinusoidal:8:4", "--length", "nope"]) == 2
