@@ -167,7 +167,8 @@ def cli_in_process(*args: object) -> subprocess.CompletedProcess:
     Returns what :func:`subprocess.run` with ``capture_output=True, text=True`` returns for the
     console script (``returncode``, ``stdout``, ``stderr``): ``main`` is the console script's entry
     point, and every exit code and message comes from it. For tests where the subprocess itself is
-    not what is tested (tests/test_cli.py runs the real console script)."""
+    not what is tested (tests/test_cli.py runs the real console script for its exit codes, its
+    one-line errors and the tour)."""
     from flax_posenc.report.cli import main
 
     argv = [str(a) for a in args]

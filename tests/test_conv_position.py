@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import conv_positions_float64
+from helpers import cli_in_process, conv_positions_float64
 
 import flax_posenc as fp
 from flax_posenc.conv_position_config import ConvPositionSpec, fold_weight_norm
@@ -175,12 +175,13 @@ def test_seconds_that_are_not_whole_frames_are_refused_naming_the_stride(wav2vec
         "--seconds: expected a whole number of frames (the feature encoder's stride, prod(conv_stride) = 10 samples "
         "= 0.625 ms at 16000 Hz), found 0.0001 s = 1.6 samples = 0.16 frames"
     )
-    cli = [sys.executable, "-m", "flax_posenc.cli", "check", str(directory), "--seconds"]
-    ok = subprocess.run([*cli, "2"], capture_output=True, text=True)
+    ok = cli_in_process("check", directory, "--seconds", "2")
     assert ok.returncode == 0 and ok.stdout.startswith("ok: 2 s = 3200 frames"), ok.stderr
-    as_json = subprocess.run([*cli, "2", "--json"], capture_output=True, text=True)
+    as_json = cli_in_process("check", directory, "--seconds", "2", "--json")
     verdict = json.loads(as_json.stdout)
     assert (verdict["fits"], verdict["max_seconds"], verdict["excess_seconds"]) == (True, None, 0), as_json.stderr
+    # the refusal through the old module path run as a program (`python -m flax_posenc.cli`)
+    cli = [sys.executable, "-m", "flax_posenc.cli", "check", str(directory), "--seconds"]
     bad = subprocess.run([*cli, "0.0001"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "prod(conv_stride) = 10 samples" in bad.stderr
 

@@ -1,5 +1,5 @@
-"""examples/extrapolation_text.py: the ``--quick`` run end to end (a subprocess, tiny sizes) and the
-pieces its numbers rest on, each against an independent reference (float64 numpy)."""
+"""examples/extrapolation_text.py: the ``--quick`` run end to end and its ``--add`` (one subprocess,
+tiny sizes) and the pieces its numbers rest on, each against an independent reference (float64 numpy)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,32 @@ def _load():
 et = _load()
 
 
+# One process runs both invocations through the script's main(argv), as its __main__ does: the full
+# --quick run into OUT, then --add t5 into ADD, whose saved results are OUT's with T5's rows removed
+# (one jax start-up instead of two; the --add run retrains T5 from its seed alone).
+DRIVER = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import extrapolation_text as et
+out, add = Path(sys.argv[2]), Path(sys.argv[3])
+et.main(["--quick", "--out", str(out)])
+saved = json.loads((out / "figures" / "extrapolation_text.json").read_text())
+saved["summary"].pop("t5")
+for seed in saved["per_seed"]:
+    seed.pop("t5")
+(add / "figures").mkdir(parents=True)
+(add / "figures" / "extrapolation_text.json").write_text(json.dumps(saved))
+et.main(["--quick", "--add", "t5", "--out", str(add)])
+"""
+
+
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    out = tmp_path_factory.mktemp("extrapolation_text")
+def both_runs(tmp_path_factory):
+    out, add = tmp_path_factory.mktemp("extrapolation_text"), tmp_path_factory.mktemp("extrapolation_text_add")
     env = fast_xla_env(PYTHONPATH=str(ROOT))  # compile-bound; the quick numbers are not published
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
+        [sys.executable, "-c", DRIVER, str(SCRIPT.parent), str(out), str(add)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -47,6 +67,12 @@ def quick(tmp_path_factory):
         env=env,
     )
     assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return out, add
+
+
+@pytest.fixture(scope="module")
+def quick(both_runs):
+    out, _ = both_runs
     return out, json.loads((out / "figures" / "extrapolation_text.json").read_text())
 
 
@@ -92,31 +118,17 @@ def test_quick_run_measures_real_properties(quick):
         assert results["summary"][name][str(trained)] == results["summary"]["rope"][str(trained)]
 
 
-def test_add_reproduces_an_encoding_of_the_full_run(quick, tmp_path):
-    """``--add t5`` retrains only T5 and merges it: its rows equal the full run's, bit for bit (each
-    encoding's runs depend on the seed alone), the other rows are kept, and both invocations are listed."""
-    out, results = quick
-    (tmp_path / "figures").mkdir()
-    saved = json.loads((out / "figures" / "extrapolation_text.json").read_text())
-    saved["summary"].pop("t5")
-    for seed in saved["per_seed"]:
-        seed.pop("t5")
-    (tmp_path / "figures" / "extrapolation_text.json").write_text(json.dumps(saved))
-    env = fast_xla_env(PYTHONPATH=str(ROOT))  # compile-bound; the quick numbers are not published
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--add", "t5", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env=env,
-    )
-    assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    merged = json.loads((tmp_path / "figures" / "extrapolation_text.json").read_text())
+def test_add_reproduces_an_encoding_of_the_full_run(quick, both_runs):
+    """``--add t5`` retrains only T5 and merges it into saved results without T5's rows (DRIVER): its
+    rows equal the full run's, bit for bit (each encoding's runs depend on the seed alone), the other
+    rows are kept, and both invocations are listed."""
+    _, results = quick
+    _, add = both_runs
+    merged = json.loads((add / "figures" / "extrapolation_text.json").read_text())
     assert merged["summary"] == results["summary"]
     assert list(merged["summary"]) == list(results["summary"])  # the table's row order
     assert [r["encodings"] for r in merged["runs"]] == [list(et.TRAINED), ["t5"]]
-    assert "--add t5" in (tmp_path / "extrapolation-text.md").read_text()
+    assert "--add t5" in (add / "extrapolation-text.md").read_text()
 
 
 def test_unigram_baseline_against_counter():
@@ -152,7 +164,9 @@ def test_position_nll_against_float64_numpy():
     windows = np.random.default_rng(0).integers(0, 256, (3, 9)).astype(np.int32)
     rotary = et.rotary_tables(et.rope_config(cfg, "rope", 8), 8)
     got = et.position_nll(model, windows, rotary, cfg)
-    logits = np.asarray(model(jax.numpy.asarray(windows[:, :-1]), rotary), dtype=np.float64)
+    # the model's logits in one compiled call (eagerly, each op compiles on its own: ~3 CPU s more)
+    logits = np.asarray(nnx.jit(lambda m, w, r: m(w, r))(model, jax.numpy.asarray(windows[:, :-1]), rotary))
+    logits = logits.astype(np.float64)
     logp = logits - logits.max(-1, keepdims=True)
     logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
     nll = -np.take_along_axis(logp, windows[:, 1:, None], -1)[..., 0]

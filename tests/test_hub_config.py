@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hub_server import FakeHub, run, run_python
+from hub_server import FakeHub, parse_resolve, run, run_python
 from safetensors.numpy import save
 
 from flax_posenc.conversion.hub_download import HUB_TIMEOUT_ENV
@@ -160,43 +160,36 @@ NOT_CACHED = "expected a Hub model id in the local cache or a reachable Hugging 
 RETRY_HINT = "; set HF_HUB_OFFLINE=1 to use the cache only, or pass a local directory"
 
 
-@pytest.mark.parametrize(
-    "fault, expected",
-    [
-        (
-            "not-a-hub",
-            "{id}: " + NOT_CACHED + " {endpoint} answered without the Hub's X-Repo-Commit/ETag headers "
-            "(is HF_ENDPOINT a Hub?)" + RETRY_HINT,
-        ),
-        ("head-403", "{id}: " + NOT_CACHED + " {endpoint} answered HTTP 403" + RETRY_HINT),
-        (
-            "get-500",
-            "{id}/config.json: expected a file downloadable from the Hugging Face Hub, found HTTP 500 from {endpoint}",
-        ),
-        (
-            "short-body",
-            "{id}/config.json: expected the {size} bytes the Hub announced, found {half} bytes "
-            "(the download was cut short; the partial file was removed)",
-        ),
-        (
-            "long-body",
-            "{id}/config.json: expected at most the {size} bytes announced, found more "
-            "(refused; the partial file was removed)",
-        ),
-        ("head-503", "{id}: " + NOT_CACHED + " {endpoint} answered HTTP 503" + RETRY_HINT),
-    ],
-)
-def test_a_server_that_answers_badly_is_one_line(hub_server, tmp_path, fault, expected):
+BAD_ANSWERS = {
+    "not-a-hub": "{id}: "
+    + NOT_CACHED
+    + " {endpoint} answered without the Hub's X-Repo-Commit/ETag headers (is HF_ENDPOINT a Hub?)"
+    + RETRY_HINT,
+    "head-403": "{id}: " + NOT_CACHED + " {endpoint} answered HTTP 403" + RETRY_HINT,
+    "get-500": "{id}/config.json: expected a file downloadable from the Hugging Face Hub, found HTTP 500 from {endpoint}",
+    "short-body": "{id}/config.json: expected the {size} bytes the Hub announced, found {half} bytes "
+    "(the download was cut short; the partial file was removed)",
+    "long-body": "{id}/config.json: expected at most the {size} bytes announced, found more "
+    "(refused; the partial file was removed)",
+    "head-503": "{id}: " + NOT_CACHED + " {endpoint} answered HTTP 503" + RETRY_HINT,
+}
+
+
+def test_a_server_that_answers_badly_is_one_line(hub_server, tmp_path):
     """A web server that is not a Hub, a proxy refusing, the Hub down (503: no retries), a failed download,
     a truncated or overlong one: one line naming the id, nothing left in the cache (no snapshot, no blob,
-    no partial file)."""
-    repo = hub_server.add("org/broken", {"config.json": LLAMA31_CONFIG}, fault=fault)
-    got = resolve(hub_server, "org/broken", tmp_path / "hf")
-    line = one_line(got["error"])
-    size = len(repo.files["config.json"])
-    expected = expected.format(id="org/broken", endpoint=hub_server.endpoint, size=size, half=size // 2)
-    assert line == expected
-    assert hub_server.requested_files() == ["config.json"]
+    no partial file). One repository per fault, resolved in one subprocess (one interpreter start)."""
+    ids = {fault: f"org/broken-{fault}" for fault in BAD_ANSWERS}
+    repos = {fault: hub_server.add(ids[fault], {"config.json": LLAMA31_CONFIG}, fault=fault) for fault in BAD_ANSWERS}
+    got = resolve_many(hub_server, list(ids.values()), tmp_path / "hf")
+    for (fault, expected), answer in zip(BAD_ANSWERS.items(), got):
+        size = len(repos[fault].files["config.json"])
+        expected = expected.format(id=ids[fault], endpoint=hub_server.endpoint, size=size, half=size // 2)
+        assert one_line(answer.get("error", "")) == expected, fault
+    # each repository was asked for config.json and nothing else
+    requested = [parse_resolve(path) for _, path in hub_server.log]
+    assert {(r[0], r[2]) for r in requested if r} == {(i, "config.json") for i in ids.values()}
+    assert None not in requested
     assert not [p for p in (tmp_path / "hf").rglob("*") if p.is_file() or p.is_symlink()]
 
 

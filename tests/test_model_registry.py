@@ -7,24 +7,20 @@ covers the record, the command line and the bad inputs.)
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conformance.tiny import quiet, tiny_model
+from helpers import cli_in_process
 
 from flax_posenc.conversion import inspect_source
 from flax_posenc.conversion.mechanisms import MECHANISMS
 from flax_posenc.conversion.models import MODEL_MECHANISMS, mechanisms_of, refusal
 from flax_posenc.errors import CheckpointError
 
-SCRIPT = shutil.which("flax-posenc", path=str(Path(sys.executable).parent)) or "flax-posenc"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=300)
+# flax-posenc's main() in this process (the console script's entry point; tests/test_cli.py runs the
+# script itself for its exit codes and one-line errors)
+cli = cli_in_process
 
 
 @pytest.fixture(scope="module")
