@@ -117,7 +117,7 @@ class Bloom(nnx.Module):
     position_limit = None  # ALiBi: no table, no limit (MPT's max_seq_len would be alibi.max_positions)
     limit_name = "bloom ALiBi"
 
-    def init_cache(self, batch: int, max_len: int) -> dict:
+    def init_cache(self, batch: int, max_len: int) -> dict | list[dict]:
         """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype
         (``scan_layers=False``: one such dict per layer, without the layer axis)."""
         args = (self.num_layers, batch, max_len, self.alibi.num_heads, self.head_dim, self.dtype)

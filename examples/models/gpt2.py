@@ -120,7 +120,7 @@ class GPT2(nnx.Module):
     def limit_name(self) -> str:
         return self.embed.spec.position.name
 
-    def init_cache(self, batch: int, max_len: int) -> dict:
+    def init_cache(self, batch: int, max_len: int) -> dict | list[dict]:
         """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` in the model's dtype
         (``scan_layers=False``: one such dict per layer, without the layer axis)."""
         return common.layers_cache(self.h, self.num_layers, batch, max_len, self.heads, self.head_dim, self.dtype)

@@ -103,7 +103,7 @@ class GPT2(nn.Module):
     def position_limit(self) -> int:
         return self.embed.num_positions
 
-    def init_cache(self, batch: int, max_len: int) -> dict:
+    def init_cache(self, batch: int, max_len: int) -> dict | list[dict]:
         """``{"k", "v"}`` of zeros ``(layers, batch, max_len, heads, head_dim)`` (as ``gpt2.GPT2``'s;
         ``scan_layers=False``: one such dict per layer, without the layer axis)."""
         head_dim = self.embed.dim // self.heads

@@ -127,7 +127,7 @@ class Llama(nnx.Module):
     def limit_name(self) -> str:
         return f"llama {self.rope.rope_type} RoPE"
 
-    def init_cache(self, batch: int, max_len: int) -> dict:
+    def init_cache(self, batch: int, max_len: int) -> dict | list[dict]:
         """``{"k", "v"}`` of zeros ``(layers, batch, max_len, kv_heads, head_dim)`` in the model's dtype
         (``scan_layers=False``: one such dict per layer, without the layer axis)."""
         args = (self.num_layers, batch, max_len, self.kv_heads, self.rope.head_dim, self.dtype)
