@@ -49,6 +49,7 @@ An empty list means the model type conforms.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import re
@@ -3181,6 +3182,15 @@ def _their_bias(module, query, rel_h, rel_w, q_size, k_size):
     return add(torch.zeros(b, n_q, n_k), query, rel_h, rel_w, q_size, k_size).reshape(b, n_q, n_k)
 
 
+@functools.cache
+def _jitted(function, *static_argnums: int):
+    """``jax.jit(function)`` with its sizes static, made once: called as users call it on an
+    accelerator, one compiled program per shape instead of an eager dispatch per operation."""
+    import jax
+
+    return jax.jit(function, static_argnums=static_argnums)
+
+
 def rel_pos_parity(theirs_fn, table: np.ndarray, q: int, k: int) -> tuple[float, float, float]:
     """``(transformers, ours, ours vs transformers)``: float32 ``get_rel_pos`` of ``table`` at ``(q, k)``
     against float64, in float32 ulps of the table's largest magnitude."""
@@ -3191,7 +3201,7 @@ def rel_pos_parity(theirs_fn, table: np.ndarray, q: int, k: int) -> tuple[float,
 
     with torch.no_grad():
         theirs = theirs_fn(q, k, torch.from_numpy(np.ascontiguousarray(table, np.float32))).double().numpy()
-    ours = np.asarray(fp.decomposed_rel_pos_table(table.astype(np.float32), q, k), np.float64)
+    ours = np.asarray(_jitted(fp.decomposed_rel_pos_table, 1, 2)(table.astype(np.float32), q, k), np.float64)
     ref = rel_pos_table_float64(table, q, k)
     ulp = float(np.spacing(np.float32(np.abs(table).max())))
     return (
@@ -3250,7 +3260,7 @@ def _decomposed_rel_pos_problems(model, mech, directory: Path) -> list[str]:
                 theirs = _their_bias(
                     module, torch.from_numpy(query), torch.from_numpy(rel_h), torch.from_numpy(rel_w), size, size
                 ).numpy()
-            ours = np.asarray(fp.decomposed_rel_pos_bias(query, rel_h, rel_w, size, size))
+            ours = np.asarray(_jitted(fp.decomposed_rel_pos_bias, 3, 4)(query, rel_h, rel_w, size, size))
             scale = np.abs(theirs).max()
             if ours.shape != theirs.shape or np.abs(ours - theirs).max() > 1e-5 * scale:
                 problems.append(f"{name}: decomposed_rel_pos_bias at {size} differs from the model's own bias")

@@ -696,19 +696,32 @@ OVERRIDES["step3p5"] = {
 }
 
 
+_quiet_depth = 0  # how many quiet() blocks are open (only the outermost changes the levels)
+
+
 @contextlib.contextmanager
 def quiet():
     """transformers' warnings and logs off (they are about random weights, not positions)."""
     from transformers.utils import logging as hf_logging
 
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
+    global _quiet_depth
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
+        if _quiet_depth:  # nested: already quiet (each level change walks every logger: ~4 ms)
+            _quiet_depth += 1
+            try:
+                yield
+            finally:
+                _quiet_depth -= 1
+            return
+        level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
         logging.disable(logging.WARNING)
+        _quiet_depth = 1
         try:
             yield
         finally:
+            _quiet_depth = 0
             logging.disable(logging.NOTSET)
             hf_logging.set_verbosity(level)
 
