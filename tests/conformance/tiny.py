@@ -16,6 +16,9 @@ from typing import Any
 #: Small sizes, set only where the model type's config has the field.
 SMALL: dict[str, Any] = {
     "vocab_size": 128,
+    "vocab_size_per_layer_input": 128,  # Gemma 3n/4 per-layer embeddings (262144 rows by default)
+    "entity_vocab_size": 64,  # LUKE (500000 by default)
+    "shared_experts_intermediate_size": 32,
     "hidden_size": 64,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
