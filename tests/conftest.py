@@ -345,11 +345,11 @@ def figures(monkeypatch):
 #: (its module fixtures run once); the order within it is kept. CPU seconds (process and children)
 #: measured per test with -n 0 on a loaded machine: ratios, not budgets.
 RUN_FIRST = (
-    "test_extrapolation_text.py",  # examples/extrapolation_text.py --quick and --add t5, one subprocess (~62 CPU s)
-    "test_sharding.py",  # one 8-device subprocess (~50 CPU s)
-    "test_benchmarks_smoke.py",  # benchmarks/*.py --quick (~115 CPU s in 8 tests)
-    "test_examples_smoke.py",  # examples/*.py --quick (~55 CPU s)
-    "test_cli.py",  # flax-posenc tour as the installed script (~20 CPU s); the other calls mostly in-process
+    "test_extrapolation_text.py",  # examples/extrapolation_text.py --quick and --add t5, one subprocess (~27 CPU s)
+    "test_sharding.py",  # one 8-device subprocess (~26 CPU s)
+    "test_benchmarks_smoke.py",  # benchmarks/*.py --quick (~70 CPU s in 8 tests)
+    "test_examples_smoke.py",  # examples/*.py --quick (~21 CPU s)
+    "test_cli.py",  # flax-posenc tour as the installed script (~8 CPU s); the other calls mostly in-process
 )
 
 

@@ -34,11 +34,16 @@ MINILM_INSTALL_HINT = (
 )
 
 
-#: XLA's cheapest LLVM backend passes: compile-bound subprocess runs (the examples' and benchmarks'
-#: --quick runs, the 8-device sharding script) take about 40% less CPU. HLO passes (fusion, sharding,
-#: collectives) are unchanged; numbers change only in the last bits. Never used for the library's
-#: own numeric tests, which run in the pytest process with XLA's defaults.
-FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+#: XLA's cheapest CPU code generation: the cheapest LLVM backend passes, and the legacy elemental
+#: emitter for fusions instead of the MLIR fusion emitters (``xla_cpu_use_fusion_emitters=false``:
+#: a training step of examples/extrapolation_text.py --quick compiles in about a quarter of the CPU
+#: time). Compile-bound subprocess runs (the examples' and benchmarks' --quick runs, the orbax
+#: 8-device restore) take about half the CPU. HLO passes (fusion, sharding, collectives) are
+#: unchanged; numbers change only in the last bits. Never used for the library's own numeric tests,
+#: which run in the pytest process with XLA's defaults.
+FAST_XLA = (
+    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true --xla_cpu_use_fusion_emitters=false"
+)
 
 
 def fast_xla_env(**extra: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The benchmarks run (tiny sizes; run.py with XLA's cheap backend passes, helpers.FAST_XLA: it is
-compile-bound); no time is asserted, only the structure of what they report."""
+"""The benchmarks run (tiny sizes; the compile-bound ones with XLA's cheap code generation,
+helpers.FAST_XLA); no time is asserted, only the structure of what they report."""
 
 from __future__ import annotations
 
@@ -131,7 +131,11 @@ def test_decode_benchmark_quick_reports_its_table(tmp_path):
     docs = (ROOT / "docs" / "benchmarks.md").read_text()
     cmd = [sys.executable, str(ROOT / "benchmarks" / "decode.py"), "--quick", "--rounds", "1", "--batch", "2"]
     proc = subprocess.run(
-        [*cmd, "--prompt", "8", "--new", "8", "--out", str(out)], capture_output=True, text=True, timeout=600
+        [*cmd, "--prompt", "8", "--new", "8", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=fast_xla_env(),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = out.read_text()

@@ -18,6 +18,7 @@ from helpers import cli_in_process
 from safetensors.numpy import save_file
 
 from flax_posenc.report import plots
+from flax_posenc.report import tour as tour_module
 
 SCRIPT = shutil.which("flax-posenc", path=str(Path(sys.executable).parent)) or "flax-posenc"
 
@@ -71,8 +72,12 @@ def roberta_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tour(tmp_path_factory):
-    """One tour run: builds the GPT-2-shaped checkpoint into a private cache."""
+    """One tour run of the console script from a private cache, into which the tour's own builder
+    (``tour.gpt2_shaped_dir``) first writes the GPT-2-shaped checkpoint in this process (which imports
+    torch and transformers anyway): the script then runs as a second ``make tour`` does, without a
+    second torch and transformers start-up."""
     root = tmp_path_factory.mktemp("tour")
+    assert tour_module.gpt2_shaped_dir(root / "cache") == (root / "cache" / "gpt2-shaped", True)
     proc = run("tour", "--out", str(root / "figs"), env={"FLAX_POSENC_CACHE": str(root / "cache")}, timeout=300)
     return proc, root
 
@@ -223,6 +228,7 @@ def test_tour_shows_both_limits_and_writes_figures(tour, minilm_dir):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "PRETRAINED" in out and "BUILT FROM GPT2Config(n_layer=1)" in out and "NOT pretrained" in out
+    assert "Building the GPT-2-shaped checkpoint" not in out  # found in the cache, not built again
     # the limits line, against the tables' row counts read from the files themselves
     bert = _rows(minilm_dir / "model.safetensors", "embeddings.position_embeddings.weight")
     gpt2 = _rows(root / "cache" / "gpt2-shaped" / "model.safetensors", "transformer.wpe.weight")

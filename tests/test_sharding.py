@@ -1,9 +1,10 @@
-"""Sharding on 8 host devices, in one subprocess (XLA_FLAGS=--xla_force_host_platform_device_count=8;
-XLA's default passes: the data-parallel block must equal the eager one bit for bit):
+"""Sharding on 8 host devices, in one subprocess (XLA_FLAGS=--xla_force_host_platform_device_count=8):
 
-- the input block, data parallel and tensor parallel (tests/scripts/sharded_block.py);
+- the input block, data parallel and tensor parallel (tests/scripts/sharded_block.py; XLA's default
+  passes: the data-parallel block must equal the eager one bit for bit);
 - every reference model of examples/models, data parallel and tensor parallel, sharded by the
-  logical axis names of its parameters (tests/scripts/sharded_models.py): outputs equal the
+  logical axis names of its parameters (tests/scripts/sharded_models.py; sharded and unsharded
+  programs alike compiled with helpers.FAST_XLA's cheap code generation): outputs equal the
   unsharded model to float32 rounding (within 64 float32 ulps of the output scale: a different
   split of the batch or of a matmul changes XLA's summation order, and two layers accumulate it;
   measured up to 34 ulps, Llama's 1.6e-5 at logits of 7.4, see docs/models.md).

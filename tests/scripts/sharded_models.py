@@ -24,6 +24,16 @@ from model_checkpoints import load_example  # noqa: E402
 
 #: logical axis -> mesh axis. Data parallel: every parameter replicated, the batch split.
 #: Tensor parallel: attention heads and MLP width split over "model" (Megatron-style).
+#: XLA's cheapest CPU code generation (tests/helpers.FAST_XLA as per-program options) for the models'
+#: programs, sharded and unsharded alike: the same HLO passes (partitioning, fusion, collectives), about
+#: a quarter of the compile time; the checks are within float32 rounding. The input block
+#: (sharded_block.py, whose checks are bit for bit) compiles with XLA's defaults.
+FAST_XLA = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
+
 RULES = {
     "data_parallel": (
         ("data", (8, 1)),
@@ -43,12 +53,14 @@ def main(paths: dict) -> dict:
         model = load_example(name).from_pretrained(path)
         graphdef, state = nnx.split(model)
         forward = lambda s, i: nnx.merge(graphdef, s)(i)  # noqa: E731
-        expected = np.asarray(jax.jit(forward)(state, ids))
+        expected = np.asarray(jax.jit(forward, compiler_options=FAST_XLA)(state, ids))
         for kind, ((_, shape), rules) in RULES.items():
             mesh = jax.make_mesh(shape, ("data", "model"), axis_types=(AxisType.Auto, AxisType.Auto))
             sharded = jax.device_put(state, nn.logical_to_mesh_sharding(nnx.get_partition_spec(state), mesh, rules))
             sharded_ids = jax.device_put(ids, NamedSharding(mesh, P("data", None)))
-            out = jax.jit(forward, out_shardings=NamedSharding(mesh, P("data", None, None)))(sharded, sharded_ids)
+            out = jax.jit(forward, out_shardings=NamedSharding(mesh, P("data", None, None)), compiler_options=FAST_XLA)(
+                sharded, sharded_ids
+            )
             mlp = next(
                 v
                 for p, v in nnx.to_flat_state(sharded)
