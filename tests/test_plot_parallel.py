@@ -29,7 +29,7 @@ from flax_posenc.report import plots
 
 mode, source, out, log = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 fail = dict(item.split("=") for item in sys.argv[5:])  # figure label -> how it fails
-os.getloadavg = lambda: (0.0, 0.0, 0.0)  # an idle machine, whatever else runs beside the tests
+output._idle_cpus = lambda: 2  # an idle machine, whatever else runs beside the tests
 if mode == "sequential":
     output._can_fork = lambda: False
 
@@ -160,20 +160,44 @@ def test_an_error_in_a_figure_is_the_same_one_line_error(tmp_path, fail):
 def test_no_fork_with_jax_threads_or_no_idle_cpu(monkeypatch):
     import threading
 
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(output, "_idle_cpus", lambda: 2)
     monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     if sys.platform.startswith("linux"):
-        assert output._can_fork()  # two CPUs, one idle
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.5, 1.5))
-    assert not output._can_fork()  # busy: a second process would only compete
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert not output._can_fork()  # one CPU
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+        assert output._can_fork()  # two idle CPUs
+    monkeypatch.setattr(output, "_idle_cpus", lambda: 1)
+    assert not output._can_fork()  # one: a second process would only compete
+    monkeypatch.setattr(output, "_idle_cpus", lambda: 2)
     monkeypatch.setitem(sys.modules, "jax", object())
     assert not output._can_fork()  # jax imported
     monkeypatch.delitem(sys.modules, "jax")
     monkeypatch.setattr(threading, "active_count", lambda: 2)
     assert not output._can_fork()  # another thread
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="Linux's /proc/loadavg")
+def test_idle_cpus_counts_the_runnable_tasks(monkeypatch, tmp_path):
+    import builtins
+
+    real_open = builtins.open
+
+    def fake(runnable):
+        def opener(path, *args, **kwargs):
+            if path == "/proc/loadavg":
+                return real_open(write(f"0.50 0.40 0.30 {runnable}/321 4567\n"), *args, **kwargs)
+            return real_open(path, *args, **kwargs)
+
+        return opener
+
+    def write(text):
+        path = tmp_path / "loadavg"
+        path.write_text(text)
+        return path
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
+    monkeypatch.setattr(builtins, "open", fake(1))
+    assert output._idle_cpus() == 4  # only this process runs
+    monkeypatch.setattr(builtins, "open", fake(3))
+    assert output._idle_cpus() == 2  # two others run
+    monkeypatch.setattr(builtins, "open", fake(9))
+    assert output._idle_cpus() == -4

@@ -86,20 +86,26 @@ def _run_job(draw: Callable[[], list[Path]]) -> tuple[list[Path], list[str]]:
 def _can_fork() -> bool:
     """Whether drawing in a forked child is safe and can help: Linux (``fork`` without the
     macOS caveats), no other Python thread (a forked child holds copies of their locks), jax not
-    imported (its threads make ``fork`` deadlock-prone), and a CPU to spare: at least two this
-    process may run on, with the 1-minute load average leaving one idle (on a busy machine a
-    second process only competes with the first: measured slower, docs/benchmarks.md).
-    ``flax-posenc plot`` imports numpy and matplotlib only, so it qualifies on an idle machine."""
+    imported (its threads make ``fork`` deadlock-prone), and two CPUs to run on now
+    (:func:`_idle_cpus`: on a busy machine a second process only competes with the first,
+    measured slower in docs/benchmarks.md). ``flax-posenc plot`` imports numpy and matplotlib
+    only, so it qualifies on an idle machine."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork") or "jax" in sys.modules:
         return False
-    if threading.active_count() != 1:
-        return False
+    return threading.active_count() == 1 and _idle_cpus() >= 2
+
+
+def _idle_cpus() -> int:
+    """CPUs this process may run on, less the tasks runnable on the machine now besides this one
+    (``/proc/loadavg``'s fourth field: a snapshot, not the 1-minute average, which the previous
+    command's own run would raise); 0 when unknown."""
     try:
         cpus = len(os.sched_getaffinity(0))
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return False
-    return cpus > 1 and cpus - load >= 1
+        with open("/proc/loadavg", encoding="ascii") as f:
+            runnable = int(f.read().split()[3].split("/")[0])
+    except (AttributeError, OSError, ValueError, IndexError):
+        return 0
+    return cpus - max(runnable - 1, 0)
 
 
 def _interrupt(signum, frame):  # a SIGTERM from the parent: unwind, so _save removes its temporary file
