@@ -1,7 +1,8 @@
 """What the ``flax-posenc`` command and its ``tour`` print besides their reports.
 
 The program name (:data:`PROG`), the one-line usage error (:class:`UsageError`, exit 2) and the
-figures of a SOURCE record written with their notes (:func:`make_figures`). Both
+figures of a SOURCE record written with their notes (:func:`make_figures`; for ``plot``, half of
+them in a forked child process when two CPUs are idle). Both
 :mod:`flax_posenc.report.cli` and :mod:`flax_posenc.report.tour` import them from here, so neither imports
 the other back (plots, and matplotlib with it, are imported only when figures are drawn).
 

@@ -32,7 +32,9 @@ directory (the tour gives each source its own directory); the kinds are listed o
 :data:`TABLE_FIGURES` and :data:`RELATIVE_FIGURES`.
 
 Matplotlib's global state is never touched (no ``pyplot``): figures are drawn on their own
-Agg canvas, so this works headless and inside notebooks alike.
+Agg canvas, so this works headless and inside notebooks alike. The four table figures are placed
+with margins fitted to their labels (``_fit_column``: a fraction of constrained layout's cost,
+issue 38), the others with constrained layout; PNGs are written as RGB when opaque.
 
 >>> import numpy as np, tempfile, pathlib
 >>> out = pathlib.Path(tempfile.mkdtemp())
