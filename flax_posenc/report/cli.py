@@ -437,9 +437,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     check_apart(args.out, protected_paths(args.source), containing_ok=True)  # never into the checkpoint
     out = writable_dir(args.out)
     record = load_source(args.source, args.family)
-    for path in make_figures(
-        record, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args), parallel=True
-    ):
+    for path in make_figures(record, out, dims=args.dims, prefix=args.prefix, progress=_progress_enabled(args)):
         print(path)
     return EXIT_OK
 
