@@ -15,9 +15,14 @@ Sources: ``sinusoidal:1024:768`` and a GPT-2-shaped checkpoint directory written
 (``config.json`` of ``model_type`` gpt2 and ``model.safetensors`` holding ``wpe.weight`` 1024 x 768
 float32 and a 16-row ``wte.weight``).
 
+``--against DIR``: a second checkout's code (``PYTHONPATH=DIR``, e.g. the main branch before a
+change) runs too, taking turns with this one run by run, so both see the same load; the table
+gets one row per checkout.
+
 Usage::
 
     python benchmarks/plot_time.py                 # 3 repeats per source
+    python benchmarks/plot_time.py --repeats 5 --against ../main   # this checkout and main, taking turns
     python benchmarks/plot_time.py --quick         # 1 repeat of sinusoidal:64:16: smoke run only
     python benchmarks/plot_time.py --imports 5     # only the CPU time of the plot command's imports
 
@@ -63,16 +68,16 @@ def gpt2_dir(parent: Path, rows: int = 1024, dim: int = 768) -> Path:
 
 
 def run_once(
-    source: str, out: Path, extra: tuple[str, ...] = (), pycache: Path | None = None
+    source: str, out: Path, extra: tuple[str, ...] = (), pycache: Path | None = None, root: Path = ROOT
 ) -> tuple[float, float, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     if pycache is not None:  # bytecode cached (written by a first run) in a folder of its own
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(pycache)
     cmd = [sys.executable, *extra, "-m", "flax_posenc.report.cli", "plot", source, "--out", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)  # -m imports from the cwd first
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -134,6 +139,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--imports", type=int, metavar="N", help="only the CPU time of the imports, N processes a row")
+    ap.add_argument("--against", metavar="DIR", help="a second checkout, run taking turns with this one")
     args = ap.parse_args(argv)
     if args.imports:
         return import_cpu(args.imports)
@@ -142,22 +148,28 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         sources = ["sinusoidal:64:16"] if args.quick else ["sinusoidal:1024:768", str(gpt2_dir(tmp))]
         repeats = 1 if args.quick else args.repeats
-        pycache = tmp / "pycache"
-        conditions = {"no .pyc": None, ".pyc cached": pycache}
+        roots = {"this": ROOT}
+        if args.against:
+            roots["against"] = Path(args.against).resolve()
+        pycaches = {code: tmp / f"pycache-{code}" for code in roots}  # each checkout its own bytecode
         rows = []
         for source in sources:
-            run_once(source, tmp / "warm", pycache=pycache)  # writes the bytecode cache: untimed
-            walls = {c: [] for c in conditions}
-            cpus = {c: [] for c in conditions}
+            for code, root in roots.items():  # writes the bytecode caches: untimed
+                run_once(source, tmp / "warm", pycache=pycaches[code], root=root)
+            keys = [(code, c) for code in roots for c in ("no .pyc", ".pyc cached")]
+            walls: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+            cpus: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
             for i in range(repeats):
-                for c, cache in conditions.items():  # the two conditions take turns
-                    wall, cpu, _ = run_once(source, tmp / f"out{i}", pycache=cache)
-                    walls[c].append(wall)
-                    cpus[c].append(cpu)
+                for code, c in keys:  # checkouts and conditions take turns
+                    cache = pycaches[code] if c == ".pyc cached" else None
+                    wall, cpu, _ = run_once(source, tmp / f"out{i}", pycache=cache, root=roots[code])
+                    walls[code, c].append(wall)
+                    cpus[code, c].append(cpu)
             figures = len(list((tmp / "out0").glob("*.png")))
-            for c, cache in conditions.items():
-                _, _, err = run_once(source, tmp / "imp", ("-X", "importtime"), pycache=cache)
-                rows.append((source, c, figures, walls[c], cpus[c], import_share(err)))
+            for code, c in keys:
+                cache = pycaches[code] if c == ".pyc cached" else None
+                _, _, err = run_once(source, tmp / "imp", ("-X", "importtime"), pycache=cache, root=roots[code])
+                rows.append((source, code, c, figures, walls[code, c], cpus[code, c], import_share(err)))
     load1 = os.getloadavg()[0]
     cmd = " ".join(["python benchmarks/plot_time.py", *(sys.argv[1:] if argv is None else argv)])
     dont = os.environ.get("PYTHONDONTWRITEBYTECODE") or "unset"
@@ -165,16 +177,18 @@ def main(argv=None) -> int:
         f"`{cmd}`: load average {load0:.1f} at the start, {load1:.1f} at the end; {repeats} fresh processes "
         f"per source and condition (PYTHONDONTWRITEBYTECODE={dont} for 'no .pyc').\n"
     )
+    label = {"this": str(ROOT), "against": str(Path(args.against).resolve()) if args.against else ""}
     print(
-        "| source | bytecode | figures | wall s: median [min-max] | CPU s (user+sys): median [min-max] "
+        "| source | code | bytecode | figures | wall s: median [min-max] | CPU s (user+sys): median [min-max] "
         "| imports s (wall, -X importtime) |"
     )
-    print("|---|---|---|---|---|---|")
-    for source, c, figures, walls, cpus, imports in rows:
+    print("|---|---|---|---|---|---|---|")
+    for source, code, c, figures, walls, cpus, imports in rows:
         name = "GPT-2-shaped checkpoint dir (wpe 1024 x 768)" if source.endswith("gpt2-tiny") else source
         print(
-            f"| `{name}` | {c} | {figures} | {statistics.median(walls):.2f} [{min(walls):.2f}-{max(walls):.2f}] | "
-            f"{statistics.median(cpus):.2f} [{min(cpus):.2f}-{max(cpus):.2f}] | {imports:.2f} |"
+            f"| `{name}` | {label[code]} | {c} | {figures} | {statistics.median(walls):.2f} "
+            f"[{min(walls):.2f}-{max(walls):.2f}] | {statistics.median(cpus):.2f} [{min(cpus):.2f}-{max(cpus):.2f}] "
+            f"| {imports:.2f} |"
         )
     return 0
 

@@ -306,6 +306,40 @@ class OffsetProfile:
         return s + (f" ({self.note})" if self.note else "")
 
 
+def _diagonal_stats(gram: np.ndarray, last: int, chunk: int = 256) -> np.ndarray:
+    """``(last + 1, 5)``: mean, std, min, max and size of the diagonals ``0..last`` of a square matrix.
+
+    What ``np.diagonal(gram, j).mean()`` (``.std()``, ...) gives for each ``j`` (the std two-pass,
+    about the mean), computed a block of diagonals at a time: column ``j`` of a skewed view
+    (row stride ``n + 1`` elements) holds diagonal ``j``, rows ``p < n - j`` valid. One pass of
+    numpy calls per block instead of five per diagonal (issue 38: the plot's similarity vs offset).
+    """
+    gram = np.ascontiguousarray(gram)
+    n = gram.shape[0]
+    stats = np.empty((last + 1, 5))
+    if last < 0:
+        return stats
+    main = np.diagonal(gram)
+    stats[0] = (main.mean(), main.std(), main.min(), main.max(), n)
+    item = gram.itemsize
+    for j0 in range(1, last + 1, chunk):
+        j = np.arange(j0, min(last + 1, j0 + chunk))
+        rows = n - j0  # block[p, c] = gram[p, p + j0 + c]; rows p < n - j0 read inside the matrix
+        block = np.lib.stride_tricks.as_strided(
+            gram.reshape(-1)[j0:], shape=(rows, j.size), strides=((n + 1) * item, item), writeable=False
+        )
+        valid = np.arange(rows)[:, None] < (n - j)
+        count = (n - j).astype(np.float64)
+        mean = np.where(valid, block, 0.0).sum(axis=0) / count
+        dev = np.where(valid, block - mean, 0.0)
+        stats[j, 0] = mean
+        stats[j, 1] = np.sqrt((dev * dev).sum(axis=0) / count)
+        stats[j, 2] = np.where(valid, block, np.inf).min(axis=0)
+        stats[j, 3] = np.where(valid, block, -np.inf).max(axis=0)
+        stats[j, 4] = count
+    return stats
+
+
 def similarity_by_offset(
     table: Any,
     *,
@@ -334,10 +368,7 @@ def similarity_by_offset(
     gram = _gram(sub, metric)
     n = sub.shape[0]
     last = n - 1 if max_offset is None else min(n - 1, max(0, int(max_offset)) // stride)
-    stats = np.empty((last + 1, 5))
-    for j in range(last + 1):
-        diag = np.diagonal(gram, j)
-        stats[j] = (diag.mean(), diag.std(), diag.min(), diag.max(), diag.size)
+    stats = _diagonal_stats(gram, last)
     return OffsetProfile(
         offsets=np.arange(last + 1) * stride,
         mean=stats[:, 0],

@@ -16,6 +16,7 @@ import pytest
 
 from flax_posenc.alibi_config import AlibiConfig
 from flax_posenc.conversion import load_position_table
+from flax_posenc.conversion.table import PositionTable
 from flax_posenc.report import plots
 from flax_posenc.rope_config import RopeConfig
 
@@ -181,3 +182,56 @@ def test_one_naming_scheme(tmp_path):
     assert plots.figure_path(tmp_path, "waves") == tmp_path / "waves.png"
     with pytest.raises(ValueError, match="kind: expected one of"):
         plots.figure_path(tmp_path, "wave")
+
+
+def drawn_texts(fig):
+    """The figure's title and every drawn label: axis labels, offset texts and the tick labels of
+    ticks inside the view (legends left out: they sit inside their axes)."""
+    texts = [fig._suptitle] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, ax.xaxis.get_offset_text(), ax.yaxis.get_offset_text()]
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            slack = 1e-9 * (hi - lo)
+            for tick in axis.get_major_ticks():
+                if lo - slack <= tick.get_loc() <= hi + slack:
+                    texts += [tick.label1, tick.label2]
+    return [t for t in texts if t.get_visible() and t.get_text()]
+
+
+def check_labels_apart(fig):
+    """Every label inside the canvas, outside every axes (colourbars included), and no two labels overlapping."""
+    renderer = fig.canvas.get_renderer()
+    canvas = fig.bbox
+    boxes = []
+    for text in drawn_texts(fig):
+        b = text.get_window_extent(renderer)
+        assert b.x0 >= canvas.x0 - 1 and b.x1 <= canvas.x1 + 1, (text.get_text(), b, canvas)
+        assert b.y0 >= canvas.y0 - 1 and b.y1 <= canvas.y1 + 1, (text.get_text(), b, canvas)
+        inner = b.expanded(1, 1).padded(-0.5)  # half a pixel in: touching is not overlapping
+        for ax in fig.axes:
+            assert not inner.overlaps(ax.get_window_extent(renderer)), (text.get_text(), b, ax)
+        boxes.append((text.get_text(), inner))
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), (a, b)
+
+
+@pytest.mark.parametrize(
+    "name, values, dims",
+    [
+        ("tiny", np.arange(32.0).reshape(8, 4) / 31, None),  # 8 positions: few ticks
+        ("wide-ticks", np.random.default_rng(1).normal(scale=4e4, size=(300, 40)), None),  # "-100000"
+        ("offset-text", np.random.default_rng(2).normal(scale=3e-7, size=(200, 12)), None),  # "1e-7" above
+        ("many-dims", np.random.default_rng(3).normal(size=(2000, 300)), list(range(0, 300, 25))),  # 12 panels
+    ],
+)
+def test_table_figures_keep_labels_apart(tmp_path, figures, name, values, dims):
+    """The four table figures are laid out with fixed margins fitted to their labels (issue 38):
+    nothing is clipped, covered or overlapping, whatever the tick labels' widths."""
+    table = PositionTable(values, family="learned", key="wpe", source=name)
+    paths = plots.plot_all(table, tmp_path, dims=dims)
+    assert len(figures) == 4
+    for fig, path in zip(figures, paths):
+        check_rendered(fig, path)
+        check_labels_apart(fig)
