@@ -16,12 +16,14 @@ from model_checkpoints import IDS, decode_step, example_fixtures, hf_generate, h
 import flax_posenc as fp
 
 gpt2, checkpoint, model = example_fixtures("gpt2")
+#: ``model(ids)`` under ``nnx.jit``: one function, so models of one structure share its programs
+forward = nnx.jit(lambda m, ids: m(ids))
 
 
 def test_logits_equal_hugging_face(checkpoint, model):
     expected = hf_logits(checkpoint[1], IDS)
     assert np.abs(np.asarray(jitted(model)(IDS)) - expected).max() < 1e-4  # jax.jit
-    under_nnx_jit = nnx.jit(lambda m, ids: m(ids))(model, IDS)
+    under_nnx_jit = forward(model, IDS)
     assert np.abs(np.asarray(under_nnx_jit) - expected).max() < 1e-4
     vmapped = jax.jit(jax.vmap(lambda ids: model(ids[None])[0]))(jnp.asarray(IDS))  # one sequence at a time
     assert np.abs(np.asarray(vmapped) - expected).max() < 1e-4
@@ -73,7 +75,6 @@ def test_traced_start_past_n_positions_fails_under_plain_jit(model):
 
 def test_training_step_with_dropout(checkpoint):
     model = gpt2.from_pretrained(checkpoint[0], seed=1)
-    forward = nnx.jit(lambda m, ids: m(ids))
     model.train()
     counts = np.asarray(model.h.dropout.rngs.count[...])  # the scanned layers' streams, one per layer
     a, b = forward(model, IDS), forward(model, IDS)  # dropout on: two draws differ
