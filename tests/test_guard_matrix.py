@@ -506,38 +506,38 @@ POSITIONS_FROM = ("index", "non_padding_ids", "attention_mask")
 
 @pytest.mark.parametrize("positions_from", POSITIONS_FROM)
 @pytest.mark.parametrize("rows", [1, 2])
-@pytest.mark.parametrize("bad", [5, -1])
-def test_token_types_follow_the_users_policy_under_jit(positions_from, rows, bad):
+def test_token_types_follow_the_users_policy_under_jit(positions_from, rows):
+    """Each bad type (past the end, below the first row) through the same compiled programs."""
     ids = jnp.array([[3, 4, 2]])
-    types = jnp.array([[0, 0, bad]])
-    where = "below the first row" if bad < 0 else f"{bad - rows + 1} past the end"
     noun = "type" if rows == 1 else "types"
-    message = f"^token type table holds {rows} {noun} \\(0\\.\\.{rows - 1}\\); asked for type {bad}, {where}$"
     block = _block(positions_from, rows)
-    with pytest.raises(PositionLimitError, match=message):  # eager: known ids
-        block(ids, token_type_ids=types)
     f = fp.position_errors(nnx.jit(lambda m, t: m(ids, token_type_ids=t)))
-    f(block, jnp.zeros_like(types))  # in range: no false alarm
-    with pytest.raises(PositionLimitError, match=message):
-        f(block, types)
+    f(block, jnp.zeros((1, 3), jnp.int32))  # in range: no false alarm
     table = np.asarray(block.token_type_embeddings[...])
-    clip = nnx.jit(lambda m, t: m(ids, token_type_ids=t))(_block(positions_from, rows, policy="clip"), types)
-    fill = nnx.jit(lambda m, t: m(ids, token_type_ids=t))(_block(positions_from, rows, policy="fill"), types)
-    assert np.isfinite(np.asarray(clip)).all() and table.shape == (rows, DIM)
-    assert np.isnan(np.asarray(fill)[0, 2]).all() and np.isfinite(np.asarray(fill)[0, :2]).all()
+    assert table.shape == (rows, DIM)
+    opt_in = nnx.jit(lambda m, t: m(ids, token_type_ids=t))
+    clip_block, fill_block = _block(positions_from, rows, policy="clip"), _block(positions_from, rows, policy="fill")
+    for bad in (5, -1):
+        types = jnp.array([[0, 0, bad]], jnp.int32)
+        where = "below the first row" if bad < 0 else f"{bad - rows + 1} past the end"
+        message = f"^token type table holds {rows} {noun} \\(0\\.\\.{rows - 1}\\); asked for type {bad}, {where}$"
+        with pytest.raises(PositionLimitError, match=message):  # eager: known ids
+            block(ids, token_type_ids=types)
+        with pytest.raises(PositionLimitError, match=message):
+            f(block, types)
+        clip = np.asarray(opt_in(clip_block, types))
+        fill = np.asarray(opt_in(fill_block, types))
+        assert np.isfinite(clip).all(), f"clip, type {bad}"
+        assert np.isnan(fill[0, 2]).all() and np.isfinite(fill[0, :2]).all(), f"fill, type {bad}"
 
 
 @pytest.mark.parametrize("positions_from", POSITIONS_FROM)
 @pytest.mark.parametrize("vocab", [1, 6])
-@pytest.mark.parametrize("bad", ["vocab", -1])
 @pytest.mark.parametrize("mode", ["eager", "jit", "vmap"])
-def test_word_ids_outside_the_vocabulary_are_an_error(positions_from, vocab, bad, mode):
-    bad = vocab if bad == "vocab" else bad
+def test_word_ids_outside_the_vocabulary_are_an_error(positions_from, vocab, mode):
+    """Each bad id (one past the vocabulary, -1) through the same compiled program."""
     block = _block(positions_from, vocab=vocab)
-    ids = jnp.array([[0, 0, bad]])
-    where = "below the first row" if bad < 0 else "1 past the end"
     noun = "id" if vocab == 1 else "ids"
-    message = f"^word embedding table holds {vocab} {noun} \\(0\\.\\.{vocab - 1}\\); asked for id {bad}, {where}$"
     call = {
         "eager": lambda i: block(i),
         "jit": fp.position_errors(nnx.jit(lambda m, i: m(i))).__get__(block),
@@ -545,9 +545,13 @@ def test_word_ids_outside_the_vocabulary_are_an_error(positions_from, vocab, bad
             block
         ),
     }[mode]
-    call(jnp.zeros_like(ids))  # in range: no false alarm
-    with pytest.raises(PositionLimitError, match=message):
-        call(ids)
+    call(jnp.zeros((1, 3), jnp.int32))  # in range: no false alarm
+    for bad in (vocab, -1):
+        ids = jnp.array([[0, 0, bad]], jnp.int32)
+        where = "below the first row" if bad < 0 else "1 past the end"
+        message = f"^word embedding table holds {vocab} {noun} \\(0\\.\\.{vocab - 1}\\); asked for id {bad}, {where}$"
+        with pytest.raises(PositionLimitError, match=message):
+            call(ids)
 
 
 @pytest.mark.parametrize("policy", ["clip", "fill"])
