@@ -199,10 +199,11 @@ def test_exported_program_keeps_the_guard(exported, name):
     fn, message = CASES[name]
     program = exported[name]
     assert tuple(program.platforms) == ("cpu", "cuda", "tpu")
-    _equal(fp.call_exported(program, GOOD), jax.jit(fn)(GOOD))
+    jitted = jax.jit(fn)  # one program for both calls
+    _equal(fp.call_exported(program, GOOD), jitted(GOOD))
     bad = _bad_for(name)
     with pytest.raises(fp.PositionLimitError) as by_callback:
-        fp.position_errors(jax.jit(fn))(bad)
+        fp.position_errors(jitted)(bad)
     with pytest.raises(fp.PositionLimitError) as by_export:
         fp.call_exported(program, bad)
     assert str(by_export.value) == str(by_callback.value)
@@ -257,10 +258,11 @@ def test_vmap_and_scan_inside_the_exported_function():
         return jax.vmap(lambda row: jax.lax.scan(step, 0, row)[1])(p)
 
     program = jax.export.deserialize(fp.export(decode, platforms=("cpu", "tpu"))(GOOD3[:, 0]).serialize())
-    _equal(fp.call_exported(program, GOOD3[:, 0] - 5), jax.jit(decode)(GOOD3[:, 0] - 5))
+    jitted = jax.jit(decode)
+    _equal(fp.call_exported(program, GOOD3[:, 0] - 5), jitted(GOOD3[:, 0] - 5))
     bad = (GOOD3[:, 0] - 5).at[1, 2].set(6)  # row 1, step 2: positions 6..8 (seq 3)
     with pytest.raises(fp.PositionLimitError) as by_callback:
-        fp.position_errors(jax.jit(decode))(bad)
+        fp.position_errors(jitted)(bad)
     with pytest.raises(fp.PositionLimitError) as by_export:
         fp.call_exported(program, bad)
     assert str(by_export.value) == str(by_callback.value)
