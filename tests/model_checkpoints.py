@@ -2,7 +2,7 @@
 
 ``build(kind, path)`` writes a 2-layer, width-64, vocab-1000 checkpoint of ``kind`` with random
 weights (``save_pretrained``: config.json + model.safetensors) and returns the torch model in
-eval mode; ``load_example(name)`` imports ``examples/models/<name>.py``;
+eval mode; ``load_example(name)`` imports ``examples/models/<name>.py`` (once per process);
 ``example, checkpoint, model = example_fixtures(name)`` gives a test module the example and its
 two fixtures (the tiny checkpoint built once, and the example model loaded from it); :data:`IDS` are the
 token ids the decoder tests feed.
@@ -10,6 +10,7 @@ token ids the decoder tests feed.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import sys
@@ -158,8 +159,11 @@ def hf_generate(model, prompt, max_new_tokens: int):
     return out.numpy()
 
 
+@functools.cache
 def load_example(name: str):
-    """Import ``examples/models/<name>.py`` as a module."""
+    """Import ``examples/models/<name>.py`` as a module, once per process: every test then holds
+    the same classes, so equal models have equal graph definitions and share compiled programs
+    (the decoding loop of ``common.generate``, the helpers below)."""
     spec = importlib.util.spec_from_file_location(f"example_models_{name}", MODELS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -167,51 +171,56 @@ def load_example(name: str):
     return module
 
 
+@functools.cache
+def _merged_call():
+    """``run(graphdef, state, *args, **kwargs)``: ``nnx.merge(graphdef, state)(*args, **kwargs)`` under
+    plain ``jax.jit``, the graph definition static: one program per model structure and argument
+    shapes, whichever test (or model of the same structure) asks first."""
+    import jax
+    from flax import nnx
+
+    return jax.jit(
+        lambda graphdef, state, *args, **kwargs: nnx.merge(graphdef, state)(*args, **kwargs), static_argnums=0
+    )
+
+
 def prefill_then_decode(model, ids, prefill: int):
     """Logits of ``ids`` computed as a cached prefill of ``prefill`` tokens then one token per
     step, every call under plain ``jax.jit`` with a traced ``start``; ``(batch, seq, vocab)`` numpy."""
-    import jax
     import jax.numpy as jnp
     import numpy as np
     from flax import nnx
 
     graphdef, state = nnx.split(model)
-
-    def step(state, ids, cache, start):
-        return nnx.merge(graphdef, state)(ids, cache=cache, start=start)
-
-    run = jax.jit(step)
+    run = _merged_call()
     cache = model.init_cache(ids.shape[0], ids.shape[1])
     out = []
     for begin, end in [(0, prefill)] + [(t, t + 1) for t in range(prefill, ids.shape[1])]:
-        logits, cache = run(state, jnp.asarray(ids[:, begin:end]), cache, jnp.int32(begin))
+        logits, cache = run(graphdef, state, jnp.asarray(ids[:, begin:end]), cache=cache, start=jnp.int32(begin))
         out.append(np.asarray(logits))
     return np.concatenate(out, axis=1)
 
 
 def jitted(model):
     """``model(ids, ...)`` under plain ``jax.jit`` (split once, merged inside)."""
-    import jax
     from flax import nnx
 
     graphdef, state = nnx.split(model)
-    run = jax.jit(lambda state, *args: nnx.merge(graphdef, state)(*args))
-    return lambda *args: run(state, *args)
+    run = _merged_call()
+    return lambda *args: run(graphdef, state, *args)
 
 
 def decode_step(model, max_len: int):
     """``step(start) -> logits`` of one token at the traced position ``start`` with an empty
     cache of ``max_len``, under plain ``jax.jit`` (for the overflow tests)."""
-    import jax
     import jax.numpy as jnp
     from flax import nnx
 
     graphdef, state = nnx.split(model)
     cache = model.init_cache(1, max_len)
-    run = jax.jit(
-        lambda state, start: nnx.merge(graphdef, state)(jnp.zeros((1, 1), jnp.int32), cache=cache, start=start)[0]
-    )
-    return lambda start: run(state, jnp.int32(start))
+    run = _merged_call()
+    token = jnp.zeros((1, 1), jnp.int32)
+    return lambda start: run(graphdef, state, token, cache=cache, start=jnp.int32(start))[0]
 
 
 def minilm_texts(minilm_dir: Path) -> list[str]:

@@ -45,15 +45,34 @@ GOOD, BAD = jnp.array([[5, 6, 7]], jnp.int32), jnp.array([[6, 7, 8]], jnp.int32)
 GOOD3, BAD3 = jnp.broadcast_to(GOOD, (3, 1, 3)), jnp.broadcast_to(BAD, (3, 1, 3))
 
 
+def _weights(shape_dtypes, seed: int = 0):
+    """Standard normal numpy values for a tree of ``ShapeDtypeStruct`` (weights of any value do:
+    drawing them with ``jax.random`` would compile one program per shape)."""
+    rng = np.random.default_rng(seed)
+
+    def fill(leaf):
+        assert jnp.issubdtype(leaf.dtype, jnp.floating), leaf
+        return jnp.asarray(rng.standard_normal(leaf.shape), leaf.dtype)
+
+    return jax.tree.map(fill, shape_dtypes)
+
+
+def _built(make):
+    """``make()`` built abstractly (``nnx.eval_shape``), its parameters then set by :func:`_weights`."""
+    model = nnx.eval_shape(make)
+    nnx.update(model, _weights(nnx.state(model)))
+    return model
+
+
 #: built once, lazily (collection stays cheap), outside any trace: their weights are constants of
 #: the exported programs
 _NNX_BUILDERS = {
-    "learned": lambda: fp.nnx.LearnedPositionalEmbedding.from_arguments(P, D, rngs=nnx.Rngs(0)),
+    "learned": lambda: _built(lambda: fp.nnx.LearnedPositionalEmbedding.from_arguments(P, D, rngs=nnx.Rngs(0))),
     "sinusoid": lambda: fp.nnx.SinusoidalPositionalEncoding.from_arguments(D, num_positions=P),
-    "block": lambda: fp.nnx.TransformerInput.from_arguments(20, D, num_positions=P, rngs=nnx.Rngs(0)),
+    "block": lambda: _built(lambda: fp.nnx.TransformerInput.from_arguments(20, D, num_positions=P, rngs=nnx.Rngs(0))),
     "rotary": lambda: fp.nnx.RotaryEmbedding(ROPE),
     "alibi": lambda: fp.nnx.ALiBiBias(ALIBI, causal=False),
-    "relative": lambda: fp.nnx.RelativePositionBias.from_arguments(H, rngs=nnx.Rngs(0)),
+    "relative": lambda: _built(lambda: fp.nnx.RelativePositionBias.from_arguments(H, rngs=nnx.Rngs(0))),
 }
 
 
@@ -63,8 +82,9 @@ def _nnx(name):
 
 
 def _linen(module, *args, **kwargs):
-    """``module.apply`` with variables from ``init`` on the same (in-range) arguments."""
-    variables = module.init(jax.random.key(0), *args, **kwargs)
+    """``module.apply`` with variables shaped (and boxed) as ``init``'s on the same (in-range)
+    arguments, their values from :func:`_weights`."""
+    variables = _weights(jax.eval_shape(module.init, jax.random.key(0), *args, **kwargs))
     return lambda *a, **k: module.apply(variables, *a, **k)
 
 
@@ -179,10 +199,11 @@ def test_exported_program_keeps_the_guard(exported, name):
     fn, message = CASES[name]
     program = exported[name]
     assert tuple(program.platforms) == ("cpu", "cuda", "tpu")
-    _equal(fp.call_exported(program, GOOD), jax.jit(fn)(GOOD))
+    jitted = jax.jit(fn)  # one program for both calls
+    _equal(fp.call_exported(program, GOOD), jitted(GOOD))
     bad = _bad_for(name)
     with pytest.raises(fp.PositionLimitError) as by_callback:
-        fp.position_errors(jax.jit(fn))(bad)
+        fp.position_errors(jitted)(bad)
     with pytest.raises(fp.PositionLimitError) as by_export:
         fp.call_exported(program, bad)
     assert str(by_export.value) == str(by_callback.value)
@@ -237,10 +258,11 @@ def test_vmap_and_scan_inside_the_exported_function():
         return jax.vmap(lambda row: jax.lax.scan(step, 0, row)[1])(p)
 
     program = jax.export.deserialize(fp.export(decode, platforms=("cpu", "tpu"))(GOOD3[:, 0]).serialize())
-    _equal(fp.call_exported(program, GOOD3[:, 0] - 5), jax.jit(decode)(GOOD3[:, 0] - 5))
+    jitted = jax.jit(decode)
+    _equal(fp.call_exported(program, GOOD3[:, 0] - 5), jitted(GOOD3[:, 0] - 5))
     bad = (GOOD3[:, 0] - 5).at[1, 2].set(6)  # row 1, step 2: positions 6..8 (seq 3)
     with pytest.raises(fp.PositionLimitError) as by_callback:
-        fp.position_errors(jax.jit(decode))(bad)
+        fp.position_errors(jitted)(bad)
     with pytest.raises(fp.PositionLimitError) as by_export:
         fp.call_exported(program, bad)
     assert str(by_export.value) == str(by_callback.value)
@@ -265,7 +287,7 @@ def llama():
 
     config = {"hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1}
     config.update(num_hidden_layers=2, vocab_size=32, rms_norm_eps=1e-6)
-    return llama.Llama(config, fp.RopeConfig(head_dim=4, max_position_embeddings=P), rngs=nnx.Rngs(0))
+    return _built(lambda: llama.Llama(config, fp.RopeConfig(head_dim=4, max_position_embeddings=P), rngs=nnx.Rngs(0)))
 
 
 def test_llama_prefill_and_decode_steps_export(llama):

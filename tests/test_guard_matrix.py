@@ -127,6 +127,11 @@ class Alibi:
 ENCODINGS = {"learned": Learned, "sinusoid": Sinusoid, "block": Block, "rope": Rope, "alibi": Alibi}
 
 
+def normal(shape, seed):
+    """Standard normal float32 test data from numpy (``jax.random`` compiles a program per shape)."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
 def assert_ulps(actual, expected, ulps: int = 2):
     """Equal within ``ulps`` float32 ulps of the largest magnitude compared (jit fuses differently)."""
     expected = np.asarray(expected)
@@ -134,90 +139,88 @@ def assert_ulps(actual, expected, ulps: int = 2):
     np.testing.assert_allclose(np.asarray(actual), expected, rtol=0, atol=tolerance)
 
 
-def run(mode: str, enc, module, positions: np.ndarray):
-    """Call the encoding on ``positions`` ((n,) int32) the way ``mode`` does; a numpy result."""
-    p = jnp.asarray(positions, jnp.int32)
+def compiled(mode: str, enc, module, length: int = LIMIT):
+    """The encoding called the way ``mode`` does, traced and compiled once: ``call(positions)``
+    with ``positions`` ((length,) ints) returns a numpy result; every call reuses the one program
+    (in range and past the limit run the same one)."""
     if mode == "eager":
-        return np.asarray(enc.call(module, p))
+        return lambda positions: np.asarray(enc.call(module, jnp.asarray(positions, jnp.int32)))
     if mode == "jit":
-        return np.asarray(jax.jit(lambda q: enc.call(module, q))(p))
-    if mode == "nnx_jit":
-        return np.asarray(nnx.jit(lambda m, q: enc.call(m, q))(module, p))
-    if mode == "vmap":  # two rows: the positions, and the positions reversed
-        out = jax.jit(jax.vmap(lambda q: enc.call(module, q)))(jnp.stack([p, p[::-1]]))
-        return np.asarray(out[0])
-    if mode == "scan":  # a decoding loop: one position per step from a traced counter
+        f = jax.jit(lambda q: enc.call(module, q))
+    elif mode == "nnx_jit":
+        g = nnx.jit(lambda m, q: enc.call(m, q))
+        f = lambda q: g(module, q)  # noqa: E731
+    elif mode == "vmap":  # two rows: the positions, and the positions reversed
+        g = jax.jit(jax.vmap(lambda q: enc.call(module, q)))
+        f = lambda q: g(jnp.stack([q, q[::-1]]))[0]  # noqa: E731
+    elif mode == "scan":  # a decoding loop: one position per step from a traced counter, from positions[0]
 
         def step(t, _):
             return t + 1, enc.call(module, t[None])[0]
 
-        _, out = jax.jit(lambda s: jax.lax.scan(step, s, None, length=len(positions)))(p[0])
-        return np.asarray(out)
-    if mode == "checkify":
-        f = jax.jit(checkify.checkify(lambda q: enc.call(module, q)))
-        with fp.checkify_errors():
-            err, out = f(p)
-        err.throw()
-        return np.asarray(out)
-    raise AssertionError(mode)
+        g = jax.jit(lambda s: jax.lax.scan(step, s, None, length=length)[1])
+        f = lambda q: g(q[0])  # noqa: E731
+    elif mode == "checkify":
+        g = jax.jit(checkify.checkify(lambda q: enc.call(module, q)))
 
+        def f(q):
+            with fp.checkify_errors():  # (it must enclose the tracing: the first call)
+                err, out = g(q)
+            err.throw()
+            return out
 
-def scan_positions(n):  # what the scan mode visits: 0 .. n-1
-    return np.arange(n)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("encoding", ENCODINGS)
-@pytest.mark.parametrize("policy", POLICIES)
-def test_inside_the_limit_no_false_alarm(policy, encoding, mode):
-    enc = ENCODINGS[encoding]()
-    module = enc.build(policy)
-    positions = np.arange(LIMIT)  # 0..7: exactly up to the limit
-    out = run(mode, enc, module, positions)
-    np.testing.assert_allclose(out, enc.reference(positions), rtol=0, atol=2e-6)
+    else:
+        raise AssertionError(mode)
+    return lambda positions: np.asarray(f(jnp.asarray(positions, jnp.int32)))
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @pytest.mark.parametrize("policy", POLICIES)
-def test_one_past_the_limit(policy, encoding, mode):
+def test_inside_the_limit_then_one_past(policy, encoding, mode):
+    """One compiled program per cell, called on positions 0..7 (exactly up to the limit: no false
+    alarm, float64 reference values) and on 1..8 (the same shape, one past: the documented behaviour)."""
     enc = ENCODINGS[encoding]()
     module = enc.build(policy)
-    positions = np.arange(LIMIT + 1)  # 0..8: one past
+    call = compiled(mode, enc, module)
+    inside = np.arange(LIMIT)  # 0..7: exactly up to the limit
+    np.testing.assert_allclose(
+        call(inside), enc.reference(inside), rtol=0, atol=2e-6, err_msg="inside the limit (0..7)"
+    )
+
+    past = np.arange(1, LIMIT + 1)  # 1..8: one past
     name = re.escape(enc.name)
     message = rf"{name} positions \(0\.\.7\); asked for position 8, 1 past the end"
     if mode == "eager":  # known positions: always an error, while tracing, whatever the policy
         with pytest.raises(PositionLimitError, match=message):
-            run(mode, enc, module, positions)
+            call(past)
         return
     if policy == "error":
         if mode == "checkify":
             with pytest.raises(
-                checkify.JaxRuntimeError, match=rf"{name} positions \(0\.\.7\); asked for positions from 0 to 8"
+                checkify.JaxRuntimeError, match=rf"{name} positions \(0\.\.7\); asked for positions from 1 to 8"
             ):
-                run(mode, enc, module, positions)
+                call(past)
             return
         with pytest.raises(RUNTIME_ERRORS, match=rf"PositionLimitError: {message}"):
-            run(mode, enc, module, positions)
+            call(past)
         with pytest.raises(PositionLimitError, match=rf"^{message}$"):
-            fp.position_errors(run)(mode, enc, module, positions)
+            fp.position_errors(call)(past)
         return
-    if mode == "checkify":  # checkify changes nothing for the opt-in policies
-        mode = "jit"
-    out = run(mode, enc, module, positions)
-    ref = enc.reference(positions[:LIMIT])
-    np.testing.assert_allclose(out[:LIMIT], ref, rtol=0, atol=2e-6)
+    out = call(past)  # checkify changes nothing for the opt-in policies
+    ref = enc.reference(past[:-1])
+    np.testing.assert_allclose(out[:-1], ref, rtol=0, atol=2e-6, err_msg="one past the limit: rows in range")
     if policy == "clip":
-        np.testing.assert_allclose(out[LIMIT], ref[LIMIT - 1], rtol=0, atol=2e-6)
+        np.testing.assert_allclose(out[-1], ref[-1], rtol=0, atol=2e-6, err_msg="clip: position 8 reads row 7")
     else:
-        assert np.isnan(out[LIMIT]).all()
+        assert np.isnan(out[-1]).all(), "fill: position 8 is NaN"
 
 
 # ----------------------------------------------------------------------------- real configs under jit
 
 
 def test_llama3_rope_jits_and_equals_eager():
-    q = jax.random.normal(jax.random.key(0), (2, 16, 4, 128))
+    q = jnp.asarray(normal((2, 16, 4, 128), seed=0))
     eager = fp.apply_rope(q, LLAMA31)
     assert_ulps(jax.jit(lambda q: fp.apply_rope(q, LLAMA31))(q), eager)
     rope = fp.nnx.RotaryEmbedding(LLAMA31)
@@ -396,7 +399,7 @@ def test_jitted_training_step_applies_dropout():
 
 def test_attend_is_the_tied_head_in_both_frameworks():
     block = fp.nnx.TransformerInput.from_arguments(20, DIM, num_positions=8, rngs=nnx.Rngs(0))
-    h = jax.random.normal(jax.random.key(1), (2, 3, DIM))
+    h = jnp.asarray(normal((2, 3, DIM), seed=1))
     expected = np.asarray(h, np.float64) @ np.asarray(block.word_embeddings[...], np.float64).T
     np.testing.assert_allclose(block.attend(h), expected, rtol=1e-5, atol=1e-6)
     linen = fp.linen.TransformerInput.from_arguments(20, DIM, num_positions=8)
@@ -409,7 +412,7 @@ def test_linen_pretrained_is_boxed_like_init(minilm_dir):
     from flax import linen as nn
 
     module, variables = fp.linen.TransformerInput.from_pretrained(minilm_dir)
-    fresh = module.init(jax.random.key(0), jnp.zeros((1, 4), jnp.int32))
+    fresh = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 4), jnp.int32))  # boxed, as init's
     assert nn.get_partition_spec(variables) == nn.get_partition_spec(fresh)
     assert nn.get_partition_spec(variables)["params"]["word_embeddings"] == jax.sharding.PartitionSpec("vocab", "embed")
     assert jax.tree.structure(variables) == jax.tree.structure(fresh)
@@ -420,8 +423,8 @@ def test_linen_pretrained_is_boxed_like_init(minilm_dir):
 
 def test_rope_hugging_face_layout_and_joint_qk():
     cfg = fp.RopeConfig(head_dim=16, max_position_embeddings=64)
-    q = jax.random.normal(jax.random.key(0), (2, 10, 4, 16))  # (batch, seq, heads, dim)
-    k = jax.random.normal(jax.random.key(1), (2, 10, 2, 16))
+    q = jnp.asarray(normal((2, 10, 4, 16), seed=0))  # (batch, seq, heads, dim)
+    k = jnp.asarray(normal((2, 10, 2, 16), seed=1))
     flax_layout = fp.apply_rope(q, cfg)
     hf = jax.jit(lambda x: fp.apply_rope(x, cfg, seq_axis=-2))(q.transpose(0, 2, 1, 3))
     assert_ulps(hf.transpose(0, 2, 1, 3), flax_layout)
@@ -503,38 +506,38 @@ POSITIONS_FROM = ("index", "non_padding_ids", "attention_mask")
 
 @pytest.mark.parametrize("positions_from", POSITIONS_FROM)
 @pytest.mark.parametrize("rows", [1, 2])
-@pytest.mark.parametrize("bad", [5, -1])
-def test_token_types_follow_the_users_policy_under_jit(positions_from, rows, bad):
+def test_token_types_follow_the_users_policy_under_jit(positions_from, rows):
+    """Each bad type (past the end, below the first row) through the same compiled programs."""
     ids = jnp.array([[3, 4, 2]])
-    types = jnp.array([[0, 0, bad]])
-    where = "below the first row" if bad < 0 else f"{bad - rows + 1} past the end"
     noun = "type" if rows == 1 else "types"
-    message = f"^token type table holds {rows} {noun} \\(0\\.\\.{rows - 1}\\); asked for type {bad}, {where}$"
     block = _block(positions_from, rows)
-    with pytest.raises(PositionLimitError, match=message):  # eager: known ids
-        block(ids, token_type_ids=types)
     f = fp.position_errors(nnx.jit(lambda m, t: m(ids, token_type_ids=t)))
-    f(block, jnp.zeros_like(types))  # in range: no false alarm
-    with pytest.raises(PositionLimitError, match=message):
-        f(block, types)
+    f(block, jnp.zeros((1, 3), jnp.int32))  # in range: no false alarm
     table = np.asarray(block.token_type_embeddings[...])
-    clip = nnx.jit(lambda m, t: m(ids, token_type_ids=t))(_block(positions_from, rows, policy="clip"), types)
-    fill = nnx.jit(lambda m, t: m(ids, token_type_ids=t))(_block(positions_from, rows, policy="fill"), types)
-    assert np.isfinite(np.asarray(clip)).all() and table.shape == (rows, DIM)
-    assert np.isnan(np.asarray(fill)[0, 2]).all() and np.isfinite(np.asarray(fill)[0, :2]).all()
+    assert table.shape == (rows, DIM)
+    opt_in = nnx.jit(lambda m, t: m(ids, token_type_ids=t))
+    clip_block, fill_block = _block(positions_from, rows, policy="clip"), _block(positions_from, rows, policy="fill")
+    for bad in (5, -1):
+        types = jnp.array([[0, 0, bad]], jnp.int32)
+        where = "below the first row" if bad < 0 else f"{bad - rows + 1} past the end"
+        message = f"^token type table holds {rows} {noun} \\(0\\.\\.{rows - 1}\\); asked for type {bad}, {where}$"
+        with pytest.raises(PositionLimitError, match=message):  # eager: known ids
+            block(ids, token_type_ids=types)
+        with pytest.raises(PositionLimitError, match=message):
+            f(block, types)
+        clip = np.asarray(opt_in(clip_block, types))
+        fill = np.asarray(opt_in(fill_block, types))
+        assert np.isfinite(clip).all(), f"clip, type {bad}"
+        assert np.isnan(fill[0, 2]).all() and np.isfinite(fill[0, :2]).all(), f"fill, type {bad}"
 
 
 @pytest.mark.parametrize("positions_from", POSITIONS_FROM)
 @pytest.mark.parametrize("vocab", [1, 6])
-@pytest.mark.parametrize("bad", ["vocab", -1])
 @pytest.mark.parametrize("mode", ["eager", "jit", "vmap"])
-def test_word_ids_outside_the_vocabulary_are_an_error(positions_from, vocab, bad, mode):
-    bad = vocab if bad == "vocab" else bad
+def test_word_ids_outside_the_vocabulary_are_an_error(positions_from, vocab, mode):
+    """Each bad id (one past the vocabulary, -1) through the same compiled program."""
     block = _block(positions_from, vocab=vocab)
-    ids = jnp.array([[0, 0, bad]])
-    where = "below the first row" if bad < 0 else "1 past the end"
     noun = "id" if vocab == 1 else "ids"
-    message = f"^word embedding table holds {vocab} {noun} \\(0\\.\\.{vocab - 1}\\); asked for id {bad}, {where}$"
     call = {
         "eager": lambda i: block(i),
         "jit": fp.position_errors(nnx.jit(lambda m, i: m(i))).__get__(block),
@@ -542,9 +545,13 @@ def test_word_ids_outside_the_vocabulary_are_an_error(positions_from, vocab, bad
             block
         ),
     }[mode]
-    call(jnp.zeros_like(ids))  # in range: no false alarm
-    with pytest.raises(PositionLimitError, match=message):
-        call(ids)
+    call(jnp.zeros((1, 3), jnp.int32))  # in range: no false alarm
+    for bad in (vocab, -1):
+        ids = jnp.array([[0, 0, bad]], jnp.int32)
+        where = "below the first row" if bad < 0 else "1 past the end"
+        message = f"^word embedding table holds {vocab} {noun} \\(0\\.\\.{vocab - 1}\\); asked for id {bad}, {where}$"
+        with pytest.raises(PositionLimitError, match=message):
+            call(ids)
 
 
 @pytest.mark.parametrize("policy", ["clip", "fill"])

@@ -16,12 +16,14 @@ from model_checkpoints import IDS, decode_step, example_fixtures, hf_generate, h
 import flax_posenc as fp
 
 gpt2, checkpoint, model = example_fixtures("gpt2")
+#: ``model(ids)`` under ``nnx.jit``: one function, so models of one structure share its programs
+forward = nnx.jit(lambda m, ids: m(ids))
 
 
 def test_logits_equal_hugging_face(checkpoint, model):
     expected = hf_logits(checkpoint[1], IDS)
     assert np.abs(np.asarray(jitted(model)(IDS)) - expected).max() < 1e-4  # jax.jit
-    under_nnx_jit = nnx.jit(lambda m, ids: m(ids))(model, IDS)
+    under_nnx_jit = forward(model, IDS)
     assert np.abs(np.asarray(under_nnx_jit) - expected).max() < 1e-4
     vmapped = jax.jit(jax.vmap(lambda ids: model(ids[None])[0]))(jnp.asarray(IDS))  # one sequence at a time
     assert np.abs(np.asarray(vmapped) - expected).max() < 1e-4
@@ -52,7 +54,8 @@ def test_generate_past_n_positions_raises_before_running(model):
         gpt2.generate(model, np.ones((2, 60), np.int32), 5)
     with pytest.raises(fp.PositionLimitError, match="holds 64 positions"):
         model(np.zeros((1, 65), np.int32))  # a static length past the table
-    assert gpt2.generate(model, np.ones((1, 60), np.int32), 4).shape == (1, 64)  # exactly n_positions fits
+    # exactly n_positions fits (2 rows: the program of test_models_generate's limit test, compiled once between them)
+    assert gpt2.generate(model, np.ones((2, 60), np.int32), 4).shape == (2, 64)
     longer = nnx.clone(model)
     longer.extend_positions(128)  # the table grows (tile), the limit with it
     assert longer.position_limit == 128 and jitted(longer)(np.zeros((1, 65), np.int32)).shape == (1, 65, 1000)
@@ -73,7 +76,6 @@ def test_traced_start_past_n_positions_fails_under_plain_jit(model):
 
 def test_training_step_with_dropout(checkpoint):
     model = gpt2.from_pretrained(checkpoint[0], seed=1)
-    forward = nnx.jit(lambda m, ids: m(ids))
     model.train()
     counts = np.asarray(model.h.dropout.rngs.count[...])  # the scanned layers' streams, one per layer
     a, b = forward(model, IDS), forward(model, IDS)  # dropout on: two draws differ
