@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -230,7 +231,11 @@ def test_table_figures_keep_labels_apart(tmp_path, figures, name, values, dims):
     """The four table figures are laid out with fixed margins fitted to their labels (issue 38):
     nothing is clipped, covered or overlapping, whatever the tick labels' widths."""
     table = PositionTable(values, family="learned", key="wpe", source=name)
-    paths = plots.plot_all(table, tmp_path, dims=dims)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", plots.DownsampledWarning)
+        paths = plots.plot_all(table, tmp_path, dims=dims)
+    downsampled = [w for w in caught if issubclass(w.category, plots.DownsampledWarning)]
+    assert bool(downsampled) == (len(values) > 1024), [str(w.message) for w in downsampled]  # 2000 rows: averaged
     assert len(figures) == 4
     for fig, path in zip(figures, paths):
         check_rendered(fig, path)
