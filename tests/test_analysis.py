@@ -39,6 +39,23 @@ def test_sinusoid_dot_product_depends_only_on_offset(half, length, base):
     np.testing.assert_array_equal(prof.count, length - np.arange(length))
 
 
+def test_offset_profile_over_several_blocks_of_diagonals_matches_the_per_diagonal_loop():
+    """600 rows: the statistics are computed a block of 256 diagonals at a time (three blocks, the
+    last one partial); each offset equals numpy's own mean/std/min/max of that diagonal."""
+    t = np.random.default_rng(7).normal(size=(600, 5))
+    prof = analysis.similarity_by_offset(t, metric="dot")  # 600 <= max_rows: no sampling
+    gram = t @ t.T
+    for k in range(600):
+        diag = np.diagonal(gram, k)
+        np.testing.assert_allclose(
+            [prof.mean[k], prof.std[k], prof.min[k], prof.max[k], prof.count[k]],
+            [diag.mean(), diag.std(), diag.min(), diag.max(), diag.size],
+            rtol=1e-12,
+            atol=1e-12,
+            err_msg=f"offset {k}",
+        )
+
+
 @settings(max_examples=20, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
